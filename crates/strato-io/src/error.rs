@@ -1,0 +1,53 @@
+//! The one error type every importer and exporter returns: it names the file and says what is
+//! wrong with it in one line, so the CLI can print it and exit with code 2.
+
+use std::path::{Path, PathBuf};
+
+/// What went wrong with an input or output file.
+#[derive(Debug, thiserror::Error)]
+pub enum ErrorKind {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("file is empty")]
+    Empty,
+    #[error("gzip stream is corrupt or truncated: {0}")]
+    Gzip(String),
+    #[error("decompressed size exceeds the limit of {limit} bytes (set STRATO_MAX_DECOMPRESSED_BYTES to raise it)")]
+    DecompressedTooLarge { limit: u64 },
+    #[error("invalid JSON at byte {offset}: {message}")]
+    Json { offset: u64, message: String },
+    #[error("not a trace: {0}")]
+    NotATrace(String),
+    #[error("unknown format: {0}")]
+    UnknownFormat(String),
+    #[error("SQLite: {0}")]
+    Sqlite(String),
+    #[error("CSV: {0}")]
+    Csv(String),
+    #[error("protobuf: {0}")]
+    Protobuf(String),
+    #[error("invalid trace: {0}")]
+    Invalid(String),
+}
+
+/// An error tied to the file it concerns. Displays as `PATH: what is wrong`.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {kind}", path.display())]
+pub struct Error {
+    pub path: PathBuf,
+    #[source]
+    pub kind: ErrorKind,
+}
+
+impl Error {
+    /// An error about `path`.
+    pub fn new(path: impl AsRef<Path>, kind: impl Into<ErrorKind>) -> Self {
+        Error {
+            path: path.as_ref().to_path_buf(),
+            kind: kind.into(),
+        }
+    }
+}
+
+/// Result with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,1 @@
+//! Exporters: one module per output format.

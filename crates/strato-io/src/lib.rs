@@ -1,0 +1,170 @@
+//! Importers and exporters: the only place that reads or writes trace files of other tools.
+//!
+//! Every importer is a function from an input to `Result<Trace, Error>` and streams: memory is
+//! bounded by the events kept, not by the file size. [`import_paths`] is the entry point: it
+//! takes files or directories of per-rank files, sniffs each file's format from its bytes, and
+//! combines the results (ranks side by side; Nsight Compute metrics attached to the matching
+//! kernels of a timeline imported with them).
+//!
+//! Formats: Kineto / Chrome-trace JSON ([`chrome`]), TensorFlow trace viewer JSON (through
+//! [`chrome`] with [`tf`]'s post-pass), XPlane protobuf ([`xplane`]), Nsight Systems SQLite
+//! ([`nsys`]), Nsight Compute CSV ([`ncu`]). Exporters: [`export`].
+
+pub mod chrome;
+pub mod error;
+pub mod export;
+pub mod input;
+pub mod ncu;
+pub mod nsys;
+pub mod tf;
+pub mod xplane;
+
+use std::path::{Path, PathBuf};
+
+pub use error::{Error, ErrorKind, Result};
+use strato_trace::{LevelMap, Trace};
+
+/// What to import and how.
+#[derive(Debug, Clone)]
+pub struct ImportOptions {
+    /// Source category -> level mapping.
+    pub level_map: LevelMap,
+    /// Keep every event's attributes (`args`) as JSON text. Analyses that only need times,
+    /// names and correlations run with this off and keep far less in memory.
+    pub keep_args: bool,
+    /// Bound on decompressed bytes per gzip input.
+    pub max_decompressed_bytes: u64,
+}
+
+impl Default for ImportOptions {
+    fn default() -> Self {
+        ImportOptions {
+            level_map: LevelMap::default(),
+            keep_args: true,
+            max_decompressed_bytes: input::max_decompressed_bytes(),
+        }
+    }
+}
+
+/// The format of one input file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Chrome-trace JSON: Kineto, TF trace viewer, generic.
+    ChromeJson,
+    /// Nsight Systems SQLite export.
+    NsysSqlite,
+    /// Nsight Compute CSV.
+    NcuCsv,
+    /// XSpace protobuf (`*.xplane.pb`).
+    XPlane,
+}
+
+/// Sniffs the format of `path` from its content (and, for protobuf, which has no magic bytes,
+/// from the `.pb` name).
+pub fn detect_format(path: &Path, options: &ImportOptions) -> Result<Format> {
+    let mut input = input::open(path, options.max_decompressed_bytes)?;
+    match input::sniff(path, &mut input)? {
+        input::Sniffed::Json => Ok(Format::ChromeJson),
+        input::Sniffed::Sqlite => Ok(Format::NsysSqlite),
+        input::Sniffed::NcuCsv => Ok(Format::NcuCsv),
+        input::Sniffed::Binary => {
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if name.ends_with(".pb") || name.ends_with(".pb.gz") {
+                Ok(Format::XPlane)
+            } else {
+                Err(Error::new(
+                    path,
+                    ErrorKind::UnknownFormat(
+                        "expected Chrome/Kineto JSON, TF trace viewer JSON, *.xplane.pb, Nsight \
+                         Systems SQLite or Nsight Compute CSV"
+                            .into(),
+                    ),
+                ))
+            }
+        }
+    }
+}
+
+/// Imports one file of any supported format.
+pub fn import_file(path: &Path, options: &ImportOptions) -> Result<Trace> {
+    let trace = match detect_format(path, options)? {
+        Format::ChromeJson => {
+            let input = input::open(path, options.max_decompressed_bytes)?;
+            let trace = chrome::import(path, input, options)?;
+            tf::post_process(trace, options)
+        }
+        Format::NsysSqlite => nsys::import(path, options)?,
+        Format::NcuCsv => {
+            let input = input::open(path, options.max_decompressed_bytes)?;
+            ncu::import(path, input, options)?
+        }
+        Format::XPlane => {
+            let input = input::open(path, options.max_decompressed_bytes)?;
+            xplane::import(path, input, options)?
+        }
+    };
+    trace
+        .validate()
+        .map_err(|e| Error::new(path, ErrorKind::Invalid(e.to_string())))?;
+    Ok(trace)
+}
+
+/// The files a directory of ranks holds: regular files with a trace-like name, sorted by name.
+pub fn rank_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let entries = std::fs::read_dir(dir).map_err(|e| Error::new(dir, e))?;
+    let mut files = Vec::new();
+    for entry in entries {
+        let path = entry.map_err(|e| Error::new(dir, e))?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let traceish = [".json", ".json.gz", ".sqlite", ".csv", ".pb", ".pb.gz"]
+            .iter()
+            .any(|ext| name.ends_with(ext));
+        if path.is_file() && traceish && !name.starts_with('.') {
+            files.push(path);
+        }
+    }
+    files.sort();
+    if files.is_empty() {
+        return Err(Error::new(
+            dir,
+            ErrorKind::NotATrace(
+                "directory holds no trace files (*.json[.gz], *.sqlite, *.csv, *.pb)".into(),
+            ),
+        ));
+    }
+    Ok(files)
+}
+
+/// Imports files and directories of per-rank files into one trace: each file becomes a rank.
+/// Nsight Compute metrics imported beside a timeline are attached to its kernels
+/// ([`ncu::attach`]); imported alone they stand as their own trace.
+pub fn import_paths(paths: &[PathBuf], options: &ImportOptions) -> Result<Trace> {
+    let mut files = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            files.extend(rank_files(path)?);
+        } else {
+            files.push(path.clone());
+        }
+    }
+    let mut timeline = Trace::default();
+    let mut metrics = Vec::new();
+    for file in &files {
+        let trace = import_file(file, options)?;
+        if trace.ranks.iter().all(|r| r.format == "ncu") {
+            metrics.push(trace);
+        } else {
+            timeline.append(trace);
+        }
+    }
+    if timeline.ranks.is_empty() {
+        for m in metrics {
+            timeline.append(m);
+        }
+    } else {
+        for m in metrics {
+            ncu::attach(&mut timeline, m);
+        }
+    }
+    Ok(timeline)
+}

@@ -1,0 +1,27 @@
+//! The stratoscope trace model.
+//!
+//! This crate owns the in-memory representation every importer produces and every analysis
+//! reads: a [`Trace`] of [`Track`]s (CPU threads, device queues, counters) carrying [`Span`]s,
+//! [`Instant`]s, [`CounterSample`]s and [`Flow`]s, each span tagged with the [`Level`] (stratum)
+//! of the stack it belongs to, plus [`Device`]s, [`Process`]es, [`Rank`]s and [`ClockInfo`].
+//!
+//! Rules that hold for every `Trace` (checked by [`Trace::validate`]):
+//! - time is `i64` nanoseconds on the trace's reference clock;
+//! - a span's `end >= start`;
+//! - every id (track, string, args, span) refers to an existing entry.
+//!
+//! It never does I/O: importers (in `strato-io`) build a `Trace`, analyses read one.
+
+mod level;
+mod model;
+mod strings;
+mod time;
+
+pub use level::{Level, LevelMap, LevelMapError, LevelRule};
+pub use model::{
+    ArgsId, ClockDomain, ClockInfo, ClockSource, CounterSample, Device, Flow, FlowEnd, Instant,
+    Process, Rank, RankId, Span, SpanId, Trace, TraceError, Track, TrackId, TrackIndexHandle,
+    TrackKind,
+};
+pub use strings::{StrId, StringTable};
+pub use time::{parse_decimal_to_ns, Ns, TimeParseError};

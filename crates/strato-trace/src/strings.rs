@@ -1,0 +1,99 @@
+//! String interning: names and categories repeat millions of times in a trace (kernel names
+//! are hundreds of bytes), so spans carry a 4-byte [`StrId`] into the trace's [`StringTable`].
+
+use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+
+/// Index of a string in a [`StringTable`]. Id 0 is always the empty string.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize,
+)]
+pub struct StrId(pub u32);
+
+impl StrId {
+    /// The empty string, present in every table.
+    pub const EMPTY: StrId = StrId(0);
+}
+
+/// Interned strings. Interning the same text twice returns the same id.
+#[derive(Debug, Clone)]
+pub struct StringTable {
+    strings: Vec<Box<str>>,
+    index: FxHashMap<Box<str>, StrId>,
+}
+
+impl Default for StringTable {
+    fn default() -> Self {
+        let mut table = StringTable {
+            strings: Vec::new(),
+            index: FxHashMap::default(),
+        };
+        table.intern("");
+        table
+    }
+}
+
+impl PartialEq for StringTable {
+    fn eq(&self, other: &Self) -> bool {
+        self.strings == other.strings
+    }
+}
+
+impl StringTable {
+    /// Returns the id of `text`, adding it if new.
+    pub fn intern(&mut self, text: &str) -> StrId {
+        if let Some(&id) = self.index.get(text) {
+            return id;
+        }
+        let id = StrId(u32::try_from(self.strings.len()).expect("more than 4 billion strings"));
+        self.strings.push(text.into());
+        self.index.insert(text.into(), id);
+        id
+    }
+
+    /// The id of `text` if it was interned.
+    pub fn lookup(&self, text: &str) -> Option<StrId> {
+        self.index.get(text).copied()
+    }
+
+    /// The text of `id`; the empty string for an id that is not in the table.
+    pub fn get(&self, id: StrId) -> &str {
+        self.strings.get(id.0 as usize).map_or("", |s| s)
+    }
+
+    /// Number of strings, the empty one included.
+    pub fn len(&self) -> usize {
+        self.strings.len()
+    }
+
+    /// Never true: the empty string is always present.
+    pub fn is_empty(&self) -> bool {
+        self.strings.is_empty()
+    }
+
+    /// All strings in id order.
+    pub fn iter(&self) -> impl Iterator<Item = (StrId, &str)> {
+        self.strings
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (StrId(i as u32), &**s))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interning_is_idempotent_and_empty_is_zero() {
+        let mut table = StringTable::default();
+        assert_eq!(table.lookup(""), Some(StrId::EMPTY));
+        let a = table.intern("cudaLaunchKernel");
+        let b = table.intern("kernel");
+        assert_ne!(a, b);
+        assert_eq!(table.intern("cudaLaunchKernel"), a);
+        assert_eq!(table.get(a), "cudaLaunchKernel");
+        assert_eq!(table.len(), 3);
+        assert_eq!(table.get(StrId(99)), "");
+    }
+}

@@ -1,0 +1,128 @@
+//! Time: `i64` nanoseconds, and exact conversion from the decimal microsecond numbers that
+//! Chrome-trace JSON files carry (`"ts": 1712195495505543.2`). Going through `f64` would lose
+//! nanoseconds on epoch-sized timestamps (2^53 ns is only 104 days), so the text is parsed.
+
+/// Nanoseconds on a trace's reference clock (or a duration in nanoseconds).
+pub type Ns = i64;
+
+/// Why a decimal time could not be converted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TimeParseError {
+    #[error("not a decimal number: {0:?}")]
+    NotANumber(String),
+    #[error("time out of range: {0:?}")]
+    OutOfRange(String),
+}
+
+/// Converts a decimal number written in units of `10^-scale_exp10` ... precisely: the text is
+/// a JSON number in units where one unit = `unit_ns` nanoseconds (1000 for microseconds, 1 for
+/// nanoseconds). Digits finer than one nanosecond are rounded half away from zero. Accepts an
+/// optional sign, a fraction and an exponent (`1.5e3`).
+pub fn parse_decimal_to_ns(text: &str, unit_ns: i64) -> Result<Ns, TimeParseError> {
+    let bad = || TimeParseError::NotANumber(text.to_owned());
+    let range = || TimeParseError::OutOfRange(text.to_owned());
+    let bytes = text.trim().as_bytes();
+    if bytes.is_empty() {
+        return Err(bad());
+    }
+    let (negative, rest) = match bytes[0] {
+        b'-' => (true, &bytes[1..]),
+        b'+' => (false, &bytes[1..]),
+        _ => (false, bytes),
+    };
+    // Split mantissa and exponent.
+    let (mantissa, exponent) = match rest.iter().position(|&b| b == b'e' || b == b'E') {
+        Some(p) => {
+            let exp_text = std::str::from_utf8(&rest[p + 1..]).map_err(|_| bad())?;
+            let exp: i32 = exp_text.parse().map_err(|_| bad())?;
+            (&rest[..p], exp)
+        }
+        None => (rest, 0),
+    };
+    // Collect digits as an integer with a decimal exponent.
+    let mut digits: i128 = 0;
+    let mut scale: i32 = 0; // value = digits * 10^(exponent - scale)
+    let mut seen_digit = false;
+    let mut seen_dot = false;
+    for &b in mantissa {
+        match b {
+            b'0'..=b'9' => {
+                seen_digit = true;
+                if digits < 10_i128.pow(30) {
+                    digits = digits * 10 + i128::from(b - b'0');
+                    if seen_dot {
+                        scale += 1;
+                    }
+                } else if !seen_dot {
+                    return Err(range());
+                }
+            }
+            b'.' if !seen_dot => seen_dot = true,
+            _ => return Err(bad()),
+        }
+    }
+    if !seen_digit {
+        return Err(bad());
+    }
+    // value_ns = digits * unit_ns * 10^(exponent - scale)
+    let mut value = digits.checked_mul(i128::from(unit_ns)).ok_or_else(range)?;
+    let shift = exponent - scale;
+    if shift >= 0 {
+        for _ in 0..shift {
+            value = value.checked_mul(10).ok_or_else(range)?;
+        }
+    } else {
+        let divisor = 10_i128.checked_pow((-shift) as u32).ok_or_else(range)?;
+        let quotient = value / divisor;
+        let remainder = value % divisor;
+        value = if remainder * 2 >= divisor {
+            quotient + 1
+        } else {
+            quotient
+        };
+    }
+    let value = if negative { -value } else { value };
+    i64::try_from(value).map_err(|_| range())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn microseconds_with_fraction_are_exact() {
+        assert_eq!(
+            parse_decimal_to_ns("1712195495505543.2", 1000),
+            Ok(1_712_195_495_505_543_200)
+        );
+        assert_eq!(
+            parse_decimal_to_ns("4458676522690.655", 1000),
+            Ok(4_458_676_522_690_655)
+        );
+        assert_eq!(parse_decimal_to_ns("68.0", 1000), Ok(68_000));
+        assert_eq!(
+            parse_decimal_to_ns("1669783687464181", 1000),
+            Ok(1_669_783_687_464_181_000)
+        );
+    }
+
+    #[test]
+    fn sub_nanosecond_digits_round() {
+        assert_eq!(parse_decimal_to_ns("0.0004", 1000), Ok(0));
+        assert_eq!(parse_decimal_to_ns("0.0005", 1000), Ok(1));
+        assert_eq!(parse_decimal_to_ns("-0.0015", 1000), Ok(-2));
+        assert_eq!(parse_decimal_to_ns("49.493", 1000), Ok(49_493));
+        assert_eq!(parse_decimal_to_ns("2575285.879", 1), Ok(2_575_286));
+    }
+
+    #[test]
+    fn exponents_and_errors() {
+        assert_eq!(parse_decimal_to_ns("1.5e3", 1000), Ok(1_500_000));
+        assert_eq!(parse_decimal_to_ns("15E-1", 1000), Ok(1_500));
+        assert!(parse_decimal_to_ns("", 1000).is_err());
+        assert!(parse_decimal_to_ns("abc", 1000).is_err());
+        assert!(parse_decimal_to_ns("1.2.3", 1000).is_err());
+        assert!(parse_decimal_to_ns("1e300", 1000).is_err());
+        assert!(parse_decimal_to_ns("99999999999999999999", 1000).is_err());
+    }
+}
