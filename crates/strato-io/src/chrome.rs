@@ -1,12 +1,1087 @@
-//! Chrome-trace JSON importer (Kineto, TF trace viewer, generic). (In progress.)
-use crate::{input::Input, Error, ErrorKind, ImportOptions, Result};
-use std::path::Path;
-use strato_trace::Trace;
+//! Chrome-trace JSON importer: PyTorch profiler / Kineto traces (current and 2021 schema), the
+//! TensorFlow trace viewer JSON (refined afterwards by [`crate::tf`]) and generic Chrome traces.
+//!
+//! Streaming: a reader thread decompresses the file in 1 MiB chunks while this thread splits
+//! the `traceEvents` array into single events ([`crate::json_split`]) and parses each one alone
+//! with serde (borrowing from the chunk). Neither the JSON text nor a DOM of it is ever held
+//! whole; memory is bounded by the events kept.
+//!
+//! Placement rules (see `docs/formats/kineto.md`):
+//! - device categories (kernels, copies, sets, syncs, `gpu_user_annotation`) go to
+//!   `DeviceQueue{device: args.device or pid, queue: args.stream or tid}` — decided by `cat`,
+//!   never by pid, because some files put Python events on pid 0 / tid 0 too;
+//! - other events with integer-like pid and tid go to `Thread{pid, tid}` (`"stream 7"` and
+//!   `"1890023232"` strings are read as integers); anything else to `Custom{group: pid, name: tid}`;
+//! - `ts`/`dur` are microseconds, converted to ns from their decimal text exactly;
+//!   negative durations are clamped to 0 (as libkineto does) and counted;
+//! - flows (`s`/`t`/`f`) bind to the innermost span containing their timestamp on their track;
+//!   unpaired flow ends are kept with the other end missing;
+//! - `[memory]` instants also feed a per-device "memory allocated" counter (bytes).
 
-/// Imports a Chrome-trace JSON document.
-pub fn import(path: &Path, _input: Input, _options: &ImportOptions) -> Result<Trace> {
-    Err(Error::new(
-        path,
-        ErrorKind::UnknownFormat("not built yet".into()),
-    ))
+use std::borrow::Cow;
+use std::path::Path;
+
+use rustc_hash::FxHashMap;
+use serde::de::{self, Deserializer, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use strato_trace::{
+    parse_decimal_to_ns, ClockInfo, CounterSample, Device, Flow, FlowEnd, Instant, Level, Ns,
+    Process, Rank, RankId, Span, SpanId, StrId, Trace, TrackId, TrackIndexHandle, TrackKind,
+};
+
+use crate::input::Input;
+use crate::json_split::{Splitter, TopLevel};
+use crate::{Error, ErrorKind, ImportOptions, Result};
+
+/// Categories that belong on a device queue whatever their pid says.
+const DEVICE_CATEGORIES: &[&str] = &[
+    "kernel",
+    "gpu_memcpy",
+    "gpu_memset",
+    "gpu_user_annotation",
+    "cuda_sync",
+    "Kernel",
+    "Memcpy",
+    "Memset",
+];
+
+/// Top-level keys that only Kineto writes.
+const KINETO_KEYS: &[&str] = &[
+    "schemaVersion",
+    "deviceProperties",
+    "distributedInfo",
+    "traceName",
+    "baseTimeNanoseconds",
+];
+
+/// Imports a Chrome-trace JSON document (object with `traceEvents`, or a bare array).
+pub fn import(path: &Path, input: Input, options: &ImportOptions) -> Result<Trace> {
+    let mut builder = Builder::new(path, options);
+    let mut splitter = Splitter::new(input.reader);
+    let outcome = splitter.run(|item| match item {
+        TopLevel::Key(key, raw) => builder.top_level(key, raw).map(|()| Some(0)),
+        TopLevel::Event(rest, offset) => builder.event(rest, offset),
+    });
+    match outcome {
+        Ok(saw_events) => {
+            if !saw_events {
+                return Err(Error::new(
+                    path,
+                    ErrorKind::NotATrace("JSON has no \"traceEvents\" array".into()),
+                ));
+            }
+            builder.finish()
+        }
+        Err(crate::json_split::SplitError::Io(e)) => Err(crate::input::classify(path, e)),
+        Err(crate::json_split::SplitError::Syntax { offset, message }) => {
+            Err(Error::new(path, ErrorKind::Json { offset, message }))
+        }
+        Err(crate::json_split::SplitError::Event { offset, message }) => {
+            Err(Error::new(path, ErrorKind::Json { offset, message }))
+        }
+    }
+}
+
+/// One event as written; strings borrow from the chunk unless they contain escapes.
+#[derive(Deserialize)]
+struct RawEvent<'a> {
+    #[serde(borrow)]
+    ph: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    cat: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pid: Option<Loose>,
+    #[serde(default)]
+    tid: Option<Loose>,
+    #[serde(borrow)]
+    ts: Option<&'a RawValue>,
+    #[serde(borrow)]
+    dur: Option<&'a RawValue>,
+    #[serde(default)]
+    id: Option<Loose>,
+    #[serde(borrow)]
+    args: Option<&'a RawValue>,
+}
+
+/// The `args` fields the importer itself needs; everything else stays in the JSON text.
+#[derive(Deserialize, Default)]
+struct KnownArgs<'a> {
+    correlation: Option<Loose>,
+    /// TensorFlow trace viewer's name for the launch correlation.
+    correlation_id: Option<Loose>,
+    #[serde(rename = "External id")]
+    external_id: Option<Loose>,
+    #[serde(rename = "external id")]
+    external_id_2021: Option<Loose>,
+    device: Option<Loose>,
+    stream: Option<Loose>,
+    #[serde(borrow)]
+    name: Option<Cow<'a, str>>,
+    sort_index: Option<Loose>,
+    #[serde(borrow)]
+    labels: Option<Cow<'a, str>>,
+    #[serde(rename = "Device Id")]
+    memory_device: Option<Loose>,
+    #[serde(rename = "Total Allocated")]
+    total_allocated: Option<Loose>,
+}
+
+/// A JSON scalar read leniently: integers, floats, or strings holding either (`"stream 7"`
+/// gives 7). Non-numeric strings are kept as text.
+#[derive(Debug, Clone, PartialEq)]
+enum Loose {
+    Int(i64),
+    Float(f64),
+    Text(String),
+}
+
+impl Loose {
+    fn as_i64(&self) -> Option<i64> {
+        match self {
+            Loose::Int(v) => Some(*v),
+            Loose::Float(v) if v.fract() == 0.0 && v.abs() < 9.0e18 => Some(*v as i64),
+            Loose::Float(_) => None,
+            Loose::Text(t) => parse_int_text(t),
+        }
+    }
+
+    fn as_f64(&self) -> Option<f64> {
+        match self {
+            Loose::Int(v) => Some(*v as f64),
+            Loose::Float(v) => Some(*v),
+            Loose::Text(t) => t.trim().parse().ok(),
+        }
+    }
+
+    fn text(&self) -> String {
+        match self {
+            Loose::Int(v) => v.to_string(),
+            Loose::Float(v) => v.to_string(),
+            Loose::Text(t) => t.clone(),
+        }
+    }
+}
+
+fn parse_int_text(text: &str) -> Option<i64> {
+    let t = text.trim();
+    t.parse::<i64>().ok().or_else(|| {
+        t.strip_prefix("stream ")
+            .and_then(|n| n.trim().parse().ok())
+    })
+}
+
+impl<'de> Deserialize<'de> for Loose {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        struct LooseVisitor;
+        impl<'de> Visitor<'de> for LooseVisitor {
+            type Value = Loose;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a number or a string")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> std::result::Result<Loose, E> {
+                Ok(Loose::Int(v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> std::result::Result<Loose, E> {
+                Ok(i64::try_from(v).map_or(Loose::Float(v as f64), Loose::Int))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> std::result::Result<Loose, E> {
+                Ok(Loose::Float(v))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<Loose, E> {
+                Ok(Loose::Text(v.to_owned()))
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> std::result::Result<Loose, E> {
+                Ok(Loose::Int(i64::from(v)))
+            }
+            fn visit_unit<E: de::Error>(self) -> std::result::Result<Loose, E> {
+                Ok(Loose::Text(String::new()))
+            }
+        }
+        deserializer.deserialize_any(LooseVisitor)
+    }
+}
+
+/// A flow end seen in the file, bound to a span after all spans are read.
+struct PendingFlowEnd {
+    flow: usize,
+    is_start: bool,
+    pid: Option<Loose>,
+    tid: Option<Loose>,
+    ts: Ns,
+}
+
+/// Per-category facts, computed once per distinct category.
+#[derive(Clone, Copy)]
+struct CategoryInfo {
+    id: StrId,
+    level: Level,
+    on_device: bool,
+}
+
+struct Builder<'p> {
+    path: &'p Path,
+    options: &'p ImportOptions,
+    trace: Trace,
+    rank: RankId,
+    tracks: TrackIndexHandle,
+    thread_cache: FxHashMap<(i64, i64), TrackId>,
+    device_cache: FxHashMap<(i64, i64), TrackId>,
+    categories: FxHashMap<String, CategoryInfo>,
+    metadata: Vec<(String, String)>,
+    kineto: bool,
+    process_names: FxHashMap<i64, (Option<String>, Option<String>)>,
+    thread_names: Vec<(i64, i64, Option<String>, Option<i64>)>,
+    open_begins: FxHashMap<TrackId, Vec<(Ns, StrId, CategoryInfo, Option<String>)>>,
+    flows: FxHashMap<(StrId, String), usize>,
+    flow_ends: Vec<PendingFlowEnd>,
+    memory_tracks: FxHashMap<(i64, i64), TrackId>,
+    clamped_durations: u64,
+    unmatched_ends: u64,
+}
+
+impl<'p> Builder<'p> {
+    fn new(path: &'p Path, options: &'p ImportOptions) -> Self {
+        let mut trace = Trace::default();
+        let rank = trace.add_rank(Rank {
+            rank: None,
+            world_size: None,
+            source: path.display().to_string(),
+            format: "chrome".into(),
+            host: None,
+            metadata_json: None,
+        });
+        Builder {
+            path,
+            options,
+            trace,
+            rank,
+            tracks: TrackIndexHandle::default(),
+            thread_cache: FxHashMap::default(),
+            device_cache: FxHashMap::default(),
+            categories: FxHashMap::default(),
+            metadata: Vec::new(),
+            kineto: false,
+            process_names: FxHashMap::default(),
+            thread_names: Vec::new(),
+            open_begins: FxHashMap::default(),
+            flows: FxHashMap::default(),
+            flow_ends: Vec::new(),
+            memory_tracks: FxHashMap::default(),
+            clamped_durations: 0,
+            unmatched_ends: 0,
+        }
+    }
+
+    fn err(&self, offset: u64, message: impl Into<String>) -> Error {
+        Error::new(
+            self.path,
+            ErrorKind::Json {
+                offset,
+                message: message.into(),
+            },
+        )
+    }
+
+    /// A top-level key other than `traceEvents`, with its raw JSON value.
+    fn top_level(&mut self, key: &str, raw: &[u8]) -> std::result::Result<(), String> {
+        if KINETO_KEYS.contains(&key) {
+            self.kineto = true;
+        }
+        let text = String::from_utf8_lossy(raw).into_owned();
+        match key {
+            "distributedInfo" => {
+                #[derive(Deserialize)]
+                struct Dist {
+                    rank: Option<Loose>,
+                    world_size: Option<Loose>,
+                }
+                if let Ok(d) = serde_json::from_str::<Dist>(&text) {
+                    let rank = &mut self.trace.ranks[self.rank.0 as usize];
+                    rank.rank = d.rank.and_then(|r| r.as_i64());
+                    rank.world_size = d.world_size.and_then(|w| w.as_i64());
+                }
+            }
+            "deviceProperties" => {
+                if let Ok(list) = serde_json::from_str::<Vec<&RawValue>>(&text) {
+                    for raw in list {
+                        self.device_properties(raw.get());
+                    }
+                }
+            }
+            "host_name" | "hostname" => {
+                if let Ok(host) = serde_json::from_str::<String>(&text) {
+                    self.trace.ranks[self.rank.0 as usize].host = Some(host);
+                }
+            }
+            _ => {}
+        }
+        self.metadata.push((key.to_owned(), text));
+        Ok(())
+    }
+
+    fn device_properties(&mut self, text: &str) {
+        #[derive(Deserialize)]
+        struct Props {
+            id: Option<Loose>,
+            name: Option<String>,
+            #[serde(rename = "totalGlobalMem")]
+            total_global_mem: Option<Loose>,
+            #[serde(rename = "computeMajor")]
+            compute_major: Option<Loose>,
+            #[serde(rename = "computeMinor")]
+            compute_minor: Option<Loose>,
+            #[serde(rename = "numSms")]
+            num_sms: Option<Loose>,
+        }
+        let Ok(p) = serde_json::from_str::<Props>(text) else {
+            return;
+        };
+        let Some(index) = p.id.as_ref().and_then(Loose::as_i64) else {
+            return;
+        };
+        self.trace.devices.push(Device {
+            rank: Some(self.rank),
+            index,
+            name: p.name,
+            sm_count: p.num_sms.and_then(|v| v.as_i64()),
+            total_memory_bytes: p.total_global_mem.and_then(|v| v.as_i64()),
+            compute_major: p.compute_major.and_then(|v| v.as_i64()),
+            compute_minor: p.compute_minor.and_then(|v| v.as_i64()),
+            clock_rate_khz: None,
+            memory_bandwidth_bytes_per_s: None,
+            extra_json: Some(text.to_owned()),
+        });
+    }
+
+    fn category(&mut self, cat: &str) -> CategoryInfo {
+        if let Some(info) = self.categories.get(cat) {
+            return *info;
+        }
+        let map = &self.options.level_map;
+        let level = map
+            .level("kineto", cat)
+            .or_else(|| map.level("chrome", cat))
+            .unwrap_or(Level::Other);
+        let on_device = DEVICE_CATEGORIES.contains(&cat) || level.is_device_op();
+        if [
+            "cpu_op",
+            "cuda_runtime",
+            "kernel",
+            "Operator",
+            "Runtime",
+            "Kernel",
+        ]
+        .contains(&cat)
+        {
+            self.kineto = true;
+        }
+        let info = CategoryInfo {
+            id: self.trace.intern(cat),
+            level,
+            on_device,
+        };
+        self.categories.insert(cat.to_owned(), info);
+        info
+    }
+
+    fn thread_track(&mut self, pid: i64, tid: i64) -> TrackId {
+        if let Some(&id) = self.thread_cache.get(&(pid, tid)) {
+            return id;
+        }
+        let id = self
+            .trace
+            .track_for(&mut self.tracks, self.rank, TrackKind::Thread { pid, tid });
+        self.thread_cache.insert((pid, tid), id);
+        id
+    }
+
+    /// The track for an event's pid/tid (not a device category).
+    fn host_track(&mut self, pid: Option<&Loose>, tid: Option<&Loose>) -> TrackId {
+        let p = pid.and_then(Loose::as_i64);
+        let t = tid.and_then(Loose::as_i64);
+        match (p, t) {
+            (Some(p), Some(t)) => self.thread_track(p, t),
+            (Some(p), None) if tid.is_none() => self.thread_track(p, 0),
+            _ => {
+                let group = pid.map(Loose::text).unwrap_or_default();
+                let name = tid.map(Loose::text).unwrap_or_default();
+                self.trace.track_for(
+                    &mut self.tracks,
+                    self.rank,
+                    TrackKind::Custom { group, name },
+                )
+            }
+        }
+    }
+
+    fn device_track(&mut self, device: i64, queue: i64) -> TrackId {
+        if let Some(&id) = self.device_cache.get(&(device, queue)) {
+            return id;
+        }
+        let kind = TrackKind::DeviceQueue { device, queue };
+        let id = self.trace.track_for(&mut self.tracks, self.rank, kind);
+        self.device_cache.insert((device, queue), id);
+        id
+    }
+
+    /// The track an event at (pid, tid) refers to once every event is read: an existing thread
+    /// track, else the device queue (pid = device, tid = stream) when one exists, else a new
+    /// thread track. Used for flow ends and `thread_name` metadata, which Kineto also writes for
+    /// GPU streams.
+    fn existing_track(&mut self, pid: Option<&Loose>, tid: Option<&Loose>) -> TrackId {
+        let p = pid.and_then(Loose::as_i64);
+        let t = tid.and_then(Loose::as_i64);
+        if let (Some(p), Some(t)) = (p, t) {
+            if let Some(&id) = self.thread_cache.get(&(p, t)) {
+                return id;
+            }
+            if let Some(&id) = self.device_cache.get(&(p, t)) {
+                return id;
+            }
+        }
+        self.host_track(pid, tid)
+    }
+
+    fn time(&self, raw: Option<&RawValue>, offset: u64) -> Result<Option<Ns>> {
+        let Some(raw) = raw else { return Ok(None) };
+        let text = raw.get();
+        let text = text
+            .strip_prefix('"')
+            .and_then(|t| t.strip_suffix('"'))
+            .unwrap_or(text);
+        if text == "null" {
+            return Ok(None);
+        }
+        parse_decimal_to_ns(text, 1000)
+            .map(Some)
+            .map_err(|e| self.err(offset, format!("bad timestamp: {e}")))
+    }
+
+    /// Parses the event at the front of `rest`; `None` when it is cut off by the window's end.
+    fn event(&mut self, rest: &[u8], offset: u64) -> std::result::Result<Option<usize>, String> {
+        let mut stream = serde_json::Deserializer::from_slice(rest).into_iter::<RawEvent<'_>>();
+        let ev = match stream.next() {
+            Some(Ok(ev)) => ev,
+            Some(Err(e)) if e.is_eof() => return Ok(None),
+            None => return Ok(None),
+            Some(Err(e)) => return Err(format!("bad event: {e}")),
+        };
+        let used = stream.byte_offset();
+        self.event_inner(ev, offset)
+            .map(|()| Some(used))
+            .map_err(|e| match e.kind {
+                ErrorKind::Json { message, .. } => message,
+                other => other.to_string(),
+            })
+    }
+
+    fn event_inner(&mut self, ev: RawEvent<'_>, offset: u64) -> Result<()> {
+        let Some(ph) = ev.ph.as_deref() else {
+            return Ok(());
+        };
+        let known: KnownArgs<'_> = match ev.args {
+            Some(raw) => serde_json::from_str(raw.get())
+                .map_err(|e| self.err(offset, format!("bad args: {e}")))?,
+            None => KnownArgs::default(),
+        };
+        match ph {
+            "X" | "B" | "E" => self.span_event(ph, &ev, &known, offset),
+            "i" | "I" | "n" => self.instant_event(&ev, &known, offset),
+            "C" => self.counter_event(&ev, offset),
+            "s" | "t" | "f" => self.flow_event(ph, &ev, offset),
+            "M" => {
+                self.metadata_event(&ev, &known);
+                Ok(())
+            }
+            // Async (b/e), object (N/O/D), sample (P) and other phases are not modelled yet.
+            _ => Ok(()),
+        }
+    }
+
+    fn args_id(&mut self, ev: &RawEvent<'_>) -> Option<strato_trace::ArgsId> {
+        if !self.options.keep_args {
+            return None;
+        }
+        ev.args.map(|raw| self.trace.add_args(raw.get()))
+    }
+
+    fn span_event(
+        &mut self,
+        ph: &str,
+        ev: &RawEvent<'_>,
+        known: &KnownArgs<'_>,
+        offset: u64,
+    ) -> Result<()> {
+        let cat = self.category(ev.cat.as_deref().unwrap_or(""));
+        let track = if cat.on_device {
+            let device = known
+                .device
+                .as_ref()
+                .or(ev.pid.as_ref())
+                .and_then(Loose::as_i64);
+            let queue = known
+                .stream
+                .as_ref()
+                .or(ev.tid.as_ref())
+                .and_then(Loose::as_i64);
+            match (device, queue) {
+                (Some(d), Some(q)) => self.device_track(d, q),
+                _ => self.host_track(ev.pid.as_ref(), ev.tid.as_ref()),
+            }
+        } else {
+            self.host_track(ev.pid.as_ref(), ev.tid.as_ref())
+        };
+        let ts = self.time(ev.ts, offset)?.unwrap_or(0);
+        let name = self.trace.intern(ev.name.as_deref().unwrap_or(""));
+        match ph {
+            "B" => {
+                let args = ev.args.map(|a| a.get().to_owned());
+                self.open_begins
+                    .entry(track)
+                    .or_default()
+                    .push((ts, name, cat, args));
+                return Ok(());
+            }
+            "E" => {
+                let Some((start, name, cat, args)) =
+                    self.open_begins.get_mut(&track).and_then(Vec::pop)
+                else {
+                    self.unmatched_ends += 1;
+                    return Ok(());
+                };
+                let args = if self.options.keep_args {
+                    args.map(|a| self.trace.add_args(&a))
+                } else {
+                    None
+                };
+                self.trace.spans.push(Span {
+                    track,
+                    start,
+                    end: ts.max(start),
+                    name,
+                    category: cat.id,
+                    level: cat.level,
+                    correlation: None,
+                    external_id: None,
+                    args,
+                });
+                return Ok(());
+            }
+            _ => {}
+        }
+        let mut dur = self.time(ev.dur, offset)?.unwrap_or(0);
+        if dur < 0 {
+            dur = 0;
+            self.clamped_durations += 1;
+        }
+        let correlation = known
+            .correlation
+            .as_ref()
+            .or(known.correlation_id.as_ref())
+            .and_then(Loose::as_i64)
+            .map(|c| c as u64);
+        let external_id = known
+            .external_id
+            .as_ref()
+            .or(known.external_id_2021.as_ref())
+            .and_then(Loose::as_i64)
+            .map(|c| c as u64);
+        let args = self.args_id(ev);
+        self.trace.spans.push(Span {
+            track,
+            start: ts,
+            end: ts.saturating_add(dur),
+            name,
+            category: cat.id,
+            level: cat.level,
+            correlation,
+            external_id,
+            args,
+        });
+        Ok(())
+    }
+
+    fn instant_event(
+        &mut self,
+        ev: &RawEvent<'_>,
+        known: &KnownArgs<'_>,
+        offset: u64,
+    ) -> Result<()> {
+        let cat = self.category(ev.cat.as_deref().unwrap_or(""));
+        let track = self.host_track(ev.pid.as_ref(), ev.tid.as_ref());
+        let ts = self.time(ev.ts, offset)?.unwrap_or(0);
+        let name_text = ev.name.as_deref().unwrap_or("");
+        if name_text == "[memory]" {
+            if let (Some(device), Some(total)) = (
+                known.memory_device.as_ref().and_then(Loose::as_i64),
+                known.total_allocated.as_ref().and_then(Loose::as_f64),
+            ) {
+                let pid = ev.pid.as_ref().and_then(Loose::as_i64).unwrap_or(0);
+                let counter = self.memory_counter(pid, device);
+                self.trace.counters.push(CounterSample {
+                    track: counter,
+                    ts,
+                    value: total,
+                });
+            }
+        }
+        let name = self.trace.intern(name_text);
+        let args = self.args_id(ev);
+        self.trace.instants.push(Instant {
+            track,
+            ts,
+            name,
+            category: cat.id,
+            level: cat.level,
+            args,
+        });
+        Ok(())
+    }
+
+    fn memory_counter(&mut self, pid: i64, device: i64) -> TrackId {
+        if let Some(&id) = self.memory_tracks.get(&(pid, device)) {
+            return id;
+        }
+        let kind = TrackKind::Counter {
+            pid: Some(pid),
+            device: Some(device),
+            name: "memory allocated".into(),
+            unit: "bytes".into(),
+        };
+        let id = self.trace.track_for(&mut self.tracks, self.rank, kind);
+        self.memory_tracks.insert((pid, device), id);
+        id
+    }
+
+    fn counter_event(&mut self, ev: &RawEvent<'_>, offset: u64) -> Result<()> {
+        let ts = self.time(ev.ts, offset)?.unwrap_or(0);
+        let Some(raw) = ev.args else { return Ok(()) };
+        let values: Vec<(String, Loose)> =
+            serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(raw.get())
+                .map_err(|e| self.err(offset, format!("bad counter args: {e}")))?
+                .into_iter()
+                .filter_map(|(k, v)| v.as_f64().map(|f| (k, Loose::Float(f))))
+                .collect();
+        let base = ev.name.as_deref().unwrap_or("counter").to_owned();
+        let pid = ev.pid.as_ref().and_then(Loose::as_i64);
+        let single = values.len() == 1;
+        for (key, value) in values {
+            let name = if single {
+                base.clone()
+            } else {
+                format!("{base}.{key}")
+            };
+            let kind = TrackKind::Counter {
+                pid,
+                device: None,
+                name,
+                unit: String::new(),
+            };
+            let track = self.trace.track_for(&mut self.tracks, self.rank, kind);
+            let value = value.as_f64().unwrap_or(f64::NAN);
+            self.trace.counters.push(CounterSample { track, ts, value });
+        }
+        Ok(())
+    }
+
+    fn flow_event(&mut self, ph: &str, ev: &RawEvent<'_>, offset: u64) -> Result<()> {
+        let cat = self.category(ev.cat.as_deref().unwrap_or(""));
+        let Some(id) = ev.id.as_ref() else {
+            return Ok(());
+        };
+        let key_text = id.text();
+        let numeric = id
+            .as_i64()
+            .map(|v| v as u64)
+            .unwrap_or_else(|| hash_text(&key_text));
+        let ts = self.time(ev.ts, offset)?.unwrap_or(0);
+        let is_start = ph == "s";
+        let key = (cat.id, key_text);
+        let existing = self.flows.get(&key).copied().filter(|&i| {
+            let flow = &self.trace.flows[i];
+            if is_start {
+                flow.from.is_none()
+            } else {
+                flow.to.is_none()
+            }
+        });
+        let index = match existing {
+            Some(i) => i,
+            None => {
+                self.trace.flows.push(Flow {
+                    id: numeric,
+                    category: cat.id,
+                    from: None,
+                    to: None,
+                });
+                let i = self.trace.flows.len() - 1;
+                self.flows.insert(key, i);
+                i
+            }
+        };
+        // The track is resolved in `finish`, once every span's track exists.
+        let end = Some(FlowEnd {
+            track: TrackId(0),
+            ts,
+            span: None,
+        });
+        if is_start {
+            self.trace.flows[index].from = end;
+        } else {
+            // `t` (step) ends are treated as the flow's arrival.
+            self.trace.flows[index].to = end;
+        }
+        self.flow_ends.push(PendingFlowEnd {
+            flow: index,
+            is_start,
+            pid: ev.pid.clone(),
+            tid: ev.tid.clone(),
+            ts,
+        });
+        Ok(())
+    }
+
+    fn metadata_event(&mut self, ev: &RawEvent<'_>, known: &KnownArgs<'_>) {
+        let pid = ev.pid.as_ref().and_then(Loose::as_i64);
+        match ev.name.as_deref() {
+            Some("process_name") => {
+                if let Some(pid) = pid {
+                    self.process_names.entry(pid).or_default().0 =
+                        known.name.as_deref().map(str::to_owned);
+                }
+            }
+            Some("process_labels") => {
+                if let Some(pid) = pid {
+                    self.process_names.entry(pid).or_default().1 =
+                        known.labels.as_deref().map(str::to_owned);
+                }
+            }
+            Some("thread_name") | Some("thread_sort_index") => {
+                let tid = ev.tid.as_ref().and_then(Loose::as_i64);
+                if let (Some(pid), Some(tid)) = (pid, tid) {
+                    let name = known.name.as_deref().map(str::to_owned);
+                    let sort = known.sort_index.as_ref().and_then(Loose::as_i64);
+                    self.thread_names.push((pid, tid, name, sort));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn finish(mut self) -> Result<Trace> {
+        let rank = self.rank;
+        if self.kineto {
+            self.trace.ranks[rank.0 as usize].format = "kineto".into();
+        }
+        if !self.metadata.is_empty() {
+            let mut text = String::from("{");
+            for (i, (key, value)) in self.metadata.iter().enumerate() {
+                if i > 0 {
+                    text.push(',');
+                }
+                text.push_str(&serde_json::to_string(key).unwrap_or_default());
+                text.push(':');
+                text.push_str(value);
+            }
+            text.push('}');
+            self.trace.ranks[rank.0 as usize].metadata_json = Some(text);
+        }
+        // Thread names, keeping the last name given and any sort index. Names of tracks that
+        // carry no events (Kineto names every GPU stream also as a thread) go to the device
+        // queue of the same numbers, or are dropped.
+        for (pid, tid, name, sort) in std::mem::take(&mut self.thread_names) {
+            let track = match (
+                self.thread_cache.get(&(pid, tid)),
+                self.device_cache.get(&(pid, tid)),
+            ) {
+                (Some(&t), _) | (None, Some(&t)) => t,
+                (None, None) => continue,
+            };
+            let t = &mut self.trace.tracks[track.0 as usize];
+            if name.is_some() {
+                t.name = name;
+            }
+            if sort.is_some() {
+                t.sort_index = sort;
+            }
+        }
+        // Device queues that show up only as tracks get a device entry.
+        let mut device_ids: Vec<i64> = self
+            .trace
+            .tracks
+            .iter()
+            .filter_map(|t| match t.kind {
+                TrackKind::DeviceQueue { device, .. } => Some(device),
+                _ => None,
+            })
+            .collect();
+        device_ids.sort_unstable();
+        device_ids.dedup();
+        for index in device_ids {
+            if !self.trace.devices.iter().any(|d| d.index == index) {
+                self.trace.devices.push(Device {
+                    rank: Some(rank),
+                    index,
+                    ..Device::default()
+                });
+            }
+        }
+        // Processes: every pid with a thread, named where the file names it.
+        let mut pids: Vec<i64> = self.trace.tracks.iter().filter_map(|t| t.pid()).collect();
+        pids.extend(self.process_names.keys().copied());
+        pids.sort_unstable();
+        pids.dedup();
+        for pid in pids {
+            let (name, labels) = self.process_names.remove(&pid).unwrap_or_default();
+            self.trace.processes.push(Process {
+                rank,
+                pid,
+                name,
+                labels,
+            });
+        }
+        let ends = std::mem::take(&mut self.flow_ends);
+        let mut resolved = Vec::with_capacity(ends.len());
+        for end in &ends {
+            let track = self.existing_track(end.pid.as_ref(), end.tid.as_ref());
+            let flow = &mut self.trace.flows[end.flow];
+            let slot = if end.is_start {
+                &mut flow.from
+            } else {
+                &mut flow.to
+            };
+            if let Some(e) = slot {
+                if e.ts == end.ts {
+                    e.track = track;
+                }
+            }
+            resolved.push(ResolvedFlowEnd {
+                flow: end.flow,
+                is_start: end.is_start,
+                track,
+                ts: end.ts,
+            });
+        }
+        bind_flows(&mut self.trace, &resolved);
+        self.trace.clock = ClockInfo::default();
+        if self.clamped_durations > 0 || self.unmatched_ends > 0 {
+            // Recorded in the rank's metadata so `strato info` can show it.
+            let note = format!(
+                "{{\"clamped_negative_durations\":{},\"unmatched_end_events\":{}}}",
+                self.clamped_durations, self.unmatched_ends
+            );
+            let r = &mut self.trace.ranks[rank.0 as usize];
+            r.metadata_json = Some(match r.metadata_json.take() {
+                Some(m) if m.len() > 2 => {
+                    format!("{},\"strato_import_notes\":{}}}", &m[..m.len() - 1], note)
+                }
+                _ => format!("{{\"strato_import_notes\":{note}}}"),
+            });
+        }
+        Ok(self.trace)
+    }
+}
+
+fn hash_text(text: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = rustc_hash::FxHasher::default();
+    text.hash(&mut h);
+    h.finish()
+}
+
+/// A flow end with its track known.
+struct ResolvedFlowEnd {
+    flow: usize,
+    is_start: bool,
+    track: TrackId,
+    ts: Ns,
+}
+
+/// Binds each flow end to the innermost span containing its timestamp on its track (ties: the
+/// latest-starting, then shortest, span).
+fn bind_flows(trace: &mut Trace, ends: &[ResolvedFlowEnd]) {
+    if ends.is_empty() {
+        return;
+    }
+    let mut by_track: Vec<Vec<u32>> = vec![Vec::new(); trace.tracks.len()];
+    for (i, span) in trace.spans.iter().enumerate() {
+        by_track[span.track.0 as usize].push(i as u32);
+    }
+    let spans = &trace.spans;
+    for list in &mut by_track {
+        list.sort_unstable_by_key(|&i| {
+            let s = &spans[i as usize];
+            (s.start, std::cmp::Reverse(s.end))
+        });
+    }
+    for end in ends {
+        let list = &by_track[end.track.0 as usize];
+        let after = list.partition_point(|&i| spans[i as usize].start <= end.ts);
+        let found = list[..after]
+            .iter()
+            .rev()
+            .take(256)
+            .find(|&&i| spans[i as usize].end >= end.ts)
+            .map(|&i| SpanId(i));
+        let flow = &mut trace.flows[end.flow];
+        let slot = if end.is_start {
+            &mut flow.from
+        } else {
+            &mut flow.to
+        };
+        if let Some(e) = slot {
+            if e.ts == end.ts && e.track == end.track {
+                e.span = found;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Cursor;
+
+    fn import_text(text: &str) -> Result<Trace> {
+        let input = Input {
+            reader: Box::new(Cursor::new(text.as_bytes().to_vec())),
+            gzip: false,
+        };
+        import(Path::new("test.json"), input, &ImportOptions::default())
+    }
+
+    #[test]
+    fn kineto_events_land_on_the_right_tracks() {
+        let trace = import_text(
+            r#"{"schemaVersion":1,"distributedInfo":{"rank":3,"world_size":8},"traceEvents":[
+            {"ph":"X","cat":"cpu_op","name":"aten::mm","pid":10,"tid":11,"ts":100.5,"dur":10,"args":{"External id":4}},
+            {"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":10,"tid":11,"ts":102,"dur":3,"args":{"correlation":77,"External id":4}},
+            {"ph":"X","cat":"kernel","name":"gemm","pid":0,"tid":7,"ts":106,"dur":20.001,"args":{"device":0,"stream":7,"correlation":77}},
+            {"ph":"X","cat":"python_function","name":"forward","pid":0,"tid":0,"ts":99,"dur":30},
+            {"ph":"s","id":77,"pid":10,"tid":11,"ts":102,"cat":"ac2g","name":"ac2g"},
+            {"ph":"f","id":77,"pid":0,"tid":7,"ts":106,"cat":"ac2g","name":"ac2g","bp":"e"},
+            {"ph":"f","id":99,"pid":10,"tid":11,"ts":103,"cat":"ac2g","name":"ac2g","bp":"e"},
+            {"ph":"M","name":"thread_name","pid":10,"tid":11,"args":{"name":"main"}},
+            {"ph":"M","name":"process_name","pid":10,"args":{"name":"python3"}},
+            {"ph":"i","cat":"cpu_instant_event","name":"[memory]","pid":10,"tid":11,"ts":101,"args":{"Device Id":0,"Total Allocated":4096,"Bytes":512}}
+            ]}"#,
+        )
+        .unwrap();
+        trace.validate().unwrap();
+        assert_eq!(trace.ranks[0].format, "kineto");
+        assert_eq!(trace.ranks[0].rank, Some(3));
+        assert_eq!(trace.ranks[0].world_size, Some(8));
+        assert_eq!(trace.spans.len(), 4);
+        let kernel = &trace.spans[2];
+        assert_eq!(
+            trace.track(kernel.track).kind,
+            TrackKind::DeviceQueue {
+                device: 0,
+                queue: 7
+            }
+        );
+        assert_eq!((kernel.start, kernel.end), (106_000, 126_001));
+        assert_eq!(kernel.level, Level::DeviceKernel);
+        assert_eq!(kernel.correlation, Some(77));
+        let python = &trace.spans[3];
+        assert_eq!(
+            trace.track(python.track).kind,
+            TrackKind::Thread { pid: 0, tid: 0 }
+        );
+        assert_eq!(trace.spans[0].start, 100_500);
+        assert_eq!(trace.spans[0].external_id, Some(4));
+        assert_eq!(trace.flows.len(), 2);
+        assert_eq!(trace.flows[0].from.as_ref().unwrap().span, Some(SpanId(1)));
+        assert_eq!(trace.flows[0].to.as_ref().unwrap().span, Some(SpanId(2)));
+        assert!(trace.flows[1].from.is_none());
+        let main = trace
+            .tracks
+            .iter()
+            .find(|t| t.name.as_deref() == Some("main"))
+            .unwrap();
+        assert_eq!(main.kind, TrackKind::Thread { pid: 10, tid: 11 });
+        assert!(trace
+            .processes
+            .iter()
+            .any(|p| p.pid == 10 && p.name.as_deref() == Some("python3")));
+        assert_eq!(trace.counters.len(), 1);
+        assert_eq!(trace.counters[0].value, 4096.0);
+        assert_eq!(trace.instants.len(), 1);
+    }
+
+    #[test]
+    fn schema_2021_string_tids_and_begin_end() {
+        let trace = import_text(
+            r#"[{"ph":"X","cat":"Kernel","name":"k","pid":0,"tid":"stream 7","ts":5,"dur":1,"args":{"correlation":1,"external id":2}},
+                {"ph":"X","cat":"Operator","name":"op","pid":1,"tid":"1890023232","ts":1,"dur":9},
+                {"ph":"B","name":"outer","pid":1,"tid":2,"ts":1},
+                {"ph":"E","pid":1,"tid":2,"ts":4},
+                {"ph":"E","pid":1,"tid":2,"ts":5},
+                {"ph":"X","cat":"Trace","name":"PyTorch Profiler (0)","pid":"Spans","tid":"PyTorch Profiler","ts":0,"dur":-3}]"#,
+        )
+        .unwrap();
+        assert_eq!(trace.spans.len(), 4);
+        assert_eq!(
+            trace.track(trace.spans[0].track).kind,
+            TrackKind::DeviceQueue {
+                device: 0,
+                queue: 7
+            }
+        );
+        assert_eq!(trace.spans[0].external_id, Some(2));
+        assert_eq!(
+            trace.track(trace.spans[1].track).kind,
+            TrackKind::Thread {
+                pid: 1,
+                tid: 1_890_023_232
+            }
+        );
+        assert_eq!((trace.spans[2].start, trace.spans[2].end), (1000, 4000));
+        assert_eq!(
+            trace.track(trace.spans[3].track).kind,
+            TrackKind::Custom {
+                group: "Spans".into(),
+                name: "PyTorch Profiler".into()
+            }
+        );
+        assert_eq!(trace.spans[3].duration(), 0);
+        assert!(trace.ranks[0]
+            .metadata_json
+            .as_deref()
+            .unwrap()
+            .contains("unmatched_end_events\":1"));
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        let err = import_text(r#"{"traceEvents":[{"ph":"X","ts":1,"dur":1},{"ph":"X","ts":"#)
+            .unwrap_err();
+        assert!(matches!(err.kind, ErrorKind::Json { .. }), "{err}");
+        let err = import_text(r#"{"foo": 1}"#).unwrap_err();
+        assert!(matches!(err.kind, ErrorKind::NotATrace(_)), "{err}");
+        let err = import_text(r#"{"traceEvents":[{"ph":"X","ts":"abc"}]}"#).unwrap_err();
+        assert!(err.to_string().contains("bad timestamp"), "{err}");
+        let err = import_text(r#"{"traceEvents":[1,2]}"#).unwrap_err();
+        assert!(matches!(err.kind, ErrorKind::Json { .. }), "{err}");
+    }
+
+    #[test]
+    fn keep_args_off_keeps_correlations_but_no_blobs() {
+        let input = Input {
+            reader: Box::new(Cursor::new(
+                br#"{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":1,"args":{"correlation":5,"stream":7,"device":0}}]}"#.to_vec(),
+            )),
+            gzip: false,
+        };
+        let options = ImportOptions {
+            keep_args: false,
+            ..ImportOptions::default()
+        };
+        let trace = import(Path::new("t.json"), input, &options).unwrap();
+        assert!(trace.args.is_empty());
+        assert_eq!(trace.spans[0].correlation, Some(5));
+    }
 }

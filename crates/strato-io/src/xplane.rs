@@ -1,12 +1,717 @@
-//! XSpace protobuf (`*.xplane.pb`) importer. (In progress.)
-use crate::{input::Input, Error, ErrorKind, ImportOptions, Result};
-use std::path::Path;
-use strato_trace::Trace;
+//! XSpace protobuf (`*.xplane.pb`) importer: the raw profile TensorFlow, JAX and xprof write.
+//!
+//! This module owns the hand-written `prost` message structs of `xplane.proto` ([`proto`]; the
+//! field numbers are those of `tsl/profiler/protobuf/xplane.proto`) and the mapping from planes,
+//! lines and events to the trace model; the naming rules it shares with the trace viewer JSON
+//! post-pass ([`crate::tf`]) live in [`classify`].
+//!
+//! Protobuf is not a streamable format (a message's fields may come in any order and a plane's
+//! metadata maps may follow its lines), so the whole file is read into memory. To bound the rest,
+//! the top-level `XSpace` is decoded shallowly ([`proto::XSpaceIndex`]: planes stay encoded, as
+//! zero-copy slices of the file buffer) and each plane is decoded, converted and dropped in turn:
+//! peak memory is the file, one decoded plane and the trace being built.
+//!
+//! Mapping (see `docs/formats/tensorflow.md`):
+//! - `/device:<KIND>:N` planes become [`Device`]s with index `N` (plane stats give SM count,
+//!   memory, clock, compute capability); their `Stream #…` lines become
+//!   `DeviceQueue { device: N, queue: line.id }` tracks (kernels `device_kernel`, memcpys
+//!   `device_copy`, memsets `device_memset`); the derived lines xprof adds (`TensorFlow Ops`,
+//!   `XLA Ops`, `TensorFlow Name Scope`, `Steps`, `XLA Modules`) duplicate the stream events, so
+//!   they become `Custom { group: plane name, name: line name }` tracks at host-side levels and
+//!   never count as device time. (A device plane with no stream lines — a TPU — has no other
+//!   device timeline than `XLA Ops`, which is then its device queue.)
+//! - every other plane (`/host:CPU`, …) is a process (pid 0 for `/host:CPU`, else the plane's
+//!   position + 1) whose lines are threads `Thread { pid, tid: line.id }`.
+//! - events: start = `line.timestamp_ns + offset_ps / 1000`, rounded to the nearest ns; events
+//!   with a zero duration are [`Instant`]s; aggregated events (`num_occurrences`) have no time
+//!   and are skipped. The `correlation_id` stat becomes [`Span::correlation`]; the other stats
+//!   (and the event metadata's stats) become the args object when `keep_args` is on.
 
-/// Imports an XSpace protobuf.
-pub fn import(path: &Path, _input: Input, _options: &ImportOptions) -> Result<Trace> {
-    Err(Error::new(
-        path,
-        ErrorKind::UnknownFormat("XPlane import is not built yet".into()),
-    ))
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::Path;
+
+use prost::bytes::Bytes;
+use prost::Message;
+use serde_json::{Map, Value};
+use strato_trace::{
+    Device, Instant, Level, Process, Rank, RankId, Span, StrId, Trace, TrackIndexHandle, TrackKind,
+};
+
+use crate::{input, input::Input, Error, ErrorKind, ImportOptions, Result};
+
+/// The messages of `xplane.proto` (package `tensorflow.profiler`), written by hand because
+/// there is no `protoc` at build time. Field numbers follow the upstream file exactly.
+pub mod proto {
+    use std::collections::HashMap;
+
+    /// A container of parallel planes from one or more profiling sources.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct XSpace {
+        #[prost(message, repeated, tag = "1")]
+        pub planes: Vec<XPlane>,
+        #[prost(string, repeated, tag = "2")]
+        pub errors: Vec<String>,
+        #[prost(string, repeated, tag = "3")]
+        pub warnings: Vec<String>,
+        #[prost(string, repeated, tag = "4")]
+        pub hostnames: Vec<String>,
+    }
+
+    /// [`XSpace`] with its planes left encoded (zero-copy slices of the input buffer), so the
+    /// importer can decode and drop one plane at a time. Same wire format as [`XSpace`].
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct XSpaceIndex {
+        #[prost(bytes = "bytes", repeated, tag = "1")]
+        pub planes: Vec<prost::bytes::Bytes>,
+        #[prost(string, repeated, tag = "2")]
+        pub errors: Vec<String>,
+        #[prost(string, repeated, tag = "3")]
+        pub warnings: Vec<String>,
+        #[prost(string, repeated, tag = "4")]
+        pub hostnames: Vec<String>,
+    }
+
+    /// A set of parallel timelines (lines) of one source: a device, the host.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct XPlane {
+        #[prost(int64, tag = "1")]
+        pub id: i64,
+        #[prost(string, tag = "2")]
+        pub name: String,
+        #[prost(message, repeated, tag = "3")]
+        pub lines: Vec<XLine>,
+        #[prost(map = "int64, message", tag = "4")]
+        pub event_metadata: HashMap<i64, XEventMetadata>,
+        #[prost(map = "int64, message", tag = "5")]
+        pub stat_metadata: HashMap<i64, XStatMetadata>,
+        #[prost(message, repeated, tag = "6")]
+        pub stats: Vec<XStat>,
+    }
+
+    /// A timeline: a thread, a stream, or a line derived by post-processing.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct XLine {
+        #[prost(int64, tag = "1")]
+        pub id: i64,
+        #[prost(int64, tag = "10")]
+        pub display_id: i64,
+        #[prost(string, tag = "2")]
+        pub name: String,
+        #[prost(string, tag = "11")]
+        pub display_name: String,
+        /// Start of the line; event offsets are relative to it.
+        #[prost(int64, tag = "3")]
+        pub timestamp_ns: i64,
+        #[prost(int64, tag = "9")]
+        pub duration_ps: i64,
+        #[prost(message, repeated, tag = "4")]
+        pub events: Vec<XEvent>,
+    }
+
+    /// One event of a line.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct XEvent {
+        #[prost(int64, tag = "1")]
+        pub metadata_id: i64,
+        #[prost(oneof = "x_event::Data", tags = "2, 5")]
+        pub data: Option<x_event::Data>,
+        #[prost(int64, tag = "3")]
+        pub duration_ps: i64,
+        #[prost(message, repeated, tag = "4")]
+        pub stats: Vec<XStat>,
+    }
+
+    /// The `data` oneof of [`XEvent`].
+    pub mod x_event {
+        /// Either a start offset or, for aggregated events, a count.
+        #[derive(Clone, Copy, PartialEq, prost::Oneof)]
+        pub enum Data {
+            /// Start in ps after the line's `timestamp_ns`.
+            #[prost(int64, tag = "2")]
+            OffsetPs(i64),
+            /// Number of occurrences of an aggregated event (no time).
+            #[prost(int64, tag = "5")]
+            NumOccurrences(i64),
+        }
+    }
+
+    /// A named value attached to an event, an event metadata or a plane.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct XStat {
+        #[prost(int64, tag = "1")]
+        pub metadata_id: i64,
+        #[prost(oneof = "x_stat::Value", tags = "2, 3, 4, 5, 6, 7, 8")]
+        pub value: Option<x_stat::Value>,
+    }
+
+    /// The `value` oneof of [`XStat`].
+    pub mod x_stat {
+        /// A stat's value.
+        #[derive(Clone, PartialEq, prost::Oneof)]
+        pub enum Value {
+            #[prost(double, tag = "2")]
+            DoubleValue(f64),
+            #[prost(uint64, tag = "3")]
+            Uint64Value(u64),
+            #[prost(int64, tag = "4")]
+            Int64Value(i64),
+            #[prost(string, tag = "5")]
+            StrValue(String),
+            #[prost(bytes = "vec", tag = "6")]
+            BytesValue(Vec<u8>),
+            /// A string stored as the name of the stat metadata with this id.
+            #[prost(uint64, tag = "7")]
+            RefValue(u64),
+            /// A gzip-compressed string.
+            #[prost(bytes = "vec", tag = "8")]
+            CompressedStrValue(Vec<u8>),
+        }
+    }
+
+    /// What events with the same `metadata_id` share: name, display name, constant stats.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct XEventMetadata {
+        #[prost(int64, tag = "1")]
+        pub id: i64,
+        #[prost(string, tag = "2")]
+        pub name: String,
+        #[prost(string, tag = "4")]
+        pub display_name: String,
+        #[prost(bytes = "vec", tag = "3")]
+        pub metadata: Vec<u8>,
+        #[prost(message, repeated, tag = "5")]
+        pub stats: Vec<XStat>,
+        #[prost(int64, repeated, tag = "6")]
+        pub child_id: Vec<i64>,
+    }
+
+    /// The name of a stat id.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct XStatMetadata {
+        #[prost(int64, tag = "1")]
+        pub id: i64,
+        #[prost(string, tag = "2")]
+        pub name: String,
+        #[prost(string, tag = "3")]
+        pub description: String,
+    }
+}
+
+/// Naming rules shared by the XPlane importer and the trace viewer JSON post-pass: which planes
+/// (processes) are devices, which lines (threads) are streams, and the `tf` category of a line or
+/// an event. Levels come from `options.level_map.level("tf", category)`.
+pub mod classify {
+    use strato_trace::{Level, LevelMap};
+
+    /// What a plane (trace viewer: a process) is.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum PlaneRole {
+        /// `/device:GPU:N` (any `/device:KIND:N`): the device with index `N`; `gpu` for GPUs.
+        Device { index: i64, gpu: bool },
+        /// `/host:CPU`.
+        HostCpu,
+        /// Anything else.
+        Other,
+    }
+
+    /// The role of a plane from its name.
+    pub fn plane_role(name: &str) -> PlaneRole {
+        if name == "/host:CPU" {
+            return PlaneRole::HostCpu;
+        }
+        if let Some(rest) = name.strip_prefix("/device:") {
+            if let Some((kind, index)) = rest.rsplit_once(':') {
+                if let Ok(index) = index.parse::<i64>() {
+                    return PlaneRole::Device {
+                        index,
+                        gpu: kind == "GPU",
+                    };
+                }
+            }
+        }
+        PlaneRole::Other
+    }
+
+    /// What a line (trace viewer: a thread) holds.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum LineClass {
+        /// A device stream (`Stream #14(Compute)`): kernels, copies, memsets.
+        Stream,
+        /// A line of framework ops (`TensorFlow Ops`, `XLA Ops`, `Framework Ops`): `tf_op`.
+        Ops,
+        /// Step markers (`Steps`): `step`.
+        Steps,
+        /// Name scopes (`TensorFlow Name Scope`, `Framework Name Scope`): `name_scope`.
+        NameScope,
+        /// XLA modules (`XLA Modules`): `xla_module`.
+        Modules,
+        /// Any other line: a host thread, or an unknown derived line of a device.
+        Other,
+    }
+
+    /// The class of a line from its name.
+    pub fn line_class(name: &str) -> LineClass {
+        match name {
+            "TensorFlow Ops" | "XLA Ops" | "Framework Ops" => LineClass::Ops,
+            "Steps" => LineClass::Steps,
+            "TensorFlow Name Scope" | "Framework Name Scope" => LineClass::NameScope,
+            "XLA Modules" => LineClass::Modules,
+            _ if name.starts_with("Stream #") => LineClass::Stream,
+            _ => LineClass::Other,
+        }
+    }
+
+    /// Category of an event on a device stream: copies by name (`MemcpyH2D`, `MemcpyD2H`,
+    /// `MemcpyP2P`, …) or by a `memcpy_details` stat, memsets by name, kernels otherwise.
+    pub fn stream_category(event_name: &str, has_memcpy_details: bool) -> &'static str {
+        if has_memcpy_details || event_name.starts_with("Memcpy") {
+            "device_copy"
+        } else if event_name.starts_with("Memset") {
+            "device_memset"
+        } else {
+            "device_kernel"
+        }
+    }
+
+    /// Category of an event of a derived (non-stream) line of a device plane.
+    pub fn derived_category(class: LineClass) -> &'static str {
+        match class {
+            LineClass::Ops => "tf_op",
+            LineClass::Steps => "step",
+            LineClass::NameScope => "name_scope",
+            LineClass::Modules => "xla_module",
+            LineClass::Stream | LineClass::Other => "device_derived",
+        }
+    }
+
+    /// Category of a host event. In order: an event carrying a launch `correlation_id` is the
+    /// CUDA API call that launched a kernel or copy (`host_api`); a name starting with `$` is a
+    /// Python function (TF's Python tracer names them `$file:line function`); a `Steps` or ops
+    /// line gives its category; a TF op (`is_eager` stat, or named `scope/name:OpType`) is
+    /// `tf_op`; anything else is runtime or library code (`host`).
+    pub fn host_category(
+        class: LineClass,
+        event_name: &str,
+        has_correlation: bool,
+        has_is_eager: bool,
+    ) -> &'static str {
+        if has_correlation {
+            "host_api"
+        } else if event_name.starts_with('$') {
+            "python"
+        } else if matches!(
+            class,
+            LineClass::Steps | LineClass::Ops | LineClass::NameScope | LineClass::Modules
+        ) {
+            derived_category(class)
+        } else if has_is_eager || looks_like_tf_op(event_name) {
+            "tf_op"
+        } else {
+            "host"
+        }
+    }
+
+    /// `scope/name:OpType` (TF's op TraceMe naming): one `:`, no `::`, no spaces, an op type
+    /// made of identifier characters starting with a letter or `_`.
+    pub fn looks_like_tf_op(name: &str) -> bool {
+        if name.contains("::") || name.contains(' ') {
+            return false;
+        }
+        match name.rsplit_once(':') {
+            Some((scope, op)) => {
+                !scope.is_empty()
+                    && op
+                        .chars()
+                        .next()
+                        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                    && op.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            }
+            None => false,
+        }
+    }
+
+    /// The level of a `tf` category: the level map's rule, else the importer's default for the
+    /// categories the default map does not name yet.
+    pub fn level(map: &LevelMap, category: &str) -> Level {
+        map.level("tf", category).unwrap_or(match category {
+            "device_memset" => Level::DeviceSet,
+            "name_scope" | "xla_module" => Level::Operation,
+            _ => Level::Other,
+        })
+    }
+}
+
+use classify::{LineClass, PlaneRole};
+
+/// Imports an XSpace protobuf: see the module docs.
+pub fn import(path: &Path, mut input: Input, options: &ImportOptions) -> Result<Trace> {
+    let mut buffer = Vec::new();
+    input
+        .reader
+        .read_to_end(&mut buffer)
+        .map_err(|e| input::classify(path, e))?;
+    let protobuf = |e: prost::DecodeError| Error::new(path, ErrorKind::Protobuf(e.to_string()));
+    let space = proto::XSpaceIndex::decode(Bytes::from(buffer)).map_err(protobuf)?;
+    if space.planes.is_empty() {
+        return Err(Error::new(
+            path,
+            ErrorKind::NotATrace("XSpace protobuf holds no planes".into()),
+        ));
+    }
+    let metadata = serde_json::json!({
+        "hostnames": space.hostnames,
+        "errors": space.errors,
+        "warnings": space.warnings,
+    });
+    let mut trace = Trace::default();
+    let rank = trace.add_rank(Rank {
+        rank: None,
+        world_size: None,
+        source: path.display().to_string(),
+        format: "xplane".into(),
+        host: space.hostnames.first().cloned(),
+        metadata_json: Some(metadata.to_string()),
+    });
+    let mut builder = Builder {
+        rank,
+        options,
+        index: TrackIndexHandle::default(),
+        aggregated: 0,
+    };
+    for (ordinal, encoded) in space.planes.into_iter().enumerate() {
+        let plane = proto::XPlane::decode(encoded).map_err(protobuf)?;
+        builder.plane(&mut trace, ordinal, plane);
+    }
+    if builder.aggregated > 0 {
+        if let Some(r) = trace.ranks.get_mut(rank.0 as usize) {
+            let mut meta = metadata;
+            meta["aggregated_events_skipped"] = builder.aggregated.into();
+            r.metadata_json = Some(meta.to_string());
+        }
+    }
+    Ok(trace)
+}
+
+/// State kept across planes.
+struct Builder<'a> {
+    rank: RankId,
+    options: &'a ImportOptions,
+    index: TrackIndexHandle,
+    /// Events with `num_occurrences` instead of a time (skipped).
+    aggregated: u64,
+}
+
+/// How the events of one line are mapped.
+#[derive(Clone, Copy)]
+enum LineMode {
+    /// A device stream: kernels, copies, memsets.
+    Stream,
+    /// A derived device line, all events in one category.
+    Derived(&'static str),
+    /// A host thread: per-event categories.
+    Host(LineClass),
+}
+
+/// Stat ids of one plane that the mapping looks at.
+struct StatIds {
+    correlation: Option<i64>,
+    memcpy_details: Option<i64>,
+    is_eager: Option<i64>,
+}
+
+impl Builder<'_> {
+    fn plane(&mut self, trace: &mut Trace, ordinal: usize, plane: proto::XPlane) {
+        let role = classify::plane_role(&plane.name);
+        let find = |name: &str| {
+            plane
+                .stat_metadata
+                .iter()
+                .find(|(_, m)| m.name == name)
+                .map(|(&id, _)| id)
+        };
+        let ids = StatIds {
+            correlation: find("correlation_id"),
+            memcpy_details: find("memcpy_details"),
+            is_eager: find("is_eager"),
+        };
+        let pid = match role {
+            PlaneRole::Device { index, .. } => {
+                trace.devices.push(device(self.rank, index, &plane));
+                None
+            }
+            PlaneRole::HostCpu => Some(0),
+            PlaneRole::Other => Some(ordinal as i64 + 1),
+        };
+        if let Some(pid) = pid {
+            trace.processes.push(Process {
+                rank: self.rank,
+                pid,
+                name: Some(plane.name.clone()),
+                labels: None,
+            });
+        }
+        let has_streams = plane
+            .lines
+            .iter()
+            .any(|l| classify::line_class(&l.name) == LineClass::Stream);
+        let mut names: HashMap<i64, StrId> = HashMap::new();
+        let mut categories: HashMap<&'static str, (StrId, Level)> = HashMap::new();
+        for line in &plane.lines {
+            let display = if line.display_name.is_empty() {
+                &line.name
+            } else {
+                &line.display_name
+            };
+            let class = classify::line_class(&line.name);
+            let (kind, mode) = match (role, pid) {
+                (PlaneRole::Device { index, gpu }, _) => match class {
+                    LineClass::Stream => (
+                        TrackKind::DeviceQueue {
+                            device: index,
+                            queue: line.id,
+                        },
+                        LineMode::Stream,
+                    ),
+                    LineClass::Ops if !gpu && !has_streams && line.name == "XLA Ops" => (
+                        TrackKind::DeviceQueue {
+                            device: index,
+                            queue: line.id,
+                        },
+                        LineMode::Derived("device_kernel"),
+                    ),
+                    _ => (
+                        TrackKind::Custom {
+                            group: plane.name.clone(),
+                            name: display.clone(),
+                        },
+                        LineMode::Derived(classify::derived_category(class)),
+                    ),
+                },
+                (_, pid) => (
+                    TrackKind::Thread {
+                        pid: pid.unwrap_or(0),
+                        tid: line.id,
+                    },
+                    LineMode::Host(class),
+                ),
+            };
+            let track = trace.track_for(&mut self.index, self.rank, kind);
+            if let Some(t) = trace.tracks.get_mut(track.0 as usize) {
+                t.name = Some(display.clone());
+            }
+            for event in &line.events {
+                let offset_ps = match event.data {
+                    Some(proto::x_event::Data::OffsetPs(o)) => o,
+                    Some(proto::x_event::Data::NumOccurrences(_)) => {
+                        self.aggregated += 1;
+                        continue;
+                    }
+                    None => 0,
+                };
+                let metadata = plane.event_metadata.get(&event.metadata_id);
+                let event_name = metadata.map_or("", |m| {
+                    if m.name.is_empty() {
+                        &m.display_name
+                    } else {
+                        &m.name
+                    }
+                });
+                let meta_stats = metadata.map_or(&[][..], |m| &m.stats[..]);
+                let all_stats = || meta_stats.iter().chain(&event.stats);
+                let has =
+                    |id: Option<i64>| id.is_some_and(|id| all_stats().any(|s| s.metadata_id == id));
+                let correlation = ids.correlation.and_then(|id| {
+                    all_stats()
+                        .filter(|s| s.metadata_id == id)
+                        .find_map(|s| stat_u64(s, &plane))
+                });
+                let category = match mode {
+                    LineMode::Stream => {
+                        classify::stream_category(event_name, has(ids.memcpy_details))
+                    }
+                    LineMode::Derived(category) => category,
+                    LineMode::Host(class) => classify::host_category(
+                        class,
+                        event_name,
+                        correlation.is_some(),
+                        has(ids.is_eager),
+                    ),
+                };
+                let (category, level) = *categories.entry(category).or_insert_with(|| {
+                    (
+                        trace.intern(category),
+                        classify::level(&self.options.level_map, category),
+                    )
+                });
+                let name = *names.entry(event.metadata_id).or_insert_with(|| {
+                    if metadata.is_some() {
+                        trace.intern(event_name)
+                    } else {
+                        trace.intern(&format!("<event metadata {}>", event.metadata_id))
+                    }
+                });
+                let args = if self.options.keep_args {
+                    let display_name = metadata
+                        .map(|m| m.display_name.as_str())
+                        .filter(|d| !d.is_empty() && *d != event_name);
+                    args_json(all_stats(), ids.correlation, display_name, &plane)
+                        .map(|text| trace.add_args(&text))
+                } else {
+                    None
+                };
+                let start_ps = i128::from(line.timestamp_ns) * 1000 + i128::from(offset_ps);
+                let end_ps = start_ps + i128::from(event.duration_ps.max(0));
+                let (start, end) = (ps_to_ns(start_ps), ps_to_ns(end_ps));
+                if event.duration_ps <= 0 {
+                    trace.instants.push(Instant {
+                        track,
+                        ts: start,
+                        name,
+                        category,
+                        level,
+                        args,
+                    });
+                } else {
+                    trace.spans.push(Span {
+                        track,
+                        start,
+                        end,
+                        name,
+                        category,
+                        level,
+                        correlation,
+                        external_id: None,
+                        args,
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// Picoseconds to the nearest nanosecond (halves away from zero), saturating to `i64`.
+fn ps_to_ns(ps: i128) -> i64 {
+    let rounded = if ps >= 0 {
+        (ps + 500) / 1000
+    } else {
+        (ps - 500) / 1000
+    };
+    rounded.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
+}
+
+/// A stat's value as an unsigned integer (correlation ids), when it is one.
+fn stat_u64(stat: &proto::XStat, plane: &proto::XPlane) -> Option<u64> {
+    use proto::x_stat::Value;
+    match stat.value.as_ref()? {
+        Value::Uint64Value(v) => Some(*v),
+        Value::Int64Value(v) => u64::try_from(*v).ok(),
+        Value::StrValue(s) => s.trim().parse().ok(),
+        Value::RefValue(r) => i64::try_from(*r)
+            .ok()
+            .and_then(|r| plane.stat_metadata.get(&r))
+            .and_then(|m| m.name.trim().parse().ok()),
+        _ => None,
+    }
+}
+
+/// A stat's value as JSON.
+fn stat_json(stat: &proto::XStat, plane: &proto::XPlane) -> Value {
+    use proto::x_stat::Value as V;
+    match &stat.value {
+        None => Value::Null,
+        Some(V::DoubleValue(v)) => serde_json::Number::from_f64(*v)
+            .map(Value::Number)
+            .unwrap_or_else(|| Value::String(v.to_string())),
+        Some(V::Uint64Value(v)) => Value::from(*v),
+        Some(V::Int64Value(v)) => Value::from(*v),
+        Some(V::StrValue(s)) => Value::String(s.clone()),
+        Some(V::BytesValue(b)) => Value::String(hex(b)),
+        Some(V::RefValue(r)) => {
+            let name = i64::try_from(*r)
+                .ok()
+                .and_then(|r| plane.stat_metadata.get(&r))
+                .map(|m| m.name.clone());
+            Value::String(name.unwrap_or_else(|| format!("<ref {r}>")))
+        }
+        Some(V::CompressedStrValue(b)) => Value::String(gunzip_text(b).unwrap_or_else(|| hex(b))),
+    }
+}
+
+/// Lowercase hex of raw bytes.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A gzip-compressed string, bounded to 16 MiB decompressed.
+fn gunzip_text(bytes: &[u8]) -> Option<String> {
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(bytes)
+        .take(16 << 20)
+        .read_to_string(&mut text)
+        .ok()?;
+    Some(text)
+}
+
+/// The args object of an event: every stat but the correlation id (which is a span field),
+/// plus the metadata's display name when it differs from the name. `None` when empty.
+fn args_json<'s>(
+    stats: impl Iterator<Item = &'s proto::XStat>,
+    correlation: Option<i64>,
+    display_name: Option<&str>,
+    plane: &proto::XPlane,
+) -> Option<String> {
+    let mut map = Map::new();
+    if let Some(display) = display_name {
+        map.insert("display_name".into(), Value::String(display.into()));
+    }
+    for stat in stats {
+        if Some(stat.metadata_id) == correlation {
+            continue;
+        }
+        let key = plane
+            .stat_metadata
+            .get(&stat.metadata_id)
+            .map(|m| m.name.clone())
+            .unwrap_or_else(|| format!("stat_{}", stat.metadata_id));
+        map.insert(key, stat_json(stat, plane));
+    }
+    (!map.is_empty()).then(|| Value::Object(map).to_string())
+}
+
+/// A device from its plane's stats (TF's device capability stat names).
+fn device(rank: RankId, index: i64, plane: &proto::XPlane) -> Device {
+    let mut device = Device {
+        rank: Some(rank),
+        index,
+        ..Device::default()
+    };
+    let mut extra = Map::new();
+    for stat in &plane.stats {
+        let Some(name) = plane.stat_metadata.get(&stat.metadata_id).map(|m| &m.name) else {
+            continue;
+        };
+        let value = stat_json(stat, plane);
+        let int = value.as_i64();
+        match name.as_str() {
+            "core_count" if int.is_some() => device.sm_count = int,
+            "memory_size" if int.is_some() => device.total_memory_bytes = int,
+            "clock_rate" if int.is_some() => device.clock_rate_khz = int,
+            "compute_cap_major" if int.is_some() => device.compute_major = int,
+            "compute_cap_minor" if int.is_some() => device.compute_minor = int,
+            "memory_bandwidth" if value.as_f64().is_some() => {
+                device.memory_bandwidth_bytes_per_s = value.as_f64();
+            }
+            "device_name" | "device_type_string" if value.is_string() => {
+                device.name = value.as_str().map(str::to_owned);
+            }
+            _ => {
+                extra.insert(name.clone(), value);
+            }
+        }
+    }
+    if !extra.is_empty() {
+        device.extra_json = Some(Value::Object(extra).to_string());
+    }
+    device
 }

@@ -1,1 +1,55 @@
-//! The profile directory.
+//! The profile store: a [`Trace`] as a directory of Parquet tables plus `metadata.json`, with a
+//! documented schema (`docs/profile-format.md`) so pandas, polars, DuckDB, DataFusion or Spark
+//! read it directly, and read back by [`read`] exactly as it was written.
+//!
+//! This crate owns the on-disk profile format: the table definitions ([`schema`] internally),
+//! the chunked writer with its atomic install, the checking reader, and `metadata.json`.
+//!
+//! - [`write`] builds the directory beside the target (`DIR.tmp-<pid>`), fsyncs every file,
+//!   writes `metadata.json` last, then renames it into place. An existing profile (or an empty
+//!   directory) is replaced; anything else is refused.
+//! - [`read`] checks everything (marker, version, columns, types, nulls, row counts, ids) and
+//!   never panics on a damaged profile: errors name the file and the problem in one line.
+//! - [`is_profile_dir`] tells a profile from anything else.
+//!
+//! Floating-point counter values are stored as they are (NaN included); note that a trace
+//! holding NaN never compares equal to itself, though its round trip is bit-exact.
+
+mod error;
+mod meta;
+mod read;
+mod schema;
+mod write;
+
+use std::path::Path;
+
+use strato_trace::Trace;
+
+pub use error::{Result, StoreError, StoreErrorKind};
+pub use meta::{Metadata, TableInfo, FORMAT_MARKER, METADATA_FILE, SCHEMA_VERSION};
+
+/// Writes `trace` as a profile directory at `dir`, atomically: see the crate docs.
+pub fn write(trace: &Trace, dir: &Path) -> Result<(), StoreError> {
+    write::write(trace, dir)
+}
+
+/// Reads the profile directory at `dir`.
+pub fn read(dir: &Path) -> Result<Trace, StoreError> {
+    read::read(dir)
+}
+
+/// Reads only `metadata.json` of the profile at `dir` (checked like [`read`] does).
+pub fn read_metadata(dir: &Path) -> Result<Metadata, StoreError> {
+    Metadata::read(dir)
+}
+
+/// True when `path` is a directory with a `metadata.json` carrying the profile marker.
+pub fn is_profile_dir(path: &Path) -> bool {
+    path.is_dir() && meta::has_marker(path)
+}
+
+/// The names of the tables of a profile, in the order they are written (each is
+/// `<name>.parquet`).
+pub fn table_names() -> impl Iterator<Item = &'static str> {
+    schema::ALL.iter().map(|t| t.name)
+}

@@ -219,6 +219,10 @@ fn default_rules() -> Vec<LevelRule> {
         ("tf", "device_copy", DeviceCopy),
         ("tf", "device_other", DeviceKernel),
         ("tf", "host_api", AcceleratorApi),
+        ("tf", "device_memset", DeviceSet),
+        ("tf", "name_scope", Operation),
+        ("tf", "xla_module", Operation),
+        ("tf", "device_derived", Other),
         // stratoscope's own recorder.
         ("strato", "operation", Operation),
         ("strato", "phase", Phase),

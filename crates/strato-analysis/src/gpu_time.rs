@@ -1,0 +1,548 @@
+//! Device temporal breakdown ("where did the GPU time go"), per rank: idle, compute and
+//! non-compute time within the rank's kernel window, communication/computation overlap, and
+//! the per-stream breakdown of idle gaps into host wait, kernel wait and other.
+//!
+//! Definitions (see `docs/analyses/gpu-time.md`):
+//! - device events = spans of a device level (kernel, copy, set, device-side sync) on a device
+//!   queue whose queue id is not -1;
+//! - `kernel_time` = end of the last device event - start of the first; `idle` = kernel_time -
+//!   length of the union of all device events; `compute` = length of the union of computation
+//!   kernels; `non_compute` = kernel_time - compute - idle. So idle + compute + non_compute =
+//!   kernel_time exactly, and the percentages are computed so that they sum to 100;
+//! - kernel classes by name, as Holistic Trace Analysis (HTA) 0.5 does: communication, memory,
+//!   computation (neither, and not a sync/launch-like name);
+//! - comm/comp overlap = time covered by both merged communication and merged computation
+//!   intervals / merged communication time (`None` when there is no communication);
+//! - an idle gap on a stream (kernel start - previous end on that stream) is host wait when the
+//!   launching API call started after the previous event ended, else kernel wait when shorter
+//!   than the threshold (30 us), else other.
+//!
+//! Windows: [`Window::Whole`] (ours) takes every device event at full ns resolution.
+//! [`Window::Hta`] reproduces HTA: with two or more `ProfilerStep#N` annotations only CPU events
+//! starting before the last step's start are kept, device events only when their correlation
+//! matches a kept CPU event, and times are whole microseconds (start rounded up, end down).
+
+use rustc_hash::{FxHashMap, FxHashSet};
+use serde::Serialize;
+use strato_trace::{Level, Ns, RankId, Trace, TrackKind};
+
+/// Which events and resolution the breakdown uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Window {
+    /// Every device event, exact nanoseconds.
+    Whole,
+    /// Holistic Trace Analysis's window and rounding.
+    Hta,
+}
+
+/// Options of [`gpu_time`].
+#[derive(Debug, Clone, Copy)]
+pub struct GpuTimeOptions {
+    pub window: Window,
+    /// Gaps shorter than this (when not host wait) are kernel wait. Default 30 us.
+    pub kernel_wait_threshold_ns: Ns,
+}
+
+impl Default for GpuTimeOptions {
+    fn default() -> Self {
+        GpuTimeOptions {
+            window: Window::Whole,
+            kernel_wait_threshold_ns: 30_000,
+        }
+    }
+}
+
+/// Idle gaps of one stream.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StreamIdle {
+    pub device: i64,
+    pub stream: i64,
+    pub events: usize,
+    pub host_wait_ns: Ns,
+    pub kernel_wait_ns: Ns,
+    pub other_ns: Ns,
+}
+
+/// The breakdown of one rank.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RankGpuTime {
+    /// The job rank when the source says, else the rank's position in the input.
+    pub rank: i64,
+    pub source: String,
+    pub device_events: usize,
+    pub window_start_ns: Option<Ns>,
+    pub window_end_ns: Option<Ns>,
+    pub kernel_time_ns: Ns,
+    pub idle_ns: Ns,
+    pub compute_ns: Ns,
+    pub non_compute_ns: Ns,
+    pub idle_pct: f64,
+    pub compute_pct: f64,
+    pub non_compute_pct: f64,
+    pub communication_ns: Ns,
+    pub comm_comp_overlap_pct: Option<f64>,
+    pub streams: Vec<StreamIdle>,
+    /// Set when the rank had no device events in the window.
+    pub note: Option<String>,
+}
+
+/// The breakdown of every rank.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GpuTimeReport {
+    pub window: Window,
+    pub ranks: Vec<RankGpuTime>,
+}
+
+/// HTA's kernel classes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelClass {
+    Communication,
+    Memory,
+    Computation,
+    Other,
+}
+
+/// Classifies a device event by name as HTA 0.5 does.
+pub fn kernel_class(name: &str) -> KernelClass {
+    let communication = name.starts_with("nccl")
+        || name.starts_with("hip")
+        || name.starts_with("hccl")
+        || name.contains("ncclKernel");
+    if communication {
+        return KernelClass::Communication;
+    }
+    let memory = ["Memcpy", "Memset", "hipMemcpy", "hipMemset", "dma"]
+        .iter()
+        .any(|p| name.starts_with(p));
+    if memory {
+        return KernelClass::Memory;
+    }
+    let non_compute = name.contains("Memcpy")
+        || name.contains("Memset")
+        || name.contains("dma")
+        || name.contains("Sync")
+        || name.starts_with("Stream Wait Event")
+        || (name.starts_with("cuda") && name.contains("LaunchKernel"))
+        || name.starts_with("runFunction");
+    if non_compute {
+        KernelClass::Other
+    } else {
+        KernelClass::Computation
+    }
+}
+
+/// One device event as the breakdown sees it.
+#[derive(Debug, Clone, Copy)]
+struct DeviceEvent {
+    start: Ns,
+    end: Ns,
+    class: KernelClass,
+    device: i64,
+    stream: i64,
+    correlation: Option<u64>,
+}
+
+/// Computes the breakdown for every rank of `trace`.
+pub fn gpu_time(trace: &Trace, options: &GpuTimeOptions) -> GpuTimeReport {
+    let ranks = (0..trace.ranks.len())
+        .map(|r| rank_gpu_time(trace, RankId(r as u32), options))
+        .collect();
+    GpuTimeReport {
+        window: options.window,
+        ranks,
+    }
+}
+
+fn rank_gpu_time(trace: &Trace, rank: RankId, options: &GpuTimeOptions) -> RankGpuTime {
+    let hta = options.window == Window::Hta;
+    let round = |start: Ns, end: Ns| -> (Ns, Ns) {
+        if hta {
+            hta_round(start, end)
+        } else {
+            (start, end)
+        }
+    };
+    // CPU side: the HTA cut-off and the start of each runtime call by correlation.
+    let cutoff = if hta { hta_cutoff(trace, rank) } else { None };
+    let mut launch_start: FxHashMap<u64, Ns> = FxHashMap::default();
+    let mut kept_correlations: FxHashSet<u64> = FxHashSet::default();
+    let mut class_cache: FxHashMap<u32, KernelClass> = FxHashMap::default();
+    let mut events = Vec::new();
+    for span in &trace.spans {
+        let track = trace.track(span.track);
+        if track.rank != rank {
+            continue;
+        }
+        match track.kind {
+            TrackKind::DeviceQueue { device, queue } => {
+                if !span.level.is_device_op() || queue == -1 {
+                    continue;
+                }
+                let class = *class_cache
+                    .entry(span.name.0)
+                    .or_insert_with(|| kernel_class(trace.str(span.name)));
+                let (start, end) = round(span.start, span.end);
+                events.push(DeviceEvent {
+                    start,
+                    end,
+                    class,
+                    device,
+                    stream: queue,
+                    correlation: span.correlation,
+                });
+            }
+            _ => {
+                if let Some(cutoff) = cutoff {
+                    if span.start >= cutoff {
+                        continue;
+                    }
+                }
+                if let Some(c) = span.correlation {
+                    if span.level == Level::AcceleratorApi || cutoff.is_some() {
+                        kept_correlations.insert(c);
+                    }
+                    if span.level == Level::AcceleratorApi {
+                        launch_start
+                            .entry(c)
+                            .or_insert(round(span.start, span.start).0);
+                    }
+                }
+            }
+        }
+    }
+    if cutoff.is_some() {
+        events.retain(|e| {
+            e.correlation
+                .is_some_and(|c| kept_correlations.contains(&c))
+        });
+    }
+    let info = &trace.ranks[rank.0 as usize];
+    let rank_number = info.rank.unwrap_or(i64::from(rank.0));
+    let mut result = RankGpuTime {
+        rank: rank_number,
+        source: info.source.clone(),
+        device_events: events.len(),
+        window_start_ns: None,
+        window_end_ns: None,
+        kernel_time_ns: 0,
+        idle_ns: 0,
+        compute_ns: 0,
+        non_compute_ns: 0,
+        idle_pct: 100.0,
+        compute_pct: 0.0,
+        non_compute_pct: 0.0,
+        communication_ns: 0,
+        comm_comp_overlap_pct: None,
+        streams: Vec::new(),
+        note: None,
+    };
+    if events.is_empty() {
+        result.note = Some("no device events in the window: the device was idle throughout".into());
+        return result;
+    }
+    let all = merge(events.iter().map(|e| (e.start, e.end)));
+    let compute = merge(
+        events
+            .iter()
+            .filter(|e| e.class == KernelClass::Computation)
+            .map(|e| (e.start, e.end)),
+    );
+    let communication = merge(
+        events
+            .iter()
+            .filter(|e| e.class == KernelClass::Communication)
+            .map(|e| (e.start, e.end)),
+    );
+    let first = all.first().map_or(0, |i| i.0);
+    let last = all.last().map_or(0, |i| i.1);
+    let kernel_time = last - first;
+    let busy = length(&all);
+    let compute_ns = length(&compute);
+    result.window_start_ns = Some(first);
+    result.window_end_ns = Some(last);
+    result.kernel_time_ns = kernel_time;
+    result.idle_ns = kernel_time - busy;
+    result.compute_ns = compute_ns;
+    result.non_compute_ns = kernel_time - compute_ns - result.idle_ns;
+    if kernel_time > 0 {
+        result.idle_pct = 100.0 * result.idle_ns as f64 / kernel_time as f64;
+        result.compute_pct = 100.0 * compute_ns as f64 / kernel_time as f64;
+        result.non_compute_pct = 100.0 - result.idle_pct - result.compute_pct;
+    } else {
+        result.note = Some("device events have zero total length".into());
+    }
+    let comm_ns = length(&communication);
+    result.communication_ns = comm_ns;
+    if comm_ns > 0 {
+        let overlap = intersection_length(&communication, &compute);
+        result.comm_comp_overlap_pct = Some(100.0 * overlap as f64 / comm_ns as f64);
+    }
+    result.streams = stream_idle(&events, &launch_start, options.kernel_wait_threshold_ns);
+    result
+}
+
+/// A microsecond time as HTA holds it: the decimal text parsed into an `f64` (at epoch
+/// magnitudes the spacing of `f64` is 0.25 us, so this is not the exact value).
+fn hta_us(ns: Ns) -> f64 {
+    ns.div_euclid(1000) as f64 + ns.rem_euclid(1000) as f64 / 1000.0
+}
+
+/// HTA's rounding of an event to whole microseconds: start = ceil(ts), end = floor(ts + dur),
+/// with `ts` and `dur` as `f64` microseconds. Returned in ns (multiples of 1000).
+pub fn hta_round(start: Ns, end: Ns) -> (Ns, Ns) {
+    let ts = hta_us(start);
+    let dur = (end - start) as f64 / 1000.0;
+    (
+        (ts.ceil() as i64) * 1000,
+        ((ts + dur).floor() as i64) * 1000,
+    )
+}
+
+/// HTA's cut-off: the start of the last `ProfilerStep#N` when there are at least two.
+fn hta_cutoff(trace: &Trace, rank: RankId) -> Option<Ns> {
+    let mut count = 0usize;
+    let mut last: Option<Ns> = None;
+    for span in &trace.spans {
+        let track = trace.track(span.track);
+        if track.rank != rank || track.is_device() {
+            continue;
+        }
+        if trace.str(span.name).starts_with("ProfilerStep#") {
+            count += 1;
+            last = Some(last.map_or(span.start, |l: Ns| l.max(span.start)));
+        }
+    }
+    if count >= 2 {
+        last
+    } else {
+        None
+    }
+}
+
+fn stream_idle(
+    events: &[DeviceEvent],
+    launch_start: &FxHashMap<u64, Ns>,
+    threshold: Ns,
+) -> Vec<StreamIdle> {
+    let mut by_stream: FxHashMap<(i64, i64), Vec<&DeviceEvent>> = FxHashMap::default();
+    for e in events {
+        by_stream.entry((e.device, e.stream)).or_default().push(e);
+    }
+    let mut out: Vec<StreamIdle> = by_stream
+        .into_iter()
+        .map(|((device, stream), mut list)| {
+            list.sort_by_key(|e| e.start);
+            let mut idle = StreamIdle {
+                device,
+                stream,
+                events: list.len(),
+                host_wait_ns: 0,
+                kernel_wait_ns: 0,
+                other_ns: 0,
+            };
+            for pair in list.windows(2) {
+                let (prev, cur) = (pair[0], pair[1]);
+                let gap = cur.start - prev.end;
+                let launched = cur.correlation.and_then(|c| launch_start.get(&c)).copied();
+                if launched.is_some_and(|l| l > prev.end) {
+                    idle.host_wait_ns += gap;
+                } else if gap < threshold {
+                    idle.kernel_wait_ns += gap;
+                } else {
+                    idle.other_ns += gap;
+                }
+            }
+            idle
+        })
+        .collect();
+    out.sort_by_key(|s| (s.device, s.stream));
+    out
+}
+
+/// Sorted, disjoint union of intervals (touching intervals are joined).
+pub fn merge(intervals: impl Iterator<Item = (Ns, Ns)>) -> Vec<(Ns, Ns)> {
+    let mut list: Vec<(Ns, Ns)> = intervals.collect();
+    list.sort_unstable();
+    let mut out: Vec<(Ns, Ns)> = Vec::with_capacity(list.len());
+    for (start, end) in list {
+        match out.last_mut() {
+            Some(last) if start <= last.1 => last.1 = last.1.max(end),
+            _ => out.push((start, end.max(start))),
+        }
+    }
+    out
+}
+
+/// Total length of disjoint intervals.
+pub fn length(intervals: &[(Ns, Ns)]) -> Ns {
+    intervals.iter().map(|(s, e)| e - s).sum()
+}
+
+/// Length of the intersection of two sorted disjoint interval lists.
+pub fn intersection_length(a: &[(Ns, Ns)], b: &[(Ns, Ns)]) -> Ns {
+    let (mut i, mut j, mut total) = (0, 0, 0);
+    while i < a.len() && j < b.len() {
+        let lo = a[i].0.max(b[j].0);
+        let hi = a[i].1.min(b[j].1);
+        if hi > lo {
+            total += hi - lo;
+        }
+        if a[i].1 < b[j].1 {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strato_trace::{Rank, Span, StrId, TrackIndexHandle};
+
+    fn trace_with(events: &[(&str, i64, Ns, Ns, Option<u64>)], launches: &[(u64, Ns)]) -> Trace {
+        let mut t = Trace::default();
+        let rank = t.add_rank(Rank {
+            rank: Some(0),
+            world_size: None,
+            source: "synthetic".into(),
+            format: "test".into(),
+            host: None,
+            metadata_json: None,
+        });
+        let mut index = TrackIndexHandle::default();
+        let cpu = t.track_for(&mut index, rank, TrackKind::Thread { pid: 1, tid: 1 });
+        let api = t.intern("cudaLaunchKernel");
+        for &(c, start) in launches {
+            t.spans.push(Span {
+                track: cpu,
+                start,
+                end: start + 1,
+                name: api,
+                category: StrId::EMPTY,
+                level: Level::AcceleratorApi,
+                correlation: Some(c),
+                external_id: None,
+                args: None,
+            });
+        }
+        for &(name, stream, start, end, corr) in events {
+            let track = t.track_for(
+                &mut index,
+                rank,
+                TrackKind::DeviceQueue {
+                    device: 0,
+                    queue: stream,
+                },
+            );
+            let name = t.intern(name);
+            t.spans.push(Span {
+                track,
+                start,
+                end,
+                name,
+                category: StrId::EMPTY,
+                level: Level::DeviceKernel,
+                correlation: corr,
+                external_id: None,
+                args: None,
+            });
+        }
+        t
+    }
+
+    #[test]
+    fn breakdown_known_by_construction() {
+        // Stream 7: gemm [0,100), Memcpy [150,200), gemm [300,400).
+        // Stream 8: ncclKernel [50,350) overlapping compute [50,100) and [300,350).
+        let t = trace_with(
+            &[
+                ("gemm", 7, 0, 100, Some(1)),
+                ("Memcpy HtoD (Pageable -> Device)", 7, 150, 200, Some(2)),
+                ("gemm", 7, 300, 400, Some(3)),
+                ("ncclKernel_AllReduce", 8, 50, 350, Some(4)),
+            ],
+            &[(1, 0), (2, 10), (3, 250)],
+        );
+        let report = gpu_time(&t, &GpuTimeOptions::default());
+        let r = &report.ranks[0];
+        assert_eq!(r.kernel_time_ns, 400);
+        assert_eq!(r.idle_ns, 0);
+        assert_eq!(r.compute_ns, 200);
+        assert_eq!(r.non_compute_ns, 200);
+        assert_eq!(
+            r.idle_ns + r.compute_ns + r.non_compute_ns,
+            r.kernel_time_ns
+        );
+        assert!((r.idle_pct + r.compute_pct + r.non_compute_pct - 100.0).abs() < 1e-9);
+        assert_eq!(r.communication_ns, 300);
+        assert!((r.comm_comp_overlap_pct.unwrap() - 100.0 / 3.0).abs() < 1e-9);
+        let s7 = &r.streams[0];
+        assert_eq!((s7.stream, s7.events), (7, 3));
+        // Gap 100->150: launch of corr 2 at 10 < 100: kernel wait (50 ns < 30 us).
+        // Gap 200->300: launch of corr 3 at 250 > 200: host wait.
+        assert_eq!(
+            (s7.host_wait_ns, s7.kernel_wait_ns, s7.other_ns),
+            (100, 50, 0)
+        );
+    }
+
+    #[test]
+    fn no_device_events_is_all_idle_not_a_crash() {
+        let t = trace_with(&[], &[(1, 0)]);
+        let r = &gpu_time(
+            &t,
+            &GpuTimeOptions {
+                window: Window::Hta,
+                ..Default::default()
+            },
+        )
+        .ranks[0];
+        assert_eq!(r.device_events, 0);
+        assert_eq!(r.idle_pct + r.compute_pct + r.non_compute_pct, 100.0);
+        assert!(r.note.is_some());
+    }
+
+    #[test]
+    fn hta_rounding_and_classes() {
+        let t = trace_with(
+            &[("k", 7, 1_500, 3_700, None), ("k", 7, 4_000, 4_999, None)],
+            &[],
+        );
+        let r = &gpu_time(
+            &t,
+            &GpuTimeOptions {
+                window: Window::Hta,
+                ..Default::default()
+            },
+        )
+        .ranks[0];
+        // [2000, 3000) and [4000, 4000): window 2000..4000, busy 1000.
+        assert_eq!(
+            hta_round(1_712_195_495_505_543_100, 1_712_195_495_505_545_000).0,
+            1_712_195_495_505_543_000
+        );
+        assert_eq!(r.kernel_time_ns, 2_000);
+        assert_eq!(r.idle_ns, 1_000);
+        assert_eq!(
+            kernel_class("ncclKernel_AllGather_RING"),
+            KernelClass::Communication
+        );
+        assert_eq!(kernel_class("Memset (Device)"), KernelClass::Memory);
+        assert_eq!(
+            kernel_class("void at::native::reduce_kernel"),
+            KernelClass::Computation
+        );
+        assert_eq!(kernel_class("Event Sync"), KernelClass::Other);
+    }
+
+    #[test]
+    fn interval_helpers() {
+        let m = merge([(5, 10), (0, 3), (3, 4), (8, 12)].into_iter());
+        assert_eq!(m, vec![(0, 4), (5, 12)]);
+        assert_eq!(length(&m), 11);
+        assert_eq!(intersection_length(&m, &[(2, 6), (11, 20)]), 4);
+    }
+}

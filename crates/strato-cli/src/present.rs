@@ -1,0 +1,205 @@
+//! Terminal rendering and the stable JSON shapes of the commands. Reads analysis results only.
+
+use std::io::{self, Write};
+
+use serde::Serialize;
+use strato_analysis::gpu_time::{GpuTimeReport, Window};
+use strato_analysis::info::TraceInfo;
+
+fn ms(ns: i64) -> String {
+    format!("{:.3} ms", ns as f64 / 1e6)
+}
+
+/// `strato info` as text.
+pub fn info(out: &mut impl Write, info: &TraceInfo) -> io::Result<()> {
+    for s in &info.sources {
+        let rank = s.rank.map(|r| format!(" rank {r}")).unwrap_or_default();
+        let world = s.world_size.map(|w| format!("/{w}")).unwrap_or_default();
+        writeln!(out, "source   {} ({}{}{})", s.source, s.format, rank, world)?;
+    }
+    writeln!(
+        out,
+        "span     {} .. {} ({})",
+        info.start_ns.map_or("-".into(), |v| v.to_string()),
+        info.end_ns.map_or("-".into(), |v| v.to_string()),
+        ms(info.duration_ns)
+    )?;
+    writeln!(
+        out,
+        "events   {} spans, {} instants, {} counter samples, {} flows ({} with both ends), {} tracks",
+        info.spans, info.instants, info.counter_samples, info.flows, info.flows_complete, info.tracks
+    )?;
+    writeln!(out, "\nspans by level")?;
+    for (level, count) in &info.spans_by_level {
+        writeln!(out, "  {level:<16} {count:>10}")?;
+    }
+    writeln!(out, "\nevents by source category")?;
+    let mut cats: Vec<_> = info.events_by_category.iter().collect();
+    cats.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    for (cat, count) in cats {
+        let cat = if cat.is_empty() { "(none)" } else { cat };
+        writeln!(out, "  {cat:<24} {count:>10}")?;
+    }
+    writeln!(out, "\nprocesses")?;
+    for p in &info.processes {
+        writeln!(
+            out,
+            "  pid {:<10} {:<32} {:>4} threads {:>10} spans",
+            p.pid,
+            p.name.as_deref().unwrap_or("-"),
+            p.threads,
+            p.spans
+        )?;
+    }
+    writeln!(out, "\ndevices")?;
+    for d in &info.devices {
+        let streams: Vec<String> = d.streams.iter().map(i64::to_string).collect();
+        writeln!(
+            out,
+            "  device {:<3} {:<28} streams [{}] {:>10} ops",
+            d.index,
+            d.name.as_deref().unwrap_or("-"),
+            streams.join(", "),
+            d.device_ops
+        )?;
+    }
+    Ok(())
+}
+
+/// The JSON shape of `strato gpu-time --json` (stable keys; times in microseconds).
+#[derive(Serialize)]
+pub struct GpuTimeJson {
+    window: Window,
+    ranks: Vec<RankJson>,
+}
+
+#[derive(Serialize)]
+struct RankJson {
+    rank: i64,
+    source: String,
+    device_events: usize,
+    idle_pct: f64,
+    compute_pct: f64,
+    non_compute_pct: f64,
+    kernel_time_us: f64,
+    idle_us: f64,
+    compute_us: f64,
+    non_compute_us: f64,
+    comm_comp_overlap_pct: Option<f64>,
+    window_start_ns: Option<i64>,
+    window_end_ns: Option<i64>,
+    streams: Vec<StreamJson>,
+    note: Option<String>,
+}
+
+#[derive(Serialize)]
+struct StreamJson {
+    device: i64,
+    stream: i64,
+    events: usize,
+    host_wait_us: f64,
+    kernel_wait_us: f64,
+    other_us: f64,
+}
+
+fn us(ns: i64) -> f64 {
+    ns as f64 / 1000.0
+}
+
+/// Converts the report to its JSON shape.
+pub fn gpu_time_json(report: &GpuTimeReport) -> GpuTimeJson {
+    GpuTimeJson {
+        window: report.window,
+        ranks: report
+            .ranks
+            .iter()
+            .map(|r| RankJson {
+                rank: r.rank,
+                source: r.source.clone(),
+                device_events: r.device_events,
+                idle_pct: r.idle_pct,
+                compute_pct: r.compute_pct,
+                non_compute_pct: r.non_compute_pct,
+                kernel_time_us: us(r.kernel_time_ns),
+                idle_us: us(r.idle_ns),
+                compute_us: us(r.compute_ns),
+                non_compute_us: us(r.non_compute_ns),
+                comm_comp_overlap_pct: r.comm_comp_overlap_pct,
+                window_start_ns: r.window_start_ns,
+                window_end_ns: r.window_end_ns,
+                streams: r
+                    .streams
+                    .iter()
+                    .map(|s| StreamJson {
+                        device: s.device,
+                        stream: s.stream,
+                        events: s.events,
+                        host_wait_us: us(s.host_wait_ns),
+                        kernel_wait_us: us(s.kernel_wait_ns),
+                        other_us: us(s.other_ns),
+                    })
+                    .collect(),
+                note: r.note.clone(),
+            })
+            .collect(),
+    }
+}
+
+/// `strato gpu-time` as text.
+pub fn gpu_time(out: &mut impl Write, report: &GpuTimeReport) -> io::Result<()> {
+    let window = match report.window {
+        Window::Whole => "whole trace, ns resolution",
+        Window::Hta => "HTA window and rounding",
+    };
+    writeln!(
+        out,
+        "device temporal breakdown ({window}); percentages of kernel time\n"
+    )?;
+    writeln!(
+        out,
+        "{:>5}  {:>8}  {:>8}  {:>12}  {:>14}  {:>13}  source",
+        "rank", "idle %", "compute %", "non-compute %", "kernel time", "comm/comp ovl"
+    )?;
+    for r in &report.ranks {
+        writeln!(
+            out,
+            "{:>5}  {:>8.2}  {:>9.2}  {:>13.2}  {:>14}  {:>13}  {}",
+            r.rank,
+            r.idle_pct,
+            r.compute_pct,
+            r.non_compute_pct,
+            ms(r.kernel_time_ns),
+            r.comm_comp_overlap_pct
+                .map_or("n/a".into(), |v| format!("{v:.2} %")),
+            r.source
+        )?;
+        if let Some(note) = &r.note {
+            writeln!(out, "       note: {note}")?;
+        }
+    }
+    writeln!(
+        out,
+        "\nidle time per stream (host wait: launch came late; kernel wait: gap < threshold)\n"
+    )?;
+    writeln!(
+        out,
+        "{:>5}  {:>6}  {:>6}  {:>8}  {:>14}  {:>14}  {:>14}",
+        "rank", "device", "stream", "events", "host wait", "kernel wait", "other"
+    )?;
+    for r in &report.ranks {
+        for s in &r.streams {
+            writeln!(
+                out,
+                "{:>5}  {:>6}  {:>6}  {:>8}  {:>14}  {:>14}  {:>14}",
+                r.rank,
+                s.device,
+                s.stream,
+                s.events,
+                ms(s.host_wait_ns),
+                ms(s.kernel_wait_ns),
+                ms(s.other_ns)
+            )?;
+        }
+    }
+    Ok(())
+}

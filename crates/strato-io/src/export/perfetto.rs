@@ -1,0 +1,915 @@
+//! Perfetto exporter: writes a [`Trace`] as a Perfetto protobuf trace (`Trace { repeated
+//! TracePacket packet = 1 }`) that ui.perfetto.dev and trace_processor open, and reads one back
+//! into a [`PerfettoSummary`] for tests.
+//!
+//! Layout (see `docs/export.md`):
+//! - one track per (rank, pid) process (with a `ProcessDescriptor` when the pid is a real,
+//!   rank-unique OS pid), one per (rank, device) (`"GPU 0"` or the device name), and one per
+//!   custom-track group;
+//! - a thread track per CPU thread under its process (with a `ThreadDescriptor` when the pid
+//!   has one), a track per device queue (`"stream 7"`) under its device, counter tracks under
+//!   their process or device, custom tracks under their group;
+//! - spans as slice begin/end pairs. Slices on one Perfetto track must nest, and imported data
+//!   can hold spans that overlap without nesting: those go to overflow child tracks
+//!   (`"<track> (overlap N)"`), chosen greedily in (start, longer first) order;
+//! - instants as `TYPE_INSTANT`, counter samples as `TYPE_COUNTER` with
+//!   `double_counter_value`, and each flow whose two ends are bound to spans as one `flow_ids`
+//!   entry on both spans' begin events;
+//! - names, categories and annotation keys interned on one packet sequence; level,
+//!   correlation, external id and the span's args as debug annotations.
+//!
+//! Output is streamed packet by packet through a `BufWriter`; memory is one sort index over
+//! the spans plus the flow map, never the encoded trace.
+
+use std::cmp::Reverse;
+use std::fmt;
+use std::io::{self, BufWriter, Write};
+
+use prost::encoding::{self, DecodeContext, WireType};
+use prost::Message;
+use rustc_hash::{FxHashMap, FxHashSet};
+use strato_trace::{ArgsId, Level, Ns, RankId, StrId, Trace, TrackId, TrackKind};
+
+pub use super::perfetto_proto as proto;
+use proto::{
+    CounterDescriptor, DebugAnnotation, InternedData, InternedString, ProcessDescriptor,
+    ThreadDescriptor, TracePacket, TrackDescriptor, TrackEvent,
+};
+
+/// The one packet sequence every packet is written on.
+const SEQUENCE_ID: u32 = 1;
+
+/// Writes `trace` as a Perfetto protobuf trace to `out`.
+///
+/// Timestamps are the trace's nanoseconds, written on the default trace clock (BOOTTIME, no
+/// `ClockSnapshot`), so trace_processor shows them unshifted. Perfetto timestamps are
+/// unsigned: a trace with negative times is shifted so that its earliest time is 0.
+pub fn write<W: Write>(trace: &Trace, out: W) -> io::Result<()> {
+    let mut writer = Writer::new(trace, out);
+    writer.tracks()?;
+    writer.spans()?;
+    writer.instants()?;
+    writer.counters()?;
+    writer.out.flush()
+}
+
+/// Streams packets and owns track uuids and interning state.
+struct Writer<'t, W: Write> {
+    trace: &'t Trace,
+    out: BufWriter<W>,
+    buf: Vec<u8>,
+    first_packet: bool,
+    /// Added to every timestamp (non-zero only for traces with negative times).
+    shift: Ns,
+    next_uuid: u64,
+    /// Uuid of each model track (lane 0 for slices).
+    track_uuid: Vec<u64>,
+    /// Display name of each model track (for naming overflow tracks).
+    track_name: Vec<String>,
+    /// Extra tracks created on demand: overflow lanes `(track, lane)`; lane `u32::MAX` is the
+    /// counter track of a non-counter model track.
+    extra_tracks: FxHashMap<(u32, u32), u64>,
+    name_iid: Vec<u64>,
+    category_iid: Vec<u64>,
+    next_name_iid: u64,
+    next_category_iid: u64,
+    annotation_iid: FxHashMap<String, u64>,
+    /// Perfetto flow ids to put on each span's begin event.
+    flows: FxHashMap<u32, Vec<u64>>,
+}
+
+const COUNTER_LANE: u32 = u32::MAX;
+
+impl<'t, W: Write> Writer<'t, W> {
+    fn new(trace: &'t Trace, out: W) -> Self {
+        let min = trace.time_span().map_or(0, |(lo, _)| lo);
+        let strings = trace.strings.len();
+        Writer {
+            trace,
+            out: BufWriter::with_capacity(1 << 16, out),
+            buf: Vec::with_capacity(256),
+            first_packet: true,
+            shift: if min < 0 { min.saturating_neg() } else { 0 },
+            next_uuid: 1,
+            track_uuid: Vec::with_capacity(trace.tracks.len()),
+            track_name: Vec::with_capacity(trace.tracks.len()),
+            extra_tracks: FxHashMap::default(),
+            name_iid: vec![0; strings],
+            category_iid: vec![0; strings],
+            next_name_iid: 1,
+            next_category_iid: 1,
+            annotation_iid: FxHashMap::default(),
+            flows: FxHashMap::default(),
+        }
+    }
+
+    /// Writes one `Trace.packet` field: tag, length, message.
+    fn emit(&mut self, mut packet: TracePacket) -> io::Result<()> {
+        packet.trusted_packet_sequence_id = Some(SEQUENCE_ID);
+        if self.first_packet {
+            packet.sequence_flags =
+                Some(proto::SEQ_INCREMENTAL_STATE_CLEARED | proto::SEQ_NEEDS_INCREMENTAL_STATE);
+            packet.first_packet_on_sequence = Some(true);
+            self.first_packet = false;
+        } else {
+            packet.sequence_flags = Some(proto::SEQ_NEEDS_INCREMENTAL_STATE);
+        }
+        self.buf.clear();
+        encoding::encode_key(1, WireType::LengthDelimited, &mut self.buf);
+        packet
+            .encode_length_delimited(&mut self.buf)
+            .map_err(io::Error::other)?;
+        self.out.write_all(&self.buf)
+    }
+
+    fn timestamp(&self, ts: Ns) -> u64 {
+        ts.saturating_add(self.shift).max(0) as u64
+    }
+
+    fn new_uuid(&mut self) -> u64 {
+        let uuid = self.next_uuid;
+        self.next_uuid += 1;
+        uuid
+    }
+
+    fn descriptor(&mut self, descriptor: TrackDescriptor) -> io::Result<()> {
+        self.emit(TracePacket {
+            track_descriptor: Some(descriptor),
+            ..Default::default()
+        })
+    }
+
+    /// Writes the descriptors of every model track and of their parents.
+    fn tracks(&mut self) -> io::Result<()> {
+        let trace = self.trace;
+        let multi_rank = trace.ranks.len() > 1;
+        let suffix = |rank: RankId| -> String {
+            if multi_rank {
+                let number = trace
+                    .ranks
+                    .get(rank.0 as usize)
+                    .and_then(|r| r.rank)
+                    .unwrap_or(i64::from(rank.0));
+                format!(" [rank {number}]")
+            } else {
+                String::new()
+            }
+        };
+
+        // A pid gets real process/thread descriptors only when it is a plausible OS pid used
+        // by a single rank: Perfetto merges process tracks by pid, which would put two ranks'
+        // (or two hosts') processes into one.
+        let mut pid_rank: FxHashMap<i64, RankId> = FxHashMap::default();
+        let mut shared_pids: FxHashSet<i64> = FxHashSet::default();
+        let mut note_pid = |rank: RankId, pid: i64| match pid_rank.insert(pid, rank) {
+            Some(previous) if previous != rank => {
+                shared_pids.insert(pid);
+            }
+            _ => {}
+        };
+        for p in &trace.processes {
+            note_pid(p.rank, p.pid);
+        }
+        for t in &trace.tracks {
+            if let Some(pid) = t.pid() {
+                note_pid(t.rank, pid);
+            }
+        }
+        let real_pid = |pid: i64| -> Option<i32> {
+            i32::try_from(pid)
+                .ok()
+                .filter(|&p| p > 0 && !shared_pids.contains(&pid))
+        };
+        let process_info: FxHashMap<(RankId, i64), &strato_trace::Process> = trace
+            .processes
+            .iter()
+            .map(|p| ((p.rank, p.pid), p))
+            .collect();
+
+        let mut processes: FxHashMap<(RankId, i64), u64> = FxHashMap::default();
+        let mut devices: FxHashMap<(RankId, i64), u64> = FxHashMap::default();
+        let mut groups: FxHashMap<(RankId, String), u64> = FxHashMap::default();
+
+        // Processes the source named come first, in source order; those that own no track
+        // (Kineto names every GPU as a process, used or not) are left out.
+        let owners: FxHashSet<(RankId, i64)> = trace
+            .tracks
+            .iter()
+            .filter_map(|t| t.pid().map(|pid| (t.rank, pid)))
+            .collect();
+        for p in &trace.processes {
+            let key = (p.rank, p.pid);
+            if owners.contains(&key) && !processes.contains_key(&key) {
+                let uuid = self.process_track(p.rank, p.pid, &process_info, real_pid, suffix)?;
+                processes.insert(key, uuid);
+            }
+        }
+
+        for (index, track) in trace.tracks.iter().enumerate() {
+            let rank = track.rank;
+            let uuid = self.new_uuid();
+            let mut d = TrackDescriptor {
+                uuid: Some(uuid),
+                ..Default::default()
+            };
+            let name = match &track.kind {
+                TrackKind::Thread { pid, tid } => {
+                    let parent = match processes.get(&(rank, *pid)) {
+                        Some(&u) => u,
+                        None => {
+                            let u =
+                                self.process_track(rank, *pid, &process_info, real_pid, suffix)?;
+                            processes.insert((rank, *pid), u);
+                            u
+                        }
+                    };
+                    let name = track
+                        .name
+                        .clone()
+                        .unwrap_or_else(|| format!("thread {tid}"));
+                    d.parent_uuid = Some(parent);
+                    if let (Some(p), Ok(t)) = (real_pid(*pid), i32::try_from(*tid)) {
+                        if t > 0 {
+                            d.thread = Some(ThreadDescriptor {
+                                pid: Some(p),
+                                tid: Some(t),
+                                thread_name: Some(name.clone()),
+                            });
+                        }
+                    }
+                    name
+                }
+                TrackKind::DeviceQueue { device, queue } => {
+                    let parent = match devices.get(&(rank, *device)) {
+                        Some(&u) => u,
+                        None => {
+                            let u = self.device_track(rank, *device, suffix)?;
+                            devices.insert((rank, *device), u);
+                            u
+                        }
+                    };
+                    d.parent_uuid = Some(parent);
+                    d.sibling_order_rank = Some(clamp_i32(*queue));
+                    track
+                        .name
+                        .clone()
+                        .unwrap_or_else(|| format!("stream {queue}"))
+                }
+                TrackKind::Counter {
+                    pid,
+                    device,
+                    name,
+                    unit,
+                } => {
+                    let mut label = track.name.clone().unwrap_or_else(|| name.clone());
+                    if let Some(pid) = pid {
+                        let parent = match processes.get(&(rank, *pid)) {
+                            Some(&u) => u,
+                            None => {
+                                let u = self.process_track(
+                                    rank,
+                                    *pid,
+                                    &process_info,
+                                    real_pid,
+                                    suffix,
+                                )?;
+                                processes.insert((rank, *pid), u);
+                                u
+                            }
+                        };
+                        d.parent_uuid = Some(parent);
+                    } else if let Some(device) = device {
+                        let parent = match devices.get(&(rank, *device)) {
+                            Some(&u) => u,
+                            None => {
+                                let u = self.device_track(rank, *device, suffix)?;
+                                devices.insert((rank, *device), u);
+                                u
+                            }
+                        };
+                        d.parent_uuid = Some(parent);
+                    } else {
+                        label.push_str(&suffix(rank));
+                    }
+                    d.counter = Some(CounterDescriptor {
+                        unit: None,
+                        unit_name: (!unit.is_empty()).then(|| unit.clone()),
+                    });
+                    label
+                }
+                TrackKind::Custom { group, name } => {
+                    let key = (rank, group.clone());
+                    let parent = match groups.get(&key) {
+                        Some(&u) => u,
+                        None => {
+                            let u = self.new_uuid();
+                            self.descriptor(TrackDescriptor {
+                                uuid: Some(u),
+                                name: Some(format!("{group}{}", suffix(rank))),
+                                ..Default::default()
+                            })?;
+                            groups.insert(key, u);
+                            u
+                        }
+                    };
+                    d.parent_uuid = Some(parent);
+                    track.name.clone().unwrap_or_else(|| name.clone())
+                }
+            };
+            d.name = Some(name.clone());
+            self.descriptor(d)?;
+            debug_assert_eq!(self.track_uuid.len(), index);
+            self.track_uuid.push(uuid);
+            self.track_name.push(name);
+        }
+        Ok(())
+    }
+
+    fn process_track(
+        &mut self,
+        rank: RankId,
+        pid: i64,
+        info: &FxHashMap<(RankId, i64), &strato_trace::Process>,
+        real_pid: impl Fn(i64) -> Option<i32>,
+        suffix: impl Fn(RankId) -> String,
+    ) -> io::Result<u64> {
+        let uuid = self.new_uuid();
+        let process = info.get(&(rank, pid));
+        let given = process.and_then(|p| p.name.clone());
+        let labels: Vec<String> = process.and_then(|p| p.labels.clone()).into_iter().collect();
+        let mut d = TrackDescriptor {
+            uuid: Some(uuid),
+            ..Default::default()
+        };
+        match real_pid(pid) {
+            Some(p) => {
+                let name = given.map(|n| format!("{n}{}", suffix(rank)));
+                d.process = Some(ProcessDescriptor {
+                    pid: Some(p),
+                    process_name: name.clone().or_else(|| {
+                        let s = suffix(rank);
+                        (!s.is_empty()).then(|| format!("process {pid}{s}"))
+                    }),
+                    process_labels: labels,
+                });
+                d.name = name;
+            }
+            None => {
+                let name = match given {
+                    Some(n) => format!("{n} (pid {pid}){}", suffix(rank)),
+                    None => format!("process {pid}{}", suffix(rank)),
+                };
+                d.name = Some(name);
+                d.description = labels.into_iter().next();
+            }
+        }
+        self.descriptor(d)?;
+        Ok(uuid)
+    }
+
+    fn device_track(
+        &mut self,
+        rank: RankId,
+        device: i64,
+        suffix: impl Fn(RankId) -> String,
+    ) -> io::Result<u64> {
+        let uuid = self.new_uuid();
+        let name = format!(
+            "{}{}",
+            super::device_label(self.trace, rank, device),
+            suffix(rank)
+        );
+        self.descriptor(TrackDescriptor {
+            uuid: Some(uuid),
+            name: Some(name),
+            // Queues in queue-number order.
+            child_ordering: Some(proto::CHILD_ORDERING_EXPLICIT),
+            ..Default::default()
+        })?;
+        Ok(uuid)
+    }
+
+    /// The Perfetto track for slices/instants of `track` on `lane` (0 = the track itself,
+    /// except for counter tracks, which cannot carry slices).
+    fn lane_uuid(&mut self, track: TrackId, lane: u32) -> io::Result<u64> {
+        let index = track.0 as usize;
+        let is_counter = matches!(
+            self.trace.tracks.get(index).map(|t| &t.kind),
+            Some(TrackKind::Counter { .. })
+        );
+        if lane == 0 && !is_counter {
+            return Ok(self.track_uuid[index]);
+        }
+        if let Some(&uuid) = self.extra_tracks.get(&(track.0, lane)) {
+            return Ok(uuid);
+        }
+        let uuid = self.new_uuid();
+        let base = &self.track_name[index];
+        let name = if lane == 0 {
+            format!("{base} (events)")
+        } else {
+            format!("{base} (overlap {lane})")
+        };
+        let parent = self.track_uuid[index];
+        self.descriptor(TrackDescriptor {
+            uuid: Some(uuid),
+            parent_uuid: Some(parent),
+            name: Some(name),
+            sibling_order_rank: Some(clamp_i32(i64::from(lane))),
+            ..Default::default()
+        })?;
+        self.extra_tracks.insert((track.0, lane), uuid);
+        Ok(uuid)
+    }
+
+    /// The counter track for samples of `track`.
+    fn counter_uuid(&mut self, track: TrackId) -> io::Result<u64> {
+        let index = track.0 as usize;
+        if matches!(
+            self.trace.tracks.get(index).map(|t| &t.kind),
+            Some(TrackKind::Counter { .. })
+        ) {
+            return Ok(self.track_uuid[index]);
+        }
+        if let Some(&uuid) = self.extra_tracks.get(&(track.0, COUNTER_LANE)) {
+            return Ok(uuid);
+        }
+        let uuid = self.new_uuid();
+        let name = format!("{} (counter)", self.track_name[index]);
+        let parent = self.track_uuid[index];
+        self.descriptor(TrackDescriptor {
+            uuid: Some(uuid),
+            parent_uuid: Some(parent),
+            name: Some(name),
+            counter: Some(CounterDescriptor::default()),
+            ..Default::default()
+        })?;
+        self.extra_tracks.insert((track.0, COUNTER_LANE), uuid);
+        Ok(uuid)
+    }
+
+    fn intern_name(&mut self, id: StrId, interned: &mut InternedData) -> u64 {
+        let slot = id.0 as usize;
+        if slot >= self.name_iid.len() {
+            self.name_iid.resize(slot + 1, 0);
+        }
+        if self.name_iid[slot] == 0 {
+            self.name_iid[slot] = self.next_name_iid;
+            self.next_name_iid += 1;
+            interned.event_names.push(InternedString {
+                iid: Some(self.name_iid[slot]),
+                name: Some(self.trace.str(id).to_owned()),
+            });
+        }
+        self.name_iid[slot]
+    }
+
+    fn intern_category(&mut self, id: StrId, interned: &mut InternedData) -> Vec<u64> {
+        if id == StrId::EMPTY {
+            return Vec::new();
+        }
+        let slot = id.0 as usize;
+        if slot >= self.category_iid.len() {
+            self.category_iid.resize(slot + 1, 0);
+        }
+        if self.category_iid[slot] == 0 {
+            self.category_iid[slot] = self.next_category_iid;
+            self.next_category_iid += 1;
+            interned.event_categories.push(InternedString {
+                iid: Some(self.category_iid[slot]),
+                name: Some(self.trace.str(id).to_owned()),
+            });
+        }
+        vec![self.category_iid[slot]]
+    }
+
+    fn annotation(&mut self, key: &str, interned: &mut InternedData) -> DebugAnnotation {
+        let iid = match self.annotation_iid.get(key) {
+            Some(&iid) => iid,
+            None => {
+                let iid = self.annotation_iid.len() as u64 + 1;
+                self.annotation_iid.insert(key.to_owned(), iid);
+                interned.debug_annotation_names.push(InternedString {
+                    iid: Some(iid),
+                    name: Some(key.to_owned()),
+                });
+                iid
+            }
+        };
+        DebugAnnotation {
+            name_iid: Some(iid),
+            ..Default::default()
+        }
+    }
+
+    /// Level, correlation, external id and the args object's top-level entries.
+    fn annotations(
+        &mut self,
+        level: Level,
+        correlation: Option<u64>,
+        external_id: Option<u64>,
+        args: Option<ArgsId>,
+        interned: &mut InternedData,
+    ) -> Vec<DebugAnnotation> {
+        let mut out = Vec::new();
+        let mut a = self.annotation("level", interned);
+        a.string_value = Some(level.as_str().to_owned());
+        out.push(a);
+        if let Some(c) = correlation {
+            let mut a = self.annotation("correlation", interned);
+            a.uint_value = Some(c);
+            out.push(a);
+        }
+        if let Some(e) = external_id {
+            let mut a = self.annotation("External id", interned);
+            a.uint_value = Some(e);
+            out.push(a);
+        }
+        let Some(text) = self.trace.args_text(args) else {
+            return out;
+        };
+        match serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text) {
+            Ok(map) => {
+                for (key, value) in map {
+                    // The typed fields above already carry these.
+                    if (key == "correlation" && correlation.is_some())
+                        || (key == "External id" && external_id.is_some())
+                        || key == "level"
+                    {
+                        continue;
+                    }
+                    let mut a = self.annotation(&key, interned);
+                    set_json_value(&mut a, value);
+                    out.push(a);
+                }
+            }
+            Err(_) => {
+                let mut a = self.annotation("args", interned);
+                a.string_value = Some(text.to_owned());
+                out.push(a);
+            }
+        }
+        out
+    }
+
+    fn spans(&mut self) -> io::Result<()> {
+        let trace = self.trace;
+        for (i, flow) in trace.flows.iter().enumerate() {
+            let from = flow.from.as_ref().and_then(|e| e.span);
+            let to = flow.to.as_ref().and_then(|e| e.span);
+            if let (Some(a), Some(b)) = (from, to) {
+                if a != b {
+                    // Source flow ids repeat across ranks: number them afresh.
+                    let id = i as u64 + 1;
+                    self.flows.entry(a.0).or_default().push(id);
+                    self.flows.entry(b.0).or_default().push(id);
+                }
+            }
+        }
+
+        let mut order: Vec<u32> = (0..trace.spans.len() as u32).collect();
+        order.sort_unstable_by_key(|&i| {
+            let s = &trace.spans[i as usize];
+            (s.track, s.start, Reverse(s.end), i)
+        });
+
+        // Per lane, the stack of open spans' (end, track) on the current model track.
+        let mut lanes: Vec<Vec<Ns>> = Vec::new();
+        let mut current: Option<TrackId> = None;
+        for &i in &order {
+            let span = &trace.spans[i as usize];
+            if current != Some(span.track) {
+                if let Some(track) = current {
+                    self.close_lanes(track, &mut lanes)?;
+                }
+                current = Some(span.track);
+            }
+            let mut chosen = None;
+            for (lane, stack) in lanes.iter_mut().enumerate() {
+                while let Some(&end) = stack.last() {
+                    if end > span.start {
+                        break;
+                    }
+                    stack.pop();
+                    let uuid = self.lane_uuid(span.track, lane as u32)?;
+                    self.slice_end(uuid, end)?;
+                }
+                if stack.last().is_none_or(|&end| end >= span.end) {
+                    stack.push(span.end);
+                    chosen = Some(lane);
+                    break;
+                }
+            }
+            let lane = match chosen {
+                Some(lane) => lane,
+                None => {
+                    lanes.push(vec![span.end]);
+                    lanes.len() - 1
+                }
+            };
+            self.slice_begin(i, lane as u32)?;
+        }
+        if let Some(track) = current {
+            self.close_lanes(track, &mut lanes)?;
+        }
+        Ok(())
+    }
+
+    /// Ends every open slice of `track` and forgets its lanes.
+    fn close_lanes(&mut self, track: TrackId, lanes: &mut Vec<Vec<Ns>>) -> io::Result<()> {
+        for (lane, stack) in lanes.iter_mut().enumerate() {
+            while let Some(end) = stack.pop() {
+                let uuid = self.lane_uuid(track, lane as u32)?;
+                self.slice_end(uuid, end)?;
+            }
+        }
+        lanes.clear();
+        Ok(())
+    }
+
+    fn slice_begin(&mut self, index: u32, lane: u32) -> io::Result<()> {
+        let span = &self.trace.spans[index as usize];
+        let uuid = self.lane_uuid(span.track, lane)?;
+        let mut interned = InternedData::default();
+        let name_iid = self.intern_name(span.name, &mut interned);
+        let category_iids = self.intern_category(span.category, &mut interned);
+        let debug_annotations = self.annotations(
+            span.level,
+            span.correlation,
+            span.external_id,
+            span.args,
+            &mut interned,
+        );
+        let flow_ids = self.flows.remove(&index).unwrap_or_default();
+        let packet = TracePacket {
+            timestamp: Some(self.timestamp(span.start)),
+            track_event: Some(TrackEvent {
+                r#type: Some(proto::TYPE_SLICE_BEGIN),
+                track_uuid: Some(uuid),
+                name_iid: Some(name_iid),
+                category_iids,
+                flow_ids,
+                debug_annotations,
+                ..Default::default()
+            }),
+            interned_data: non_empty(interned),
+            ..Default::default()
+        };
+        self.emit(packet)
+    }
+
+    fn slice_end(&mut self, uuid: u64, ts: Ns) -> io::Result<()> {
+        let packet = TracePacket {
+            timestamp: Some(self.timestamp(ts)),
+            track_event: Some(TrackEvent {
+                r#type: Some(proto::TYPE_SLICE_END),
+                track_uuid: Some(uuid),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        self.emit(packet)
+    }
+
+    fn instants(&mut self) -> io::Result<()> {
+        let trace = self.trace;
+        for instant in &trace.instants {
+            let uuid = self.lane_uuid(instant.track, 0)?;
+            let mut interned = InternedData::default();
+            let name_iid = self.intern_name(instant.name, &mut interned);
+            let category_iids = self.intern_category(instant.category, &mut interned);
+            let debug_annotations =
+                self.annotations(instant.level, None, None, instant.args, &mut interned);
+            let packet = TracePacket {
+                timestamp: Some(self.timestamp(instant.ts)),
+                track_event: Some(TrackEvent {
+                    r#type: Some(proto::TYPE_INSTANT),
+                    track_uuid: Some(uuid),
+                    name_iid: Some(name_iid),
+                    category_iids,
+                    debug_annotations,
+                    ..Default::default()
+                }),
+                interned_data: non_empty(interned),
+                ..Default::default()
+            };
+            self.emit(packet)?;
+        }
+        Ok(())
+    }
+
+    fn counters(&mut self) -> io::Result<()> {
+        let trace = self.trace;
+        for sample in &trace.counters {
+            let uuid = self.counter_uuid(sample.track)?;
+            let packet = TracePacket {
+                timestamp: Some(self.timestamp(sample.ts)),
+                track_event: Some(TrackEvent {
+                    r#type: Some(proto::TYPE_COUNTER),
+                    track_uuid: Some(uuid),
+                    double_counter_value: Some(sample.value),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            self.emit(packet)?;
+        }
+        Ok(())
+    }
+}
+
+fn non_empty(interned: InternedData) -> Option<InternedData> {
+    let empty = interned.event_names.is_empty()
+        && interned.event_categories.is_empty()
+        && interned.debug_annotation_names.is_empty();
+    (!empty).then_some(interned)
+}
+
+fn set_json_value(a: &mut DebugAnnotation, value: serde_json::Value) {
+    use serde_json::Value;
+    match value {
+        Value::Bool(b) => a.bool_value = Some(b),
+        Value::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                a.int_value = Some(i);
+            } else if let Some(u) = n.as_u64() {
+                a.uint_value = Some(u);
+            } else {
+                a.double_value = n.as_f64();
+            }
+        }
+        Value::String(s) => a.string_value = Some(s),
+        other => a.legacy_json_value = Some(other.to_string()),
+    }
+}
+
+fn clamp_i32(v: i64) -> i32 {
+    v.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32
+}
+
+/// Counts in a Perfetto trace, as decoded by [`summarize`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PerfettoSummary {
+    pub packets: usize,
+    /// Track descriptors (every kind).
+    pub tracks: usize,
+    pub process_tracks: usize,
+    pub thread_tracks: usize,
+    pub counter_tracks: usize,
+    pub slice_begins: usize,
+    pub slice_ends: usize,
+    pub instants: usize,
+    pub counter_events: usize,
+    /// Distinct ids in `flow_ids` and `terminating_flow_ids`.
+    pub flow_ids: usize,
+    /// `InternedData.event_names` entries.
+    pub interned_names: usize,
+    /// Distinct strings among them (equal to `interned_names` when each is interned once).
+    pub distinct_interned_names: usize,
+    /// Tracks whose slice events, in file order, do not pair up begin/end with non-decreasing
+    /// times.
+    pub unbalanced_tracks: usize,
+    /// Events on a uuid no descriptor declared.
+    pub events_on_unknown_tracks: usize,
+    /// Interned ids used before being defined, and sequence flag mistakes.
+    pub incremental_state_errors: usize,
+    /// Deepest slice nesting on one track.
+    pub max_depth: usize,
+}
+
+impl fmt::Display for PerfettoSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} packets, {} tracks ({} process, {} thread, {} counter), {} slice begins, {} \
+             slice ends, {} instants, {} counter events, {} flows, {} interned names, max depth \
+             {}, {} unbalanced tracks, {} events on unknown tracks, {} incremental-state errors",
+            self.packets,
+            self.tracks,
+            self.process_tracks,
+            self.thread_tracks,
+            self.counter_tracks,
+            self.slice_begins,
+            self.slice_ends,
+            self.instants,
+            self.counter_events,
+            self.flow_ids,
+            self.interned_names,
+            self.max_depth,
+            self.unbalanced_tracks,
+            self.events_on_unknown_tracks,
+            self.incremental_state_errors,
+        )
+    }
+}
+
+/// Decodes a Perfetto trace packet by packet (with this module's message subset; other
+/// fields are skipped) and counts what it holds. Checks on the way that every track's slices
+/// pair up in file order, that events name declared tracks, and that interned ids are
+/// defined before use on the sequence.
+pub fn summarize(bytes: &[u8]) -> Result<PerfettoSummary, prost::DecodeError> {
+    let mut summary = PerfettoSummary::default();
+    let mut buf = bytes;
+    let mut known_tracks: FxHashSet<u64> = FxHashSet::default();
+    let mut stacks: FxHashMap<u64, (Vec<u64>, u64)> = FxHashMap::default();
+    let mut unbalanced: FxHashSet<u64> = FxHashSet::default();
+    let mut flow_ids: FxHashSet<u64> = FxHashSet::default();
+    let mut names: FxHashSet<u64> = FxHashSet::default();
+    let mut categories: FxHashSet<u64> = FxHashSet::default();
+    let mut annotation_names: FxHashSet<u64> = FxHashSet::default();
+    let mut name_texts: FxHashSet<String> = FxHashSet::default();
+    while !buf.is_empty() {
+        let (tag, wire_type) = encoding::decode_key(&mut buf)?;
+        if tag != 1 || wire_type != WireType::LengthDelimited {
+            encoding::skip_field(wire_type, tag, &mut buf, DecodeContext::default())?;
+            continue;
+        }
+        let packet = TracePacket::decode_length_delimited(&mut buf)?;
+        let flags = packet.sequence_flags.unwrap_or(0);
+        if summary.packets == 0 && flags & proto::SEQ_INCREMENTAL_STATE_CLEARED == 0 {
+            summary.incremental_state_errors += 1;
+        }
+        summary.packets += 1;
+        if flags & proto::SEQ_INCREMENTAL_STATE_CLEARED != 0 {
+            names.clear();
+            categories.clear();
+            annotation_names.clear();
+        }
+        if let Some(interned) = &packet.interned_data {
+            for n in &interned.event_names {
+                summary.interned_names += 1;
+                names.extend(n.iid);
+                name_texts.insert(n.name.clone().unwrap_or_default());
+            }
+            categories.extend(interned.event_categories.iter().filter_map(|c| c.iid));
+            annotation_names.extend(interned.debug_annotation_names.iter().filter_map(|c| c.iid));
+        }
+        if let Some(d) = &packet.track_descriptor {
+            summary.tracks += 1;
+            summary.process_tracks += usize::from(d.process.is_some());
+            summary.thread_tracks += usize::from(d.thread.is_some());
+            summary.counter_tracks += usize::from(d.counter.is_some());
+            known_tracks.extend(d.uuid);
+        }
+        let Some(event) = &packet.track_event else {
+            continue;
+        };
+        let uses_interning = event.name_iid.is_some()
+            || !event.category_iids.is_empty()
+            || event.debug_annotations.iter().any(|a| a.name_iid.is_some());
+        if uses_interning && flags & proto::SEQ_NEEDS_INCREMENTAL_STATE == 0 {
+            summary.incremental_state_errors += 1;
+        }
+        let undefined = event.name_iid.is_some_and(|iid| !names.contains(&iid))
+            || event
+                .category_iids
+                .iter()
+                .any(|iid| !categories.contains(iid))
+            || event.debug_annotations.iter().any(|a| {
+                a.name_iid
+                    .is_some_and(|iid| !annotation_names.contains(&iid))
+            });
+        summary.incremental_state_errors += usize::from(undefined);
+        let track = event.track_uuid.unwrap_or(0);
+        if !known_tracks.contains(&track) {
+            summary.events_on_unknown_tracks += 1;
+        }
+        flow_ids.extend(event.flow_ids.iter().chain(&event.terminating_flow_ids));
+        let ts = packet.timestamp.unwrap_or(0);
+        match event.r#type.unwrap_or(0) {
+            proto::TYPE_SLICE_BEGIN => {
+                summary.slice_begins += 1;
+                let (stack, last) = stacks.entry(track).or_default();
+                if ts < *last {
+                    unbalanced.insert(track);
+                }
+                *last = ts;
+                stack.push(ts);
+                summary.max_depth = summary.max_depth.max(stack.len());
+            }
+            proto::TYPE_SLICE_END => {
+                summary.slice_ends += 1;
+                let (stack, last) = stacks.entry(track).or_default();
+                match stack.pop() {
+                    Some(begin) if begin <= ts && *last <= ts => {}
+                    _ => {
+                        unbalanced.insert(track);
+                    }
+                }
+                *last = ts;
+            }
+            proto::TYPE_INSTANT => summary.instants += 1,
+            proto::TYPE_COUNTER => summary.counter_events += 1,
+            _ => {}
+        }
+    }
+    for (track, (stack, _)) in &stacks {
+        if !stack.is_empty() {
+            unbalanced.insert(*track);
+        }
+    }
+    summary.unbalanced_tracks = unbalanced.len();
+    summary.flow_ids = flow_ids.len();
+    summary.distinct_interned_names = name_texts.len();
+    Ok(summary)
+}

@@ -1,0 +1,457 @@
+//! Splits a Chrome-trace JSON document into its top-level keys and its single events without
+//! ever holding the whole text: a reader thread feeds 1 MiB chunks (decompressing gzip on the
+//! second core), and this side scans bytes — strings, escapes and nesting — to find where each
+//! event ends, handing each complete event's bytes to a callback that parses it with serde.
+//!
+//! Accepted shapes: `{"traceEvents": [ ... ], "other": ...}` (keys in any order) and a bare
+//! `[ ... ]` array, whose closing `]` may be missing as the Chrome format allows. Anything else
+//! is a syntax error with its byte offset.
+
+use std::borrow::Cow;
+use std::io::{self, BufRead, Read};
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::thread::JoinHandle;
+
+const CHUNK: usize = 1 << 20;
+
+/// What the splitter hands to its callback.
+#[derive(Debug)]
+pub enum TopLevel<'a> {
+    /// A top-level key other than `traceEvents`, with its raw JSON value.
+    Key(&'a str, &'a [u8]),
+    /// The bytes from the start of the next element of `traceEvents` to the end of the data
+    /// read so far, with the element's byte offset in the document. The callback parses one
+    /// event from the front and returns how many bytes it took, or `None` when the event is
+    /// cut off by the end of the window (the splitter then reads more and calls again).
+    Event(&'a [u8], u64),
+}
+
+/// Why splitting stopped.
+#[derive(Debug)]
+pub enum SplitError {
+    /// Reading (or decompressing) failed.
+    Io(io::Error),
+    /// The document is not well-formed where the splitter looks.
+    Syntax { offset: u64, message: String },
+    /// The callback rejected an event.
+    Event { offset: u64, message: String },
+}
+
+/// The splitter: owns the reader thread and the current window of bytes.
+pub struct Splitter {
+    chunks: Receiver<io::Result<Vec<u8>>>,
+    reader: Option<JoinHandle<()>>,
+    buf: Vec<u8>,
+    pos: usize,
+    base: u64,
+    eof: bool,
+}
+
+impl std::fmt::Debug for Splitter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Splitter")
+            .field("offset", &(self.base + self.pos as u64))
+            .finish()
+    }
+}
+
+impl Drop for Splitter {
+    fn drop(&mut self) {
+        // Dropping the receiver makes the reader thread's next send fail, so it ends.
+        let (_, dummy) = sync_channel(0);
+        drop(std::mem::replace(&mut self.chunks, dummy));
+        if let Some(handle) = self.reader.take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+#[derive(Default)]
+struct ScanState {
+    scanned: usize,
+    depth: u32,
+    in_string: bool,
+    escape: bool,
+}
+
+impl Splitter {
+    /// Starts the reader thread over `reader`.
+    pub fn new(mut reader: Box<dyn BufRead + Send>) -> Self {
+        let (tx, rx) = sync_channel::<io::Result<Vec<u8>>>(4);
+        let handle = std::thread::Builder::new()
+            .name("strato-read".into())
+            .spawn(move || loop {
+                let mut chunk = vec![0u8; CHUNK];
+                let mut filled = 0;
+                let result = loop {
+                    match reader.read(&mut chunk[filled..]) {
+                        Ok(0) => break Ok(()),
+                        Ok(n) => {
+                            filled += n;
+                            if filled == CHUNK {
+                                break Ok(());
+                            }
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => break Err(e),
+                    }
+                };
+                chunk.truncate(filled);
+                let done = filled < CHUNK;
+                if filled > 0 && tx.send(Ok(chunk)).is_err() {
+                    return;
+                }
+                if let Err(e) = result {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+                if done {
+                    return;
+                }
+            })
+            .ok();
+        Splitter {
+            chunks: rx,
+            reader: handle,
+            buf: Vec::new(),
+            pos: 0,
+            base: 0,
+            eof: false,
+        }
+    }
+
+    fn offset(&self) -> u64 {
+        self.base + self.pos as u64
+    }
+
+    fn syntax(&self, message: impl Into<String>) -> SplitError {
+        SplitError::Syntax {
+            offset: self.offset(),
+            message: message.into(),
+        }
+    }
+
+    /// Drops consumed bytes and appends the next chunk. False at end of input.
+    fn fill(&mut self) -> Result<bool, SplitError> {
+        if self.eof {
+            return Ok(false);
+        }
+        match self.chunks.recv() {
+            Ok(Ok(chunk)) => {
+                if self.pos > 0 {
+                    self.buf.drain(..self.pos);
+                    self.base += self.pos as u64;
+                    self.pos = 0;
+                }
+                self.buf.extend_from_slice(&chunk);
+                Ok(true)
+            }
+            Ok(Err(e)) => Err(SplitError::Io(e)),
+            Err(_) => {
+                self.eof = true;
+                Ok(false)
+            }
+        }
+    }
+
+    /// The next non-whitespace byte (not consumed), or None at end of input.
+    fn peek(&mut self) -> Result<Option<u8>, SplitError> {
+        loop {
+            while self.pos < self.buf.len() {
+                let b = self.buf[self.pos];
+                if b.is_ascii_whitespace() {
+                    self.pos += 1;
+                } else {
+                    return Ok(Some(b));
+                }
+            }
+            if !self.fill()? {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Finds the end of the JSON value starting at `self.pos`, reading more as needed.
+    fn value_end(&mut self) -> Result<usize, SplitError> {
+        let mut state = ScanState::default();
+        loop {
+            if let Some(end) = scan_value(&self.buf[self.pos..], &mut state, self.eof) {
+                return Ok(self.pos + end);
+            }
+            if !self.fill()? {
+                if let Some(end) = scan_value(&self.buf[self.pos..], &mut state, true) {
+                    return Ok(self.pos + end);
+                }
+                return Err(self.syntax("unexpected end of data inside a value (file truncated?)"));
+            }
+        }
+    }
+
+    /// Runs the split, calling `each` for every top-level key and event. Returns whether a
+    /// `traceEvents` array (or a bare event array) was found.
+    pub fn run<F>(&mut self, mut each: F) -> Result<bool, SplitError>
+    where
+        F: FnMut(TopLevel<'_>) -> Result<Option<usize>, String>,
+    {
+        // A UTF-8 byte order mark is tolerated.
+        self.peek()?;
+        if self.buf[self.pos..].starts_with(b"\xEF\xBB\xBF") {
+            self.pos += 3;
+        }
+        match self.peek()? {
+            None => Err(self.syntax("no JSON value (empty document)")),
+            Some(b'[') => {
+                self.pos += 1;
+                self.events(&mut each, true)?;
+                Ok(true)
+            }
+            Some(b'{') => {
+                self.pos += 1;
+                let mut saw_events = false;
+                loop {
+                    match self.peek()? {
+                        Some(b'}') => {
+                            self.pos += 1;
+                            return Ok(saw_events);
+                        }
+                        Some(b'"') => {}
+                        Some(_) => return Err(self.syntax("expected a key or '}'")),
+                        None => return Err(self.syntax("unexpected end of data (file truncated?)")),
+                    }
+                    let end = self.value_end()?;
+                    let key: Cow<'_, str> = serde_json::from_slice(&self.buf[self.pos..end])
+                        .map_err(|e| self.syntax(format!("bad key: {e}")))?;
+                    let key = key.into_owned();
+                    self.pos = end;
+                    if self.peek()? != Some(b':') {
+                        return Err(self.syntax("expected ':'"));
+                    }
+                    self.pos += 1;
+                    match self.peek()? {
+                        None => return Err(self.syntax("unexpected end of data (file truncated?)")),
+                        Some(b'[') if key == "traceEvents" => {
+                            self.pos += 1;
+                            self.events(&mut each, false)?;
+                            saw_events = true;
+                        }
+                        Some(_) if key == "traceEvents" => {
+                            return Err(self.syntax("\"traceEvents\" is not an array"));
+                        }
+                        Some(_) => {
+                            let end = self.value_end()?;
+                            let offset = self.offset();
+                            each(TopLevel::Key(&key, &self.buf[self.pos..end]))
+                                .map_err(|message| SplitError::Event { offset, message })?;
+                            self.pos = end;
+                        }
+                    }
+                    match self.peek()? {
+                        Some(b',') => self.pos += 1,
+                        Some(b'}') => {}
+                        Some(_) => return Err(self.syntax("expected ',' or '}'")),
+                        None => return Err(self.syntax("unexpected end of data (file truncated?)")),
+                    }
+                }
+            }
+            Some(_) => Err(self.syntax("expected a JSON object or array")),
+        }
+    }
+
+    /// Splits an event array whose '[' was just consumed.
+    fn events<F>(&mut self, each: &mut F, bare: bool) -> Result<(), SplitError>
+    where
+        F: FnMut(TopLevel<'_>) -> Result<Option<usize>, String>,
+    {
+        loop {
+            match self.peek()? {
+                Some(b']') => {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                Some(b'{') => {}
+                Some(_) => return Err(self.syntax("an event is not a JSON object")),
+                None if bare => return Ok(()),
+                None => {
+                    return Err(
+                        self.syntax("unexpected end of data in traceEvents (file truncated?)")
+                    )
+                }
+            }
+            let offset = self.offset();
+            let used = loop {
+                let outcome = each(TopLevel::Event(&self.buf[self.pos..], offset))
+                    .map_err(|message| SplitError::Event { offset, message })?;
+                if let Some(used) = outcome {
+                    break used;
+                }
+                if !self.fill()? {
+                    return Err(
+                        self.syntax("unexpected end of data inside an event (file truncated?)")
+                    );
+                }
+            };
+            self.pos += used;
+            match self.peek()? {
+                Some(b',') => self.pos += 1,
+                Some(b']') => {}
+                Some(_) => return Err(self.syntax("expected ',' or ']' after an event")),
+                None if bare => return Ok(()),
+                None => {
+                    return Err(
+                        self.syntax("unexpected end of data in traceEvents (file truncated?)")
+                    )
+                }
+            }
+        }
+    }
+}
+
+/// Scans the value at the start of `bytes`, resuming from `state`. Returns the end offset when
+/// the value is complete within `bytes`. A scalar ends at a delimiter, or at the end of input
+/// when `at_eof`.
+fn scan_value(bytes: &[u8], state: &mut ScanState, at_eof: bool) -> Option<usize> {
+    let first = *bytes.first()?;
+    match first {
+        b'{' | b'[' | b'"' => {
+            let mut i = state.scanned;
+            while i < bytes.len() {
+                if state.in_string {
+                    if state.escape {
+                        state.escape = false;
+                        i += 1;
+                        continue;
+                    }
+                    match memchr::memchr2(b'"', b'\\', &bytes[i..]) {
+                        None => {
+                            i = bytes.len();
+                            break;
+                        }
+                        Some(k) => {
+                            i += k;
+                            if bytes[i] == b'\\' {
+                                state.escape = true;
+                            } else {
+                                state.in_string = false;
+                                if state.depth == 0 {
+                                    return Some(i + 1);
+                                }
+                            }
+                            i += 1;
+                        }
+                    }
+                    continue;
+                }
+                match bytes[i] {
+                    b'"' => state.in_string = true,
+                    b'{' | b'[' => state.depth += 1,
+                    b'}' | b']' => {
+                        state.depth = state.depth.saturating_sub(1);
+                        if state.depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+            state.scanned = i;
+            None
+        }
+        _ => {
+            let end = bytes
+                .iter()
+                .position(|&b| matches!(b, b',' | b']' | b'}') || b.is_ascii_whitespace());
+            match end {
+                Some(e) => Some(e),
+                None if at_eof => Some(bytes.len()),
+                None => None,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Cursor;
+
+    fn split(text: &[u8]) -> Result<(bool, Vec<String>), SplitError> {
+        let mut seen = Vec::new();
+        let mut splitter = Splitter::new(Box::new(Cursor::new(text.to_vec())));
+        let saw = splitter.run(|item| match item {
+            TopLevel::Key(k, v) => {
+                seen.push(format!("{k}={}", String::from_utf8_lossy(v)));
+                Ok(Some(0))
+            }
+            TopLevel::Event(rest, _) => {
+                let mut state = ScanState::default();
+                let Some(end) = scan_value(rest, &mut state, false) else {
+                    return Ok(None);
+                };
+                seen.push(String::from_utf8_lossy(&rest[..end]).into_owned());
+                Ok(Some(end))
+            }
+        })?;
+        Ok((saw, seen))
+    }
+
+    #[test]
+    fn splits_keys_and_events_with_tricky_strings() {
+        let (saw, seen) = split(
+            br#"{"a": 1, "traceEvents": [ {"name":"x}\"]"} , {"n":[1,{"b":2}]} ], "z": {"k":"v"}, "s":"str"}"#,
+        )
+        .unwrap();
+        assert!(saw);
+        assert_eq!(
+            seen,
+            vec![
+                "a=1".to_owned(),
+                r#"{"name":"x}\"]"}"#.into(),
+                r#"{"n":[1,{"b":2}]}"#.into(),
+                r#"z={"k":"v"}"#.into(),
+                r#"s="str""#.into()
+            ]
+        );
+    }
+
+    #[test]
+    fn events_spanning_many_chunks() {
+        let mut doc = b"{\"traceEvents\":[".to_vec();
+        let long = "x".repeat(3 * CHUNK);
+        doc.extend_from_slice(format!("{{\"name\":\"{long}\"}},{{\"a\":1}}]}}").as_bytes());
+        let (_, seen) = split(&doc).unwrap();
+        assert_eq!(seen.len(), 2);
+        assert_eq!(seen[0].len(), long.len() + 11);
+        let mut many = b"[".to_vec();
+        for i in 0..200_000 {
+            many.extend_from_slice(format!("{{\"i\":{i},\"pad\":\"\\\\\\\"\"}},").as_bytes());
+        }
+        many.pop();
+        many.push(b']');
+        let (_, seen) = split(&many).unwrap();
+        assert_eq!(seen.len(), 200_000);
+        assert_eq!(seen[199_999], "{\"i\":199999,\"pad\":\"\\\\\\\"\"}");
+    }
+
+    #[test]
+    fn bare_array_may_lack_its_bracket_but_objects_may_not() {
+        let (_, seen) = split(b"[{\"a\":1},{\"b\":2},").unwrap();
+        assert_eq!(seen.len(), 2);
+        assert!(matches!(
+            split(b"{\"traceEvents\":[{\"a\":1},"),
+            Err(SplitError::Syntax { .. })
+        ));
+        assert!(matches!(
+            split(b"{\"traceEvents\":[{\"a\":1"),
+            Err(SplitError::Syntax { .. })
+        ));
+        assert!(matches!(split(b"nope"), Err(SplitError::Syntax { .. })));
+        assert!(matches!(split(b"   "), Err(SplitError::Syntax { .. })));
+        assert!(matches!(
+            split(b"{\"traceEvents\":3}"),
+            Err(SplitError::Syntax { .. })
+        ));
+        let (saw, _) = split(b"{\"x\":[1,2]}").unwrap();
+        assert!(!saw);
+    }
+}

@@ -1,0 +1,595 @@
+//! Exporter tests: synthetic traces with counts known by construction, written with
+//! `export::perfetto` / `export::chrome` and read back (`perfetto::summarize`, serde_json, our
+//! Chrome importer), plus a real Kineto trace from `/work/shared/data`.
+
+use std::path::PathBuf;
+
+use prost::Message;
+use strato_io::export::{chrome, perfetto};
+use strato_io::ImportOptions;
+use strato_trace::{
+    CounterSample, Device, Flow, FlowEnd, Instant, Level, Ns, Process, Rank, Span, SpanId, Trace,
+    TrackId, TrackIndexHandle, TrackKind,
+};
+
+struct Builder {
+    trace: Trace,
+}
+
+impl Builder {
+    fn new() -> Self {
+        let mut trace = Trace::default();
+        trace.add_rank(Rank {
+            rank: Some(0),
+            world_size: Some(1),
+            source: "synthetic".into(),
+            format: "test".into(),
+            host: None,
+            metadata_json: Some("{\"traceName\":\"synthetic\"}".into()),
+        });
+        Builder { trace }
+    }
+
+    fn span(&mut self, track: TrackId, start: Ns, end: Ns, name: &str, level: Level) -> SpanId {
+        let name = self.trace.intern(name);
+        let category = self.trace.intern(if level.is_device_op() {
+            "kernel"
+        } else {
+            "cpu_op"
+        });
+        self.trace.spans.push(Span {
+            track,
+            start,
+            end,
+            name,
+            category,
+            level,
+            correlation: None,
+            external_id: None,
+            args: None,
+        });
+        SpanId(self.trace.spans.len() as u32 - 1)
+    }
+
+    fn flow(&mut self, id: u64, from: Option<(TrackId, SpanId)>, to: Option<(TrackId, SpanId)>) {
+        let category = self.trace.intern("ac2g");
+        let end = |trace: &Trace, e: Option<(TrackId, SpanId)>| {
+            e.map(|(track, span)| FlowEnd {
+                track,
+                ts: trace.spans[span.0 as usize].start,
+                span: Some(span),
+            })
+        };
+        let flow = Flow {
+            id,
+            category,
+            from: end(&self.trace, from),
+            to: end(&self.trace, to),
+        };
+        self.trace.flows.push(flow);
+    }
+}
+
+/// Counts of the synthetic trace, by construction.
+const SPANS: usize = 13;
+const FLOWS_WITH_BOTH_ENDS: usize = 2;
+const INSTANTS: usize = 2;
+const COUNTER_SAMPLES: usize = 4;
+
+/// One rank: a Python process with one thread, a GPU with one stream, a memory counter of
+/// the process, a utilization counter of the device, a custom track.
+fn synthetic() -> Trace {
+    let mut b = Builder::new();
+    let rank = strato_trace::RankId(0);
+    b.trace.processes.push(Process {
+        rank,
+        pid: 4242,
+        name: Some("python".into()),
+        labels: Some("train.py".into()),
+    });
+    b.trace.devices.push(Device {
+        rank: Some(rank),
+        index: 0,
+        name: Some("NVIDIA A100-SXM4-80GB".into()),
+        ..Default::default()
+    });
+    let mut index = TrackIndexHandle::default();
+    let cpu = b.trace.track_for(
+        &mut index,
+        rank,
+        TrackKind::Thread {
+            pid: 4242,
+            tid: 4243,
+        },
+    );
+    b.trace.tracks[cpu.0 as usize].name = Some("MainThread".into());
+    let gpu = b.trace.track_for(
+        &mut index,
+        rank,
+        TrackKind::DeviceQueue {
+            device: 0,
+            queue: 7,
+        },
+    );
+    let mem = b.trace.track_for(
+        &mut index,
+        rank,
+        TrackKind::Counter {
+            pid: Some(4242),
+            device: None,
+            name: "Memory allocated".into(),
+            unit: "bytes".into(),
+        },
+    );
+    let util = b.trace.track_for(
+        &mut index,
+        rank,
+        TrackKind::Counter {
+            pid: None,
+            device: Some(0),
+            name: "SM utilization".into(),
+            unit: "%".into(),
+        },
+    );
+    let custom = b.trace.track_for(
+        &mut index,
+        rank,
+        TrackKind::Custom {
+            group: "Spans".into(),
+            name: "PyTorch Profiler".into(),
+        },
+    );
+
+    // Nested: step > forward > linear, step > backward; depth 3.
+    b.span(cpu, 0, 100, "ProfilerStep#1", Level::Operation);
+    b.span(cpu, 10, 50, "forward", Level::Backend);
+    b.span(cpu, 20, 30, "aten::linear", Level::Backend);
+    b.span(cpu, 60, 90, "backward", Level::Backend);
+    // Overlaps `backward` and the step without nesting in either: overflow track.
+    b.span(cpu, 80, 120, "overlapping \"op\"\n", Level::Backend);
+    // Zero-length at the step's end, and an exact duplicate of `forward`.
+    b.span(cpu, 100, 100, "marker", Level::Other);
+    b.span(cpu, 10, 50, "forward", Level::Backend);
+    // Launches (inside the overflow span's time, on lane 0 once the step has ended).
+    let l1 = b.span(cpu, 105, 110, "cudaLaunchKernel", Level::AcceleratorApi);
+    let l2 = b.span(cpu, 130, 135, "cudaLaunchKernel", Level::AcceleratorApi);
+    // Kernels with the same name (interned once), touching each other.
+    let k1 = b.span(gpu, 200, 300, "gemm_kernel", Level::DeviceKernel);
+    let k2 = b.span(gpu, 300, 400, "gemm_kernel", Level::DeviceKernel);
+    let k3 = b.span(gpu, 400, 401, "memset", Level::DeviceSet);
+    b.span(custom, 0, 500, "PyTorch Profiler (0)", Level::Other);
+
+    let args = b
+        .trace
+        .add_args("{\"correlation\":5,\"grid\":[1,2,3],\"name\":\"x\\\"y\",\"ok\":true}");
+    for (span, c) in [(l1, 5), (k1, 5), (l2, 6), (k2, 6)] {
+        b.trace.spans[span.0 as usize].correlation = Some(c);
+    }
+    b.trace.spans[k1.0 as usize].args = Some(args);
+    b.trace.spans[l1.0 as usize].external_id = Some(77);
+    b.flow(5, Some((cpu, l1)), Some((gpu, k1)));
+    b.flow(6, Some((cpu, l2)), Some((gpu, k2)));
+    // Orphans: only one end, or an end that found no span.
+    b.flow(9, None, Some((gpu, k3)));
+    let cat = b.trace.intern("ac2g");
+    b.trace.flows.push(Flow {
+        id: 10,
+        category: cat,
+        from: Some(FlowEnd {
+            track: cpu,
+            ts: 140,
+            span: None,
+        }),
+        to: Some(FlowEnd {
+            track: gpu,
+            ts: 400,
+            span: Some(k3),
+        }),
+    });
+
+    let name = b.trace.intern("[memory]");
+    let category = b.trace.intern("cpu_instant_event");
+    for ts in [15, 25] {
+        b.trace.instants.push(Instant {
+            track: cpu,
+            ts,
+            name,
+            category,
+            level: Level::Other,
+            args: None,
+        });
+    }
+    for (track, ts, value) in [
+        (mem, 0, 1024.0),
+        (mem, 50, 4096.5),
+        (mem, 100, 0.0),
+        (util, 200, 87.5),
+    ] {
+        b.trace.counters.push(CounterSample { track, ts, value });
+    }
+    b.trace.validate().expect("synthetic trace is valid");
+    assert_eq!(b.trace.spans.len(), SPANS);
+    assert_eq!(b.trace.instants.len(), INSTANTS);
+    assert_eq!(b.trace.counters.len(), COUNTER_SAMPLES);
+    b.trace
+}
+
+fn perfetto_bytes(trace: &Trace) -> Vec<u8> {
+    let mut out = Vec::new();
+    perfetto::write(trace, &mut out).expect("write perfetto");
+    out
+}
+
+fn chrome_text(trace: &Trace) -> String {
+    let mut out = Vec::new();
+    chrome::write(trace, &mut out).expect("write chrome");
+    String::from_utf8(out).expect("utf-8")
+}
+
+/// Flows whose both ends are bound to (distinct) spans.
+fn bound_flows(trace: &Trace) -> usize {
+    trace
+        .flows
+        .iter()
+        .filter(|f| {
+            let a = f.from.as_ref().and_then(|e| e.span);
+            let b = f.to.as_ref().and_then(|e| e.span);
+            matches!((a, b), (Some(a), Some(b)) if a != b)
+        })
+        .count()
+}
+
+#[test]
+fn perfetto_synthetic_counts_match_the_source() {
+    let trace = synthetic();
+    let bytes = perfetto_bytes(&trace);
+    let s = perfetto::summarize(&bytes).expect("decodes");
+    println!("{s}");
+    assert_eq!(s.slice_begins, SPANS);
+    assert_eq!(s.slice_ends, SPANS);
+    assert_eq!(s.instants, INSTANTS);
+    assert_eq!(s.counter_events, COUNTER_SAMPLES);
+    assert_eq!(s.flow_ids, FLOWS_WITH_BOTH_ENDS);
+    assert_eq!(bound_flows(&trace), FLOWS_WITH_BOTH_ENDS);
+    assert_eq!(s.unbalanced_tracks, 0);
+    assert_eq!(s.events_on_unknown_tracks, 0);
+    assert_eq!(s.incremental_state_errors, 0);
+    // step > forward > its exact duplicate > linear.
+    assert_eq!(s.max_depth, 4);
+    // Tracks: 5 model tracks + process + device + custom group + 1 overflow lane.
+    assert_eq!(s.tracks, 9);
+    assert_eq!(s.process_tracks, 1);
+    assert_eq!(s.thread_tracks, 1);
+    assert_eq!(s.counter_tracks, 2);
+    // Names interned once each: 10 distinct span names + the instant's.
+    assert_eq!(s.interned_names, s.distinct_interned_names);
+    assert_eq!(s.interned_names, 11);
+}
+
+#[test]
+fn perfetto_overlap_goes_to_an_overflow_track_and_flows_bind_both_ends() {
+    let trace = synthetic();
+    let bytes = perfetto_bytes(&trace);
+    let decoded = perfetto::proto::Trace::decode(bytes.as_slice()).expect("decodes");
+    let packets = &decoded.packet;
+    // Sequence flags: cleared + needs on the first packet, needs on the rest.
+    assert_eq!(packets[0].sequence_flags, Some(3));
+    assert!(packets[1..].iter().all(|p| p.sequence_flags == Some(2)));
+    assert!(packets
+        .iter()
+        .all(|p| p.trusted_packet_sequence_id == Some(1)));
+
+    let descriptors: Vec<_> = packets
+        .iter()
+        .filter_map(|p| p.track_descriptor.as_ref())
+        .collect();
+    let overflow = descriptors
+        .iter()
+        .find(|d| d.name.as_deref() == Some("MainThread (overlap 1)"))
+        .expect("overflow track");
+    let thread = descriptors
+        .iter()
+        .find(|d| d.thread.is_some())
+        .expect("thread track");
+    assert_eq!(overflow.parent_uuid, thread.uuid);
+    let thread_desc = thread.thread.as_ref().expect("thread descriptor");
+    assert_eq!((thread_desc.pid, thread_desc.tid), (Some(4242), Some(4243)));
+    let process = descriptors
+        .iter()
+        .find(|d| d.process.is_some())
+        .expect("process track");
+    assert_eq!(thread.parent_uuid, process.uuid);
+    let device = descriptors
+        .iter()
+        .find(|d| d.name.as_deref() == Some("NVIDIA A100-SXM4-80GB (device 0)"))
+        .expect("device track");
+    let stream = descriptors
+        .iter()
+        .find(|d| d.name.as_deref() == Some("stream 7"))
+        .expect("stream track");
+    assert_eq!(stream.parent_uuid, device.uuid);
+
+    // Interned names: iid -> text.
+    let mut names = std::collections::HashMap::new();
+    for p in packets {
+        for n in p.interned_data.iter().flat_map(|i| &i.event_names) {
+            assert!(names
+                .insert(n.iid.unwrap_or(0), n.name.clone().unwrap_or_default())
+                .is_none());
+        }
+    }
+    let begins: Vec<_> = packets
+        .iter()
+        .filter_map(|p| p.track_event.as_ref().map(|e| (p.timestamp, e)))
+        .filter(|(_, e)| e.r#type == Some(perfetto::proto::TYPE_SLICE_BEGIN))
+        .collect();
+    let name_of = |e: &perfetto::proto::TrackEvent| names[&e.name_iid.unwrap_or(0)].clone();
+    let overlapping = begins
+        .iter()
+        .find(|(_, e)| name_of(e) == "overlapping \"op\"\n")
+        .expect("overlapping span");
+    assert_eq!(overlapping.1.track_uuid, overflow.uuid);
+    assert_eq!(overlapping.0, Some(80));
+    // Each bound flow's id sits on both its ends' begin events.
+    let launches: Vec<_> = begins
+        .iter()
+        .filter(|(_, e)| name_of(e) == "cudaLaunchKernel")
+        .collect();
+    let kernels: Vec<_> = begins
+        .iter()
+        .filter(|(_, e)| name_of(e) == "gemm_kernel")
+        .collect();
+    assert_eq!((launches.len(), kernels.len()), (2, 2));
+    for (launch, kernel) in launches.iter().zip(&kernels) {
+        assert_eq!(launch.1.flow_ids.len(), 1);
+        assert_eq!(launch.1.flow_ids, kernel.1.flow_ids);
+        assert_eq!(kernel.1.track_uuid, stream.uuid);
+    }
+    assert_ne!(launches[0].1.flow_ids, launches[1].1.flow_ids);
+    // Level and args as debug annotations on the first kernel; correlation not repeated.
+    let kernel = kernels[0].1;
+    assert_eq!(
+        kernel.debug_annotations.len(),
+        5,
+        "level, correlation, grid, name, ok"
+    );
+    assert!(kernel
+        .debug_annotations
+        .iter()
+        .any(|a| a.string_value.as_deref() == Some("DeviceKernel")));
+    assert!(kernel
+        .debug_annotations
+        .iter()
+        .any(|a| a.legacy_json_value.as_deref() == Some("[1,2,3]")));
+    assert_eq!(kernel.category_iids.len(), 1);
+}
+
+#[test]
+fn perfetto_shifts_negative_times_and_handles_empty_traces() {
+    let empty = perfetto_bytes(&Trace::default());
+    assert_eq!(
+        perfetto::summarize(&empty).expect("decodes"),
+        perfetto::PerfettoSummary::default()
+    );
+
+    let mut b = Builder::new();
+    let mut index = TrackIndexHandle::default();
+    let t = b.trace.track_for(
+        &mut index,
+        strato_trace::RankId(0),
+        TrackKind::Thread { pid: 1, tid: 1 },
+    );
+    b.span(t, -50, 10, "early", Level::Other);
+    b.span(t, -40, -30, "inner", Level::Other);
+    let bytes = perfetto_bytes(&b.trace);
+    let decoded = perfetto::proto::Trace::decode(bytes.as_slice()).expect("decodes");
+    let times: Vec<u64> = decoded
+        .packet
+        .iter()
+        .filter(|p| p.track_event.is_some())
+        .filter_map(|p| p.timestamp)
+        .collect();
+    assert_eq!(times, vec![0, 10, 20, 60]);
+    let s = perfetto::summarize(&bytes).expect("decodes");
+    assert_eq!(
+        (s.slice_begins, s.slice_ends, s.unbalanced_tracks),
+        (2, 2, 0)
+    );
+}
+
+#[test]
+fn perfetto_many_overlaps_stay_balanced() {
+    // A staircase of spans that each overlap the previous one: every one needs a new lane
+    // until earlier ones end.
+    let mut b = Builder::new();
+    let mut index = TrackIndexHandle::default();
+    let t = b.trace.track_for(
+        &mut index,
+        strato_trace::RankId(0),
+        TrackKind::Thread { pid: 1, tid: 1 },
+    );
+    for i in 0..50 {
+        b.span(t, i * 10, i * 10 + 35, "stair", Level::Other);
+    }
+    let s = perfetto::summarize(&perfetto_bytes(&b.trace)).expect("decodes");
+    assert_eq!((s.slice_begins, s.slice_ends), (50, 50));
+    assert_eq!(s.unbalanced_tracks, 0);
+    assert_eq!(s.max_depth, 1);
+    // Four lanes: the thread and three overflow tracks, plus the process track.
+    assert_eq!(s.tracks, 1 + 1 + 3);
+    assert_eq!(s.interned_names, 1);
+}
+
+fn chrome_events(text: &str) -> Vec<serde_json::Value> {
+    let doc: serde_json::Value = serde_json::from_str(text).expect("valid JSON");
+    assert_eq!(doc["displayTimeUnit"], "ns");
+    doc["traceEvents"].as_array().expect("traceEvents").clone()
+}
+
+fn count_ph(events: &[serde_json::Value], ph: &str) -> usize {
+    events.iter().filter(|e| e["ph"] == ph).count()
+}
+
+#[test]
+fn chrome_synthetic_counts_and_exact_times() {
+    let mut trace = synthetic();
+    // An epoch-sized time that f64 microseconds cannot hold exactly.
+    let t = trace.spans[0].track;
+    let name = trace.intern("late");
+    let category = trace.intern("cpu_op");
+    trace.spans.push(Span {
+        track: t,
+        start: 12_345_678_901_234_567,
+        end: 12_345_678_901_234_567 + 1_001,
+        name,
+        category,
+        level: Level::Backend,
+        correlation: None,
+        external_id: None,
+        args: None,
+    });
+    let text = chrome_text(&trace);
+    assert!(text.contains("\"ts\":12345678901234.567,\"dur\":1.001"));
+    let events = chrome_events(&text);
+    assert_eq!(count_ph(&events, "X"), trace.spans.len());
+    assert_eq!(count_ph(&events, "i"), INSTANTS);
+    assert_eq!(count_ph(&events, "C"), COUNTER_SAMPLES);
+    // Every present flow end: 2 full flows, 1 with only `to`, 1 with both ends (one unbound).
+    assert_eq!(count_ph(&events, "s"), 3);
+    assert_eq!(count_ph(&events, "f"), 4);
+    assert!(events
+        .iter()
+        .filter(|e| e["ph"] == "f")
+        .all(|e| e["bp"] == "e"));
+    // Names escaped and round-tripped.
+    assert!(events.iter().any(|e| e["name"] == "overlapping \"op\"\n"));
+    // Device queue: its own process named after the device, stream as thread.
+    let process_names: Vec<_> = events
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "process_name")
+        .map(|e| {
+            (
+                e["pid"].as_i64(),
+                e["args"]["name"].as_str().map(String::from),
+            )
+        })
+        .collect();
+    assert!(process_names.contains(&(Some(0), Some("NVIDIA A100-SXM4-80GB (device 0)".into()))));
+    assert!(process_names.contains(&(Some(4242), Some("python".into()))));
+    let kernel = events
+        .iter()
+        .find(|e| e["name"] == "gemm_kernel" && e["args"]["grid"].is_array())
+        .expect("kernel");
+    assert_eq!(
+        (kernel["pid"].as_i64(), kernel["tid"].as_i64()),
+        (Some(0), Some(7))
+    );
+    assert_eq!(kernel["args"]["correlation"], 5);
+    assert_eq!(kernel["args"]["level"], "DeviceKernel");
+    assert_eq!(kernel["args"]["name"], "x\"y");
+    // The args object already had `correlation`: not written twice.
+    let line = text
+        .lines()
+        .find(|l| l.contains("\"grid\""))
+        .expect("kernel line");
+    assert_eq!(line.matches("\"correlation\"").count(), 1);
+    let launch = events
+        .iter()
+        .find(|e| e["name"] == "cudaLaunchKernel")
+        .expect("launch");
+    assert_eq!(launch["args"]["External id"], 77);
+    assert_eq!(launch["args"]["correlation"], 5);
+}
+
+#[test]
+fn chrome_writes_negative_and_small_times_exactly() {
+    let mut out = Vec::new();
+    for ns in [0, 1, 999, 1000, -1, -1001, i64::MAX, i64::MIN] {
+        chrome::write_us(&mut out, ns).expect("write");
+        out.push(b' ');
+    }
+    assert_eq!(
+        String::from_utf8(out).expect("utf-8"),
+        "0.000 0.001 0.999 1.000 -0.001 -1.001 9223372036854775.807 -9223372036854775.808 "
+    );
+}
+
+#[test]
+fn chrome_empty_trace_is_valid_json() {
+    let events = chrome_events(&chrome_text(&Trace::default()));
+    assert!(events.is_empty());
+}
+
+fn reimport(text: &str) -> strato_io::Result<Trace> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("export.json");
+    std::fs::write(&path, text).expect("write temp file");
+    strato_io::import_paths(&[path], &ImportOptions::default())
+}
+
+#[test]
+fn chrome_synthetic_reimports_with_the_same_spans() {
+    let trace = synthetic();
+    let back = reimport(&chrome_text(&trace)).expect("re-import");
+    assert_eq!(back.spans.len(), trace.spans.len());
+    assert_eq!(back.instants.len(), trace.instants.len());
+    let mut a: Vec<_> = trace.spans.iter().map(|s| (s.start, s.end)).collect();
+    let mut b: Vec<_> = back.spans.iter().map(|s| (s.start, s.end)).collect();
+    a.sort_unstable();
+    b.sort_unstable();
+    assert_eq!(a, b);
+}
+
+fn shared_data(relative: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data")
+        .join(relative)
+}
+
+#[test]
+fn real_kineto_nccl_trace_exports_both_formats() {
+    let path = shared_data("kineto/hta_nccl_data.json.gz");
+    let trace = strato_io::import_paths(&[path], &ImportOptions::default()).expect("import");
+    assert!(!trace.spans.is_empty());
+
+    let clock = std::time::Instant::now();
+    let bytes = perfetto_bytes(&trace);
+    let took = clock.elapsed();
+    let s = perfetto::summarize(&bytes).expect("decodes");
+    println!("perfetto: {} bytes in {took:?}, {s}", bytes.len());
+    assert_eq!(s.slice_begins, trace.spans.len());
+    assert_eq!(s.slice_ends, trace.spans.len());
+    assert_eq!(s.instants, trace.instants.len());
+    assert_eq!(s.counter_events, trace.counters.len());
+    assert_eq!(s.flow_ids, bound_flows(&trace));
+    assert_eq!(s.unbalanced_tracks, 0);
+    assert_eq!(s.events_on_unknown_tracks, 0);
+    assert_eq!(s.incremental_state_errors, 0);
+    assert_eq!(s.interned_names, s.distinct_interned_names);
+
+    let clock = std::time::Instant::now();
+    let text = chrome_text(&trace);
+    let took = clock.elapsed();
+    let events = chrome_events(&text);
+    println!(
+        "chrome: {} bytes in {took:?}, {} events, {} spans, {} flows ({} bound)",
+        text.len(),
+        events.len(),
+        trace.spans.len(),
+        trace.flows.len(),
+        bound_flows(&trace)
+    );
+    assert_eq!(count_ph(&events, "X"), trace.spans.len());
+    assert_eq!(count_ph(&events, "i"), trace.instants.len());
+    let flow_ends: usize = trace
+        .flows
+        .iter()
+        .map(|f| usize::from(f.from.is_some()) + usize::from(f.to.is_some()))
+        .sum();
+    assert_eq!(count_ph(&events, "s") + count_ph(&events, "f"), flow_ends);
+
+    let back = reimport(&text).expect("re-import");
+    assert_eq!(back.spans.len(), trace.spans.len());
+    assert_eq!(back.flows.len(), trace.flows.len());
+    assert_eq!(bound_flows(&back), bound_flows(&trace));
+}

@@ -1,0 +1,675 @@
+//! The reader: checks a profile directory (marker, version, every table's columns, types,
+//! nulls, row counts, ids) and rebuilds the [`Trace`] exactly. A damaged profile is an error
+//! naming the file, never a panic.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, ArrowPrimitiveType, DictionaryArray, PrimitiveArray, RecordBatch, StringArray,
+};
+use arrow::datatypes::{DataType, Float64Type, Int32Type, Int64Type, UInt32Type, UInt64Type};
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use parquet::arrow::ProjectionMask;
+use strato_trace::{
+    ArgsId, ClockInfo, CounterSample, Device, Flow, FlowEnd, Instant, Level, Process, Rank, RankId,
+    Span, SpanId, StrId, StringTable, Trace, Track, TrackId, TrackKind,
+};
+
+use crate::error::{Result, StoreError, StoreErrorKind};
+use crate::meta::Metadata;
+use crate::schema::{self, TableDef};
+
+/// Rows per record batch while reading.
+const BATCH_ROWS: usize = 64 * 1024;
+
+/// See [`crate::read`].
+pub(crate) fn read(dir: &Path) -> Result<Trace> {
+    let meta = Metadata::read(dir)?;
+    let mut trace = Trace {
+        clock: ClockInfo::clone(&meta.clock),
+        ..Trace::default()
+    };
+    trace.strings = read_strings(dir, &meta)?;
+    read_args(dir, &meta, &mut trace)?;
+    read_ranks(dir, &meta, &mut trace)?;
+    read_processes(dir, &meta, &mut trace)?;
+    read_tracks(dir, &meta, &mut trace)?;
+    read_spans(dir, &meta, &mut trace)?;
+    read_instants(dir, &meta, &mut trace)?;
+    read_counters(dir, &meta, &mut trace)?;
+    read_flows(dir, &meta, &mut trace)?;
+    read_devices(dir, &meta, &mut trace)?;
+    trace
+        .validate()
+        .map_err(|e| StoreError::new(dir, StoreErrorKind::InvalidTrace(e.to_string())))?;
+    Ok(trace)
+}
+
+fn read_strings(dir: &Path, meta: &Metadata) -> Result<StringTable> {
+    let mut strings = StringTable::default();
+    Table::open(dir, meta, &schema::STRINGS)?.for_each(|rows| {
+        let id = rows.u32("id")?;
+        let text = rows.text("text")?;
+        for i in 0..rows.len() {
+            rows.check_id(&id, i)?;
+            let text = text.req(i)?;
+            let row = rows.base + i;
+            if row == 0 && !text.is_empty() {
+                return Err(rows.bad("text", i, "string 0 must be the empty string".into()));
+            }
+            if strings.intern(text).0 as usize != row {
+                return Err(rows.bad("text", i, format!("duplicate string {text:?}")));
+            }
+        }
+        Ok(())
+    })?;
+    Ok(strings)
+}
+
+fn read_args(dir: &Path, meta: &Metadata, trace: &mut Trace) -> Result<()> {
+    Table::open(dir, meta, &schema::ARGS)?.for_each(|rows| {
+        let id = rows.u32("id")?;
+        let json = rows.text("json")?;
+        for i in 0..rows.len() {
+            rows.check_id(&id, i)?;
+            trace.args.push(json.req(i)?.into());
+        }
+        Ok(())
+    })
+}
+
+fn read_ranks(dir: &Path, meta: &Metadata, trace: &mut Trace) -> Result<()> {
+    Table::open(dir, meta, &schema::RANKS)?.for_each(|rows| {
+        let id = rows.u32("id")?;
+        let (rank, world_size) = (rows.i64("rank")?, rows.i64("world_size")?);
+        let (source, format) = (rows.text("source")?, rows.text("format")?);
+        let (host, metadata_json) = (rows.text("host")?, rows.text("metadata_json")?);
+        for i in 0..rows.len() {
+            rows.check_id(&id, i)?;
+            trace.ranks.push(Rank {
+                rank: rank.opt(i),
+                world_size: world_size.opt(i),
+                source: source.req(i)?.to_owned(),
+                format: format.req(i)?.to_owned(),
+                host: host.opt(i)?.map(str::to_owned),
+                metadata_json: metadata_json.opt(i)?.map(str::to_owned),
+            });
+        }
+        Ok(())
+    })
+}
+
+fn read_processes(dir: &Path, meta: &Metadata, trace: &mut Trace) -> Result<()> {
+    Table::open(dir, meta, &schema::PROCESSES)?.for_each(|rows| {
+        let (rank, pid) = (rows.u32("rank")?, rows.i64("pid")?);
+        let (name, labels) = (rows.text("name")?, rows.text("labels")?);
+        for i in 0..rows.len() {
+            trace.processes.push(Process {
+                rank: RankId(rank.req(i)?),
+                pid: pid.req(i)?,
+                name: name.opt(i)?.map(str::to_owned),
+                labels: labels.opt(i)?.map(str::to_owned),
+            });
+        }
+        Ok(())
+    })
+}
+
+fn read_tracks(dir: &Path, meta: &Metadata, trace: &mut Trace) -> Result<()> {
+    Table::open(dir, meta, &schema::TRACKS)?.for_each(|rows| {
+        let (id, rank, kind) = (rows.u32("id")?, rows.u32("rank")?, rows.text("kind")?);
+        let (pid, tid) = (rows.i64("pid")?, rows.i64("tid")?);
+        let (device, queue) = (rows.i64("device")?, rows.i64("queue")?);
+        let (counter_name, counter_unit) = (rows.text("counter_name")?, rows.text("counter_unit")?);
+        let (custom_group, custom_name) = (rows.text("custom_group")?, rows.text("custom_name")?);
+        let (name, sort_index) = (rows.text("name")?, rows.i64("sort_index")?);
+        for i in 0..rows.len() {
+            rows.check_id(&id, i)?;
+            let kind = match kind.req(i)? {
+                "Thread" => TrackKind::Thread {
+                    pid: pid.req(i)?,
+                    tid: tid.req(i)?,
+                },
+                "DeviceQueue" => TrackKind::DeviceQueue {
+                    device: device.req(i)?,
+                    queue: queue.req(i)?,
+                },
+                "Counter" => TrackKind::Counter {
+                    pid: pid.opt(i),
+                    device: device.opt(i),
+                    name: counter_name.req(i)?.to_owned(),
+                    unit: counter_unit.req(i)?.to_owned(),
+                },
+                "Custom" => TrackKind::Custom {
+                    group: custom_group.req(i)?.to_owned(),
+                    name: custom_name.req(i)?.to_owned(),
+                },
+                other => {
+                    return Err(rows.bad("kind", i, format!("unknown track kind {other:?}")));
+                }
+            };
+            trace.tracks.push(Track {
+                rank: RankId(rank.req(i)?),
+                kind,
+                name: name.opt(i)?.map(str::to_owned),
+                sort_index: sort_index.opt(i),
+            });
+        }
+        Ok(())
+    })
+}
+
+fn read_spans(dir: &Path, meta: &Metadata, trace: &mut Trace) -> Result<()> {
+    let (mut names, mut categories) = (IdColumn::new("name"), IdColumn::new("category"));
+    trace.spans.reserve(table_rows(meta, &schema::SPANS));
+    Table::open(dir, meta, &schema::SPANS)?.for_each(|rows| {
+        let (id, track) = (rows.u32("id")?, rows.u32("track")?);
+        let (start, end) = (rows.i64("start_ns")?, rows.i64("end_ns")?);
+        let name = names.resolve(rows, &trace.strings)?;
+        let category = categories.resolve(rows, &trace.strings)?;
+        let level = rows.text("level")?;
+        let (correlation, external_id) = (rows.u64("correlation")?, rows.u64("external_id")?);
+        let args = rows.u32("args_id")?;
+        for i in 0..rows.len() {
+            rows.check_id(&id, i)?;
+            trace.spans.push(Span {
+                track: TrackId(track.req(i)?),
+                start: start.req(i)?,
+                end: end.req(i)?,
+                name: name[i],
+                category: category[i],
+                level: parse_level(rows, &level, i)?,
+                correlation: correlation.opt(i),
+                external_id: external_id.opt(i),
+                args: args.opt(i).map(ArgsId),
+            });
+        }
+        Ok(())
+    })
+}
+
+fn read_instants(dir: &Path, meta: &Metadata, trace: &mut Trace) -> Result<()> {
+    let (mut names, mut categories) = (IdColumn::new("name"), IdColumn::new("category"));
+    trace.instants.reserve(table_rows(meta, &schema::INSTANTS));
+    Table::open(dir, meta, &schema::INSTANTS)?.for_each(|rows| {
+        let (id, track, ts) = (rows.u32("id")?, rows.u32("track")?, rows.i64("ts_ns")?);
+        let name = names.resolve(rows, &trace.strings)?;
+        let category = categories.resolve(rows, &trace.strings)?;
+        let (level, args) = (rows.text("level")?, rows.u32("args_id")?);
+        for i in 0..rows.len() {
+            rows.check_id(&id, i)?;
+            trace.instants.push(Instant {
+                track: TrackId(track.req(i)?),
+                ts: ts.req(i)?,
+                name: name[i],
+                category: category[i],
+                level: parse_level(rows, &level, i)?,
+                args: args.opt(i).map(ArgsId),
+            });
+        }
+        Ok(())
+    })
+}
+
+fn read_counters(dir: &Path, meta: &Metadata, trace: &mut Trace) -> Result<()> {
+    trace.counters.reserve(table_rows(meta, &schema::COUNTERS));
+    Table::open(dir, meta, &schema::COUNTERS)?.for_each(|rows| {
+        let (track, ts) = (rows.u32("track")?, rows.i64("ts_ns")?);
+        let value = rows.prim::<Float64Type>("value")?;
+        for i in 0..rows.len() {
+            trace.counters.push(CounterSample {
+                track: TrackId(track.req(i)?),
+                ts: ts.req(i)?,
+                value: value.req(i)?,
+            });
+        }
+        Ok(())
+    })
+}
+
+fn read_flows(dir: &Path, meta: &Metadata, trace: &mut Trace) -> Result<()> {
+    let mut categories = IdColumn::new("category");
+    trace.flows.reserve(table_rows(meta, &schema::FLOWS));
+    Table::open(dir, meta, &schema::FLOWS)?.for_each(|rows| {
+        let id = rows.u64("id")?;
+        let category = categories.resolve(rows, &trace.strings)?;
+        let from = FlowEndColumns::new(rows, "from")?;
+        let to = FlowEndColumns::new(rows, "to")?;
+        for (i, &category) in category.iter().enumerate() {
+            trace.flows.push(Flow {
+                id: id.req(i)?,
+                category,
+                from: from.get(rows, i)?,
+                to: to.get(rows, i)?,
+            });
+        }
+        Ok(())
+    })
+}
+
+fn read_devices(dir: &Path, meta: &Metadata, trace: &mut Trace) -> Result<()> {
+    Table::open(dir, meta, &schema::DEVICES)?.for_each(|rows| {
+        let (rank, index, name) = (rows.u32("rank")?, rows.i64("index")?, rows.text("name")?);
+        let sm_count = rows.i64("sm_count")?;
+        let total_memory_bytes = rows.i64("total_memory_bytes")?;
+        let (major, minor) = (rows.i64("compute_major")?, rows.i64("compute_minor")?);
+        let clock_rate_khz = rows.i64("clock_rate_khz")?;
+        let bandwidth = rows.prim::<Float64Type>("memory_bandwidth_bytes_per_s")?;
+        let extra_json = rows.text("extra_json")?;
+        for i in 0..rows.len() {
+            trace.devices.push(Device {
+                rank: rank.opt(i).map(RankId),
+                index: index.req(i)?,
+                name: name.opt(i)?.map(str::to_owned),
+                sm_count: sm_count.opt(i),
+                total_memory_bytes: total_memory_bytes.opt(i),
+                compute_major: major.opt(i),
+                compute_minor: minor.opt(i),
+                clock_rate_khz: clock_rate_khz.opt(i),
+                memory_bandwidth_bytes_per_s: bandwidth.opt(i),
+                extra_json: extra_json.opt(i)?.map(str::to_owned),
+            });
+        }
+        Ok(())
+    })
+}
+
+/// The metadata's row count for a table, as a capacity hint (bounded, since it is untrusted).
+fn table_rows(meta: &Metadata, def: &TableDef) -> usize {
+    meta.tables
+        .get(def.name)
+        .map_or(0, |t| usize::try_from(t.rows).unwrap_or(0).min(1 << 24))
+}
+
+fn parse_level(rows: &Rows<'_>, level: &Text<'_>, i: usize) -> Result<Level> {
+    let text = level.req(i)?;
+    Level::parse(text).ok_or_else(|| rows.bad("level", i, format!("unknown level {text:?}")))
+}
+
+/// The three columns of one end of a flow (`from_*` or `to_*`).
+struct FlowEndColumns<'a> {
+    prefix: &'static str,
+    track: Prim<'a, UInt32Type>,
+    ts: Prim<'a, Int64Type>,
+    span: Prim<'a, UInt32Type>,
+}
+
+impl<'a> FlowEndColumns<'a> {
+    fn new(rows: &'a Rows<'a>, prefix: &'static str) -> Result<Self> {
+        let (track, ts, span) = match prefix {
+            "from" => ("from_track", "from_ts_ns", "from_span"),
+            _ => ("to_track", "to_ts_ns", "to_span"),
+        };
+        Ok(FlowEndColumns {
+            prefix,
+            track: rows.u32(track)?,
+            ts: rows.i64(ts)?,
+            span: rows.u32(span)?,
+        })
+    }
+
+    fn get(&self, rows: &Rows<'_>, i: usize) -> Result<Option<FlowEnd>> {
+        match (self.track.opt(i), self.ts.opt(i), self.span.opt(i)) {
+            (None, None, None) => Ok(None),
+            (Some(track), Some(ts), span) => Ok(Some(FlowEnd {
+                track: TrackId(track),
+                ts,
+                span: span.map(SpanId),
+            })),
+            _ => Err(rows.bad(
+                self.track.name,
+                i,
+                format!(
+                    "flow end '{}' is partly null: track and ts must both be set or both be null",
+                    self.prefix
+                ),
+            )),
+        }
+    }
+}
+
+/// One open table: checked columns, projected to the ones the reader needs.
+struct Table {
+    path: PathBuf,
+    batches: ParquetRecordBatchReader,
+    expected_rows: u64,
+}
+
+impl Table {
+    fn open(dir: &Path, meta: &Metadata, def: &TableDef) -> Result<Table> {
+        let path = dir.join(def.file());
+        let listed = meta.tables.get(def.name).ok_or_else(|| {
+            StoreError::new(
+                dir.join(crate::meta::METADATA_FILE),
+                StoreErrorKind::Metadata(format!("table '{}' is not listed", def.name)),
+            )
+        })?;
+        let file = File::open(&path).map_err(|e| StoreError::new(&path, e))?;
+        let parquet_err = |e: parquet::errors::ParquetError| {
+            StoreError::new(&path, StoreErrorKind::Parquet(e.to_string()))
+        };
+        let builder = guard(&path, || ParquetRecordBatchReaderBuilder::try_new(file))?
+            .map_err(parquet_err)?;
+        let found_rows = builder.metadata().file_metadata().num_rows();
+        if u64::try_from(found_rows).ok() != Some(listed.rows) {
+            return Err(StoreError::new(
+                &path,
+                StoreErrorKind::RowCount {
+                    expected: listed.rows,
+                    found: u64::try_from(found_rows).unwrap_or(0),
+                },
+            ));
+        }
+        let file_schema = builder.schema().clone();
+        let mut roots = Vec::new();
+        for col in def.columns.iter().filter(|c| !c.derived) {
+            let (index, field) = file_schema.column_with_name(col.name).ok_or_else(|| {
+                StoreError::new(&path, StoreErrorKind::MissingColumn(col.name.into()))
+            })?;
+            if !col.ty.accepts(field.data_type()) {
+                return Err(StoreError::new(
+                    &path,
+                    StoreErrorKind::ColumnType {
+                        column: col.name.into(),
+                        found: field.data_type().to_string(),
+                        expected: col.ty.arrow().to_string(),
+                    },
+                ));
+            }
+            roots.push(index);
+        }
+        let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
+        let batches = guard(&path, || {
+            builder
+                .with_projection(mask)
+                .with_batch_size(BATCH_ROWS)
+                .build()
+        })?
+        .map_err(parquet_err)?;
+        Ok(Table {
+            path,
+            batches,
+            expected_rows: listed.rows,
+        })
+    }
+
+    /// Calls `f` on every batch, then checks that the rows add up to the listed count.
+    fn for_each(self, mut f: impl FnMut(&Rows<'_>) -> Result<()>) -> Result<()> {
+        let mut base = 0usize;
+        let mut batches = self.batches;
+        while let Some(batch) = guard(&self.path, || batches.next())? {
+            let batch = batch
+                .map_err(|e| StoreError::new(&self.path, StoreErrorKind::Parquet(e.to_string())))?;
+            let rows = Rows {
+                path: &self.path,
+                batch,
+                base,
+            };
+            f(&rows)?;
+            base += rows.len();
+        }
+        if base as u64 != self.expected_rows {
+            return Err(StoreError::new(
+                &self.path,
+                StoreErrorKind::RowCount {
+                    expected: self.expected_rows,
+                    found: base as u64,
+                },
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Runs a step of the Parquet decoder, turning a panic into an error about `path`: the
+/// decoder trusts some lengths and offsets in the file, and a damaged file must not bring the
+/// caller down. (The default panic hook still prints the panic to stderr.)
+fn guard<T>(path: &Path, f: impl FnOnce() -> T) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|payload| {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        StoreError::new(
+            path,
+            StoreErrorKind::Parquet(format!("decoder failed on damaged data: {message}")),
+        )
+    })
+}
+
+/// One record batch of a table, with typed, null-checked column access.
+struct Rows<'a> {
+    path: &'a Path,
+    batch: RecordBatch,
+    /// Row number of the batch's first row in the table.
+    base: usize,
+}
+
+impl<'a> Rows<'a> {
+    fn len(&self) -> usize {
+        self.batch.num_rows()
+    }
+
+    fn err(&self, kind: StoreErrorKind) -> StoreError {
+        StoreError::new(self.path, kind)
+    }
+
+    fn bad(&self, column: &str, i: usize, message: String) -> StoreError {
+        self.err(StoreErrorKind::BadValue {
+            column: column.into(),
+            row: self.base + i,
+            message,
+        })
+    }
+
+    fn column(&self, name: &str) -> Result<&ArrayRef> {
+        self.batch
+            .column_by_name(name)
+            .ok_or_else(|| self.err(StoreErrorKind::MissingColumn(name.into())))
+    }
+
+    fn type_error(&self, name: &str, found: &DataType, expected: &DataType) -> StoreError {
+        self.err(StoreErrorKind::ColumnType {
+            column: name.into(),
+            found: found.to_string(),
+            expected: expected.to_string(),
+        })
+    }
+
+    fn prim<T: ArrowPrimitiveType>(&self, name: &'static str) -> Result<Prim<'_, T>> {
+        let column = self.column(name)?;
+        let array = column
+            .as_any()
+            .downcast_ref::<PrimitiveArray<T>>()
+            .ok_or_else(|| self.type_error(name, column.data_type(), &T::DATA_TYPE))?;
+        Ok(Prim {
+            rows: self,
+            name,
+            array,
+        })
+    }
+
+    fn u32(&self, name: &'static str) -> Result<Prim<'_, UInt32Type>> {
+        self.prim(name)
+    }
+
+    fn u64(&self, name: &'static str) -> Result<Prim<'_, UInt64Type>> {
+        self.prim(name)
+    }
+
+    fn i64(&self, name: &'static str) -> Result<Prim<'_, Int64Type>> {
+        self.prim(name)
+    }
+
+    fn text(&self, name: &'static str) -> Result<Text<'_>> {
+        let column = self.column(name)?;
+        let wrong = || self.type_error(name, column.data_type(), &DataType::Utf8);
+        let inner = if let Some(plain) = column.as_any().downcast_ref::<StringArray>() {
+            TextInner::Plain(plain)
+        } else if let Some(dict) = column.as_any().downcast_ref::<DictionaryArray<Int32Type>>() {
+            let values = dict
+                .values()
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .ok_or_else(wrong)?;
+            TextInner::Dict(dict.keys(), values)
+        } else {
+            return Err(wrong());
+        };
+        Ok(Text {
+            rows: self,
+            name,
+            inner,
+        })
+    }
+
+    /// Checks that the `id` column numbers the rows 0, 1, 2, ... in order.
+    fn check_id(&self, id: &Prim<'_, UInt32Type>, i: usize) -> Result<()> {
+        let value = id.req(i)?;
+        if value as usize != self.base + i {
+            return Err(self.bad(
+                "id",
+                i,
+                format!("id {value} out of order (rows must be stored in id order)"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A primitive column of a batch.
+struct Prim<'a, T: ArrowPrimitiveType> {
+    rows: &'a Rows<'a>,
+    name: &'static str,
+    array: &'a PrimitiveArray<T>,
+}
+
+impl<T: ArrowPrimitiveType> Prim<'_, T> {
+    fn opt(&self, i: usize) -> Option<T::Native> {
+        self.array.is_valid(i).then(|| self.array.value(i))
+    }
+
+    fn req(&self, i: usize) -> Result<T::Native> {
+        self.opt(i).ok_or_else(|| {
+            self.rows.err(StoreErrorKind::Null {
+                column: self.name.into(),
+                row: self.rows.base + i,
+            })
+        })
+    }
+}
+
+enum TextInner<'a> {
+    Plain(&'a StringArray),
+    Dict(&'a PrimitiveArray<Int32Type>, &'a StringArray),
+}
+
+/// A text column of a batch, plain or dictionary-encoded.
+struct Text<'a> {
+    rows: &'a Rows<'a>,
+    name: &'static str,
+    inner: TextInner<'a>,
+}
+
+impl<'a> Text<'a> {
+    fn opt(&self, i: usize) -> Result<Option<&'a str>> {
+        match self.inner {
+            TextInner::Plain(array) => Ok(array.is_valid(i).then(|| array.value(i))),
+            TextInner::Dict(keys, values) => {
+                if keys.is_null(i) {
+                    return Ok(None);
+                }
+                let key = keys.value(i);
+                match usize::try_from(key).ok().filter(|&k| k < values.len()) {
+                    Some(k) => Ok(values.is_valid(k).then(|| values.value(k))),
+                    None => Err(self.rows.bad(
+                        self.name,
+                        i,
+                        format!("dictionary key {key} out of range"),
+                    )),
+                }
+            }
+        }
+    }
+
+    fn req(&self, i: usize) -> Result<&'a str> {
+        self.opt(i)?.ok_or_else(|| {
+            self.rows.err(StoreErrorKind::Null {
+                column: self.name.into(),
+                row: self.rows.base + i,
+            })
+        })
+    }
+}
+
+/// Resolves a name/category text column to string ids of the rebuilt string table. For a
+/// dictionary column the dictionary is resolved once and reused while the reader hands out
+/// the same dictionary (a whole row group), so the per-row cost is an array index.
+struct IdColumn {
+    name: &'static str,
+    cache: Option<(ArrayRef, Vec<Option<StrId>>)>,
+}
+
+impl IdColumn {
+    fn new(name: &'static str) -> Self {
+        IdColumn { name, cache: None }
+    }
+
+    fn resolve(&mut self, rows: &Rows<'_>, strings: &StringTable) -> Result<Vec<StrId>> {
+        let missing = |i: usize, text: &str| {
+            rows.bad(self.name, i, format!("{text:?} is not in strings.parquet"))
+        };
+        let column = rows.column(self.name)?;
+        let mut out = Vec::with_capacity(rows.len());
+        if let Some(dict) = column.as_any().downcast_ref::<DictionaryArray<Int32Type>>() {
+            let values = dict.values();
+            let fresh = !matches!(&self.cache, Some((cached, _)) if Arc::ptr_eq(cached, values));
+            if fresh {
+                let text = rows.text(self.name)?;
+                let TextInner::Dict(_, strs) = text.inner else {
+                    return Err(rows.type_error(self.name, column.data_type(), &DataType::Utf8));
+                };
+                let ids = (0..strs.len())
+                    .map(|k| {
+                        strs.is_valid(k)
+                            .then(|| strings.lookup(strs.value(k)))
+                            .flatten()
+                    })
+                    .collect();
+                self.cache = Some((values.clone(), ids));
+            }
+            let ids = self.cache.as_ref().map_or(&[][..], |(_, ids)| &ids[..]);
+            let keys = dict.keys();
+            for i in 0..rows.len() {
+                let id = if keys.is_null(i) {
+                    None
+                } else {
+                    usize::try_from(keys.value(i))
+                        .ok()
+                        .and_then(|k| ids.get(k))
+                        .copied()
+                        .flatten()
+                };
+                match id {
+                    Some(id) => out.push(id),
+                    None => {
+                        // Slow path, for the message: null, out of range, or unknown text.
+                        let text = rows.text(self.name)?;
+                        let text = text.req(i)?;
+                        return Err(missing(i, text));
+                    }
+                }
+            }
+        } else {
+            let text = rows.text(self.name)?;
+            for i in 0..rows.len() {
+                let t = text.req(i)?;
+                out.push(strings.lookup(t).ok_or_else(|| missing(i, t))?);
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,270 @@
+//! Hand-built traces shared by the store's tests.
+#![allow(dead_code, clippy::unwrap_used)]
+
+use strato_trace::{
+    ClockDomain, ClockInfo, ClockSource, CounterSample, Device, Flow, FlowEnd, Instant, Level,
+    Process, Rank, Span, SpanId, StrId, Trace, Track, TrackKind,
+};
+
+/// A trace using every feature of the model: every track kind, every level, `None` and
+/// `Some` for every option, flows with missing ends, odd text, extreme times.
+pub fn full_trace() -> Trace {
+    let mut t = Trace::default();
+    let r0 = t.add_rank(Rank {
+        rank: Some(0),
+        world_size: Some(2),
+        source: "/tmp/rank0.json.gz".into(),
+        format: "kineto".into(),
+        host: Some("host-α".into()),
+        metadata_json: Some(r#"{"schemaVersion":1,"note":"quote \" and \\ backslash"}"#.into()),
+    });
+    let r1 = t.add_rank(Rank {
+        rank: None,
+        world_size: None,
+        source: String::new(),
+        format: "strato".into(),
+        host: None,
+        metadata_json: None,
+    });
+    t.processes.push(Process {
+        rank: r0,
+        pid: 42,
+        name: Some("python train.py".into()),
+        labels: Some("rank 0".into()),
+    });
+    t.processes.push(Process {
+        rank: r1,
+        pid: -1,
+        name: None,
+        labels: None,
+    });
+    let thread = t.add_track(Track {
+        rank: r0,
+        kind: TrackKind::Thread { pid: 42, tid: 43 },
+        name: Some("MainThread".into()),
+        sort_index: Some(-5),
+    });
+    let queue = t.add_track(Track {
+        rank: r0,
+        kind: TrackKind::DeviceQueue {
+            device: 0,
+            queue: 7,
+        },
+        name: Some("stream 7".into()),
+        sort_index: None,
+    });
+    let counter = t.add_track(Track {
+        rank: r0,
+        kind: TrackKind::Counter {
+            pid: Some(42),
+            device: Some(0),
+            name: "Memory in use".into(),
+            unit: "bytes".into(),
+        },
+        name: None,
+        sort_index: Some(i64::MAX),
+    });
+    let counter2 = t.add_track(Track {
+        rank: r1,
+        kind: TrackKind::Counter {
+            pid: None,
+            device: None,
+            name: String::new(),
+            unit: String::new(),
+        },
+        name: Some("util".into()),
+        sort_index: None,
+    });
+    let custom = t.add_track(Track {
+        rank: r1,
+        kind: TrackKind::Custom {
+            group: "Spans".into(),
+            name: "PyTorch Profiler".into(),
+        },
+        name: None,
+        sort_index: Some(i64::MIN),
+    });
+    let tracks = [thread, queue, counter, counter2, custom];
+
+    // Interning order deliberately differs from first use, and some strings are unused.
+    let unused = t.intern("never used by any span");
+    let _ = unused;
+    let names = [
+        t.intern("aten::mm"),
+        t.intern("<script>alert(\"x\")</script>"),
+        t.intern("名前 — ünïcödé 🚀"),
+        t.intern("it's \"quoted\", with, commas\nand newline\ttab"),
+        t.intern("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)"),
+        StrId::EMPTY,
+    ];
+    let cats = [t.intern("cpu_op"), t.intern("kernel"), t.intern("")];
+    let a0 = t.add_args("{}");
+    let a1 = t.add_args(r#"{"grid":[1,2,3],"name":"<b>&amp;</b>"}"#);
+    let _dup = t.add_args("{}"); // duplicate text: ids must still round-trip
+    let a3 = t.add_args("{\"ünï\": \"🚀\"}");
+    let args = [None, Some(a0), Some(a1), Some(a3)];
+
+    let times: [(i64, i64); 6] = [
+        (0, 0),
+        (-10, 10),
+        (i64::MIN, i64::MAX),
+        (i64::MAX, i64::MAX),
+        (i64::MIN, i64::MIN),
+        (1_712_195_495_505_543_200, 1_712_195_495_505_600_001),
+    ];
+    for (i, level) in Level::ALL.into_iter().enumerate() {
+        let (start, end) = times[i % times.len()];
+        t.spans.push(Span {
+            track: tracks[i % tracks.len()],
+            start,
+            end,
+            name: names[i % names.len()],
+            category: cats[i % cats.len()],
+            level,
+            correlation: (i % 2 == 0).then_some(i as u64 * 1000),
+            external_id: (i % 3 == 0).then_some(u64::MAX - i as u64),
+            args: args[i % args.len()],
+        });
+        t.instants.push(Instant {
+            track: tracks[(i + 1) % tracks.len()],
+            ts: times[i % times.len()].0,
+            name: names[(i + 2) % names.len()],
+            category: cats[(i + 1) % cats.len()],
+            level,
+            args: args[(i + 1) % args.len()],
+        });
+    }
+    for (i, value) in [
+        0.0,
+        -0.0,
+        1.5,
+        f64::MAX,
+        f64::MIN_POSITIVE,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        -1e300,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        t.counters.push(CounterSample {
+            // Samples on counter tracks and, for the odd one, on a thread track.
+            track: if i == 7 {
+                thread
+            } else {
+                [counter, counter2][i % 2]
+            },
+            ts: times[i % times.len()].1,
+            value,
+        });
+    }
+    let flow_cat = t.intern("ac2g");
+    let end = |track, ts, span| Some(FlowEnd { track, ts, span });
+    t.flows.push(Flow {
+        id: 5,
+        category: flow_cat,
+        from: end(thread, 0, Some(SpanId(0))),
+        to: end(queue, 12, Some(SpanId(1))),
+    });
+    t.flows.push(Flow {
+        id: u64::MAX,
+        category: flow_cat,
+        from: end(thread, i64::MIN, None),
+        to: None,
+    });
+    t.flows.push(Flow {
+        id: 0,
+        category: names[5],
+        from: None,
+        to: end(queue, i64::MAX, Some(SpanId(3))),
+    });
+    t.flows.push(Flow {
+        id: 7,
+        category: flow_cat,
+        from: None,
+        to: None,
+    });
+    t.devices.push(Device {
+        rank: Some(r0),
+        index: 0,
+        name: Some("NVIDIA A100-SXM4-80GB".into()),
+        sm_count: Some(108),
+        total_memory_bytes: Some(85_899_345_920),
+        compute_major: Some(8),
+        compute_minor: Some(0),
+        clock_rate_khz: Some(1_410_000),
+        memory_bandwidth_bytes_per_s: Some(2.039e12),
+        extra_json: Some(r#"{"numRegs":65536}"#.into()),
+    });
+    t.devices.push(Device::default());
+    t.clock = ClockInfo {
+        reference: ClockDomain::Monotonic,
+        sources: vec![
+            ClockSource {
+                name: "rank0".into(),
+                domain: ClockDomain::Device("gpu0".into()),
+                offset_ns: -123_456_789,
+                drift_ppb: 12.5,
+                anchor_ns: i64::MAX,
+                error_ns: Some(250),
+                method: "paired observations".into(),
+            },
+            ClockSource {
+                name: "wall".into(),
+                domain: ClockDomain::Realtime,
+                offset_ns: 0,
+                drift_ppb: 0.0,
+                anchor_ns: 0,
+                error_ns: None,
+                method: "identity".into(),
+            },
+        ],
+    };
+    t.validate().unwrap();
+    t
+}
+
+/// A trace with `n` spans on a few tracks, enough to span several record batches.
+pub fn big_trace(n: usize) -> Trace {
+    let mut t = Trace::default();
+    let rank = t.add_rank(Rank {
+        rank: Some(0),
+        world_size: None,
+        source: "big".into(),
+        format: "test".into(),
+        host: None,
+        metadata_json: None,
+    });
+    let tracks: Vec<_> = (0..4)
+        .map(|q| {
+            t.add_track(Track {
+                rank,
+                kind: TrackKind::DeviceQueue {
+                    device: 0,
+                    queue: q,
+                },
+                name: None,
+                sort_index: None,
+            })
+        })
+        .collect();
+    let names: Vec<_> = (0..1000)
+        .map(|i| t.intern(&format!("kernel_{i}")))
+        .collect();
+    let cat = t.intern("kernel");
+    for i in 0..n {
+        let args = (i % 10 == 0).then(|| t.add_args(&format!("{{\"i\":{i}}}")));
+        t.spans.push(Span {
+            track: tracks[i % 4],
+            start: i as i64 * 10,
+            end: i as i64 * 10 + 5,
+            name: names[(i * 7) % names.len()],
+            category: cat,
+            level: Level::DeviceKernel,
+            correlation: Some(i as u64),
+            external_id: None,
+            args,
+        });
+    }
+    t
+}
