@@ -83,9 +83,11 @@ pub fn import(path: &Path, input: Input, options: &ImportOptions) -> Result<Trac
     }
 }
 
-/// One event as written; strings borrow from the chunk unless they contain escapes.
+/// One event as written; strings borrow from the chunk unless they contain escapes. `A` is
+/// how `args` is read: as raw text when attributes are kept, else straight into [`KnownArgs`]
+/// so the args are scanned once.
 #[derive(Deserialize)]
-struct RawEvent<'a> {
+struct RawEvent<'a, A> {
     #[serde(borrow)]
     ph: Option<Cow<'a, str>>,
     #[serde(borrow)]
@@ -102,12 +104,24 @@ struct RawEvent<'a> {
     dur: Option<&'a RawValue>,
     #[serde(default)]
     id: Option<Loose>,
-    #[serde(borrow)]
-    args: Option<&'a RawValue>,
+    args: Option<A>,
+}
+
+/// An event's fields as the handlers read them, whichever way `args` was parsed.
+struct EventView<'e> {
+    name: Option<&'e str>,
+    cat: Option<&'e str>,
+    pid: Option<&'e Loose>,
+    tid: Option<&'e Loose>,
+    ts: Option<&'e RawValue>,
+    dur: Option<&'e RawValue>,
+    id: Option<&'e Loose>,
+    /// The args object's text, when attributes are kept.
+    args: Option<&'e str>,
 }
 
 /// The `args` fields the importer itself needs; everything else stays in the JSON text.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, Clone)]
 struct KnownArgs<'a> {
     correlation: Option<Loose>,
     /// TensorFlow trace viewer's name for the launch correlation.
@@ -462,38 +476,90 @@ impl<'p> Builder<'p> {
 
     /// Parses the event at the front of `rest`; `None` when it is cut off by the window's end.
     fn event(&mut self, rest: &[u8], offset: u64) -> std::result::Result<Option<usize>, String> {
-        let mut stream = serde_json::Deserializer::from_slice(rest).into_iter::<RawEvent<'_>>();
-        let ev = match stream.next() {
-            Some(Ok(ev)) => ev,
-            Some(Err(e)) if e.is_eof() => return Ok(None),
-            None => return Ok(None),
-            Some(Err(e)) => return Err(format!("bad event: {e}")),
+        let parsed = if self.options.keep_args {
+            self.event_with_raw_args(rest, offset)
+        } else {
+            self.event_lean(rest, offset)
         };
-        let used = stream.byte_offset();
-        self.event_inner(ev, offset)
-            .map(|()| Some(used))
-            .map_err(|e| match e.kind {
-                ErrorKind::Json { message, .. } => message,
-                other => other.to_string(),
-            })
+        parsed.map_err(|e| match e.kind {
+            ErrorKind::Json { message, .. } => message,
+            other => other.to_string(),
+        })
     }
 
-    fn event_inner(&mut self, ev: RawEvent<'_>, offset: u64) -> Result<()> {
-        let Some(ph) = ev.ph.as_deref() else {
-            return Ok(());
+    /// Parses one event of type `E` from the front of `rest`: `Ok(None)` when it is cut off.
+    fn parse_front<'a, E: Deserialize<'a>>(
+        &self,
+        rest: &'a [u8],
+        offset: u64,
+    ) -> Result<Option<(E, usize)>> {
+        let mut stream = serde_json::Deserializer::from_slice(rest).into_iter::<E>();
+        match stream.next() {
+            Some(Ok(ev)) => Ok(Some((ev, stream.byte_offset()))),
+            Some(Err(e)) if e.is_eof() => Ok(None),
+            None => Ok(None),
+            Some(Err(e)) => Err(self.err(offset, format!("bad event: {e}"))),
+        }
+    }
+
+    fn event_with_raw_args(&mut self, rest: &[u8], offset: u64) -> Result<Option<usize>> {
+        let Some((ev, used)) = self.parse_front::<RawEvent<'_, &RawValue>>(rest, offset)? else {
+            return Ok(None);
         };
         let known: KnownArgs<'_> = match ev.args {
             Some(raw) => serde_json::from_str(raw.get())
                 .map_err(|e| self.err(offset, format!("bad args: {e}")))?,
             None => KnownArgs::default(),
         };
+        let raw_args = ev.args.map(RawValue::get);
+        self.event_inner(&ev, raw_args, &known, offset)?;
+        Ok(Some(used))
+    }
+
+    fn event_lean(&mut self, rest: &[u8], offset: u64) -> Result<Option<usize>> {
+        let Some((ev, used)) = self.parse_front::<RawEvent<'_, KnownArgs<'_>>>(rest, offset)?
+        else {
+            return Ok(None);
+        };
+        if ev.ph.as_deref() == Some("C") {
+            // Counter values are arbitrary keys of args: read this event again with its text.
+            return self
+                .event_with_raw_args(&rest[..used], offset)
+                .map(|_| Some(used));
+        }
+        let default = KnownArgs::default();
+        let known = ev.args.as_ref().unwrap_or(&default);
+        self.event_inner(&ev, None, known, offset)?;
+        Ok(Some(used))
+    }
+
+    fn event_inner<A>(
+        &mut self,
+        raw: &RawEvent<'_, A>,
+        raw_args: Option<&str>,
+        known: &KnownArgs<'_>,
+        offset: u64,
+    ) -> Result<()> {
+        let Some(ph) = raw.ph.as_deref() else {
+            return Ok(());
+        };
+        let ev = EventView {
+            name: raw.name.as_deref(),
+            cat: raw.cat.as_deref(),
+            pid: raw.pid.as_ref(),
+            tid: raw.tid.as_ref(),
+            ts: raw.ts,
+            dur: raw.dur,
+            id: raw.id.as_ref(),
+            args: raw_args,
+        };
         match ph {
-            "X" | "B" | "E" => self.span_event(ph, &ev, &known, offset),
-            "i" | "I" | "n" => self.instant_event(&ev, &known, offset),
+            "X" | "B" | "E" => self.span_event(ph, &ev, known, offset),
+            "i" | "I" | "n" => self.instant_event(&ev, known, offset),
             "C" => self.counter_event(&ev, offset),
             "s" | "t" | "f" => self.flow_event(ph, &ev, offset),
             "M" => {
-                self.metadata_event(&ev, &known);
+                self.metadata_event(&ev, known);
                 Ok(())
             }
             // Async (b/e), object (N/O/D), sample (P) and other phases are not modelled yet.
@@ -501,44 +567,36 @@ impl<'p> Builder<'p> {
         }
     }
 
-    fn args_id(&mut self, ev: &RawEvent<'_>) -> Option<strato_trace::ArgsId> {
+    fn args_id(&mut self, ev: &EventView<'_>) -> Option<strato_trace::ArgsId> {
         if !self.options.keep_args {
             return None;
         }
-        ev.args.map(|raw| self.trace.add_args(raw.get()))
+        ev.args.map(|raw| self.trace.add_args(raw))
     }
 
     fn span_event(
         &mut self,
         ph: &str,
-        ev: &RawEvent<'_>,
+        ev: &EventView<'_>,
         known: &KnownArgs<'_>,
         offset: u64,
     ) -> Result<()> {
-        let cat = self.category(ev.cat.as_deref().unwrap_or(""));
+        let cat = self.category(ev.cat.unwrap_or(""));
         let track = if cat.on_device {
-            let device = known
-                .device
-                .as_ref()
-                .or(ev.pid.as_ref())
-                .and_then(Loose::as_i64);
-            let queue = known
-                .stream
-                .as_ref()
-                .or(ev.tid.as_ref())
-                .and_then(Loose::as_i64);
+            let device = known.device.as_ref().or(ev.pid).and_then(Loose::as_i64);
+            let queue = known.stream.as_ref().or(ev.tid).and_then(Loose::as_i64);
             match (device, queue) {
                 (Some(d), Some(q)) => self.device_track(d, q),
-                _ => self.host_track(ev.pid.as_ref(), ev.tid.as_ref()),
+                _ => self.host_track(ev.pid, ev.tid),
             }
         } else {
-            self.host_track(ev.pid.as_ref(), ev.tid.as_ref())
+            self.host_track(ev.pid, ev.tid)
         };
         let ts = self.time(ev.ts, offset)?.unwrap_or(0);
-        let name = self.trace.intern(ev.name.as_deref().unwrap_or(""));
+        let name = self.trace.intern(ev.name.unwrap_or(""));
         match ph {
             "B" => {
-                let args = ev.args.map(|a| a.get().to_owned());
+                let args = ev.args.map(str::to_owned);
                 self.open_begins
                     .entry(track)
                     .or_default()
@@ -606,20 +664,20 @@ impl<'p> Builder<'p> {
 
     fn instant_event(
         &mut self,
-        ev: &RawEvent<'_>,
+        ev: &EventView<'_>,
         known: &KnownArgs<'_>,
         offset: u64,
     ) -> Result<()> {
-        let cat = self.category(ev.cat.as_deref().unwrap_or(""));
-        let track = self.host_track(ev.pid.as_ref(), ev.tid.as_ref());
+        let cat = self.category(ev.cat.unwrap_or(""));
+        let track = self.host_track(ev.pid, ev.tid);
         let ts = self.time(ev.ts, offset)?.unwrap_or(0);
-        let name_text = ev.name.as_deref().unwrap_or("");
+        let name_text = ev.name.unwrap_or("");
         if name_text == "[memory]" {
             if let (Some(device), Some(total)) = (
                 known.memory_device.as_ref().and_then(Loose::as_i64),
                 known.total_allocated.as_ref().and_then(Loose::as_f64),
             ) {
-                let pid = ev.pid.as_ref().and_then(Loose::as_i64).unwrap_or(0);
+                let pid = ev.pid.and_then(Loose::as_i64).unwrap_or(0);
                 let counter = self.memory_counter(pid, device);
                 self.trace.counters.push(CounterSample {
                     track: counter,
@@ -656,17 +714,17 @@ impl<'p> Builder<'p> {
         id
     }
 
-    fn counter_event(&mut self, ev: &RawEvent<'_>, offset: u64) -> Result<()> {
+    fn counter_event(&mut self, ev: &EventView<'_>, offset: u64) -> Result<()> {
         let ts = self.time(ev.ts, offset)?.unwrap_or(0);
         let Some(raw) = ev.args else { return Ok(()) };
         let values: Vec<(String, Loose)> =
-            serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(raw.get())
+            serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(raw)
                 .map_err(|e| self.err(offset, format!("bad counter args: {e}")))?
                 .into_iter()
                 .filter_map(|(k, v)| v.as_f64().map(|f| (k, Loose::Float(f))))
                 .collect();
-        let base = ev.name.as_deref().unwrap_or("counter").to_owned();
-        let pid = ev.pid.as_ref().and_then(Loose::as_i64);
+        let base = ev.name.unwrap_or("counter").to_owned();
+        let pid = ev.pid.and_then(Loose::as_i64);
         let single = values.len() == 1;
         for (key, value) in values {
             let name = if single {
@@ -687,9 +745,9 @@ impl<'p> Builder<'p> {
         Ok(())
     }
 
-    fn flow_event(&mut self, ph: &str, ev: &RawEvent<'_>, offset: u64) -> Result<()> {
-        let cat = self.category(ev.cat.as_deref().unwrap_or(""));
-        let Some(id) = ev.id.as_ref() else {
+    fn flow_event(&mut self, ph: &str, ev: &EventView<'_>, offset: u64) -> Result<()> {
+        let cat = self.category(ev.cat.unwrap_or(""));
+        let Some(id) = ev.id else {
             return Ok(());
         };
         let key_text = id.text();
@@ -737,16 +795,16 @@ impl<'p> Builder<'p> {
         self.flow_ends.push(PendingFlowEnd {
             flow: index,
             is_start,
-            pid: ev.pid.clone(),
-            tid: ev.tid.clone(),
+            pid: ev.pid.cloned(),
+            tid: ev.tid.cloned(),
             ts,
         });
         Ok(())
     }
 
-    fn metadata_event(&mut self, ev: &RawEvent<'_>, known: &KnownArgs<'_>) {
-        let pid = ev.pid.as_ref().and_then(Loose::as_i64);
-        match ev.name.as_deref() {
+    fn metadata_event(&mut self, ev: &EventView<'_>, known: &KnownArgs<'_>) {
+        let pid = ev.pid.and_then(Loose::as_i64);
+        match ev.name {
             Some("process_name") => {
                 if let Some(pid) = pid {
                     self.process_names.entry(pid).or_default().0 =
@@ -760,7 +818,7 @@ impl<'p> Builder<'p> {
                 }
             }
             Some("thread_name") | Some("thread_sort_index") => {
-                let tid = ev.tid.as_ref().and_then(Loose::as_i64);
+                let tid = ev.tid.and_then(Loose::as_i64);
                 if let (Some(pid), Some(tid)) = (pid, tid) {
                     let name = known.name.as_deref().map(str::to_owned);
                     let sort = known.sort_index.as_ref().and_then(Loose::as_i64);

@@ -9,10 +9,13 @@
 
 use std::borrow::Cow;
 use std::io::{self, BufRead, Read};
-use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::JoinHandle;
 
 const CHUNK: usize = 1 << 20;
+/// Room left in front of each chunk so the unparsed tail of the previous one can be put there
+/// instead of copying the new chunk behind it.
+const HEADROOM: usize = 64 << 10;
 
 /// What the splitter hands to its callback.
 #[derive(Debug)]
@@ -40,17 +43,20 @@ pub enum SplitError {
 /// The splitter: owns the reader thread and the current window of bytes.
 pub struct Splitter {
     chunks: Receiver<io::Result<Vec<u8>>>,
+    /// Spent buffers go back to the reader thread, so pages are not faulted in again.
+    spent: SyncSender<Vec<u8>>,
     reader: Option<JoinHandle<()>>,
     buf: Vec<u8>,
     pos: usize,
-    base: u64,
+    /// Document offset of `buf[0]` (may be negative: buffers start with headroom).
+    base: i64,
     eof: bool,
 }
 
 impl std::fmt::Debug for Splitter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Splitter")
-            .field("offset", &(self.base + self.pos as u64))
+            .field("offset", &self.offset())
             .finish()
     }
 }
@@ -78,17 +84,19 @@ impl Splitter {
     /// Starts the reader thread over `reader`.
     pub fn new(mut reader: Box<dyn BufRead + Send>) -> Self {
         let (tx, rx) = sync_channel::<io::Result<Vec<u8>>>(4);
+        let (spent_tx, spent_rx) = sync_channel::<Vec<u8>>(8);
         let handle = std::thread::Builder::new()
             .name("strato-read".into())
             .spawn(move || loop {
-                let mut chunk = vec![0u8; CHUNK];
-                let mut filled = 0;
+                let mut chunk = spent_rx.try_recv().unwrap_or_default();
+                chunk.resize(HEADROOM + CHUNK, 0);
+                let mut filled = HEADROOM;
                 let result = loop {
                     match reader.read(&mut chunk[filled..]) {
                         Ok(0) => break Ok(()),
                         Ok(n) => {
                             filled += n;
-                            if filled == CHUNK {
+                            if filled == HEADROOM + CHUNK {
                                 break Ok(());
                             }
                         }
@@ -97,8 +105,8 @@ impl Splitter {
                     }
                 };
                 chunk.truncate(filled);
-                let done = filled < CHUNK;
-                if filled > 0 && tx.send(Ok(chunk)).is_err() {
+                let done = filled < HEADROOM + CHUNK;
+                if filled > HEADROOM && tx.send(Ok(chunk)).is_err() {
                     return;
                 }
                 if let Err(e) = result {
@@ -112,6 +120,7 @@ impl Splitter {
             .ok();
         Splitter {
             chunks: rx,
+            spent: spent_tx,
             reader: handle,
             buf: Vec::new(),
             pos: 0,
@@ -121,7 +130,7 @@ impl Splitter {
     }
 
     fn offset(&self) -> u64 {
-        self.base + self.pos as u64
+        (self.base + self.pos as i64).max(0) as u64
     }
 
     fn syntax(&self, message: impl Into<String>) -> SplitError {
@@ -137,13 +146,25 @@ impl Splitter {
             return Ok(false);
         }
         match self.chunks.recv() {
-            Ok(Ok(chunk)) => {
-                if self.pos > 0 {
+            Ok(Ok(mut chunk)) => {
+                let tail = self.buf.len() - self.pos;
+                let tail_offset = self.base + self.pos as i64;
+                if tail <= HEADROOM {
+                    // Put the unparsed tail in the new chunk's headroom: no copy of the chunk.
+                    let start = HEADROOM - tail;
+                    chunk[start..HEADROOM].copy_from_slice(&self.buf[self.pos..]);
+                    let old = std::mem::replace(&mut self.buf, chunk);
+                    let _ = self.spent.try_send(old);
+                    self.pos = start;
+                    self.base = tail_offset - start as i64;
+                } else {
+                    // A value longer than the headroom: keep growing the current buffer.
                     self.buf.drain(..self.pos);
-                    self.base += self.pos as u64;
+                    self.base = tail_offset;
                     self.pos = 0;
+                    self.buf.extend_from_slice(&chunk[HEADROOM..]);
+                    let _ = self.spent.try_send(chunk);
                 }
-                self.buf.extend_from_slice(&chunk);
                 Ok(true)
             }
             Ok(Err(e)) => Err(SplitError::Io(e)),

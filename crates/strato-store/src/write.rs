@@ -16,8 +16,9 @@ use arrow::array::{
 use arrow::datatypes::Int32Type;
 use arrow::error::ArrowError;
 use parquet::arrow::ArrowWriter;
-use parquet::basic::Compression;
+use parquet::basic::{Compression, Encoding};
 use parquet::file::properties::WriterProperties;
+use parquet::schema::types::ColumnPath;
 use strato_trace::{FlowEnd, Level, Trace, Track, TrackKind};
 
 use crate::error::{Result, StoreError, StoreErrorKind};
@@ -426,11 +427,7 @@ impl Ctx {
         };
         Ok(Ctx {
             dir: dir.to_path_buf(),
-            props: WriterProperties::builder()
-                .set_compression(Compression::SNAPPY)
-                .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
-                .set_created_by(concat!("stratoscope ", env!("CARGO_PKG_VERSION")).to_owned())
-                .build(),
+            props: writer_properties(),
             strings: Arc::new(StringArray::from_iter_values(
                 trace.strings.iter().map(|(_, s)| s),
             )),
@@ -487,6 +484,41 @@ impl Ctx {
         let file = writer.into_inner().map_err(parquet_err)?;
         file.sync_all().map_err(|e| StoreError::new(&path, e))
     }
+}
+
+/// Snappy, bounded row groups, and per-column encodings: columns whose values are (nearly)
+/// all distinct (ids, times, correlation ids, JSON texts) skip the dictionary attempt, and
+/// integer ones among them are delta-encoded (sequential ids then cost almost nothing).
+/// Settings are keyed by column name, which means the same thing in every table.
+fn writer_properties() -> WriterProperties {
+    const DELTA: [&str; 12] = [
+        "id",
+        "start_ns",
+        "end_ns",
+        "dur_ns",
+        "ts_ns",
+        "correlation",
+        "external_id",
+        "args_id",
+        "from_ts_ns",
+        "from_span",
+        "to_ts_ns",
+        "to_span",
+    ];
+    const UNIQUE_TEXT: [&str; 4] = ["text", "json", "metadata_json", "extra_json"];
+    let mut builder = WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+        .set_created_by(concat!("stratoscope ", env!("CARGO_PKG_VERSION")).to_owned());
+    for name in DELTA {
+        builder = builder
+            .set_column_dictionary_enabled(ColumnPath::from(name), false)
+            .set_column_encoding(ColumnPath::from(name), Encoding::DELTA_BINARY_PACKED);
+    }
+    for name in UNIQUE_TEXT {
+        builder = builder.set_column_dictionary_enabled(ColumnPath::from(name), false);
+    }
+    builder.build()
 }
 
 /// Names of the track kinds, keyed by [`kind_code`].

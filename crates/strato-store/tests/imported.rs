@@ -19,7 +19,11 @@ fn round_trip_file(name: &str) {
     let trace = strato_io::import_paths(&[path], &strato_io::ImportOptions::default()).unwrap();
     assert!(!trace.spans.is_empty());
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("profile");
+    // STRATO_STORE_KEEP=DIR keeps the written profiles (DIR/<file name>) for inspection.
+    let dir = match std::env::var_os("STRATO_STORE_KEEP") {
+        Some(keep) => PathBuf::from(keep).join(name),
+        None => tmp.path().join("profile"),
+    };
     let t0 = Instant::now();
     strato_store::write(&trace, &dir).unwrap();
     let t1 = Instant::now();
