@@ -1,0 +1,8 @@
+//! The `strato` command as a library, so the binary and the Python package's `strato` entry
+//! point run the same code. The command enum and dispatch are in [`app`]; each subcommand's
+//! handling and rendering are in their own modules.
+
+pub mod app;
+mod present;
+
+pub use app::{main, main_with_args};

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs everything stratoscope needs on a fresh Debian machine (as root, or with sudo):
+# system packages (PoCL: a real OpenCL device on the CPU; headers; clinfo) and the Python
+# packages the tests use. Safe to run twice.
+set -euo pipefail
+
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+
+apt_packages=(pocl-opencl-icd ocl-icd-opencl-dev ocl-icd-libopencl1 opencl-headers clinfo)
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+python3 -m pip install --quiet --disable-pip-version-check -r "$(dirname "$0")/requirements-test.txt"
