@@ -111,6 +111,9 @@ pub fn sniff(path: &Path, input: &mut Input) -> Result<Sniffed> {
         return Ok(Sniffed::NcuCsv);
     }
     match first {
+        // Only whitespace so far: JSON is the only format that may start so (and the parser
+        // then reads on, within the decompression limit).
+        None => Ok(Sniffed::Json),
         Some(b'{') | Some(b'[') => Ok(Sniffed::Json),
         _ => {
             // A CSV with a free-text preamble: look for the ncu header line.
