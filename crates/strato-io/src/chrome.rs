@@ -218,6 +218,9 @@ impl<'de> Deserialize<'de> for Loose {
     }
 }
 
+/// A `B` event waiting for its `E`: start, name, category and args text.
+type OpenBegin = (Ns, StrId, CategoryInfo, Option<String>);
+
 /// A flow end seen in the file, bound to a span after all spans are read.
 struct PendingFlowEnd {
     flow: usize,
@@ -248,7 +251,7 @@ struct Builder<'p> {
     kineto: bool,
     process_names: FxHashMap<i64, (Option<String>, Option<String>)>,
     thread_names: Vec<(i64, i64, Option<String>, Option<i64>)>,
-    open_begins: FxHashMap<TrackId, Vec<(Ns, StrId, CategoryInfo, Option<String>)>>,
+    open_begins: FxHashMap<TrackId, Vec<OpenBegin>>,
     flows: FxHashMap<(StrId, String), usize>,
     flow_ends: Vec<PendingFlowEnd>,
     memory_tracks: FxHashMap<(i64, i64), TrackId>,
