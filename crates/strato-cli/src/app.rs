@@ -38,6 +38,9 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Cross-stack analyses: breakdown, hierarchy, tree, layers, roofline, util.
+    #[command(flatten)]
+    CrossStack(crate::cmd_crossstack::CrossStackCommand),
     /// Import traces into a profile directory (Parquet tables + metadata.json).
     #[command(
         after_help = "Example:\n  strato import ../shared/data/kineto/hta_trace_filter -o prof"
@@ -93,6 +96,45 @@ strato export trace.json.gz --chrome out.json"
         #[arg(long, value_name = "OUT")]
         chrome: Option<PathBuf>,
     },
+    /// Measure auto-tuning candidates in parallel, accurately (DOPpler): warm workers, device
+    /// timing, calibrator, REACT parallelism, rank selection (see docs/measure.md).
+    #[command(
+        after_help = "Examples:\n  strato measure candidates.json\n  \
+strato measure --compare-serial --example opencl-matmul --json\n  \
+strato measure --example opencl-matmul --write-candidates mm.json"
+    )]
+    Measure(crate::cmd_measure::MeasureArgs),
+    /// Find training/inference iterations from device activity alone (DeepProf pattern mining):
+    /// per-iteration duration, interval, copy overlap, op gap, bytes in; summary and diagnosis.
+    #[command(
+        after_help = "Examples:\n  strato iterations trace.json.gz\n  \
+strato iterations trace.json.gz -i 100,20 --k0 8 --json\n  \
+strato iterations trace.json.gz --check-steps"
+    )]
+    Iterations(crate::cmd_iterations::IterationsArgs),
+    /// Kernel statistics per kernel and per launching op (count, total, mean, std, min, max,
+    /// share), launch and queue latencies.
+    #[command(after_help = "Examples:\n  strato kernels trace.json.gz --top 15\n  \
+strato kernels trace.json.gz --csv > kernels.csv")]
+    Kernels(crate::cmd_kernels::KernelsArgs),
+    /// Device memory over time (peak, top allocating ops) and host<->device copies.
+    #[command(after_help = "Examples:\n  strato memory trace.json.gz\n  \
+strato memory trace.json.gz --json")]
+    Memory(crate::cmd_memory::MemoryArgs),
+    /// Record an unmodified Python program (stratoscope's recorder on) and print its breakdown;
+    /// `--calibrate` also calibrates and validates overhead correction, `--levels` runs XSP
+    /// leveled experiments (see docs/recording.md).
+    #[command(after_help = "Examples:\n  strato record -o prof -- python examples/rl_cartpole.py\n  \
+strato record --calibrate --json -o prof -- python examples/rl_cartpole.py --steps 2000\n  \
+strato record --levels -o prof -- python examples/selfplay.py")]
+    Record(crate::cmd_record::RecordArgs),
+    /// Report a calibrated profile's corrected time against its uninstrumented run (bias %).
+    #[command(after_help = "Example:\n  strato validate prof --json")]
+    Validate(crate::cmd_record::ValidateArgs),
+    /// Overhead of the OpenCL layer per collection level (baseline, api, device, full): mean and
+    /// std over repeated runs of a workload (Zins tables 4.3-4.8; see docs/opencl.md).
+    #[command(after_help = "Example:\n  strato overhead --runs 10 -- target/release/strato-opencl-demo workload 50")]
+    Overhead(crate::cmd_overhead::OverheadArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -182,7 +224,9 @@ pub(crate) fn load(inputs: &[PathBuf], options: &ImportOptions) -> Result<Trace>
     if inputs.iter().any(|p| strato_store::is_profile_dir(p)) {
         bail!("a profile directory must be given alone");
     }
-    Ok(strato_io::import_paths(inputs, options)?)
+    let trace = strato_io::import_paths(inputs, options)?;
+    // Recordings calibrated by `strato record --calibrate` are overhead-corrected first.
+    Ok(strato_analysis::overhead::apply_recorded_calibration(trace))
 }
 
 /// Writes `out` through a temporary sibling renamed into place only on success, so a failed
@@ -216,6 +260,7 @@ fn run(cli: Cli) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     match cli.command {
+        Command::CrossStack(command) => crate::cmd_crossstack::run(command, level_map, &mut out)?,
         Command::Import { inputs, output } => {
             let trace = load(&inputs, &import_options(level_map, true)?)?;
             strato_store::write(&trace, &output)?;
@@ -262,6 +307,13 @@ fn run(cli: Cli) -> Result<()> {
                 present::gpu_time(&mut out, &report)?;
             }
         }
+        Command::Measure(args) => crate::cmd_measure::run(args, &mut out)?,
+        Command::Iterations(args) => crate::cmd_iterations::run(args, level_map, &mut out)?,
+        Command::Kernels(args) => crate::cmd_kernels::run(args, level_map, &mut out)?,
+        Command::Memory(args) => crate::cmd_memory::run(args, level_map, &mut out)?,
+        Command::Record(args) => crate::cmd_record::run_record(args, &mut out)?,
+        Command::Validate(args) => crate::cmd_record::run_validate(args, &mut out)?,
+        Command::Overhead(args) => crate::cmd_overhead::run(args, &mut out)?,
         Command::Export {
             inputs,
             perfetto,

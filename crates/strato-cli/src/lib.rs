@@ -3,6 +3,13 @@
 //! handling and rendering are in their own modules.
 
 pub mod app;
+mod cmd_crossstack;
+mod cmd_iterations;
+mod cmd_kernels;
+mod cmd_measure;
+pub mod cmd_overhead;
+mod cmd_memory;
+pub mod cmd_record;
 mod present;
 
 pub use app::{main, main_with_args};

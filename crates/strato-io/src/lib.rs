@@ -17,6 +17,7 @@ pub mod input;
 pub mod json_split;
 pub mod ncu;
 pub mod nsys;
+pub mod recording;
 pub mod tf;
 pub mod xplane;
 
@@ -88,6 +89,9 @@ pub fn detect_format(path: &Path, options: &ImportOptions) -> Result<Format> {
 
 /// Imports one file of any supported format.
 pub fn import_file(path: &Path, options: &ImportOptions) -> Result<Trace> {
+    if recording::is_recording_file(path) {
+        return recording::import_file(path, options);
+    }
     let trace = match detect_format(path, options)? {
         Format::ChromeJson => {
             let input = input::open(path, options.max_decompressed_bytes)?;
@@ -141,8 +145,11 @@ pub fn rank_files(dir: &Path) -> Result<Vec<PathBuf>> {
 /// ([`ncu::attach`]); imported alone they stand as their own trace.
 pub fn import_paths(paths: &[PathBuf], options: &ImportOptions) -> Result<Trace> {
     let mut files = Vec::new();
+    let mut recorded = Vec::new();
     for path in paths {
-        if path.is_dir() {
+        if recording::is_recording_dir(path) {
+            recorded.push(recording::import_dir(path, options)?);
+        } else if path.is_dir() {
             files.extend(rank_files(path)?);
         } else {
             files.push(path.clone());
@@ -150,6 +157,9 @@ pub fn import_paths(paths: &[PathBuf], options: &ImportOptions) -> Result<Trace>
     }
     let mut timeline = Trace::default();
     let mut metrics = Vec::new();
+    for trace in recorded {
+        timeline.append(trace);
+    }
     for file in &files {
         let trace = import_file(file, options)?;
         if trace.ranks.iter().all(|r| r.format == "ncu") {

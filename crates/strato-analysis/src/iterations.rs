@@ -1,0 +1,1233 @@
+//! Iterations (DeepProf, `papers/` seed 004, section IV): finds the training/inference
+//! iterations of each device from its device activity alone, and measures them.
+//!
+//! - **Sequence**: per (rank, device), the *main stream* is the queue with the most kernels
+//!   (DeepProf's main stream holds the framework's compute kernels; copy and assist streams
+//!   hold few or none). Its device ops (kernels, copies, sets; not device-side syncs) in start
+//!   order, each mapped to an integer symbol by name, form the string S.
+//! - **Pattern**: a suffix array + LCP (SA-IS, Kasai; [`crate::suffix`]) of S, walked as suffix
+//!   tree nodes. Given `i` iterations, the pattern is the longest substring that repeats c times
+//!   with `i - eps < c <= i` (eps starts at i/2), is at most `|S| / i` long, and whose c
+//!   occurrences do not overlap; when none qualifies eps doubles (DeepProf).
+//!   Ties (same length and count: rotations of the loop when the trace starts or ends mid-way
+//!   through an iteration) go to the candidate whose occurrences follow the largest device idle
+//!   gap (median), then the earliest. When `i` is not given it is estimated: the longest
+//!   disjoint-repeat whose occurrences cover at least half of S (then a quarter, ... 1/64),
+//!   and `i` = its count.
+//! - **Matches**: DeepProf's Algorithm 1 (greedy, at most k0 inserted ops per occurrence), run
+//!   with longest-common-extension jumps, so a start costs O(k0) and the scan O(|S| k0).
+//! - **Loops**: after a pattern's matches are taken out, the uncovered rest of S (segments
+//!   joined by unique separators) is mined again, for a second loop (evaluation) and more.
+//!
+//! Window: the main stream's ops from first to last. An iteration is one match: from its first
+//! op's start to its last op's end; the interval to the next is the time to the next match's
+//! start. Conservation: per loop, sum of iteration durations + sum of intervals = last end -
+//! first start (tested).
+
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use strato_trace::{Level, Ns, RankId, Trace, TrackKind};
+
+use crate::gpu_time::{intersection_length, merge};
+use crate::memory::{arg_i64, copy_direction, CopyDirection};
+use crate::suffix::{for_each_node, lcp_array, rank_of, suffix_array, Lce};
+
+/// Options of [`iterations`] and [`mine`].
+#[derive(Debug, Clone)]
+pub struct IterationOptions {
+    /// `i` per loop (first loop first). Empty: estimate.
+    pub iterations: Vec<usize>,
+    /// DeepProf's eps: start value of the count tolerance. Default max(1, i/2).
+    pub epsilon: Option<usize>,
+    /// Most inserted ops in one occurrence. Default max(2, pattern length / 20).
+    pub k0: Option<usize>,
+    /// Most loops searched when estimating.
+    pub max_loops: usize,
+    /// Shortest pattern accepted.
+    pub min_pattern_len: usize,
+}
+
+impl Default for IterationOptions {
+    fn default() -> Self {
+        IterationOptions {
+            iterations: Vec::new(),
+            epsilon: None,
+            k0: None,
+            max_loops: 3,
+            min_pattern_len: 2,
+        }
+    }
+}
+
+/// One approximate occurrence: ops `start..=end` of S, with `inserted` ops beyond the pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Match {
+    pub start: usize,
+    pub end: usize,
+    pub inserted: usize,
+}
+
+/// One loop found in a symbol sequence.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MinedLoop {
+    /// Index in S of the pattern's first exact occurrence.
+    pub pattern_start: usize,
+    pub pattern_len: usize,
+    /// The `i` used (given or estimated).
+    pub i: usize,
+    pub i_estimated: bool,
+    /// The eps the selection ended with.
+    pub epsilon: usize,
+    pub k0: usize,
+    /// Exact occurrences of the pattern (suffix tree count).
+    pub exact_occurrences: usize,
+    pub matches: Vec<Match>,
+}
+
+/// A view of part of S for one round: the symbols, and each one's index in S (separators:
+/// `usize::MAX`).
+struct Round {
+    symbols: Vec<u32>,
+    origin: Vec<usize>,
+    /// Symbols >= this are separators.
+    separator_from: u32,
+}
+
+/// Mines the loops of a symbol sequence. `gap_before[k]` (optional) is the device idle time
+/// before op k, used to break ties between rotations of a loop.
+pub fn mine(
+    symbols: &[u32],
+    gap_before: Option<&[Ns]>,
+    options: &IterationOptions,
+) -> Vec<MinedLoop> {
+    let n = symbols.len();
+    let mut loops: Vec<MinedLoop> = Vec::new();
+    if n < 2 {
+        return loops;
+    }
+    let upper = symbols.iter().copied().max().unwrap_or(0);
+    let rounds = if options.iterations.is_empty() {
+        options.max_loops.max(1)
+    } else {
+        options.iterations.len()
+    };
+    let mut covered = vec![false; 0];
+    for round_index in 0..rounds {
+        let round = if round_index == 0 {
+            Round {
+                symbols: symbols.to_vec(),
+                origin: (0..n).collect(),
+                separator_from: upper + 1,
+            }
+        } else {
+            match residual(symbols, &covered, upper, options.min_pattern_len) {
+                Some(r) => r,
+                None => break,
+            }
+        };
+        let given = options.iterations.get(round_index).copied();
+        let gap = |k: usize| -> Ns {
+            let o = round.origin[k];
+            if o == usize::MAX {
+                return 0;
+            }
+            gap_before.and_then(|g| g.get(o).copied()).unwrap_or(0)
+        };
+        let Some(mut found) = mine_round(&round, given, &gap, options) else {
+            if given.is_some() {
+                continue;
+            }
+            break;
+        };
+        // Later rounds must explain a good part of what is left.
+        let matched: usize = found.matches.iter().map(|m| m.end - m.start + 1).sum();
+        if round_index > 0 && given.is_none() && matched * 10 < round.symbols.len() * 3 {
+            break;
+        }
+        // Back to S's indices.
+        for m in &mut found.matches {
+            m.start = round.origin[m.start];
+            m.end = round.origin[m.end];
+        }
+        found.pattern_start = round.origin[found.pattern_start];
+        if covered.is_empty() {
+            covered = vec![false; n];
+        }
+        for m in &found.matches {
+            covered[m.start..=m.end].iter_mut().for_each(|c| *c = true);
+        }
+        loops.push(found);
+    }
+    loops
+}
+
+/// The uncovered segments of S (at least `4 * min_len` long) joined by unique separators, or
+/// `None` when they hold less than a tenth of S.
+fn residual(symbols: &[u32], covered: &[bool], upper: u32, min_len: usize) -> Option<Round> {
+    let n = symbols.len();
+    let mut out = Round {
+        symbols: Vec::new(),
+        origin: Vec::new(),
+        separator_from: upper + 1,
+    };
+    let mut separator = upper + 1;
+    let mut k = 0;
+    while k < n {
+        if covered.get(k).copied().unwrap_or(false) {
+            k += 1;
+            continue;
+        }
+        let start = k;
+        while k < n && !covered.get(k).copied().unwrap_or(false) {
+            k += 1;
+        }
+        if k - start >= 4 * min_len.max(1) {
+            if !out.symbols.is_empty() {
+                out.symbols.push(separator);
+                out.origin.push(usize::MAX);
+                separator += 1;
+            }
+            out.symbols.extend_from_slice(&symbols[start..k]);
+            out.origin.extend(start..k);
+        }
+    }
+    let real = out.origin.iter().filter(|&&o| o != usize::MAX).count();
+    (real >= 16 && real * 10 >= n).then_some(out)
+}
+
+/// One candidate node: the pattern length it allows, its count and SA range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Candidate {
+    len: usize,
+    count: usize,
+    /// Later first occurrence sorts lower (earliest wins among equals).
+    neg_first: std::cmp::Reverse<u32>,
+    parent: usize,
+    lb: u32,
+    rb: u32,
+    verified: bool,
+}
+
+impl Candidate {
+    fn new(node: crate::suffix::Node, len: usize) -> Self {
+        Candidate {
+            len,
+            count: node.count(),
+            neg_first: std::cmp::Reverse(node.first),
+            parent: node.parent_lcp as usize,
+            lb: node.lb,
+            rb: node.rb,
+            verified: false,
+        }
+    }
+
+    fn first(&self) -> usize {
+        self.neg_first.0 as usize
+    }
+}
+
+/// Keeps the best `CANDIDATES` candidates seen.
+const CANDIDATES: usize = 1 << 18;
+
+fn keep(heap: &mut std::collections::BinaryHeap<std::cmp::Reverse<Candidate>>, c: Candidate) {
+    if heap.len() < CANDIDATES {
+        heap.push(std::cmp::Reverse(c));
+    } else if heap.peek().is_some_and(|w| w.0 < c) {
+        heap.pop();
+        heap.push(std::cmp::Reverse(c));
+    }
+}
+
+/// The best candidates (ties on length and count) whose occurrences do not overlap: a
+/// candidate whose closest two occurrences are `d < len` apart is demoted to length `d` (if
+/// its node still spells that length) and competes again. `accept` re-checks a demoted one.
+fn best_disjoint(
+    sa: &[u32],
+    candidates: Vec<Candidate>,
+    min_len: usize,
+    accept: &dyn Fn(&Candidate) -> bool,
+) -> Vec<Candidate> {
+    let mut heap: std::collections::BinaryHeap<Candidate> = candidates.into_iter().collect();
+    let mut budget = 32 * sa.len() + (1 << 20);
+    let mut ties: Vec<Candidate> = Vec::new();
+    let mut positions: Vec<u32> = Vec::new();
+    while let Some(mut c) = heap.pop() {
+        if let Some(best) = ties.first() {
+            if (c.len, c.count) != (best.len, best.count) {
+                break;
+            }
+        }
+        if !c.verified && budget > 0 {
+            positions.clear();
+            positions.extend_from_slice(&sa[c.lb as usize..=c.rb as usize]);
+            positions.sort_unstable();
+            budget = budget.saturating_sub(positions.len());
+            let min_dist = positions
+                .windows(2)
+                .map(|w| (w[1] - w[0]) as usize)
+                .min()
+                .unwrap_or(usize::MAX);
+            c.verified = true;
+            if min_dist < c.len {
+                c.len = min_dist;
+                if c.len > c.parent && c.len >= min_len && accept(&c) {
+                    heap.push(c);
+                }
+                continue;
+            }
+        }
+        if ties.len() < 4096 {
+            ties.push(c);
+        }
+    }
+    ties
+}
+
+fn mine_round(
+    round: &Round,
+    given: Option<usize>,
+    gap: &dyn Fn(usize) -> Ns,
+    options: &IterationOptions,
+) -> Option<MinedLoop> {
+    let s = &round.symbols;
+    let n = s.len();
+    let upper = s.iter().copied().max().unwrap_or(0);
+    let sa = suffix_array(s, upper);
+    let rank = rank_of(&sa);
+    let lcp = lcp_array(s, &sa, &rank);
+    let min_len = options.min_pattern_len.max(1);
+    let (i, estimated) = match given {
+        Some(i) => (i.max(2), false),
+        None => (estimate_i(n, &sa, &lcp, min_len)?, true),
+    };
+    let mut eps = options.epsilon.unwrap_or((i / 2).max(1)).max(1);
+    let cap = n / i;
+    let ties = loop {
+        let mut heap = std::collections::BinaryHeap::new();
+        for_each_node(&sa, &lcp, |node| {
+            let c = node.count();
+            if c > i || c + eps <= i || c < 2 {
+                return;
+            }
+            let spacing = (node.last - node.first) as usize / (c - 1);
+            let len = (node.lcp as usize)
+                .min(cap)
+                .min(spacing)
+                .min(node.end_gap());
+            if len <= node.parent_lcp as usize || len < min_len {
+                return;
+            }
+            keep(&mut heap, Candidate::new(node, len));
+        });
+        let candidates: Vec<Candidate> = heap.into_iter().map(|r| r.0).collect();
+        let ties = best_disjoint(&sa, candidates, min_len, &|_| true);
+        if !ties.is_empty() {
+            break ties;
+        }
+        if eps >= i {
+            return None;
+        }
+        eps = (eps * 2).min(i);
+    };
+    // Tie-break: largest median idle gap before the occurrences, then earliest.
+    let chosen = ties
+        .iter()
+        .map(|c| {
+            let count = (c.rb - c.lb + 1) as usize;
+            let step = count.div_ceil(64).max(1);
+            let mut gaps: Vec<Ns> = (c.lb as usize..=c.rb as usize)
+                .step_by(step)
+                .map(|k| gap(sa[k] as usize))
+                .collect();
+            gaps.sort_unstable();
+            (gaps[gaps.len() / 2], c)
+        })
+        .max_by(|a, b| a.0.cmp(&b.0).then(b.1.first().cmp(&a.1.first())))
+        .map(|(_, c)| *c)?;
+    drop(sa);
+    let lce = Lce::new(rank, lcp);
+    let m = chosen.len;
+    let k0 = options.k0.unwrap_or((m / 20).max(2));
+    let matches = approximate_matches(s, &lce, chosen.first(), m, k0, round.separator_from);
+    if matches.len() < 2 {
+        return None;
+    }
+    Some(MinedLoop {
+        pattern_start: chosen.first(),
+        pattern_len: m,
+        i,
+        i_estimated: estimated,
+        epsilon: eps,
+        k0,
+        exact_occurrences: chosen.count,
+        matches,
+    })
+}
+
+/// Estimates `i`: the count of the longest disjoint repeat whose occurrences cover at least
+/// `n / 2^t` ops (t = 1..6, the first level that has one) and are spread over at least half
+/// of S.
+fn estimate_i(n: usize, sa: &[u32], lcp: &[u32], min_len: usize) -> Option<usize> {
+    let mut heap = std::collections::BinaryHeap::new();
+    let spread_ok =
+        |len: usize, node: &crate::suffix::Node| ((node.last - node.first) as usize + len) * 2 >= n;
+    for_each_node(sa, lcp, |node| {
+        let c = node.count();
+        // The whole string must fit between occurrences on average: a node spanning two
+        // iterations (clean pairs in a noisy loop) is never a candidate for the count.
+        let spacing = (node.last - node.first) as usize / (c - 1);
+        let len = node.lcp as usize;
+        if len > spacing || len > node.end_gap() || len < min_len || (c * len) << 6 < n {
+            return;
+        }
+        if !spread_ok(len, &node) {
+            return;
+        }
+        keep(&mut heap, Candidate::new(node, len));
+    });
+    let candidates: Vec<Candidate> = heap.into_iter().map(|r| r.0).collect();
+    for t in 1..=6usize {
+        let level: Vec<Candidate> = candidates
+            .iter()
+            .copied()
+            .filter(|c| (c.count * c.len) << t >= n)
+            .collect();
+        let accept = |c: &Candidate| (c.count * c.len) << t >= n;
+        if let Some(best) = best_disjoint(sa, level, min_len, &accept).first() {
+            return Some(best.count.max(2));
+        }
+    }
+    None
+}
+
+/// DeepProf's Algorithm 1 with LCE jumps: scanning left to right, at each op equal to the
+/// pattern's first, the pattern `S[p0..p0+m)` is matched greedily, each mismatching op of S
+/// counting as one insertion; more than `k0` insertions (or a separator) fails the start. A
+/// success resumes after the match.
+fn approximate_matches(
+    s: &[u32],
+    lce: &Lce,
+    p0: usize,
+    m: usize,
+    k0: usize,
+    separator_from: u32,
+) -> Vec<Match> {
+    let n = s.len();
+    let mut out = Vec::new();
+    let first = s[p0];
+    let mut x = 0usize;
+    while x + m <= n {
+        if s[x] != first {
+            x += 1;
+            continue;
+        }
+        let (mut i, mut j, mut k) = (x, 0usize, 0usize);
+        let ok = loop {
+            let l = lce.lce(i, p0 + j, n).min(m - j);
+            i += l;
+            j += l;
+            if j == m {
+                break true;
+            }
+            if i >= n || s[i] >= separator_from {
+                break false;
+            }
+            k += 1;
+            i += 1;
+            if k > k0 {
+                break false;
+            }
+        };
+        if ok {
+            out.push(Match {
+                start: x,
+                end: i - 1,
+                inserted: k,
+            });
+            x = i;
+        } else {
+            x += 1;
+        }
+    }
+    out
+}
+
+/// Options for the whole-trace analysis.
+pub type Options = IterationOptions;
+
+/// One iteration of one loop.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Iteration {
+    pub index: usize,
+    pub start_ns: Ns,
+    pub end_ns: Ns,
+    pub duration_ns: Ns,
+    /// Ops of the main stream in it, and how many of them are beyond the pattern.
+    pub ops: usize,
+    pub inserted_ops: usize,
+    /// Next iteration's start - this end (`None` for the last).
+    pub interval_to_next_ns: Option<Ns>,
+    /// Share of that interval covered by host-to-device copies of the device (any stream).
+    pub h2d_overlap: Option<f64>,
+    /// Mean idle time between consecutive main-stream ops inside the iteration.
+    pub mean_op_gap_ns: f64,
+    /// Host-to-device bytes of copies starting between this start and the next start.
+    pub bytes_in: Option<i64>,
+}
+
+/// Averages over a loop's iterations.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary {
+    pub iterations: usize,
+    pub mean_duration_ns: f64,
+    pub mean_interval_ns: f64,
+    pub max_interval_ns: Ns,
+    pub median_interval_ns: f64,
+    pub mean_h2d_overlap: f64,
+    pub mean_op_gap_ns: f64,
+    pub mean_bytes_in: Option<f64>,
+    /// Share of the iterations' time the main stream is busy.
+    pub busy_in_iterations: f64,
+    /// Share of each cycle (iteration + interval) spent between iterations.
+    pub between_share: f64,
+    /// Share of the main stream's ops inside iterations.
+    pub coverage: f64,
+}
+
+/// One loop of one device's main stream.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LoopReport {
+    /// Index of the rank in the trace (not the job rank).
+    pub rank_index: u32,
+    pub rank: i64,
+    pub source: String,
+    pub pid: Option<i64>,
+    pub device: i64,
+    pub stream: i64,
+    /// Why this stream.
+    pub stream_choice: String,
+    /// 0 = the first pattern found (the longest loop); 1, 2 = further loops.
+    #[serde(rename = "loop")]
+    pub loop_index: usize,
+    pub ops: usize,
+    pub kernels: usize,
+    pub pattern_len: usize,
+    pub pattern_first_op: String,
+    pub i: usize,
+    pub i_estimated: bool,
+    pub epsilon: usize,
+    pub k0: usize,
+    pub exact_occurrences: usize,
+    pub iterations: Vec<Iteration>,
+    pub summary: Summary,
+    pub diagnosis: Vec<String>,
+}
+
+/// Devices whose main stream had too few ops or no repetition.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NoLoop {
+    pub rank: i64,
+    pub device: i64,
+    pub stream: i64,
+    pub ops: usize,
+    pub reason: String,
+}
+
+/// The report: one entry per (device main stream, loop).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IterationsReport {
+    pub sequences: Vec<LoopReport>,
+    pub not_found: Vec<NoLoop>,
+}
+
+/// A device op of a main stream.
+#[derive(Debug, Clone, Copy)]
+struct Op {
+    start: Ns,
+    end: Ns,
+    name: u32,
+    correlation: Option<u64>,
+    kernel: bool,
+}
+
+/// The main stream of each (rank, device): `(rank, device, stream, kernels, streams)`.
+fn main_streams(trace: &Trace) -> Vec<(RankId, i64, i64, usize, usize)> {
+    let mut kernels: FxHashMap<(u32, i64, i64), usize> = FxHashMap::default();
+    for span in &trace.spans {
+        let track = trace.track(span.track);
+        if let TrackKind::DeviceQueue { device, queue } = track.kind {
+            if queue == -1 || !span.level.is_device_op() {
+                continue;
+            }
+            let e = kernels.entry((track.rank.0, device, queue)).or_insert(0);
+            if span.level == Level::DeviceKernel {
+                *e += 1;
+            }
+        }
+    }
+    let mut best: FxHashMap<(u32, i64), (i64, usize, usize)> = FxHashMap::default();
+    for (&(rank, device, queue), &count) in &kernels {
+        let e = best.entry((rank, device)).or_insert((queue, count, 0));
+        e.2 += 1;
+        if count > e.1 || (count == e.1 && queue < e.0) {
+            e.0 = queue;
+            e.1 = count;
+        }
+    }
+    let mut out: Vec<_> = best
+        .into_iter()
+        .map(|((rank, device), (queue, count, streams))| {
+            (RankId(rank), device, queue, count, streams)
+        })
+        .collect();
+    out.sort_by_key(|x| (x.0, x.1));
+    out
+}
+
+/// Finds and measures the iterations of every device's main stream.
+pub fn iterations(trace: &Trace, options: &IterationOptions) -> IterationsReport {
+    let mut report = IterationsReport {
+        sequences: Vec::new(),
+        not_found: Vec::new(),
+    };
+    // Launching pid by correlation (runtime calls on CPU threads).
+    let mut launch_pid: FxHashMap<(u32, u64), i64> = FxHashMap::default();
+    let mut spans_per_pid: FxHashMap<(u32, i64), usize> = FxHashMap::default();
+    for span in &trace.spans {
+        let track = trace.track(span.track);
+        if let TrackKind::Thread { pid, .. } = track.kind {
+            *spans_per_pid.entry((track.rank.0, pid)).or_insert(0) += 1;
+            if span.level == Level::AcceleratorApi {
+                if let Some(c) = span.correlation {
+                    launch_pid.insert((track.rank.0, c), pid);
+                }
+            }
+        }
+    }
+    for (rank, device, stream, kernels, streams) in main_streams(trace) {
+        let mut ops: Vec<Op> = Vec::new();
+        let mut h2d: Vec<(Ns, Ns, Option<i64>)> = Vec::new();
+        for span in &trace.spans {
+            let track = trace.track(span.track);
+            if track.rank != rank || !span.level.is_device_op() {
+                continue;
+            }
+            let TrackKind::DeviceQueue { device: d, queue } = track.kind else {
+                continue;
+            };
+            if d != device {
+                continue;
+            }
+            if span.level == Level::DeviceCopy
+                && copy_direction(trace.str(span.name)) == CopyDirection::HostToDevice
+            {
+                let bytes = arg_i64(trace.args_text(span.args), &["bytes", "Bytes"]);
+                h2d.push((span.start, span.end, bytes));
+            }
+            if queue != stream || span.level == Level::DeviceSync {
+                continue;
+            }
+            ops.push(Op {
+                start: span.start,
+                end: span.end,
+                name: span.name.0,
+                correlation: span.correlation,
+                kernel: span.level == Level::DeviceKernel,
+            });
+        }
+        ops.sort_by_key(|o| (o.start, o.end));
+        h2d.sort_by_key(|c| c.0);
+        let info = &trace.ranks[rank.0 as usize];
+        let rank_number = info.rank.unwrap_or(i64::from(rank.0));
+        // Owning pid: majority of launching runtime calls, else the rank's busiest process.
+        let mut votes: FxHashMap<i64, usize> = FxHashMap::default();
+        for o in &ops {
+            if let Some(pid) = o.correlation.and_then(|c| launch_pid.get(&(rank.0, c))) {
+                *votes.entry(*pid).or_insert(0) += 1;
+            }
+        }
+        let pid = votes
+            .into_iter()
+            .max_by_key(|&(pid, n)| (n, -pid))
+            .map(|(pid, _)| pid)
+            .or_else(|| {
+                spans_per_pid
+                    .iter()
+                    .filter(|((r, _), _)| *r == rank.0)
+                    .max_by_key(|(&(_, pid), &n)| (n, -pid))
+                    .map(|(&(_, pid), _)| pid)
+            });
+        let mut dict: FxHashMap<u32, u32> = FxHashMap::default();
+        let symbols: Vec<u32> = ops
+            .iter()
+            .map(|o| {
+                let next = dict.len() as u32;
+                *dict.entry(o.name).or_insert(next)
+            })
+            .collect();
+        let mut gap_before: Vec<Ns> = Vec::with_capacity(ops.len());
+        let mut last_end = Ns::MIN;
+        for o in &ops {
+            gap_before.push(if last_end == Ns::MIN {
+                0
+            } else {
+                (o.start - last_end).max(0)
+            });
+            last_end = last_end.max(o.end);
+        }
+        let loops = mine(&symbols, Some(&gap_before), options);
+        if loops.is_empty() {
+            report.not_found.push(NoLoop {
+                rank: rank_number,
+                device,
+                stream,
+                ops: ops.len(),
+                reason: if ops.len() < 4 {
+                    "too few device ops on the main stream".into()
+                } else {
+                    "no substring repeats often enough to be a loop".into()
+                },
+            });
+            continue;
+        }
+        let stream_choice = format!(
+            "stream {stream}: most kernels of the device's {streams} stream(s) ({kernels} kernels)"
+        );
+        let h2d_merged = merge(h2d.iter().map(|c| (c.0, c.1)));
+        let mut gap_prefix: Vec<Ns> = Vec::with_capacity(gap_before.len() + 1);
+        gap_prefix.push(0);
+        for g in &gap_before {
+            gap_prefix.push(gap_prefix[gap_prefix.len() - 1] + g);
+        }
+        for (loop_index, found) in loops.iter().enumerate() {
+            let iterations = measure(&ops, &found.matches, &gap_prefix, &h2d, &h2d_merged);
+            let summary = summarize(&iterations, ops.len());
+            let diagnosis = diagnose(&summary, &iterations, found);
+            report.sequences.push(LoopReport {
+                rank_index: rank.0,
+                rank: rank_number,
+                source: info.source.clone(),
+                pid,
+                device,
+                stream,
+                stream_choice: stream_choice.clone(),
+                loop_index,
+                ops: ops.len(),
+                kernels: ops.iter().filter(|o| o.kernel).count(),
+                pattern_len: found.pattern_len,
+                pattern_first_op: trace
+                    .strings
+                    .get(strato_trace::StrId(ops[found.pattern_start].name))
+                    .to_string(),
+                i: found.i,
+                i_estimated: found.i_estimated,
+                epsilon: found.epsilon,
+                k0: found.k0,
+                exact_occurrences: found.exact_occurrences,
+                iterations,
+                summary,
+                diagnosis,
+            });
+        }
+    }
+    report
+}
+
+fn measure(
+    ops: &[Op],
+    matches: &[Match],
+    gap_prefix: &[Ns],
+    h2d: &[(Ns, Ns, Option<i64>)],
+    h2d_merged: &[(Ns, Ns)],
+) -> Vec<Iteration> {
+    let mut out: Vec<Iteration> = Vec::with_capacity(matches.len());
+    for (index, m) in matches.iter().enumerate() {
+        let start = ops[m.start].start;
+        let end = ops[m.start..=m.end]
+            .iter()
+            .map(|o| o.end)
+            .max()
+            .unwrap_or(start);
+        let next_start = matches.get(index + 1).map(|n| ops[n.start].start);
+        let interval = next_start.map(|n| (n - end).max(0));
+        let h2d_overlap = next_start.map(|n| {
+            if n <= end {
+                0.0
+            } else {
+                intersection_length(h2d_merged, &[(end, n)]) as f64 / (n - end) as f64
+            }
+        });
+        let window_end = next_start.unwrap_or(end);
+        let lo = h2d.partition_point(|c| c.0 < start);
+        let hi = h2d.partition_point(|c| c.0 < window_end.max(start + 1));
+        let copies = &h2d[lo..hi];
+        let bytes_in = if copies.iter().any(|c| c.2.is_some()) {
+            Some(copies.iter().filter_map(|c| c.2).sum())
+        } else if copies.is_empty() && h2d.iter().any(|c| c.2.is_some()) {
+            Some(0)
+        } else {
+            None
+        };
+        let count = m.end - m.start + 1;
+        let gaps = gap_prefix[m.end + 1] - gap_prefix[m.start + 1];
+        out.push(Iteration {
+            index,
+            start_ns: start,
+            end_ns: end,
+            duration_ns: end - start,
+            ops: count,
+            inserted_ops: m.inserted,
+            interval_to_next_ns: interval,
+            h2d_overlap,
+            mean_op_gap_ns: if count > 1 {
+                gaps as f64 / (count - 1) as f64
+            } else {
+                0.0
+            },
+            bytes_in,
+        });
+    }
+    out
+}
+
+fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
+    let (sum, n) = values.fold((0.0, 0usize), |(s, n), v| (s + v, n + 1));
+    (n > 0).then(|| sum / n as f64)
+}
+
+fn summarize(iterations: &[Iteration], stream_ops: usize) -> Summary {
+    let intervals: Vec<Ns> = iterations
+        .iter()
+        .filter_map(|i| i.interval_to_next_ns)
+        .collect();
+    let mut sorted = intervals.clone();
+    sorted.sort_unstable();
+    let median_interval = if sorted.is_empty() {
+        0.0
+    } else if sorted.len() % 2 == 1 {
+        sorted[sorted.len() / 2] as f64
+    } else {
+        (sorted[sorted.len() / 2 - 1] + sorted[sorted.len() / 2]) as f64 / 2.0
+    };
+    let mean_duration = mean(iterations.iter().map(|i| i.duration_ns as f64)).unwrap_or(0.0);
+    let mean_interval = mean(intervals.iter().map(|&v| v as f64)).unwrap_or(0.0);
+    let idle_inside: f64 = iterations
+        .iter()
+        .map(|i| i.mean_op_gap_ns * (i.ops.saturating_sub(1)) as f64)
+        .sum();
+    let total: f64 = iterations.iter().map(|i| i.duration_ns as f64).sum();
+    let ops_in: usize = iterations.iter().map(|i| i.ops).sum();
+    Summary {
+        iterations: iterations.len(),
+        mean_duration_ns: mean_duration,
+        mean_interval_ns: mean_interval,
+        max_interval_ns: intervals.iter().copied().max().unwrap_or(0),
+        median_interval_ns: median_interval,
+        mean_h2d_overlap: mean(iterations.iter().filter_map(|i| i.h2d_overlap)).unwrap_or(0.0),
+        mean_op_gap_ns: mean(iterations.iter().map(|i| i.mean_op_gap_ns)).unwrap_or(0.0),
+        mean_bytes_in: mean(
+            iterations
+                .iter()
+                .filter_map(|i| i.bytes_in.map(|b| b as f64)),
+        ),
+        busy_in_iterations: if total > 0.0 {
+            (1.0 - idle_inside / total).clamp(0.0, 1.0)
+        } else {
+            0.0
+        },
+        between_share: if mean_duration + mean_interval > 0.0 && !intervals.is_empty() {
+            mean_interval / (mean_duration + mean_interval)
+        } else {
+            0.0
+        },
+        coverage: if stream_ops > 0 {
+            ops_in as f64 / stream_ops as f64
+        } else {
+            0.0
+        },
+    }
+}
+
+fn ms(ns: f64) -> String {
+    format!("{:.3} ms", ns / 1e6)
+}
+
+/// Diagnoses in words, each with the numbers behind it.
+fn diagnose(s: &Summary, iterations: &[Iteration], found: &MinedLoop) -> Vec<String> {
+    let mut out = Vec::new();
+    let between = s.between_share;
+    if between >= 0.2 {
+        if s.mean_h2d_overlap >= 0.5 {
+            out.push(format!(
+                "copy-bound: host-to-device copies fill the gaps between iterations \
+                 (they cover {:.0}% of the mean {} interval, {:.0}% of each cycle)",
+                100.0 * s.mean_h2d_overlap,
+                ms(s.mean_interval_ns),
+                100.0 * between
+            ));
+        } else {
+            out.push(format!(
+                "CPU-bound: the device waits on the host between iterations (mean interval {}, \
+                 {:.0}% of each cycle; copies cover only {:.0}% of it)",
+                ms(s.mean_interval_ns),
+                100.0 * between,
+                100.0 * s.mean_h2d_overlap
+            ));
+        }
+    }
+    if s.busy_in_iterations < 0.7 {
+        out.push(format!(
+            "launch/host-bound inside iterations: the main stream is idle {:.0}% of each \
+             iteration (mean gap between ops {:.1} us)",
+            100.0 * (1.0 - s.busy_in_iterations),
+            s.mean_op_gap_ns / 1e3
+        ));
+    }
+    if out.is_empty() {
+        out.push(format!(
+            "device-bound: the main stream is busy {:.0}% of each iteration and waits {:.0}% of \
+             each cycle between iterations",
+            100.0 * s.busy_in_iterations,
+            100.0 * between
+        ));
+    }
+    if s.median_interval_ns > 0.0 && s.max_interval_ns as f64 > 3.0 * s.median_interval_ns {
+        if let Some(worst) = iterations
+            .iter()
+            .max_by_key(|i| i.interval_to_next_ns.unwrap_or(0))
+        {
+            out.push(format!(
+                "irregular: after iteration {} the device waits {} against a median of {} \
+                 (a stall: data loading, checkpointing, garbage collection?)",
+                worst.index,
+                ms(s.max_interval_ns as f64),
+                ms(s.median_interval_ns)
+            ));
+        }
+    }
+    let noisy = iterations.iter().filter(|i| i.inserted_ops > 0).count();
+    if noisy > 0 {
+        out.push(format!(
+            "{noisy} of {} iterations run extra ops (up to {} beyond the {}-op pattern): \
+             periodic extra work such as logging or statistics",
+            iterations.len(),
+            iterations.iter().map(|i| i.inserted_ops).max().unwrap_or(0),
+            found.pattern_len
+        ));
+    }
+    if s.coverage < 0.5 {
+        out.push(format!(
+            "weak pattern: iterations hold only {:.0}% of the main stream's ops",
+            100.0 * s.coverage
+        ));
+    }
+    out
+}
+
+/// A `ProfilerStep#N` annotation seen from the device: the main-stream ops launched by the
+/// runtime calls inside it (by correlation).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepWindow {
+    pub name: String,
+    pub cpu_start_ns: Ns,
+    pub cpu_end_ns: Ns,
+    /// First start and last end of the step's ops on the stream.
+    pub device_start_ns: Ns,
+    pub device_end_ns: Ns,
+    pub ops: usize,
+}
+
+/// Mined boundaries against `ProfilerStep#N` (ground truth, never input).
+///
+/// A mined boundary is an iteration's start. It is *within* step j when
+/// `device_start(j) <= start < device_end(j)`; each step takes at most one boundary (the first);
+/// a boundary in no step, or in an already taken step, is a false positive. *Exact*: the
+/// boundary is the step's first op.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepCheck {
+    pub steps: usize,
+    pub mined: usize,
+    pub matched: usize,
+    pub exact: usize,
+    pub precision: f64,
+    pub recall: f64,
+    pub step_windows: Vec<StepWindow>,
+}
+
+/// The device windows of the `ProfilerStep#N` spans of a rank on one stream. Steps that
+/// launched nothing on it are dropped (outside the window the kernels cover).
+pub fn step_windows(trace: &Trace, rank: RankId, device: i64, stream: i64) -> Vec<StepWindow> {
+    let mut steps: Vec<(Ns, Ns, String)> = trace
+        .spans
+        .iter()
+        .filter(|s| {
+            let t = trace.track(s.track);
+            t.rank == rank && !t.is_device() && trace.str(s.name).starts_with("ProfilerStep#")
+        })
+        .map(|s| (s.start, s.end, trace.str(s.name).to_string()))
+        .collect();
+    steps.sort_by_key(|s| s.0);
+    let mut step_of: FxHashMap<u64, usize> = FxHashMap::default();
+    for span in &trace.spans {
+        let t = trace.track(span.track);
+        if t.rank != rank || t.is_device() || span.level != Level::AcceleratorApi {
+            continue;
+        }
+        let Some(c) = span.correlation else { continue };
+        let k = steps.partition_point(|s| s.0 <= span.start);
+        if k > 0 && span.start < steps[k - 1].1 {
+            step_of.insert(c, k - 1);
+        }
+    }
+    let mut windows: Vec<Option<(Ns, Ns, usize)>> = vec![None; steps.len()];
+    for span in &trace.spans {
+        let t = trace.track(span.track);
+        if t.rank != rank || !span.level.is_device_op() || span.level == Level::DeviceSync {
+            continue;
+        }
+        if t.kind
+            != (TrackKind::DeviceQueue {
+                device,
+                queue: stream,
+            })
+        {
+            continue;
+        }
+        let Some(&k) = span.correlation.and_then(|c| step_of.get(&c)) else {
+            continue;
+        };
+        let w = windows[k].get_or_insert((span.start, span.end, 0));
+        w.0 = w.0.min(span.start);
+        w.1 = w.1.max(span.end);
+        w.2 += 1;
+    }
+    steps
+        .into_iter()
+        .zip(windows)
+        .filter_map(|((cs, ce, name), w)| {
+            w.map(|(ds, de, n)| StepWindow {
+                name,
+                cpu_start_ns: cs,
+                cpu_end_ns: ce,
+                device_start_ns: ds,
+                device_end_ns: de,
+                ops: n,
+            })
+        })
+        .collect()
+}
+
+/// Compares a device's mined iteration starts (all loops) with its step windows.
+pub fn check_against_steps(trace: &Trace, loops: &[&LoopReport]) -> Option<StepCheck> {
+    let first = loops.first()?;
+    let windows = step_windows(trace, RankId(first.rank_index), first.device, first.stream);
+    if windows.is_empty() {
+        return None;
+    }
+    let mut starts: Vec<Ns> = loops
+        .iter()
+        .flat_map(|l| l.iterations.iter().map(|i| i.start_ns))
+        .collect();
+    starts.sort_unstable();
+    let mut taken = vec![false; windows.len()];
+    let (mut matched, mut exact) = (0usize, 0usize);
+    for &s in &starts {
+        if let Some(k) = windows
+            .iter()
+            .position(|w| w.device_start_ns <= s && s < w.device_end_ns)
+        {
+            if !taken[k] {
+                taken[k] = true;
+                matched += 1;
+                if windows[k].device_start_ns == s {
+                    exact += 1;
+                }
+            }
+        }
+    }
+    Some(StepCheck {
+        steps: windows.len(),
+        mined: starts.len(),
+        matched,
+        exact,
+        precision: if starts.is_empty() {
+            0.0
+        } else {
+            matched as f64 / starts.len() as f64
+        },
+        recall: matched as f64 / windows.len() as f64,
+        step_windows: windows,
+    })
+}
+
+/// A synthetic kernel sequence with known loops: `warmup` random ops, then `iterations`
+/// copies of a random `period`-op body; with probability `noise` an iteration gets 1..=`max_insert`
+/// random extra ops at random places. Returns the symbols and each iteration's first index.
+pub fn synthetic(
+    seed: u64,
+    period: usize,
+    iterations: usize,
+    warmup: usize,
+    noise: f64,
+    max_insert: usize,
+    alphabet: u32,
+) -> (Vec<u32>, Vec<usize>) {
+    let mut state = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut next = move || {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (state >> 33) as u32
+    };
+    let alphabet = alphabet.max(2);
+    let body: Vec<u32> = (0..period).map(|_| next() % alphabet).collect();
+    let mut s: Vec<u32> = Vec::with_capacity(warmup + period * iterations + iterations);
+    for _ in 0..warmup {
+        s.push(alphabet + next() % alphabet);
+    }
+    let mut starts = Vec::with_capacity(iterations);
+    for _ in 0..iterations {
+        starts.push(s.len());
+        let noisy = (next() as f64 / (1u64 << 31) as f64) < noise;
+        if noisy && max_insert > 0 {
+            let count = 1 + (next() as usize) % max_insert;
+            let mut at: Vec<usize> = (0..count)
+                .map(|_| 1 + (next() as usize) % (period - 1).max(1))
+                .collect();
+            at.sort_unstable();
+            let mut a = 0;
+            for (k, &op) in body.iter().enumerate() {
+                while a < at.len() && at[a] == k {
+                    s.push(2 * alphabet + next() % alphabet);
+                    a += 1;
+                }
+                s.push(op);
+            }
+        } else {
+            s.extend_from_slice(&body);
+        }
+    }
+    (s, starts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Device idle gaps: long before each iteration, short elsewhere.
+    fn gaps(n: usize, starts: &[usize]) -> Vec<Ns> {
+        let mut g = vec![100; n];
+        for &k in starts {
+            g[k] = 50_000;
+        }
+        g
+    }
+
+    fn opts(i: &[usize]) -> IterationOptions {
+        IterationOptions {
+            iterations: i.to_vec(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn exact_periodic_sequence() {
+        let (s, starts) = synthetic(1, 50, 20, 0, 0.0, 0, 20);
+        for o in [opts(&[20]), opts(&[])] {
+            let loops = mine(&s, None, &o);
+            assert_eq!(loops.len(), 1, "{o:?}");
+            let l = &loops[0];
+            assert_eq!(l.pattern_len, 50);
+            assert_eq!(l.i, 20);
+            let got: Vec<usize> = l.matches.iter().map(|m| m.start).collect();
+            assert_eq!(got, starts);
+        }
+    }
+
+    #[test]
+    fn noise_insertions_within_k0_are_matched() {
+        // 40 iterations of 100 ops, 30% get 1..=3 inserted ops, 37 ops of warm-up.
+        let (s, starts) = synthetic(5, 100, 40, 37, 0.3, 3, 30);
+        let o = IterationOptions {
+            iterations: vec![40],
+            k0: Some(3),
+            ..Default::default()
+        };
+        let g = gaps(s.len(), &starts);
+        let loops = mine(&s, Some(&g), &o);
+        let l = &loops[0];
+        assert_eq!(l.matches.len(), 40);
+        let got: Vec<usize> = l.matches.iter().map(|m| m.start).collect();
+        assert_eq!(got, starts);
+        assert!(l.matches.iter().any(|m| m.inserted > 0));
+        assert!(l.matches.iter().all(|m| m.inserted <= 3));
+        // Estimated i finds the same loop.
+        let est = mine(
+            &s,
+            Some(&g),
+            &IterationOptions {
+                k0: Some(3),
+                ..Default::default()
+            },
+        );
+        assert_eq!(est[0].matches.len(), 40);
+        assert!(est[0].i_estimated);
+        // Without timing the phase is a guess, but the loop is still found.
+        let blind = mine(&s, None, &o);
+        assert!(blind[0].matches.len() >= 38, "{}", blind[0].matches.len());
+        assert_eq!(blind[0].pattern_len, 100);
+    }
+
+    #[test]
+    fn too_many_insertions_are_not_an_iteration() {
+        let (mut s, _) = synthetic(9, 60, 10, 0, 0.0, 0, 25);
+        // 6 foreign ops inside iteration 4.
+        for k in 0..6 {
+            s.insert(4 * 60 + 10 + k * 5, 999);
+        }
+        let o = IterationOptions {
+            iterations: vec![10],
+            k0: Some(5),
+            ..Default::default()
+        };
+        let l = &mine(&s, None, &o)[0];
+        assert_eq!(l.matches.len(), 9);
+        let o = IterationOptions {
+            iterations: vec![10],
+            k0: Some(6),
+            ..Default::default()
+        };
+        assert_eq!(mine(&s, None, &o)[0].matches.len(), 10);
+    }
+
+    #[test]
+    fn two_loops_train_then_eval() {
+        let (train, _) = synthetic(11, 80, 30, 0, 0.0, 0, 40);
+        let (eval, _) = synthetic(12, 30, 20, 0, 0.0, 0, 40);
+        // eval symbols distinct from train's.
+        let mut s = train.clone();
+        s.extend(eval.iter().map(|x| x + 1000));
+        for o in [opts(&[30, 20]), opts(&[])] {
+            let loops = mine(&s, None, &o);
+            assert_eq!(loops.len(), 2, "{o:?}");
+            assert_eq!((loops[0].pattern_len, loops[0].matches.len()), (80, 30));
+            assert_eq!((loops[1].pattern_len, loops[1].matches.len()), (30, 20));
+            assert_eq!(loops[1].matches[0].start, 2400);
+        }
+    }
+
+    #[test]
+    fn rotation_tie_goes_to_the_largest_gap() {
+        // Trace starts 7 ops into an iteration: S = tail(P) P^5. Gaps before each iteration
+        // start are large.
+        let (full, _) = synthetic(3, 40, 6, 0, 0.0, 0, 15);
+        let s = full[33..].to_vec();
+        let mut gaps = vec![10; s.len()];
+        for k in (7..s.len()).step_by(40) {
+            gaps[k] = 5000;
+        }
+        let l = &mine(&s, Some(&gaps), &opts(&[5]))[0];
+        let got: Vec<usize> = l.matches.iter().map(|m| m.start).collect();
+        assert_eq!(got, vec![7, 47, 87, 127, 167]);
+    }
+}

@@ -1,0 +1,388 @@
+//! Kernel statistics and latencies (Zins, `papers/` seed 003, section 4.4.4 and table 4.1):
+//! per kernel name and per launching operation, count, total, mean, standard deviation, min,
+//! max and share of device time, ranked by total; launch latency (end of the launching API
+//! call -> device start) and, where the source records them (`queued`/`submitted` attributes,
+//! OpenCL profiling info), device queue latencies (queued -> submit -> start).
+//!
+//! Window: every device op (kernels, copies, sets; device-side syncs excluded) of a rank.
+//! Conservation: per rank the rows of either table sum to the rank's device time (sum of op
+//! durations, so concurrent streams count twice) and their shares to 1; folding the tail into
+//! one row keeps both sums (its std is the pooled one).
+
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use strato_trace::{Level, Ns, RankId, Trace, TrackKind};
+
+use crate::memory::arg_i64;
+
+/// Duration statistics of one group of device ops.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StatRow {
+    pub name: String,
+    pub count: u64,
+    pub total_ns: Ns,
+    pub mean_ns: f64,
+    pub std_ns: f64,
+    pub min_ns: Ns,
+    pub max_ns: Ns,
+    /// Share of the rank's device time.
+    pub share: f64,
+}
+
+/// Distribution of a latency.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Latency {
+    pub count: u64,
+    pub mean_ns: f64,
+    pub std_ns: f64,
+    pub min_ns: Ns,
+    pub p50_ns: Ns,
+    pub p95_ns: Ns,
+    pub max_ns: Ns,
+}
+
+/// The statistics of one rank.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RankKernelStats {
+    pub rank: i64,
+    pub source: String,
+    pub device_ops: u64,
+    pub device_time_ns: Ns,
+    /// Per kernel name, ranked by total time.
+    pub kernels: Vec<StatRow>,
+    /// Per launching operation (innermost framework op around the launching API call;
+    /// `(no operation)` when there is none, `(no launch)` when the op has no correlated call).
+    pub ops: Vec<StatRow>,
+    /// API call end -> device start.
+    pub launch_latency: Option<Latency>,
+    /// queued -> submitted, where the source has it.
+    pub queue_latency: Option<Latency>,
+    /// submitted -> start, where the source has it.
+    pub submit_latency: Option<Latency>,
+}
+
+/// The report over every rank.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KernelStatsReport {
+    pub ranks: Vec<RankKernelStats>,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Acc {
+    count: u64,
+    total: i128,
+    sum_sq: f64,
+    min: Ns,
+    max: Ns,
+}
+
+impl Acc {
+    fn add(&mut self, d: Ns) {
+        if self.count == 0 {
+            self.min = d;
+            self.max = d;
+        }
+        self.count += 1;
+        self.total += i128::from(d);
+        self.sum_sq += (d as f64) * (d as f64);
+        self.min = self.min.min(d);
+        self.max = self.max.max(d);
+    }
+}
+
+fn row(name: String, a: &Acc, device_time: Ns) -> StatRow {
+    let n = a.count.max(1) as f64;
+    let mean = a.total as f64 / n;
+    let var = (a.sum_sq / n - mean * mean).max(0.0);
+    StatRow {
+        name,
+        count: a.count,
+        total_ns: a.total as Ns,
+        mean_ns: mean,
+        std_ns: var.sqrt(),
+        min_ns: a.min,
+        max_ns: a.max,
+        share: if device_time > 0 {
+            a.total as f64 / device_time as f64
+        } else {
+            0.0
+        },
+    }
+}
+
+/// Keeps the first `top` rows and folds the rest into one `(other N)` row with the same
+/// count, total and share sums and the pooled standard deviation.
+pub fn fold_top(mut rows: Vec<StatRow>, top: usize, what: &str) -> Vec<StatRow> {
+    if top == 0 || rows.len() <= top {
+        return rows;
+    }
+    let rest = rows.split_off(top);
+    let count: u64 = rest.iter().map(|r| r.count).sum();
+    let total: Ns = rest.iter().map(|r| r.total_ns).sum();
+    let mean = total as f64 / count.max(1) as f64;
+    let second: f64 = rest
+        .iter()
+        .map(|r| r.count as f64 * (r.std_ns * r.std_ns + r.mean_ns * r.mean_ns))
+        .sum::<f64>()
+        / count.max(1) as f64;
+    rows.push(StatRow {
+        name: format!("(other {} {what})", rest.len()),
+        count,
+        total_ns: total,
+        mean_ns: mean,
+        std_ns: (second - mean * mean).max(0.0).sqrt(),
+        min_ns: rest.iter().map(|r| r.min_ns).min().unwrap_or(0),
+        max_ns: rest.iter().map(|r| r.max_ns).max().unwrap_or(0),
+        share: rest.iter().map(|r| r.share).sum(),
+    });
+    rows
+}
+
+fn latency(mut values: Vec<Ns>) -> Option<Latency> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_unstable();
+    let n = values.len();
+    let mean = values.iter().map(|&v| v as f64).sum::<f64>() / n as f64;
+    let var = values
+        .iter()
+        .map(|&v| (v as f64 - mean).powi(2))
+        .sum::<f64>()
+        / n as f64;
+    let pct = |p: f64| values[(((n - 1) as f64) * p).round() as usize];
+    Some(Latency {
+        count: n as u64,
+        mean_ns: mean,
+        std_ns: var.sqrt(),
+        min_ns: values[0],
+        p50_ns: pct(0.5),
+        p95_ns: pct(0.95),
+        max_ns: values[n - 1],
+    })
+}
+
+/// Computes the statistics of every rank. `top` folds each table after that many rows (0: all).
+pub fn kernel_stats(trace: &Trace, top: usize) -> KernelStatsReport {
+    let ranks = (0..trace.ranks.len())
+        .map(|r| rank_stats(trace, RankId(r as u32), top))
+        .collect();
+    KernelStatsReport { ranks }
+}
+
+/// Innermost Backend span around each AcceleratorApi span with a correlation, per thread:
+/// correlation -> (api end, op name id or u32::MAX).
+/// A CPU span in the launch sweep: start, end, is an API call, name id, correlation.
+type SweepSpan = (Ns, Ns, bool, u32, u64);
+
+fn launches(trace: &Trace, rank: RankId) -> FxHashMap<u64, (Ns, u32)> {
+    let mut per_track: FxHashMap<u32, Vec<SweepSpan>> = FxHashMap::default();
+    for span in &trace.spans {
+        let t = trace.track(span.track);
+        if t.rank != rank || t.is_device() {
+            continue;
+        }
+        match span.level {
+            Level::Backend => per_track.entry(span.track.0).or_default().push((
+                span.start,
+                span.end,
+                false,
+                span.name.0,
+                0,
+            )),
+            Level::AcceleratorApi => {
+                if let Some(c) = span.correlation {
+                    per_track.entry(span.track.0).or_default().push((
+                        span.start,
+                        span.end,
+                        true,
+                        span.name.0,
+                        c,
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = FxHashMap::default();
+    for (_, mut list) in per_track {
+        // Parents first: by start, longer first, ops before API calls at equal times.
+        list.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
+        let mut stack: Vec<(Ns, u32)> = Vec::new();
+        for (start, end, is_api, name, c) in list {
+            while stack
+                .last()
+                .is_some_and(|top| top.0 <= start && top.0 < end)
+            {
+                stack.pop();
+            }
+            if is_api {
+                out.insert(c, (end, stack.last().map_or(u32::MAX, |t| t.1)));
+            } else {
+                stack.push((end, name));
+            }
+        }
+    }
+    out
+}
+
+fn rank_stats(trace: &Trace, rank: RankId, top: usize) -> RankKernelStats {
+    let launch = launches(trace, rank);
+    let mut by_name: FxHashMap<u32, Acc> = FxHashMap::default();
+    let mut by_op: FxHashMap<u32, Acc> = FxHashMap::default();
+    let mut launch_lat = Vec::new();
+    let (mut queue_lat, mut submit_lat) = (Vec::new(), Vec::new());
+    let mut device_time: Ns = 0;
+    let mut device_ops = 0u64;
+    const NO_LAUNCH: u32 = u32::MAX - 1;
+    for span in &trace.spans {
+        let t = trace.track(span.track);
+        if t.rank != rank
+            || !matches!(t.kind, TrackKind::DeviceQueue { .. })
+            || !span.level.is_device_op()
+            || span.level == Level::DeviceSync
+        {
+            continue;
+        }
+        let d = span.duration();
+        device_time += d;
+        device_ops += 1;
+        by_name.entry(span.name.0).or_default().add(d);
+        let op = match span.correlation.and_then(|c| launch.get(&c)) {
+            Some(&(api_end, op)) => {
+                launch_lat.push(span.start - api_end);
+                op
+            }
+            None => NO_LAUNCH,
+        };
+        by_op.entry(op).or_default().add(d);
+        if let Some(text) = trace.args_text(span.args) {
+            if text.contains("queued") || text.contains("submitted") {
+                let queued = arg_i64(Some(text), &["queued"]);
+                let submitted = arg_i64(Some(text), &["submitted"]);
+                if let (Some(q), Some(s)) = (queued, submitted) {
+                    queue_lat.push(s - q);
+                }
+                if let Some(s) = submitted {
+                    submit_lat.push(span.start - s);
+                }
+            }
+        }
+    }
+    let mut kernels: Vec<StatRow> = by_name
+        .iter()
+        .map(|(&id, a)| {
+            row(
+                trace.strings.get(strato_trace::StrId(id)).to_string(),
+                a,
+                device_time,
+            )
+        })
+        .collect();
+    let mut ops: Vec<StatRow> = by_op
+        .iter()
+        .map(|(&id, a)| {
+            let name = match id {
+                u32::MAX => "(no operation)".to_string(),
+                NO_LAUNCH => "(no launch)".to_string(),
+                id => trace.strings.get(strato_trace::StrId(id)).to_string(),
+            };
+            row(name, a, device_time)
+        })
+        .collect();
+    for rows in [&mut kernels, &mut ops] {
+        rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
+    }
+    let info = &trace.ranks[rank.0 as usize];
+    RankKernelStats {
+        rank: info.rank.unwrap_or(i64::from(rank.0)),
+        source: info.source.clone(),
+        device_ops,
+        device_time_ns: device_time,
+        kernels: fold_top(kernels, top, "kernels"),
+        ops: fold_top(ops, top, "ops"),
+        launch_latency: latency(launch_lat),
+        queue_latency: latency(queue_lat),
+        submit_latency: latency(submit_lat),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strato_trace::{Rank, Span, StrId, TrackIndexHandle};
+
+    #[test]
+    fn stats_fold_and_conserve() {
+        let mut t = Trace::default();
+        let rank = t.add_rank(Rank {
+            rank: Some(0),
+            world_size: None,
+            source: "s".into(),
+            format: "test".into(),
+            host: None,
+            metadata_json: None,
+        });
+        let mut index = TrackIndexHandle::default();
+        let cpu = t.track_for(&mut index, rank, TrackKind::Thread { pid: 1, tid: 1 });
+        let gpu = t.track_for(
+            &mut index,
+            rank,
+            TrackKind::DeviceQueue {
+                device: 0,
+                queue: 7,
+            },
+        );
+        let (mm, launch, gemm, relu) = (
+            t.intern("aten::mm"),
+            t.intern("cudaLaunchKernel"),
+            t.intern("gemm"),
+            t.intern("relu"),
+        );
+        let push = |t: &mut Trace, track, start, end, name, level, c| {
+            t.spans.push(Span {
+                track,
+                start,
+                end,
+                name,
+                category: StrId::EMPTY,
+                level,
+                correlation: c,
+                external_id: None,
+                args: None,
+            })
+        };
+        push(&mut t, cpu, 0, 100, mm, Level::Backend, None);
+        push(&mut t, cpu, 10, 20, launch, Level::AcceleratorApi, Some(1));
+        push(&mut t, cpu, 30, 40, launch, Level::AcceleratorApi, Some(2));
+        push(
+            &mut t,
+            cpu,
+            200,
+            210,
+            launch,
+            Level::AcceleratorApi,
+            Some(3),
+        );
+        push(&mut t, gpu, 25, 65, gemm, Level::DeviceKernel, Some(1));
+        push(&mut t, gpu, 70, 90, gemm, Level::DeviceKernel, Some(2));
+        push(&mut t, gpu, 215, 225, relu, Level::DeviceKernel, Some(3));
+        let r = &kernel_stats(&t, 0).ranks[0];
+        assert_eq!(r.device_time_ns, 70);
+        assert_eq!(r.kernels[0].name, "gemm");
+        assert_eq!((r.kernels[0].count, r.kernels[0].total_ns), (2, 60));
+        assert_eq!((r.kernels[0].min_ns, r.kernels[0].max_ns), (20, 40));
+        assert!((r.kernels[0].std_ns - 10.0).abs() < 1e-9);
+        assert_eq!(r.ops[0].name, "aten::mm");
+        assert_eq!(r.ops[1].name, "(no operation)");
+        let lat = r.launch_latency.as_ref().unwrap();
+        assert_eq!((lat.count, lat.min_ns, lat.max_ns), (3, 5, 30));
+        let share: f64 = r.kernels.iter().map(|k| k.share).sum();
+        assert!((share - 1.0).abs() < 1e-12);
+        let folded = &kernel_stats(&t, 1).ranks[0];
+        assert_eq!(folded.kernels.len(), 2);
+        assert_eq!(folded.kernels[1].name, "(other 1 kernels)");
+        let total: Ns = folded.kernels.iter().map(|k| k.total_ns).sum();
+        assert_eq!(total, 70);
+    }
+}

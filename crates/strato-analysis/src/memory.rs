@@ -1,0 +1,525 @@
+//! Device memory: bytes allocated per device over time (from allocation events: Kineto
+//! `[memory]` instants and the importer's derived "memory allocated" counter tracks), the peak
+//! and when it happened, the operations that allocated most; host<->device copies by direction
+//! with sizes, durations and bandwidth, over time.
+//!
+//! Window: the whole trace. Conservation: per device, the allocation table's net bytes (allocs
+//! minus frees, summed over operations including "(no operation)") equal the last counter
+//! value minus the first one's pre-event value when every event carries `Bytes`; per direction,
+//! the copy rows sum to all copies of the rank. Bytes and per-op attribution need attributes
+//! (import with `keep_args`); without them only the counter series and copy times are given.
+
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use strato_trace::{Level, Ns, RankId, Trace, TrackKind};
+
+/// Direction of a copy, from its name (`Memcpy HtoD (Pageable -> Device)`, `[CUDA memcpy
+/// DtoH]`, `Memcpy PtoP`, ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub enum CopyDirection {
+    HostToDevice,
+    DeviceToHost,
+    DeviceToDevice,
+    PeerToPeer,
+    HostToHost,
+    Unknown,
+}
+
+impl CopyDirection {
+    /// Short label (`HtoD`).
+    pub fn label(self) -> &'static str {
+        match self {
+            CopyDirection::HostToDevice => "HtoD",
+            CopyDirection::DeviceToHost => "DtoH",
+            CopyDirection::DeviceToDevice => "DtoD",
+            CopyDirection::PeerToPeer => "PtoP",
+            CopyDirection::HostToHost => "HtoH",
+            CopyDirection::Unknown => "?",
+        }
+    }
+}
+
+/// Classifies a copy by its name.
+pub fn copy_direction(name: &str) -> CopyDirection {
+    let n = name;
+    let has = |pats: &[&str]| pats.iter().any(|p| n.contains(p));
+    if has(&[
+        "HtoD",
+        "H2D",
+        "Host to Device",
+        "Host-to-Device",
+        "HostToDevice",
+    ]) {
+        CopyDirection::HostToDevice
+    } else if has(&[
+        "DtoH",
+        "D2H",
+        "Device to Host",
+        "Device-to-Host",
+        "DeviceToHost",
+    ]) {
+        CopyDirection::DeviceToHost
+    } else if has(&["PtoP", "P2P", "Peer"]) {
+        CopyDirection::PeerToPeer
+    } else if has(&["DtoD", "D2D", "Device to Device", "Device-to-Device"]) {
+        CopyDirection::DeviceToDevice
+    } else if has(&["HtoH", "H2H"]) {
+        CopyDirection::HostToHost
+    } else {
+        CopyDirection::Unknown
+    }
+}
+
+/// Reads an integer attribute (`bytes`, `Bytes`, ...) from an args JSON text.
+pub fn arg_i64(args: Option<&str>, keys: &[&str]) -> Option<i64> {
+    let text = args?;
+    // Cheap pre-check before parsing.
+    if !keys.iter().any(|k| text.contains(k)) {
+        return None;
+    }
+    let value: serde_json::Value = serde_json::from_str(text).ok()?;
+    let object = value.as_object()?;
+    keys.iter().find_map(|k| {
+        object.get(*k).and_then(|v| {
+            v.as_i64()
+                .or_else(|| v.as_f64().map(|f| f as i64))
+                .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+        })
+    })
+}
+
+/// Options of [`memory`].
+#[derive(Debug, Clone, Copy)]
+pub struct MemoryOptions {
+    /// At most this many points per allocation series (bucket maxima, so the peak survives).
+    pub max_points: usize,
+    /// Number of time bins of the copy bandwidth series.
+    pub bandwidth_bins: usize,
+    /// Operations kept in the allocation table (the rest folded).
+    pub top_ops: usize,
+}
+
+impl Default for MemoryOptions {
+    fn default() -> Self {
+        MemoryOptions {
+            max_points: 512,
+            bandwidth_bins: 50,
+            top_ops: 20,
+        }
+    }
+}
+
+/// Allocated bytes of one device (one counter track) over time.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeviceMemory {
+    pub rank: i64,
+    pub pid: Option<i64>,
+    /// Device index as the source numbers it (-1: host memory in Kineto).
+    pub device: Option<i64>,
+    pub samples: usize,
+    pub first_ns: Option<Ns>,
+    pub last_ns: Option<Ns>,
+    pub min_bytes: f64,
+    pub peak_bytes: f64,
+    pub peak_ns: Option<Ns>,
+    pub final_bytes: f64,
+    /// Total device memory when the source says.
+    pub capacity_bytes: Option<i64>,
+    /// `(ts, bytes)`, downsampled to bucket maxima.
+    pub series: Vec<(Ns, f64)>,
+    /// Allocation events attributed to operations (needs attributes), ranked by bytes allocated.
+    pub ops: Vec<AllocRow>,
+}
+
+/// Allocations of one operation on one device.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AllocRow {
+    /// Innermost framework op containing the event on its thread, `(no operation)` otherwise.
+    pub op: String,
+    pub allocations: u64,
+    pub frees: u64,
+    pub allocated_bytes: i64,
+    pub freed_bytes: i64,
+    /// Largest single allocation.
+    pub max_bytes: i64,
+}
+
+/// Copies of one direction on one device.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CopyRow {
+    pub rank: i64,
+    pub device: i64,
+    pub direction: CopyDirection,
+    pub count: u64,
+    pub total_ns: Ns,
+    /// `None` when no copy carried a byte count.
+    pub bytes: Option<i64>,
+    pub mean_bytes: Option<f64>,
+    pub max_bytes: Option<i64>,
+    /// Sum of bytes / sum of durations, of copies with both.
+    pub bandwidth_gb_s: Option<f64>,
+    pub max_bandwidth_gb_s: Option<f64>,
+    /// `(bin start, GB/s)` over the rank's copy window.
+    pub bandwidth_series: Vec<(Ns, f64)>,
+}
+
+/// The memory report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MemoryReport {
+    pub devices: Vec<DeviceMemory>,
+    pub copies: Vec<CopyRow>,
+    /// What was missing (no allocation events, no byte counts).
+    pub notes: Vec<String>,
+}
+
+struct CopyEvent {
+    start: Ns,
+    end: Ns,
+    bytes: Option<i64>,
+}
+
+/// Computes the memory report.
+pub fn memory(trace: &Trace, options: &MemoryOptions) -> MemoryReport {
+    let mut notes = Vec::new();
+    let rank_number = |r: RankId| trace.ranks[r.0 as usize].rank.unwrap_or(i64::from(r.0));
+    // Allocation series from counter tracks.
+    let mut series: FxHashMap<u32, Vec<(Ns, f64)>> = FxHashMap::default();
+    for c in &trace.counters {
+        let track = trace.track(c.track);
+        if let TrackKind::Counter { name, .. } = &track.kind {
+            if name == "memory allocated" {
+                series.entry(c.track.0).or_default().push((c.ts, c.value));
+            }
+        }
+    }
+    // Allocation events attributed to ops: (rank, pid, device) -> op -> row.
+    let ops_by_key = allocation_ops(trace);
+    let mut devices = Vec::new();
+    let mut keys: Vec<u32> = series.keys().copied().collect();
+    keys.sort_unstable();
+    for key in keys {
+        let mut points = series.remove(&key).unwrap_or_default();
+        points.sort_by_key(|p| p.0);
+        let track = &trace.tracks[key as usize];
+        let (pid, device) = match &track.kind {
+            TrackKind::Counter { pid, device, .. } => (*pid, *device),
+            _ => (None, None),
+        };
+        let mut peak = (f64::MIN, None);
+        let mut min = f64::MAX;
+        for &(ts, v) in &points {
+            if v > peak.0 {
+                peak = (v, Some(ts));
+            }
+            min = min.min(v);
+        }
+        let capacity = device.and_then(|d| {
+            trace
+                .devices
+                .iter()
+                .find(|x| x.index == d && x.rank.is_none_or(|r| r == track.rank))
+                .and_then(|x| x.total_memory_bytes)
+        });
+        let mut ops: Vec<AllocRow> = ops_by_key
+            .get(&(track.rank.0, pid.unwrap_or(0), device.unwrap_or(-1)))
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default();
+        ops.sort_by(|a, b| {
+            b.allocated_bytes
+                .cmp(&a.allocated_bytes)
+                .then(a.op.cmp(&b.op))
+        });
+        let ops = fold_alloc_rows(ops, options.top_ops);
+        devices.push(DeviceMemory {
+            rank: rank_number(track.rank),
+            pid,
+            device,
+            samples: points.len(),
+            first_ns: points.first().map(|p| p.0),
+            last_ns: points.last().map(|p| p.0),
+            min_bytes: if points.is_empty() { 0.0 } else { min },
+            peak_bytes: if points.is_empty() { 0.0 } else { peak.0 },
+            peak_ns: peak.1,
+            final_bytes: points.last().map_or(0.0, |p| p.1),
+            capacity_bytes: capacity,
+            series: downsample(&points, options.max_points),
+            ops,
+        });
+    }
+    if devices.is_empty() {
+        notes.push(
+            "no allocation events: the source has no Kineto [memory] events (profile_memory=False) \
+             or its memory tables are not imported"
+                .into(),
+        );
+    }
+    // Copies.
+    let mut copies: FxHashMap<(u32, i64, CopyDirection), Vec<CopyEvent>> = FxHashMap::default();
+    let mut dir_cache: FxHashMap<u32, CopyDirection> = FxHashMap::default();
+    for span in &trace.spans {
+        if span.level != Level::DeviceCopy {
+            continue;
+        }
+        let track = trace.track(span.track);
+        let TrackKind::DeviceQueue { device, .. } = track.kind else {
+            continue;
+        };
+        let direction = *dir_cache
+            .entry(span.name.0)
+            .or_insert_with(|| copy_direction(trace.str(span.name)));
+        let bytes = arg_i64(trace.args_text(span.args), &["bytes", "Bytes"]);
+        copies
+            .entry((track.rank.0, device, direction))
+            .or_default()
+            .push(CopyEvent {
+                start: span.start,
+                end: span.end,
+                bytes,
+            });
+    }
+    let mut copy_rows: Vec<CopyRow> = copies
+        .into_iter()
+        .map(|((rank, device, direction), events)| {
+            copy_row(
+                rank_number(RankId(rank)),
+                device,
+                direction,
+                &events,
+                options.bandwidth_bins,
+            )
+        })
+        .collect();
+    copy_rows.sort_by_key(|r| (r.rank, r.device, r.direction));
+    if copy_rows.iter().any(|r| r.count > 0 && r.bytes.is_none()) {
+        notes.push("some copies carry no byte count (import with attributes kept)".into());
+    }
+    MemoryReport {
+        devices,
+        copies: copy_rows,
+        notes,
+    }
+}
+
+fn copy_row(
+    rank: i64,
+    device: i64,
+    direction: CopyDirection,
+    events: &[CopyEvent],
+    bins: usize,
+) -> CopyRow {
+    let count = events.len() as u64;
+    let total_ns: Ns = events.iter().map(|e| e.end - e.start).sum();
+    let with_bytes: Vec<&CopyEvent> = events.iter().filter(|e| e.bytes.is_some()).collect();
+    let bytes: Option<i64> = if with_bytes.is_empty() {
+        None
+    } else {
+        Some(with_bytes.iter().filter_map(|e| e.bytes).sum())
+    };
+    let timed_bytes: i64 = with_bytes
+        .iter()
+        .filter(|e| e.end > e.start)
+        .filter_map(|e| e.bytes)
+        .sum();
+    let timed_ns: Ns = with_bytes
+        .iter()
+        .filter(|e| e.end > e.start)
+        .map(|e| e.end - e.start)
+        .sum();
+    let bandwidth = (timed_ns > 0).then(|| timed_bytes as f64 / timed_ns as f64);
+    let max_bw = with_bytes
+        .iter()
+        .filter(|e| e.end > e.start)
+        .filter_map(|e| e.bytes.map(|b| b as f64 / (e.end - e.start) as f64))
+        .fold(None, |acc: Option<f64>, v| {
+            Some(acc.map_or(v, |a| a.max(v)))
+        });
+    let mut series = Vec::new();
+    if bytes.is_some() && bins > 0 {
+        let lo = events.iter().map(|e| e.start).min().unwrap_or(0);
+        let hi = events.iter().map(|e| e.end).max().unwrap_or(0);
+        let width = ((hi - lo) / bins as i64).max(1);
+        let mut acc = vec![0f64; bins];
+        for e in &with_bytes {
+            let b = (((e.start - lo) / width) as usize).min(bins - 1);
+            acc[b] += e.bytes.unwrap_or(0) as f64;
+        }
+        series = acc
+            .into_iter()
+            .enumerate()
+            .map(|(k, b)| (lo + k as i64 * width, b / width as f64))
+            .collect();
+    }
+    CopyRow {
+        rank,
+        device,
+        direction,
+        count,
+        total_ns,
+        bytes,
+        mean_bytes: bytes.map(|b| b as f64 / with_bytes.len() as f64),
+        max_bytes: with_bytes.iter().filter_map(|e| e.bytes).max(),
+        bandwidth_gb_s: bandwidth,
+        max_bandwidth_gb_s: max_bw,
+        bandwidth_series: series,
+    }
+}
+
+/// Bucket maxima, keeping at most `max_points` points (the global peak is always kept).
+fn downsample(points: &[(Ns, f64)], max_points: usize) -> Vec<(Ns, f64)> {
+    if points.len() <= max_points || max_points == 0 {
+        return points.to_vec();
+    }
+    let per = points.len().div_ceil(max_points);
+    points
+        .chunks(per)
+        .filter_map(|c| {
+            c.iter()
+                .copied()
+                .fold(None, |acc: Option<(Ns, f64)>, p| match acc {
+                    Some(a) if a.1 >= p.1 => Some(a),
+                    _ => Some(p),
+                })
+        })
+        .collect()
+}
+
+fn fold_alloc_rows(mut rows: Vec<AllocRow>, top: usize) -> Vec<AllocRow> {
+    if top == 0 || rows.len() <= top {
+        return rows;
+    }
+    let rest = rows.split_off(top);
+    let mut other = AllocRow {
+        op: format!("(other {} ops)", rest.len()),
+        allocations: 0,
+        frees: 0,
+        allocated_bytes: 0,
+        freed_bytes: 0,
+        max_bytes: 0,
+    };
+    for r in rest {
+        other.allocations += r.allocations;
+        other.frees += r.frees;
+        other.allocated_bytes += r.allocated_bytes;
+        other.freed_bytes += r.freed_bytes;
+        other.max_bytes = other.max_bytes.max(r.max_bytes);
+    }
+    rows.push(other);
+    rows
+}
+
+type OpRows = FxHashMap<(u32, i64, i64), FxHashMap<String, AllocRow>>;
+
+/// `[memory]` instants with a `Bytes` attribute, attributed to the innermost Backend span
+/// containing them on their thread.
+fn allocation_ops(trace: &Trace) -> OpRows {
+    let mut out: OpRows = FxHashMap::default();
+    // Instants by thread track.
+    let mut by_track: FxHashMap<u32, Vec<(Ns, i64, i64)>> = FxHashMap::default();
+    for inst in &trace.instants {
+        if trace.str(inst.name) != "[memory]" {
+            continue;
+        }
+        let text = trace.args_text(inst.args);
+        let Some(bytes) = arg_i64(text, &["Bytes"]) else {
+            continue;
+        };
+        let device = arg_i64(text, &["Device Id"]).unwrap_or(-1);
+        by_track
+            .entry(inst.track.0)
+            .or_default()
+            .push((inst.ts, bytes, device));
+    }
+    if by_track.is_empty() {
+        return out;
+    }
+    let mut ops_by_track: FxHashMap<u32, Vec<(Ns, Ns, u32)>> = FxHashMap::default();
+    for span in &trace.spans {
+        if span.level == Level::Backend && by_track.contains_key(&span.track.0) {
+            ops_by_track
+                .entry(span.track.0)
+                .or_default()
+                .push((span.start, span.end, span.name.0));
+        }
+    }
+    for (track_id, mut events) in by_track {
+        let track = &trace.tracks[track_id as usize];
+        let pid = track.pid().unwrap_or(0);
+        events.sort_by_key(|e| e.0);
+        let mut ops = ops_by_track.remove(&track_id).unwrap_or_default();
+        ops.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        let mut stack: Vec<(Ns, u32)> = Vec::new();
+        let mut next = 0usize;
+        for (ts, bytes, device) in events {
+            while next < ops.len() && ops[next].0 <= ts {
+                while stack.last().is_some_and(|top| top.0 <= ops[next].0) {
+                    stack.pop();
+                }
+                stack.push((ops[next].1, ops[next].2));
+                next += 1;
+            }
+            while stack.last().is_some_and(|top| top.0 < ts) {
+                stack.pop();
+            }
+            let op = stack.last().map_or("(no operation)".to_string(), |top| {
+                trace.strings.get(strato_trace::StrId(top.1)).to_string()
+            });
+            let row = out
+                .entry((track.rank.0, pid, device))
+                .or_default()
+                .entry(op.clone())
+                .or_insert_with(|| AllocRow {
+                    op,
+                    allocations: 0,
+                    frees: 0,
+                    allocated_bytes: 0,
+                    freed_bytes: 0,
+                    max_bytes: 0,
+                });
+            if bytes >= 0 {
+                row.allocations += 1;
+                row.allocated_bytes += bytes;
+                row.max_bytes = row.max_bytes.max(bytes);
+            } else {
+                row.frees += 1;
+                row.freed_bytes += -bytes;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directions_from_names() {
+        assert_eq!(
+            copy_direction("Memcpy HtoD (Pageable -> Device)"),
+            CopyDirection::HostToDevice
+        );
+        assert_eq!(
+            copy_direction("[CUDA memcpy DtoH]"),
+            CopyDirection::DeviceToHost
+        );
+        assert_eq!(
+            copy_direction("Memcpy DtoD (Device -> Device)"),
+            CopyDirection::DeviceToDevice
+        );
+        assert_eq!(copy_direction("Memcpy PtoP"), CopyDirection::PeerToPeer);
+        assert_eq!(copy_direction("Memcpy"), CopyDirection::Unknown);
+    }
+
+    #[test]
+    fn args_and_downsample() {
+        assert_eq!(arg_i64(Some("{\"bytes\": 4096}"), &["bytes"]), Some(4096));
+        assert_eq!(arg_i64(Some("{\"Bytes\": \"-8\"}"), &["Bytes"]), Some(-8));
+        assert_eq!(arg_i64(None, &["bytes"]), None);
+        let pts: Vec<(Ns, f64)> = (0..100)
+            .map(|i| (i, if i == 57 { 1e9 } else { 1.0 }))
+            .collect();
+        let d = downsample(&pts, 10);
+        assert!(d.len() <= 10);
+        assert!(d.contains(&(57, 1e9)));
+    }
+}

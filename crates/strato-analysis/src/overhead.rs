@@ -1,0 +1,525 @@
+//! Profiling-overhead correction (RL-Scope, seed 000, section 3.4 and appendix C) for
+//! stratoscope's own recordings: counting book-keeping events, solving delta calibration from
+//! runs at increasing collection levels, and removing the calibrated cost from each CPU thread
+//! at the place it occurred ([`correct`], a pure `Trace -> Trace` transform run before
+//! analysis).
+//!
+//! Book-keeping types (keys of [`Calibration::costs_ns`]):
+//! - `annotation`: one operation or phase span (enter + exit), category `operation`/`phase`;
+//! - `untraced_hook`: one profile-hook invocation that recorded nothing (counter tracks
+//!   `untraced_hook_calls/<tid>`);
+//! - `hook_span`: one span recorded by the hook (categories `backend`, `simulator`, `library`,
+//!   `python`), including both hook invocations (call and return);
+//! - `wrapper_span`: one span recorded by a `wrap_module`/`wrap_env` wrapper (categories
+//!   `*_wrap`).
+//!
+//! Placement: a span's cost is split in four equal parts: before and after its start, before
+//! and after its end; untraced hook calls are placed just before the record that reported them
+//! (they happened between the previous record of the thread and that one). Every time `t` on a
+//! thread maps to `t - C(t)`, where `C(t)` is the cost placed at or before `t`. The cost placed
+//! between two consecutive distinct times on a thread is clamped to the gap between them, so
+//! order is kept and no span gets a negative length. Counters of a thread use its mapping;
+//! device spans move with the CPU span that shares their correlation id; other tracks are
+//! unchanged. Only ranks of format `strato` are corrected.
+
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+use strato_trace::{Ns, Trace, TrackId, TrackKind};
+
+/// Calibrated mean cost per book-keeping event, in nanoseconds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Calibration {
+    pub costs_ns: BTreeMap<String, f64>,
+}
+
+/// Book-keeping events counted in a trace (see the module docs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Counts {
+    pub annotation: u64,
+    pub untraced_hook: u64,
+    pub hook_span: u64,
+    pub wrapper_span: u64,
+}
+
+impl Counts {
+    /// `(key, count)` pairs in calibration order.
+    pub fn pairs(&self) -> [(&'static str, u64); 4] {
+        [
+            ("annotation", self.annotation),
+            ("untraced_hook", self.untraced_hook),
+            ("hook_span", self.hook_span),
+            ("wrapper_span", self.wrapper_span),
+        ]
+    }
+}
+
+/// The book-keeping type of a span category (None: not book-keeping of stratoscope's).
+pub fn kind_of_category(category: &str) -> Option<&'static str> {
+    match category {
+        "operation" | "phase" => Some("annotation"),
+        "backend" | "simulator" | "library" | "python" => Some("hook_span"),
+        c if c.ends_with("_wrap") => Some("wrapper_span"),
+        _ => None,
+    }
+}
+
+fn strato_rank(trace: &Trace, track: TrackId) -> bool {
+    let rank = trace.track(track).rank;
+    trace
+        .ranks
+        .get(rank.0 as usize)
+        .is_some_and(|r| r.format == "strato")
+}
+
+fn untraced_tid(trace: &Trace, track: TrackId) -> Option<(i64, i64)> {
+    match &trace.track(track).kind {
+        TrackKind::Counter {
+            pid: Some(pid),
+            name,
+            ..
+        } => name
+            .strip_prefix("untraced_hook_calls/")
+            .and_then(|t| t.parse().ok())
+            .map(|tid| (*pid, tid)),
+        _ => None,
+    }
+}
+
+/// Counts book-keeping events, optionally only those of process `pid`.
+pub fn count(trace: &Trace, pid: Option<i64>) -> Counts {
+    let mut counts = Counts::default();
+    for span in &trace.spans {
+        let track = trace.track(span.track);
+        if !strato_rank(trace, span.track) || pid.is_some_and(|p| track.pid() != Some(p)) {
+            continue;
+        }
+        if !matches!(track.kind, TrackKind::Thread { .. }) {
+            continue;
+        }
+        match kind_of_category(trace.str(span.category)) {
+            Some("annotation") => counts.annotation += 1,
+            Some("hook_span") => counts.hook_span += 1,
+            Some("wrapper_span") => counts.wrapper_span += 1,
+            _ => {}
+        }
+    }
+    let mut last: FxHashMap<TrackId, f64> = FxHashMap::default();
+    for c in &trace.counters {
+        if let Some((p, _)) = untraced_tid(trace, c.track) {
+            if pid.is_none_or(|want| want == p) {
+                let v = last.entry(c.track).or_insert(0.0);
+                *v = v.max(c.value);
+            }
+        }
+    }
+    counts.untraced_hook = last.values().map(|v| *v as u64).sum();
+    counts
+}
+
+/// One calibration run: its collection level, measured time and book-keeping counts.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CalibrationRun {
+    pub level: u64,
+    pub time_ns: f64,
+    pub counts: Counts,
+}
+
+/// Delta calibration over runs at levels 0 (uninstrumented), 1 (annotations), 2 (hook
+/// recording nothing), 3 (interception) and 4 (full): each level adds one book-keeping type,
+/// so its cost is the time the run adds over the level-0 run, less the calibrated cost of the
+/// types already known, divided by its count. Levels that are missing or whose count is zero
+/// leave that cost at 0. Negative estimates (noise) are clamped to 0.
+pub fn calibrate(runs: &[CalibrationRun]) -> Calibration {
+    let mut cal = Calibration::default();
+    let Some(base) = runs.iter().find(|r| r.level == 0) else {
+        return cal;
+    };
+    let order: [(u64, &str); 4] = [
+        (1, "annotation"),
+        (2, "untraced_hook"),
+        (3, "hook_span"),
+        (4, "wrapper_span"),
+    ];
+    for (level, key) in order {
+        let Some(run) = runs.iter().find(|r| r.level == level) else {
+            continue;
+        };
+        let mut known = 0.0;
+        let mut n = 0u64;
+        for (k, c) in run.counts.pairs() {
+            if k == key {
+                n = c;
+            } else {
+                known += cal.costs_ns.get(k).copied().unwrap_or(0.0) * c as f64;
+            }
+        }
+        if n > 0 {
+            let cost = ((run.time_ns - base.time_ns - known) / n as f64).max(0.0);
+            cal.costs_ns.insert(key.to_owned(), cost);
+        }
+    }
+    cal
+}
+
+/// The correction applied to one thread.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ThreadCorrection {
+    pub pid: i64,
+    pub tid: i64,
+    /// Cost removed from this thread in total.
+    pub removed_ns: Ns,
+    /// Cost that did not fit between events (clamped away).
+    pub clamped_ns: Ns,
+}
+
+/// What [`correct`] did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct CorrectionSummary {
+    pub threads: Vec<ThreadCorrection>,
+}
+
+impl CorrectionSummary {
+    /// Cost removed from thread `(pid, tid)`.
+    pub fn removed(&self, pid: i64, tid: i64) -> Ns {
+        self.threads
+            .iter()
+            .filter(|t| t.pid == pid && t.tid == tid)
+            .map(|t| t.removed_ns)
+            .sum()
+    }
+}
+
+/// The time mapping of one thread: at each distinct time, the cost removed up to and
+/// including it.
+#[derive(Debug, Default)]
+struct Mapping {
+    times: Vec<Ns>,
+    removed: Vec<Ns>,
+}
+
+impl Mapping {
+    fn shift(&self, t: Ns) -> Ns {
+        let i = self.times.partition_point(|&x| x <= t);
+        if i == 0 {
+            0
+        } else {
+            self.removed[i - 1]
+        }
+    }
+}
+
+/// Removes calibrated book-keeping cost from every CPU thread of stratoscope recordings (see
+/// the module docs). Returns the corrected trace and what was removed.
+pub fn correct(trace: &Trace, cal: &Calibration) -> (Trace, CorrectionSummary) {
+    let cost = |k: &str| cal.costs_ns.get(k).copied().unwrap_or(0.0);
+    // Per thread track: (time, before-cost, after-cost) points, and every event time.
+    let mut points: FxHashMap<TrackId, Vec<(Ns, f64, f64)>> = FxHashMap::default();
+    for span in &trace.spans {
+        if !strato_rank(trace, span.track)
+            || !matches!(trace.track(span.track).kind, TrackKind::Thread { .. })
+        {
+            continue;
+        }
+        let c = kind_of_category(trace.str(span.category)).map_or(0.0, cost) / 4.0;
+        let p = points.entry(span.track).or_default();
+        p.push((span.start, c, c));
+        p.push((span.end, c, c));
+    }
+    // Untraced counters belong to the thread track of the same (pid, tid).
+    let mut thread_of: FxHashMap<(i64, i64), TrackId> = FxHashMap::default();
+    for (i, t) in trace.tracks.iter().enumerate() {
+        if let TrackKind::Thread { pid, tid } = t.kind {
+            thread_of.insert((pid, tid), TrackId(i as u32));
+        }
+    }
+    let mut counter_thread: FxHashMap<TrackId, TrackId> = FxHashMap::default();
+    let mut last_value: FxHashMap<TrackId, f64> = FxHashMap::default();
+    let untraced_cost = cost("untraced_hook");
+    for c in &trace.counters {
+        let Some(key) = untraced_tid(trace, c.track) else {
+            continue;
+        };
+        let Some(&thread) = thread_of.get(&key) else {
+            continue;
+        };
+        counter_thread.insert(c.track, thread);
+        let prev = last_value.insert(c.track, c.value).unwrap_or(0.0);
+        let n = (c.value - prev).max(0.0);
+        points
+            .entry(thread)
+            .or_default()
+            .push((c.ts, n * untraced_cost, 0.0));
+    }
+    let mut mappings: FxHashMap<TrackId, Mapping> = FxHashMap::default();
+    let mut summary = CorrectionSummary::default();
+    let mut tracks: Vec<_> = points.into_iter().collect();
+    tracks.sort_by_key(|(t, _)| *t);
+    for (track, mut pts) in tracks {
+        pts.sort_by_key(|p| p.0);
+        let mut mapping = Mapping::default();
+        let mut removed = 0.0f64;
+        let mut clamped = 0.0f64;
+        let mut pending_after = 0.0f64;
+        let mut prev_t: Option<Ns> = None;
+        let mut i = 0;
+        while i < pts.len() {
+            let t = pts[i].0;
+            let mut before = 0.0;
+            let mut after = 0.0;
+            while i < pts.len() && pts[i].0 == t {
+                before += pts[i].1;
+                after += pts[i].2;
+                i += 1;
+            }
+            let mut add = pending_after + before;
+            if let Some(p) = prev_t {
+                let gap = (t - p) as f64;
+                if add > gap {
+                    clamped += add - gap;
+                    add = gap;
+                }
+            }
+            removed += add;
+            pending_after = after;
+            prev_t = Some(t);
+            mapping.times.push(t);
+            mapping.removed.push(removed.round() as Ns);
+        }
+        if let Some(p) = prev_t {
+            // The after-part of the last record lands just after it.
+            removed += pending_after;
+            mapping.times.push(p + 1);
+            mapping.removed.push(removed.round() as Ns);
+        }
+        if let TrackKind::Thread { pid, tid } = trace.track(track).kind {
+            summary.threads.push(ThreadCorrection {
+                pid,
+                tid,
+                removed_ns: removed.round() as Ns,
+                clamped_ns: clamped.round() as Ns,
+            });
+        }
+        mappings.insert(track, mapping);
+    }
+    let mut out = trace.clone();
+    let mut corr_shift: FxHashMap<u64, Ns> = FxHashMap::default();
+    for span in &mut out.spans {
+        if let Some(m) = mappings.get(&span.track) {
+            let (s, e) = (m.shift(span.start), m.shift(span.end));
+            if let Some(c) = span.correlation {
+                corr_shift.entry(c).or_insert(s);
+            }
+            span.start -= s;
+            span.end = (span.end - e).max(span.start);
+        }
+    }
+    for span in &mut out.spans {
+        if trace.track(span.track).is_device() {
+            if let Some(s) = span.correlation.and_then(|c| corr_shift.get(&c)) {
+                span.start -= s;
+                span.end -= s;
+            }
+        }
+    }
+    for i in &mut out.instants {
+        if let Some(m) = mappings.get(&i.track) {
+            i.ts -= m.shift(i.ts);
+        }
+    }
+    for c in &mut out.counters {
+        let track = counter_thread.get(&c.track).copied().unwrap_or(c.track);
+        if let Some(m) = mappings.get(&track) {
+            c.ts -= m.shift(c.ts);
+        }
+    }
+    for f in &mut out.flows {
+        for end in [&mut f.from, &mut f.to].into_iter().flatten() {
+            if let Some(s) = end.span {
+                end.ts = out.spans[s.0 as usize].start;
+            }
+        }
+    }
+    (out, summary)
+}
+
+/// The calibration stored with a recording (`calibration.json` beside the files, which the
+/// importer puts in the rank's metadata under `"calibration"`).
+pub fn recorded_calibration(trace: &Trace) -> Option<Calibration> {
+    trace.ranks.iter().find_map(|r| {
+        if r.format != "strato" {
+            return None;
+        }
+        let meta: serde_json::Value = serde_json::from_str(r.metadata_json.as_deref()?).ok()?;
+        serde_json::from_value(meta.get("calibration")?.clone()).ok()
+    })
+}
+
+/// Applies [`correct`] with the recording's own calibration, when it has one; other traces are
+/// returned unchanged. This runs before every analysis of a calibrated recording.
+pub fn apply_recorded_calibration(trace: Trace) -> Trace {
+    match recorded_calibration(&trace) {
+        Some(cal) if !cal.costs_ns.is_empty() => correct(&trace, &cal).0,
+        _ => trace,
+    }
+}
+
+/// The cost [`correct`] would remove from thread `(pid, tid)` at or before time `t`.
+pub fn removed_before(trace: &Trace, cal: &Calibration, pid: i64, tid: i64, t: Ns) -> Ns {
+    // Used for validation: correct, then read the thread's mapping at `t` through a marker.
+    let mut probe = trace.clone();
+    let track = probe.tracks.iter().position(
+        |tr| matches!(tr.kind, TrackKind::Thread { pid: p, tid: x } if p == pid && x == tid),
+    );
+    let Some(track) = track else { return 0 };
+    let name = probe.intern("__probe__");
+    probe.instants.push(strato_trace::Instant {
+        track: TrackId(track as u32),
+        ts: t,
+        name,
+        category: name,
+        level: strato_trace::Level::Other,
+        args: None,
+    });
+    let (corrected, _) = correct(&probe, cal);
+    corrected.instants.last().map_or(0, |i| t - i.ts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strato_trace::{CounterSample, Level, Rank, Span, TrackIndexHandle};
+
+    fn trace() -> Trace {
+        let mut t = Trace::default();
+        let rank = t.add_rank(Rank {
+            rank: None,
+            world_size: None,
+            source: "x".into(),
+            format: "strato".into(),
+            host: None,
+            metadata_json: None,
+        });
+        let mut idx = TrackIndexHandle::default();
+        let cpu = t.track_for(&mut idx, rank, TrackKind::Thread { pid: 1, tid: 1 });
+        let ctr = t.track_for(
+            &mut idx,
+            rank,
+            TrackKind::Counter {
+                pid: Some(1),
+                device: None,
+                name: "untraced_hook_calls/1".into(),
+                unit: "count".into(),
+            },
+        );
+        let op = t.intern("operation");
+        let lib = t.intern("library");
+        let step = t.intern("step");
+        let dot = t.intern("numpy.dot");
+        // step [0, 1000) containing numpy.dot [100, 300); 10 untraced calls reported at 300.
+        t.spans.push(Span {
+            track: cpu,
+            start: 0,
+            end: 1000,
+            name: step,
+            category: op,
+            level: Level::Operation,
+            correlation: None,
+            external_id: None,
+            args: None,
+        });
+        t.spans.push(Span {
+            track: cpu,
+            start: 100,
+            end: 300,
+            name: dot,
+            category: lib,
+            level: Level::Library,
+            correlation: None,
+            external_id: None,
+            args: None,
+        });
+        t.counters.push(CounterSample {
+            track: ctr,
+            ts: 300,
+            value: 10.0,
+        });
+        t
+    }
+
+    #[test]
+    fn counts_and_correction() {
+        let t = trace();
+        let c = count(&t, None);
+        assert_eq!(
+            c,
+            Counts {
+                annotation: 1,
+                untraced_hook: 10,
+                hook_span: 1,
+                wrapper_span: 0
+            }
+        );
+        let cal = Calibration {
+            costs_ns: [
+                ("annotation".to_string(), 40.0),
+                ("hook_span".to_string(), 80.0),
+                ("untraced_hook".to_string(), 5.0),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        let (out, summary) = correct(&t, &cal);
+        // Total removed: 40 + 80 + 50.
+        assert_eq!(summary.removed(1, 1), 170);
+        let step = &out.spans[0];
+        // Before-start quarter of the step (10) shifts its start too.
+        assert_eq!(step.start, -10);
+        assert_eq!(step.end - step.start, 1000 - 150);
+        let dot = &out.spans[1];
+        // dot loses its inner quarters (20 + 20) and the untraced calls reported at its end.
+        assert_eq!(dot.end - dot.start, 200 - 40 - 50);
+        assert_eq!(removed_before(&t, &cal, 1, 1, 2000), 170);
+    }
+
+    #[test]
+    fn clamps_to_gaps_and_calibrates() {
+        let t = trace();
+        let cal = Calibration {
+            costs_ns: [("untraced_hook".to_string(), 1000.0)]
+                .into_iter()
+                .collect(),
+        };
+        let (out, summary) = correct(&t, &cal);
+        assert!(out.spans.iter().all(|s| s.end >= s.start));
+        assert_eq!(summary.threads[0].clamped_ns, 10_000 - 200);
+        let runs = [
+            CalibrationRun {
+                level: 0,
+                time_ns: 1000.0,
+                counts: Counts::default(),
+            },
+            CalibrationRun {
+                level: 1,
+                time_ns: 1100.0,
+                counts: Counts {
+                    annotation: 10,
+                    ..Counts::default()
+                },
+            },
+            CalibrationRun {
+                level: 2,
+                time_ns: 1300.0,
+                counts: Counts {
+                    annotation: 10,
+                    untraced_hook: 100,
+                    ..Counts::default()
+                },
+            },
+        ];
+        let cal = calibrate(&runs);
+        assert_eq!(cal.costs_ns["annotation"], 10.0);
+        assert_eq!(cal.costs_ns["untraced_hook"], 2.0);
+    }
+}

@@ -1,0 +1,382 @@
+//! Scoping helpers shared by the cross-stack analyses (breakdown, transitions, hierarchy,
+//! layers): which spans are operations, which levels are CPU strata and which device work, the
+//! processes of a trace with their threads and *annotated thread*, the innermost operation on
+//! that thread at any instant, the launch of a device op (by correlation id) and the process
+//! and operation a device op is attributed to.
+//!
+//! No window or conservation rule of its own: this module only classifies and indexes.
+//!
+//! Rules (see `docs/analyses/breakdown.md`):
+//! - an *operation* span is a span of level `Operation` on a CPU thread, or a span named
+//!   `ProfilerStep#N` at any level (the 2021 Kineto schema files step markers as `Operator`);
+//! - *CPU strata*: Python, Backend, Simulator, Library, AcceleratorApi, Os, Overhead. `Other`
+//!   spans (profiler ranges) belong to no stratum and are ignored;
+//! - *device work*: DeviceKernel, DeviceCopy, DeviceSet on a device queue (device-side syncs are
+//!   waits, not work);
+//! - a process is (rank, pid) of its thread tracks. Its *annotated thread* is the thread whose
+//!   operation spans cover the most time (ties: more operation spans, more CPU spans, lower
+//!   track id). Where no thread has operations it is the thread with the most CPU spans;
+//! - a device op's launch is the CPU span of the same rank with the same correlation id
+//!   (runtime calls preferred); the device op belongs to that span's process and to the
+//!   operation innermost on that process's annotated thread at the launch's start. A device op
+//!   without a launch is given to the rank's only process when the rank has exactly one
+//!   (operation at the device op's own start), else it stays unattributed.
+
+use std::cmp::Reverse;
+use std::collections::BTreeSet;
+
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use strato_trace::{Level, Ns, RankId, Span, Trace, TrackId, TrackKind};
+
+/// True for the CPU strata the breakdown reports.
+pub fn is_cpu_level(level: Level) -> bool {
+    matches!(
+        level,
+        Level::Python
+            | Level::Backend
+            | Level::Simulator
+            | Level::Library
+            | Level::AcceleratorApi
+            | Level::Os
+            | Level::Overhead
+    )
+}
+
+/// True for device work: kernels, copies and sets.
+pub fn is_device_work(level: Level) -> bool {
+    matches!(
+        level,
+        Level::DeviceKernel | Level::DeviceCopy | Level::DeviceSet
+    )
+}
+
+/// True when `name` is a PyTorch profiler step marker (`ProfilerStep#12`).
+pub fn is_step_name(name: &str) -> bool {
+    name.strip_prefix("ProfilerStep#")
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The level a span is treated at: `Operation` for step markers, else its own.
+pub fn effective_level(trace: &Trace, span: &Span) -> Level {
+    if span.level != Level::Operation
+        && span.level != Level::Phase
+        && !trace.track(span.track).is_device()
+        && is_step_name(trace.str(span.name))
+    {
+        Level::Operation
+    } else {
+        span.level
+    }
+}
+
+/// A process: a pid of a rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct ProcessKey {
+    pub rank: RankId,
+    pub pid: i64,
+}
+
+/// One process with its threads and operation timeline.
+#[derive(Debug, Clone)]
+pub struct ProcessScope {
+    pub key: ProcessKey,
+    /// Thread tracks of the process, by track id.
+    pub threads: Vec<TrackId>,
+    /// The annotated thread (see the module docs); `None` only when the process has no spans.
+    pub annotated: Option<TrackId>,
+    /// Disjoint `[start, end)` segments of the annotated thread with the innermost operation
+    /// span active there, sorted by start.
+    pub op_segments: Vec<(Ns, Ns, u32)>,
+}
+
+impl ProcessScope {
+    /// The innermost operation span on the annotated thread at `t`.
+    pub fn operation_at(&self, t: Ns) -> Option<u32> {
+        let i = self.op_segments.partition_point(|s| s.0 <= t);
+        let seg = self.op_segments.get(i.checked_sub(1)?)?;
+        (t < seg.1).then_some(seg.2)
+    }
+}
+
+/// How a device op found its process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AttributedBy {
+    /// Its launch's correlation id.
+    Correlation,
+    /// The rank has a single process.
+    OnlyProcess,
+}
+
+/// The process and operation a device op belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceOwner {
+    /// The device op's span index.
+    pub span: u32,
+    /// Index into [`Scopes::processes`].
+    pub process: usize,
+    /// The launching operation span, when one was active.
+    pub operation: Option<u32>,
+    /// The launch span, when found by correlation.
+    pub launch: Option<u32>,
+    pub by: AttributedBy,
+}
+
+/// The scoping index of a whole trace.
+#[derive(Debug, Clone)]
+pub struct Scopes {
+    pub processes: Vec<ProcessScope>,
+    /// Span ids of each track (in span order).
+    pub by_track: Vec<Vec<u32>>,
+    /// Process index of each thread track (`None` for other tracks).
+    pub process_of_track: Vec<Option<usize>>,
+    /// (rank, correlation) -> launching CPU span.
+    pub launch: FxHashMap<(u32, u64), u32>,
+    /// Device work spans with their owner; `unattributed` lists the rest.
+    pub device_owners: Vec<DeviceOwner>,
+    pub unattributed: Vec<u32>,
+}
+
+/// Tracks the innermost of a set of nested (or overlapping) spans: the active span with the
+/// latest start; for equal starts the earlier end, then the lower stratum.
+#[derive(Debug, Default)]
+pub struct Innermost {
+    set: BTreeSet<(Ns, Reverse<Ns>, u8, u32)>,
+}
+
+impl Innermost {
+    fn key(span: &Span, level: Level, idx: u32) -> (Ns, Reverse<Ns>, u8, u32) {
+        (span.start, Reverse(span.end), level.code(), idx)
+    }
+    pub fn insert(&mut self, span: &Span, level: Level, idx: u32) {
+        self.set.insert(Self::key(span, level, idx));
+    }
+    pub fn remove(&mut self, span: &Span, level: Level, idx: u32) {
+        self.set.remove(&Self::key(span, level, idx));
+    }
+    /// The innermost active span and its level code.
+    pub fn get(&self) -> Option<(u32, u8)> {
+        self.set.last().map(|k| (k.3, k.2))
+    }
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty()
+    }
+}
+
+/// Flattens spans (nested or overlapping, e.g. operations) into disjoint `[start, end)`
+/// segments labelled with the innermost span active there.
+pub fn flatten_innermost(trace: &Trace, ops: &[u32]) -> Vec<(Ns, Ns, u32)> {
+    let mut events: Vec<(Ns, bool, u32)> = Vec::with_capacity(ops.len() * 2);
+    for &i in ops {
+        let s = &trace.spans[i as usize];
+        if s.end > s.start {
+            events.push((s.start, true, i));
+            events.push((s.end, false, i));
+        }
+    }
+    events.sort_unstable();
+    let mut active = Innermost::default();
+    let mut out: Vec<(Ns, Ns, u32)> = Vec::new();
+    let mut k = 0;
+    while k < events.len() {
+        let t = events[k].0;
+        while k < events.len() && events[k].0 == t {
+            let (_, start, i) = events[k];
+            let span = &trace.spans[i as usize];
+            if start {
+                active.insert(span, Level::Operation, i);
+            } else {
+                active.remove(span, Level::Operation, i);
+            }
+            k += 1;
+        }
+        let Some(next) = events.get(k).map(|e| e.0) else {
+            break;
+        };
+        if let Some((op, _)) = active.get() {
+            match out.last_mut() {
+                Some(last) if last.1 == t && last.2 == op => last.1 = next,
+                _ => out.push((t, next, op)),
+            }
+        }
+    }
+    out
+}
+
+impl Scopes {
+    /// Builds the index. O(n log n) in the number of spans.
+    pub fn build(trace: &Trace) -> Scopes {
+        let mut by_track: Vec<Vec<u32>> = vec![Vec::new(); trace.tracks.len()];
+        for (i, s) in trace.spans.iter().enumerate() {
+            by_track[s.track.0 as usize].push(i as u32);
+        }
+        // Processes from thread tracks.
+        let mut index: FxHashMap<ProcessKey, usize> = FxHashMap::default();
+        let mut processes: Vec<ProcessScope> = Vec::new();
+        let mut process_of_track = vec![None; trace.tracks.len()];
+        for (t, track) in trace.tracks.iter().enumerate() {
+            if let TrackKind::Thread { pid, .. } = track.kind {
+                if by_track[t].is_empty() {
+                    continue;
+                }
+                let key = ProcessKey {
+                    rank: track.rank,
+                    pid,
+                };
+                let p = *index.entry(key).or_insert_with(|| {
+                    processes.push(ProcessScope {
+                        key,
+                        threads: Vec::new(),
+                        annotated: None,
+                        op_segments: Vec::new(),
+                    });
+                    processes.len() - 1
+                });
+                processes[p].threads.push(TrackId(t as u32));
+                process_of_track[t] = Some(p);
+            }
+        }
+        processes.sort_by_key(|p| p.key);
+        for (i, p) in processes.iter().enumerate() {
+            for t in &p.threads {
+                process_of_track[t.0 as usize] = Some(i);
+            }
+        }
+        // Annotated thread and its operation segments.
+        for p in &mut processes {
+            let mut best: Option<((Ns, usize, usize, Reverse<u32>), TrackId, Vec<u32>)> = None;
+            for &t in &p.threads {
+                let spans = &by_track[t.0 as usize];
+                let ops: Vec<u32> = spans
+                    .iter()
+                    .copied()
+                    .filter(|&i| {
+                        effective_level(trace, &trace.spans[i as usize]) == Level::Operation
+                    })
+                    .collect();
+                let covered = crate::gpu_time::length(&crate::gpu_time::merge(ops.iter().map(
+                    |&i| {
+                        let s = &trace.spans[i as usize];
+                        (s.start, s.end)
+                    },
+                )));
+                let cpu = spans
+                    .iter()
+                    .filter(|&&i| is_cpu_level(trace.spans[i as usize].level))
+                    .count();
+                let score = (covered, ops.len(), cpu, Reverse(t.0));
+                if best.as_ref().is_none_or(|b| score > b.0) {
+                    best = Some((score, t, ops));
+                }
+            }
+            if let Some((_, t, ops)) = best {
+                p.annotated = Some(t);
+                p.op_segments = flatten_innermost(trace, &ops);
+            }
+        }
+        // Launches by correlation: runtime calls preferred over other CPU spans.
+        let mut launch: FxHashMap<(u32, u64), u32> = FxHashMap::default();
+        for (i, s) in trace.spans.iter().enumerate() {
+            let Some(c) = s.correlation else { continue };
+            let track = trace.track(s.track);
+            if !matches!(track.kind, TrackKind::Thread { .. }) {
+                continue;
+            }
+            let key = (track.rank.0, c);
+            match launch.get(&key) {
+                Some(&old)
+                    if trace.spans[old as usize].level == Level::AcceleratorApi
+                        || s.level != Level::AcceleratorApi => {}
+                _ => {
+                    launch.insert(key, i as u32);
+                }
+            }
+        }
+        // Device owners.
+        let mut only_process: FxHashMap<u32, Option<usize>> = FxHashMap::default();
+        for (i, p) in processes.iter().enumerate() {
+            only_process
+                .entry(p.key.rank.0)
+                .and_modify(|v| *v = None)
+                .or_insert(Some(i));
+        }
+        let mut device_owners = Vec::new();
+        let mut unattributed = Vec::new();
+        for (i, s) in trace.spans.iter().enumerate() {
+            let track = trace.track(s.track);
+            if !track.is_device() || !is_device_work(s.level) {
+                continue;
+            }
+            let found = s
+                .correlation
+                .and_then(|c| launch.get(&(track.rank.0, c)).copied());
+            let owner = match found {
+                Some(l) => {
+                    let ls = &trace.spans[l as usize];
+                    process_of_track[ls.track.0 as usize].map(|p| DeviceOwner {
+                        span: i as u32,
+                        process: p,
+                        operation: processes[p].operation_at(ls.start),
+                        launch: Some(l),
+                        by: AttributedBy::Correlation,
+                    })
+                }
+                None => only_process
+                    .get(&track.rank.0)
+                    .copied()
+                    .flatten()
+                    .map(|p| DeviceOwner {
+                        span: i as u32,
+                        process: p,
+                        operation: processes[p].operation_at(s.start),
+                        launch: None,
+                        by: AttributedBy::OnlyProcess,
+                    }),
+            };
+            match owner {
+                Some(o) => device_owners.push(o),
+                None => unattributed.push(i as u32),
+            }
+        }
+        Scopes {
+            processes,
+            by_track,
+            process_of_track,
+            launch,
+            device_owners,
+            unattributed,
+        }
+    }
+
+    /// The launch span of device op `span` (by correlation), if any.
+    pub fn launch_of(&self, trace: &Trace, span: u32) -> Option<u32> {
+        let s = &trace.spans[span as usize];
+        let rank = trace.track(s.track).rank.0;
+        s.correlation
+            .and_then(|c| self.launch.get(&(rank, c)).copied())
+    }
+}
+
+/// Display label of an operation: step markers fold into `ProfilerStep#*` unless `per_step`.
+pub fn operation_label(name: &str, per_step: bool) -> String {
+    if !per_step && is_step_name(name) {
+        "ProfilerStep#*".to_owned()
+    } else {
+        name.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_names() {
+        assert!(is_step_name("ProfilerStep#12"));
+        assert!(!is_step_name("ProfilerStep#"));
+        assert!(!is_step_name("ProfilerStep#1x"));
+        assert_eq!(operation_label("ProfilerStep#3", false), "ProfilerStep#*");
+        assert_eq!(operation_label("ProfilerStep#3", true), "ProfilerStep#3");
+    }
+}

@@ -1,0 +1,201 @@
+//! `strato kernels`: kernel statistics and launch/queue latencies (Zins table 4.1), per kernel
+//! name and per launching op, ranked, top-N folded. Also holds the small aligned-table / CSV
+//! writer the iterations and memory commands share.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use clap::Args;
+use strato_analysis::kernel_stats::{kernel_stats, Latency, StatRow};
+
+/// Arguments of `strato kernels`.
+#[derive(Args, Debug)]
+pub struct KernelsArgs {
+    /// Trace files, directories of ranks, or a profile directory.
+    #[arg(required = true)]
+    inputs: Vec<PathBuf>,
+    /// Rows kept per table; the rest are folded into one `(other N)` row (0: all).
+    #[arg(long, default_value_t = 20)]
+    top: usize,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+    /// Print the tables as CSV.
+    #[arg(long, conflicts_with = "json")]
+    csv: bool,
+}
+
+/// A text table: right-aligned columns except those marked left, or CSV.
+pub(crate) struct Table {
+    headers: Vec<&'static str>,
+    left: Vec<bool>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// Columns named `headers`; names starting with `<` are left-aligned (the `<` is dropped).
+    pub(crate) fn new(headers: &[&'static str]) -> Self {
+        Table {
+            left: headers.iter().map(|h| h.starts_with('<')).collect(),
+            headers: headers.iter().map(|h| h.trim_start_matches('<')).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    pub(crate) fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    pub(crate) fn write(&self, out: &mut dyn Write, csv: bool) -> std::io::Result<()> {
+        if csv {
+            let line = |cells: &mut dyn Iterator<Item = &str>| -> String {
+                cells
+                    .map(|c| {
+                        if c.contains([',', '"', '\n']) {
+                            format!("\"{}\"", c.replace('"', "\"\""))
+                        } else {
+                            c.to_string()
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join(",")
+            };
+            writeln!(out, "{}", line(&mut self.headers.iter().copied()))?;
+            for r in &self.rows {
+                writeln!(out, "{}", line(&mut r.iter().map(String::as_str)))?;
+            }
+            return Ok(());
+        }
+        let mut width: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
+        for r in &self.rows {
+            for (k, c) in r.iter().enumerate() {
+                if k < width.len() {
+                    width[k] = width[k].max(c.chars().count());
+                }
+            }
+        }
+        let fmt = |cells: &mut dyn Iterator<Item = &str>| -> String {
+            let parts: Vec<String> = cells
+                .enumerate()
+                .map(|(k, c)| {
+                    let w = width.get(k).copied().unwrap_or(0);
+                    if self.left.get(k).copied().unwrap_or(false) {
+                        format!("{c:<w$}")
+                    } else {
+                        format!("{c:>w$}")
+                    }
+                })
+                .collect();
+            parts.join("  ").trim_end().to_string()
+        };
+        writeln!(out, "{}", fmt(&mut self.headers.iter().copied()))?;
+        for r in &self.rows {
+            writeln!(out, "{}", fmt(&mut r.iter().map(String::as_str)))?;
+        }
+        Ok(())
+    }
+}
+
+/// Nanoseconds as microseconds with 3 decimals.
+pub(crate) fn us(ns: f64) -> String {
+    format!("{:.3}", ns / 1e3)
+}
+
+fn shorten(name: &str, max: usize) -> String {
+    if name.chars().count() <= max {
+        return name.to_string();
+    }
+    let cut: String = name.chars().take(max.saturating_sub(3)).collect();
+    format!("{cut}...")
+}
+
+fn stat_table(rows: &[StatRow], what: &'static str, csv: bool) -> Table {
+    let mut t = Table::new(&[
+        "rank#", what, "count", "total us", "mean us", "std us", "min us", "max us", "share %",
+    ]);
+    for (k, r) in rows.iter().enumerate() {
+        t.row(vec![
+            (k + 1).to_string(),
+            if csv {
+                r.name.clone()
+            } else {
+                shorten(&r.name, 60)
+            },
+            r.count.to_string(),
+            us(r.total_ns as f64),
+            us(r.mean_ns),
+            us(r.std_ns),
+            us(r.min_ns as f64),
+            us(r.max_ns as f64),
+            format!("{:.2}", 100.0 * r.share),
+        ]);
+    }
+    t.left[1] = true;
+    t
+}
+
+fn latency_line(label: &str, l: &Option<Latency>) -> String {
+    match l {
+        None => format!("{label}: not in this source"),
+        Some(l) => format!(
+            "{label}: n {} mean {} us  std {} us  min {} us  p50 {} us  p95 {} us  max {} us",
+            l.count,
+            us(l.mean_ns),
+            us(l.std_ns),
+            us(l.min_ns as f64),
+            us(l.p50_ns as f64),
+            us(l.p95_ns as f64),
+            us(l.max_ns as f64)
+        ),
+    }
+}
+
+/// Runs `strato kernels`.
+pub fn run(args: KernelsArgs, level_map: Option<&Path>, out: &mut dyn Write) -> Result<()> {
+    let trace = crate::app::load(&args.inputs, &crate::app::import_options(level_map, true)?)?;
+    let report = kernel_stats(&trace, args.top);
+    if args.json {
+        serde_json::to_writer_pretty(&mut *out, &report)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    for r in &report.ranks {
+        if !args.csv {
+            writeln!(
+                out,
+                "rank {} ({}): {} device ops, {} us device time\n",
+                r.rank,
+                r.source,
+                r.device_ops,
+                us(r.device_time_ns as f64)
+            )?;
+        }
+        stat_table(&r.kernels, "<kernel", args.csv).write(out, args.csv)?;
+        writeln!(out)?;
+        stat_table(&r.ops, "<launching op", args.csv).write(out, args.csv)?;
+        if !args.csv {
+            writeln!(out)?;
+            writeln!(
+                out,
+                "{}",
+                latency_line(
+                    "launch latency (API end -> device start)",
+                    &r.launch_latency
+                )
+            )?;
+            writeln!(
+                out,
+                "{}",
+                latency_line("queue latency (queued -> submit)", &r.queue_latency)
+            )?;
+            writeln!(
+                out,
+                "{}",
+                latency_line("submit latency (submit -> start)", &r.submit_latency)
+            )?;
+            writeln!(out)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,443 @@
+//! `strato measure`: parallel, accurate measurement of auto-tuning candidates (the
+//! `strato-measure` engine). Modes: measure a candidate list (or a built-in workload) with the
+//! calibrated engine; `--compare-serial` against the conventional serial harness; `--serve` a
+//! JSON-lines server for tuners (the Python API); `--worker`, the worker process itself.
+
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use strato_measure::calibrate::Params;
+use strato_measure::candidate::{self, Candidate};
+use strato_measure::compare::{self, CompareConfig, CompareReport};
+use strato_measure::engine::{Engine, EngineConfig, Parallelism, RunReport};
+use strato_measure::WorkerSpec;
+
+/// Arguments of `strato measure`.
+#[derive(Args, Debug)]
+pub(crate) struct MeasureArgs {
+    /// Candidate list file (JSON, see docs/measure.md).
+    candidates: Option<PathBuf>,
+    /// Use a built-in workload instead of a file: opencl-matmul.
+    #[arg(long, value_name = "NAME")]
+    example: Option<String>,
+    /// Problem size of the built-in workload (N for an N x N matmul).
+    #[arg(long, default_value_t = 128)]
+    size: usize,
+    /// Write the candidate list of --example to FILE and exit.
+    #[arg(long, value_name = "FILE")]
+    write_candidates: Option<PathBuf>,
+    /// Compare with the conventional serial harness (fresh process per candidate, CPU
+    /// timestamps) and with the engine pinned to parallelism 1.
+    #[arg(long)]
+    compare_serial: bool,
+    /// With --compare-serial: skip the engine pinned to parallelism 1.
+    #[arg(long)]
+    no_pinned: bool,
+    /// With --compare-serial: static timeout of the serial harness (s).
+    #[arg(long, default_value_t = 3.0)]
+    serial_timeout: f64,
+    /// With --compare-serial: interleaved passes re-measuring the bests.
+    #[arg(long, default_value_t = 7)]
+    verify_passes: usize,
+    /// Parallelism: `auto` (REACT) or a fixed number.
+    #[arg(long, default_value = "auto")]
+    parallelism: String,
+    /// Timed runs per measurement.
+    #[arg(long, default_value_t = 10)]
+    repeats: u32,
+    /// Untimed runs before them.
+    #[arg(long, default_value_t = 1)]
+    warmup: u32,
+    /// Calibrator parameters as JSON, e.g. '{"tau":0.1,"max_dp":4}' (see docs/measure.md).
+    #[arg(long, value_name = "JSON")]
+    params: Option<String>,
+    /// Worker command (default: this program in `measure --worker` mode).
+    #[arg(long, value_name = "CMD")]
+    worker_cmd: Option<String>,
+    /// Let timed runs of different workers overlap (naive parallel measurement); by default
+    /// they are serialised as a GPU serialises kernels of different processes.
+    #[arg(long)]
+    no_device_lock: bool,
+    /// Keep PoCL's kernel cache (default: POCL_KERNEL_CACHE=0 for honest compile times).
+    #[arg(long)]
+    pocl_cache: bool,
+    /// Stream every decision as JSON lines to FILE.
+    #[arg(long, value_name = "FILE")]
+    log: Option<PathBuf>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Serve JSON-lines requests on stdin (used by the Python API).
+    #[arg(long)]
+    serve: bool,
+    /// Run as a measurement worker (framed protocol on stdin/stdout).
+    #[arg(long, hide = true)]
+    worker: bool,
+}
+
+fn worker_command(args: &MeasureArgs) -> Result<Vec<String>> {
+    if let Some(cmd) = &args.worker_cmd {
+        let parts: Vec<String> = cmd.split_whitespace().map(String::from).collect();
+        if parts.is_empty() {
+            bail!("--worker-cmd is empty");
+        }
+        return Ok(parts);
+    }
+    if let Ok(cmd) = std::env::var("STRATO_MEASURE_WORKER") {
+        let parts: Vec<String> = cmd.split_whitespace().map(String::from).collect();
+        if !parts.is_empty() {
+            return Ok(parts);
+        }
+    }
+    let exe = std::env::current_exe().context("cannot find this program to start workers")?;
+    let name = exe
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if name.starts_with("strato") {
+        return Ok(vec![
+            exe.to_string_lossy().into_owned(),
+            "measure".into(),
+            "--worker".into(),
+        ]);
+    }
+    // Embedded (e.g. in Python): look for a worker next to us or on PATH.
+    for dir in std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default()
+    {
+        let w = dir.join("strato-measure-worker");
+        if w.is_file() {
+            return Ok(vec![w.to_string_lossy().into_owned()]);
+        }
+        let s = dir.join("strato");
+        if s.is_file() {
+            return Ok(vec![
+                s.to_string_lossy().into_owned(),
+                "measure".into(),
+                "--worker".into(),
+            ]);
+        }
+    }
+    bail!("no worker program: set STRATO_MEASURE_WORKER or pass --worker-cmd")
+}
+
+fn engine_config(args: &MeasureArgs) -> Result<EngineConfig> {
+    let mut spec = WorkerSpec::new(worker_command(args)?);
+    if args.pocl_cache {
+        spec.env.retain(|(k, _)| k != "POCL_KERNEL_CACHE");
+    }
+    let mut params = Params::default();
+    if let Some(text) = &args.params {
+        // Overlay the given keys on the defaults.
+        let mut value = serde_json::to_value(&params)?;
+        let over: serde_json::Value =
+            serde_json::from_str(text).context("--params: not a JSON object")?;
+        match (value.as_object_mut(), over.as_object()) {
+            (Some(base), Some(over)) => {
+                for (k, v) in over {
+                    if !base.contains_key(k) {
+                        bail!("--params: unknown parameter {k:?}");
+                    }
+                    base.insert(k.clone(), v.clone());
+                }
+            }
+            _ => bail!("--params: not a JSON object"),
+        }
+        params = serde_json::from_value(value).context("--params")?;
+    }
+    let parallelism = match args.parallelism.as_str() {
+        "auto" => Parallelism::Adaptive,
+        n => Parallelism::Fixed(
+            n.parse::<usize>()
+                .ok()
+                .filter(|&n| n > 0)
+                .context("--parallelism: `auto` or a positive number")?,
+        ),
+    };
+    Ok(EngineConfig {
+        worker: spec,
+        repeats: args.repeats.max(1),
+        warmup: args.warmup,
+        params,
+        parallelism,
+        devices: 1,
+        device_lock: !args.no_device_lock,
+    })
+}
+
+fn load_candidates(args: &MeasureArgs) -> Result<Vec<Candidate>> {
+    match (&args.example, &args.candidates) {
+        (Some(name), None) => {
+            strato_measure::examples::by_name(name, args.size).with_context(|| {
+                format!(
+                    "--example: unknown workload {name:?} (known: {})",
+                    strato_measure::examples::NAMES.join(", ")
+                )
+            })
+        }
+        (None, Some(path)) => {
+            candidate::read_list(path).with_context(|| path.display().to_string())
+        }
+        (Some(_), Some(_)) => bail!("give a candidate list or --example, not both"),
+        (None, None) => bail!("measure: give a candidate list file or --example NAME"),
+    }
+}
+
+fn log_sink(args: &MeasureArgs) -> Result<Option<Box<dyn Write + Send>>> {
+    Ok(match &args.log {
+        None => None,
+        Some(p) => Some(Box::new(std::io::BufWriter::new(
+            std::fs::File::create(p).with_context(|| format!("{}: cannot create", p.display()))?,
+        ))),
+    })
+}
+
+/// Runs `strato measure`.
+pub(crate) fn run(args: MeasureArgs, out: &mut dyn Write) -> Result<()> {
+    if args.worker {
+        // The worker owns stdin/stdout; nothing else may write to them.
+        let code = strato_measure::worker::main();
+        if code != std::process::ExitCode::SUCCESS {
+            bail!("measure worker failed");
+        }
+        return Ok(());
+    }
+    if args.serve {
+        return serve(&args);
+    }
+    let candidates = load_candidates(&args)?;
+    if let Some(path) = &args.write_candidates {
+        let text = serde_json::to_string_pretty(&candidate::to_list_json(&candidates))?;
+        std::fs::write(path, text).with_context(|| format!("{}: cannot write", path.display()))?;
+        writeln!(
+            out,
+            "wrote {} candidates to {}",
+            candidates.len(),
+            path.display()
+        )?;
+        return Ok(());
+    }
+    if candidates.is_empty() {
+        bail!("no candidates");
+    }
+    let cfg = engine_config(&args)?;
+    if args.compare_serial {
+        let mut ccfg = CompareConfig::new(cfg);
+        ccfg.serial_timeout_s = args.serial_timeout;
+        ccfg.pinned = !args.no_pinned;
+        ccfg.verify_passes = args.verify_passes;
+        let report = compare::run(&ccfg, &candidates, &mut |line| {
+            eprintln!("strato measure: {line}")
+        })?;
+        if args.json {
+            serde_json::to_writer_pretty(&mut *out, &report)?;
+            writeln!(out)?;
+        } else {
+            print_compare(out, &report)?;
+        }
+        return Ok(());
+    }
+    let mut engine = Engine::new(cfg);
+    if let Some(sink) = log_sink(&args)? {
+        engine = engine.with_log_sink(sink);
+    }
+    let report = engine.measure(&candidates)?;
+    if args.json {
+        serde_json::to_writer_pretty(&mut *out, &report)?;
+        writeln!(out)?;
+    } else {
+        print_run(out, &report)?;
+    }
+    Ok(())
+}
+
+fn ms(ns: Option<f64>) -> String {
+    ns.map_or("-".into(), |v| format!("{:.3} ms", v / 1e6))
+}
+
+fn print_run(out: &mut dyn Write, r: &RunReport) -> Result<()> {
+    writeln!(
+        out,
+        "device: {}",
+        r.device.as_deref().unwrap_or("(none started)")
+    )?;
+    writeln!(
+        out,
+        "{} candidates in {:.2} s; {}",
+        r.candidates,
+        r.total_s,
+        r.counts
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )?;
+    writeln!(
+        out,
+        "workers started {}, replaced {}",
+        r.workers_started, r.workers_replaced
+    )?;
+    let dps: Vec<String> = r.dp_timeline.iter().map(|p| p.dp.to_string()).collect();
+    writeln!(out, "parallelism by round: {}", dps.join(" "))?;
+    for d in &r.delta_by_dp {
+        writeln!(
+            out,
+            "  dp {}: delta_mean {:.2}% over {} rounds (max {:.2}%)",
+            d.dp,
+            100.0 * d.delta_mean,
+            d.rounds,
+            100.0 * d.delta_max
+        )?;
+    }
+    writeln!(
+        out,
+        "{:<28} {:>14} {:>12} {:>12} {:>4}",
+        "candidate", "status", "measured", "reported", "dp"
+    )?;
+    for c in &r.results {
+        writeln!(
+            out,
+            "{:<28} {:>14} {:>12} {:>12} {:>4}",
+            c.name,
+            c.status,
+            ms(c.parallel_latency_ns.or(c.isolated_latency_ns)),
+            ms(c.reported_latency_ns),
+            c.dp
+        )?;
+    }
+    match &r.best {
+        Some(b) => writeln!(
+            out,
+            "best: {} at {} (re-measured alone)",
+            b.name,
+            ms(Some(b.latency_ns))
+        )?,
+        None => writeln!(out, "best: none succeeded")?,
+    }
+    Ok(())
+}
+
+fn print_compare(out: &mut dyn Write, r: &CompareReport) -> Result<()> {
+    writeln!(out, "device: {}", r.device.as_deref().unwrap_or("-"))?;
+    writeln!(out, "{} candidates, {} repeats", r.candidates, r.repeats)?;
+    let row = |out: &mut dyn Write, name: &str, s: &compare::Side| -> std::io::Result<()> {
+        writeln!(
+            out,
+            "{:<22} {:>9.2} s  best {:<28} {:>12} (isolated)",
+            name,
+            s.time_s,
+            s.best.as_deref().unwrap_or("-"),
+            ms(s.best_latency_ns)
+        )
+    };
+    row(out, "serial (fresh process)", &r.serial)?;
+    if let Some(p) = &r.pinned_dp1 {
+        row(out, "engine, dp pinned 1", p)?;
+    }
+    row(out, "engine, dp by REACT", &r.parallel)?;
+    writeln!(out, "time reduction: {:.1}%", r.time_reduction_pct)?;
+    if let (Some(w), Some(p)) = (r.warm_workers_reduction_pct, r.parallelism_reduction_pct) {
+        writeln!(
+            out,
+            "  warm workers (serial -> dp 1): {w:.1}%; parallelism (dp 1 -> REACT): {p:.1}%"
+        )?;
+    }
+    if let Some(g) = r.best_gap_pct {
+        writeln!(out, "best gap vs serial: {g:+.2}%")?;
+    }
+    let dps: Vec<String> = r
+        .parallel_detail
+        .dp_timeline
+        .iter()
+        .map(|p| p.dp.to_string())
+        .collect();
+    writeln!(out, "parallelism by round: {}", dps.join(" "))?;
+    for d in &r.parallel_detail.delta_by_dp {
+        writeln!(
+            out,
+            "  dp {}: delta_mean {:.2}% over {} rounds",
+            d.dp,
+            100.0 * d.delta_mean,
+            d.rounds
+        )?;
+    }
+    Ok(())
+}
+
+/// JSON-lines server: `{"op":"measure","candidates":[...]}` measures a tuner batch (REACT
+/// state carries over), `{"op":"finish"}` runs rank selection over everything measured and
+/// returns the report, `{"op":"shutdown"}` ends. Each request gets one JSON line back.
+fn serve(args: &MeasureArgs) -> Result<()> {
+    let cfg = engine_config(args)?;
+    let mut engine = Engine::new(cfg);
+    if let Some(sink) = log_sink(args)? {
+        engine = engine.with_log_sink(sink);
+    }
+    let stdin = std::io::stdin();
+    let stdout = std::io::stdout();
+    let mut all_candidates: Vec<Candidate> = Vec::new();
+    let mut all_results = Vec::new();
+    let started = std::time::Instant::now();
+    let reply = |v: serde_json::Value| -> Result<()> {
+        let mut o = stdout.lock();
+        writeln!(o, "{v}")?;
+        o.flush()?;
+        Ok(())
+    };
+    for line in stdin.lock().lines() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let req: serde_json::Value = match serde_json::from_str(&line) {
+            Ok(v) => v,
+            Err(e) => {
+                reply(serde_json::json!({"error": format!("bad request: {e}")}))?;
+                continue;
+            }
+        };
+        match req.get("op").and_then(|v| v.as_str()) {
+            Some("measure") => {
+                let list = req
+                    .get("candidates")
+                    .cloned()
+                    .unwrap_or(serde_json::Value::Array(vec![]));
+                let cands = match candidate::parse_list(
+                    &serde_json::json!({"candidates": list}).to_string(),
+                    None,
+                ) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        reply(serde_json::json!({"error": e.to_string()}))?;
+                        continue;
+                    }
+                };
+                match engine.measure_batch(&cands) {
+                    Ok(results) => {
+                        reply(serde_json::json!({"results": results, "dp": engine.dp()}))?;
+                        all_candidates.extend(cands);
+                        all_results.extend(results);
+                    }
+                    Err(e) => reply(serde_json::json!({"error": e.to_string()}))?,
+                }
+            }
+            Some("finish") => {
+                let best = engine.rank_select(&all_candidates, &mut all_results)?;
+                let report = engine.report(
+                    std::mem::take(&mut all_results),
+                    best,
+                    started.elapsed().as_secs_f64(),
+                );
+                reply(serde_json::to_value(&report)?)?;
+                all_candidates.clear();
+            }
+            Some("shutdown") => break,
+            other => reply(serde_json::json!({"error": format!("unknown op {other:?}")}))?,
+        }
+    }
+    engine.shutdown();
+    Ok(())
+}

@@ -1,0 +1,438 @@
+//! The calibrator's arithmetic (DOPpler, `papers/` seed 002, sections 4.2-4.3), kept pure so
+//! that it is tested against hand-computed values:
+//!
+//! - outliers: modified z-scores `0.6745 (x - median) / MAD` with the *double* MAD (a separate
+//!   MAD for each side of the median), on the ratios latency / duration; |z| > 3.5 is an
+//!   outlier (Iglewicz & Hoaglin's cut-off);
+//! - eq. 3: `Q = max(#outliers, ceil(zeta * #successes))` candidates re-measured in isolation;
+//! - eq. 4: `delta_mean = mean(|l_isolated - l_parallel| / l_parallel)`;
+//! - eq. 5: reported latency `r_i (v_i - v_i delta_mean)` with `r_i = l_i / v_i`;
+//! - eq. 2: adaptive timeout `floor(max(eta, min(iota, 2 iota tanh(phi dp G / 2))))`;
+//! - eq. 6-7: the REACT policy (multiplicative decrease, binary increase);
+//! - rank selection: the top `ceil(K |C|)` candidates are re-measured serially.
+
+use serde::{Deserialize, Serialize};
+
+/// The modified z-score constant (0.6745 = the 0.75 quantile of the standard normal).
+pub const Z_CONST: f64 = 0.6745;
+
+/// Calibrator and policy parameters; defaults are the paper's.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Params {
+    /// Minimum timeout (s), eta.
+    pub eta_s: f64,
+    /// Maximum timeout (s), iota.
+    pub iota_s: f64,
+    /// Growth of the timeout with parallelism, phi (not given in the paper; 0.1 puts dp 1 at
+    /// eta and reaches iota at dp 12).
+    pub phi: f64,
+    /// Multiplicative decrease factor, beta.
+    pub beta: f64,
+    /// Inaccuracy threshold, tau (fraction).
+    pub tau: f64,
+    /// Re-measurement fraction, zeta.
+    pub zeta: f64,
+    /// Binary increase bounds, gamma_min..gamma_max.
+    pub gamma_min: f64,
+    pub gamma_max: f64,
+    /// Fraction of candidates re-measured at the end (rank selection), K.
+    pub top_k: f64,
+    /// |modified z| above which a ratio is an outlier.
+    pub z_threshold: f64,
+    /// Initial adaptive maximum parallelism A (alpha); `None` = `max_dp`.
+    pub alpha: Option<usize>,
+    /// Parallelism of the first round.
+    pub initial_dp: usize,
+    /// Upper bound on parallelism (the paper uses the tuner's batch size; here 2 x CPUs).
+    pub max_dp: usize,
+    /// Candidates per calibration round: `max(dp * G, min_round)` (see docs/measure.md).
+    pub min_round: usize,
+    /// Apply the binary increase in the same update as a multiplicative decrease (Algorithm 2
+    /// read literally). Off by default: with gamma_min = 2 it cancels every decrease below
+    /// dp = 10, so parallelism could never fall to the 1-3 the paper reports for large programs.
+    pub increase_after_decrease: bool,
+    /// Re-measure samples even in rounds run at dp 1 (already isolated).
+    pub remeasure_at_dp1: bool,
+    /// Seed for the random sample of re-measured candidates.
+    pub seed: u64,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+        Self {
+            eta_s: 4.0,
+            iota_s: 20.0,
+            phi: 0.1,
+            beta: 0.2,
+            tau: 0.05,
+            zeta: 0.2,
+            gamma_min: 2.0,
+            gamma_max: 12.0,
+            top_k: 0.01,
+            z_threshold: 3.5,
+            alpha: None,
+            initial_dp: 2,
+            max_dp: 2 * cpus,
+            min_round: 8,
+            increase_after_decrease: false,
+            remeasure_at_dp1: false,
+            seed: 0x5EED,
+        }
+    }
+}
+
+/// SplitMix64 finaliser: a well-mixed 64-bit hash of `x`.
+pub fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A small deterministic generator for sampling.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        splitmix64(self.0)
+    }
+    /// Uniform in `0..n` (n > 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n.max(1) as u64) as usize
+    }
+}
+
+/// Median of finite values; NaN for none.
+pub fn median(values: &[f64]) -> f64 {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Modified z-scores with the double MAD. Where one side's MAD is zero, that side falls back
+/// to `(x - median) / (1.253314 * mean absolute deviation)`; where that is zero too, 0.
+pub fn modified_z_scores(values: &[f64]) -> Vec<f64> {
+    let m = median(values);
+    if !m.is_finite() {
+        return vec![0.0; values.len()];
+    }
+    let left: Vec<f64> = values.iter().filter(|&&x| x <= m).map(|x| m - x).collect();
+    let right: Vec<f64> = values.iter().filter(|&&x| x >= m).map(|x| x - m).collect();
+    let side_z = |dev: &[f64]| -> Box<dyn Fn(f64) -> f64> {
+        let mad = median(dev);
+        if mad > 0.0 {
+            Box::new(move |d| Z_CONST * d / mad)
+        } else {
+            let mean_ad = if dev.is_empty() {
+                0.0
+            } else {
+                dev.iter().sum::<f64>() / dev.len() as f64
+            };
+            if mean_ad > 0.0 {
+                Box::new(move |d| d / (1.253_314 * mean_ad))
+            } else {
+                Box::new(|_| 0.0)
+            }
+        }
+    };
+    let zl = side_z(&left);
+    let zr = side_z(&right);
+    values
+        .iter()
+        .map(|&x| if x < m { -zl(m - x) } else { zr(x - m) })
+        .collect()
+}
+
+/// Indices whose |modified z| exceeds `threshold`.
+pub fn outliers(values: &[f64], threshold: f64) -> Vec<usize> {
+    modified_z_scores(values)
+        .iter()
+        .enumerate()
+        .filter(|(_, z)| z.abs() > threshold)
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Eq. 3: how many candidates to re-measure in isolation (never more than succeeded).
+pub fn remeasure_count(n_outliers: usize, n_successes: usize, zeta: f64) -> usize {
+    let sampled = (zeta * n_successes as f64).ceil() as usize;
+    n_outliers.max(sampled).min(n_successes)
+}
+
+/// Eq. 4: mean relative difference between isolated (`.1`) and parallel (`.0`) latencies.
+pub fn delta_mean(pairs: &[(f64, f64)]) -> f64 {
+    let d: Vec<f64> = pairs
+        .iter()
+        .filter(|(p, _)| *p > 0.0)
+        .map(|(p, iso)| (iso - p).abs() / p)
+        .collect();
+    if d.is_empty() {
+        0.0
+    } else {
+        d.iter().sum::<f64>() / d.len() as f64
+    }
+}
+
+/// Eq. 5: the latency reported for a candidate measured in parallel, `r (v - v delta)` with
+/// `r = latency / duration`.
+pub fn scaled_latency(latency: f64, duration: f64, delta_mean: f64) -> f64 {
+    if duration <= 0.0 {
+        return latency * (1.0 - delta_mean);
+    }
+    let r = latency / duration;
+    r * (duration - duration * delta_mean)
+}
+
+/// Eq. 2: the adaptive timeout in whole seconds for parallelism `dp` over `devices` devices.
+pub fn timeout_s(p: &Params, dp: usize, devices: usize) -> f64 {
+    let grow = 2.0 * p.iota_s * (p.phi * dp as f64 * devices as f64 / 2.0).tanh();
+    p.eta_s.max(p.iota_s.min(grow)).floor()
+}
+
+/// Rank selection: how many of `n` candidates are re-measured at the end (at least 1).
+pub fn rank_count(n: usize, top_k: f64) -> usize {
+    ((top_k * n as f64).ceil() as usize).clamp(1, n.max(1))
+}
+
+/// One REACT update, for the decision log.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ReactStep {
+    pub dp_before: usize,
+    pub a_before: f64,
+    pub delta_mean: f64,
+    pub n_err_dp: usize,
+    /// Whether the multiplicative decrease (eq. 6) fired.
+    pub decreased: bool,
+    /// The binary increase applied (eq. 7), after clamping; 0 when not applied.
+    pub gamma: f64,
+    pub a_after: f64,
+    pub dp_after: usize,
+}
+
+/// The REACT parallelism policy (Algorithm 2, lines 11-16; eq. 6-7).
+#[derive(Debug, Clone)]
+pub struct React {
+    /// Adaptive maximum parallelism A.
+    pub a: f64,
+    /// Current parallelism.
+    pub dp: usize,
+    params: Params,
+}
+
+impl React {
+    pub fn new(params: &Params) -> Self {
+        let max_dp = params.max_dp.max(1);
+        Self {
+            a: params.alpha.unwrap_or(max_dp) as f64,
+            dp: params.initial_dp.clamp(1, max_dp),
+            params: params.clone(),
+        }
+    }
+
+    /// Updates parallelism after a round with inaccuracy `delta_mean` and `n_err_dp` failures
+    /// that succeeded when re-run alone.
+    pub fn update(&mut self, delta_mean: f64, n_err_dp: usize) -> ReactStep {
+        let p = &self.params;
+        let dp_before = self.dp;
+        let a_before = self.a;
+        let dp = dp_before as f64;
+        let decreased = delta_mean > p.tau || n_err_dp as f64 > dp * p.tau;
+        let mut next = dp;
+        if decreased {
+            // Eq. 6.
+            self.a = if dp < self.a {
+                (dp * (2.0 - p.beta) / 2.0).floor()
+            } else {
+                dp.floor()
+            };
+            next = (dp * (1.0 - p.beta)).floor();
+        }
+        let mut gamma = 0.0;
+        if !decreased || p.increase_after_decrease {
+            // Eq. 7.
+            let g = if next < self.a {
+                (self.a - next) / 2.0
+            } else {
+                next - self.a
+            };
+            gamma = g.min(p.gamma_max).max(p.gamma_min);
+            next = (next + gamma).floor();
+        }
+        self.dp = (next.max(1.0) as usize).min(p.max_dp.max(1));
+        ReactStep {
+            dp_before,
+            a_before,
+            delta_mean,
+            n_err_dp,
+            decreased,
+            gamma,
+            a_after: self.a,
+            dp_after: self.dp,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-9
+    }
+
+    #[test]
+    fn modified_z_double_mad_hand_computed() {
+        // median 3; left deviations {2,1,0} -> MAD 1; right {0,1,97} -> MAD 1.
+        let z = modified_z_scores(&[1.0, 2.0, 3.0, 4.0, 100.0]);
+        assert!(close(z[0], -2.0 * 0.6745));
+        assert!(close(z[1], -0.6745));
+        assert!(close(z[2], 0.0));
+        assert!(close(z[3], 0.6745));
+        assert!(close(z[4], 97.0 * 0.6745));
+        assert_eq!(outliers(&[1.0, 2.0, 3.0, 4.0, 100.0], 3.5), vec![4]);
+    }
+
+    #[test]
+    fn modified_z_asymmetric_sides() {
+        // median 10; values <= 10: 0,4,8,10 -> devs 10,6,2,0 -> MAD (2+6)/2 = 4;
+        // values >= 10: 10,11,12,40 -> devs 0,1,2,30 -> MAD 1.5.
+        let v = [0.0, 4.0, 8.0, 10.0, 11.0, 12.0, 40.0];
+        let z = modified_z_scores(&v);
+        assert!(close(z[0], -0.6745 * 10.0 / 4.0));
+        assert!(close(z[6], 0.6745 * 30.0 / 1.5));
+        assert_eq!(outliers(&v, 3.5), vec![6]);
+    }
+
+    #[test]
+    fn modified_z_zero_mad_falls_back_to_mean_ad() {
+        // median 1; values >= 1 are all six: devs {0,0,0,0,0,9} -> MAD 0, mean AD 1.5
+        // -> z = 9 / (1.253314 * 1.5).
+        let v = [1.0, 1.0, 1.0, 1.0, 1.0, 10.0];
+        let z = modified_z_scores(&v);
+        assert!(close(z[5], 9.0 / (1.253_314 * 1.5)));
+        assert!(close(z[0], 0.0));
+        assert!(modified_z_scores(&[2.0, 2.0, 2.0])
+            .iter()
+            .all(|z| *z == 0.0));
+    }
+
+    #[test]
+    fn q_formula() {
+        assert_eq!(remeasure_count(1, 8, 0.2), 2); // ceil(1.6) = 2
+        assert_eq!(remeasure_count(3, 8, 0.2), 3);
+        assert_eq!(remeasure_count(0, 10, 0.2), 2);
+        assert_eq!(remeasure_count(0, 11, 0.2), 3); // ceil(2.2)
+        assert_eq!(remeasure_count(0, 0, 0.2), 0);
+        assert_eq!(remeasure_count(5, 3, 0.2), 3);
+    }
+
+    #[test]
+    fn timeout_eq2() {
+        let p = Params::default();
+        // 40 tanh(0.05) = 1.998 -> max(4, .) = 4.
+        assert_eq!(timeout_s(&p, 1, 1), 4.0);
+        // 40 tanh(0.2) = 7.895 -> 7.
+        assert_eq!(timeout_s(&p, 4, 1), 7.0);
+        // 40 tanh(0.3) = 11.65 -> 11 (dp 3 on 2 devices: phi dp G / 2 = 0.3).
+        assert_eq!(timeout_s(&p, 3, 2), 11.0);
+        // 40 tanh(0.6) = 21.48 -> iota 20.
+        assert_eq!(timeout_s(&p, 12, 1), 20.0);
+    }
+
+    #[test]
+    fn delta_and_scaling_eq4_eq5() {
+        // |110-100|/100 = 0.1, |180-200|/200 = 0.1.
+        assert!(close(delta_mean(&[(100.0, 110.0), (200.0, 180.0)]), 0.1));
+        assert!(close(delta_mean(&[]), 0.0));
+        // r = 110/1100 = 0.1; 0.1 * (1100 - 110) = 99.
+        assert!(close(scaled_latency(110.0, 1100.0, 0.1), 99.0));
+    }
+
+    #[test]
+    fn react_eq6_eq7() {
+        let p = Params {
+            alpha: Some(8),
+            initial_dp: 10,
+            max_dp: 64,
+            ..Params::default()
+        };
+        let mut r = React::new(&p);
+        // dp 10 >= A 8: A <- 10, dp <- floor(8.0) = 8, no increase in the same update.
+        let s = r.update(0.10, 0);
+        assert!(s.decreased);
+        assert_eq!((s.a_after, s.dp_after), (10.0, 8));
+        // dp 8 < A 10: gamma = (10-8)/2 = 1 -> clamped to 2 -> dp 10.
+        let s = r.update(0.01, 0);
+        assert!(!s.decreased);
+        assert!(close(s.gamma, 2.0));
+        assert_eq!(s.dp_after, 10);
+        // dp 10 >= A 10: gamma = 0 -> 2 -> 12.
+        assert_eq!(r.update(0.0, 0).dp_after, 12);
+        // 12 - 10 = 2 -> 14; then 14 - 10 = 4 -> 18; 18 - 10 = 8 -> 26; 16 -> clamped 12 -> 38.
+        assert_eq!(r.update(0.0, 0).dp_after, 14);
+        assert_eq!(r.update(0.0, 0).dp_after, 18);
+        assert_eq!(r.update(0.0, 0).dp_after, 26);
+        assert_eq!(r.update(0.0, 0).dp_after, 38);
+        // Failures: 2 > 38 * 0.05 = 1.9 -> decrease: A <- 38, dp <- floor(30.4) = 30.
+        let s = r.update(0.0, 2);
+        assert!(s.decreased);
+        assert_eq!((s.a_after, s.dp_after), (38.0, 30));
+        // A decrease below A: dp 30 < A 38 -> A <- floor(30 * 0.9) = 27, dp <- 24.
+        let s = r.update(0.2, 0);
+        assert_eq!((s.a_after, s.dp_after), (27.0, 24));
+    }
+
+    #[test]
+    fn react_literal_and_bounds() {
+        let p = Params {
+            alpha: Some(8),
+            initial_dp: 10,
+            max_dp: 64,
+            increase_after_decrease: true,
+            ..Params::default()
+        };
+        let mut r = React::new(&p);
+        // A <- 10, dp 8, then gamma (10-8)/2 = 1 -> 2 -> 10.
+        let s = r.update(0.10, 0);
+        assert_eq!((s.a_after, s.dp_after), (10.0, 10));
+        // Bounded by max_dp and by 1.
+        let p = Params {
+            initial_dp: 2,
+            max_dp: 4,
+            ..Params::default()
+        };
+        let mut r = React::new(&p);
+        assert_eq!(r.update(0.0, 0).dp_after, 4);
+        assert_eq!(r.update(0.0, 0).dp_after, 4);
+        assert_eq!(r.update(0.5, 0).dp_after, 3); // floor(3.2)
+        let mut r = React::new(&Params {
+            initial_dp: 1,
+            max_dp: 4,
+            ..Params::default()
+        });
+        assert_eq!(r.update(0.5, 0).dp_after, 1); // floor(0.8) -> at least 1
+    }
+
+    #[test]
+    fn rank_count_k() {
+        assert_eq!(rank_count(216, 0.01), 3);
+        assert_eq!(rank_count(100, 0.01), 1);
+        assert_eq!(rank_count(5, 0.01), 1);
+        assert_eq!(rank_count(0, 0.01), 1);
+    }
+}

@@ -1,0 +1,604 @@
+//! The engine: DOPpler's Calibrator (Algorithm 2) driving the worker pool. Candidates are taken
+//! in rounds of `max(dp * G, min_round)`; each round is measured with at most `dp` in flight
+//! under the adaptive timeout (eq. 2); failures are re-run alone (those that then succeed are
+//! N_err.dp); outliers of the latency/duration ratios plus a random sample, Q of them (eq. 3),
+//! are re-measured alone; delta_mean (eq. 4) scales the round's reported latencies (eq. 5) and
+//! drives REACT (eq. 6-7). At the end the top K% are re-measured serially (rank selection).
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::calibrate::{self, Params, React, Rng};
+use crate::candidate::Candidate;
+use crate::error::Result;
+use crate::log::{Decision, Log, Record};
+use crate::pool::{Job, JobResult, Pool, RunParams, WorkerSpec};
+use crate::protocol::{Outcome, Timing};
+
+/// Parallelism: chosen by REACT, or pinned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Parallelism {
+    /// REACT chooses between 1 and `max_dp`.
+    Adaptive,
+    /// Always this many in flight.
+    Fixed(usize),
+}
+
+/// Engine configuration.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    pub worker: WorkerSpec,
+    /// Timed runs per measurement.
+    pub repeats: u32,
+    /// Untimed runs before them.
+    pub warmup: u32,
+    pub params: Params,
+    pub parallelism: Parallelism,
+    /// Number of target devices, G (one here).
+    pub devices: usize,
+    /// Serialise timed runs across workers, as a GPU serialises kernels of different
+    /// processes (see [`crate::devlock`]); off = naive parallel measurement.
+    pub device_lock: bool,
+}
+
+impl EngineConfig {
+    /// Defaults: 10 repeats, 1 warm-up, the paper's parameters, adaptive parallelism.
+    pub fn new(worker: WorkerSpec) -> Self {
+        Self {
+            worker,
+            repeats: 10,
+            warmup: 1,
+            params: Params::default(),
+            parallelism: Parallelism::Adaptive,
+            devices: 1,
+            device_lock: true,
+        }
+    }
+}
+
+/// One candidate's result.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CandidateResult {
+    pub index: usize,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub params: BTreeMap<String, serde_json::Value>,
+    pub status: String,
+    #[serde(flatten)]
+    pub outcome: Outcome,
+    /// Calibration round and its parallelism.
+    pub round: usize,
+    pub dp: usize,
+    /// Latency as measured in the round (ns).
+    pub parallel_latency_ns: Option<f64>,
+    /// Latency re-measured alone (ns), when it was.
+    pub isolated_latency_ns: Option<f64>,
+    /// What the tuner is told (ns): the isolated latency when there is one, else eq. 5.
+    pub reported_latency_ns: Option<f64>,
+    pub outlier: bool,
+    /// The first attempt failed in parallel and this result is from a run alone.
+    pub retried_alone: bool,
+    /// Worker slot that measured it.
+    pub slot: usize,
+    /// Engine-side wall time of its measurement (ns).
+    pub wall_ns: f64,
+}
+
+/// One calibration round.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RoundSummary {
+    pub round: usize,
+    pub dp: usize,
+    pub timeout_s: f64,
+    pub start_s: f64,
+    pub end_s: f64,
+    pub candidates: usize,
+    pub successes: usize,
+    pub failures: usize,
+    pub n_err_dp: usize,
+    pub outliers: usize,
+    pub remeasured: usize,
+    pub delta_mean: Option<f64>,
+}
+
+/// The best candidate after rank selection.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Best {
+    pub index: usize,
+    pub name: String,
+    /// Latency re-measured alone in rank selection (ns).
+    pub latency_ns: f64,
+}
+
+/// Inaccuracy observed at one parallelism level.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DeltaAtDp {
+    pub dp: usize,
+    pub rounds: usize,
+    pub samples: usize,
+    pub delta_mean: f64,
+    pub delta_max: f64,
+}
+
+/// Parallelism at a point in time.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DpPoint {
+    pub t_s: f64,
+    pub round: usize,
+    pub dp: usize,
+}
+
+/// A whole run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunReport {
+    pub device: Option<String>,
+    pub parallelism: Parallelism,
+    pub device_lock: bool,
+    pub total_s: f64,
+    pub candidates: usize,
+    pub counts: BTreeMap<String, usize>,
+    pub best: Option<Best>,
+    pub rounds: Vec<RoundSummary>,
+    pub dp_timeline: Vec<DpPoint>,
+    pub delta_by_dp: Vec<DeltaAtDp>,
+    pub workers_started: usize,
+    pub workers_replaced: usize,
+    pub results: Vec<CandidateResult>,
+    pub log: Vec<Record>,
+}
+
+/// The measurement engine. Holds the pool, REACT state and the log across tuner batches.
+#[derive(Debug)]
+pub struct Engine {
+    cfg: EngineConfig,
+    pool: Pool,
+    log: Log,
+    react: React,
+    rng: Rng,
+    epoch: Instant,
+    round: usize,
+    rounds: Vec<RoundSummary>,
+    timeline: Vec<DpPoint>,
+    deltas: BTreeMap<usize, Vec<(f64, usize)>>,
+    measured: usize,
+    lock_path: Option<std::path::PathBuf>,
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.pool.shutdown();
+        if let Some(p) = &self.lock_path {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+static ENGINES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+impl Engine {
+    /// An engine; workers start when first needed.
+    pub fn new(mut cfg: EngineConfig) -> Self {
+        let epoch = Instant::now();
+        let react = React::new(&cfg.params);
+        let lock_path = cfg.device_lock.then(|| {
+            let n = ENGINES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            std::env::temp_dir().join(format!("strato-measure-{}-{n}.lock", std::process::id()))
+        });
+        if let Some(p) = &lock_path {
+            cfg.worker.env.push((
+                "STRATO_DEVICE_LOCK".into(),
+                p.to_string_lossy().into_owned(),
+            ));
+        }
+        Self {
+            lock_path,
+            pool: Pool::new(cfg.worker.clone(), epoch),
+            log: Log::new(epoch),
+            rng: Rng::new(cfg.params.seed),
+            react,
+            cfg,
+            epoch,
+            round: 0,
+            rounds: Vec::new(),
+            timeline: Vec::new(),
+            deltas: BTreeMap::new(),
+            measured: 0,
+        }
+    }
+
+    /// Streams every decision as a JSON line to `sink` as well.
+    pub fn with_log_sink(mut self, sink: Box<dyn std::io::Write + Send>) -> Self {
+        self.log = Log::new(self.epoch).with_sink(sink);
+        self
+    }
+
+    /// Starts the workers of the first round and waits for them to be warm.
+    pub fn warm_up(&mut self) -> Result<()> {
+        self.pool.grow(self.dp())?;
+        self.pool.wait_ready(&mut self.log)
+    }
+
+    /// Current parallelism.
+    pub fn dp(&self) -> usize {
+        match self.cfg.parallelism {
+            Parallelism::Fixed(n) => n.max(1),
+            Parallelism::Adaptive => self.react.dp,
+        }
+    }
+
+    fn run_params(&self) -> RunParams {
+        RunParams {
+            repeats: self.cfg.repeats,
+            warmup: self.cfg.warmup,
+            timing: Timing::Device,
+        }
+    }
+
+    /// Measures candidates one at a time on idle workers (no calibration).
+    pub fn measure_isolated(
+        &mut self,
+        candidates: &[&Candidate],
+        prefer: &[Option<usize>],
+        repeats: u32,
+    ) -> Result<Vec<JobResult>> {
+        let jobs: Vec<Job<'_>> = candidates
+            .iter()
+            .enumerate()
+            .map(|(i, c)| Job {
+                candidate: c,
+                prefer: prefer.get(i).copied().flatten(),
+            })
+            .collect();
+        let params = RunParams {
+            repeats,
+            ..self.run_params()
+        };
+        let t = calibrate::timeout_s(&self.cfg.params, 1, self.cfg.devices);
+        self.pool.run(&jobs, 1, t, params, &mut self.log)
+    }
+
+    /// Measures one tuner batch through calibration rounds; REACT state carries over to the
+    /// next batch. Indices in the results continue across batches.
+    pub fn measure_batch(&mut self, candidates: &[Candidate]) -> Result<Vec<CandidateResult>> {
+        let mut out = Vec::with_capacity(candidates.len());
+        let mut i = 0;
+        while i < candidates.len() {
+            let dp = self.dp();
+            let size = (dp * self.cfg.devices)
+                .max(self.cfg.params.min_round)
+                .min(candidates.len() - i);
+            let chunk = &candidates[i..i + size];
+            let mut results = self.round(chunk, dp)?;
+            out.append(&mut results);
+            i += size;
+        }
+        Ok(out)
+    }
+
+    fn round(&mut self, chunk: &[Candidate], dp: usize) -> Result<Vec<CandidateResult>> {
+        self.round += 1;
+        let round = self.round;
+        let p = self.cfg.params.clone();
+        let g = self.cfg.devices;
+        let timeout_s = calibrate::timeout_s(&p, dp, g);
+        let start_s = self.epoch.elapsed().as_secs_f64();
+        self.timeline.push(DpPoint {
+            t_s: start_s,
+            round,
+            dp,
+        });
+        self.log.push(Decision::Round {
+            round,
+            dp,
+            timeout_s,
+            candidates: chunk.len(),
+        });
+        let jobs: Vec<Job<'_>> = chunk
+            .iter()
+            .map(|c| Job {
+                candidate: c,
+                prefer: None,
+            })
+            .collect();
+        let params = self.run_params();
+        let measured = self.pool.run(&jobs, dp, timeout_s, params, &mut self.log)?;
+        let mut results: Vec<CandidateResult> = chunk
+            .iter()
+            .zip(measured)
+            .enumerate()
+            .map(|(i, (c, r))| {
+                let latency = r.outcome.measurement().map(|m| m.latency_ns);
+                CandidateResult {
+                    index: self.measured + i,
+                    name: c.name.clone(),
+                    params: c.params.clone(),
+                    status: r.outcome.status().into(),
+                    outcome: r.outcome,
+                    round,
+                    dp,
+                    parallel_latency_ns: latency,
+                    isolated_latency_ns: if dp == 1 { latency } else { None },
+                    reported_latency_ns: None,
+                    outlier: false,
+                    retried_alone: false,
+                    slot: r.slot,
+                    wall_ns: r.wall_ns,
+                }
+            })
+            .collect();
+        self.measured += chunk.len();
+
+        // Failures in a parallel round are re-run alone (Algorithm 2, RemeasureFailed).
+        let mut n_err_dp = 0;
+        if dp > 1 {
+            let failed: Vec<usize> = (0..results.len())
+                .filter(|&i| {
+                    results[i].outcome.measurement().is_none()
+                        && !results[i].outcome.is_deterministic_failure()
+                })
+                .collect();
+            for i in failed {
+                let again = self.measure_isolated(
+                    &[&chunk[i]],
+                    &[Some(results[i].slot)],
+                    self.cfg.repeats,
+                )?;
+                let Some(again) = again.into_iter().next() else {
+                    continue;
+                };
+                self.log.push(Decision::RetryFailed {
+                    round,
+                    candidate: chunk[i].name.clone(),
+                    first: results[i].outcome.status().into(),
+                    alone: again.outcome.status().into(),
+                });
+                let r = &mut results[i];
+                if let Some(m) = again.outcome.measurement() {
+                    n_err_dp += 1;
+                    r.parallel_latency_ns = None;
+                    r.isolated_latency_ns = Some(m.latency_ns);
+                }
+                r.status = again.outcome.status().into();
+                r.outcome = again.outcome;
+                r.retried_alone = true;
+                r.slot = again.slot;
+                r.wall_ns += again.wall_ns;
+            }
+        }
+
+        // Outliers and isolated re-measurement (eq. 3, 4).
+        let ok: Vec<usize> = (0..results.len())
+            .filter(|&i| !results[i].retried_alone && results[i].outcome.measurement().is_some())
+            .collect();
+        let mut delta: Option<f64> = None;
+        let mut n_outliers = 0;
+        let mut n_remeasured = 0;
+        if !ok.is_empty() && (dp > 1 || p.remeasure_at_dp1) {
+            let ratios: Vec<f64> = ok
+                .iter()
+                .filter_map(|&i| results[i].outcome.measurement())
+                .map(|m| {
+                    if m.duration_ns > 0.0 {
+                        m.latency_ns / m.duration_ns
+                    } else {
+                        0.0
+                    }
+                })
+                .collect();
+            let z = calibrate::modified_z_scores(&ratios);
+            let out_pos: Vec<usize> = (0..ok.len())
+                .filter(|&k| z[k].abs() > p.z_threshold)
+                .collect();
+            n_outliers = out_pos.len();
+            for &k in &out_pos {
+                results[ok[k]].outlier = true;
+            }
+            self.log.push(Decision::Outliers {
+                round,
+                median_ratio: calibrate::median(&ratios),
+                outliers: out_pos
+                    .iter()
+                    .map(|&k| results[ok[k]].name.clone())
+                    .collect(),
+                z: out_pos.iter().map(|&k| z[k]).collect(),
+            });
+            let q = calibrate::remeasure_count(out_pos.len(), ok.len(), p.zeta);
+            let mut sample: Vec<usize> = out_pos.iter().map(|&k| ok[k]).take(q).collect();
+            let mut rest: Vec<usize> = ok.iter().copied().filter(|i| !sample.contains(i)).collect();
+            while sample.len() < q && !rest.is_empty() {
+                let pick = self.rng.below(rest.len());
+                sample.push(rest.swap_remove(pick));
+            }
+            self.log.push(Decision::Sample {
+                round,
+                q,
+                outliers: out_pos.len().min(q),
+                random: q.saturating_sub(out_pos.len()),
+                candidates: sample.iter().map(|&i| results[i].name.clone()).collect(),
+            });
+            let cands: Vec<&Candidate> = sample.iter().map(|&i| &chunk[i]).collect();
+            let prefer: Vec<Option<usize>> =
+                sample.iter().map(|&i| Some(results[i].slot)).collect();
+            let again = self.measure_isolated(&cands, &prefer, self.cfg.repeats)?;
+            let mut pairs = Vec::new();
+            for (&i, r) in sample.iter().zip(again) {
+                let (Some(par), Some(m)) =
+                    (results[i].parallel_latency_ns, r.outcome.measurement())
+                else {
+                    continue;
+                };
+                pairs.push((par, m.latency_ns));
+                results[i].isolated_latency_ns = Some(m.latency_ns);
+                self.log.push(Decision::Remeasured {
+                    round,
+                    candidate: results[i].name.clone(),
+                    parallel_ns: par,
+                    isolated_ns: m.latency_ns,
+                });
+            }
+            n_remeasured = pairs.len();
+            let d = calibrate::delta_mean(&pairs);
+            delta = Some(d);
+            self.deltas.entry(dp).or_default().push((d, pairs.len()));
+        }
+        let d = delta.unwrap_or(0.0);
+        for r in &mut results {
+            let Some(m) = r.outcome.measurement() else {
+                continue;
+            };
+            r.reported_latency_ns = Some(match r.isolated_latency_ns {
+                Some(iso) => iso,
+                None => calibrate::scaled_latency(m.latency_ns, m.duration_ns, d),
+            });
+        }
+        self.log.push(Decision::Delta {
+            round,
+            dp,
+            delta_mean: d,
+            samples: n_remeasured,
+            scale: 1.0 - d,
+        });
+        match self.cfg.parallelism {
+            Parallelism::Adaptive => {
+                let step = self.react.update(d, n_err_dp);
+                self.log.push(Decision::React { round, step });
+            }
+            Parallelism::Fixed(n) => self.log.push(Decision::Pinned { round, dp: n }),
+        }
+        let successes = results
+            .iter()
+            .filter(|r| r.outcome.measurement().is_some())
+            .count();
+        self.rounds.push(RoundSummary {
+            round,
+            dp,
+            timeout_s,
+            start_s,
+            end_s: self.epoch.elapsed().as_secs_f64(),
+            candidates: chunk.len(),
+            successes,
+            failures: chunk.len() - successes,
+            n_err_dp,
+            outliers: n_outliers,
+            remeasured: n_remeasured,
+            delta_mean: delta,
+        });
+        Ok(results)
+    }
+
+    /// Rank selection: re-measures the top `ceil(K n)` by reported latency alone and returns
+    /// the best by its isolated latency.
+    pub fn rank_select(
+        &mut self,
+        candidates: &[Candidate],
+        results: &mut [CandidateResult],
+    ) -> Result<Option<Best>> {
+        let mut ok: Vec<usize> = (0..results.len())
+            .filter(|&i| results[i].reported_latency_ns.is_some())
+            .collect();
+        if ok.is_empty() {
+            self.log.push(Decision::RankSelection {
+                k: 0,
+                candidates: vec![],
+                isolated_ns: vec![],
+                best: None,
+            });
+            return Ok(None);
+        }
+        ok.sort_by(|&a, &b| {
+            results[a]
+                .reported_latency_ns
+                .unwrap_or(f64::INFINITY)
+                .total_cmp(&results[b].reported_latency_ns.unwrap_or(f64::INFINITY))
+        });
+        let k = calibrate::rank_count(results.len(), self.cfg.params.top_k);
+        let top: Vec<usize> = ok.into_iter().take(k).collect();
+        let cands: Vec<&Candidate> = top.iter().map(|&i| &candidates[i]).collect();
+        let prefer: Vec<Option<usize>> = top.iter().map(|&i| Some(results[i].slot)).collect();
+        let again = self.measure_isolated(&cands, &prefer, self.cfg.repeats)?;
+        let mut best: Option<Best> = None;
+        let mut iso = Vec::new();
+        for (&i, r) in top.iter().zip(again) {
+            let Some(m) = r.outcome.measurement() else {
+                iso.push(f64::NAN);
+                continue;
+            };
+            iso.push(m.latency_ns);
+            results[i].isolated_latency_ns = Some(m.latency_ns);
+            if best.as_ref().is_none_or(|b| m.latency_ns < b.latency_ns) {
+                best = Some(Best {
+                    index: results[i].index,
+                    name: results[i].name.clone(),
+                    latency_ns: m.latency_ns,
+                });
+            }
+        }
+        self.log.push(Decision::RankSelection {
+            k,
+            candidates: top.iter().map(|&i| results[i].name.clone()).collect(),
+            isolated_ns: iso,
+            best: best.as_ref().map(|b| b.name.clone()),
+        });
+        Ok(best)
+    }
+
+    /// A whole tuning run: all candidates through calibration rounds, then rank selection.
+    /// The time counts from the call (worker start-up included) to the workers' shutdown.
+    pub fn measure(mut self, candidates: &[Candidate]) -> Result<RunReport> {
+        // (the engine's Drop removes the lock file)
+        let t0 = Instant::now();
+        let mut results = self.measure_batch(candidates)?;
+        let best = self.rank_select(candidates, &mut results)?;
+        self.pool.shutdown();
+        let total_s = t0.elapsed().as_secs_f64();
+        Ok(self.report(results, best, total_s))
+    }
+
+    /// Builds the report of a run from its results.
+    pub fn report(
+        &mut self,
+        results: Vec<CandidateResult>,
+        best: Option<Best>,
+        total_s: f64,
+    ) -> RunReport {
+        let mut counts = BTreeMap::new();
+        for r in &results {
+            *counts.entry(r.status.clone()).or_insert(0) += 1;
+        }
+        let delta_by_dp = self
+            .deltas
+            .iter()
+            .map(|(&dp, v)| DeltaAtDp {
+                dp,
+                rounds: v.len(),
+                samples: v.iter().map(|x| x.1).sum(),
+                delta_mean: v.iter().map(|x| x.0).sum::<f64>() / v.len().max(1) as f64,
+                delta_max: v.iter().map(|x| x.0).fold(0.0, f64::max),
+            })
+            .collect();
+        RunReport {
+            device: self.pool.device.clone(),
+            parallelism: self.cfg.parallelism,
+            device_lock: self.cfg.device_lock,
+            total_s,
+            candidates: results.len(),
+            counts,
+            best,
+            rounds: self.rounds.clone(),
+            dp_timeline: self.timeline.clone(),
+            delta_by_dp,
+            workers_started: self.pool.started,
+            workers_replaced: self.pool.replaced,
+            results,
+            log: std::mem::take(&mut self.log.records),
+        }
+    }
+
+    /// Stops the workers.
+    pub fn shutdown(&mut self) {
+        self.pool.shutdown();
+    }
+}

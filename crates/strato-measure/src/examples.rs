@@ -1,0 +1,168 @@
+//! Tuning workloads. `opencl-matmul`: a grid-index tuner (deterministic order, as the paper
+//! uses for one-to-one comparisons) over an OpenCL SGEMM family `C = A B` (N x N, f32):
+//!
+//! - `naive`: one output per work-item; work-group `WX x WY` in {1..32}^2; the k-loop unrolled
+//!   by `UNROLL` in {1, 2, 4, 8};
+//! - `tiled`: `TS x TS` tiles in local memory, `WPT` outputs per work-item (work-group
+//!   `TS x TS/WPT`), the inner loop unrolled by `UNROLL`; combinations with `WPT > TS` or
+//!   `UNROLL > TS` are rejected by the compiler (`#error`), as invalid schedules are.
+
+use serde_json::json;
+
+use crate::candidate::{Arg, BufferInit, Candidate};
+
+/// The naive kernel.
+pub const NAIVE_SOURCE: &str = r#"
+#if N % UNROLL != 0
+#error "UNROLL must divide N"
+#endif
+__kernel void mm_naive(const int n, __global const float* A, __global const float* B,
+                       __global float* C) {
+    const int col = get_global_id(0);
+    const int row = get_global_id(1);
+    float acc = 0.0f;
+    for (int k = 0; k < N; k += UNROLL) {
+        for (int u = 0; u < UNROLL; u++) {
+            acc += A[row * N + k + u] * B[(k + u) * N + col];
+        }
+    }
+    C[row * N + col] = acc;
+}
+"#;
+
+/// The tiled kernel (after C. Nugteren's SGEMM tutorial, kernel 3), column-major.
+pub const TILED_SOURCE: &str = r#"
+#if WPT > TS
+#error "WPT must not exceed TS"
+#endif
+#if UNROLL > TS
+#error "UNROLL must not exceed TS"
+#endif
+#if (N % TS != 0) || (TS % WPT != 0) || (TS % UNROLL != 0)
+#error "tile sizes must divide"
+#endif
+#define RTS (TS / WPT)
+__kernel void mm_tiled(const int n, __global const float* A, __global const float* B,
+                       __global float* C) {
+    const int row = get_local_id(0);
+    const int col = get_local_id(1);
+    const int globalRow = TS * get_group_id(0) + row;
+    const int globalCol = TS * get_group_id(1) + col;
+    __local float Asub[TS][TS];
+    __local float Bsub[TS][TS];
+    float acc[WPT];
+    for (int w = 0; w < WPT; w++) acc[w] = 0.0f;
+    const int numTiles = N / TS;
+    for (int t = 0; t < numTiles; t++) {
+        for (int w = 0; w < WPT; w++) {
+            const int tiledRow = TS * t + row;
+            const int tiledCol = TS * t + col;
+            Asub[col + w * RTS][row] = A[(tiledCol + w * RTS) * N + globalRow];
+            Bsub[col + w * RTS][row] = B[(globalCol + w * RTS) * N + tiledRow];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int k = 0; k < TS; k += UNROLL) {
+            for (int u = 0; u < UNROLL; u++) {
+                for (int w = 0; w < WPT; w++) {
+                    acc[w] += Asub[k + u][row] * Bsub[col + w * RTS][k + u];
+                }
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    for (int w = 0; w < WPT; w++) C[(globalCol + w * RTS) * N + globalRow] = acc[w];
+}
+"#;
+
+fn args(n: usize) -> Vec<Arg> {
+    let bytes = (n * n * 4) as u64;
+    vec![
+        Arg::Int(n as i32),
+        Arg::Buffer {
+            bytes,
+            init: BufferInit::Random,
+        },
+        Arg::Buffer {
+            bytes,
+            init: BufferInit::Random,
+        },
+        Arg::Buffer {
+            bytes,
+            init: BufferInit::Zero,
+        },
+    ]
+}
+
+/// The `opencl-matmul` candidates for an `n x n` product, in grid-index order
+/// (144 naive + 80 tiled = 224 for the default grids; 15 tiled ones do not build).
+pub fn opencl_matmul(n: usize) -> Vec<Candidate> {
+    let mut out = Vec::new();
+    let wg = [1usize, 2, 4, 8, 16, 32];
+    for &wx in &wg {
+        for &wy in &wg {
+            for unroll in [1usize, 2, 4, 8] {
+                let mut c = Candidate {
+                    name: format!("naive_wg{wx}x{wy}_u{unroll}"),
+                    source: Some(NAIVE_SOURCE.into()),
+                    kernel: Some("mm_naive".into()),
+                    build_options: format!("-DN={n} -DUNROLL={unroll}"),
+                    global: vec![n, n],
+                    local: Some(vec![wx, wy]),
+                    args: args(n),
+                    ..Candidate::default()
+                };
+                c.params.insert("variant".into(), json!("naive"));
+                c.params.insert("wx".into(), json!(wx));
+                c.params.insert("wy".into(), json!(wy));
+                c.params.insert("unroll".into(), json!(unroll));
+                out.push(c);
+            }
+        }
+    }
+    for ts in [4usize, 8, 16, 32] {
+        for wpt in [1usize, 2, 4, 8] {
+            for unroll in [1usize, 2, 4, 8, 16] {
+                let mut c = Candidate {
+                    name: format!("tiled_ts{ts}_wpt{wpt}_u{unroll}"),
+                    source: Some(TILED_SOURCE.into()),
+                    kernel: Some("mm_tiled".into()),
+                    build_options: format!("-DN={n} -DTS={ts} -DWPT={wpt} -DUNROLL={unroll}"),
+                    global: vec![n, n / wpt.min(ts).max(1)],
+                    local: Some(vec![ts, (ts / wpt).max(1)]),
+                    args: args(n),
+                    ..Candidate::default()
+                };
+                c.params.insert("variant".into(), json!("tiled"));
+                c.params.insert("ts".into(), json!(ts));
+                c.params.insert("wpt".into(), json!(wpt));
+                c.params.insert("unroll".into(), json!(unroll));
+                out.push(c);
+            }
+        }
+    }
+    out
+}
+
+/// Names of the built-in workloads.
+pub const NAMES: &[&str] = &["opencl-matmul"];
+
+/// A built-in workload by name, with its size parameter.
+pub fn by_name(name: &str, n: usize) -> Option<Vec<Candidate>> {
+    match name {
+        "opencl-matmul" => Some(opencl_matmul(n)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn matmul_family_size_and_order() {
+        let c = super::opencl_matmul(128);
+        assert_eq!(c.len(), 224);
+        assert_eq!(c[0].name, "naive_wg1x1_u1");
+        assert_eq!(c[223].name, "tiled_ts32_wpt8_u16");
+        let again = super::opencl_matmul(128);
+        assert_eq!(c, again);
+    }
+}

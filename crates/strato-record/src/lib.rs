@@ -1,0 +1,25 @@
+//! The in-process recorder and the `*.strato` recording format (`docs/recording-format.md`).
+//!
+//! This crate owns: the byte format ([`format`]), the decoder ([`decode`], used by the
+//! `strato-io` importer), and the recorder ([`start`], [`stop`], [`begin`], [`end`], [`span`],
+//! ... ): per-thread buffers, a background writer thread appending self-contained chunks to
+//! `DIR/<pid>[-component].strato`, and a fresh file for every forked child. It has no Python
+//! in it: the `stratoscope` package (crate `strato-python`) and the OpenCL layer call it.
+//!
+//! Every recording function is a cheap no-op when no session is running.
+
+pub mod decode;
+pub mod format;
+mod recorder;
+
+pub use decode::{
+    decode, is_recording as is_recording_bytes, ClockRecord, DecodeError, DeviceRecord, Event,
+    ProcessInfo, Recording, TrackDef,
+};
+pub use recorder::{
+    add_untraced, begin, begin_with, clock_sync, counter, counter_track, current_dir,
+    current_level, device, end, ensure_writer, flush, instant, intern, is_recording, metadata,
+    now_ns, queue_track, set_process_name, set_thread_name, span, start, stop, thread_track,
+    Config, RecordError, StrRef, TrackRef,
+};
+pub use strato_trace::Level;

@@ -1,0 +1,23 @@
+"""The ``strato`` console command: runs the Rust CLI (``strato_cli``) in-process."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from . import _native
+
+
+def main() -> None:
+    # `strato record` puts this directory on the recorded program's PYTHONPATH.
+    os.environ.setdefault(
+        "STRATOSCOPE_BOOTSTRAP", os.path.join(os.path.dirname(os.path.abspath(__file__)), "_bootstrap")
+    )
+    os.environ.setdefault("STRATOSCOPE_PYTHON", sys.executable)
+    sys.stdout.flush()
+    code = _native.cli_main(["strato", *sys.argv[1:]])
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()
