@@ -464,12 +464,10 @@ fn process_breakdown(
     let transitions = transitions(trace, scopes, h, p, scope, labels, per_step);
     let (pid, annotated_tid) = (
         scope.key.pid,
-        scope
-            .annotated
-            .and_then(|t| match trace.track(t).kind {
-                strato_trace::TrackKind::Thread { tid, .. } => Some(tid),
-                _ => None,
-            }),
+        scope.annotated.and_then(|t| match trace.track(t).kind {
+            strato_trace::TrackKind::Thread { tid, .. } => Some(tid),
+            _ => None,
+        }),
     );
     let name = trace
         .processes
@@ -610,7 +608,14 @@ pub(crate) mod tests {
                 metadata_json: None,
             });
         }
-        fn push(&mut self, kind: TrackKind, name: &str, level: Level, se: (Ns, Ns), corr: Option<u64>) {
+        fn push(
+            &mut self,
+            kind: TrackKind,
+            name: &str,
+            level: Level,
+            se: (Ns, Ns),
+            corr: Option<u64>,
+        ) {
             let rank = strato_trace::RankId(self.trace.ranks.len() as u32 - 1);
             let track = self.trace.track_for(&mut self.index, rank, kind);
             let name = self.trace.intern(name);
@@ -632,10 +637,19 @@ pub(crate) mod tests {
         }
         pub(crate) fn launch(&mut self, tid: i64, se: (Ns, Ns), corr: u64) {
             let kind = TrackKind::Thread { pid: 1, tid };
-            self.push(kind, "cudaLaunchKernel", Level::AcceleratorApi, se, Some(corr));
+            self.push(
+                kind,
+                "cudaLaunchKernel",
+                Level::AcceleratorApi,
+                se,
+                Some(corr),
+            );
         }
         pub(crate) fn kernel(&mut self, name: &str, se: (Ns, Ns), corr: u64) {
-            let kind = TrackKind::DeviceQueue { device: 0, queue: 7 };
+            let kind = TrackKind::DeviceQueue {
+                device: 0,
+                queue: 7,
+            };
             self.push(kind, name, Level::DeviceKernel, se, Some(corr));
         }
     }
@@ -660,7 +674,10 @@ pub(crate) mod tests {
         s.cpu(1, "eval", Level::Operation, (120, 150));
         let report = breakdown(&s.trace, &BreakdownOptions::default());
         let p = &report.processes[0];
-        assert_eq!((p.window_start_ns, p.window_end_ns, p.window_ns), (0, 150, 150));
+        assert_eq!(
+            (p.window_start_ns, p.window_end_ns, p.window_ns),
+            (0, 150, 150)
+        );
         use Level::*;
         use Resource::*;
         let o = |s: &str| s.to_owned();
@@ -685,9 +702,16 @@ pub(crate) mod tests {
         tr.sort();
         assert_eq!(
             tr,
-            vec![("train", Python, Backend, 1), ("train", Backend, AcceleratorApi, 1)]
+            vec![
+                ("train", Python, Backend, 1),
+                ("train", Backend, AcceleratorApi, 1)
+            ]
         );
-        let train = p.operations.iter().find(|t| t.operation == "train").unwrap();
+        let train = p
+            .operations
+            .iter()
+            .find(|t| t.operation == "train")
+            .unwrap();
         assert_eq!((train.gpu_launched_ns, train.device_ops_launched), (30, 1));
         assert_eq!(p.device_ops, 1);
     }
@@ -736,7 +760,10 @@ pub(crate) mod tests {
         assert_eq!(per_step.processes[0].operations.len(), 2);
         // The launch on thread 2 under a Backend span: Backend -> AcceleratorApi.
         assert_eq!(p.transitions.len(), 1);
-        assert_eq!((p.transitions[0].from, p.transitions[0].to), (Backend, AcceleratorApi));
+        assert_eq!(
+            (p.transitions[0].from, p.transitions[0].to),
+            (Backend, AcceleratorApi)
+        );
     }
 
     #[test]
@@ -750,7 +777,14 @@ pub(crate) mod tests {
         let report = breakdown(&s.trace, &BreakdownOptions::default());
         assert_eq!(report.processes.len(), 2);
         let sum = report.summary.unwrap();
-        assert_eq!((sum.slowest_rank, sum.slowest_window_ns, sum.fastest_window_ns), (1, 300, 100));
+        assert_eq!(
+            (
+                sum.slowest_rank,
+                sum.slowest_window_ns,
+                sum.fastest_window_ns
+            ),
+            (1, 300, 100)
+        );
         assert!((sum.window_spread_pct - 100.0).abs() < 1e-9);
         // The correlation id 1 of rank 1 does not leak into rank 0.
         assert_eq!(report.processes[0].device_ops, 0);

@@ -113,26 +113,170 @@ const fn spec(
 
 /// The table (see `docs/analyses/layers-roofline.md` for sources).
 pub const DEVICES: &[DeviceSpec] = &[
-    spec("V100 SXM2", Some(7.8), Some(15.7), None, Some(125.0), None, None, 900.0),
-    spec("V100 PCIe", Some(7.0), Some(14.0), None, Some(112.0), None, None, 900.0),
-    spec("V100S PCIe", Some(8.2), Some(16.4), None, Some(130.0), None, None, 1134.0),
-    spec("A100 SXM4 40GB", Some(9.7), Some(19.5), Some(156.0), Some(312.0), Some(312.0), None, 1555.0),
-    spec("A100 PCIe 40GB", Some(9.7), Some(19.5), Some(156.0), Some(312.0), Some(312.0), None, 1555.0),
-    spec("A100 SXM4 80GB", Some(9.7), Some(19.5), Some(156.0), Some(312.0), Some(312.0), None, 2039.0),
-    spec("A100 PCIe 80GB", Some(9.7), Some(19.5), Some(156.0), Some(312.0), Some(312.0), None, 1935.0),
-    spec("H100 SXM5", Some(34.0), Some(67.0), Some(494.7), Some(989.4), Some(989.4), Some(1978.9), 3350.0),
-    spec("H100 PCIe", Some(26.0), Some(51.0), Some(378.0), Some(756.0), Some(756.0), Some(1513.0), 2000.0),
-    spec("H200 SXM", Some(34.0), Some(67.0), Some(494.7), Some(989.4), Some(989.4), Some(1978.9), 4800.0),
-    spec("RTX 4090", None, Some(82.6), Some(82.6), Some(165.2), Some(165.2), None, 1008.0),
+    spec(
+        "V100 SXM2",
+        Some(7.8),
+        Some(15.7),
+        None,
+        Some(125.0),
+        None,
+        None,
+        900.0,
+    ),
+    spec(
+        "V100 PCIe",
+        Some(7.0),
+        Some(14.0),
+        None,
+        Some(112.0),
+        None,
+        None,
+        900.0,
+    ),
+    spec(
+        "V100S PCIe",
+        Some(8.2),
+        Some(16.4),
+        None,
+        Some(130.0),
+        None,
+        None,
+        1134.0,
+    ),
+    spec(
+        "A100 SXM4 40GB",
+        Some(9.7),
+        Some(19.5),
+        Some(156.0),
+        Some(312.0),
+        Some(312.0),
+        None,
+        1555.0,
+    ),
+    spec(
+        "A100 PCIe 40GB",
+        Some(9.7),
+        Some(19.5),
+        Some(156.0),
+        Some(312.0),
+        Some(312.0),
+        None,
+        1555.0,
+    ),
+    spec(
+        "A100 SXM4 80GB",
+        Some(9.7),
+        Some(19.5),
+        Some(156.0),
+        Some(312.0),
+        Some(312.0),
+        None,
+        2039.0,
+    ),
+    spec(
+        "A100 PCIe 80GB",
+        Some(9.7),
+        Some(19.5),
+        Some(156.0),
+        Some(312.0),
+        Some(312.0),
+        None,
+        1935.0,
+    ),
+    spec(
+        "H100 SXM5",
+        Some(34.0),
+        Some(67.0),
+        Some(494.7),
+        Some(989.4),
+        Some(989.4),
+        Some(1978.9),
+        3350.0,
+    ),
+    spec(
+        "H100 PCIe",
+        Some(26.0),
+        Some(51.0),
+        Some(378.0),
+        Some(756.0),
+        Some(756.0),
+        Some(1513.0),
+        2000.0,
+    ),
+    spec(
+        "H200 SXM",
+        Some(34.0),
+        Some(67.0),
+        Some(494.7),
+        Some(989.4),
+        Some(989.4),
+        Some(1978.9),
+        4800.0,
+    ),
+    spec(
+        "RTX 4090",
+        None,
+        Some(82.6),
+        Some(82.6),
+        Some(165.2),
+        Some(165.2),
+        None,
+        1008.0,
+    ),
     spec("RTX 4080", None, Some(48.7), None, None, None, None, 716.8),
-    spec("RTX 4070 Ti", None, Some(40.1), None, None, None, None, 504.2),
+    spec(
+        "RTX 4070 Ti",
+        None,
+        Some(40.1),
+        None,
+        None,
+        None,
+        None,
+        504.2,
+    ),
     spec("RTX 4070", None, Some(29.1), None, None, None, None, 504.2),
-    spec("RTX 5090", None, Some(104.8), None, None, None, None, 1792.0),
+    spec(
+        "RTX 5090",
+        None,
+        Some(104.8),
+        None,
+        None,
+        None,
+        None,
+        1792.0,
+    ),
     spec("RTX 5080", None, Some(56.3), None, None, None, None, 960.0),
-    spec("RTX 5070 Ti", None, Some(43.9), None, None, None, None, 896.0),
+    spec(
+        "RTX 5070 Ti",
+        None,
+        Some(43.9),
+        None,
+        None,
+        None,
+        None,
+        896.0,
+    ),
     spec("RTX 5070", None, Some(30.9), None, None, None, None, 672.0),
-    spec("MI250X", Some(47.9), Some(47.9), None, Some(383.0), Some(383.0), None, 3276.8),
-    spec("MI250", Some(45.3), Some(45.3), None, Some(362.1), Some(362.1), None, 3276.8),
+    spec(
+        "MI250X",
+        Some(47.9),
+        Some(47.9),
+        None,
+        Some(383.0),
+        Some(383.0),
+        None,
+        3276.8,
+    ),
+    spec(
+        "MI250",
+        Some(45.3),
+        Some(45.3),
+        None,
+        Some(362.1),
+        Some(362.1),
+        None,
+        3276.8,
+    ),
 ];
 
 fn by_name(name: &str) -> Option<&'static DeviceSpec> {
@@ -160,8 +304,7 @@ pub fn lookup(name: &str, total_memory_bytes: Option<i64>) -> Option<&'static De
         return by_name(if pcie { "H100 PCIe" } else { "H100 SXM5" });
     }
     if has("A100") {
-        let big = has("80GB")
-            || total_memory_bytes.is_some_and(|m| m > 48 * (1i64 << 30));
+        let big = has("80GB") || total_memory_bytes.is_some_and(|m| m > 48 * (1i64 << 30));
         return by_name(match (big, pcie) {
             (true, true) => "A100 PCIe 80GB",
             (true, false) => "A100 SXM4 80GB",
@@ -199,20 +342,38 @@ mod tests {
 
     #[test]
     fn lookup_by_reported_names() {
-        assert_eq!(lookup("Tesla V100-SXM2-32GB", None).map(|d| d.name), Some("V100 SXM2"));
+        assert_eq!(
+            lookup("Tesla V100-SXM2-32GB", None).map(|d| d.name),
+            Some("V100 SXM2")
+        );
         assert_eq!(
             lookup("NVIDIA A100-PG509-200", Some(42_297_524_224)).map(|d| d.name),
             Some("A100 SXM4 40GB")
         );
-        assert_eq!(lookup("NVIDIA A100-SXM4-80GB", None).map(|d| d.name), Some("A100 SXM4 80GB"));
-        assert_eq!(lookup("NVIDIA H100 PCIe", None).map(|d| d.name), Some("H100 PCIe"));
-        assert_eq!(lookup("NVIDIA H200", None).map(|d| d.name), Some("H200 SXM"));
+        assert_eq!(
+            lookup("NVIDIA A100-SXM4-80GB", None).map(|d| d.name),
+            Some("A100 SXM4 80GB")
+        );
+        assert_eq!(
+            lookup("NVIDIA H100 PCIe", None).map(|d| d.name),
+            Some("H100 PCIe")
+        );
+        assert_eq!(
+            lookup("NVIDIA H200", None).map(|d| d.name),
+            Some("H200 SXM")
+        );
         assert_eq!(
             lookup("NVIDIA GeForce RTX 4070 Ti", None).map(|d| d.name),
             Some("RTX 4070 Ti")
         );
-        assert_eq!(lookup("NVIDIA GeForce RTX 5070", None).map(|d| d.name), Some("RTX 5070"));
-        assert_eq!(lookup("AMD Instinct MI250X", None).map(|d| d.name), Some("MI250X"));
+        assert_eq!(
+            lookup("NVIDIA GeForce RTX 5070", None).map(|d| d.name),
+            Some("RTX 5070")
+        );
+        assert_eq!(
+            lookup("AMD Instinct MI250X", None).map(|d| d.name),
+            Some("MI250X")
+        );
         assert!(lookup("Intel Arc A770", None).is_none());
     }
 
@@ -221,9 +382,16 @@ mod tests {
         let v100 = lookup("Tesla V100-SXM2-16GB", None).unwrap();
         let r = v100.ridge(Precision::Fp32).unwrap();
         assert!((r - 15.7e12 / 900e9).abs() < 1e-9);
-        assert!(lookup("RTX 5070", None).unwrap().ridge(Precision::Fp16).is_none());
+        assert!(lookup("RTX 5070", None)
+            .unwrap()
+            .ridge(Precision::Fp16)
+            .is_none());
         for d in DEVICES {
-            assert!(d.fp32_tflops.is_some() && d.memory_bandwidth_gbs > 0.0, "{}", d.name);
+            assert!(
+                d.fp32_tflops.is_some() && d.memory_bandwidth_gbs > 0.0,
+                "{}",
+                d.name
+            );
         }
     }
 }

@@ -70,7 +70,12 @@ impl Hierarchy {
             sorted.extend_from_slice(&scopes.by_track[t]);
             sorted.sort_unstable_by_key(|&i| {
                 let s = &trace.spans[i as usize];
-                (s.start, std::cmp::Reverse(s.end), levels[i as usize].code(), i)
+                (
+                    s.start,
+                    std::cmp::Reverse(s.end),
+                    levels[i as usize].code(),
+                    i,
+                )
             });
             stack.clear();
             for &i in &sorted {
@@ -97,8 +102,7 @@ impl Hierarchy {
                 };
                 let p = launched.or(found);
                 parent[i as usize] = p;
-                flags[i as usize] =
-                    own_flags(level) | p.map_or(0, |p| flags[p as usize]);
+                flags[i as usize] = own_flags(level) | p.map_or(0, |p| flags[p as usize]);
                 stack.push(i);
             }
         }
@@ -314,12 +318,7 @@ pub fn chains_at(trace: &Trace, h: &Hierarchy, t: Ns, limit: usize) -> Vec<Vec<C
     let roots = device.into_iter().chain(innermost.into_iter().flatten());
     roots
         .take(limit)
-        .map(|leaf| {
-            h.chain(leaf)
-                .into_iter()
-                .map(|i| link(trace, i))
-                .collect()
-        })
+        .map(|leaf| h.chain(leaf).into_iter().map(|i| link(trace, i)).collect())
         .collect()
 }
 
@@ -342,12 +341,7 @@ pub fn chains_of_kernels(
     found
         .into_iter()
         .take(limit)
-        .map(|leaf| {
-            h.chain(leaf)
-                .into_iter()
-                .map(|i| link(trace, i))
-                .collect()
-        })
+        .map(|leaf| h.chain(leaf).into_iter().map(|i| link(trace, i)).collect())
         .collect()
 }
 
@@ -394,7 +388,12 @@ mod tests {
         assert_eq!(h.chain(4), vec![4, 3, 2, 1, 0]);
         let r = report(&s.trace, &scopes, &h);
         assert_eq!(
-            (r.total.device_ops, r.total.with_launch, r.total.with_op, r.total.with_annotation),
+            (
+                r.total.device_ops,
+                r.total.with_launch,
+                r.total.with_op,
+                r.total.with_annotation
+            ),
             (3, 2, 1, 2)
         );
         assert_eq!(r.total.with_annotation_by_containment, 2);
@@ -402,6 +401,15 @@ mod tests {
         assert_eq!(r.max_depth, 4);
         let chains = chains_at(&s.trace, &h, 31, 10);
         let names: Vec<&str> = chains[0].iter().map(|l| l.name.as_str()).collect();
-        assert_eq!(names, vec!["gemm", "cudaLaunchKernel", "aten::addmm", "aten::linear", "forward"]);
+        assert_eq!(
+            names,
+            vec![
+                "gemm",
+                "cudaLaunchKernel",
+                "aten::addmm",
+                "aten::linear",
+                "forward"
+            ]
+        );
     }
 }

@@ -105,16 +105,14 @@ fn roofline(
         (Some(f), Some(b)) if b > 0.0 => Some(f / b),
         _ => None,
     };
-    let attained = flops.filter(|_| device_ns > 0).map(|f| f / (device_ns as f64 * 1e-9));
+    let attained = flops
+        .filter(|_| device_ns > 0)
+        .map(|f| f / (device_ns as f64 * 1e-9));
     let peak = spec.zip(precision).and_then(|(s, p)| s.peak_flops(p));
     let ridge = spec.zip(precision).and_then(|(s, p)| s.ridge(p));
-    let bound = ai.zip(ridge).map(|(a, r)| {
-        if a < r {
-            Bound::Memory
-        } else {
-            Bound::Compute
-        }
-    });
+    let bound = ai
+        .zip(ridge)
+        .map(|(a, r)| if a < r { Bound::Memory } else { Bound::Compute });
     let roof_pct = match (ai, attained, peak, spec) {
         (Some(a), Some(x), Some(peak), Some(s)) => {
             let roof = peak.min(a * s.bandwidth());
@@ -409,8 +407,12 @@ fn op_cost(name: &str, args: &Value) -> Option<Cost> {
             let (k, n) = (b[0] as f64, b[1] as f64);
             (2.0 * rows * k * n, prod(a) + prod(b) + rows * n, 0)
         }
-        "aten::conv1d" | "aten::conv2d" | "aten::conv3d" | "aten::convolution"
-        | "aten::_convolution" | "aten::cudnn_convolution" => {
+        "aten::conv1d"
+        | "aten::conv2d"
+        | "aten::conv3d"
+        | "aten::convolution"
+        | "aten::_convolution"
+        | "aten::cudnn_convolution" => {
             let (x, w) = (d(0), d(1));
             if x.len() < 3 || w.len() != x.len() || w[0] <= 0 || w[1] <= 0 || x[1] % w[1] != 0 {
                 return None;
@@ -517,14 +519,28 @@ pub fn layers(
 ) -> LayersReport {
     let n = trace.spans.len();
     let mut notes = Vec::new();
-    let levels: Vec<Level> = trace.spans.iter().map(|s| effective_level(trace, s)).collect();
+    let levels: Vec<Level> = trace
+        .spans
+        .iter()
+        .map(|s| effective_level(trace, s))
+        .collect();
     // Thread spans in an order where parents come before children.
     let mut order: Vec<u32> = (0..n as u32)
-        .filter(|&i| matches!(trace.track(trace.spans[i as usize].track).kind, TrackKind::Thread { .. }))
+        .filter(|&i| {
+            matches!(
+                trace.track(trace.spans[i as usize].track).kind,
+                TrackKind::Thread { .. }
+            )
+        })
         .collect();
     order.sort_unstable_by_key(|&i| {
         let s = &trace.spans[i as usize];
-        (s.start, std::cmp::Reverse(s.end), levels[i as usize].code(), i)
+        (
+            s.start,
+            std::cmp::Reverse(s.end),
+            levels[i as usize].code(),
+            i,
+        )
     });
     let is_layer = |i: u32| -> bool {
         let s = &trace.spans[i as usize];
@@ -735,7 +751,10 @@ pub fn layers(
             }
         }
     } else {
-        notes.push("no [memory] events (profile_memory off or args not kept): allocated bytes unknown".into());
+        notes.push(
+            "no [memory] events (profile_memory off or args not kept): allocated bytes unknown"
+                .into(),
+        );
     }
 
     // Layer rows.
@@ -797,7 +816,11 @@ pub fn layers(
         .into_iter()
         .map(|(name, mut a)| {
             let mut top = kernels_of.remove(&name).unwrap_or_default();
-            top.sort_by(|x, y| y.total_ns.cmp(&x.total_ns).then_with(|| x.name.cmp(&y.name)));
+            top.sort_by(|x, y| {
+                y.total_ns
+                    .cmp(&x.total_ns)
+                    .then_with(|| x.name.cmp(&y.name))
+            });
             top.truncate(5);
             let cpu = stats(&mut a.cpu, options.trim);
             LayerRow {
@@ -817,7 +840,13 @@ pub fn layers(
                 gpu: stats(&mut a.gpu, options.trim),
                 top_kernels: top,
                 flops_known: a.flops_known,
-                roofline: roofline(a.cost.flops, a.cost.bytes, a.cost.precision, a.cost_ns, spec),
+                roofline: roofline(
+                    a.cost.flops,
+                    a.cost.bytes,
+                    a.cost.precision,
+                    a.cost_ns,
+                    spec,
+                ),
             }
         })
         .collect();
@@ -853,7 +882,13 @@ pub fn layers(
                 configurations: k.configs.len(),
                 occupancy_pct: (k.occupancy.1 > 0).then(|| k.occupancy.0 / k.occupancy.1 as f64),
                 with_metrics: k.with_metrics,
-                roofline: roofline(k.cost.flops, k.cost.bytes, k.cost.precision, k.metric_ns, spec),
+                roofline: roofline(
+                    k.cost.flops,
+                    k.cost.bytes,
+                    k.cost.precision,
+                    k.metric_ns,
+                    spec,
+                ),
             }
         })
         .collect();
@@ -865,8 +900,7 @@ pub fn layers(
     });
 
     // Steps and models.
-    let (steps, models) =
-        steps_and_models(trace, scopes, &cost, &layer_instances, options, spec);
+    let (steps, models) = steps_and_models(trace, scopes, &cost, &layer_instances, options, spec);
     if steps.is_empty() {
         notes.push("no ProfilerStep#N annotations: no model (step) table".into());
     }
@@ -908,9 +942,7 @@ fn steps_and_models(
         let mut ops: Vec<Vec<(Ns, Ns)>> = vec![Vec::new(); steps.len()];
         for o in scopes.device_owners.iter().filter(|o| o.process == p) {
             let s = &trace.spans[o.span as usize];
-            let at = o
-                .launch
-                .map_or(s.start, |l| trace.spans[l as usize].start);
+            let at = o.launch.map_or(s.start, |l| trace.spans[l as usize].start);
             let k = steps.partition_point(|&st| trace.spans[st as usize].start <= at);
             if let Some(k) = k.checked_sub(1) {
                 if at < trace.spans[steps[k] as usize].end {
@@ -1020,7 +1052,10 @@ mod tests {
         let bad = json!({"Input Dims": [[2, 3], [4, 5]]});
         assert!(op_cost("aten::mm", &bad).is_none());
         let flops = json!({"flops": 1234.0});
-        assert_eq!(op_cost("aten::anything", &flops).unwrap().flops, Some(1234.0));
+        assert_eq!(
+            op_cost("aten::anything", &flops).unwrap().flops,
+            Some(1234.0)
+        );
     }
 
     #[test]
@@ -1039,7 +1074,13 @@ mod tests {
         let r = roofline(Some(1e9), Some(1e9), Some(Precision::Fp32), 1_000_000, spec);
         assert_eq!(r.bound, Some(Bound::Memory));
         assert!((r.attained_flops_per_s.unwrap() - 1e12).abs() < 1.0);
-        let r = roofline(Some(1e12), Some(1e9), Some(Precision::Fp32), 1_000_000, spec);
+        let r = roofline(
+            Some(1e12),
+            Some(1e9),
+            Some(Precision::Fp32),
+            1_000_000,
+            spec,
+        );
         assert_eq!(r.bound, Some(Bound::Compute));
         let r = roofline(Some(1e12), None, Some(Precision::Fp32), 1_000_000, spec);
         assert_eq!((r.bound, r.arithmetic_intensity), (None, None));

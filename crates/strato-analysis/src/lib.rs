@@ -3,7 +3,9 @@
 //! (its parts add up to the whole), which the tests check.
 
 pub mod breakdown;
+pub mod busy;
 pub mod devices;
+pub mod diff;
 pub mod gpu_time;
 pub mod hierarchy;
 pub mod info;

@@ -164,6 +164,10 @@ impl Innermost {
     }
 }
 
+/// How a thread ranks as the annotated thread: operation coverage, operation spans, CPU spans,
+/// lower track id.
+type ThreadScore = (Ns, usize, usize, Reverse<u32>);
+
 /// Flattens spans (nested or overlapping, e.g. operations) into disjoint `[start, end)`
 /// segments labelled with the innermost span active there.
 pub fn flatten_innermost(trace: &Trace, ops: &[u32]) -> Vec<(Ns, Ns, u32)> {
@@ -245,7 +249,7 @@ impl Scopes {
         }
         // Annotated thread and its operation segments.
         for p in &mut processes {
-            let mut best: Option<((Ns, usize, usize, Reverse<u32>), TrackId, Vec<u32>)> = None;
+            let mut best: Option<(ThreadScore, TrackId, Vec<u32>)> = None;
             for &t in &p.threads {
                 let spans = &by_track[t.0 as usize];
                 let ops: Vec<u32> = spans
@@ -255,12 +259,11 @@ impl Scopes {
                         effective_level(trace, &trace.spans[i as usize]) == Level::Operation
                     })
                     .collect();
-                let covered = crate::gpu_time::length(&crate::gpu_time::merge(ops.iter().map(
-                    |&i| {
+                let covered =
+                    crate::gpu_time::length(&crate::gpu_time::merge(ops.iter().map(|&i| {
                         let s = &trace.spans[i as usize];
                         (s.start, s.end)
-                    },
-                )));
+                    })));
                 let cpu = spans
                     .iter()
                     .filter(|&&i| is_cpu_level(trace.spans[i as usize].level))

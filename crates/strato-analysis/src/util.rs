@@ -101,13 +101,15 @@ pub fn util(trace: &Trace, periods_s: &[f64]) -> UtilReport {
             let sampled = periods_s
                 .iter()
                 .map(|&p| sample(&merged, &zero_length, w0, w1, p))
-                .map(|(period_s, period_ns, periods, active, active_ns)| Sampled {
-                    period_s,
-                    period_ns,
-                    periods,
-                    active_periods: active,
-                    sampled_pct: pct(active_ns),
-                })
+                .map(
+                    |(period_s, period_ns, periods, active, active_ns)| Sampled {
+                        period_s,
+                        period_ns,
+                        periods,
+                        active_periods: active,
+                        sampled_pct: pct(active_ns),
+                    },
+                )
                 .collect();
             DeviceUtil {
                 rank: info.rank.unwrap_or(i64::from(rank)),

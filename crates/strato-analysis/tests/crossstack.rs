@@ -14,7 +14,9 @@ use strato_io::{import_paths, ImportOptions};
 use strato_trace::Trace;
 
 fn data(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data").join(rel)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data")
+        .join(rel)
 }
 
 /// Every input of the data folder (directories of ranks as one input).
@@ -64,7 +66,9 @@ fn load(rel: &str, keep_args: bool) -> Option<Trace> {
 #[test]
 fn breakdown_rows_sum_to_the_window_on_every_file() {
     for rel in ALL {
-        let Some(trace) = load(rel, false) else { continue };
+        let Some(trace) = load(rel, false) else {
+            continue;
+        };
         let scopes = Scopes::build(&trace);
         let h = Hierarchy::build(&trace, &scopes);
         let report = breakdown_with(&trace, &scopes, &h, &BreakdownOptions::default());
@@ -88,7 +92,9 @@ fn breakdown_rows_sum_to_the_window_on_every_file() {
 #[test]
 fn hierarchy_attributes_kernels_on_traces_with_correlation() {
     for rel in WITH_CORRELATION {
-        let Some(trace) = load(rel, false) else { continue };
+        let Some(trace) = load(rel, false) else {
+            continue;
+        };
         let scopes = Scopes::build(&trace);
         let h = Hierarchy::build(&trace, &scopes);
         let r = hierarchy::report(&trace, &scopes, &h);
@@ -130,7 +136,9 @@ fn hierarchy_attributes_kernels_on_traces_with_correlation() {
 #[test]
 fn utilization_sampled_is_never_below_true_busy() {
     for rel in ALL {
-        let Some(trace) = load(rel, false) else { continue };
+        let Some(trace) = load(rel, false) else {
+            continue;
+        };
         let report = util(&trace, &DEFAULT_PERIODS_S);
         for d in &report.devices {
             assert!(d.busy_ns <= d.window_ns, "{rel}");
@@ -156,7 +164,9 @@ fn layer_tables_conserve_counts() {
         "kineto/kineto2021_resnet50_worker0.pt.trace.json.gz",
         "nsys/pipit_cloverleaf_cuda.sqlite",
     ] {
-        let Some(trace) = load(rel, true) else { continue };
+        let Some(trace) = load(rel, true) else {
+            continue;
+        };
         let scopes = Scopes::build(&trace);
         let h = Hierarchy::build(&trace, &scopes);
         let r = layers(&trace, &scopes, &h, &LayersOptions::default());

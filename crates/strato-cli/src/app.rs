@@ -84,6 +84,7 @@ correlated to them) and whole-microsecond rounding\n\nExample:\n  strato gpu-tim
     /// Export a trace for timeline viewers.
     #[command(
         after_help = "Examples:\n  strato export prof --perfetto out.pftrace   (open in ui.perfetto.dev)\n  \
+strato export trace.json.gz --perfetto out.pftrace --iterations\n  \
 strato export trace.json.gz --chrome out.json"
     )]
     Export {
@@ -95,22 +96,26 @@ strato export trace.json.gz --chrome out.json"
         /// Write Chrome-trace JSON here.
         #[arg(long, value_name = "OUT")]
         chrome: Option<PathBuf>,
+        /// Perfetto: the trace only, without what the analyses add (per-stratum thread
+        /// tracks, device busy counters, iterations; see docs/export.md).
+        #[arg(long)]
+        raw: bool,
+        /// Perfetto: add the iterations found by `strato iterations` as a track of slices
+        /// under each device.
+        #[arg(long, conflicts_with = "raw")]
+        iterations: bool,
     },
     /// Measure auto-tuning candidates in parallel, accurately (DOPpler): warm workers, device
     /// timing, calibrator, REACT parallelism, rank selection (see docs/measure.md).
-    #[command(
-        after_help = "Examples:\n  strato measure candidates.json\n  \
+    #[command(after_help = "Examples:\n  strato measure candidates.json\n  \
 strato measure --compare-serial --example opencl-matmul --json\n  \
-strato measure --example opencl-matmul --write-candidates mm.json"
-    )]
+strato measure --example opencl-matmul --write-candidates mm.json")]
     Measure(crate::cmd_measure::MeasureArgs),
     /// Find training/inference iterations from device activity alone (DeepProf pattern mining):
     /// per-iteration duration, interval, copy overlap, op gap, bytes in; summary and diagnosis.
-    #[command(
-        after_help = "Examples:\n  strato iterations trace.json.gz\n  \
+    #[command(after_help = "Examples:\n  strato iterations trace.json.gz\n  \
 strato iterations trace.json.gz -i 100,20 --k0 8 --json\n  \
-strato iterations trace.json.gz --check-steps"
-    )]
+strato iterations trace.json.gz --check-steps")]
     Iterations(crate::cmd_iterations::IterationsArgs),
     /// Kernel statistics per kernel and per launching op (count, total, mean, std, min, max,
     /// share), launch and queue latencies.
@@ -124,17 +129,43 @@ strato memory trace.json.gz --json")]
     /// Record an unmodified Python program (stratoscope's recorder on) and print its breakdown;
     /// `--calibrate` also calibrates and validates overhead correction, `--levels` runs XSP
     /// leveled experiments (see docs/recording.md).
-    #[command(after_help = "Examples:\n  strato record -o prof -- python examples/rl_cartpole.py\n  \
+    #[command(
+        after_help = "Examples:\n  strato record -o prof -- python examples/rl_cartpole.py\n  \
 strato record --calibrate --json -o prof -- python examples/rl_cartpole.py --steps 2000\n  \
-strato record --levels -o prof -- python examples/selfplay.py")]
+strato record --levels -o prof -- python examples/selfplay.py"
+    )]
     Record(crate::cmd_record::RecordArgs),
     /// Report a calibrated profile's corrected time against its uninstrumented run (bias %).
     #[command(after_help = "Example:\n  strato validate prof --json")]
     Validate(crate::cmd_record::ValidateArgs),
     /// Overhead of the OpenCL layer per collection level (baseline, api, device, full): mean and
     /// std over repeated runs of a workload (Zins tables 4.3-4.8; see docs/opencl.md).
-    #[command(after_help = "Example:\n  strato overhead --runs 10 -- target/release/strato-opencl-demo workload 50")]
+    #[command(
+        after_help = "Example:\n  strato overhead --runs 10 -- target/release/strato-opencl-demo workload 50"
+    )]
     Overhead(crate::cmd_overhead::OverheadArgs),
+    /// Write a self-contained HTML report with plots (breakdown, transitions, processes,
+    /// utilization, kernels, roofline, iterations, memory; a diff with --baseline).
+    #[command(
+        after_help = "The report needs no network and no script: open it from file://. See \
+docs/report.md.\n\nExamples:\n  strato report trace.json.gz -o report.html\n  \
+strato report prof -o report.html --baseline before/ --title \"after the fix\""
+    )]
+    Report(crate::cmd_report::ReportArgs),
+    /// Compare two profiles: per operation, per operation x stratum, per kernel; time and share
+    /// in each, absolute and relative change, added and removed.
+    #[command(
+        after_help = "A is the baseline; negative changes are time saved.\n\nExamples:\n  \
+strato diff base.json.gz test.json.gz\n  strato diff before/ after/ --top 30\n  \
+strato diff a.json.gz b.json.gz --json > diff.json"
+    )]
+    Diff(crate::cmd_diff::DiffArgs),
+    /// Print shell completions (bash, zsh, fish, elvish, powershell) to stdout.
+    #[command(
+        after_help = "Examples:\n  strato completions bash > ~/.local/share/bash-completion/completions/strato\n  \
+strato completions zsh > ~/.zfunc/_strato\n  strato completions fish > ~/.config/fish/completions/strato.fish"
+    )]
+    Completions(crate::cmd_report::CompletionsArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -207,6 +238,7 @@ pub(crate) fn import_options(
     Ok(ImportOptions {
         level_map,
         keep_args,
+        progress: crate::term::import_progress(),
         ..ImportOptions::default()
     })
 }
@@ -224,7 +256,9 @@ pub(crate) fn load(inputs: &[PathBuf], options: &ImportOptions) -> Result<Trace>
     if inputs.iter().any(|p| strato_store::is_profile_dir(p)) {
         bail!("a profile directory must be given alone");
     }
-    let trace = strato_io::import_paths(inputs, options)?;
+    let trace = strato_io::import_paths(inputs, options);
+    crate::term::finish_progress();
+    let trace = trace?;
     // Recordings calibrated by `strato record --calibrate` are overhead-corrected first.
     Ok(strato_analysis::overhead::apply_recorded_calibration(trace))
 }
@@ -314,17 +348,33 @@ fn run(cli: Cli) -> Result<()> {
         Command::Record(args) => crate::cmd_record::run_record(args, &mut out)?,
         Command::Validate(args) => crate::cmd_record::run_validate(args, &mut out)?,
         Command::Overhead(args) => crate::cmd_overhead::run(args, &mut out)?,
+        Command::Report(args) => crate::cmd_report::run(args, level_map, &mut out)?,
+        Command::Diff(args) => crate::cmd_diff::run(args, level_map, &mut out)?,
+        Command::Completions(args) => crate::cmd_report::completions(
+            args,
+            &mut <Cli as clap::CommandFactory>::command(),
+            &mut out,
+        )?,
         Command::Export {
             inputs,
             perfetto,
             chrome,
+            raw,
+            iterations,
         } => {
             if perfetto.is_none() && chrome.is_none() {
                 bail!("export: say where to write: --perfetto OUT and/or --chrome OUT");
             }
             let trace = load(&inputs, &import_options(level_map, true)?)?;
             if let Some(path) = perfetto {
-                write_atomically(&path, |w| strato_io::export::perfetto::write(&trace, w))?;
+                let extras = if raw {
+                    strato_io::export::perfetto::Extras::default()
+                } else {
+                    crate::cmd_report::perfetto_extras(&trace, iterations)
+                };
+                write_atomically(&path, |w| {
+                    strato_io::export::perfetto::write_with(&trace, &extras, w)
+                })?;
                 writeln!(out, "wrote {}", path.display())?;
             }
             if let Some(path) = chrome {

@@ -23,10 +23,12 @@ use crate::app::{import_options, load};
 pub enum CrossStackCommand {
     /// Operation-scoped CPU/GPU breakdown per process (RL-Scope): time by (phase, operation,
     /// resource, CPU level), and language transitions per operation.
-    #[command(after_help = "Rows sum to each process's window exactly. Resource is CPU, GPU, \
+    #[command(
+        after_help = "Rows sum to each process's window exactly. Resource is CPU, GPU, \
 CPU+GPU or idle; the CPU level is the stratum the CPU was in (Python, Backend, AcceleratorApi, ...).\n\
 See docs/analyses/breakdown.md.\n\nExamples:\n  strato breakdown trace.json.gz\n  \
-strato breakdown ranks/ --json\n  strato breakdown trace.json.gz --csv > rows.csv")]
+strato breakdown ranks/ --json\n  strato breakdown trace.json.gz --csv > rows.csv"
+    )]
     Breakdown {
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
@@ -44,7 +46,9 @@ strato breakdown ranks/ --json\n  strato breakdown trace.json.gz --csv > rows.cs
     },
     /// Span hierarchy (XSP): how many device ops reach a launching call, a framework op and an
     /// annotation.
-    #[command(after_help = "See docs/analyses/hierarchy.md.\n\nExample:\n  strato hierarchy trace.json.gz --json")]
+    #[command(
+        after_help = "See docs/analyses/hierarchy.md.\n\nExample:\n  strato hierarchy trace.json.gz --json"
+    )]
     Hierarchy {
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
@@ -53,9 +57,11 @@ strato breakdown ranks/ --json\n  strato breakdown trace.json.gz --csv > rows.cs
     },
     /// The chain annotation -> op -> API call -> kernel of what runs at a time, or of kernels by
     /// name.
-    #[command(after_help = "TIME is absolute ns (1669783687730492000) or an offset from the \
+    #[command(
+        after_help = "TIME is absolute ns (1669783687730492000) or an offset from the \
 trace start with a unit (250ms, 1.5s, 300us).\nWithout --at or --kernel: the middle of the \
-longest kernel.\n\nExamples:\n  strato tree trace.json.gz --at 250ms\n  strato tree trace.json.gz --kernel gemm --limit 2")]
+longest kernel.\n\nExamples:\n  strato tree trace.json.gz --at 250ms\n  strato tree trace.json.gz --kernel gemm --limit 2"
+    )]
     Tree {
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
@@ -101,8 +107,10 @@ strato layers trace.json.gz --by annotation --json")]
     },
     /// Roofline per kernel, layer and model: arithmetic intensity, attained FLOP/s, memory- or
     /// compute-bound against the device's ridge point ("unknown" where inputs are missing).
-    #[command(after_help = "See docs/analyses/layers-roofline.md for the device table and FLOP \
-formulas.\n\nExample:\n  strato roofline trace.json.gz metrics.csv")]
+    #[command(
+        after_help = "See docs/analyses/layers-roofline.md for the device table and FLOP \
+formulas.\n\nExample:\n  strato roofline trace.json.gz metrics.csv"
+    )]
     Roofline {
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
@@ -117,7 +125,9 @@ formulas.\n\nExample:\n  strato roofline trace.json.gz metrics.csv")]
     },
     /// Utilization reality check (RL-Scope F.11): nvidia-smi's sampled figure beside true
     /// device-busy time, per device.
-    #[command(after_help = "See docs/analyses/util.md.\n\nExample:\n  strato util trace.json.gz --period 0.1 --period 1")]
+    #[command(
+        after_help = "See docs/analyses/util.md.\n\nExample:\n  strato util trace.json.gz --period 0.1 --period 1"
+    )]
     Util {
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
@@ -145,7 +155,11 @@ impl LayerBy {
 }
 
 /// Runs one cross-stack subcommand.
-pub fn run(command: CrossStackCommand, level_map: Option<&Path>, out: &mut impl Write) -> Result<()> {
+pub fn run(
+    command: CrossStackCommand,
+    level_map: Option<&Path>,
+    out: &mut impl Write,
+) -> Result<()> {
     match command {
         CrossStackCommand::Breakdown {
             inputs,
@@ -192,11 +206,15 @@ pub fn run(command: CrossStackCommand, level_map: Option<&Path>, out: &mut impl 
             } else {
                 let t = match at {
                     Some(text) => parse_time(&text, origin)?,
-                    None => longest_kernel_middle(&trace)
-                        .ok_or_else(|| anyhow::anyhow!("tree: the trace has no device kernels; give --at TIME"))?,
+                    None => longest_kernel_middle(&trace).ok_or_else(|| {
+                        anyhow::anyhow!("tree: the trace has no device kernels; give --at TIME")
+                    })?,
                 };
                 let chains = hierarchy::chains_at(&trace, &h, t, limit);
-                (format!("at {t} ns ({} from the trace start)", ms(t - origin)), chains)
+                (
+                    format!("at {t} ns ({} from the trace start)", ms(t - origin)),
+                    chains,
+                )
             };
             if json {
                 write_json(out, &json!({"what": title, "chains": chains}))?;
@@ -400,7 +418,16 @@ fn csv_cell(c: &str) -> String {
 
 fn breakdown_csv(out: &mut impl Write, report: &BreakdownReport) -> Result<()> {
     let mut t = Table::new(
-        &["rank", "pid", "phase", "operation", "resource", "cpu_level", "time_ns", "window_ns"],
+        &[
+            "rank",
+            "pid",
+            "phase",
+            "operation",
+            "resource",
+            "cpu_level",
+            "time_ns",
+            "window_ns",
+        ],
         &[],
     );
     for p in &report.processes {
@@ -461,7 +488,17 @@ fn breakdown_text(out: &mut impl Write, report: &BreakdownReport, top: usize) ->
             pct(by_resource[Resource::Idle as usize] as f64, w),
         )?;
         let mut t = Table::new(
-            &["operation", "total ms", "share", "CPU ms", "CPU+GPU ms", "GPU ms", "idle ms", "launched GPU ms", "device ops"],
+            &[
+                "operation",
+                "total ms",
+                "share",
+                "CPU ms",
+                "CPU+GPU ms",
+                "GPU ms",
+                "idle ms",
+                "launched GPU ms",
+                "device ops",
+            ],
             &[0],
         );
         for o in p.operations.iter().take(top) {
@@ -477,7 +514,12 @@ fn breakdown_text(out: &mut impl Write, report: &BreakdownReport, top: usize) ->
                 o.device_ops_launched.to_string(),
             ]);
         }
-        fold(&mut t, p.operations.iter().skip(top).map(|o| o.total_ns), w, 9);
+        fold(
+            &mut t,
+            p.operations.iter().skip(top).map(|o| o.total_ns),
+            w,
+            9,
+        );
         writeln!(out, "  by operation")?;
         t.print(out, "  ")?;
         let mut t = Table::new(
@@ -489,13 +531,18 @@ fn breakdown_text(out: &mut impl Write, report: &BreakdownReport, top: usize) ->
                 short(&r.phase, 20),
                 short(&r.operation, 40),
                 r.resource.as_str().to_owned(),
-                r.cpu_level.map_or("-".to_owned(), |l| l.as_str().to_owned()),
+                r.cpu_level
+                    .map_or("-".to_owned(), |l| l.as_str().to_owned()),
                 ms_num(r.time_ns as f64),
                 pct(r.time_ns as f64, w),
             ]);
         }
         fold(&mut t, p.rows.iter().skip(top).map(|r| r.time_ns), w, 6);
-        writeln!(out, "\n  rows ({} in all; they sum to the window)", p.rows.len())?;
+        writeln!(
+            out,
+            "\n  rows ({} in all; they sum to the window)",
+            p.rows.len()
+        )?;
         t.print(out, "  ")?;
         if !p.transitions.is_empty() {
             let mut t = Table::new(&["operation", "transition", "count"], &[0, 1]);
@@ -572,16 +619,37 @@ fn hierarchy_text(out: &mut impl Write, r: &HierarchyReport) -> Result<()> {
         share(r.spans_with_parent, r.spans),
         r.max_depth + 1
     )?;
-    let mut table = Table::new(&["rank", "device ops", "with launch", "with op", "with annotation", "kernels", "kernels w/ launch", "launched before trace", "source"], &[8]);
+    let mut table = Table::new(
+        &[
+            "rank",
+            "device ops",
+            "with launch",
+            "with op",
+            "with annotation",
+            "kernels",
+            "kernels w/ launch",
+            "launched before trace",
+            "source",
+        ],
+        &[8],
+    );
     let mut add = |rank: String, a: &hierarchy::Attribution, source: &str| {
         table.row(vec![
             rank,
             a.device_ops.to_string(),
             format!("{} ({})", a.with_launch, share(a.with_launch, a.device_ops)),
             format!("{} ({})", a.with_op, share(a.with_op, a.device_ops)),
-            format!("{} ({})", a.with_annotation, share(a.with_annotation, a.device_ops)),
+            format!(
+                "{} ({})",
+                a.with_annotation,
+                share(a.with_annotation, a.device_ops)
+            ),
             a.kernels.to_string(),
-            format!("{} ({})", a.kernels_with_launch, share(a.kernels_with_launch, a.kernels)),
+            format!(
+                "{} ({})",
+                a.kernels_with_launch,
+                share(a.kernels_with_launch, a.kernels)
+            ),
             a.launched_before_trace.to_string(),
             source.to_owned(),
         ]);
@@ -626,7 +694,12 @@ fn longest_kernel_middle(trace: &Trace) -> Option<Ns> {
         .map(|s| s.start + s.duration() / 2)
 }
 
-fn tree_text(out: &mut impl Write, title: &str, chains: &[Vec<ChainLink>], origin: Ns) -> Result<()> {
+fn tree_text(
+    out: &mut impl Write,
+    title: &str,
+    chains: &[Vec<ChainLink>],
+    origin: Ns,
+) -> Result<()> {
     writeln!(out, "{title}: {} chains (root first)", chains.len())?;
     for chain in chains {
         writeln!(out)?;
@@ -653,18 +726,21 @@ fn tree_text(out: &mut impl Write, title: &str, chains: &[Vec<ChainLink>], origi
 fn device_line(out: &mut impl Write, report: &LayersReport) -> Result<()> {
     match &report.device {
         Some(d) => {
-            let spec = d.spec.as_ref().map_or("not in the device table".to_owned(), |s| {
-                format!(
-                    "{}: fp32 {} TFLOP/s, {} GB/s, fp32 ridge {}",
-                    s.name,
-                    s.fp32_tflops.map_or("unknown".into(), |v| v.to_string()),
-                    s.memory_bandwidth_gbs,
-                    opt(
-                        s.ridge(strato_analysis::devices::Precision::Fp32),
-                        |r| format!("{r:.1} FLOP/B")
+            let spec = d
+                .spec
+                .as_ref()
+                .map_or("not in the device table".to_owned(), |s| {
+                    format!(
+                        "{}: fp32 {} TFLOP/s, {} GB/s, fp32 ridge {}",
+                        s.name,
+                        s.fp32_tflops.map_or("unknown".into(), |v| v.to_string()),
+                        s.memory_bandwidth_gbs,
+                        opt(
+                            s.ridge(strato_analysis::devices::Precision::Fp32),
+                            |r| format!("{r:.1} FLOP/B")
+                        )
                     )
-                )
-            });
+                });
             writeln!(
                 out,
                 "device: rank {} device {} ({}) — {}",
@@ -691,19 +767,41 @@ fn roof_cells(r: &Roofline) -> Vec<String> {
         opt(r.flops, |f| format!("{:.3}", f / 1e9)),
         opt(r.arithmetic_intensity, |a| format!("{a:.2}")),
         opt(r.attained_flops_per_s, |f| format!("{:.3}", f / 1e12)),
-        r.bound.map_or("unknown".into(), |b| format!("{b:?}").to_lowercase()),
+        r.bound
+            .map_or("unknown".into(), |b| format!("{b:?}").to_lowercase()),
     ]
 }
 
 fn layers_table(out: &mut impl Write, report: &LayersReport, top: usize, csv: bool) -> Result<()> {
     let mut t = Table::new(
-        &["layer", "count", "count %", "CPU ms", "CPU %", "CPU mean us", "CPU trim us", "GPU mean us", "GPU trim us", "kernels", "kernel ms", "alloc MB", "GFLOP", "FLOP/B", "TFLOP/s", "bound"],
+        &[
+            "layer",
+            "count",
+            "count %",
+            "CPU ms",
+            "CPU %",
+            "CPU mean us",
+            "CPU trim us",
+            "GPU mean us",
+            "GPU trim us",
+            "kernels",
+            "kernel ms",
+            "alloc MB",
+            "GFLOP",
+            "FLOP/B",
+            "TFLOP/s",
+            "bound",
+        ],
         &[0],
     );
     let limit = if csv { usize::MAX } else { top };
     for l in report.layers.iter().take(limit) {
         let mut row = vec![
-            if csv { l.name.clone() } else { short(&l.name, 44) },
+            if csv {
+                l.name.clone()
+            } else {
+                short(&l.name, 44)
+            },
             l.occurrences.to_string(),
             format!("{:.1}", l.share_of_occurrences_pct),
             ms_num(l.cpu.total_ns as f64),
@@ -714,7 +812,8 @@ fn layers_table(out: &mut impl Write, report: &LayersReport, top: usize, csv: bo
             us_num(l.gpu.trimmed_mean_ns),
             l.kernels.to_string(),
             ms_num(l.kernel_time_ns as f64),
-            l.allocated_bytes.map_or("unknown".into(), |b| format!("{:.1}", b as f64 / 1e6)),
+            l.allocated_bytes
+                .map_or("unknown".into(), |b| format!("{:.1}", b as f64 / 1e6)),
         ];
         row.extend(roof_cells(&l.roofline));
         t.row(row);
@@ -747,7 +846,13 @@ fn layers_table(out: &mut impl Write, report: &LayersReport, top: usize, csv: bo
         if !l.top_kernels.is_empty() {
             writeln!(out, "\nkernels of {}", short(&l.name, 60))?;
             for k in &l.top_kernels {
-                writeln!(out, "  {:>8} x  {:>10} ms  {}", k.count, ms_num(k.total_ns as f64), short(&k.name, 100))?;
+                writeln!(
+                    out,
+                    "  {:>8} x  {:>10} ms  {}",
+                    k.count,
+                    ms_num(k.total_ns as f64),
+                    short(&k.name, 100)
+                )?;
             }
         }
     }
@@ -758,7 +863,24 @@ fn layers_table(out: &mut impl Write, report: &LayersReport, top: usize, csv: bo
 
 fn kernels_table(out: &mut impl Write, report: &LayersReport, top: usize, csv: bool) -> Result<()> {
     let mut t = Table::new(
-        &["kernel", "count", "total ms", "mean us", "std us", "min us", "median us", "max us", "trim us", "grid", "block", "occ %", "GFLOP", "FLOP/B", "TFLOP/s", "bound"],
+        &[
+            "kernel",
+            "count",
+            "total ms",
+            "mean us",
+            "std us",
+            "min us",
+            "median us",
+            "max us",
+            "trim us",
+            "grid",
+            "block",
+            "occ %",
+            "GFLOP",
+            "FLOP/B",
+            "TFLOP/s",
+            "bound",
+        ],
         &[0, 9, 10],
     );
     let limit = if csv { usize::MAX } else { top };
@@ -770,7 +892,11 @@ fn kernels_table(out: &mut impl Write, report: &LayersReport, top: usize, csv: b
     for k in report.kernels.iter().take(limit) {
         let d = &k.duration;
         let mut row = vec![
-            if csv { k.name.clone() } else { short(&k.name, 60) },
+            if csv {
+                k.name.clone()
+            } else {
+                short(&k.name, 60)
+            },
             d.count.to_string(),
             ms_num(d.total_ns as f64),
             us_num(d.mean_ns),
@@ -791,12 +917,21 @@ fn kernels_table(out: &mut impl Write, report: &LayersReport, top: usize, csv: b
         return Ok(());
     }
     device_line(out, report)?;
-    writeln!(out, "kernels: {} launches of {} names\n", report.kernel_count, report.kernels.len())?;
+    writeln!(
+        out,
+        "kernels: {} launches of {} names\n",
+        report.kernel_count,
+        report.kernels.len()
+    )?;
     if report.kernels.len() > top {
         let rest: Vec<&layers::KernelRow> = report.kernels.iter().skip(top).collect();
         let mut row = vec![String::new(); 16];
         row[0] = format!("({} more)", rest.len());
-        row[1] = rest.iter().map(|k| k.duration.count).sum::<usize>().to_string();
+        row[1] = rest
+            .iter()
+            .map(|k| k.duration.count)
+            .sum::<usize>()
+            .to_string();
         row[2] = ms_num(rest.iter().map(|k| k.duration.total_ns).sum::<Ns>() as f64);
         t.row(row);
     }
@@ -808,7 +943,16 @@ fn kernels_table(out: &mut impl Write, report: &LayersReport, top: usize, csv: b
 
 fn steps_table(out: &mut impl Write, report: &LayersReport, top: usize, csv: bool) -> Result<()> {
     let mut t = Table::new(
-        &["rank", "pid", "step", "CPU ms", "end-to-end ms", "GPU busy ms", "device ops", "GFLOP"],
+        &[
+            "rank",
+            "pid",
+            "step",
+            "CPU ms",
+            "end-to-end ms",
+            "GPU busy ms",
+            "device ops",
+            "GFLOP",
+        ],
         &[2],
     );
     let limit = if csv { usize::MAX } else { top };
@@ -831,7 +975,23 @@ fn steps_table(out: &mut impl Write, report: &LayersReport, top: usize, csv: boo
     device_line(out, report)?;
     t.print(out, "")?;
     let mut m = Table::new(
-        &["rank", "pid", "steps", "mean ms", "trim ms", "min ms", "max ms", "e2e mean ms", "steps/s", "samples/s", "GPU busy ms", "GFLOP", "FLOP/B", "TFLOP/s", "bound"],
+        &[
+            "rank",
+            "pid",
+            "steps",
+            "mean ms",
+            "trim ms",
+            "min ms",
+            "max ms",
+            "e2e mean ms",
+            "steps/s",
+            "samples/s",
+            "GPU busy ms",
+            "GFLOP",
+            "FLOP/B",
+            "TFLOP/s",
+            "bound",
+        ],
         &[],
     );
     for r in &report.models {
@@ -872,39 +1032,95 @@ fn roofline_rows(report: &LayersReport) -> Vec<Value> {
         rows.push(Value::Object(m));
     };
     for m in &report.models {
-        add("model", &format!("rank {} pid {}", m.rank, m.pid), m.steps, m.gpu_busy_ns, &m.roofline);
+        add(
+            "model",
+            &format!("rank {} pid {}", m.rank, m.pid),
+            m.steps,
+            m.gpu_busy_ns,
+            &m.roofline,
+        );
     }
     for l in &report.layers {
-        add("layer", &l.name, l.occurrences, l.kernel_time_ns, &l.roofline);
+        add(
+            "layer",
+            &l.name,
+            l.occurrences,
+            l.kernel_time_ns,
+            &l.roofline,
+        );
     }
     for k in &report.kernels {
-        add("kernel", &k.name, k.duration.count, k.duration.total_ns, &k.roofline);
+        add(
+            "kernel",
+            &k.name,
+            k.duration.count,
+            k.duration.total_ns,
+            &k.roofline,
+        );
     }
     rows
 }
 
-fn roofline_table(out: &mut impl Write, report: &LayersReport, rows: &[Value], top: usize, csv: bool) -> Result<()> {
+fn roofline_table(
+    out: &mut impl Write,
+    report: &LayersReport,
+    rows: &[Value],
+    top: usize,
+    csv: bool,
+) -> Result<()> {
     let mut t = Table::new(
-        &["kind", "name", "count", "device ms", "precision", "GFLOP", "MB", "FLOP/B", "TFLOP/s", "ridge", "bound", "% of roof"],
+        &[
+            "kind",
+            "name",
+            "count",
+            "device ms",
+            "precision",
+            "GFLOP",
+            "MB",
+            "FLOP/B",
+            "TFLOP/s",
+            "ridge",
+            "bound",
+            "% of roof",
+        ],
         &[0, 1, 4],
     );
     let f = |v: &Value, k: &str| v.get(k).and_then(Value::as_f64);
-    let known: Vec<&Value> = rows.iter().filter(|r| f(r, "flops").is_some() || f(r, "bytes").is_some()).collect();
+    let known: Vec<&Value> = rows
+        .iter()
+        .filter(|r| f(r, "flops").is_some() || f(r, "bytes").is_some())
+        .collect();
     let limit = if csv { usize::MAX } else { top };
     for r in known.iter().take(limit) {
         let name = r.get("name").and_then(Value::as_str).unwrap_or("");
         t.row(vec![
-            r.get("kind").and_then(Value::as_str).unwrap_or("").to_owned(),
-            if csv { name.to_owned() } else { short(name, 50) },
-            r.get("count").and_then(Value::as_u64).unwrap_or(0).to_string(),
+            r.get("kind")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned(),
+            if csv {
+                name.to_owned()
+            } else {
+                short(name, 50)
+            },
+            r.get("count")
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+                .to_string(),
             ms_num(f(r, "device_time_ns").unwrap_or(0.0)),
-            r.get("precision").and_then(Value::as_str).unwrap_or("unknown").to_owned(),
+            r.get("precision")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown")
+                .to_owned(),
             opt(f(r, "flops"), |v| format!("{:.3}", v / 1e9)),
             opt(f(r, "bytes"), |v| format!("{:.2}", v / 1e6)),
             opt(f(r, "arithmetic_intensity"), |v| format!("{v:.2}")),
             opt(f(r, "attained_flops_per_s"), |v| format!("{:.3}", v / 1e12)),
             opt(f(r, "ridge"), |v| format!("{v:.1}")),
-            r.get("bound").and_then(Value::as_str).unwrap_or("unknown").to_owned(),
+            r.get("bound")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown")
+                .to_owned(),
             opt(f(r, "roof_pct"), |v| format!("{v:.1}")),
         ]);
     }
@@ -969,7 +1185,15 @@ fn util_text(out: &mut impl Write, report: &UtilReport) -> Result<()> {
         .iter()
         .map(|s| format!("nvidia-smi @{} s", period_key(s.period_s)))
         .collect();
-    let mut header = vec!["rank", "device", "name", "ops", "window ms", "busy ms", "true busy"];
+    let mut header = vec![
+        "rank",
+        "device",
+        "name",
+        "ops",
+        "window ms",
+        "busy ms",
+        "true busy",
+    ];
     header.extend(periods.iter().map(String::as_str));
     let mut t = Table::new(&header, &[2]);
     for d in &report.devices {
@@ -982,9 +1206,11 @@ fn util_text(out: &mut impl Write, report: &UtilReport) -> Result<()> {
             ms_num(d.busy_ns as f64),
             format!("{:.1}%", d.true_busy_pct),
         ];
-        row.extend(d.sampled.iter().map(|s| {
-            format!("{:.1}% ({}/{})", s.sampled_pct, s.active_periods, s.periods)
-        }));
+        row.extend(
+            d.sampled
+                .iter()
+                .map(|s| format!("{:.1}% ({}/{})", s.sampled_pct, s.active_periods, s.periods)),
+        );
         t.row(row);
     }
     t.print(out, "")?;

@@ -11,7 +11,7 @@ use clap::Args;
 use strato_measure::calibrate::Params;
 use strato_measure::candidate::{self, Candidate};
 use strato_measure::compare::{self, CompareConfig, CompareReport};
-use strato_measure::engine::{Engine, EngineConfig, Parallelism, RunReport};
+use strato_measure::engine::{Engine, EngineConfig, Parallelism, RunReport, Statistic};
 use strato_measure::WorkerSpec;
 
 /// Arguments of `strato measure`.
@@ -44,6 +44,9 @@ pub(crate) struct MeasureArgs {
     /// Parallelism: `auto` (REACT) or a fixed number.
     #[arg(long, default_value = "auto")]
     parallelism: String,
+    /// Statistic of the timed runs used as latency: median (default), mean (the paper's), min.
+    #[arg(long, default_value = "median")]
+    statistic: String,
     /// Timed runs per measurement.
     #[arg(long, default_value_t = 10)]
     repeats: u32,
@@ -165,6 +168,12 @@ fn engine_config(args: &MeasureArgs) -> Result<EngineConfig> {
         parallelism,
         devices: 1,
         device_lock: !args.no_device_lock,
+        statistic: match args.statistic.as_str() {
+            "mean" => Statistic::Mean,
+            "median" => Statistic::Median,
+            "min" => Statistic::Min,
+            other => bail!("--statistic: mean, median or min, not {other:?}"),
+        },
     })
 }
 

@@ -545,7 +545,7 @@ fn print_text(
             "phase", "operation", "resource", "cpu level", "time (s)", "share"
         )?;
         let mut rows = p.rows.clone();
-        rows.sort_by(|a, b| b.time_ns.cmp(&a.time_ns));
+        rows.sort_by_key(|r| std::cmp::Reverse(r.time_ns));
         for r in rows.iter().take(top) {
             writeln!(
                 out,

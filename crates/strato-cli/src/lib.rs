@@ -4,12 +4,15 @@
 
 pub mod app;
 mod cmd_crossstack;
+mod cmd_diff;
 mod cmd_iterations;
 mod cmd_kernels;
 mod cmd_measure;
-pub mod cmd_overhead;
 mod cmd_memory;
+pub mod cmd_overhead;
 pub mod cmd_record;
+mod cmd_report;
 mod present;
+pub mod term;
 
 pub use app::{main, main_with_args};

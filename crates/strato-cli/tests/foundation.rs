@@ -1,6 +1,8 @@
 //! End-to-end tests of the foundation commands (`import`, `info`, `gpu-time`, `export`) on the
 //! real traces in `../shared/data`, run through the built `strato` binary as a user would.
 
+#![allow(clippy::unwrap_used, clippy::type_complexity)] // test helpers panic on broken fixtures by design
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

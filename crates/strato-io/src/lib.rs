@@ -36,6 +36,66 @@ pub struct ImportOptions {
     pub keep_args: bool,
     /// Bound on decompressed bytes per gzip input.
     pub max_decompressed_bytes: u64,
+    /// Called while a file is read, with the file and the (decompressed) bytes read from it
+    /// so far; for progress bars. Formats read through a stream (JSON, CSV, protobuf) report;
+    /// SQLite does not.
+    pub progress: Option<ProgressHook>,
+}
+
+/// A progress callback: `(file, bytes read so far)`. Called from the reading thread, often
+/// (once per read of up to 1 MiB): throttle in the callback.
+#[derive(Clone)]
+pub struct ProgressHook(pub std::sync::Arc<ProgressFn>);
+
+/// The callback inside a [`ProgressHook`].
+pub type ProgressFn = dyn Fn(&Path, u64) + Send + Sync;
+
+impl std::fmt::Debug for ProgressHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressHook")
+    }
+}
+
+/// Counts the bytes read through it and reports them to a [`ProgressHook`].
+struct ProgressReader {
+    inner: Box<dyn std::io::BufRead + Send>,
+    path: PathBuf,
+    read: u64,
+    hook: ProgressHook,
+}
+
+impl std::io::Read for ProgressReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        (self.hook.0)(&self.path, self.read);
+        Ok(n)
+    }
+}
+
+impl std::io::BufRead for ProgressReader {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        self.inner.fill_buf()
+    }
+    fn consume(&mut self, amt: usize) {
+        self.inner.consume(amt);
+        self.read += amt as u64;
+        (self.hook.0)(&self.path, self.read);
+    }
+}
+
+/// Opens `path` for an importer, wrapped for progress reports when `options` asks.
+fn open_input(path: &Path, options: &ImportOptions) -> Result<input::Input> {
+    let mut input = input::open(path, options.max_decompressed_bytes)?;
+    if let Some(hook) = &options.progress {
+        input.reader = Box::new(ProgressReader {
+            inner: input.reader,
+            path: path.to_path_buf(),
+            read: 0,
+            hook: hook.clone(),
+        });
+    }
+    Ok(input)
 }
 
 impl Default for ImportOptions {
@@ -44,6 +104,7 @@ impl Default for ImportOptions {
             level_map: LevelMap::default(),
             keep_args: true,
             max_decompressed_bytes: input::max_decompressed_bytes(),
+            progress: None,
         }
     }
 }
@@ -94,17 +155,17 @@ pub fn import_file(path: &Path, options: &ImportOptions) -> Result<Trace> {
     }
     let trace = match detect_format(path, options)? {
         Format::ChromeJson => {
-            let input = input::open(path, options.max_decompressed_bytes)?;
+            let input = open_input(path, options)?;
             let trace = chrome::import(path, input, options)?;
             tf::post_process(trace, options)
         }
         Format::NsysSqlite => nsys::import(path, options)?,
         Format::NcuCsv => {
-            let input = input::open(path, options.max_decompressed_bytes)?;
+            let input = open_input(path, options)?;
             ncu::import(path, input, options)?
         }
         Format::XPlane => {
-            let input = input::open(path, options.max_decompressed_bytes)?;
+            let input = open_input(path, options)?;
             xplane::import(path, input, options)?
         }
     };

@@ -4,7 +4,7 @@
 //! --json`). Environment: `STRATO_BENCH_N` (matrix size, 128), `STRATO_BENCH_LIMIT` (first k
 //! candidates), `STRATO_BENCH_PARAMS` (calibrator parameters as JSON), `STRATO_BENCH_SWEEP`
 //! (comma-separated fixed parallelism levels to sweep instead), `STRATO_BENCH_NO_LOCK`
-//! (set: naive parallel measurement, no device lock).
+//! (set: naive parallel measurement, no device lock), `STRATO_BENCH_STAT` (mean|median|min).
 
 use strato_measure::calibrate::Params;
 use strato_measure::compare::{self, CompareConfig};
@@ -30,6 +30,13 @@ fn main() {
     }
     let mut engine = EngineConfig::new(WorkerSpec::new(vec![worker]));
     engine.device_lock = std::env::var("STRATO_BENCH_NO_LOCK").is_err();
+    if let Ok(s) = std::env::var("STRATO_BENCH_STAT") {
+        engine.statistic = match s.as_str() {
+            "mean" => strato_measure::Statistic::Mean,
+            "min" => strato_measure::Statistic::Min,
+            _ => strato_measure::Statistic::Median,
+        };
+    }
     if let Ok(p) = std::env::var("STRATO_BENCH_PARAMS") {
         match serde_json::from_str::<Params>(&p) {
             Ok(p) => engine.params = p,

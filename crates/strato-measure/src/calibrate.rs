@@ -44,7 +44,9 @@ pub struct Params {
     pub alpha: Option<usize>,
     /// Parallelism of the first round.
     pub initial_dp: usize,
-    /// Upper bound on parallelism (the paper uses the tuner's batch size; here 2 x CPUs).
+    /// Upper bound on parallelism (the paper uses the tuner's batch size; here the number of
+    /// CPUs: with the device lock only single-threaded builds overlap, and more workers than
+    /// cores only queue for them).
     pub max_dp: usize,
     /// Candidates per calibration round: `max(dp * G, min_round)` (see docs/measure.md).
     pub min_round: usize,
@@ -74,7 +76,7 @@ impl Default for Params {
             z_threshold: 3.5,
             alpha: None,
             initial_dp: 2,
-            max_dp: 2 * cpus,
+            max_dp: cpus,
             min_round: 8,
             increase_after_decrease: false,
             remeasure_at_dp1: false,

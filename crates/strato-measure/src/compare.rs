@@ -214,7 +214,7 @@ pub fn run(
                     verification
                         .entry(r.1.name.clone())
                         .or_default()
-                        .push(m.latency_ns);
+                        .push(cfg.engine.statistic.of(m));
                 }
             }
         }

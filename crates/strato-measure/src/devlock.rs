@@ -4,8 +4,10 @@
 //! OpenCL device (PoCL) has no such serialisation: two workers' kernels would share the cores
 //! and inflate each other's device time. So workers hold a shared `flock` on a lock file while
 //! they build and warm up, and an exclusive one for the timed runs: builds overlap each other,
-//! timed runs overlap nothing. The kernel drops the lock when a worker dies, so a crashed or
-//! killed worker cannot wedge the others. Disabled with `EngineConfig::device_lock = false`
+//! timed runs overlap nothing. A second file is a turnstile giving waiting writers priority:
+//! without it, a worker wanting its timed runs waits for the others' *next* builds too, and the
+//! pool degenerates into serial measurement. The kernel drops both locks when a worker dies, so
+//! a crashed or killed worker cannot wedge the others. Disabled with `EngineConfig::device_lock = false`
 //! (naive parallel measurement, the paper's NPM).
 //!
 //! `flock(2)` is called through `libc`; each call is a plain syscall on a descriptor this
@@ -19,24 +21,32 @@ use std::path::Path;
 #[derive(Debug)]
 pub struct DeviceLock {
     file: File,
+    turnstile: File,
 }
 
 impl DeviceLock {
     /// Opens (creating) the lock file at `path`.
     pub fn open(path: &Path) -> std::io::Result<Self> {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(path)?;
-        Ok(Self { file })
+        let open = |p: &Path| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .read(true)
+                .write(true)
+                .open(p)
+        };
+        let mut t = path.as_os_str().to_owned();
+        t.push(".turnstile");
+        Ok(Self {
+            file: open(path)?,
+            turnstile: open(Path::new(&t))?,
+        })
     }
 
-    fn flock(&self, op: libc::c_int) -> std::io::Result<()> {
+    fn flock(file: &File, op: libc::c_int) -> std::io::Result<()> {
         loop {
-            // SAFETY: flock on a descriptor owned by `self.file`, open for the call's duration.
-            let rc = unsafe { libc::flock(self.file.as_raw_fd(), op) };
+            // SAFETY: flock on a descriptor owned by `file`, open for the call's duration.
+            let rc = unsafe { libc::flock(file.as_raw_fd(), op) };
             if rc == 0 {
                 return Ok(());
             }
@@ -47,18 +57,28 @@ impl DeviceLock {
         }
     }
 
-    /// Shared: building and warming up.
+    /// Shared: building and warming up. Passes the turnstile first, so it queues behind a
+    /// waiting writer.
     pub fn shared(&self) -> std::io::Result<()> {
-        self.flock(libc::LOCK_SH)
+        Self::flock(&self.turnstile, libc::LOCK_EX)?;
+        let r = Self::flock(&self.file, libc::LOCK_SH);
+        Self::flock(&self.turnstile, libc::LOCK_UN)?;
+        r
     }
 
-    /// Exclusive: the timed runs.
+    /// Exclusive: the timed runs. Drops this worker's shared hold first (a writer never holds
+    /// the device while waiting for the turnstile, so the two locks cannot deadlock), then holds
+    /// the turnstile while waiting, which keeps new readers out.
     pub fn exclusive(&self) -> std::io::Result<()> {
-        self.flock(libc::LOCK_EX)
+        Self::flock(&self.file, libc::LOCK_UN)?;
+        Self::flock(&self.turnstile, libc::LOCK_EX)?;
+        let r = Self::flock(&self.file, libc::LOCK_EX);
+        Self::flock(&self.turnstile, libc::LOCK_UN)?;
+        r
     }
 
     /// Released.
     pub fn release(&self) -> std::io::Result<()> {
-        self.flock(libc::LOCK_UN)
+        Self::flock(&self.file, libc::LOCK_UN)
     }
 }

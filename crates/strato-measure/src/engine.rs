@@ -27,6 +27,32 @@ pub enum Parallelism {
     Fixed(usize),
 }
 
+/// Which statistic of a measurement's timed runs stands for its latency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Statistic {
+    /// Mean of the runs (the paper's).
+    Mean,
+    /// Median of the runs: on a CPU device, OS preemption by other processes inflates single
+    /// runs, and the median ignores those spikes (the default).
+    #[default]
+    Median,
+    /// Fastest run.
+    Min,
+}
+
+impl Statistic {
+    /// The latency of `m` under this statistic (ns).
+    pub fn of(self, m: &crate::protocol::Measurement) -> f64 {
+        match self {
+            Statistic::Mean => m.latency_ns,
+            Statistic::Median if !m.runs_ns.is_empty() => calibrate::median(&m.runs_ns),
+            Statistic::Median => m.latency_ns,
+            Statistic::Min => m.min_ns,
+        }
+    }
+}
+
 /// Engine configuration.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -42,6 +68,8 @@ pub struct EngineConfig {
     /// Serialise timed runs across workers, as a GPU serialises kernels of different
     /// processes (see [`crate::devlock`]); off = naive parallel measurement.
     pub device_lock: bool,
+    /// The statistic of the timed runs used as latency.
+    pub statistic: Statistic,
 }
 
 impl EngineConfig {
@@ -55,6 +83,7 @@ impl EngineConfig {
             parallelism: Parallelism::Adaptive,
             devices: 1,
             device_lock: true,
+            statistic: Statistic::default(),
         }
     }
 }
@@ -137,6 +166,7 @@ pub struct RunReport {
     pub device: Option<String>,
     pub parallelism: Parallelism,
     pub device_lock: bool,
+    pub statistic: Statistic,
     pub total_s: f64,
     pub candidates: usize,
     pub counts: BTreeMap<String, usize>,
@@ -172,6 +202,9 @@ impl Drop for Engine {
         self.pool.shutdown();
         if let Some(p) = &self.lock_path {
             let _ = std::fs::remove_file(p);
+            let mut t = p.as_os_str().to_owned();
+            t.push(".turnstile");
+            let _ = std::fs::remove_file(std::path::Path::new(&t));
         }
     }
 }
@@ -305,12 +338,13 @@ impl Engine {
             .collect();
         let params = self.run_params();
         let measured = self.pool.run(&jobs, dp, timeout_s, params, &mut self.log)?;
+        let stat = self.cfg.statistic;
         let mut results: Vec<CandidateResult> = chunk
             .iter()
             .zip(measured)
             .enumerate()
             .map(|(i, (c, r))| {
-                let latency = r.outcome.measurement().map(|m| m.latency_ns);
+                let latency = r.outcome.measurement().map(|m| stat.of(m));
                 CandidateResult {
                     index: self.measured + i,
                     name: c.name.clone(),
@@ -359,7 +393,7 @@ impl Engine {
                 if let Some(m) = again.outcome.measurement() {
                     n_err_dp += 1;
                     r.parallel_latency_ns = None;
-                    r.isolated_latency_ns = Some(m.latency_ns);
+                    r.isolated_latency_ns = Some(stat.of(m));
                 }
                 r.status = again.outcome.status().into();
                 r.outcome = again.outcome;
@@ -430,13 +464,14 @@ impl Engine {
                 else {
                     continue;
                 };
-                pairs.push((par, m.latency_ns));
-                results[i].isolated_latency_ns = Some(m.latency_ns);
+                let iso = stat.of(m);
+                pairs.push((par, iso));
+                results[i].isolated_latency_ns = Some(iso);
                 self.log.push(Decision::Remeasured {
                     round,
                     candidate: results[i].name.clone(),
                     parallel_ns: par,
-                    isolated_ns: m.latency_ns,
+                    isolated_ns: iso,
                 });
             }
             n_remeasured = pairs.len();
@@ -451,7 +486,8 @@ impl Engine {
             };
             r.reported_latency_ns = Some(match r.isolated_latency_ns {
                 Some(iso) => iso,
-                None => calibrate::scaled_latency(m.latency_ns, m.duration_ns, d),
+                // Eq. 5 with the ratio of the chosen statistic to the duration.
+                None => calibrate::scaled_latency(stat.of(m), m.duration_ns, d),
             });
         }
         self.log.push(Decision::Delta {
@@ -526,13 +562,14 @@ impl Engine {
                 iso.push(f64::NAN);
                 continue;
             };
-            iso.push(m.latency_ns);
-            results[i].isolated_latency_ns = Some(m.latency_ns);
-            if best.as_ref().is_none_or(|b| m.latency_ns < b.latency_ns) {
+            let lat = self.cfg.statistic.of(m);
+            iso.push(lat);
+            results[i].isolated_latency_ns = Some(lat);
+            if best.as_ref().is_none_or(|b| lat < b.latency_ns) {
                 best = Some(Best {
                     index: results[i].index,
                     name: results[i].name.clone(),
-                    latency_ns: m.latency_ns,
+                    latency_ns: lat,
                 });
             }
         }
@@ -583,6 +620,7 @@ impl Engine {
             device: self.pool.device.clone(),
             parallelism: self.cfg.parallelism,
             device_lock: self.cfg.device_lock,
+            statistic: self.cfg.statistic,
             total_s,
             candidates: results.len(),
             counts,

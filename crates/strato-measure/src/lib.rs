@@ -31,7 +31,7 @@ pub mod serial;
 pub mod worker;
 
 pub use candidate::{Arg, BufferInit, Candidate, Fault};
-pub use engine::{Engine, EngineConfig, Parallelism, RunReport};
+pub use engine::{Engine, EngineConfig, Parallelism, RunReport, Statistic};
 pub use error::{MeasureError, Result};
 pub use pool::WorkerSpec;
 pub use protocol::{Measurement, Outcome, Timing};

@@ -1,7 +1,9 @@
 //! Recorder round trips: events written by the recorder decode to what was recorded; a torn
-//! tail chunk is dropped while earlier chunks load; many threads record at once; a forked
-//! child writes its own file. The recorder is process-global, so tests take a lock.
+//! tail chunk is dropped while earlier chunks load; many threads record at once (fork is
+//! tested from Python: python/tests/test_processes.py). The recorder is process-global, so
+//! tests take a lock.
 
+#![allow(clippy::unwrap_used)]
 use std::sync::Mutex;
 use std::time::Duration;
 

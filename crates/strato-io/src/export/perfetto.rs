@@ -18,6 +18,13 @@
 //! - names, categories and annotation keys interned on one packet sequence; level,
 //!   correlation, external id and the span's args as debug annotations.
 //!
+//! With [`write_with`] and [`Extras`] the export also carries what the analyses know (see
+//! `docs/export.md`, "What the analyses add"): each CPU thread's spans split into one child
+//! track per stratum (Operation, Python, Backend, AcceleratorApi, ...), counters computed by
+//! analyses (device busy fraction) under their device or process, and spans computed by
+//! analyses (iterations) on named tracks. The exporter computes none of it: the caller passes
+//! the results in.
+//!
 //! Output is streamed packet by packet through a `BufWriter`; memory is one sort index over
 //! the spans plus the flow map, never the encoded trace.
 
@@ -45,11 +52,68 @@ const SEQUENCE_ID: u32 = 1;
 /// `ClockSnapshot`), so trace_processor shows them unshifted. Perfetto timestamps are
 /// unsigned: a trace with negative times is shifted so that its earliest time is 0.
 pub fn write<W: Write>(trace: &Trace, out: W) -> io::Result<()> {
+    write_with(trace, &Extras::default(), out)
+}
+
+/// Who an extra track belongs to: it is drawn under that process's or device's track.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Owner {
+    Process(i64),
+    Device(i64),
+    /// A top-level track.
+    None,
+}
+
+/// A counter computed by an analysis (e.g. device busy fraction per 10 ms).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExtraCounter {
+    pub rank: RankId,
+    pub owner: Owner,
+    pub name: String,
+    pub unit: String,
+    /// `(time, value)` in time order; a value holds until the next sample.
+    pub points: Vec<(Ns, f64)>,
+}
+
+/// A span computed by an analysis.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExtraSpan {
+    pub start: Ns,
+    pub end: Ns,
+    pub name: String,
+    /// Shown as the slice's arguments.
+    pub args: Vec<(String, String)>,
+}
+
+/// A track of spans computed by an analysis (e.g. the iterations of a device's loop). Spans
+/// are drawn in start order; one that starts before the previous one ended is clipped.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExtraTrack {
+    pub rank: RankId,
+    pub owner: Owner,
+    pub name: String,
+    pub spans: Vec<ExtraSpan>,
+}
+
+/// What the analyses add to an export. The default adds nothing: [`write`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Extras {
+    /// Put each CPU thread's spans on one child track per stratum (level), in stack order.
+    pub strata_tracks: bool,
+    pub counters: Vec<ExtraCounter>,
+    pub tracks: Vec<ExtraTrack>,
+}
+
+/// [`write`] plus what the analyses know ([`Extras`]).
+pub fn write_with<W: Write>(trace: &Trace, extras: &Extras, out: W) -> io::Result<()> {
     let mut writer = Writer::new(trace, out);
+    writer.strata_tracks = extras.strata_tracks;
     writer.tracks()?;
     writer.spans()?;
     writer.instants()?;
     writer.counters()?;
+    writer.extra_counters(&extras.counters)?;
+    writer.extra_tracks(&extras.tracks)?;
     writer.out.flush()
 }
 
@@ -76,6 +140,14 @@ struct Writer<'t, W: Write> {
     annotation_iid: FxHashMap<String, u64>,
     /// Perfetto flow ids to put on each span's begin event.
     flows: FxHashMap<u32, Vec<u64>>,
+    /// Split thread spans into per-level child tracks.
+    strata_tracks: bool,
+    /// Per-level child track of a thread: (track, level code) -> uuid.
+    level_tracks: FxHashMap<(u32, u8), u64>,
+    /// Overflow lanes of per-level tracks: (track, level code, lane) -> uuid.
+    level_lanes: FxHashMap<(u32, u8, u32), u64>,
+    process_uuids: FxHashMap<(RankId, i64), u64>,
+    device_uuids: FxHashMap<(RankId, i64), u64>,
 }
 
 const COUNTER_LANE: u32 = u32::MAX;
@@ -100,6 +172,11 @@ impl<'t, W: Write> Writer<'t, W> {
             next_category_iid: 1,
             annotation_iid: FxHashMap::default(),
             flows: FxHashMap::default(),
+            strata_tracks: false,
+            level_tracks: FxHashMap::default(),
+            level_lanes: FxHashMap::default(),
+            process_uuids: FxHashMap::default(),
+            device_uuids: FxHashMap::default(),
         }
     }
 
@@ -322,7 +399,157 @@ impl<'t, W: Write> Writer<'t, W> {
             self.track_uuid.push(uuid);
             self.track_name.push(name);
         }
+        self.process_uuids = processes;
+        self.device_uuids = devices;
         Ok(())
+    }
+
+    /// True when `span`'s slices go to a per-level child of its thread.
+    fn split(&self, track: TrackId) -> bool {
+        self.strata_tracks
+            && matches!(
+                self.trace.tracks.get(track.0 as usize).map(|t| &t.kind),
+                Some(TrackKind::Thread { .. })
+            )
+    }
+
+    /// The Perfetto track for slices of `track` at `level` on `lane`: the per-level child
+    /// track of a thread (and its overflow lanes) when strata tracks are on, else
+    /// [`Self::lane_uuid`].
+    fn slice_uuid(&mut self, track: TrackId, level: Level, lane: u32) -> io::Result<u64> {
+        if !self.split(track) {
+            return self.lane_uuid(track, lane);
+        }
+        let code = level.code();
+        let group = match self.level_tracks.get(&(track.0, code)) {
+            Some(&u) => u,
+            None => {
+                let u = self.new_uuid();
+                let parent = self.track_uuid[track.0 as usize];
+                self.descriptor(TrackDescriptor {
+                    uuid: Some(u),
+                    parent_uuid: Some(parent),
+                    name: Some(level.as_str().to_owned()),
+                    sibling_order_rank: Some(i32::from(code)),
+                    ..Default::default()
+                })?;
+                self.level_tracks.insert((track.0, code), u);
+                u
+            }
+        };
+        if lane == 0 {
+            return Ok(group);
+        }
+        if let Some(&u) = self.level_lanes.get(&(track.0, code, lane)) {
+            return Ok(u);
+        }
+        let u = self.new_uuid();
+        self.descriptor(TrackDescriptor {
+            uuid: Some(u),
+            parent_uuid: Some(group),
+            name: Some(format!("{} (overlap {lane})", level.as_str())),
+            sibling_order_rank: Some(clamp_i32(i64::from(lane))),
+            ..Default::default()
+        })?;
+        self.level_lanes.insert((track.0, code, lane), u);
+        Ok(u)
+    }
+
+    /// The parent track of an extra track or counter (created top-level when the owner has
+    /// no track).
+    fn owner_uuid(&mut self, rank: RankId, owner: &Owner) -> Option<u64> {
+        match owner {
+            Owner::Process(pid) => self.process_uuids.get(&(rank, *pid)).copied(),
+            Owner::Device(device) => self.device_uuids.get(&(rank, *device)).copied(),
+            Owner::None => None,
+        }
+    }
+
+    fn extra_counters(&mut self, counters: &[ExtraCounter]) -> io::Result<()> {
+        for c in counters {
+            let uuid = self.new_uuid();
+            let parent = self.owner_uuid(c.rank, &c.owner);
+            self.descriptor(TrackDescriptor {
+                uuid: Some(uuid),
+                parent_uuid: parent,
+                name: Some(c.name.clone()),
+                counter: Some(CounterDescriptor {
+                    unit: None,
+                    unit_name: (!c.unit.is_empty()).then(|| c.unit.clone()),
+                }),
+                ..Default::default()
+            })?;
+            for &(ts, value) in &c.points {
+                self.emit(TracePacket {
+                    timestamp: Some(self.timestamp(ts)),
+                    track_event: Some(TrackEvent {
+                        r#type: Some(proto::TYPE_COUNTER),
+                        track_uuid: Some(uuid),
+                        double_counter_value: Some(value),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    fn extra_tracks(&mut self, tracks: &[ExtraTrack]) -> io::Result<()> {
+        for t in tracks {
+            let uuid = self.new_uuid();
+            let parent = self.owner_uuid(t.rank, &t.owner);
+            self.descriptor(TrackDescriptor {
+                uuid: Some(uuid),
+                parent_uuid: parent,
+                name: Some(t.name.clone()),
+                ..Default::default()
+            })?;
+            let mut spans: Vec<&ExtraSpan> = t.spans.iter().collect();
+            spans.sort_by_key(|s| (s.start, Reverse(s.end)));
+            let mut last_end = Ns::MIN;
+            for s in spans {
+                let start = s.start.max(last_end);
+                if s.end < start {
+                    continue;
+                }
+                let mut interned = InternedData::default();
+                // Extra names are not in the trace's string table: intern them by text.
+                let name_iid = self.intern_text(&s.name, &mut interned);
+                let mut debug_annotations = Vec::new();
+                for (k, v) in &s.args {
+                    let mut a = self.annotation(k, &mut interned);
+                    a.string_value = Some(v.clone());
+                    debug_annotations.push(a);
+                }
+                self.emit(TracePacket {
+                    timestamp: Some(self.timestamp(start)),
+                    track_event: Some(TrackEvent {
+                        r#type: Some(proto::TYPE_SLICE_BEGIN),
+                        track_uuid: Some(uuid),
+                        name_iid: Some(name_iid),
+                        debug_annotations,
+                        ..Default::default()
+                    }),
+                    interned_data: non_empty(interned),
+                    ..Default::default()
+                })?;
+                self.slice_end(uuid, s.end)?;
+                last_end = s.end;
+            }
+        }
+        Ok(())
+    }
+
+    /// Interns a name that is not in the trace's string table.
+    fn intern_text(&mut self, text: &str, interned: &mut InternedData) -> u64 {
+        let iid = self.next_name_iid;
+        self.next_name_iid += 1;
+        interned.event_names.push(InternedString {
+            iid: Some(iid),
+            name: Some(text.to_owned()),
+        });
+        iid
     }
 
     fn process_track(
@@ -567,22 +794,34 @@ impl<'t, W: Write> Writer<'t, W> {
             }
         }
 
+        let split: Vec<bool> = (0..trace.tracks.len())
+            .map(|t| self.split(TrackId(t as u32)))
+            .collect();
+        // With strata tracks, a thread's spans are laid out per level.
+        let group_level = |s: &strato_trace::Span| -> Level {
+            if split.get(s.track.0 as usize).copied().unwrap_or(false) {
+                s.level
+            } else {
+                Level::Phase
+            }
+        };
         let mut order: Vec<u32> = (0..trace.spans.len() as u32).collect();
         order.sort_unstable_by_key(|&i| {
             let s = &trace.spans[i as usize];
-            (s.track, s.start, Reverse(s.end), i)
+            (s.track, group_level(s), s.start, Reverse(s.end), i)
         });
 
         // Per lane, the stack of open spans' (end, track) on the current model track.
         let mut lanes: Vec<Vec<Ns>> = Vec::new();
-        let mut current: Option<TrackId> = None;
+        let mut current: Option<(TrackId, Level)> = None;
         for &i in &order {
             let span = &trace.spans[i as usize];
-            if current != Some(span.track) {
+            let key = (span.track, group_level(span));
+            if current != Some(key) {
                 if let Some(track) = current {
                     self.close_lanes(track, &mut lanes)?;
                 }
-                current = Some(span.track);
+                current = Some(key);
             }
             let mut chosen = None;
             for (lane, stack) in lanes.iter_mut().enumerate() {
@@ -591,7 +830,7 @@ impl<'t, W: Write> Writer<'t, W> {
                         break;
                     }
                     stack.pop();
-                    let uuid = self.lane_uuid(span.track, lane as u32)?;
+                    let uuid = self.slice_uuid(span.track, key.1, lane as u32)?;
                     self.slice_end(uuid, end)?;
                 }
                 if stack.last().is_none_or(|&end| end >= span.end) {
@@ -615,11 +854,15 @@ impl<'t, W: Write> Writer<'t, W> {
         Ok(())
     }
 
-    /// Ends every open slice of `track` and forgets its lanes.
-    fn close_lanes(&mut self, track: TrackId, lanes: &mut Vec<Vec<Ns>>) -> io::Result<()> {
+    /// Ends every open slice of `track` (at one level) and forgets its lanes.
+    fn close_lanes(
+        &mut self,
+        (track, level): (TrackId, Level),
+        lanes: &mut Vec<Vec<Ns>>,
+    ) -> io::Result<()> {
         for (lane, stack) in lanes.iter_mut().enumerate() {
             while let Some(end) = stack.pop() {
-                let uuid = self.lane_uuid(track, lane as u32)?;
+                let uuid = self.slice_uuid(track, level, lane as u32)?;
                 self.slice_end(uuid, end)?;
             }
         }
@@ -629,7 +872,7 @@ impl<'t, W: Write> Writer<'t, W> {
 
     fn slice_begin(&mut self, index: u32, lane: u32) -> io::Result<()> {
         let span = &self.trace.spans[index as usize];
-        let uuid = self.lane_uuid(span.track, lane)?;
+        let uuid = self.slice_uuid(span.track, span.level, lane)?;
         let mut interned = InternedData::default();
         let name_iid = self.intern_name(span.name, &mut interned);
         let category_iids = self.intern_category(span.category, &mut interned);

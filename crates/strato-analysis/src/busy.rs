@@ -1,0 +1,184 @@
+//! Device busy fraction over time: per (rank, device), the share of each fixed bucket (10 ms by
+//! default) covered by the union of the device's work (kernels, copies, sets on its queues,
+//! [`crate::scope::is_device_work`]). The Perfetto exporter draws it as a utilization counter
+//! and the HTML report as a line.
+//!
+//! Window: per device, from its first op's start (rounded down to a bucket boundary) to its
+//! last op's end. Conservation: `sum(fraction_k * bucket_k) = union of the device's work`
+//! (the last bucket is clipped to the window, and its fraction is of its clipped length).
+
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use strato_trace::{Ns, RankId, Trace, TrackKind};
+
+use crate::scope::is_device_work;
+
+/// Default bucket: 10 ms.
+pub const DEFAULT_BUCKET_NS: Ns = 10_000_000;
+
+/// Busy fraction of one device.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BusySeries {
+    pub rank: RankId,
+    pub device: i64,
+    pub bucket_ns: Ns,
+    /// Start of the first bucket.
+    pub start_ns: Ns,
+    /// End of the window (the last bucket is clipped here).
+    pub end_ns: Ns,
+    /// Busy fraction (0..=1) of each bucket, in time order.
+    pub fractions: Vec<f64>,
+    /// Length of the union of the device's work.
+    pub busy_ns: Ns,
+}
+
+impl BusySeries {
+    /// `(bucket start, fraction)` pairs.
+    pub fn points(&self) -> impl Iterator<Item = (Ns, f64)> + '_ {
+        self.fractions
+            .iter()
+            .enumerate()
+            .map(|(k, &f)| (self.start_ns + k as Ns * self.bucket_ns, f))
+    }
+}
+
+/// Computes the busy series of every device with work. `bucket_ns` must be positive (a
+/// non-positive value is taken as [`DEFAULT_BUCKET_NS`]).
+pub fn busy_series(trace: &Trace, bucket_ns: Ns) -> Vec<BusySeries> {
+    let bucket = if bucket_ns > 0 {
+        bucket_ns
+    } else {
+        DEFAULT_BUCKET_NS
+    };
+    let mut work: FxHashMap<(RankId, i64), Vec<(Ns, Ns)>> = FxHashMap::default();
+    for span in &trace.spans {
+        if !is_device_work(span.level) {
+            continue;
+        }
+        let track = trace.track(span.track);
+        if let TrackKind::DeviceQueue { device, .. } = track.kind {
+            work.entry((track.rank, device))
+                .or_default()
+                .push((span.start, span.end));
+        }
+    }
+    let mut keys: Vec<(RankId, i64)> = work.keys().copied().collect();
+    keys.sort();
+    keys.into_iter()
+        .filter_map(|key| {
+            let mut spans = work.remove(&key)?;
+            spans.sort_unstable();
+            // Union of the intervals.
+            let mut union: Vec<(Ns, Ns)> = Vec::new();
+            for (s, e) in spans {
+                match union.last_mut() {
+                    Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                    _ => union.push((s, e)),
+                }
+            }
+            let first = union.first()?.0;
+            let end = union.iter().map(|u| u.1).max()?;
+            let start = first.div_euclid(bucket) * bucket;
+            let n = ((end - start + bucket - 1) / bucket).max(1) as usize;
+            let mut busy = vec![0 as Ns; n];
+            for &(s, e) in &union {
+                let mut t = s;
+                while t < e {
+                    let k = ((t - start) / bucket) as usize;
+                    let bucket_end = start + (k as Ns + 1) * bucket;
+                    let upto = e.min(bucket_end);
+                    if let Some(b) = busy.get_mut(k) {
+                        *b += upto - t;
+                    }
+                    t = upto;
+                }
+            }
+            let fractions = busy
+                .iter()
+                .enumerate()
+                .map(|(k, &b)| {
+                    let lo = start + k as Ns * bucket;
+                    let len = (lo + bucket).min(end) - lo;
+                    if len > 0 {
+                        (b as f64 / len as f64).min(1.0)
+                    } else {
+                        0.0
+                    }
+                })
+                .collect();
+            Some(BusySeries {
+                rank: key.0,
+                device: key.1,
+                bucket_ns: bucket,
+                start_ns: start,
+                end_ns: end,
+                fractions,
+                busy_ns: union.iter().map(|u| u.1 - u.0).sum(),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strato_trace::{Level, Rank, Span, TrackIndexHandle};
+
+    #[test]
+    fn fractions_conserve_busy_time() {
+        let mut trace = Trace::default();
+        let rank = trace.add_rank(Rank {
+            rank: None,
+            world_size: None,
+            source: "t".into(),
+            format: "test".into(),
+            host: None,
+            metadata_json: None,
+        });
+        let mut index = TrackIndexHandle::default();
+        let q0 = trace.track_for(
+            &mut index,
+            rank,
+            TrackKind::DeviceQueue {
+                device: 0,
+                queue: 1,
+            },
+        );
+        let q1 = trace.track_for(
+            &mut index,
+            rank,
+            TrackKind::DeviceQueue {
+                device: 0,
+                queue: 2,
+            },
+        );
+        let name = trace.intern("k");
+        let mut add = |track, start, end| {
+            trace.spans.push(Span {
+                track,
+                start,
+                end,
+                name,
+                category: name,
+                level: Level::DeviceKernel,
+                correlation: None,
+                external_id: None,
+                args: None,
+            })
+        };
+        // Bucket 10: [5,25) on q0 and [20,30) on q1 overlap; [41,43) alone.
+        add(q0, 5, 25);
+        add(q1, 20, 30);
+        add(q0, 41, 43);
+        let series = busy_series(&trace, 10);
+        assert_eq!(series.len(), 1);
+        let s = &series[0];
+        assert_eq!((s.start_ns, s.end_ns, s.busy_ns), (0, 43, 27));
+        assert_eq!(s.fractions, vec![0.5, 1.0, 1.0, 0.0, 2.0 / 3.0]);
+        let total: f64 = s
+            .points()
+            .map(|(t, f)| f * ((t + 10).min(s.end_ns) - t) as f64)
+            .sum();
+        assert!((total - 27.0).abs() < 1e-9);
+    }
+}

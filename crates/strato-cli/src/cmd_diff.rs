@@ -1,0 +1,396 @@
+//! `strato diff A B`: compares two profiles (two frameworks, before/after a fix) per
+//! operation, per (operation, stratum) and per kernel name, with added and removed ones.
+//! Loading and the analyses' wiring are here; the comparison is
+//! `strato_analysis::diff::diff`; text rendering (coloured on a TTY, fitted to the terminal's
+//! width) and JSON are here too.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use clap::Args;
+use strato_analysis::breakdown::{self, BreakdownOptions};
+use strato_analysis::diff::{self, Change, Delta, DiffReport};
+use strato_analysis::kernel_stats;
+use strato_trace::Trace;
+
+use crate::term::{Style, Term};
+
+/// Arguments of `strato diff`.
+#[derive(Args, Debug)]
+pub struct DiffArgs {
+    /// Profile A (the baseline): a trace file, a directory of ranks, or a profile directory.
+    a: PathBuf,
+    /// Profile B (compared with A).
+    b: PathBuf,
+    /// Rows shown per table (the largest changes).
+    #[arg(long, default_value_t = 15)]
+    top: usize,
+    /// Keep ProfilerStep#N apart instead of folding them into ProfilerStep#*.
+    #[arg(long)]
+    per_step: bool,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The two analyses a diff reads, of one side.
+pub(crate) fn side_results(
+    trace: &Trace,
+    per_step: bool,
+) -> (breakdown::BreakdownReport, kernel_stats::KernelStatsReport) {
+    (
+        breakdown::breakdown(trace, &BreakdownOptions { per_step }),
+        kernel_stats::kernel_stats(trace, 0),
+    )
+}
+
+/// A label for a side: its path as given.
+pub(crate) fn label(path: &Path) -> String {
+    path.display().to_string()
+}
+
+/// Runs `strato diff`.
+pub fn run(args: DiffArgs, level_map: Option<&Path>, out: &mut dyn Write) -> Result<()> {
+    let options = crate::app::import_options(level_map, false)?;
+    let mut steps = crate::term::Steps::new(4);
+    steps.step("loading A");
+    let a = crate::app::load(std::slice::from_ref(&args.a), &options)?;
+    steps.step("loading B");
+    let b = crate::app::load(std::slice::from_ref(&args.b), &options)?;
+    steps.step("analysing A");
+    let ra = side_results(&a, args.per_step);
+    steps.step("analysing B");
+    let rb = side_results(&b, args.per_step);
+    steps.finish();
+    let report = diff::diff(
+        &label(&args.a),
+        (&ra.0, &ra.1),
+        &label(&args.b),
+        (&rb.0, &rb.1),
+    );
+    if args.json {
+        serde_json::to_writer_pretty(&mut *out, &report)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    text(out, &report, args.top, &Term::stdout())
+}
+
+/// Shortens `text` to `width` characters (`…` marks the cut).
+pub(crate) fn fit(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        text.to_owned()
+    } else if width == 0 {
+        String::new()
+    } else {
+        let mut s: String = text.chars().take(width - 1).collect();
+        s.push('…');
+        s
+    }
+}
+
+/// Shortens `text` to `width` characters by cutting its middle (paths keep their file name).
+pub(crate) fn fit_middle(text: &str, width: usize) -> String {
+    let n = text.chars().count();
+    if n <= width || width < 5 {
+        return text.to_owned();
+    }
+    let tail = (width - 1) * 2 / 3;
+    let head = width - 1 - tail;
+    let h: String = text.chars().take(head).collect();
+    let t: String = text.chars().skip(n - tail).collect();
+    format!("{h}…{t}")
+}
+
+fn ms(ns: i64) -> String {
+    format!("{:.3}", ns as f64 / 1e6)
+}
+
+fn signed_ms(ns: i64) -> String {
+    format!("{:+.3}", ns as f64 / 1e6)
+}
+
+fn pct(p: Option<f64>) -> String {
+    p.map_or("new".into(), |p| format!("{p:+.1}%"))
+}
+
+fn style_of(change: Change) -> Option<Style> {
+    match change {
+        Change::Slower | Change::Added => Some(Style::Red),
+        Change::Faster | Change::Removed => Some(Style::Green),
+        Change::Same => None,
+    }
+}
+
+/// A table whose first `names` columns shrink (equally) so the whole fits `width`; numbers
+/// are right-aligned; the last column may be painted by the row's change.
+struct Table {
+    header: Vec<&'static str>,
+    names: usize,
+    rows: Vec<(Vec<String>, Change)>,
+}
+
+impl Table {
+    fn print(&self, out: &mut dyn Write, term: &Term) -> std::io::Result<()> {
+        let n = self.header.len();
+        let mut w: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
+        for (r, _) in &self.rows {
+            for (i, c) in r.iter().enumerate().take(n) {
+                w[i] = w[i].max(c.chars().count());
+            }
+        }
+        let numbers: usize = w[self.names..].iter().sum::<usize>() + 2 * (n - 1);
+        let room = term.width.saturating_sub(numbers + 2);
+        let each = (room / self.names.max(1)).max(12);
+        for x in w.iter_mut().take(self.names) {
+            *x = (*x).min(each);
+        }
+        let line = |cells: &[String], change: Option<Change>| {
+            let mut s = String::from("  ");
+            for (i, c) in cells.iter().enumerate().take(n) {
+                if i > 0 {
+                    s.push_str("  ");
+                }
+                let cell = if i < self.names {
+                    fit(c, w[i])
+                } else {
+                    c.clone()
+                };
+                let pad = w[i].saturating_sub(cell.chars().count());
+                let padded = if i < self.names {
+                    format!("{cell}{}", " ".repeat(if i + 1 == n { 0 } else { pad }))
+                } else {
+                    format!("{}{cell}", " ".repeat(pad))
+                };
+                match change.and_then(style_of) {
+                    Some(style) if i + 1 >= n - 2 => s.push_str(&term.paint(&padded, style)),
+                    _ => s.push_str(&padded),
+                }
+            }
+            s.trim_end().to_owned()
+        };
+        let header: Vec<String> = self.header.iter().map(|h| (*h).to_owned()).collect();
+        writeln!(out, "{}", term.paint(&line(&header, None), Style::Bold))?;
+        for (r, c) in &self.rows {
+            writeln!(out, "{}", line(r, Some(*c)))?;
+        }
+        Ok(())
+    }
+}
+
+fn delta_cells(d: &Delta) -> Vec<String> {
+    vec![
+        ms(d.a_ns),
+        format!("{:.1}%", 100.0 * d.a_share),
+        ms(d.b_ns),
+        format!("{:.1}%", 100.0 * d.b_share),
+        signed_ms(d.delta_ns),
+        pct(d.delta_pct),
+        d.change.as_str().to_owned(),
+    ]
+}
+
+/// Renders the diff as text.
+pub(crate) fn text(out: &mut dyn Write, d: &DiffReport, top: usize, term: &Term) -> Result<()> {
+    let side = |name: &str, s: &diff::SideSummary| {
+        let stats = format!(
+            "({} process{}, wall {} ms, device {} ms, {} device ops)",
+            s.processes,
+            if s.processes == 1 { "" } else { "es" },
+            ms(s.window_ns),
+            ms(s.device_time_ns),
+            s.device_ops
+        );
+        let room = term
+            .width
+            .saturating_sub(stats.chars().count() + name.len() + 4);
+        format!("{name}  {}  {stats}", fit_middle(&s.label, room.max(16)))
+    };
+    writeln!(out, "{}", term.paint(&side("A", &d.a), Style::Bold))?;
+    writeln!(out, "{}", term.paint(&side("B", &d.b), Style::Bold))?;
+    for (what, x) in [("wall time", &d.window), ("device time", &d.device_time)] {
+        let change = format!("{} ms ({})", signed_ms(x.delta_ns), pct(x.delta_pct));
+        let painted = match style_of(x.change) {
+            Some(s) => term.paint(&change, s),
+            None => change,
+        };
+        writeln!(
+            out,
+            "  {what:<12} {} ms -> {} ms  {painted}",
+            ms(x.a_ns),
+            ms(x.b_ns)
+        )?;
+    }
+
+    let header_ms = vec![
+        "A ms",
+        "A share",
+        "B ms",
+        "B share",
+        "change ms",
+        "change",
+        "",
+    ];
+    let changed_ops: Vec<_> = d
+        .operations
+        .iter()
+        .filter(|o| o.delta.change != Change::Same)
+        .collect();
+    writeln!(
+        out,
+        "\n{}",
+        term.paint(
+            &format!(
+                "operations ({} changed of {}; largest first)",
+                changed_ops.len(),
+                d.operations.len()
+            ),
+            Style::Cyan
+        )
+    )?;
+    let mut t = Table {
+        header: [vec!["operation"], header_ms.clone()].concat(),
+        names: 1,
+        rows: Vec::new(),
+    };
+    for o in d.operations.iter().take(top) {
+        t.rows.push((
+            [vec![o.operation.clone()], delta_cells(&o.delta)].concat(),
+            o.delta.change,
+        ));
+    }
+    t.print(out, term)?;
+
+    let changed: Vec<_> = d
+        .strata
+        .iter()
+        .filter(|s| s.delta.change != Change::Same)
+        .collect();
+    writeln!(
+        out,
+        "\n{}",
+        term.paint(
+            &format!(
+                "operation x stratum ({} changed rows; largest first)",
+                changed.len()
+            ),
+            Style::Cyan
+        )
+    )?;
+    let mut t = Table {
+        header: [vec!["operation", "stratum"], header_ms.clone()].concat(),
+        names: 2,
+        rows: Vec::new(),
+    };
+    for s in changed.iter().take(top) {
+        t.rows.push((
+            [
+                vec![s.operation.clone(), s.stratum_label()],
+                delta_cells(&s.delta),
+            ]
+            .concat(),
+            s.delta.change,
+        ));
+    }
+    t.print(out, term)?;
+    if changed.len() > top {
+        writeln!(
+            out,
+            "  ({} more; --top N or --json for all)",
+            changed.len() - top
+        )?;
+    }
+
+    let changed: Vec<_> = d
+        .kernels
+        .iter()
+        .filter(|k| k.delta.change != Change::Same)
+        .collect();
+    writeln!(
+        out,
+        "\n{}",
+        term.paint(
+            &format!(
+                "kernels ({} changed of {}; largest first)",
+                changed.len(),
+                d.kernels.len()
+            ),
+            Style::Cyan
+        )
+    )?;
+    let mut t = Table {
+        header: [vec!["kernel", "A n", "B n"], header_ms].concat(),
+        names: 1,
+        rows: Vec::new(),
+    };
+    for k in changed.iter().take(top) {
+        t.rows.push((
+            [
+                vec![k.name.clone(), k.a_count.to_string(), k.b_count.to_string()],
+                delta_cells(&k.delta),
+            ]
+            .concat(),
+            k.delta.change,
+        ));
+    }
+    t.print(out, term)?;
+    if changed.len() > top {
+        writeln!(
+            out,
+            "  ({} more; --top N or --json for all)",
+            changed.len() - top
+        )?;
+    }
+
+    let list = |out: &mut dyn Write,
+                what: &str,
+                names: Vec<String>,
+                style: Style|
+     -> std::io::Result<()> {
+        if names.is_empty() {
+            return Ok(());
+        }
+        writeln!(
+            out,
+            "\n{}",
+            term.paint(&format!("{what} ({})", names.len()), style)
+        )?;
+        for n in names.iter().take(top) {
+            writeln!(out, "  {}", fit(n, term.width.saturating_sub(4)))?;
+        }
+        if names.len() > top {
+            writeln!(out, "  ({} more)", names.len() - top)?;
+        }
+        Ok(())
+    };
+    list(
+        out,
+        "operations added in B",
+        d.added_operations().map(str::to_owned).collect(),
+        Style::Red,
+    )?;
+    list(
+        out,
+        "operations removed from A",
+        d.removed_operations().map(str::to_owned).collect(),
+        Style::Green,
+    )?;
+    list(
+        out,
+        "kernels added in B",
+        d.added_kernels()
+            .map(|k| format!("{}  ({} calls, {} ms)", k.name, k.b_count, ms(k.delta.b_ns)))
+            .collect(),
+        Style::Red,
+    )?;
+    list(
+        out,
+        "kernels removed from A",
+        d.removed_kernels()
+            .map(|k| format!("{}  ({} calls, {} ms)", k.name, k.a_count, ms(k.delta.a_ns)))
+            .collect(),
+        Style::Green,
+    )?;
+    Ok(())
+}

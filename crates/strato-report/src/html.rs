@@ -1,0 +1,164 @@
+//! The HTML writer: one escaping function ([`esc`]) that every piece of text from a trace goes
+//! through, in element content and in attribute values alike, and a small builder
+//! ([`Html`]) whose only way to insert dynamic text escapes it. Markup itself comes from
+//! `&'static str` literals in this crate, never from data.
+
+use std::fmt::Write as _;
+
+/// Escapes `&`, `<`, `>`, `"` and `'` so `text` is inert both as element content and inside a
+/// quoted attribute value (HTML and SVG alike).
+pub fn esc(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            // Control characters (other than tab/newline) are not allowed in HTML text.
+            c if c.is_control() && c != '\n' && c != '\t' => out.push('\u{fffd}'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Shortens `text` to at most `max` characters, ending with `…` when cut.
+pub fn shorten(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_owned()
+    } else {
+        let mut s: String = text.chars().take(max.saturating_sub(1)).collect();
+        s.push('…');
+        s
+    }
+}
+
+/// An HTML document under construction.
+#[derive(Debug, Default)]
+pub struct Html {
+    buf: String,
+}
+
+impl Html {
+    pub fn new() -> Html {
+        Html {
+            buf: String::with_capacity(1 << 16),
+        }
+    }
+
+    /// Markup from this crate (a literal): written as is.
+    pub fn markup(&mut self, markup: &'static str) -> &mut Self {
+        self.buf.push_str(markup);
+        self
+    }
+
+    /// Markup built by this crate's SVG writers (which escape their text with [`esc`]).
+    pub(crate) fn fragment(&mut self, fragment: &str) -> &mut Self {
+        self.buf.push_str(fragment);
+        self
+    }
+
+    /// Text from data: escaped.
+    pub fn text(&mut self, text: &str) -> &mut Self {
+        self.buf.push_str(&esc(text));
+        self
+    }
+
+    /// `<tag>text</tag>` with `tag` a literal.
+    pub fn elem(&mut self, tag: &'static str, text: &str) -> &mut Self {
+        let _ = write!(self.buf, "<{tag}>{}</{tag}>", esc(text));
+        self
+    }
+
+    /// `<tag class="class">text</tag>`.
+    pub fn elem_class(&mut self, tag: &'static str, class: &'static str, text: &str) -> &mut Self {
+        let _ = write!(self.buf, "<{tag} class=\"{class}\">{}</{tag}>", esc(text));
+        self
+    }
+
+    /// A section heading with an anchor id (`id` from this crate).
+    pub fn heading(&mut self, id: &str, title: &str) -> &mut Self {
+        let _ = write!(self.buf, "<h2 id=\"{}\">{}</h2>", esc(id), esc(title));
+        self
+    }
+
+    /// A paragraph saying why a section has nothing to show.
+    pub fn absent(&mut self, why: &str) -> &mut Self {
+        let _ = write!(self.buf, "<p class=\"absent\">{}</p>", esc(why));
+        self
+    }
+
+    /// A table; cells are escaped. Columns in `numeric` are right-aligned.
+    pub fn table(&mut self, header: &[&str], numeric: &[usize], rows: &[Vec<String>]) -> &mut Self {
+        self.buf.push_str("<div class=\"tw\"><table><thead><tr>");
+        for (i, h) in header.iter().enumerate() {
+            let class = if numeric.contains(&i) {
+                " class=\"n\""
+            } else {
+                ""
+            };
+            let _ = write!(self.buf, "<th{class}>{}</th>", esc(h));
+        }
+        self.buf.push_str("</tr></thead><tbody>");
+        for row in rows {
+            self.buf.push_str("<tr>");
+            for (i, cell) in row.iter().enumerate() {
+                let class = if numeric.contains(&i) {
+                    " class=\"n\""
+                } else {
+                    ""
+                };
+                let _ = write!(self.buf, "<td{class}>{}</td>", esc(cell));
+            }
+            self.buf.push_str("</tr>");
+        }
+        self.buf.push_str("</tbody></table></div>");
+        self
+    }
+
+    /// A table folded under `<details>` with a summary line.
+    pub fn details_table(
+        &mut self,
+        summary: &str,
+        header: &[&str],
+        numeric: &[usize],
+        rows: &[Vec<String>],
+    ) -> &mut Self {
+        let _ = write!(self.buf, "<details><summary>{}</summary>", esc(summary));
+        self.table(header, numeric, rows);
+        self.buf.push_str("</details>");
+        self
+    }
+
+    /// The document so far.
+    pub fn finish(self) -> String {
+        self.buf
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_everything_that_could_open_markup() {
+        assert_eq!(
+            esc("<script>alert(\"x\")</script> & 'y'"),
+            "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;y&#39;"
+        );
+        assert_eq!(esc("a\u{0}b"), "a\u{fffd}b");
+        let mut h = Html::new();
+        h.table(&["<th>"], &[], &[vec!["<td onload=x>".into()]]);
+        let s = h.finish();
+        assert!(s.contains("&lt;td onload=x&gt;"));
+        assert!(!s.contains("<td onload"));
+    }
+
+    #[test]
+    fn shorten_counts_chars() {
+        assert_eq!(shorten("αβγδ", 3), "αβ…");
+        assert_eq!(shorten("ab", 3), "ab");
+    }
+}
