@@ -1,0 +1,45 @@
+"""`strato record --opencl` on a real pyopencl program (PoCL), with stratoscope annotations:
+the Python recorder and the OpenCL layer write two files for one process, and the breakdown
+attributes device time to the operation that enqueued it (issue 6, items 4 and 5)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from conftest import REPO, strato
+
+LAYER = REPO / "target" / "debug" / "libstrato_opencl_layer.so"
+
+pytest.importorskip("pyopencl")
+
+
+@pytest.mark.skipif(not LAYER.exists(), reason="the OpenCL layer is not built (cargo test builds it)")
+def test_record_pyopencl_program_attributes_device_time_to_operations(tmp_path):
+    profile = tmp_path / "prof"
+    proc = strato("record", "--opencl", "--json", "-o", str(profile), "--", "python3",
+                  str(REPO / "examples" / "opencl" / "usecases.py"),
+                  env={"STRATOSCOPE_OPENCL_LAYER": str(LAYER)})
+    report = json.loads(proc.stdout)
+    files = sorted(p.name for p in profile.iterdir() if p.suffix == ".strato")
+    assert len(files) == 2 and any(f.endswith("-opencl.strato") for f in files), files
+
+    process = report["processes"][0]
+    by_op: dict[str, dict[tuple, int]] = {}
+    for row in process["rows"]:
+        key = (row["resource"], row["cpu_level"])
+        by_op.setdefault(row["operation"], {})[key] = by_op.get(row["operation"], {}).get(key, 0) + row["time_ns"]
+    assert sum(row["time_ns"] for row in process["rows"]) == process["window_ns"]
+
+    for op in ("many_small_copies", "one_large_copy", "conv_relu_maxpool_matmul", "strided_conv_relu_matmul"):
+        rows = by_op[op]
+        # The device was busy inside the operation, and the CPU was in the accelerator API.
+        assert any(res == "CPU+GPU" for res, _ in rows), (op, rows)
+        assert any(level == "AcceleratorApi" for _, level in rows), (op, rows)
+    transitions = {(t["operation"], t["from"], t["to"]): t["count"] for t in process["transitions"]}
+    # 256 chunks x 3 iterations of clEnqueueWriteBuffer, plus kernels and reads.
+    assert transitions[("many_small_copies", "Python", "AcceleratorApi")] >= 3 * 256
+    assert transitions[("many_small_copies", "Python", "AcceleratorApi")] > \
+        10 * transitions[("one_large_copy", "Python", "AcceleratorApi")]
