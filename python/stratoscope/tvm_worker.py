@@ -33,6 +33,34 @@ def _write(stream, message):
     stream.flush()
 
 
+class _DeviceLock:
+    """The engine's device lock (see crates/strato-measure/src/devlock.rs): shared while loading
+    and allocating, exclusive (behind the turnstile) for the timed runs."""
+
+    def __init__(self, path):
+        import fcntl
+
+        self.fcntl = fcntl
+        self.dev = open(path, "a+")
+        self.turnstile = open(path + ".turnstile", "a+")
+
+    def shared(self):
+        f = self.fcntl
+        f.flock(self.turnstile, f.LOCK_EX)
+        f.flock(self.dev, f.LOCK_SH)
+        f.flock(self.turnstile, f.LOCK_UN)
+
+    def exclusive(self):
+        f = self.fcntl
+        f.flock(self.dev, f.LOCK_UN)
+        f.flock(self.turnstile, f.LOCK_EX)
+        f.flock(self.dev, f.LOCK_EX)
+        f.flock(self.turnstile, f.LOCK_UN)
+
+    def release(self):
+        self.fcntl.flock(self.dev, self.fcntl.LOCK_UN)
+
+
 def main() -> int:
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # frames only on the real stdout
@@ -47,6 +75,8 @@ def main() -> int:
         return 1
     _write(out, {"type": "ready", "pid": os.getpid(), "device": "tvm cpu", "init_ns": (time.perf_counter() - t0) * 1e9})
     modules = {}
+    lock_path = os.environ.get("STRATO_DEVICE_LOCK")
+    lock = _DeviceLock(lock_path) if lock_path else None
     while True:
         request = _read(inp)
         if request is None or request.get("type") == "shutdown":
@@ -54,6 +84,8 @@ def main() -> int:
         if request.get("type") != "measure":
             continue
         start = time.perf_counter()
+        if lock:
+            lock.shared()
         candidate = request["candidate"]
         payload = candidate.get("payload") or {}
         try:
@@ -71,6 +103,8 @@ def main() -> int:
                 min_repeat_ms=int(payload.get("min_repeat_ms", 0)),
                 enable_cpu_cache_flush=bool(payload.get("enable_cpu_cache_flush", False)),
             )
+            if lock:
+                lock.exclusive()
             t_run = time.perf_counter()
             costs = run_evaluator_common(rt_mod, device, config, args)
             duration = time.perf_counter() - t_run
@@ -88,6 +122,8 @@ def main() -> int:
             outcome = {"status": "out_of_memory", "error": str(exc)}
         except Exception as exc:  # a candidate's failure, reported as such
             outcome = {"status": "run_failed", "error": "".join(traceback.format_exception_only(type(exc), exc)).strip()}
+        if lock:
+            lock.release()
         _write(out, {"type": "result", "id": request["id"], "outcome": outcome})
 
 

@@ -1,10 +1,11 @@
 //! Nsight Systems SQLite export importer (`nsys export --type sqlite`).
 //!
 //! This module owns reading one nsys SQLite database into a [`Trace`] (one [`Rank`]): CUDA
-//! runtime calls, kernels, memcpys, memsets and synchronizations (CUPTI tables), NVTX ranges and
-//! marks, OS runtime calls, profiler overhead, CPU samples, GPUs, thread and process names, the
-//! export metadata and the session clock. The table -> level mapping, the columns read and the
-//! clock convention are documented in `docs/formats/nsys.md`.
+//! runtime calls, kernels, memcpys, memsets and synchronizations (CUPTI tables), CUDA memory
+//! allocations and frees, NVTX ranges and marks, OS runtime calls, profiler overhead, CPU
+//! samples, GPUs, thread and process names, the export metadata and the session clock. The
+//! table -> level mapping, the columns read and the clock convention are documented in
+//! `docs/formats/nsys.md`.
 //!
 //! It is tolerant of schema drift: tables are found through `sqlite_master` and columns through
 //! `pragma table_info`; a missing table is skipped and a missing column reads as NULL. The file
@@ -20,8 +21,8 @@ use rusqlite::{Connection, OpenFlags, Row};
 use rustc_hash::FxHashMap;
 use serde_json::{Map, Value};
 use strato_trace::{
-    ClockDomain, ClockInfo, ClockSource, Device, Flow, FlowEnd, Instant, Level, Process, Rank,
-    RankId, Span, SpanId, StrId, Trace, Track, TrackId, TrackKind,
+    ClockDomain, ClockInfo, ClockSource, CounterSample, Device, Flow, FlowEnd, Instant, Level,
+    Process, Rank, RankId, Span, SpanId, StrId, Trace, Track, TrackId, TrackKind,
 };
 
 use crate::{Error, ErrorKind, ImportOptions, Result};
@@ -32,6 +33,7 @@ const MEMCPY: &str = "CUPTI_ACTIVITY_KIND_MEMCPY";
 const MEMSET: &str = "CUPTI_ACTIVITY_KIND_MEMSET";
 const SYNC: &str = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION";
 const RUNTIME: &str = "CUPTI_ACTIVITY_KIND_RUNTIME";
+const MEM_USAGE: &str = "CUDA_GPU_MEMORY_USAGE_EVENTS";
 const NVTX: &str = "NVTX_EVENTS";
 const OSRT: &str = "OSRT_API";
 const OVERHEAD: &str = "PROFILER_OVERHEAD";
@@ -47,16 +49,18 @@ const SESSION_START: &str = "TARGET_INFO_SESSION_START_TIME";
 const SYSTEM_ENV: &str = "TARGET_INFO_SYSTEM_ENV";
 const ENUM_MEMCPY: &str = "ENUM_CUDA_MEMCPY_OPER";
 const ENUM_MEM_KIND: &str = "ENUM_CUDA_MEM_KIND";
+const ENUM_MEM_OPER: &str = "ENUM_CUDA_DEV_MEM_EVENT_OPER";
 const ENUM_SYNC: &str = "ENUM_CUPTI_SYNC_TYPE";
 const ENUM_THREAD_STATE: &str = "ENUM_SAMPLING_THREAD_STATE";
 
 /// Tables of which at least one must exist for a database to be taken as an nsys export.
-const NSYS_TABLES: [&str; 15] = [
+const NSYS_TABLES: [&str; 16] = [
     KERNEL,
     MEMCPY,
     MEMSET,
     SYNC,
     RUNTIME,
+    MEM_USAGE,
     NVTX,
     OSRT,
     SAMPLES,
@@ -70,12 +74,13 @@ const NSYS_TABLES: [&str; 15] = [
 ];
 
 /// Every table this importer reads (whose columns are probed).
-const READ_TABLES: [&str; 22] = [
+const READ_TABLES: [&str; 24] = [
     KERNEL,
     MEMCPY,
     MEMSET,
     SYNC,
     RUNTIME,
+    MEM_USAGE,
     NVTX,
     OSRT,
     OVERHEAD,
@@ -91,6 +96,7 @@ const READ_TABLES: [&str; 22] = [
     SYSTEM_ENV,
     ENUM_MEMCPY,
     ENUM_MEM_KIND,
+    ENUM_MEM_OPER,
     ENUM_SYNC,
     ENUM_THREAD_STATE,
 ];
@@ -103,6 +109,11 @@ const NVTX_DOMAIN_CREATE: i64 = 75;
 
 /// Flow category of runtime call -> device op links (Kineto's name for the same thing).
 const FLOW_CATEGORY: &str = "ac2g";
+
+/// Name of allocation instants and of the per-(pid, device) counter track: the names the Kineto
+/// importer uses, which `strato_analysis::memory` reads.
+const MEMORY_INSTANT: &str = "[memory]";
+const MEMORY_COUNTER: &str = "memory allocated";
 
 /// Imports an `nsys export --type sqlite` database.
 pub fn import(path: &Path, options: &ImportOptions) -> Result<Trace> {
@@ -408,6 +419,32 @@ fn mem_kind(kind: i64, kinds: &Enum) -> Value {
     Value::String(builtin.into())
 }
 
+/// Whether a `memoryOperationType` is a free (`Some(true)`) or an allocation (`Some(false)`),
+/// through `ENUM_CUDA_DEV_MEM_EVENT_OPER` (`0 CUDA_DEV_MEM_EVENT_OPR_ALLOCATION Allocation`,
+/// `1 CUDA_DEV_MEM_EVENT_OPR_DEALLOCATION Deallocation`) when present, else that numbering.
+/// `None`: an operation this importer does not know.
+fn mem_oper_is_free(op: i64, opers: &Enum) -> Option<bool> {
+    if let Some((name, label)) = opers.values.get(&op) {
+        let text = format!("{name} {label}").to_ascii_uppercase();
+        if text.contains("DEALLOC") || text.contains("FREE") {
+            return Some(true);
+        }
+        if text.contains("ALLOC") {
+            return Some(false);
+        }
+    }
+    match op {
+        0 => Some(false),
+        1 => Some(true),
+        _ => None,
+    }
+}
+
+/// Host memory kinds (`Pageable`, `Pinned`): counted on device -1, as Kineto counts host memory.
+fn is_host_mem_kind(kind: i64, kinds: &Enum) -> bool {
+    matches!(mem_kind(kind, kinds), Value::String(s) if s == "Pageable" || s == "Pinned")
+}
+
 /// Columns every device-op table shares.
 struct DeviceCols {
     start: usize,
@@ -446,6 +483,22 @@ struct Sample {
     leaf_module: Option<String>,
 }
 
+/// One `CUDA_GPU_MEMORY_USAGE_EVENTS` row (read in full, then put in time order).
+struct MemEvent {
+    ts: i64,
+    global_pid: i64,
+    device: Option<i64>,
+    context: Option<i64>,
+    address: Option<i64>,
+    pc: Option<i64>,
+    bytes: Option<i64>,
+    kind: Option<i64>,
+    op: i64,
+    name: Option<String>,
+    correlation: Option<i64>,
+    stream: Option<i64>,
+}
+
 struct Importer<'a> {
     conn: &'a Connection,
     schema: Schema,
@@ -462,6 +515,7 @@ struct Importer<'a> {
     flow_category: StrId,
     memcpy_kinds: Enum,
     mem_kinds: Enum,
+    mem_opers: Enum,
     sync_types: Enum,
     thread_states: Enum,
 }
@@ -539,6 +593,7 @@ impl<'a> Importer<'a> {
             flow_category,
             memcpy_kinds: Enum::load(conn, &schema, ENUM_MEMCPY)?,
             mem_kinds: Enum::load(conn, &schema, ENUM_MEM_KIND)?,
+            mem_opers: Enum::load(conn, &schema, ENUM_MEM_OPER)?,
             sync_types: Enum::load(conn, &schema, ENUM_SYNC)?,
             thread_states: Enum::load(conn, &schema, ENUM_THREAD_STATE)?,
             schema,
@@ -552,6 +607,7 @@ impl<'a> Importer<'a> {
         self.memcpys()?;
         self.memsets()?;
         self.syncs()?;
+        self.memory_events()?;
         self.nvtx()?;
         self.host_calls(OSRT, Level::Os, false)?;
         self.host_calls(OVERHEAD, Level::Overhead, false)?;
@@ -986,6 +1042,192 @@ impl<'a> Importer<'a> {
                 a
             });
             self.span(track, times, name, category, level, correlation, args);
+        }
+        Ok(())
+    }
+
+    /// CUDA memory allocations and frees (`CUDA_GPU_MEMORY_USAGE_EVENTS`): one `[memory]`
+    /// instant per event, with Kineto's attribute names (`Bytes`, negative for a free; `Addr`;
+    /// `Device Id`; `Total Allocated`), and a running `memory allocated` counter per (pid,
+    /// device), as the Kineto importer derives from Kineto's `[memory]` events.
+    ///
+    /// Columns: from the nsys export schema (`sqlite3 <export> .schema`, the commented
+    /// `CREATE TABLE CUDA_GPU_MEMORY_USAGE_EVENTS` of 2024-era exports; the fields of CUPTI's
+    /// `CUPTI_ACTIVITY_KIND_MEMORY2` record, docs.nvidia.com/cupti/api/
+    /// structCUpti__ActivityMemory2.html) and the enum rows of a real export
+    /// (`0|CUDA_DEV_MEM_EVENT_OPR_ALLOCATION|Allocation`,
+    /// `1|CUDA_DEV_MEM_EVENT_OPR_DEALLOCATION|Deallocation`): `start`, `globalPid`,
+    /// `deviceId`, `contextId`, `address`, `pc`, `bytes`, `memKind` (-> `ENUM_CUDA_MEM_KIND`),
+    /// `memoryOperationType` (-> `ENUM_CUDA_DEV_MEM_EVENT_OPER`: 0 Allocation, 1 Deallocation),
+    /// `name` (variable name, TEXT), `correlationId` (-> runtime call), then the
+    /// `localMemoryPool*` / `importedMemoryPool*` columns (not read). Some exports also have
+    /// `streamId`. Rows without `start`, `globalPid` or a known operation are skipped.
+    fn memory_events(&mut self) -> rusqlite::Result<()> {
+        if !self.schema.has_col(MEM_USAGE, "start")
+            || !self.schema.has_col(MEM_USAGE, "memoryOperationType")
+        {
+            return Ok(());
+        }
+        let keep = self.options.keep_args;
+        let mut q = Select::new(&self.schema, MEM_USAGE);
+        let start = q.col("start");
+        let gpid = q.col("globalPid");
+        let device = q.col("deviceId");
+        let context = q.col("contextId");
+        let address = q.col("address");
+        let pc = q.col("pc");
+        let bytes = q.col("bytes");
+        let kind = q.col("memKind");
+        let op = q.col("memoryOperationType");
+        let var = q.col("name");
+        let corr = q.col("correlationId");
+        let stream = q.col("streamId");
+        let sql = q.sql();
+        let conn = self.conn;
+        let mut events = Vec::new();
+        {
+            let mut stmt = conn.prepare(&sql)?;
+            let mut rows = stmt.query([])?;
+            while let Some(row) = rows.next()? {
+                let (Some(ts), Some(global_pid), Some(op)) =
+                    (int(row, start), int(row, gpid), int(row, op))
+                else {
+                    continue;
+                };
+                let Some(ts) = ts.checked_add(self.offset) else {
+                    continue;
+                };
+                events.push(MemEvent {
+                    ts,
+                    global_pid,
+                    device: int(row, device),
+                    context: int(row, context),
+                    address: int(row, address),
+                    pc: int(row, pc),
+                    bytes: int(row, bytes),
+                    kind: int(row, kind),
+                    op,
+                    name: if keep {
+                        nonempty(row, var).map(Cow::into_owned)
+                    } else {
+                        None
+                    },
+                    correlation: int(row, corr),
+                    stream: int(row, stream),
+                });
+            }
+        }
+        // The running total needs time order; a stable sort keeps the file's order on ties.
+        events.sort_by_key(|e| e.ts);
+        let level = self.level(MEM_USAGE, Level::AcceleratorApi);
+        let category = self.trace.intern(MEM_USAGE);
+        let name = self.trace.intern(MEMORY_INSTANT);
+        // (process key, address) -> (bytes, device) of the live allocation.
+        let mut live: FxHashMap<(i64, i64), (i64, i64)> = FxHashMap::default();
+        // (pid, device) -> bytes in use.
+        let mut totals: FxHashMap<(i64, i64), i64> = FxHashMap::default();
+        for ev in events {
+            let Some(free) = mem_oper_is_free(ev.op, &self.mem_opers) else {
+                continue;
+            };
+            let key = process_key(ev.global_pid);
+            let (pid, _) = split_global_tid(ev.global_pid);
+            let row_device = if ev
+                .kind
+                .is_some_and(|k| is_host_mem_kind(k, &self.mem_kinds))
+            {
+                -1
+            } else {
+                ev.device.unwrap_or(-1)
+            };
+            let row_bytes = ev.bytes.filter(|&b| b > 0);
+            let (size, dev) = if free {
+                // A free is counted where its allocation was, with the allocation's size when
+                // the free row gives none.
+                let alloc = ev.address.and_then(|a| live.remove(&(key, a)));
+                (
+                    row_bytes.or(alloc.map(|a| a.0)),
+                    alloc.map_or(row_device, |a| a.1),
+                )
+            } else {
+                if let (Some(a), Some(b)) = (ev.address, row_bytes) {
+                    live.insert((key, a), (b, row_device));
+                }
+                (row_bytes, row_device)
+            };
+            let delta = size.map(|b| if free { -b } else { b });
+            let total = totals.entry((pid, dev)).or_insert(0);
+            *total = total.saturating_add(delta.unwrap_or(0));
+            let total = *total;
+            self.pids.insert(pid);
+            let counter = self.track(
+                TrackKind::Counter {
+                    pid: Some(pid),
+                    device: Some(dev),
+                    name: MEMORY_COUNTER.into(),
+                    unit: "bytes".into(),
+                },
+                None,
+            );
+            self.trace.counters.push(CounterSample {
+                track: counter,
+                ts: ev.ts,
+                value: total as f64,
+            });
+            // On the thread of the runtime call (cudaMalloc, cudaFree, ...) with the same
+            // correlation id, else on the process's main thread.
+            let launch = ev
+                .correlation
+                .and_then(|c| self.launches.get(&(key, c)))
+                .and_then(|l| self.trace.spans.get(l.0 as usize));
+            let track = match launch {
+                Some(span) => span.track,
+                None => self.track(TrackKind::Thread { pid, tid: pid }, None),
+            };
+            let args = keep.then(|| {
+                let mut a = Map::new();
+                if let Some(d) = delta {
+                    a.insert("Bytes".into(), Value::from(d));
+                }
+                if let Some(addr) = ev.address {
+                    a.insert("Addr".into(), Value::from(addr));
+                }
+                a.insert("Device Id".into(), Value::from(dev));
+                a.insert("Total Allocated".into(), Value::from(total));
+                let oper = self
+                    .mem_opers
+                    .label(ev.op)
+                    .filter(|l| !l.is_empty())
+                    .map_or(Value::from(ev.op), |l| Value::String(l.to_owned()));
+                a.insert("memoryOperationType".into(), oper);
+                if let Some(k) = ev.kind {
+                    a.insert("memKind".into(), mem_kind(k, &self.mem_kinds));
+                }
+                for (k, v) in [
+                    ("deviceId", ev.device),
+                    ("contextId", ev.context),
+                    ("streamId", ev.stream),
+                    ("correlationId", ev.correlation),
+                    ("pc", ev.pc),
+                ] {
+                    if let Some(v) = v {
+                        a.insert(k.into(), Value::from(v));
+                    }
+                }
+                if let Some(n) = ev.name {
+                    a.insert("name".into(), Value::String(n));
+                }
+                a
+            });
+            let args = self.args(args);
+            self.trace.instants.push(Instant {
+                track,
+                ts: ev.ts,
+                name,
+                category,
+                level,
+                args,
+            });
         }
         Ok(())
     }

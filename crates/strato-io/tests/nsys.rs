@@ -426,3 +426,221 @@ fn nsys_metadata_only_export_is_an_empty_trace() {
     assert_eq!(trace.clock.reference, ClockDomain::Realtime);
     assert_eq!(trace.clock.sources[0].offset_ns, 1000);
 }
+
+#[test]
+fn nsys_real_file_has_no_memory_table() {
+    // The sample export has no CUDA_GPU_MEMORY_USAGE_EVENTS: nothing memory-related appears and
+    // the rest is as above (1531 instants are the CPU samples).
+    let trace = nsys::import(&real_file(), &ImportOptions::default()).unwrap();
+    assert!(trace.counters.is_empty());
+    assert!(!trace
+        .tracks
+        .iter()
+        .any(|t| matches!(t.kind, TrackKind::Counter { .. })));
+    assert!(trace
+        .instants
+        .iter()
+        .all(|i| trace.str(i.category) == "COMPOSITE_EVENTS"));
+    assert_eq!(trace.instants.len(), 1531);
+}
+
+const GPID: i64 = 16_777_216 * 42;
+
+/// CUDA memory events of pid 42 on devices 0 and 1 (plus one pinned host buffer), with rows
+/// out of time order, a free without a size, an unknown operation and a row without a process.
+/// Bytes in use by construction:
+///
+/// | ts  | event                           | dev 0 | dev 1 | host (-1) |
+/// |-----|---------------------------------|-------|-------|-----------|
+/// | 100 | alloc 0x1000 1000 B on 0        | 1000  |       |           |
+/// | 150 | alloc 0x9000 4000 B on 1        |       | 4000  |           |
+/// | 200 | alloc 0x2000 3000 B on 0        | 4000* |       |           |
+/// | 250 | alloc 0x5000 512 B pinned       |       |       | 512       |
+/// | 300 | alloc 0xA000 2000 B on 1        |       | 6000* |           |
+/// | 350 | free 0x1000 (bytes 0 -> 1000)   | 3000  |       |           |
+/// | 400 | free 0x9000 4000 B              |       | 2000  |           |
+/// | 450 | alloc 0x3000 500 B on 0         | 3500  |       |           |
+/// | 500 | free 0xA000 2000 B              |       | 0     |           |
+fn build_memory(path: &Path) {
+    let conn = Connection::open(path).unwrap();
+    conn.execute_batch(&format!(
+        "
+        CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+        INSERT INTO StringIds VALUES (1, 'cudaMalloc_v3020'), (2, 'cudaFree_v3020');
+        CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER, end INTEGER,
+            globalTid INTEGER, correlationId INTEGER, nameId INTEGER);
+        INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES
+            (90, 110, {GPID} + 43, 1, 1),
+            (390, 410, {GPID} + 43, 7, 2);
+        CREATE TABLE ENUM_CUDA_MEM_KIND (id INTEGER PRIMARY KEY, name TEXT, label TEXT);
+        INSERT INTO ENUM_CUDA_MEM_KIND VALUES
+            (1, 'CUDA_MEMOPR_MEMORY_KIND_PINNED', 'Pinned'),
+            (2, 'CUDA_MEMOPR_MEMORY_KIND_DEVICE', 'Device');
+        CREATE TABLE ENUM_CUDA_DEV_MEM_EVENT_OPER (id INTEGER PRIMARY KEY, name TEXT,
+            label TEXT);
+        INSERT INTO ENUM_CUDA_DEV_MEM_EVENT_OPER VALUES
+            (0, 'CUDA_DEV_MEM_EVENT_OPR_ALLOCATION', 'Allocation'),
+            (1, 'CUDA_DEV_MEM_EVENT_OPR_DEALLOCATION', 'Deallocation');
+        CREATE TABLE CUDA_GPU_MEMORY_USAGE_EVENTS (start INTEGER NOT NULL,
+            globalPid INTEGER, deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL,
+            address INTEGER NOT NULL, pc INTEGER NOT NULL, bytes INTEGER NOT NULL,
+            memKind INTEGER NOT NULL, memoryOperationType INTEGER NOT NULL, name TEXT,
+            correlationId INTEGER, localMemoryPoolAddress INTEGER,
+            localMemoryPoolReleaseThreshold INTEGER, localMemoryPoolSize INTEGER,
+            localMemoryPoolUtilizedSize INTEGER, importedMemoryPoolAddress INTEGER,
+            importedMemoryPoolProcessId INTEGER);
+        INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS
+            (start, globalPid, deviceId, contextId, address, pc, bytes, memKind,
+             memoryOperationType, name, correlationId) VALUES
+            (100, {GPID}, 0, 1, 4096, 77, 1000, 2, 0, 'weights', 1),
+            (150, {GPID}, 1, 2, 36864, 0, 4000, 2, 0, NULL, NULL),
+            (450, {GPID}, 0, 1, 12288, 0, 500, 2, 0, NULL, NULL),
+            (200, {GPID}, 0, 1, 8192, 0, 3000, 2, 0, NULL, NULL),
+            (250, {GPID}, 0, 1, 20480, 0, 512, 1, 0, NULL, NULL),
+            (300, {GPID}, 1, 2, 40960, 0, 2000, 2, 0, NULL, NULL),
+            (350, {GPID}, 0, 1, 4096, 0, 0, 2, 1, NULL, NULL),
+            (400, {GPID}, 1, 2, 36864, 0, 4000, 2, 1, NULL, 7),
+            (500, {GPID}, 1, 2, 40960, 0, 2000, 2, 1, NULL, NULL),
+            (420, {GPID}, 0, 1, 999, 0, 64, 2, 5, NULL, NULL),
+            (430, NULL, 0, 1, 998, 0, 64, 2, 0, NULL, NULL);
+        ",
+    ))
+    .unwrap();
+}
+
+/// `(ts, bytes)` of the "memory allocated" counter of (pid, device).
+fn memory_series(trace: &Trace, pid: i64, device: i64) -> Vec<(i64, f64)> {
+    let track = trace
+        .tracks
+        .iter()
+        .position(|t| {
+            t.kind
+                == TrackKind::Counter {
+                    pid: Some(pid),
+                    device: Some(device),
+                    name: "memory allocated".into(),
+                    unit: "bytes".into(),
+                }
+        })
+        .unwrap_or_else(|| panic!("no memory counter for ({pid}, {device})"));
+    trace
+        .counters
+        .iter()
+        .filter(|c| c.track.0 as usize == track)
+        .map(|c| (c.ts, c.value))
+        .collect()
+}
+
+#[test]
+fn nsys_cuda_memory_events_become_kineto_style_memory_events_and_counters() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("memory.sqlite");
+    build_memory(&path);
+    let trace = nsys::import(&path, &ImportOptions::default()).unwrap();
+    trace.validate().unwrap();
+
+    assert_eq!(
+        memory_series(&trace, 42, 0),
+        [(100, 1000.0), (200, 4000.0), (350, 3000.0), (450, 3500.0)]
+    );
+    assert_eq!(
+        memory_series(&trace, 42, 1),
+        [(150, 4000.0), (300, 6000.0), (400, 2000.0), (500, 0.0)]
+    );
+    assert_eq!(memory_series(&trace, 42, -1), [(250, 512.0)]);
+    assert_eq!(trace.counters.len(), 9);
+
+    // One [memory] instant per known event; the unknown operation and the row without a
+    // process are skipped.
+    let mem: Vec<_> = trace
+        .instants
+        .iter()
+        .filter(|i| trace.str(i.name) == "[memory]")
+        .collect();
+    assert_eq!(mem.len(), 9);
+    assert_eq!(trace.instants.len(), 9);
+    assert!(mem
+        .iter()
+        .all(|i| trace.str(i.category) == "CUDA_GPU_MEMORY_USAGE_EVENTS"
+            && i.level == Level::AcceleratorApi));
+    let ts: Vec<i64> = mem.iter().map(|i| i.ts).collect();
+    assert_eq!(ts, [100, 150, 200, 250, 300, 350, 400, 450, 500]);
+    // Correlated events sit on their runtime call's thread, the others on the main thread.
+    let thread = |i: &strato_trace::Instant| trace.track(i.track).kind.clone();
+    assert_eq!(thread(mem[0]), TrackKind::Thread { pid: 42, tid: 43 });
+    assert_eq!(thread(mem[6]), TrackKind::Thread { pid: 42, tid: 43 });
+    assert_eq!(thread(mem[1]), TrackKind::Thread { pid: 42, tid: 42 });
+
+    let args = |i: usize| -> serde_json::Value {
+        serde_json::from_str(trace.args_text(mem[i].args).unwrap()).unwrap()
+    };
+    let first = args(0);
+    assert_eq!(first["Bytes"], 1000);
+    assert_eq!(first["Addr"], 4096);
+    assert_eq!(first["Device Id"], 0);
+    assert_eq!(first["Total Allocated"], 1000);
+    assert_eq!(first["memoryOperationType"], "Allocation");
+    assert_eq!(first["memKind"], "Device");
+    assert_eq!(first["name"], "weights");
+    assert_eq!(first["correlationId"], 1);
+    assert_eq!(first["pc"], 77);
+    // The pinned buffer counts as host memory (device -1, as in Kineto).
+    let pinned = args(3);
+    assert_eq!(pinned["Device Id"], -1);
+    assert_eq!(pinned["deviceId"], 0);
+    assert_eq!(pinned["memKind"], "Pinned");
+    // The free without a size takes its allocation's.
+    let free = args(5);
+    assert_eq!(free["Bytes"], -1000);
+    assert_eq!(free["Addr"], 4096);
+    assert_eq!(free["Total Allocated"], 3000);
+    assert_eq!(free["memoryOperationType"], "Deallocation");
+
+    // The process is known through its memory events and runtime calls.
+    assert_eq!(trace.processes.len(), 1);
+    assert_eq!(trace.processes[0].pid, 42);
+
+    // Without attributes: the same counters, instants without args.
+    let options = ImportOptions {
+        keep_args: false,
+        ..ImportOptions::default()
+    };
+    let bare = nsys::import(&path, &options).unwrap();
+    bare.validate().unwrap();
+    assert_eq!(bare.counters, trace.counters);
+    assert_eq!(bare.instants.len(), 9);
+    assert!(bare.instants.iter().all(|i| i.args.is_none()));
+}
+
+#[test]
+fn nsys_memory_table_without_optional_columns_or_enums() {
+    // An older / trimmed export: no enums, no address, no correlation. Builtin numbering
+    // (0 alloc, 1 free) and the row sizes still give the running total.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("memory-min.sqlite");
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch(&format!(
+        "CREATE TABLE CUDA_GPU_MEMORY_USAGE_EVENTS (start INTEGER, globalPid INTEGER,
+             deviceId INTEGER, bytes INTEGER, memoryOperationType INTEGER);
+         INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS VALUES
+             (10, {GPID}, 3, 100, 0), (20, {GPID}, 3, 50, 0), (30, {GPID}, 3, 100, 1),
+             (40, {GPID}, 3, NULL, 1);"
+    ))
+    .unwrap();
+    drop(conn);
+    let trace = nsys::import(&path, &ImportOptions::default()).unwrap();
+    trace.validate().unwrap();
+    // The last free has neither a size nor an address: it changes nothing.
+    assert_eq!(
+        memory_series(&trace, 42, 3),
+        [(10, 100.0), (20, 150.0), (30, 50.0), (40, 50.0)]
+    );
+    let last: serde_json::Value =
+        serde_json::from_str(trace.args_text(trace.instants[3].args).unwrap()).unwrap();
+    assert!(last.get("Bytes").is_none());
+    assert_eq!(last["memoryOperationType"], 1);
+    assert_eq!(
+        trace.track(trace.instants[0].track).kind,
+        TrackKind::Thread { pid: 42, tid: 42 }
+    );
+}
