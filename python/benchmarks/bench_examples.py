@@ -1,7 +1,9 @@
 """Accuracy of overhead correction on the examples: for each, `strato record --calibrate`
-(levels 0-4, minimum of --repeat runs) and a separate full recorded run; prints uninstrumented
-time, uncorrected instrumented time (inflation %), corrected time and bias %. Nothing is
-asserted. Run: python python/benchmarks/bench_examples.py [--repeat 3]"""
+(levels 0-4 plus held-out full runs, --repeat interleaved rounds; each configuration's time is
+the mean of its fastest 60% of runs; costs by joint non-negative least squares); prints
+uninstrumented time, uncorrected instrumented time (inflation %), corrected time, bias % and
+the calibrated costs. Nothing is asserted.
+Run: python python/benchmarks/bench_examples.py [--repeat 5] [--strato target/release/strato]"""
 
 from __future__ import annotations
 
@@ -22,21 +24,29 @@ WORKLOADS = {
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--strato", help="a strato binary (default: python -m stratoscope)")
+    p.add_argument("--only", help="run only workloads whose name contains this")
     args = p.parse_args()
+    strato = [args.strato] if args.strato else [sys.executable, "-m", "stratoscope"]
     print(f"{'workload':<30} {'uninstr s':>9} {'instr s':>8} {'infl %':>7} {'corr s':>8} "
           f"{'bias %':>7}")
     for name, cmd in WORKLOADS.items():
+        if args.only and args.only not in name:
+            continue
         with tempfile.TemporaryDirectory() as d:
             extra = ["--wrap", "numpy"] if "wrap" in name else []
             out = subprocess.run(
-                [sys.executable, "-m", "stratoscope", "record", "--calibrate", "--repeat",
+                [*strato, "record", "--calibrate", "--repeat",
                  str(args.repeat), "--json", "-o", d, *extra, "--", sys.executable,
                  *[str(REPO / c) if c.endswith(".py") else c for c in cmd]],
                 capture_output=True, text=True, check=True)
-            v = json.loads(out.stdout)["validation"]
+            doc = json.loads(out.stdout)
+            v = doc["validation"]
+            costs = {k: round(c, 1) for k, c in doc["calibration"]["costs_ns"].items()}
         print(f"{name:<30} {v['uninstrumented_s']:>9.3f} {v['instrumented_s']:>8.3f} "
-              f"{v['inflation_pct']:>7.1f} {v['corrected_s']:>8.3f} {v['bias_pct']:>+7.2f}")
+              f"{v['inflation_pct']:>7.1f} {v['corrected_s']:>8.3f} {v['bias_pct']:>+7.2f}  "
+              f"x{args.repeat} costs ns {costs}", flush=True)
 
 
 if __name__ == "__main__":

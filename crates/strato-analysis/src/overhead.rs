@@ -127,40 +127,117 @@ pub struct CalibrationRun {
 }
 
 /// Delta calibration over runs at levels 0 (uninstrumented), 1 (annotations), 2 (hook
-/// recording nothing), 3 (interception) and 4 (full): each level adds one book-keeping type,
-/// so its cost is the time the run adds over the level-0 run, less the calibrated cost of the
-/// types already known, divided by its count. Levels that are missing or whose count is zero
-/// leave that cost at 0. Negative estimates (noise) are clamped to 0.
+/// recording nothing), 3 (interception) and 4 (full), solved jointly: every run is one
+/// equation `time = base + sum_k cost_k x count_k` over its own book-keeping counts, and the
+/// base time and the per-event costs are fitted by least squares over all runs with the costs
+/// constrained to be non-negative (exact NNLS: the problem has at most four costs, so every
+/// active set is tried). Costs of types whose count is zero in every run are left out. Runs
+/// of every level enter the fit, so no level's error carries into the next (as it does when
+/// the levels are solved one after another). Callers pass the runs they trust (e.g. the
+/// fastest runs of each configuration: interference only ever adds time).
 pub fn calibrate(runs: &[CalibrationRun]) -> Calibration {
     let mut cal = Calibration::default();
-    let Some(base) = runs.iter().find(|r| r.level == 0) else {
+    if runs.is_empty() || !runs.iter().any(|r| r.level == 0) {
         return cal;
-    };
-    let order: [(u64, &str); 4] = [
-        (1, "annotation"),
-        (2, "untraced_hook"),
-        (3, "hook_span"),
-        (4, "wrapper_span"),
-    ];
-    for (level, key) in order {
-        let Some(run) = runs.iter().find(|r| r.level == level) else {
+    }
+    let keys: Vec<usize> = (0..4)
+        .filter(|&k| runs.iter().any(|r| r.counts.pairs()[k].1 > 0))
+        .collect();
+    let mut best: Option<(f64, Vec<(usize, f64)>)> = None;
+    for mask in 0u32..(1 << keys.len()) {
+        let active: Vec<usize> = keys
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| mask & (1 << i) != 0)
+            .map(|(_, &k)| k)
+            .collect();
+        let Some(x) = least_squares(runs, &active) else {
             continue;
         };
-        let mut known = 0.0;
-        let mut n = 0u64;
-        for (k, c) in run.counts.pairs() {
-            if k == key {
-                n = c;
-            } else {
-                known += cal.costs_ns.get(k).copied().unwrap_or(0.0) * c as f64;
-            }
+        if x[1..].iter().any(|&c| c < 0.0) {
+            continue;
         }
-        if n > 0 {
-            let cost = ((run.time_ns - base.time_ns - known) / n as f64).max(0.0);
-            cal.costs_ns.insert(key.to_owned(), cost);
+        let rss: f64 = runs
+            .iter()
+            .map(|r| {
+                let pairs = r.counts.pairs();
+                let fit = x[0]
+                    + active
+                        .iter()
+                        .zip(&x[1..])
+                        .map(|(&k, c)| c * pairs[k].1 as f64)
+                        .sum::<f64>();
+                (r.time_ns - fit).powi(2)
+            })
+            .sum();
+        if best.as_ref().is_none_or(|b| rss < b.0) {
+            best = Some((
+                rss,
+                active.into_iter().zip(x[1..].iter().copied()).collect(),
+            ));
+        }
+    }
+    let names = Counts::default().pairs().map(|p| p.0);
+    for &k in &keys {
+        cal.costs_ns.insert(names[k].to_owned(), 0.0);
+    }
+    if let Some((_, costs)) = best {
+        for (k, c) in costs {
+            cal.costs_ns.insert(names[k].to_owned(), c);
         }
     }
     cal
+}
+
+/// Unconstrained least squares of `time = x0 + sum_j x_{j+1} count_{active[j]}` (normal
+/// equations on columns scaled to unit maximum, Gaussian elimination with partial pivoting).
+/// None when the columns are (numerically) dependent.
+fn least_squares(runs: &[CalibrationRun], active: &[usize]) -> Option<Vec<f64>> {
+    let n = active.len() + 1;
+    let row = |r: &CalibrationRun| -> Vec<f64> {
+        let pairs = r.counts.pairs();
+        std::iter::once(1.0)
+            .chain(active.iter().map(|&k| pairs[k].1 as f64))
+            .collect()
+    };
+    let mut scale = vec![0.0f64; n];
+    for r in runs {
+        for (s, v) in scale.iter_mut().zip(row(r)) {
+            *s = s.max(v.abs());
+        }
+    }
+    if scale.contains(&0.0) {
+        return None;
+    }
+    // Augmented normal equations [A^T A | A^T y] on scaled columns.
+    let mut m = vec![vec![0.0f64; n + 1]; n];
+    for r in runs {
+        let a: Vec<f64> = row(r).iter().zip(&scale).map(|(v, s)| v / s).collect();
+        for i in 0..n {
+            for j in 0..n {
+                m[i][j] += a[i] * a[j];
+            }
+            m[i][n] += a[i] * r.time_ns;
+        }
+    }
+    let norm = (0..n).map(|i| m[i][i]).fold(0.0, f64::max);
+    for col in 0..n {
+        let piv = (col..n).max_by(|&a, &b| m[a][col].abs().total_cmp(&m[b][col].abs()))?;
+        if m[piv][col].abs() <= norm * 1e-12 {
+            return None;
+        }
+        m.swap(col, piv);
+        let pivot = m[col].clone();
+        for (r, row) in m.iter_mut().enumerate() {
+            if r != col {
+                let f = row[col] / pivot[col];
+                for (x, p) in row[col..].iter_mut().zip(&pivot[col..]) {
+                    *x -= f * p;
+                }
+            }
+        }
+    }
+    Some((0..n).map(|i| m[i][n] / m[i][i] / scale[i]).collect())
 }
 
 /// The correction applied to one thread.
@@ -519,7 +596,48 @@ mod tests {
             },
         ];
         let cal = calibrate(&runs);
-        assert_eq!(cal.costs_ns["annotation"], 10.0);
-        assert_eq!(cal.costs_ns["untraced_hook"], 2.0);
+        assert!((cal.costs_ns["annotation"] - 10.0).abs() < 1e-6);
+        assert!((cal.costs_ns["untraced_hook"] - 2.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn joint_calibration_over_repeats() {
+        // base 1000, annotation 10, untraced 2, hook span 50; +-3 ns noise per run; level 4
+        // has no wrappers (its equation only adds repeats of level 3's costs).
+        let run = |level, time_ns, a, u, h| CalibrationRun {
+            level,
+            time_ns,
+            counts: Counts {
+                annotation: a,
+                untraced_hook: u,
+                hook_span: h,
+                wrapper_span: 0,
+            },
+        };
+        let runs = [
+            run(0, 1003.0, 0, 0, 0),
+            run(0, 997.0, 0, 0, 0),
+            run(1, 1100.0, 10, 0, 0),
+            run(1, 1103.0, 10, 0, 0),
+            run(2, 1300.0, 10, 100, 0),
+            run(2, 1297.0, 10, 100, 0),
+            run(3, 1100.0 + 160.0 + 500.0, 10, 80, 10),
+            run(3, 1100.0 + 164.0 + 1000.0 + 3.0, 10, 82, 20),
+            run(4, 1100.0 + 160.0 + 500.0 - 3.0, 10, 80, 10),
+        ];
+        let cal = calibrate(&runs);
+        assert!(!cal.costs_ns.contains_key("wrapper_span"));
+        assert!((cal.costs_ns["annotation"] - 10.0).abs() < 0.6, "{cal:?}");
+        assert!((cal.costs_ns["untraced_hook"] - 2.0).abs() < 0.1, "{cal:?}");
+        assert!((cal.costs_ns["hook_span"] - 50.0).abs() < 1.0, "{cal:?}");
+        // A cost the data would make negative is held at 0 and the others refitted.
+        let neg = [
+            run(0, 1000.0, 0, 0, 0),
+            run(1, 990.0, 10, 0, 0),
+            run(2, 1190.0, 10, 100, 0),
+        ];
+        let cal = calibrate(&neg);
+        assert_eq!(cal.costs_ns["annotation"], 0.0);
+        assert!(cal.costs_ns["untraced_hook"] > 0.0);
     }
 }

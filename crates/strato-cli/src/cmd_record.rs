@@ -35,8 +35,9 @@ pub struct RecordArgs {
     /// OUTPUT/calibration.json and report the corrected time against the uninstrumented run.
     #[arg(long)]
     pub calibrate: bool,
-    /// Runs per calibration configuration (the minimum time is used).
-    #[arg(long, default_value_t = 3)]
+    /// Runs per calibration configuration, interleaved across configurations (each
+    /// configuration's time is the mean of its fastest 60% of runs).
+    #[arg(long, default_value_t = 5)]
     pub repeat: usize,
     /// Leveled experimentation (XSP): run once per collection level, take each stratum's
     /// timings from the lowest-overhead run that has it, report per-level overhead.
@@ -240,66 +241,86 @@ fn load_dir(dir: &Path) -> Result<Trace> {
     Ok(strato_io::recording::import_dir(dir, &options)?)
 }
 
+struct RunResult {
+    dir: PathBuf,
+    time_ns: f64,
+    counts: Counts,
+    /// Calibrated cost the correction removes from the root process's region (held-out
+    /// validation runs only).
+    removed_ns: f64,
+}
+
 struct Measured {
     level: u64,
-    times_ns: Vec<f64>,
-    counts: Counts,
+    runs: Vec<RunResult>,
 }
 
-/// The representative time of repeated runs: the minimum, the run least disturbed by other
-/// work on the machine (book-keeping only ever adds time).
-fn median(v: &[f64]) -> f64 {
-    v.iter()
-        .copied()
-        .fold(f64::INFINITY, f64::min)
-        .min(f64::MAX)
+/// Indices of the runs a robust statistic keeps: the fastest 60% (at least one). Interference
+/// from other work only ever adds time, so the slowest runs are the least representative.
+fn kept(runs: &[RunResult]) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..runs.len()).collect();
+    idx.sort_by(|&a, &b| runs[a].time_ns.total_cmp(&runs[b].time_ns));
+    idx.truncate((runs.len() * 3).div_ceil(5).max(1));
+    idx
 }
 
-fn measure(launcher: &Launcher<'_>, base: &Path, level: u64, repeat: usize) -> Result<Measured> {
-    let mut times = Vec::new();
-    let mut counts = Counts::default();
-    for rep in 0..repeat.max(1) {
-        let dir = base
-            .join(format!("level-{level}"))
-            .join(format!("run-{rep}"));
-        let code = launcher.run(&dir, level, Output::Null)?;
-        if code != Some(0) {
-            bail!(
-                "record: calibration run at level {level} failed (exit {})",
-                code.map_or("signal".into(), |c| c.to_string())
-            );
-        }
-        let trace = load_dir(&dir)?;
-        let (pid, start, end) = root_time_ns(&trace)
-            .with_context(|| format!("{}: no recorded process", dir.display()))?;
-        times.push((end - start) as f64);
-        counts = overhead::count(&trace, Some(pid));
+/// The representative value of `f` over a configuration's runs: its mean over [`kept`] runs.
+fn robust(runs: &[RunResult], f: impl Fn(&RunResult) -> f64) -> f64 {
+    let k = kept(runs);
+    k.iter().map(|&i| f(&runs[i])).sum::<f64>() / k.len().max(1) as f64
+}
+
+fn run_once(launcher: &Launcher<'_>, dir: &Path, level: u64, output: Output) -> Result<RunResult> {
+    let code = launcher.run(dir, level, output)?;
+    if code != Some(0) {
+        bail!(
+            "record: calibration run at level {level} failed (exit {})",
+            code.map_or("signal".into(), |c| c.to_string())
+        );
     }
-    Ok(Measured {
-        level,
-        times_ns: times,
-        counts,
+    let trace = load_dir(dir)?;
+    let (pid, start, end) =
+        root_time_ns(&trace).with_context(|| format!("{}: no recorded process", dir.display()))?;
+    Ok(RunResult {
+        dir: dir.to_owned(),
+        time_ns: (end - start) as f64,
+        counts: overhead::count(&trace, Some(pid)),
+        removed_ns: 0.0,
+    })
+}
+
+/// The cost the correction removes from the root process's recorded region, and that region.
+fn removed_in_root(trace: &Trace, cal: &Calibration) -> Option<(i64, f64, f64)> {
+    let (pid, start, end) = root_time_ns(trace)?;
+    let removed = overhead::removed_before(trace, cal, pid, pid, end)
+        - overhead::removed_before(trace, cal, pid, pid, start - 1);
+    Some((pid, (end - start) as f64, removed as f64))
+}
+
+fn validation_json(uninstrumented_ns: f64, instrumented: f64, removed: f64, pid: i64) -> Value {
+    let corrected = instrumented - removed;
+    let pct = |x: f64| (x - uninstrumented_ns) / uninstrumented_ns * 100.0;
+    json!({
+        "uninstrumented_s": uninstrumented_ns / 1e9,
+        "instrumented_s": instrumented / 1e9,
+        "corrected_s": corrected / 1e9,
+        "inflation_pct": pct(instrumented),
+        "bias_pct": pct(corrected),
+        "removed_s": removed / 1e9,
+        "pid": pid,
     })
 }
 
 /// Validation of the correction on one recording: its root process's corrected time against
 /// an uninstrumented time.
 fn validation(trace: &Trace, cal: &Calibration, uninstrumented_ns: f64) -> Option<Value> {
-    let (pid, start, end) = root_time_ns(trace)?;
-    let instrumented = (end - start) as f64;
-    let removed = overhead::removed_before(trace, cal, pid, pid, end)
-        - overhead::removed_before(trace, cal, pid, pid, start - 1);
-    let corrected = instrumented - removed as f64;
-    let pct = |x: f64| (x - uninstrumented_ns) / uninstrumented_ns * 100.0;
-    Some(json!({
-        "uninstrumented_s": uninstrumented_ns / 1e9,
-        "instrumented_s": instrumented / 1e9,
-        "corrected_s": corrected / 1e9,
-        "inflation_pct": pct(instrumented),
-        "bias_pct": pct(corrected),
-        "removed_s": removed as f64 / 1e9,
-        "pid": pid,
-    }))
+    let (pid, instrumented, removed) = removed_in_root(trace, cal)?;
+    Some(validation_json(
+        uninstrumented_ns,
+        instrumented,
+        removed,
+        pid,
+    ))
 }
 
 /// Sum of span durations per level on thread tracks of process `pid` (leveled experiments).
@@ -338,38 +359,84 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<()> {
     }
     wanted.sort_unstable();
     wanted.dedup();
-    for &level in &wanted {
-        if !args.json {
-            eprintln!(
-                "strato record: level {level} ({}) x{}",
-                LEVEL_NAMES[level as usize], args.repeat
-            );
+    measured.extend(wanted.iter().map(|&level| Measured {
+        level,
+        runs: Vec::new(),
+    }));
+    // Held-out runs at the recorded level (validation), measured with the configurations.
+    let mut held_out: Vec<RunResult> = Vec::new();
+    let repeat = args.repeat.max(1);
+    if !wanted.is_empty() && !args.json {
+        eprintln!(
+            "strato record: levels {wanted:?}{} interleaved x{repeat}",
+            if args.calibrate {
+                format!(" + held-out level {}", args.level)
+            } else {
+                String::new()
+            }
+        );
+    }
+    // Interleaved (round r runs every configuration once), so slow drifts of the machine's
+    // load affect every configuration alike instead of biasing the ones run last.
+    for rep in 0..if wanted.is_empty() { 0 } else { repeat } {
+        for m in &mut measured {
+            let d = work
+                .join(format!("level-{}", m.level))
+                .join(format!("run-{rep}"));
+            m.runs.push(run_once(&launcher, &d, m.level, Output::Null)?);
         }
-        measured.push(measure(&launcher, &work, level, args.repeat)?);
+        if args.calibrate {
+            let d = work.join("recorded").join(format!("run-{rep}"));
+            held_out.push(run_once(&launcher, &d, args.level, Output::Null)?);
+        }
     }
     let mut calibration_json = None;
     if args.calibrate {
         let runs: Vec<CalibrationRun> = measured
             .iter()
-            .map(|m| CalibrationRun {
-                level: m.level,
-                time_ns: median(&m.times_ns),
-                counts: m.counts,
+            .flat_map(|m| {
+                kept(&m.runs).into_iter().map(|i| CalibrationRun {
+                    level: m.level,
+                    time_ns: m.runs[i].time_ns,
+                    counts: m.runs[i].counts,
+                })
             })
             .collect();
         let cal = overhead::calibrate(&runs);
+        for r in &mut held_out {
+            let trace = load_dir(&r.dir)?;
+            r.removed_ns = removed_in_root(&trace, &cal).map_or(0.0, |v| v.2);
+        }
+        let uninstrumented = robust(&measured[0].runs, |r| r.time_ns);
+        let run_json = |level: u64, name: &str, runs: &[RunResult]| {
+            json!({
+                "level": level,
+                "name": name,
+                "times_s": runs.iter().map(|r| r.time_ns / 1e9).collect::<Vec<_>>(),
+                "robust_s": robust(runs, |r| r.time_ns) / 1e9,
+                "counts": runs.iter().map(|r| r.counts).collect::<Vec<_>>(),
+            })
+        };
+        let mut runs_json: Vec<Value> = measured
+            .iter()
+            .map(|m| run_json(m.level, LEVEL_NAMES[m.level as usize], &m.runs))
+            .collect();
+        runs_json.push(run_json(args.level, "held-out", &held_out));
         let value = json!({
             "costs_ns": cal.costs_ns,
-            "method": "delta calibration over collection levels 0-4 (minimum of repeats)",
+            "method": "joint non-negative least squares over levels 0-4, one equation per run (fastest 60% of each configuration's interleaved repeats), per-run counts",
             "command": args.command,
-            "uninstrumented_s": median(&measured[0].times_ns) / 1e9,
-            "runs": measured.iter().map(|m| json!({
-                "level": m.level,
-                "name": LEVEL_NAMES[m.level as usize],
-                "times_s": m.times_ns.iter().map(|t| t / 1e9).collect::<Vec<_>>(),
-                "median_s": median(&m.times_ns) / 1e9,
-                "counts": m.counts,
-            })).collect::<Vec<_>>(),
+            "repeat": repeat,
+            "uninstrumented_s": uninstrumented / 1e9,
+            "runs": runs_json,
+            // Held-out runs at the recorded level, not used by the fit: mean over the fastest
+            // 60% of their instrumented and corrected times.
+            "validation": validation_json(
+                uninstrumented,
+                robust(&held_out, |r| r.time_ns),
+                robust(&held_out, |r| r.removed_ns),
+                0,
+            ),
         });
         std::fs::create_dir_all(&dir)?;
         write_calibration(&dir, &value)?;
@@ -387,10 +454,12 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<()> {
     } else {
         Output::Inherit
     };
-    let code = if args.calibrate && args.repeat > 1 {
-        // Validation compares like with like: the recorded run is also the fastest of
-        // `repeat` runs (each configuration's time is a minimum over its runs).
-        fastest_run(&launcher, &work, &dir, args.level, args.repeat, output)?
+    let code = if args.calibrate {
+        // The profile is the held-out run of median time.
+        let mut idx: Vec<usize> = (0..held_out.len()).collect();
+        idx.sort_by(|&a, &b| held_out[a].time_ns.total_cmp(&held_out[b].time_ns));
+        copy_profile(&held_out[idx[idx.len() / 2]].dir, &dir)?;
+        Some(0)
     } else {
         launcher.run(&dir, args.level, output)?
     };
@@ -411,13 +480,12 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<()> {
     doc["profile"] = json!(dir.display().to_string());
     doc["corrected"] = json!(cal.is_some() && !args.no_correct);
     if let (Some(c), Some(cj)) = (&cal, &mut calibration_json) {
-        let uninstrumented = cj["uninstrumented_s"].as_f64().unwrap_or(0.0) * 1e9;
-        if let Some(v) = validation(&raw, c, uninstrumented) {
-            cj["validation"] = v.clone();
+        if let Some((pid, _, _)) = root_time_ns(&raw) {
+            cj["validation"]["pid"] = json!(pid);
             write_calibration(&dir, cj)?;
-            doc["validation"] = v;
         }
-        doc["calibration"] = json!({"costs_ns": c.costs_ns});
+        doc["validation"] = cj["validation"].clone();
+        doc["calibration"] = json!({"costs_ns": c.costs_ns, "repeat": repeat});
     }
     if args.levels {
         doc["levels"] = leveled(&launcher, &work, &measured)?;
@@ -431,40 +499,14 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<()> {
     Ok(())
 }
 
-fn fastest_run(
-    launcher: &Launcher<'_>,
-    work: &Path,
-    dir: &Path,
-    level: u64,
-    repeat: usize,
-    output: Output,
-) -> Result<Option<i32>> {
-    let mut best: Option<(i64, PathBuf, Option<i32>)> = None;
-    for rep in 0..repeat {
-        let run_dir = work.join("recorded").join(format!("run-{rep}"));
-        let code = launcher.run(
-            &run_dir,
-            level,
-            if rep == 0 { output } else { Output::Null },
-        )?;
-        let time = load_dir(&run_dir)
-            .ok()
-            .and_then(|t| root_time_ns(&t))
-            .map_or(i64::MAX, |(_, s, e)| e - s);
-        if best.as_ref().is_none_or(|b| time < b.0) {
-            best = Some((time, run_dir, code));
-        }
-    }
-    let Some((_, best_dir, code)) = best else {
-        return Ok(None);
-    };
+fn copy_profile(from: &Path, dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir)?;
     for entry in std::fs::read_dir(dir)?.flatten() {
         if entry.path().extension().is_some_and(|e| e == "strato") {
             std::fs::remove_file(entry.path())?;
         }
     }
-    for entry in std::fs::read_dir(&best_dir)?.flatten() {
+    for entry in std::fs::read_dir(from)?.flatten() {
         let p = entry.path();
         if p.extension().is_some_and(|e| e == "strato") {
             if let Some(name) = p.file_name() {
@@ -472,7 +514,7 @@ fn fastest_run(
             }
         }
     }
-    Ok(code)
+    Ok(())
 }
 
 fn leveled(launcher: &Launcher<'_>, work: &Path, measured: &[Measured]) -> Result<Value> {
@@ -480,13 +522,13 @@ fn leveled(launcher: &Launcher<'_>, work: &Path, measured: &[Measured]) -> Resul
     let base = measured
         .iter()
         .find(|m| m.level == 0)
-        .map_or(0.0, |m| median(&m.times_ns));
+        .map_or(0.0, |m| robust(&m.runs, |r| r.time_ns));
     let mut runs = Vec::new();
     let mut prev = base;
     // Level timings from the lowest-overhead run that records them.
     let mut chosen: std::collections::BTreeMap<Level, (u64, i64)> = Default::default();
     for m in measured.iter().filter(|m| m.level != 2) {
-        let t = median(&m.times_ns);
+        let t = robust(&m.runs, |r| r.time_ns);
         runs.push(json!({
             "level": m.level,
             "name": LEVEL_NAMES[m.level as usize],
@@ -498,8 +540,8 @@ fn leveled(launcher: &Launcher<'_>, work: &Path, measured: &[Measured]) -> Resul
         if m.level == 0 {
             continue;
         }
-        let dir = work.join(format!("level-{}", m.level)).join("run-0");
-        let trace = load_dir(&dir)?;
+        let _ = work;
+        let trace = load_dir(&m.runs[0].dir)?;
         if let Some((pid, _, _)) = root_time_ns(&trace) {
             for (level, ns) in level_times(&trace, pid) {
                 chosen.entry(level).or_insert((m.level, ns));

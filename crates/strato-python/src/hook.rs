@@ -87,7 +87,11 @@ struct HookState {
     gen: u64,
     table: Vec<(String, Level)>,
     c_cache: AddrMap<Option<Class>>,
-    py_cache: AddrMap<Option<Class>>,
+    /// Keyed by code object address; each entry holds a reference to its code object, so the
+    /// address cannot be freed and reused by another code object while the entry exists (a
+    /// module's `<module>` code is freed after import and its address was reused by functions
+    /// defined later, which then inherited the stale classification).
+    py_cache: AddrMap<(Option<Class>, Py<PyAny>)>,
     /// One entry per open call seen by the hook: true when it opened a span.
     markers: Vec<bool>,
     /// Levels of the open recorded spans (hook and wrappers), innermost last.
@@ -285,17 +289,22 @@ unsafe extern "C" fn profile(
             ffi::PyTrace_CALL => {
                 // SAFETY: `frame` is live for the duration of the call; PyFrame_GetCode returns
                 // a new reference that the frame also holds, so dropping ours right away keeps
-                // the address valid as a cache key while the function runs.
-                let key = unsafe {
+                // the address valid while the function runs; a cache entry keeps its own
+                // reference (below), so a cached address always names the same code object.
+                let code = unsafe {
                     let code = ffi::PyFrame_GetCode(frame);
                     ffi::Py_DECREF(code.cast());
-                    code as usize
+                    code
                 };
+                let key = code as usize;
                 let class = match state.py_cache.get(&key) {
-                    Some(c) => *c,
+                    Some((c, _)) => *c,
                     None => {
                         let c = classify_py(py, &state, frame);
-                        state.py_cache.insert(key, c);
+                        // SAFETY: `code` is a live code object (see above); this takes a new
+                        // strong reference owned by the cache entry.
+                        let owned = unsafe { Bound::from_borrowed_ptr(py, code.cast()) }.unbind();
+                        state.py_cache.insert(key, (c, owned));
                         c
                     }
                 };
