@@ -39,17 +39,7 @@ impl Pair {
     }
 }
 
-fn read(id: libc::clockid_t) -> i64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; clock_gettime only writes it.
-    unsafe {
-        libc::clock_gettime(id, &mut ts);
-    }
-    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
-}
+use strato_record::read_clock as read;
 
 /// CLOCK_MONOTONIC_RAW now.
 pub fn raw_now() -> i64 {

@@ -19,7 +19,7 @@ pub use decode::{
 pub use recorder::{
     add_untraced, begin, begin_with, clock_sync, counter, counter_track, current_dir,
     current_level, device, end, ensure_writer, flush, instant, intern, is_recording, metadata,
-    now_ns, queue_track, set_process_name, set_thread_name, span, start, stop, thread_track,
-    Config, RecordError, StrRef, TrackRef,
+    now_ns, queue_track, read_clock, set_process_name, set_thread_name, span, start, stop,
+    thread_track, Config, RecordError, StrRef, TrackRef,
 };
 pub use strato_trace::Level;

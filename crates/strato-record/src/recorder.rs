@@ -244,7 +244,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn clock(id: libc::clockid_t) -> i64 {
+/// Reads clock `id` (`libc::CLOCK_*`) in nanoseconds. Shared with other in-process recorders
+/// (the OpenCL layer pairs CLOCK_MONOTONIC with CLOCK_MONOTONIC_RAW through it).
+pub fn read_clock(id: libc::clockid_t) -> i64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -258,11 +260,11 @@ fn clock(id: libc::clockid_t) -> i64 {
 
 /// CLOCK_MONOTONIC now, in nanoseconds: the clock of every recorded timestamp.
 pub fn now_ns() -> i64 {
-    clock(libc::CLOCK_MONOTONIC)
+    read_clock(libc::CLOCK_MONOTONIC)
 }
 
 fn wall_ns() -> i64 {
-    clock(libc::CLOCK_REALTIME)
+    read_clock(libc::CLOCK_REALTIME)
 }
 
 fn gettid() -> i64 {
