@@ -6,6 +6,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use crate::table::Table;
 use anyhow::{bail, Result};
 use clap::{Subcommand, ValueEnum};
 use serde_json::{json, Map, Value};
@@ -349,75 +350,11 @@ fn short(name: &str, width: usize) -> String {
     }
 }
 
-/// A text table: the first column left-aligned, the others right-aligned unless marked.
-struct Table {
-    header: Vec<String>,
-    left: Vec<bool>,
-    rows: Vec<Vec<String>>,
-}
-
-impl Table {
-    fn new(header: &[&str], left: &[usize]) -> Table {
-        Table {
-            header: header.iter().map(|h| (*h).to_owned()).collect(),
-            left: (0..header.len()).map(|i| left.contains(&i)).collect(),
-            rows: Vec::new(),
-        }
-    }
-    fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells);
-    }
-    fn print(&self, out: &mut impl Write, indent: &str) -> std::io::Result<()> {
-        let n = self.header.len();
-        let mut width = vec![0usize; n];
-        for r in std::iter::once(&self.header).chain(&self.rows) {
-            for (i, c) in r.iter().enumerate().take(n) {
-                width[i] = width[i].max(c.chars().count());
-            }
-        }
-        for r in std::iter::once(&self.header).chain(&self.rows) {
-            let mut line = String::from(indent);
-            for (i, c) in r.iter().enumerate().take(n) {
-                let pad = width[i] - c.chars().count();
-                if i > 0 {
-                    line.push_str("  ");
-                }
-                if self.left[i] {
-                    line.push_str(c);
-                    if i + 1 < n {
-                        line.push_str(&" ".repeat(pad));
-                    }
-                } else {
-                    line.push_str(&" ".repeat(pad));
-                    line.push_str(c);
-                }
-            }
-            writeln!(out, "{}", line.trim_end())?;
-        }
-        Ok(())
-    }
-    fn csv(&self, out: &mut impl Write) -> std::io::Result<()> {
-        for r in std::iter::once(&self.header).chain(&self.rows) {
-            let cells: Vec<String> = r.iter().map(|c| csv_cell(c)).collect();
-            writeln!(out, "{}", cells.join(","))?;
-        }
-        Ok(())
-    }
-}
-
-fn csv_cell(c: &str) -> String {
-    if c.contains([',', '"', '\n']) {
-        format!("\"{}\"", c.replace('"', "\"\""))
-    } else {
-        c.to_owned()
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // breakdown
 
 fn breakdown_csv(out: &mut impl Write, report: &BreakdownReport) -> Result<()> {
-    let mut t = Table::new(
+    let mut t = Table::with_left(
         &[
             "rank",
             "pid",
@@ -487,7 +424,7 @@ fn breakdown_text(out: &mut impl Write, report: &BreakdownReport, top: usize) ->
             ms(by_resource[Resource::Idle as usize]),
             pct(by_resource[Resource::Idle as usize] as f64, w),
         )?;
-        let mut t = Table::new(
+        let mut t = Table::with_left(
             &[
                 "operation",
                 "total ms",
@@ -522,7 +459,7 @@ fn breakdown_text(out: &mut impl Write, report: &BreakdownReport, top: usize) ->
         );
         writeln!(out, "  by operation")?;
         t.print(out, "  ")?;
-        let mut t = Table::new(
+        let mut t = Table::with_left(
             &["phase", "operation", "resource", "CPU level", "ms", "share"],
             &[0, 1, 2, 3],
         );
@@ -545,7 +482,7 @@ fn breakdown_text(out: &mut impl Write, report: &BreakdownReport, top: usize) ->
         )?;
         t.print(out, "  ")?;
         if !p.transitions.is_empty() {
-            let mut t = Table::new(&["operation", "transition", "count"], &[0, 1]);
+            let mut t = Table::with_left(&["operation", "transition", "count"], &[0, 1]);
             for tr in p.transitions.iter().take(top) {
                 t.row(vec![
                     short(&tr.operation, 40),
@@ -619,7 +556,7 @@ fn hierarchy_text(out: &mut impl Write, r: &HierarchyReport) -> Result<()> {
         share(r.spans_with_parent, r.spans),
         r.max_depth + 1
     )?;
-    let mut table = Table::new(
+    let mut table = Table::with_left(
         &[
             "rank",
             "device ops",
@@ -773,7 +710,7 @@ fn roof_cells(r: &Roofline) -> Vec<String> {
 }
 
 fn layers_table(out: &mut impl Write, report: &LayersReport, top: usize, csv: bool) -> Result<()> {
-    let mut t = Table::new(
+    let mut t = Table::with_left(
         &[
             "layer",
             "count",
@@ -862,7 +799,7 @@ fn layers_table(out: &mut impl Write, report: &LayersReport, top: usize, csv: bo
 }
 
 fn kernels_table(out: &mut impl Write, report: &LayersReport, top: usize, csv: bool) -> Result<()> {
-    let mut t = Table::new(
+    let mut t = Table::with_left(
         &[
             "kernel",
             "count",
@@ -942,7 +879,7 @@ fn kernels_table(out: &mut impl Write, report: &LayersReport, top: usize, csv: b
 }
 
 fn steps_table(out: &mut impl Write, report: &LayersReport, top: usize, csv: bool) -> Result<()> {
-    let mut t = Table::new(
+    let mut t = Table::with_left(
         &[
             "rank",
             "pid",
@@ -974,7 +911,7 @@ fn steps_table(out: &mut impl Write, report: &LayersReport, top: usize, csv: boo
     }
     device_line(out, report)?;
     t.print(out, "")?;
-    let mut m = Table::new(
+    let mut m = Table::with_left(
         &[
             "rank",
             "pid",
@@ -1068,7 +1005,7 @@ fn roofline_table(
     top: usize,
     csv: bool,
 ) -> Result<()> {
-    let mut t = Table::new(
+    let mut t = Table::with_left(
         &[
             "kind",
             "name",
@@ -1195,7 +1132,7 @@ fn util_text(out: &mut impl Write, report: &UtilReport) -> Result<()> {
         "true busy",
     ];
     header.extend(periods.iter().map(String::as_str));
-    let mut t = Table::new(&header, &[2]);
+    let mut t = Table::with_left(&header, &[2]);
     for d in &report.devices {
         let mut row = vec![
             d.rank.to_string(),

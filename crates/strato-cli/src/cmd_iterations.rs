@@ -12,7 +12,8 @@ use strato_analysis::iterations::{
     check_against_steps, iterations, IterationOptions, LoopReport, StepCheck,
 };
 
-use crate::cmd_kernels::{us, Table};
+use crate::cmd_kernels::us;
+use crate::table::{shorten, Table};
 
 /// Arguments of `strato iterations`.
 #[derive(Args, Debug)]
@@ -172,7 +173,7 @@ pub fn run(args: IterationsArgs, level_map: Option<&Path>, out: &mut dyn Write) 
              k0 {}; {} exact occurrences, {} iterations\n",
             s.ops,
             s.pattern_len,
-            short(&s.pattern_first_op, 60),
+            shorten(&s.pattern_first_op, 60),
             s.i,
             if s.i_estimated { "estimated" } else { "given" },
             s.epsilon,
@@ -250,12 +251,4 @@ pub fn run(args: IterationsArgs, level_map: Option<&Path>, out: &mut dyn Write) 
         )?;
     }
     Ok(())
-}
-
-fn short(name: &str, max: usize) -> String {
-    if name.chars().count() <= max {
-        return name.to_string();
-    }
-    let cut: String = name.chars().take(max.saturating_sub(3)).collect();
-    format!("{cut}...")
 }

@@ -5,6 +5,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use crate::table::{shorten, Table};
 use anyhow::Result;
 use clap::Args;
 use strato_analysis::kernel_stats::{kernel_stats, Latency, StatRow};
@@ -26,88 +27,9 @@ pub struct KernelsArgs {
     csv: bool,
 }
 
-/// A text table: right-aligned columns except those marked left, or CSV.
-pub(crate) struct Table {
-    headers: Vec<&'static str>,
-    left: Vec<bool>,
-    rows: Vec<Vec<String>>,
-}
-
-impl Table {
-    /// Columns named `headers`; names starting with `<` are left-aligned (the `<` is dropped).
-    pub(crate) fn new(headers: &[&'static str]) -> Self {
-        Table {
-            left: headers.iter().map(|h| h.starts_with('<')).collect(),
-            headers: headers.iter().map(|h| h.trim_start_matches('<')).collect(),
-            rows: Vec::new(),
-        }
-    }
-
-    pub(crate) fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells);
-    }
-
-    pub(crate) fn write(&self, out: &mut dyn Write, csv: bool) -> std::io::Result<()> {
-        if csv {
-            let line = |cells: &mut dyn Iterator<Item = &str>| -> String {
-                cells
-                    .map(|c| {
-                        if c.contains([',', '"', '\n']) {
-                            format!("\"{}\"", c.replace('"', "\"\""))
-                        } else {
-                            c.to_string()
-                        }
-                    })
-                    .collect::<Vec<_>>()
-                    .join(",")
-            };
-            writeln!(out, "{}", line(&mut self.headers.iter().copied()))?;
-            for r in &self.rows {
-                writeln!(out, "{}", line(&mut r.iter().map(String::as_str)))?;
-            }
-            return Ok(());
-        }
-        let mut width: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
-        for r in &self.rows {
-            for (k, c) in r.iter().enumerate() {
-                if k < width.len() {
-                    width[k] = width[k].max(c.chars().count());
-                }
-            }
-        }
-        let fmt = |cells: &mut dyn Iterator<Item = &str>| -> String {
-            let parts: Vec<String> = cells
-                .enumerate()
-                .map(|(k, c)| {
-                    let w = width.get(k).copied().unwrap_or(0);
-                    if self.left.get(k).copied().unwrap_or(false) {
-                        format!("{c:<w$}")
-                    } else {
-                        format!("{c:>w$}")
-                    }
-                })
-                .collect();
-            parts.join("  ").trim_end().to_string()
-        };
-        writeln!(out, "{}", fmt(&mut self.headers.iter().copied()))?;
-        for r in &self.rows {
-            writeln!(out, "{}", fmt(&mut r.iter().map(String::as_str)))?;
-        }
-        Ok(())
-    }
-}
-
 /// Nanoseconds as microseconds with 3 decimals.
 pub(crate) fn us(ns: f64) -> String {
     format!("{:.3}", ns / 1e3)
-}
-
-fn shorten(name: &str, max: usize) -> String {
-    if name.chars().count() <= max {
-        return name.to_string();
-    }
-    let cut: String = name.chars().take(max.saturating_sub(3)).collect();
-    format!("{cut}...")
 }
 
 fn stat_table(rows: &[StatRow], what: &'static str, csv: bool) -> Table {
@@ -131,7 +53,6 @@ fn stat_table(rows: &[StatRow], what: &'static str, csv: bool) -> Table {
             format!("{:.2}", 100.0 * r.share),
         ]);
     }
-    t.left[1] = true;
     t
 }
 

@@ -8,7 +8,7 @@ use anyhow::Result;
 use clap::Args;
 use strato_analysis::memory::{memory, MemoryOptions};
 
-use crate::cmd_kernels::Table;
+use crate::table::Table;
 
 /// Arguments of `strato memory`.
 #[derive(Args, Debug)]

@@ -13,6 +13,7 @@ pub mod cmd_overhead;
 pub mod cmd_record;
 mod cmd_report;
 mod present;
+mod table;
 pub mod term;
 
 pub use app::{main, main_with_args};

@@ -1,0 +1,145 @@
+//! Plain text tables and CSV for the analysis commands: one implementation of column
+//! alignment, CSV quoting and name shortening, so every command's tables look and parse alike.
+//! (`cmd_diff` keeps its own table: it shrinks name columns to the terminal and paints rows.)
+
+use std::io::{self, Write};
+
+/// Rows of cells under a header. Columns are right-aligned unless marked left; printed with two
+/// spaces between columns and no trailing spaces, or as CSV.
+pub(crate) struct Table {
+    headers: Vec<String>,
+    left: Vec<bool>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// Columns named `headers`; names starting with `<` are left-aligned (the `<` is dropped).
+    pub(crate) fn new(headers: &[&str]) -> Self {
+        Table {
+            left: headers.iter().map(|h| h.starts_with('<')).collect(),
+            headers: headers
+                .iter()
+                .map(|h| h.trim_start_matches('<').to_owned())
+                .collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    /// Columns named `headers`; the columns at the indices in `left` are left-aligned.
+    pub(crate) fn with_left(headers: &[&str], left: &[usize]) -> Self {
+        Table {
+            headers: headers.iter().map(|h| (*h).to_owned()).collect(),
+            left: (0..headers.len()).map(|i| left.contains(&i)).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    pub(crate) fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    /// Aligned text, each line starting with `indent`.
+    pub(crate) fn print(&self, out: &mut dyn Write, indent: &str) -> io::Result<()> {
+        let mut width: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
+        for r in &self.rows {
+            for (k, c) in r.iter().enumerate() {
+                if k < width.len() {
+                    width[k] = width[k].max(c.chars().count());
+                }
+            }
+        }
+        let line = |cells: &mut dyn Iterator<Item = &str>| -> String {
+            let parts: Vec<String> = cells
+                .enumerate()
+                .map(|(k, c)| {
+                    let w = width.get(k).copied().unwrap_or(0);
+                    if self.left.get(k).copied().unwrap_or(false) {
+                        format!("{c:<w$}")
+                    } else {
+                        format!("{c:>w$}")
+                    }
+                })
+                .collect();
+            format!("{indent}{}", parts.join("  "))
+                .trim_end()
+                .to_owned()
+        };
+        writeln!(
+            out,
+            "{}",
+            line(&mut self.headers.iter().map(String::as_str))
+        )?;
+        for r in &self.rows {
+            writeln!(out, "{}", line(&mut r.iter().map(String::as_str)))?;
+        }
+        Ok(())
+    }
+
+    /// CSV: a header line, then one line per row; cells with commas, quotes or newlines quoted.
+    pub(crate) fn csv(&self, out: &mut dyn Write) -> io::Result<()> {
+        let line = |cells: &mut dyn Iterator<Item = &str>| -> String {
+            cells.map(csv_cell).collect::<Vec<_>>().join(",")
+        };
+        writeln!(
+            out,
+            "{}",
+            line(&mut self.headers.iter().map(String::as_str))
+        )?;
+        for r in &self.rows {
+            writeln!(out, "{}", line(&mut r.iter().map(String::as_str)))?;
+        }
+        Ok(())
+    }
+
+    /// CSV when `csv`, else aligned text with no indent.
+    pub(crate) fn write(&self, out: &mut dyn Write, csv: bool) -> io::Result<()> {
+        if csv {
+            self.csv(out)
+        } else {
+            self.print(out, "")
+        }
+    }
+}
+
+fn csv_cell(c: &str) -> String {
+    if c.contains([',', '"', '\n']) {
+        format!("\"{}\"", c.replace('"', "\"\""))
+    } else {
+        c.to_owned()
+    }
+}
+
+/// `name` cut to at most `max` characters, ending in `...` when cut.
+pub(crate) fn shorten(name: &str, max: usize) -> String {
+    if name.chars().count() <= max {
+        return name.to_owned();
+    }
+    let cut: String = name.chars().take(max.saturating_sub(3)).collect();
+    format!("{cut}...")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aligns_quotes_and_shortens() {
+        let mut t = Table::new(&["<name", "ms"]);
+        t.row(vec!["gemm".into(), "1.5".into()]);
+        t.row(vec!["a,\"b\"".into(), "10.25".into()]);
+        let mut text = Vec::new();
+        t.print(&mut text, "  ").unwrap();
+        assert_eq!(
+            String::from_utf8(text).unwrap(),
+            "  name      ms\n  gemm     1.5\n  a,\"b\"  10.25\n"
+        );
+        let mut csv = Vec::new();
+        t.csv(&mut csv).unwrap();
+        assert_eq!(
+            String::from_utf8(csv).unwrap(),
+            "name,ms\ngemm,1.5\n\"a,\"\"b\"\"\",10.25\n"
+        );
+        assert_eq!(shorten("abcdefgh", 6), "abc...");
+        assert_eq!(shorten("abc", 6), "abc");
+    }
+}
