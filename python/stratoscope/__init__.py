@@ -207,12 +207,15 @@ def wrap_module(module: Any, level: str | None = None, names: Iterable[str] | No
     mod_name = getattr(module, "__name__", str(module))
     lvl = level or _default_level(mod_name)
     count = 0
-    for attr in list(names) if names is not None else dir(module):
+    # The module's own namespace, not dir()/getattr: a module-level __getattr__ (numpy's lazy
+    # submodules) would import more modules half-way through the wrapping.
+    namespace = getattr(module, "__dict__", {})
+    for attr in list(names) if names is not None else sorted(namespace):
         if attr.startswith("_"):
             continue
         try:
-            obj = getattr(module, attr)
-        except AttributeError:
+            obj = namespace[attr] if attr in namespace else getattr(module, attr)
+        except Exception:  # noqa: BLE001 - a lazy attribute that fails to load is skipped
             continue
         if isinstance(obj, (type, _native.Wrapped)) or type(obj).__name__ == "module":
             continue

@@ -111,6 +111,39 @@ const fn spec(
     }
 }
 
+/// The four A100 boards: the same compute peaks, different memory bandwidths.
+const fn a100(name: &'static str, bw: f64) -> DeviceSpec {
+    spec(
+        name,
+        Some(9.7),
+        Some(19.5),
+        Some(156.0),
+        Some(312.0),
+        Some(312.0),
+        None,
+        bw,
+    )
+}
+
+/// H100 SXM5 and H200 SXM: the same compute peaks, different memory bandwidths.
+const fn hopper_sxm(name: &'static str, bw: f64) -> DeviceSpec {
+    spec(
+        name,
+        Some(34.0),
+        Some(67.0),
+        Some(494.7),
+        Some(989.4),
+        Some(989.4),
+        Some(1978.9),
+        bw,
+    )
+}
+
+/// A board of which the table lists only the FP32 (vector) peak.
+const fn fp32_only(name: &'static str, fp32: f64, bw: f64) -> DeviceSpec {
+    spec(name, None, Some(fp32), None, None, None, None, bw)
+}
+
 /// The table (see `docs/analyses/layers-roofline.md` for sources).
 pub const DEVICES: &[DeviceSpec] = &[
     spec(
@@ -143,56 +176,11 @@ pub const DEVICES: &[DeviceSpec] = &[
         None,
         1134.0,
     ),
-    spec(
-        "A100 SXM4 40GB",
-        Some(9.7),
-        Some(19.5),
-        Some(156.0),
-        Some(312.0),
-        Some(312.0),
-        None,
-        1555.0,
-    ),
-    spec(
-        "A100 PCIe 40GB",
-        Some(9.7),
-        Some(19.5),
-        Some(156.0),
-        Some(312.0),
-        Some(312.0),
-        None,
-        1555.0,
-    ),
-    spec(
-        "A100 SXM4 80GB",
-        Some(9.7),
-        Some(19.5),
-        Some(156.0),
-        Some(312.0),
-        Some(312.0),
-        None,
-        2039.0,
-    ),
-    spec(
-        "A100 PCIe 80GB",
-        Some(9.7),
-        Some(19.5),
-        Some(156.0),
-        Some(312.0),
-        Some(312.0),
-        None,
-        1935.0,
-    ),
-    spec(
-        "H100 SXM5",
-        Some(34.0),
-        Some(67.0),
-        Some(494.7),
-        Some(989.4),
-        Some(989.4),
-        Some(1978.9),
-        3350.0,
-    ),
+    a100("A100 SXM4 40GB", 1555.0),
+    a100("A100 PCIe 40GB", 1555.0),
+    a100("A100 SXM4 80GB", 2039.0),
+    a100("A100 PCIe 80GB", 1935.0),
+    hopper_sxm("H100 SXM5", 3350.0),
     spec(
         "H100 PCIe",
         Some(26.0),
@@ -203,16 +191,7 @@ pub const DEVICES: &[DeviceSpec] = &[
         Some(1513.0),
         2000.0,
     ),
-    spec(
-        "H200 SXM",
-        Some(34.0),
-        Some(67.0),
-        Some(494.7),
-        Some(989.4),
-        Some(989.4),
-        Some(1978.9),
-        4800.0,
-    ),
+    hopper_sxm("H200 SXM", 4800.0),
     spec(
         "RTX 4090",
         None,
@@ -223,40 +202,13 @@ pub const DEVICES: &[DeviceSpec] = &[
         None,
         1008.0,
     ),
-    spec("RTX 4080", None, Some(48.7), None, None, None, None, 716.8),
-    spec(
-        "RTX 4070 Ti",
-        None,
-        Some(40.1),
-        None,
-        None,
-        None,
-        None,
-        504.2,
-    ),
-    spec("RTX 4070", None, Some(29.1), None, None, None, None, 504.2),
-    spec(
-        "RTX 5090",
-        None,
-        Some(104.8),
-        None,
-        None,
-        None,
-        None,
-        1792.0,
-    ),
-    spec("RTX 5080", None, Some(56.3), None, None, None, None, 960.0),
-    spec(
-        "RTX 5070 Ti",
-        None,
-        Some(43.9),
-        None,
-        None,
-        None,
-        None,
-        896.0,
-    ),
-    spec("RTX 5070", None, Some(30.9), None, None, None, None, 672.0),
+    fp32_only("RTX 4080", 48.7, 716.8),
+    fp32_only("RTX 4070 Ti", 40.1, 504.2),
+    fp32_only("RTX 4070", 29.1, 504.2),
+    fp32_only("RTX 5090", 104.8, 1792.0),
+    fp32_only("RTX 5080", 56.3, 960.0),
+    fp32_only("RTX 5070 Ti", 43.9, 896.0),
+    fp32_only("RTX 5070", 30.9, 672.0),
     spec(
         "MI250X",
         Some(47.9),
@@ -342,38 +294,28 @@ mod tests {
 
     #[test]
     fn lookup_by_reported_names() {
-        assert_eq!(
-            lookup("Tesla V100-SXM2-32GB", None).map(|d| d.name),
-            Some("V100 SXM2")
-        );
-        assert_eq!(
-            lookup("NVIDIA A100-PG509-200", Some(42_297_524_224)).map(|d| d.name),
-            Some("A100 SXM4 40GB")
-        );
-        assert_eq!(
-            lookup("NVIDIA A100-SXM4-80GB", None).map(|d| d.name),
-            Some("A100 SXM4 80GB")
-        );
-        assert_eq!(
-            lookup("NVIDIA H100 PCIe", None).map(|d| d.name),
-            Some("H100 PCIe")
-        );
-        assert_eq!(
-            lookup("NVIDIA H200", None).map(|d| d.name),
-            Some("H200 SXM")
-        );
-        assert_eq!(
-            lookup("NVIDIA GeForce RTX 4070 Ti", None).map(|d| d.name),
-            Some("RTX 4070 Ti")
-        );
-        assert_eq!(
-            lookup("NVIDIA GeForce RTX 5070", None).map(|d| d.name),
-            Some("RTX 5070")
-        );
-        assert_eq!(
-            lookup("AMD Instinct MI250X", None).map(|d| d.name),
-            Some("MI250X")
-        );
+        // (reported name, memory size, table row)
+        let cases = [
+            ("Tesla V100-SXM2-32GB", None, "V100 SXM2"),
+            (
+                "NVIDIA A100-PG509-200",
+                Some(42_297_524_224),
+                "A100 SXM4 40GB",
+            ),
+            ("NVIDIA A100-SXM4-80GB", None, "A100 SXM4 80GB"),
+            ("NVIDIA H100 PCIe", None, "H100 PCIe"),
+            ("NVIDIA H200", None, "H200 SXM"),
+            ("NVIDIA GeForce RTX 4070 Ti", None, "RTX 4070 Ti"),
+            ("NVIDIA GeForce RTX 5070", None, "RTX 5070"),
+            ("AMD Instinct MI250X", None, "MI250X"),
+        ];
+        for (reported, memory, row) in cases {
+            assert_eq!(
+                lookup(reported, memory).map(|d| d.name),
+                Some(row),
+                "{reported}"
+            );
+        }
         assert!(lookup("Intel Arc A770", None).is_none());
     }
 

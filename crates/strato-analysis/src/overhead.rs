@@ -16,9 +16,13 @@
 //! Placement: a span's cost is split in four equal parts: before and after its start, before
 //! and after its end; untraced hook calls are placed just before the record that reported them
 //! (they happened between the previous record of the thread and that one). Every time `t` on a
-//! thread maps to `t - C(t)`, where `C(t)` is the cost placed at or before `t`. The cost placed
-//! between two consecutive distinct times on a thread is clamped to the gap between them, so
-//! order is kept and no span gets a negative length. Counters of a thread use its mapping;
+//! thread maps to `t - C(t)`, where `C(t)` is the cost removed at or before `t`. At most the gap
+//! between two consecutive distinct times on a thread is removed there, so order is kept and no
+//! span gets a negative length; cost that does not fit (the book-keeping really ran outside
+//! the gap, e.g. a hook's work before its timestamp was taken) is carried to the following
+//! gaps, and what is still left after the thread's last record is removed just after it, so
+//! the thread loses exactly its calibrated cost (`deferred_ns` tells how much was carried).
+//! Counters of a thread use its mapping;
 //! device spans move with the CPU span that shares their correlation id; other tracks are
 //! unchanged. Only ranks of format `strato` are corrected.
 
@@ -89,13 +93,21 @@ fn untraced_tid(trace: &Trace, track: TrackId) -> Option<(i64, i64)> {
 
 /// Counts book-keeping events, optionally only those of process `pid`.
 pub fn count(trace: &Trace, pid: Option<i64>) -> Counts {
+    count_where(trace, |p, _| pid.is_none_or(|want| want == p))
+}
+
+/// Counts book-keeping events of the given `(pid, tid)` threads only.
+pub fn count_threads(trace: &Trace, threads: &[(i64, i64)]) -> Counts {
+    count_where(trace, |p, t| threads.contains(&(p, t)))
+}
+
+fn count_where(trace: &Trace, keep: impl Fn(i64, i64) -> bool) -> Counts {
     let mut counts = Counts::default();
     for span in &trace.spans {
-        let track = trace.track(span.track);
-        if !strato_rank(trace, span.track) || pid.is_some_and(|p| track.pid() != Some(p)) {
+        let TrackKind::Thread { pid, tid } = trace.track(span.track).kind else {
             continue;
-        }
-        if !matches!(track.kind, TrackKind::Thread { .. }) {
+        };
+        if !strato_rank(trace, span.track) || !keep(pid, tid) {
             continue;
         }
         match kind_of_category(trace.str(span.category)) {
@@ -107,8 +119,8 @@ pub fn count(trace: &Trace, pid: Option<i64>) -> Counts {
     }
     let mut last: FxHashMap<TrackId, f64> = FxHashMap::default();
     for c in &trace.counters {
-        if let Some((p, _)) = untraced_tid(trace, c.track) {
-            if pid.is_none_or(|want| want == p) {
+        if let Some((p, t)) = untraced_tid(trace, c.track) {
+            if keep(p, t) {
                 let v = last.entry(c.track).or_insert(0.0);
                 *v = v.max(c.value);
             }
@@ -245,10 +257,11 @@ fn least_squares(runs: &[CalibrationRun], active: &[usize]) -> Option<Vec<f64>> 
 pub struct ThreadCorrection {
     pub pid: i64,
     pub tid: i64,
-    /// Cost removed from this thread in total.
+    /// Cost removed from this thread in total (its whole calibrated cost).
     pub removed_ns: Ns,
-    /// Cost that did not fit between events (clamped away).
-    pub clamped_ns: Ns,
+    /// Cost that did not fit in the gap before the record it belongs to and was removed from
+    /// later gaps instead (each nanosecond counted once).
+    pub deferred_ns: Ns,
 }
 
 /// What [`correct`] did.
@@ -337,7 +350,8 @@ pub fn correct(trace: &Trace, cal: &Calibration) -> (Trace, CorrectionSummary) {
         pts.sort_by_key(|p| p.0);
         let mut mapping = Mapping::default();
         let mut removed = 0.0f64;
-        let mut clamped = 0.0f64;
+        let mut deferred = 0.0f64;
+        let mut carry = 0.0f64;
         let mut pending_after = 0.0f64;
         let mut prev_t: Option<Ns> = None;
         let mut i = 0;
@@ -350,11 +364,15 @@ pub fn correct(trace: &Trace, cal: &Calibration) -> (Trace, CorrectionSummary) {
                 after += pts[i].2;
                 i += 1;
             }
-            let mut add = pending_after + before;
+            let new = pending_after + before;
+            let mut add = carry + new;
+            carry = 0.0;
             if let Some(p) = prev_t {
                 let gap = (t - p) as f64;
                 if add > gap {
-                    clamped += add - gap;
+                    // Carried cost goes first; what is left of this record's own cost waits.
+                    deferred += new.min(add - gap);
+                    carry = add - gap;
                     add = gap;
                 }
             }
@@ -365,8 +383,8 @@ pub fn correct(trace: &Trace, cal: &Calibration) -> (Trace, CorrectionSummary) {
             mapping.removed.push(removed.round() as Ns);
         }
         if let Some(p) = prev_t {
-            // The after-part of the last record lands just after it.
-            removed += pending_after;
+            // The after-part of the last record, and any carried cost, land just after it.
+            removed += pending_after + carry;
             mapping.times.push(p + 1);
             mapping.removed.push(removed.round() as Ns);
         }
@@ -375,7 +393,7 @@ pub fn correct(trace: &Trace, cal: &Calibration) -> (Trace, CorrectionSummary) {
                 pid,
                 tid,
                 removed_ns: removed.round() as Ns,
-                clamped_ns: clamped.round() as Ns,
+                deferred_ns: deferred.round() as Ns,
             });
         }
         mappings.insert(track, mapping);
@@ -561,7 +579,7 @@ mod tests {
     }
 
     #[test]
-    fn clamps_to_gaps_and_calibrates() {
+    fn carries_what_does_not_fit_and_calibrates() {
         let t = trace();
         let cal = Calibration {
             costs_ns: [("untraced_hook".to_string(), 1000.0)]
@@ -570,7 +588,13 @@ mod tests {
         };
         let (out, summary) = correct(&t, &cal);
         assert!(out.spans.iter().all(|s| s.end >= s.start));
-        assert_eq!(summary.threads[0].clamped_ns, 10_000 - 200);
+        // 10 x 1000 placed before 300, where the gap is 200: 200 there, 700 in the gap up to
+        // the step's end at 1000 (which becomes 0 long: all of it was book-keeping), the
+        // remaining 9100 just after the last record. Nothing is lost.
+        assert_eq!(summary.threads[0].removed_ns, 10_000);
+        assert_eq!(summary.threads[0].deferred_ns, 10_000 - 200);
+        assert_eq!(out.spans[0].end - out.spans[0].start, 100);
+        assert_eq!(out.spans[1].end - out.spans[1].start, 0);
         let runs = [
             CalibrationRun {
                 level: 0,

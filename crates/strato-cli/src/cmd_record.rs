@@ -192,6 +192,10 @@ pub struct ProcInfo {
     pub start_ns: i64,
     pub stop_ns: Option<i64>,
     pub last_ns: i64,
+    /// The thread that started recording and its CPU time from START to STOP (the
+    /// recorder's `strato.cpu` record; None when missing).
+    pub cpu_tid: Option<i64>,
+    pub thread_cpu_ns: Option<i64>,
 }
 
 /// The recorded processes of a trace (strato ranks only).
@@ -215,6 +219,8 @@ pub fn processes(trace: &Trace) -> Vec<ProcInfo> {
                 start_ns: p["start_ns"].as_i64().unwrap_or(0),
                 stop_ns: p["stop_ns"].as_i64(),
                 last_ns: p["last_ns"].as_i64().unwrap_or(0),
+                cpu_tid: p["cpu"]["start_tid"].as_i64(),
+                thread_cpu_ns: p["cpu"]["thread_cpu_ns"].as_i64(),
             });
         }
     }
@@ -241,10 +247,17 @@ fn load_dir(dir: &Path) -> Result<Trace> {
     Ok(strato_io::recording::import_dir(dir, &options)?)
 }
 
+#[derive(Clone)]
 struct RunResult {
     dir: PathBuf,
+    /// The root process's recorded region (START to STOP), wall clock.
     time_ns: f64,
+    /// Book-keeping counts of the root process.
     counts: Counts,
+    /// CPU basis: CPU time of each process's recording thread summed over the processes, and
+    /// the book-keeping counts of those threads (None when a process has no CPU times, e.g. it
+    /// was killed or stopped from another thread).
+    cpu: Option<(f64, Counts)>,
     /// Calibrated cost the correction removes from the root process's region (held-out
     /// validation runs only).
     removed_ns: f64,
@@ -255,19 +268,68 @@ struct Measured {
     runs: Vec<RunResult>,
 }
 
-/// Indices of the runs a robust statistic keeps: the fastest 60% (at least one). Interference
-/// from other work only ever adds time, so the slowest runs are the least representative.
-fn kept(runs: &[RunResult]) -> Vec<usize> {
+/// What calibration fits and validation compares: CPU time of the recording threads (not
+/// inflated when other programs take the CPU away, so the fit sees the book-keeping cost and
+/// little else), or, when a run lacks CPU times, the root process's wall-clock region.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Basis {
+    ThreadCpu,
+    Wall,
+}
+
+impl Basis {
+    fn of(runs: &[&RunResult]) -> Basis {
+        if runs.iter().all(|r| r.cpu.is_some()) {
+            Basis::ThreadCpu
+        } else {
+            Basis::Wall
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Basis::ThreadCpu => "thread_cpu",
+            Basis::Wall => "wall",
+        }
+    }
+
+    /// `(time, counts)` of a run on this basis.
+    fn of_run(self, r: &RunResult) -> (f64, Counts) {
+        match (self, r.cpu) {
+            (Basis::ThreadCpu, Some(c)) => c,
+            _ => (r.time_ns, r.counts),
+        }
+    }
+}
+
+/// Indices of the runs a robust statistic keeps: the fastest 60% by `key` (at least one).
+/// Interference from other work only ever adds time, so the slowest runs are the least
+/// representative.
+fn kept(runs: &[RunResult], key: impl Fn(&RunResult) -> f64) -> Vec<usize> {
     let mut idx: Vec<usize> = (0..runs.len()).collect();
-    idx.sort_by(|&a, &b| runs[a].time_ns.total_cmp(&runs[b].time_ns));
+    idx.sort_by(|&a, &b| key(&runs[a]).total_cmp(&key(&runs[b])));
     idx.truncate((runs.len() * 3).div_ceil(5).max(1));
     idx
 }
 
-/// The representative value of `f` over a configuration's runs: its mean over [`kept`] runs.
+/// The representative value of `f` over a configuration's runs: its mean over the runs
+/// [`kept`] by `f` itself.
 fn robust(runs: &[RunResult], f: impl Fn(&RunResult) -> f64) -> f64 {
-    let k = kept(runs);
+    let k = kept(runs, &f);
     k.iter().map(|&i| f(&runs[i])).sum::<f64>() / k.len().max(1) as f64
+}
+
+/// The recording threads of a trace's processes with their CPU times: `((pid, tid), ns)`;
+/// None when some process has none.
+fn recording_threads_cpu(trace: &Trace) -> Option<Vec<((i64, i64), f64)>> {
+    let procs = processes(trace);
+    if procs.is_empty() {
+        return None;
+    }
+    procs
+        .iter()
+        .map(|p| Some(((p.pid, p.cpu_tid?), p.thread_cpu_ns? as f64)))
+        .collect()
 }
 
 fn run_once(launcher: &Launcher<'_>, dir: &Path, level: u64, output: Output) -> Result<RunResult> {
@@ -281,10 +343,18 @@ fn run_once(launcher: &Launcher<'_>, dir: &Path, level: u64, output: Output) -> 
     let trace = load_dir(dir)?;
     let (pid, start, end) =
         root_time_ns(&trace).with_context(|| format!("{}: no recorded process", dir.display()))?;
+    let cpu = recording_threads_cpu(&trace).map(|threads| {
+        let ids: Vec<(i64, i64)> = threads.iter().map(|t| t.0).collect();
+        (
+            threads.iter().map(|t| t.1).sum(),
+            overhead::count_threads(&trace, &ids),
+        )
+    });
     Ok(RunResult {
         dir: dir.to_owned(),
         time_ns: (end - start) as f64,
         counts: overhead::count(&trace, Some(pid)),
+        cpu,
         removed_ns: 0.0,
     })
 }
@@ -295,6 +365,15 @@ fn removed_in_root(trace: &Trace, cal: &Calibration) -> Option<(i64, f64, f64)> 
     let removed = overhead::removed_before(trace, cal, pid, pid, end)
         - overhead::removed_before(trace, cal, pid, pid, start - 1);
     Some((pid, (end - start) as f64, removed as f64))
+}
+
+/// The calibrated cost of `counts`.
+fn modelled_cost(cal: &Calibration, counts: &Counts) -> f64 {
+    counts
+        .pairs()
+        .iter()
+        .map(|(k, n)| cal.costs_ns.get(*k).copied().unwrap_or(0.0) * *n as f64)
+        .sum()
 }
 
 fn validation_json(uninstrumented_ns: f64, instrumented: f64, removed: f64, pid: i64) -> Value {
@@ -312,15 +391,126 @@ fn validation_json(uninstrumented_ns: f64, instrumented: f64, removed: f64, pid:
 }
 
 /// Validation of the correction on one recording: its root process's corrected time against
-/// an uninstrumented time.
-fn validation(trace: &Trace, cal: &Calibration, uninstrumented_ns: f64) -> Option<Value> {
+/// an uninstrumented time (wall clock), and, when `uninstrumented_cpu_ns` is given and the
+/// recording has CPU times, the same on the recording threads' CPU time.
+fn validation(
+    trace: &Trace,
+    cal: &Calibration,
+    uninstrumented_ns: f64,
+    uninstrumented_cpu_ns: Option<f64>,
+) -> Option<Value> {
     let (pid, instrumented, removed) = removed_in_root(trace, cal)?;
-    Some(validation_json(
+    let wall = validation_json(uninstrumented_ns, instrumented, removed, pid);
+    let cpu = uninstrumented_cpu_ns
+        .zip(recording_threads_cpu(trace))
+        .map(|(u, threads)| {
+            let ids: Vec<(i64, i64)> = threads.iter().map(|t| t.0).collect();
+            let removed = modelled_cost(cal, &overhead::count_threads(trace, &ids));
+            validation_json(u, threads.iter().map(|t| t.1).sum(), removed, pid)
+        });
+    Some(match cpu {
+        Some(mut v) => {
+            v["basis"] = json!(Basis::ThreadCpu.name());
+            v["wall"] = wall;
+            v
+        }
+        None => {
+            let mut v = wall;
+            v["basis"] = json!(Basis::Wall.name());
+            v
+        }
+    })
+}
+
+/// Resamples of the runs behind the bias interval.
+const BOOTSTRAP_SAMPLES: usize = 400;
+
+/// A calibration fitted on some runs and its validation on held-out runs, on one basis.
+#[derive(Debug, Clone)]
+struct Fit {
+    calibration: Calibration,
+    /// Robust level-0 time.
+    uninstrumented_ns: f64,
+    /// Robust held-out instrumented time, and the calibrated cost of those same runs.
+    instrumented_ns: f64,
+    removed_ns: f64,
+}
+
+impl Fit {
+    fn bias_pct(&self) -> f64 {
+        (self.instrumented_ns - self.removed_ns - self.uninstrumented_ns) / self.uninstrumented_ns
+            * 100.0
+    }
+}
+
+/// Fits the costs on the [`kept`] runs of each `(level, runs)` configuration and validates
+/// them on `held_out`: mean over its kept runs of the instrumented time and of their modelled
+/// cost (with carry-forward, [`overhead::correct`] removes exactly the modelled cost).
+fn fit_and_validate(configs: &[(u64, &[RunResult])], held_out: &[RunResult], basis: Basis) -> Fit {
+    let key = |r: &RunResult| basis.of_run(r).0;
+    let runs: Vec<CalibrationRun> = configs
+        .iter()
+        .flat_map(|(level, runs)| {
+            kept(runs, key).into_iter().map(|i| {
+                let (time_ns, counts) = basis.of_run(&runs[i]);
+                CalibrationRun {
+                    level: *level,
+                    time_ns,
+                    counts,
+                }
+            })
+        })
+        .collect();
+    let calibration = overhead::calibrate(&runs);
+    let k = kept(held_out, key);
+    let mean = |f: &dyn Fn(&RunResult) -> f64| {
+        k.iter().map(|&i| f(&held_out[i])).sum::<f64>() / k.len().max(1) as f64
+    };
+    let uninstrumented_ns = configs
+        .iter()
+        .find(|c| c.0 == 0)
+        .map_or(0.0, |c| robust(c.1, key));
+    Fit {
         uninstrumented_ns,
-        instrumented,
-        removed,
-        pid,
-    ))
+        instrumented_ns: mean(&key),
+        removed_ns: mean(&|r| modelled_cost(&calibration, &basis.of_run(r).1)),
+        calibration,
+    }
+}
+
+/// 95% bootstrap interval of the held-out bias: every configuration's runs and the held-out
+/// runs resampled with replacement, costs refitted, bias recomputed, `samples` times (fixed
+/// seed, so the same runs give the same interval). None with fewer than 3 runs each.
+fn bias_interval(
+    configs: &[(u64, &[RunResult])],
+    held_out: &[RunResult],
+    basis: Basis,
+    samples: usize,
+) -> Option<(f64, f64)> {
+    if held_out.len() < 3 || configs.iter().any(|c| c.1.len() < 3) {
+        return None;
+    }
+    let mut rng = fastrand::Rng::with_seed(0x5742_4154);
+    let mut resample = |runs: &[RunResult]| -> Vec<RunResult> {
+        (0..runs.len())
+            .map(|_| runs[rng.usize(..runs.len())].clone())
+            .collect()
+    };
+    let mut biases: Vec<f64> = (0..samples)
+        .map(|_| {
+            let drawn: Vec<(u64, Vec<RunResult>)> =
+                configs.iter().map(|(l, r)| (*l, resample(r))).collect();
+            let views: Vec<(u64, &[RunResult])> = drawn.iter().map(|(l, r)| (*l, &r[..])).collect();
+            fit_and_validate(&views, &resample(held_out), basis).bias_pct()
+        })
+        .filter(|b| b.is_finite())
+        .collect();
+    if biases.is_empty() {
+        return None;
+    }
+    biases.sort_by(f64::total_cmp);
+    let at = |q: f64| biases[((biases.len() - 1) as f64 * q).round() as usize];
+    Some((at(0.025), at(0.975)))
 }
 
 /// Sum of span durations per level on thread tracks of process `pid` (leveled experiments).
@@ -392,17 +582,17 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<()> {
     }
     let mut calibration_json = None;
     if args.calibrate {
-        let runs: Vec<CalibrationRun> = measured
+        let all: Vec<&RunResult> = measured
             .iter()
-            .flat_map(|m| {
-                kept(&m.runs).into_iter().map(|i| CalibrationRun {
-                    level: m.level,
-                    time_ns: m.runs[i].time_ns,
-                    counts: m.runs[i].counts,
-                })
-            })
+            .flat_map(|m| &m.runs)
+            .chain(&held_out)
             .collect();
-        let cal = overhead::calibrate(&runs);
+        let basis = Basis::of(&all);
+        let configs: Vec<(u64, &[RunResult])> =
+            measured.iter().map(|m| (m.level, &m.runs[..])).collect();
+        let fit = fit_and_validate(&configs, &held_out, basis);
+        let interval = bias_interval(&configs, &held_out, basis, BOOTSTRAP_SAMPLES);
+        let cal = fit.calibration.clone();
         for r in &mut held_out {
             let trace = load_dir(&r.dir)?;
             r.removed_ns = removed_in_root(&trace, &cal).map_or(0.0, |v| v.2);
@@ -414,6 +604,7 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<()> {
                 "name": name,
                 "times_s": runs.iter().map(|r| r.time_ns / 1e9).collect::<Vec<_>>(),
                 "robust_s": robust(runs, |r| r.time_ns) / 1e9,
+                "cpu_times_s": runs.iter().map(|r| r.cpu.map(|c| c.0 / 1e9)).collect::<Vec<_>>(),
                 "counts": runs.iter().map(|r| r.counts).collect::<Vec<_>>(),
             })
         };
@@ -422,21 +613,45 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<()> {
             .map(|m| run_json(m.level, LEVEL_NAMES[m.level as usize], &m.runs))
             .collect();
         runs_json.push(run_json(args.level, "held-out", &held_out));
+        // Held-out runs at the recorded level, not used by the fit: mean over the fastest 60%
+        // of their instrumented and corrected times, on the fit's basis and on wall time.
+        let mean_kept = |key: &dyn Fn(&RunResult) -> f64, f: &dyn Fn(&RunResult) -> f64| {
+            let k = kept(&held_out, key);
+            k.iter().map(|&i| f(&held_out[i])).sum::<f64>() / k.len().max(1) as f64
+        };
+        let wall_time = |r: &RunResult| r.time_ns;
+        let wall = validation_json(
+            uninstrumented,
+            mean_kept(&wall_time, &wall_time),
+            mean_kept(&wall_time, &|r| r.removed_ns),
+            0,
+        );
+        let mut held_out_validation = match basis {
+            Basis::ThreadCpu => validation_json(
+                fit.uninstrumented_ns,
+                fit.instrumented_ns,
+                fit.removed_ns,
+                0,
+            ),
+            Basis::Wall => wall.clone(),
+        };
+        held_out_validation["basis"] = json!(basis.name());
+        // How far run-to-run noise alone moves the figure.
+        held_out_validation["bias_pct_interval95"] = json!(interval.map(|(a, b)| [a, b]));
+        held_out_validation["bootstrap_samples"] = json!(BOOTSTRAP_SAMPLES);
+        if basis != Basis::Wall {
+            held_out_validation["wall"] = wall;
+        }
         let value = json!({
             "costs_ns": cal.costs_ns,
-            "method": "joint non-negative least squares over levels 0-4, one equation per run (fastest 60% of each configuration's interleaved repeats), per-run counts",
+            "basis": basis.name(),
+            "method": "joint non-negative least squares over levels 0-4, one equation per run (fastest 60% of each configuration's interleaved repeats), per-run counts; times are the CPU time of each process's recording thread when every run has it (basis thread_cpu), else the root process's wall-clock region",
             "command": args.command,
             "repeat": repeat,
             "uninstrumented_s": uninstrumented / 1e9,
+            "uninstrumented_cpu_s": (basis == Basis::ThreadCpu).then_some(fit.uninstrumented_ns / 1e9),
             "runs": runs_json,
-            // Held-out runs at the recorded level, not used by the fit: mean over the fastest
-            // 60% of their instrumented and corrected times.
-            "validation": validation_json(
-                uninstrumented,
-                robust(&held_out, |r| r.time_ns),
-                robust(&held_out, |r| r.removed_ns),
-                0,
-            ),
+            "validation": held_out_validation,
         });
         std::fs::create_dir_all(&dir)?;
         write_calibration(&dir, &value)?;
@@ -605,15 +820,7 @@ fn print_text(
         }
     }
     if let Some(v) = doc.get("validation") {
-        writeln!(
-            out,
-            "\nvalidation: uninstrumented {:.3} s, instrumented {:.3} s ({:+.1}%), corrected {:.3} s, bias {:+.2}%",
-            v["uninstrumented_s"].as_f64().unwrap_or(0.0),
-            v["instrumented_s"].as_f64().unwrap_or(0.0),
-            v["inflation_pct"].as_f64().unwrap_or(0.0),
-            v["corrected_s"].as_f64().unwrap_or(0.0),
-            v["bias_pct"].as_f64().unwrap_or(0.0)
-        )?;
+        write_validation(out, "\nvalidation ", v)?;
     }
     if let Some(c) = doc.get("calibration") {
         writeln!(out, "calibrated cost per event (ns): {}", c["costs_ns"])?;
@@ -656,8 +863,9 @@ pub fn run_validate(args: ValidateArgs, out: &mut impl Write) -> Result<()> {
     let value: Value = serde_json::from_str(&text).with_context(|| path.display().to_string())?;
     let cal: Calibration = serde_json::from_value(value.clone())?;
     let uninstrumented = value["uninstrumented_s"].as_f64().unwrap_or(0.0) * 1e9;
+    let uninstrumented_cpu = value["uninstrumented_cpu_s"].as_f64().map(|s| s * 1e9);
     let trace = load_dir(&args.profile)?;
-    let v = validation(&trace, &cal, uninstrumented)
+    let v = validation(&trace, &cal, uninstrumented, uninstrumented_cpu)
         .with_context(|| format!("{}: no recorded process", args.profile.display()))?;
     if args.json {
         serde_json::to_writer_pretty(
@@ -666,14 +874,40 @@ pub fn run_validate(args: ValidateArgs, out: &mut impl Write) -> Result<()> {
         )?;
         writeln!(out)?;
     } else {
-        writeln!(
-            out,
-            "uninstrumented {:.4} s, instrumented {:.4} s ({:+.1}%), corrected {:.4} s, bias {:+.2}%",
+        write_validation(out, "", &v)?;
+    }
+    Ok(())
+}
+
+/// One line per basis of a validation object (see [`validation`]): its own basis, then the
+/// wall-clock figures when the basis was CPU time.
+fn write_validation(out: &mut impl Write, prefix: &str, v: &Value) -> Result<()> {
+    let line = |v: &Value, basis: &str| {
+        format!(
+            "({basis}): uninstrumented {:.4} s, instrumented {:.4} s ({:+.1}%), corrected {:.4} s, bias {:+.2}%",
             v["uninstrumented_s"].as_f64().unwrap_or(0.0),
             v["instrumented_s"].as_f64().unwrap_or(0.0),
             v["inflation_pct"].as_f64().unwrap_or(0.0),
             v["corrected_s"].as_f64().unwrap_or(0.0),
             v["bias_pct"].as_f64().unwrap_or(0.0)
+        )
+    };
+    let basis = v["basis"].as_str().unwrap_or("wall");
+    let interval = match v["bias_pct_interval95"].as_array().map(Vec::as_slice) {
+        Some([a, b]) => format!(
+            " (95% interval over resampled runs: {:+.2}% .. {:+.2}%)",
+            a.as_f64().unwrap_or(0.0),
+            b.as_f64().unwrap_or(0.0)
+        ),
+        _ => String::new(),
+    };
+    writeln!(out, "{prefix}{}{interval}", line(v, basis))?;
+    if let Some(w) = v.get("wall") {
+        writeln!(
+            out,
+            "{}{}",
+            prefix.trim_start_matches('\n'),
+            line(w, "wall")
         )?;
     }
     Ok(())

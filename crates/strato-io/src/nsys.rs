@@ -73,26 +73,11 @@ const NSYS_TABLES: [&str; 16] = [
     SESSION_START,
 ];
 
-/// Every table this importer reads (whose columns are probed).
-const READ_TABLES: [&str; 24] = [
-    KERNEL,
-    MEMCPY,
-    MEMSET,
-    SYNC,
-    RUNTIME,
-    MEM_USAGE,
-    NVTX,
-    OSRT,
+/// The other tables this importer reads: with [`NSYS_TABLES`], every table whose columns are
+/// probed.
+const OTHER_READ_TABLES: [&str; 8] = [
     OVERHEAD,
-    SAMPLES,
     CALLCHAINS,
-    GPUS,
-    THREAD_NAMES,
-    PROCESSES,
-    STRINGS,
-    META_NEW,
-    META_OLD,
-    SESSION_START,
     SYSTEM_ENV,
     ENUM_MEMCPY,
     ENUM_MEM_KIND,
@@ -147,26 +132,30 @@ struct Schema {
 impl Schema {
     fn probe(conn: &Connection) -> rusqlite::Result<Schema> {
         let mut schema = Schema::default();
-        let mut stmt =
-            conn.prepare("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")?;
-        let mut rows = stmt.query([])?;
-        while let Some(row) = rows.next()? {
+        let tables = "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')";
+        for_each_row(conn, tables, |row| {
             if let Some(name) = text(row, 0) {
-                if READ_TABLES.contains(&name.as_ref()) {
+                if NSYS_TABLES.contains(&name.as_ref())
+                    || OTHER_READ_TABLES.contains(&name.as_ref())
+                {
                     schema.tables.insert(name.into_owned(), Vec::new());
                 }
             }
-        }
+        })?;
         for (table, columns) in schema.tables.iter_mut() {
-            let mut stmt = conn.prepare(&format!("PRAGMA table_info({})", quote(table)))?;
-            let mut rows = stmt.query([])?;
-            while let Some(row) = rows.next()? {
+            let sql = format!("PRAGMA table_info({})", quote(table));
+            for_each_row(conn, &sql, |row| {
                 if let Some(name) = text(row, 1) {
                     columns.push(name.into_owned());
                 }
-            }
+            })?;
         }
         Ok(schema)
+    }
+
+    /// A [`Select`] over `table`, or `None` when the file has no such table.
+    fn select(&self, table: &'static str) -> Option<Select<'_>> {
+        self.has(table).then(|| Select::new(self, table))
     }
 
     fn has(&self, table: &str) -> bool {
@@ -183,6 +172,33 @@ impl Schema {
 /// Quotes an SQL identifier.
 fn quote(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// Runs `sql` and calls `each` with every row, streaming.
+fn for_each_row(conn: &Connection, sql: &str, mut each: impl FnMut(&Row)) -> rusqlite::Result<()> {
+    let mut stmt = conn.prepare(sql)?;
+    let mut rows = stmt.query([])?;
+    while let Some(row) = rows.next()? {
+        each(row);
+    }
+    Ok(())
+}
+
+/// Runs `sql` and returns the first value `pick` finds in a row (rows where it finds none are
+/// skipped).
+fn first_value<T>(
+    conn: &Connection,
+    sql: &str,
+    mut pick: impl FnMut(&Row) -> Option<T>,
+) -> rusqlite::Result<Option<T>> {
+    let mut stmt = conn.prepare(sql)?;
+    let mut rows = stmt.query([])?;
+    while let Some(row) = rows.next()? {
+        if let Some(v) = pick(row) {
+            return Ok(Some(v));
+        }
+    }
+    Ok(None)
 }
 
 /// Builds a `SELECT` over one table where a missing column reads as NULL and string-id columns
@@ -296,6 +312,20 @@ fn put_text(args: &mut Map<String, Value>, key: &str, row: &Row, i: usize) {
     }
 }
 
+/// Puts each integer cell of `cols` under the key at the same place in `keys`.
+fn put_ints(args: &mut Map<String, Value>, keys: &[&str], row: &Row, cols: &[usize]) {
+    for (key, &i) in keys.iter().zip(cols) {
+        put_int(args, key, row, i);
+    }
+}
+
+/// Puts a memory kind cell (labelled by [`mem_kind`]) under `key` when it is not NULL.
+fn put_mem_kind(args: &mut Map<String, Value>, key: &str, row: &Row, i: usize, kinds: &Enum) {
+    if let Some(k) = int(row, i) {
+        args.insert(key.to_owned(), mem_kind(k, kinds));
+    }
+}
+
 /// Puts `[x, y, z]` when any of the three cells is not NULL.
 fn put_dim3(args: &mut Map<String, Value>, key: &str, row: &Row, cols: [usize; 3]) {
     let dims = cols.map(|i| int(row, i));
@@ -339,22 +369,19 @@ struct Enum {
 impl Enum {
     fn load(conn: &Connection, schema: &Schema, table: &'static str) -> rusqlite::Result<Enum> {
         let mut out = Enum::default();
-        if !schema.has(table) {
+        let Some(mut q) = schema.select(table) else {
             return Ok(out);
-        }
-        let mut q = Select::new(schema, table);
+        };
         let id = q.col("id");
         let name = q.col("name");
         let label = q.col("label");
-        let mut stmt = conn.prepare(&q.sql())?;
-        let mut rows = stmt.query([])?;
-        while let Some(row) = rows.next()? {
+        for_each_row(conn, &q.sql(), |row| {
             if let Some(key) = int(row, id) {
                 let name = text(row, name).unwrap_or_default().into_owned();
                 let label = text(row, label).unwrap_or_default().into_owned();
                 out.values.insert(key, (name, label));
             }
-        }
+        })?;
         Ok(out)
     }
 
@@ -367,6 +394,12 @@ impl Enum {
 
     fn name(&self, id: i64) -> Option<&str> {
         self.values.get(&id).map(|(name, _)| name.as_str())
+    }
+
+    /// The label of `id` as JSON text, or `id` itself when the table does not list it.
+    fn label_value(&self, id: i64) -> Value {
+        self.label(id)
+            .map_or(Value::from(id), |l| Value::String(l.to_owned()))
     }
 }
 
@@ -618,11 +651,15 @@ impl<'a> Importer<'a> {
         Ok(())
     }
 
-    fn level(&self, table: &str, fallback: Level) -> Level {
-        self.options
+    /// The level of `table`'s events (`fallback` unless the level map says otherwise) and the
+    /// table's name as their category.
+    fn level_and_category(&mut self, table: &str, fallback: Level) -> (Level, StrId) {
+        let level = self
+            .options
             .level_map
             .level(FORMAT, table)
-            .unwrap_or(fallback)
+            .unwrap_or(fallback);
+        (level, self.trace.intern(table))
     }
 
     /// `(start, end)` on the reference clock; `None` when either is NULL or `end < start`.
@@ -652,6 +689,11 @@ impl<'a> Importer<'a> {
         let (pid, tid) = split_global_tid(global_tid);
         self.pids.insert(pid);
         self.track(TrackKind::Thread { pid, tid }, None)
+    }
+
+    /// The track of a process's main thread (`tid == pid`).
+    fn main_thread_track(&mut self, pid: i64) -> TrackId {
+        self.track(TrackKind::Thread { pid, tid: pid }, None)
     }
 
     fn queue_track(&mut self, device: i64, stream: i64) -> TrackId {
@@ -699,6 +741,26 @@ impl<'a> Importer<'a> {
         SpanId((self.trace.spans.len() - 1) as u32)
     }
 
+    fn instant(
+        &mut self,
+        track: TrackId,
+        ts: i64,
+        name: StrId,
+        category: StrId,
+        level: Level,
+        args: Option<Map<String, Value>>,
+    ) {
+        let args = self.args(args);
+        self.trace.instants.push(Instant {
+            track,
+            ts,
+            name,
+            category,
+            level,
+            args,
+        });
+    }
+
     /// CUDA runtime calls, OS runtime calls, profiler overhead: spans on CPU threads named by
     /// `nameId`. Runtime calls are remembered by correlation id.
     fn host_calls(
@@ -707,10 +769,9 @@ impl<'a> Importer<'a> {
         fallback: Level,
         runtime: bool,
     ) -> rusqlite::Result<()> {
-        if !self.schema.has(table) {
+        let Some(mut q) = self.schema.select(table) else {
             return Ok(());
-        }
-        let mut q = Select::new(&self.schema, table);
+        };
         let (s, e) = (q.col("start"), q.col("end"));
         let gtid = q.col("globalTid");
         let corr = q.col("correlationId");
@@ -720,14 +781,10 @@ impl<'a> Importer<'a> {
         let nesting = q.col("nestingLevel");
         let callchain = q.col("callchainId");
         let sql = q.sql();
-        let level = self.level(table, fallback);
-        let category = self.trace.intern(table);
-        let conn = self.conn;
-        let mut stmt = conn.prepare(&sql)?;
-        let mut rows = stmt.query([])?;
-        while let Some(row) = rows.next()? {
+        let (level, category) = self.level_and_category(table, fallback);
+        for_each_row(self.conn, &sql, |row| {
             let (Some(times), Some(g)) = (self.times(row, s, e), int(row, gtid)) else {
-                continue;
+                return;
             };
             let track = self.thread_track(g);
             let raw = nonempty(row, name);
@@ -754,8 +811,7 @@ impl<'a> Importer<'a> {
             if let Some(c) = correlation {
                 self.launches.insert((process_key(g), c), id);
             }
-        }
-        Ok(())
+        })
     }
 
     /// A device op: span on its stream, correlation, flow from its runtime call.
@@ -811,11 +867,10 @@ impl<'a> Importer<'a> {
     }
 
     fn kernels(&mut self) -> rusqlite::Result<()> {
-        if !self.schema.has(KERNEL) {
-            return Ok(());
-        }
         let keep = self.options.keep_args;
-        let mut q = Select::new(&self.schema, KERNEL);
+        let Some(mut q) = self.schema.select(KERNEL) else {
+            return Ok(());
+        };
         let c = DeviceCols::select(&mut q);
         let demangled = q.string("demangledName");
         let short = q.string("shortName");
@@ -842,12 +897,8 @@ impl<'a> Importer<'a> {
         ];
         let scalars = SCALARS.map(|n| q.col(n));
         let sql = q.sql();
-        let level = self.level(KERNEL, Level::DeviceKernel);
-        let category = self.trace.intern(KERNEL);
-        let conn = self.conn;
-        let mut stmt = conn.prepare(&sql)?;
-        let mut rows = stmt.query([])?;
-        while let Some(row) = rows.next()? {
+        let (level, category) = self.level_and_category(KERNEL, Level::DeviceKernel);
+        for_each_row(self.conn, &sql, |row| {
             let name = match nonempty(row, demangled).or_else(|| nonempty(row, short)) {
                 Some(n) => self.trace.intern(&n),
                 None => self.trace.intern("kernel"),
@@ -857,24 +908,20 @@ impl<'a> Importer<'a> {
                 put_dim3(&mut a, "grid", row, grid);
                 put_dim3(&mut a, "block", row, block);
                 put_dim3(&mut a, "cluster", row, cluster);
-                for (key, &i) in SCALARS.iter().zip(&scalars) {
-                    put_int(&mut a, key, row, i);
-                }
+                put_ints(&mut a, &SCALARS, row, &scalars);
                 put_text(&mut a, "shortName", row, short);
                 put_text(&mut a, "mangledName", row, mangled);
                 a
             });
             self.device_op(row, &c, name, category, level, args);
-        }
-        Ok(())
+        })
     }
 
     fn memcpys(&mut self) -> rusqlite::Result<()> {
-        if !self.schema.has(MEMCPY) {
-            return Ok(());
-        }
         let keep = self.options.keep_args;
-        let mut q = Select::new(&self.schema, MEMCPY);
+        let Some(mut q) = self.schema.select(MEMCPY) else {
+            return Ok(());
+        };
         let c = DeviceCols::select(&mut q);
         let bytes = q.col("bytes");
         let kind = q.col("copyKind");
@@ -890,108 +937,74 @@ impl<'a> Importer<'a> {
         ];
         let scalars = SCALARS.map(|n| q.col(n));
         let sql = q.sql();
-        let level = self.level(MEMCPY, Level::DeviceCopy);
-        let category = self.trace.intern(MEMCPY);
-        let conn = self.conn;
-        let mut stmt = conn.prepare(&sql)?;
-        let mut rows = stmt.query([])?;
+        let (level, category) = self.level_and_category(MEMCPY, Level::DeviceCopy);
         // Names are few: intern each copy kind once.
         let mut names: FxHashMap<Option<i64>, StrId> = FxHashMap::default();
-        while let Some(row) = rows.next()? {
+        for_each_row(self.conn, &sql, |row| {
             let copy_kind = int(row, kind);
-            let name = match names.get(&copy_kind) {
-                Some(&id) => id,
-                None => {
-                    let id = self
-                        .trace
-                        .intern(&memcpy_name(copy_kind, &self.memcpy_kinds));
-                    names.insert(copy_kind, id);
-                    id
-                }
-            };
+            let name = *names.entry(copy_kind).or_insert_with(|| {
+                self.trace
+                    .intern(&memcpy_name(copy_kind, &self.memcpy_kinds))
+            });
             let args = keep.then(|| {
                 let mut a = Map::new();
                 put_int(&mut a, "bytes", row, bytes);
                 if let Some(k) = copy_kind {
-                    let label = self
-                        .memcpy_kinds
-                        .label(k)
-                        .map_or(Value::from(k), |l| Value::String(l.to_owned()));
-                    a.insert("copyKind".into(), label);
+                    a.insert("copyKind".into(), self.memcpy_kinds.label_value(k));
                 }
-                if let Some(k) = int(row, src) {
-                    a.insert("srcKind".into(), mem_kind(k, &self.mem_kinds));
-                }
-                if let Some(k) = int(row, dst) {
-                    a.insert("dstKind".into(), mem_kind(k, &self.mem_kinds));
-                }
-                for (key, &i) in SCALARS.iter().zip(&scalars) {
-                    put_int(&mut a, key, row, i);
-                }
+                put_mem_kind(&mut a, "srcKind", row, src, &self.mem_kinds);
+                put_mem_kind(&mut a, "dstKind", row, dst, &self.mem_kinds);
+                put_ints(&mut a, &SCALARS, row, &scalars);
                 a
             });
             self.device_op(row, &c, name, category, level, args);
-        }
-        Ok(())
+        })
     }
 
     fn memsets(&mut self) -> rusqlite::Result<()> {
-        if !self.schema.has(MEMSET) {
-            return Ok(());
-        }
         let keep = self.options.keep_args;
-        let mut q = Select::new(&self.schema, MEMSET);
+        let Some(mut q) = self.schema.select(MEMSET) else {
+            return Ok(());
+        };
         let c = DeviceCols::select(&mut q);
         let bytes = q.col("bytes");
         let value = q.col("value");
         let kind = q.col("memKind");
         let node = q.col("graphNodeId");
         let sql = q.sql();
-        let level = self.level(MEMSET, Level::DeviceSet);
-        let category = self.trace.intern(MEMSET);
+        let (level, category) = self.level_and_category(MEMSET, Level::DeviceSet);
         let name = self.trace.intern("Memset");
-        let conn = self.conn;
-        let mut stmt = conn.prepare(&sql)?;
-        let mut rows = stmt.query([])?;
-        while let Some(row) = rows.next()? {
+        for_each_row(self.conn, &sql, |row| {
             let args = keep.then(|| {
                 let mut a = Map::new();
                 put_int(&mut a, "bytes", row, bytes);
                 put_int(&mut a, "value", row, value);
-                if let Some(k) = int(row, kind) {
-                    a.insert("memKind".into(), mem_kind(k, &self.mem_kinds));
-                }
+                put_mem_kind(&mut a, "memKind", row, kind, &self.mem_kinds);
                 put_int(&mut a, "graphNodeId", row, node);
                 a
             });
             self.device_op(row, &c, name, category, level, args);
-        }
-        Ok(())
+        })
     }
 
     /// CUDA synchronizations: host-side waits. The table names no thread, so a sync goes on the
     /// thread of the runtime call with its correlation id (the `cuda*Synchronize` call it
     /// happened in), else on the main thread (`tid == pid`) of its process.
     fn syncs(&mut self) -> rusqlite::Result<()> {
-        if !self.schema.has(SYNC) {
-            return Ok(());
-        }
         let keep = self.options.keep_args;
-        let mut q = Select::new(&self.schema, SYNC);
+        let Some(mut q) = self.schema.select(SYNC) else {
+            return Ok(());
+        };
         let c = DeviceCols::select(&mut q);
         let gtid = q.col("globalTid");
         let sync_type = q.col("syncType");
         let event = q.col("eventId");
         let sql = q.sql();
-        let level = self.level(SYNC, Level::AcceleratorApi);
-        let category = self.trace.intern(SYNC);
-        let conn = self.conn;
-        let mut stmt = conn.prepare(&sql)?;
-        let mut rows = stmt.query([])?;
+        let (level, category) = self.level_and_category(SYNC, Level::AcceleratorApi);
         let mut names: FxHashMap<Option<i64>, StrId> = FxHashMap::default();
-        while let Some(row) = rows.next()? {
+        for_each_row(self.conn, &sql, |row| {
             let Some(times) = self.times(row, c.start, c.end) else {
-                continue;
+                return;
             };
             let correlation = int(row, c.correlation);
             let global_pid = int(row, c.global_pid);
@@ -1006,26 +1019,21 @@ impl<'a> Importer<'a> {
             } else if let Some(g) = global_pid {
                 let (pid, _) = split_global_tid(g);
                 self.pids.insert(pid);
-                self.track(TrackKind::Thread { pid, tid: pid }, None)
+                self.main_thread_track(pid)
             } else {
-                continue;
+                return;
             };
             let kind = int(row, sync_type);
-            let name = match names.get(&kind) {
-                Some(&id) => id,
-                None => {
-                    let text = match kind {
-                        Some(k) => self
-                            .sync_types
-                            .label(k)
-                            .map_or_else(|| format!("Sync (type {k})"), str::to_owned),
-                        None => "Sync".to_owned(),
-                    };
-                    let id = self.trace.intern(&text);
-                    names.insert(kind, id);
-                    id
-                }
-            };
+            let name = *names.entry(kind).or_insert_with(|| {
+                let text = match kind {
+                    Some(k) => self
+                        .sync_types
+                        .label(k)
+                        .map_or_else(|| format!("Sync (type {k})"), str::to_owned),
+                    None => "Sync".to_owned(),
+                };
+                self.trace.intern(&text)
+            });
             let args = keep.then(|| {
                 let mut a = Map::new();
                 if let Some(k) = kind {
@@ -1042,8 +1050,7 @@ impl<'a> Importer<'a> {
                 a
             });
             self.span(track, times, name, category, level, correlation, args);
-        }
-        Ok(())
+        })
     }
 
     /// CUDA memory allocations and frees (`CUDA_GPU_MEMORY_USAGE_EVENTS`): one `[memory]`
@@ -1083,44 +1090,39 @@ impl<'a> Importer<'a> {
         let corr = q.col("correlationId");
         let stream = q.col("streamId");
         let sql = q.sql();
-        let conn = self.conn;
+        let offset = self.offset;
         let mut events = Vec::new();
-        {
-            let mut stmt = conn.prepare(&sql)?;
-            let mut rows = stmt.query([])?;
-            while let Some(row) = rows.next()? {
-                let (Some(ts), Some(global_pid), Some(op)) =
-                    (int(row, start), int(row, gpid), int(row, op))
-                else {
-                    continue;
-                };
-                let Some(ts) = ts.checked_add(self.offset) else {
-                    continue;
-                };
-                events.push(MemEvent {
-                    ts,
-                    global_pid,
-                    device: int(row, device),
-                    context: int(row, context),
-                    address: int(row, address),
-                    pc: int(row, pc),
-                    bytes: int(row, bytes),
-                    kind: int(row, kind),
-                    op,
-                    name: if keep {
-                        nonempty(row, var).map(Cow::into_owned)
-                    } else {
-                        None
-                    },
-                    correlation: int(row, corr),
-                    stream: int(row, stream),
-                });
-            }
-        }
+        for_each_row(self.conn, &sql, |row| {
+            let (Some(ts), Some(global_pid), Some(op)) =
+                (int(row, start), int(row, gpid), int(row, op))
+            else {
+                return;
+            };
+            let Some(ts) = ts.checked_add(offset) else {
+                return;
+            };
+            events.push(MemEvent {
+                ts,
+                global_pid,
+                device: int(row, device),
+                context: int(row, context),
+                address: int(row, address),
+                pc: int(row, pc),
+                bytes: int(row, bytes),
+                kind: int(row, kind),
+                op,
+                name: if keep {
+                    nonempty(row, var).map(Cow::into_owned)
+                } else {
+                    None
+                },
+                correlation: int(row, corr),
+                stream: int(row, stream),
+            });
+        })?;
         // The running total needs time order; a stable sort keeps the file's order on ties.
         events.sort_by_key(|e| e.ts);
-        let level = self.level(MEM_USAGE, Level::AcceleratorApi);
-        let category = self.trace.intern(MEM_USAGE);
+        let (level, category) = self.level_and_category(MEM_USAGE, Level::AcceleratorApi);
         let name = self.trace.intern(MEMORY_INSTANT);
         // (process key, address) -> (bytes, device) of the live allocation.
         let mut live: FxHashMap<(i64, i64), (i64, i64)> = FxHashMap::default();
@@ -1182,7 +1184,7 @@ impl<'a> Importer<'a> {
                 .and_then(|l| self.trace.spans.get(l.0 as usize));
             let track = match launch {
                 Some(span) => span.track,
-                None => self.track(TrackKind::Thread { pid, tid: pid }, None),
+                None => self.main_thread_track(pid),
             };
             let args = keep.then(|| {
                 let mut a = Map::new();
@@ -1219,15 +1221,7 @@ impl<'a> Importer<'a> {
                 }
                 a
             });
-            let args = self.args(args);
-            self.trace.instants.push(Instant {
-                track,
-                ts: ev.ts,
-                name,
-                category,
-                level,
-                args,
-            });
+            self.instant(track, ev.ts, name, category, level, args);
         }
         Ok(())
     }
@@ -1238,19 +1232,17 @@ impl<'a> Importer<'a> {
             return Ok(());
         }
         let keep = self.options.keep_args;
-        let conn = self.conn;
         let mut domains: FxHashMap<i64, String> = FxHashMap::default();
         if keep && self.schema.has_col(NVTX, "domainId") && self.schema.has_col(NVTX, "text") {
-            let mut stmt = conn.prepare(&format!(
+            let sql = format!(
                 "SELECT domainId, text FROM {} WHERE eventType = {NVTX_DOMAIN_CREATE}",
                 quote(NVTX)
-            ))?;
-            let mut rows = stmt.query([])?;
-            while let Some(row) = rows.next()? {
+            );
+            for_each_row(self.conn, &sql, |row| {
                 if let (Some(id), Some(name)) = (int(row, 0), text(row, 1)) {
                     domains.insert(id, name.into_owned());
                 }
-            }
+            })?;
         }
         let mut q = Select::new(&self.schema, NVTX);
         let (s, e) = (q.col("start"), q.col("end"));
@@ -1273,18 +1265,15 @@ impl<'a> Importer<'a> {
         let payloads = PAYLOADS.map(|n| q.col(n));
         q.tail = format!(" WHERE t.eventType IN ({NVTX_MARK}, {NVTX_PUSH_POP}, {NVTX_START_END})");
         let sql = q.sql();
-        let level = self.level(NVTX, Level::Operation);
-        let category = self.trace.intern(NVTX);
-        let mut stmt = conn.prepare(&sql)?;
-        let mut rows = stmt.query([])?;
-        while let Some(row) = rows.next()? {
+        let (level, category) = self.level_and_category(NVTX, Level::Operation);
+        for_each_row(self.conn, &sql, |row| {
             let (Some(kind), Some(start), Some(g)) =
                 (int(row, event_type), int(row, s), int(row, gtid))
             else {
-                continue;
+                return;
             };
             if start < 0 {
-                continue;
+                return;
             }
             let name = match nonempty(row, inline).or_else(|| nonempty(row, text_id)) {
                 Some(n) => self.trace.intern(&n),
@@ -1312,37 +1301,26 @@ impl<'a> Importer<'a> {
             });
             let track = self.thread_track(g);
             if kind == NVTX_MARK {
-                let Some(ts) = start.checked_add(self.offset) else {
-                    continue;
-                };
-                let args = self.args(args);
-                self.trace.instants.push(Instant {
-                    track,
-                    ts,
-                    name,
-                    category,
-                    level,
-                    args,
-                });
+                if let Some(ts) = start.checked_add(self.offset) {
+                    self.instant(track, ts, name, category, level, args);
+                }
             } else if let Some(times) = self.times(row, s, e) {
                 self.span(track, times, name, category, level, None, args);
             }
-        }
-        Ok(())
+        })
     }
 
     /// CPU samples (`COMPOSITE_EVENTS` with their `SAMPLING_CALLCHAINS`): one instant per
     /// sample on its thread, named by the leaf frame, with the stack (leaf first) in args.
     fn samples(&mut self) -> rusqlite::Result<()> {
-        if !self.schema.has(SAMPLES) {
-            return Ok(());
-        }
         let keep = self.options.keep_args;
         let chains = self.schema.has_col(CALLCHAINS, "id")
             && self.schema.has_col(CALLCHAINS, "stackDepth")
             && self.schema.has_col(CALLCHAINS, "symbol");
         let strings = self.schema.has_col(STRINGS, "value");
-        let mut q = Select::new(&self.schema, SAMPLES);
+        let Some(mut q) = self.schema.select(SAMPLES) else {
+            return Ok(());
+        };
         let id = q.col("id");
         let start = q.col("start");
         let gtid = q.col("globalTid");
@@ -1377,22 +1355,18 @@ impl<'a> Importer<'a> {
             (null, null, null)
         };
         let sql = q.sql();
-        let level = self.level(SAMPLES, Level::Os);
-        let category = self.trace.intern(SAMPLES);
-        let conn = self.conn;
-        let mut stmt = conn.prepare(&sql)?;
-        let mut rows = stmt.query([])?;
+        let (level, category) = self.level_and_category(SAMPLES, Level::Os);
         let mut pending: Option<Sample> = None;
-        while let Some(row) = rows.next()? {
+        for_each_row(self.conn, &sql, |row| {
             let Some(sample_id) = int(row, id) else {
-                continue;
+                return;
             };
             if pending.as_ref().is_none_or(|p| p.id != sample_id) {
                 if let Some(done) = pending.take() {
                     self.push_sample(done, category, level);
                 }
                 let Some(ts) = int(row, start).and_then(|t| t.checked_add(self.offset)) else {
-                    continue;
+                    return;
                 };
                 pending = Some(Sample {
                     id: sample_id,
@@ -1407,7 +1381,7 @@ impl<'a> Importer<'a> {
                 });
             }
             let Some(sample) = pending.as_mut() else {
-                continue;
+                return;
             };
             if let Some(sym) = text(row, symbol) {
                 if int(row, depth) == Some(0) {
@@ -1418,7 +1392,7 @@ impl<'a> Importer<'a> {
                     sample.stack.push(sym.into_owned());
                 }
             }
-        }
+        })?;
         if let Some(done) = pending.take() {
             self.push_sample(done, category, level);
         }
@@ -1439,11 +1413,7 @@ impl<'a> Importer<'a> {
                 a.insert("cpu".into(), Value::from(cpu));
             }
             if let Some(s) = sample.state {
-                let v = self
-                    .thread_states
-                    .label(s)
-                    .map_or(Value::from(s), |l| Value::String(l.to_owned()));
-                a.insert("threadState".into(), v);
+                a.insert("threadState".into(), self.thread_states.label_value(s));
             }
             if let Some(c) = sample.cycles {
                 a.insert("cpuCycles".into(), Value::from(c));
@@ -1457,15 +1427,7 @@ impl<'a> Importer<'a> {
             }
             a
         });
-        let args = self.args(args);
-        self.trace.instants.push(Instant {
-            track,
-            ts: sample.ts,
-            name,
-            category,
-            level,
-            args,
-        });
+        self.instant(track, sample.ts, name, category, level, args);
     }
 
     /// `TARGET_INFO_GPU` rows -> devices; every column not mapped to a field goes to
@@ -1533,62 +1495,53 @@ impl<'a> Importer<'a> {
 
     /// Names thread tracks from `ThreadNames` (the highest `priority` name wins).
     fn thread_names(&mut self) -> rusqlite::Result<()> {
-        if !self.schema.has(THREAD_NAMES) {
+        let Some(mut q) = self.schema.select(THREAD_NAMES) else {
             return Ok(());
-        }
-        let mut q = Select::new(&self.schema, THREAD_NAMES);
+        };
         let gtid = q.col("globalTid");
         let name = q.string("nameId");
         let priority = q.col("priority");
         let sql = q.sql();
-        let conn = self.conn;
-        let mut stmt = conn.prepare(&sql)?;
-        let mut rows = stmt.query([])?;
         let mut best: FxHashMap<TrackId, i64> = FxHashMap::default();
-        while let Some(row) = rows.next()? {
+        for_each_row(self.conn, &sql, |row| {
             let (Some(g), Some(text)) = (int(row, gtid), nonempty(row, name)) else {
-                continue;
+                return;
             };
             let (pid, tid) = split_global_tid(g);
             let Some(&track) = self.tracks.get(&TrackKind::Thread { pid, tid }) else {
-                continue;
+                return;
             };
             let p = int(row, priority).unwrap_or(0);
             if best.get(&track).is_some_and(|&b| b > p) {
-                continue;
+                return;
             }
             best.insert(track, p);
             if let Some(t) = self.trace.tracks.get_mut(track.0 as usize) {
                 t.name = Some(text.into_owned());
             }
-        }
-        Ok(())
+        })
     }
 
     /// One [`Process`] per pid that owns a track or a device op, named from `PROCESSES`.
     fn processes(&mut self) -> rusqlite::Result<()> {
         let mut names: FxHashMap<i64, Option<String>> = FxHashMap::default();
-        if self.schema.has(PROCESSES) {
-            let mut q = Select::new(&self.schema, PROCESSES);
+        if let Some(mut q) = self.schema.select(PROCESSES) {
             let gpid = q.col("globalPid");
             let pid = q.col("pid");
             let name = q.col("name");
-            let sql = q.sql();
-            let conn = self.conn;
-            let mut stmt = conn.prepare(&sql)?;
-            let mut rows = stmt.query([])?;
-            while let Some(row) = rows.next()? {
+            let pids = &self.pids;
+            for_each_row(self.conn, &q.sql(), |row| {
                 let p = match int(row, gpid) {
                     Some(g) => split_global_tid(g).0,
                     None => match int(row, pid) {
                         Some(p) => p,
-                        None => continue,
+                        None => return,
                     },
                 };
-                if self.pids.contains(&p) && !names.contains_key(&p) {
+                if pids.contains(&p) && !names.contains_key(&p) {
                     names.insert(p, nonempty(row, name).map(Cow::into_owned));
                 }
-            }
+            })?;
         }
         for &pid in &self.pids {
             self.trace.processes.push(Process {
@@ -1607,20 +1560,17 @@ impl<'a> Importer<'a> {
 fn read_metadata(conn: &Connection, schema: &Schema) -> rusqlite::Result<Map<String, Value>> {
     let mut out = Map::new();
     for table in [META_NEW, META_OLD] {
-        if !schema.has(table) {
+        let Some(mut q) = schema.select(table) else {
             continue;
-        }
-        let mut q = Select::new(schema, table);
+        };
         let name = q.col("name");
         let value = q.col("value");
-        let mut stmt = conn.prepare(&q.sql())?;
-        let mut rows = stmt.query([])?;
-        while let Some(row) = rows.next()? {
+        for_each_row(conn, &q.sql(), |row| {
             if let Some(key) = text(row, name) {
                 let v = row.get_ref(value).map_or(Value::Null, json_cell);
                 out.entry(key.into_owned()).or_insert(v);
             }
-        }
+        })?;
     }
     Ok(out)
 }
@@ -1631,17 +1581,11 @@ fn read_host(conn: &Connection, schema: &Schema) -> rusqlite::Result<Option<Stri
     if !schema.has_col(SYSTEM_ENV, "name") || !schema.has_col(SYSTEM_ENV, "value") {
         return Ok(None);
     }
-    let mut stmt = conn.prepare(&format!(
+    let sql = format!(
         "SELECT value FROM {} WHERE name = 'Hostname'",
         quote(SYSTEM_ENV)
-    ))?;
-    let mut rows = stmt.query([])?;
-    while let Some(row) = rows.next()? {
-        if let Some(host) = nonempty(row, 0) {
-            return Ok(Some(host.into_owned()));
-        }
-    }
-    Ok(None)
+    );
+    first_value(conn, &sql, |row| nonempty(row, 0).map(Cow::into_owned))
 }
 
 /// UTC ns since the epoch at the session start (timestamp 0 of the file).
@@ -1649,14 +1593,8 @@ fn read_session_start(conn: &Connection, schema: &Schema) -> rusqlite::Result<Op
     if !schema.has_col(SESSION_START, "utcEpochNs") {
         return Ok(None);
     }
-    let mut stmt = conn.prepare(&format!("SELECT utcEpochNs FROM {}", quote(SESSION_START)))?;
-    let mut rows = stmt.query([])?;
-    while let Some(row) = rows.next()? {
-        if let Some(v) = int(row, 0) {
-            return Ok(Some(v));
-        }
-    }
-    Ok(None)
+    let sql = format!("SELECT utcEpochNs FROM {}", quote(SESSION_START));
+    first_value(conn, &sql, |row| int(row, 0))
 }
 
 #[cfg(test)]

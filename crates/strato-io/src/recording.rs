@@ -9,8 +9,9 @@
 //! counter `untraced_hook_calls/<tid>` per thread; correlation ids (per file) are made unique per
 //! rank (`file index << 40 | id`) and a CPU span and the device span sharing one are linked by a
 //! flow. `calibration.json` and `run.json` beside the files, and the recorder's own process
-//! records, go into the rank's `metadata_json` (`{"format":"strato","processes":[...],
-//! "calibration":{...},"run":{...}}`), which the overhead correction reads.
+//! records (with each process's `strato.cpu` times), go into the rank's `metadata_json`
+//! (`{"format":"strato","processes":[...],"calibration":{...},"run":{...}}`), which the
+//! overhead correction reads.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -115,9 +116,14 @@ fn import(source: &Path, files: &[PathBuf], options: &ImportOptions) -> Result<T
                 .entry(process.pid)
                 .or_insert_with(|| default_name(&process.argv_json));
         }
+        let mut cpu = Value::Null;
         for (k, v) in &rec.metadata {
             let value = serde_json::from_str::<Value>(v).unwrap_or(Value::String(v.clone()));
-            user_meta.insert(rec.str(*k).to_owned(), value);
+            if rec.str(*k) == strato_record::CPU_METADATA_KEY {
+                cpu = value; // per process, below
+            } else {
+                user_meta.insert(rec.str(*k).to_owned(), value);
+            }
         }
         let summary = add_file(
             &mut trace,
@@ -154,6 +160,7 @@ fn import(source: &Path, files: &[PathBuf], options: &ImportOptions) -> Result<T
             "chunks": rec.chunks,
             "torn_bytes": rec.torn_bytes,
             "truncated_spans": summary.truncated,
+            "cpu": cpu,
         }));
         trace.clock.sources.push(ClockSource {
             name: format!("strato:{}", path.display()),

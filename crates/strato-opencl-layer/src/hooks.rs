@@ -2,7 +2,9 @@
 //! enqueues, sync points). Every hook calls the next layer with the application's arguments —
 //! except that queues are created with `CL_QUEUE_PROFILING_ENABLE` added and enqueues get an
 //! event pointer when the application passed none — and records around the call. All other
-//! entries are the generated generic wrappers (`generated.rs`).
+//! entries are the generated generic wrappers (`generated.rs`). Enqueues share `enqueue`;
+//! entries that take the same arguments (read/write buffer, read/write rect, marker/barrier)
+//! are each defined by one small macro.
 //!
 //! Safety, for every hook: the loader calls it through the dispatch table with the argument
 //! types of `pfn::<name>` (the generated types follow `<CL/cl_icd.h>`), and it forwards to the
@@ -82,23 +84,68 @@ fn copy_cmd(name: &str, dir: Dir, bytes: u64, blocking: bool) -> Cmd {
     }
 }
 
+fn fill_cmd(name: &str, bytes: u64, pattern_bytes: u64) -> Cmd {
+    Cmd {
+        kind: Kind::Fill,
+        name: rec::intern(name),
+        args: format!("{{\"bytes\":{bytes},\"pattern_bytes\":{pattern_bytes}}}"),
+        bytes,
+    }
+}
+
+fn sync_cmd(name: &str, n: u32) -> Cmd {
+    Cmd {
+        kind: Kind::Sync,
+        name: rec::intern(name),
+        args: format!("{{\"wait_events\":{n}}}"),
+        bytes: 0,
+    }
+}
+
+/// The next layer's entry `name` as a function of type `pfn::name`, to be called.
+macro_rules! next_entry {
+    ($name:ident) => {
+        next::<pfn::$name>(idx::$name)
+    };
+}
+
+/// Whether an enqueue's return value says it succeeded.
+trait Succeeded {
+    fn succeeded(&self) -> bool;
+}
+
+/// A status: `CL_SUCCESS`.
+impl Succeeded for i32 {
+    fn succeeded(&self) -> bool {
+        *self == CL_SUCCESS
+    }
+}
+
+/// A returned pointer (`clEnqueueMapBuffer`): non-null.
+impl Succeeded for P {
+    fn succeeded(&self) -> bool {
+        !self.is_null()
+    }
+}
+
 /// The common part of every enqueue: times the call, gives it an event when device activity is
-/// collected, records the API span and queues the command for draining.
+/// collected, records the API span and queues the command for draining. `call` gets the event
+/// pointer to pass on.
 ///
 /// # Safety
 /// `event` is the application's `cl_event*` argument (null or writable).
-unsafe fn enqueue<R>(
+unsafe fn enqueue<R: Succeeded>(
     entry: usize,
     queue: P,
-    event: *mut P,
+    event: P,
     blocking: bool,
     describe: impl FnOnce(&Layer) -> Cmd,
-    call: impl FnOnce(*mut P) -> R,
-    ok: impl FnOnce(&R) -> bool,
+    call: impl FnOnce(P) -> R,
 ) -> R {
     let Some(l) = layer() else {
         return call(event);
     };
+    let event = event.cast::<P>();
     let device = l.level.device();
     let mut own: P = std::ptr::null_mut();
     let evp: *mut P = if device && event.is_null() {
@@ -107,9 +154,9 @@ unsafe fn enqueue<R>(
         event
     };
     let t0 = rec::now_ns();
-    let r = call(evp);
+    let r = call(evp.cast());
     let t1 = rec::now_ns();
-    let success = ok(&r);
+    let success = r.succeeded();
     let cmd = describe(l);
     let corr = l.next_corr();
     let qid = l.queue_id(queue);
@@ -149,6 +196,29 @@ unsafe fn enqueue<R>(
 
 // ---- queues ----------------------------------------------------------------------------------
 
+/// Records a queue creation: the queue (when created) with the properties the application asked
+/// for, and the API span.
+fn queue_created(
+    l: Option<&Layer>,
+    entry: usize,
+    t0: i64,
+    q: P,
+    dev: P,
+    app_props: u64,
+    profiling_added: bool,
+) {
+    let Some(l) = l else {
+        return;
+    };
+    if !q.is_null() {
+        l.add_queue(q, dev, app_props);
+    }
+    if l.level.api() {
+        let args = format!("{{\"properties\":{app_props},\"profiling_added\":{profiling_added}}}");
+        l.api_span(entry, t0, rec::now_ns(), None, Some(&args));
+    }
+}
+
 pub unsafe extern "C" fn clCreateCommandQueue(ctx: P, dev: P, props: u64, err: P) -> P {
     let l = layer();
     let t0 = api_begin();
@@ -159,27 +229,16 @@ pub unsafe extern "C" fn clCreateCommandQueue(ctx: P, dev: P, props: u64, err: P
         props
     };
     // SAFETY: see the module header.
-    let q = unsafe {
-        next::<pfn::clCreateCommandQueue>(idx::clCreateCommandQueue)(ctx, dev, props2, err)
-    };
-    if let Some(l) = l {
-        if !q.is_null() {
-            l.add_queue(q, dev, props);
-        }
-        if l.level.api() {
-            let args = format!(
-                "{{\"properties\":{props},\"profiling_added\":{}}}",
-                props2 != props
-            );
-            l.api_span(
-                idx::clCreateCommandQueue,
-                t0,
-                rec::now_ns(),
-                None,
-                Some(&args),
-            );
-        }
-    }
+    let q = unsafe { next_entry!(clCreateCommandQueue)(ctx, dev, props2, err) };
+    queue_created(
+        l,
+        idx::clCreateCommandQueue,
+        t0,
+        q,
+        dev,
+        props,
+        props2 != props,
+    );
     q
 }
 
@@ -223,26 +282,16 @@ pub unsafe extern "C" fn clCreateCommandQueueWithProperties(ctx: P, dev: P, prop
         props
     };
     // SAFETY: see the module header; `mine` outlives the call.
-    let q = unsafe {
-        next::<pfn::clCreateCommandQueueWithProperties>(idx::clCreateCommandQueueWithProperties)(
-            ctx, dev, arg, err,
-        )
-    };
-    if let Some(l) = l {
-        if !q.is_null() {
-            l.add_queue(q, dev, app_props);
-        }
-        if l.level.api() {
-            let args = format!("{{\"properties\":{app_props},\"profiling_added\":{forced}}}");
-            l.api_span(
-                idx::clCreateCommandQueueWithProperties,
-                t0,
-                rec::now_ns(),
-                None,
-                Some(&args),
-            );
-        }
-    }
+    let q = unsafe { next_entry!(clCreateCommandQueueWithProperties)(ctx, dev, arg, err) };
+    queue_created(
+        l,
+        idx::clCreateCommandQueueWithProperties,
+        t0,
+        q,
+        dev,
+        app_props,
+        forced,
+    );
     q
 }
 
@@ -255,9 +304,7 @@ pub unsafe extern "C" fn clGetCommandQueueInfo(
 ) -> i32 {
     let t0 = api_begin();
     // SAFETY: see the module header.
-    let r = unsafe {
-        next::<pfn::clGetCommandQueueInfo>(idx::clGetCommandQueueInfo)(q, name, size, value, ret)
-    };
+    let r = unsafe { next_entry!(clGetCommandQueueInfo)(q, name, size, value, ret) };
     // Hide the profiling flag the layer added: the application sees the queue it asked for.
     if r == CL_SUCCESS && name == cl::CL_QUEUE_PROPERTIES && !value.is_null() && size >= 8 {
         if let Some(false) = layer().and_then(|l| l.app_profiling(q)) {
@@ -277,55 +324,54 @@ pub unsafe extern "C" fn clReleaseCommandQueue(q: P) -> i32 {
         }
     }
     // SAFETY: see the module header.
-    let r = unsafe { next::<pfn::clReleaseCommandQueue>(idx::clReleaseCommandQueue)(q) };
+    let r = unsafe { next_entry!(clReleaseCommandQueue)(q) };
     api_end(idx::clReleaseCommandQueue, t0);
     r
+}
+
+/// Records a host wait that has just returned: drains the finished commands (`drain`) when
+/// device activity is collected, then the API span.
+fn waited(entry: usize, t0: i64, drain: impl FnOnce(&Layer), args: Option<&str>) {
+    let t1 = rec::now_ns();
+    if let Some(l) = layer() {
+        if l.level.device() {
+            drain(l);
+        }
+        if l.level.api() {
+            l.api_span(entry, t0, t1, None, args);
+        }
+    }
 }
 
 pub unsafe extern "C" fn clFinish(q: P) -> i32 {
     let t0 = api_begin();
     // SAFETY: see the module header.
-    let r = unsafe { next::<pfn::clFinish>(idx::clFinish)(q) };
-    let t1 = rec::now_ns();
-    if let Some(l) = layer() {
-        if l.level.device() {
-            l.drain(q, false);
-        }
-        if l.level.api() {
-            l.api_span(idx::clFinish, t0, t1, None, None);
-        }
-    }
+    let r = unsafe { next_entry!(clFinish)(q) };
+    waited(idx::clFinish, t0, |l| l.drain(q, false), None);
     r
 }
 
 pub unsafe extern "C" fn clWaitForEvents(n: u32, events: P) -> i32 {
     let t0 = api_begin();
     // SAFETY: see the module header.
-    let r = unsafe { next::<pfn::clWaitForEvents>(idx::clWaitForEvents)(n, events) };
-    let t1 = rec::now_ns();
-    if let Some(l) = layer() {
-        if l.level.device() {
-            l.drain_all(false);
-        }
-        if l.level.api() {
-            l.api_span(
-                idx::clWaitForEvents,
-                t0,
-                t1,
-                None,
-                Some(&format!("{{\"events\":{n}}}")),
-            );
-        }
-    }
+    let r = unsafe { next_entry!(clWaitForEvents)(n, events) };
+    let args = format!("{{\"events\":{n}}}");
+    waited(
+        idx::clWaitForEvents,
+        t0,
+        |l| l.drain_all(false),
+        Some(&args),
+    );
     r
 }
 
 // ---- memory objects --------------------------------------------------------------------------
 
-fn mem_api(l: &Layer, entry: usize, ctx: P, mem: P, t0: i64, flags: u64, size: u64) {
-    if !l.level.api() {
+/// Records a buffer creation (API level): the allocation and the API span.
+fn buffer_created(entry: usize, ctx: P, mem: P, t0: i64, flags: u64, size: u64) {
+    let Some(l) = layer().filter(|l| l.level.api()) else {
         return;
-    }
+    };
     let t1 = rec::now_ns();
     let created = l.mem_created(ctx, mem, t1);
     let mut args = format!("{{\"bytes\":{size},\"flags\":{flags}");
@@ -339,11 +385,8 @@ fn mem_api(l: &Layer, entry: usize, ctx: P, mem: P, t0: i64, flags: u64, size: u
 pub unsafe extern "C" fn clCreateBuffer(ctx: P, flags: u64, size: u64, host: P, err: P) -> P {
     let t0 = api_begin();
     // SAFETY: see the module header.
-    let m =
-        unsafe { next::<pfn::clCreateBuffer>(idx::clCreateBuffer)(ctx, flags, size, host, err) };
-    if let Some(l) = layer() {
-        mem_api(l, idx::clCreateBuffer, ctx, m, t0, flags, size);
-    }
+    let m = unsafe { next_entry!(clCreateBuffer)(ctx, flags, size, host, err) };
+    buffer_created(idx::clCreateBuffer, ctx, m, t0, flags, size);
     m
 }
 
@@ -357,22 +400,9 @@ pub unsafe extern "C" fn clCreateBufferWithProperties(
 ) -> P {
     let t0 = api_begin();
     // SAFETY: see the module header.
-    let m = unsafe {
-        next::<pfn::clCreateBufferWithProperties>(idx::clCreateBufferWithProperties)(
-            ctx, props, flags, size, host, err,
-        )
-    };
-    if let Some(l) = layer() {
-        mem_api(
-            l,
-            idx::clCreateBufferWithProperties,
-            ctx,
-            m,
-            t0,
-            flags,
-            size,
-        );
-    }
+    let m =
+        unsafe { next_entry!(clCreateBufferWithProperties)(ctx, props, flags, size, host, err) };
+    buffer_created(idx::clCreateBufferWithProperties, ctx, m, t0, flags, size);
     m
 }
 
@@ -382,7 +412,7 @@ pub unsafe extern "C" fn clReleaseMemObject(mem: P) -> i32 {
         .filter(|l| l.level.api())
         .and_then(|l| l.mem_released(mem, t0));
     // SAFETY: see the module header.
-    let r = unsafe { next::<pfn::clReleaseMemObject>(idx::clReleaseMemObject)(mem) };
+    let r = unsafe { next_entry!(clReleaseMemObject)(mem) };
     if let Some(l) = layer() {
         if l.level.api() {
             let args = freed.map(|b| format!("{{\"freed_bytes\":{b}}}"));
@@ -403,7 +433,7 @@ pub unsafe extern "C" fn clReleaseMemObject(mem: P) -> i32 {
 pub unsafe extern "C" fn clCreateKernel(program: P, name: P, err: P) -> P {
     let t0 = api_begin();
     // SAFETY: see the module header.
-    let k = unsafe { next::<pfn::clCreateKernel>(idx::clCreateKernel)(program, name, err) };
+    let k = unsafe { next_entry!(clCreateKernel)(program, name, err) };
     if let Some(l) = layer() {
         let text = if name.is_null() {
             String::new()
@@ -425,11 +455,7 @@ pub unsafe extern "C" fn clCreateKernel(program: P, name: P, err: P) -> P {
 pub unsafe extern "C" fn clCreateKernelsInProgram(program: P, n: u32, kernels: P, n_ret: P) -> i32 {
     let t0 = api_begin();
     // SAFETY: see the module header.
-    let r = unsafe {
-        next::<pfn::clCreateKernelsInProgram>(idx::clCreateKernelsInProgram)(
-            program, n, kernels, n_ret,
-        )
-    };
+    let r = unsafe { next_entry!(clCreateKernelsInProgram)(program, n, kernels, n_ret) };
     if let Some(l) = layer() {
         if r == CL_SUCCESS && !kernels.is_null() {
             let count = if n_ret.is_null() {
@@ -453,7 +479,7 @@ pub unsafe extern "C" fn clCreateKernelsInProgram(program: P, n: u32, kernels: P
 pub unsafe extern "C" fn clCloneKernel(src: P, err: P) -> P {
     let t0 = api_begin();
     // SAFETY: see the module header.
-    let k = unsafe { next::<pfn::clCloneKernel>(idx::clCloneKernel)(src, err) };
+    let k = unsafe { next_entry!(clCloneKernel)(src, err) };
     if let Some(l) = layer() {
         if let Some(text) = cl::kernel_name(src) {
             l.kernel_created(k, &text);
@@ -469,7 +495,7 @@ pub unsafe extern "C" fn clReleaseKernel(k: P) -> i32 {
         l.kernel_released(k);
     }
     // SAFETY: see the module header.
-    let r = unsafe { next::<pfn::clReleaseKernel>(idx::clReleaseKernel)(k) };
+    let r = unsafe { next_entry!(clReleaseKernel)(k) };
     api_end(idx::clReleaseKernel, t0);
     r
 }
@@ -508,28 +534,18 @@ pub unsafe extern "C" fn clEnqueueNDRangeKernel(
     wl: P,
     ev: P,
 ) -> i32 {
-    let f = || {
-        // SAFETY: work sizes are `dim` size_t values (or null for lws).
-        let (g, lo) = unsafe { (sizes(gws, dim as usize), sizes(lws, dim as usize)) };
-        (g, lo)
-    };
-    // SAFETY: see the module header.
+    // SAFETY: see the module header; work sizes are `dim` size_t values (or null for lws).
     unsafe {
         enqueue(
             idx::clEnqueueNDRangeKernel,
             q,
-            ev as *mut P,
+            ev,
             false,
             |l| {
-                let (g, lo) = f();
+                let (g, lo) = (sizes(gws, dim as usize), sizes(lws, dim as usize));
                 kernel_cmd(l, k, dim, &g, &lo)
             },
-            |e| {
-                next::<pfn::clEnqueueNDRangeKernel>(idx::clEnqueueNDRangeKernel)(
-                    q, k, dim, offset, gws, lws, n, wl, e as P,
-                )
-            },
-            |r| *r == CL_SUCCESS,
+            |e| next_entry!(clEnqueueNDRangeKernel)(q, k, dim, offset, gws, lws, n, wl, e),
         )
     }
 }
@@ -540,74 +556,47 @@ pub unsafe extern "C" fn clEnqueueTask(q: P, k: P, n: u32, wl: P, ev: P) -> i32 
         enqueue(
             idx::clEnqueueTask,
             q,
-            ev as *mut P,
+            ev,
             false,
             |l| kernel_cmd(l, k, 1, &Some(vec![1]), &Some(vec![1])),
-            |e| next::<pfn::clEnqueueTask>(idx::clEnqueueTask)(q, k, n, wl, e as P),
-            |r| *r == CL_SUCCESS,
+            |e| next_entry!(clEnqueueTask)(q, k, n, wl, e),
         )
     }
 }
 
-pub unsafe extern "C" fn clEnqueueReadBuffer(
-    q: P,
-    buf: P,
-    blocking: u32,
-    offset: u64,
-    size: u64,
-    ptr: P,
-    n: u32,
-    wl: P,
-    ev: P,
-) -> i32 {
-    let b = blocking != 0;
-    // SAFETY: see the module header.
-    unsafe {
-        enqueue(
-            idx::clEnqueueReadBuffer,
-            q,
-            ev as *mut P,
-            b,
-            |_| copy_cmd("ReadBuffer", Dir::DtoH, size, b),
-            |e| {
-                next::<pfn::clEnqueueReadBuffer>(idx::clEnqueueReadBuffer)(
-                    q, buf, blocking, offset, size, ptr, n, wl, e as P,
+/// Defines `clEnqueueReadBuffer` or `clEnqueueWriteBuffer` (the same arguments): a copy of
+/// `size` bytes in direction `$dir`, named `$label`.
+macro_rules! buffer_copy_hook {
+    ($entry:ident, $label:literal, $dir:expr) => {
+        pub unsafe extern "C" fn $entry(
+            q: P,
+            buf: P,
+            blocking: u32,
+            offset: u64,
+            size: u64,
+            ptr: P,
+            n: u32,
+            wl: P,
+            ev: P,
+        ) -> i32 {
+            let b = blocking != 0;
+            // SAFETY: see the module header.
+            unsafe {
+                enqueue(
+                    idx::$entry,
+                    q,
+                    ev,
+                    b,
+                    |_| copy_cmd($label, $dir, size, b),
+                    |e| next_entry!($entry)(q, buf, blocking, offset, size, ptr, n, wl, e),
                 )
-            },
-            |r| *r == CL_SUCCESS,
-        )
-    }
+            }
+        }
+    };
 }
 
-pub unsafe extern "C" fn clEnqueueWriteBuffer(
-    q: P,
-    buf: P,
-    blocking: u32,
-    offset: u64,
-    size: u64,
-    ptr: P,
-    n: u32,
-    wl: P,
-    ev: P,
-) -> i32 {
-    let b = blocking != 0;
-    // SAFETY: see the module header.
-    unsafe {
-        enqueue(
-            idx::clEnqueueWriteBuffer,
-            q,
-            ev as *mut P,
-            b,
-            |_| copy_cmd("WriteBuffer", Dir::HtoD, size, b),
-            |e| {
-                next::<pfn::clEnqueueWriteBuffer>(idx::clEnqueueWriteBuffer)(
-                    q, buf, blocking, offset, size, ptr, n, wl, e as P,
-                )
-            },
-            |r| *r == CL_SUCCESS,
-        )
-    }
-}
+buffer_copy_hook!(clEnqueueReadBuffer, "ReadBuffer", Dir::DtoH);
+buffer_copy_hook!(clEnqueueWriteBuffer, "WriteBuffer", Dir::HtoD);
 
 pub unsafe extern "C" fn clEnqueueCopyBuffer(
     q: P,
@@ -625,15 +614,10 @@ pub unsafe extern "C" fn clEnqueueCopyBuffer(
         enqueue(
             idx::clEnqueueCopyBuffer,
             q,
-            ev as *mut P,
+            ev,
             false,
             |_| copy_cmd("CopyBuffer", Dir::DtoD, size, false),
-            |e| {
-                next::<pfn::clEnqueueCopyBuffer>(idx::clEnqueueCopyBuffer)(
-                    q, src, dst, so, dof, size, n, wl, e as P,
-                )
-            },
-            |r| *r == CL_SUCCESS,
+            |e| next_entry!(clEnqueueCopyBuffer)(q, src, dst, so, dof, size, n, wl, e),
         )
     }
 }
@@ -647,77 +631,49 @@ unsafe fn region_bytes(region: P) -> u64 {
     unsafe { sizes(region, 3) }.map_or(0, |r| r.iter().product())
 }
 
-pub unsafe extern "C" fn clEnqueueReadBufferRect(
-    q: P,
-    buf: P,
-    blocking: u32,
-    bo: P,
-    ho: P,
-    region: P,
-    brp: u64,
-    bsp: u64,
-    hrp: u64,
-    hsp: u64,
-    ptr: P,
-    n: u32,
-    wl: P,
-    ev: P,
-) -> i32 {
-    let b = blocking != 0;
-    // SAFETY: see the module header; `region` is size_t[3].
-    unsafe {
-        let bytes = region_bytes(region);
-        enqueue(
-            idx::clEnqueueReadBufferRect,
-            q,
-            ev as *mut P,
-            b,
-            |_| copy_cmd("ReadBufferRect", Dir::DtoH, bytes, b),
-            |e| {
-                next::<pfn::clEnqueueReadBufferRect>(idx::clEnqueueReadBufferRect)(
-                    q, buf, blocking, bo, ho, region, brp, bsp, hrp, hsp, ptr, n, wl, e as P,
+/// Defines `clEnqueueReadBufferRect` or `clEnqueueWriteBufferRect` (the same arguments): a copy
+/// of the `region`'s bytes in direction `$dir`, named `$label`.
+macro_rules! buffer_rect_copy_hook {
+    ($entry:ident, $label:literal, $dir:expr) => {
+        pub unsafe extern "C" fn $entry(
+            q: P,
+            buf: P,
+            blocking: u32,
+            bo: P,
+            ho: P,
+            region: P,
+            brp: u64,
+            bsp: u64,
+            hrp: u64,
+            hsp: u64,
+            ptr: P,
+            n: u32,
+            wl: P,
+            ev: P,
+        ) -> i32 {
+            let b = blocking != 0;
+            // SAFETY: see the module header; `region` is size_t[3].
+            unsafe {
+                let bytes = region_bytes(region);
+                enqueue(
+                    idx::$entry,
+                    q,
+                    ev,
+                    b,
+                    |_| copy_cmd($label, $dir, bytes, b),
+                    |e| {
+                        next_entry!($entry)(
+                            q, buf, blocking, bo, ho, region, brp, bsp, hrp, hsp, ptr, n, wl, e,
+                        )
+                    },
                 )
-            },
-            |r| *r == CL_SUCCESS,
-        )
-    }
+            }
+        }
+    };
 }
 
-pub unsafe extern "C" fn clEnqueueWriteBufferRect(
-    q: P,
-    buf: P,
-    blocking: u32,
-    bo: P,
-    ho: P,
-    region: P,
-    brp: u64,
-    bsp: u64,
-    hrp: u64,
-    hsp: u64,
-    ptr: P,
-    n: u32,
-    wl: P,
-    ev: P,
-) -> i32 {
-    let b = blocking != 0;
-    // SAFETY: see the module header; `region` is size_t[3].
-    unsafe {
-        let bytes = region_bytes(region);
-        enqueue(
-            idx::clEnqueueWriteBufferRect,
-            q,
-            ev as *mut P,
-            b,
-            |_| copy_cmd("WriteBufferRect", Dir::HtoD, bytes, b),
-            |e| {
-                next::<pfn::clEnqueueWriteBufferRect>(idx::clEnqueueWriteBufferRect)(
-                    q, buf, blocking, bo, ho, region, brp, bsp, hrp, hsp, ptr, n, wl, e as P,
-                )
-            },
-            |r| *r == CL_SUCCESS,
-        )
-    }
-}
+buffer_rect_copy_hook!(clEnqueueReadBufferRect, "ReadBufferRect", Dir::DtoH);
+buffer_rect_copy_hook!(clEnqueueWriteBufferRect, "WriteBufferRect", Dir::HtoD);
 
 pub unsafe extern "C" fn clEnqueueCopyBufferRect(
     q: P,
@@ -740,15 +696,14 @@ pub unsafe extern "C" fn clEnqueueCopyBufferRect(
         enqueue(
             idx::clEnqueueCopyBufferRect,
             q,
-            ev as *mut P,
+            ev,
             false,
             |_| copy_cmd("CopyBufferRect", Dir::DtoD, bytes, false),
             |e| {
-                next::<pfn::clEnqueueCopyBufferRect>(idx::clEnqueueCopyBufferRect)(
-                    q, src, dst, so, dof, region, srp, ssp, drp, dsp, n, wl, e as P,
+                next_entry!(clEnqueueCopyBufferRect)(
+                    q, src, dst, so, dof, region, srp, ssp, drp, dsp, n, wl, e,
                 )
             },
-            |r| *r == CL_SUCCESS,
         )
     }
 }
@@ -769,20 +724,10 @@ pub unsafe extern "C" fn clEnqueueFillBuffer(
         enqueue(
             idx::clEnqueueFillBuffer,
             q,
-            ev as *mut P,
+            ev,
             false,
-            |_| Cmd {
-                kind: Kind::Fill,
-                name: rec::intern("FillBuffer"),
-                args: format!("{{\"bytes\":{size},\"pattern_bytes\":{psize}}}"),
-                bytes: size,
-            },
-            |e| {
-                next::<pfn::clEnqueueFillBuffer>(idx::clEnqueueFillBuffer)(
-                    q, buf, pattern, psize, offset, size, n, wl, e as P,
-                )
-            },
-            |r| *r == CL_SUCCESS,
+            |_| fill_cmd("FillBuffer", size, psize),
+            |e| next_entry!(clEnqueueFillBuffer)(q, buf, pattern, psize, offset, size, n, wl, e),
         )
     }
 }
@@ -810,15 +755,14 @@ pub unsafe extern "C" fn clEnqueueMapBuffer(
         enqueue(
             idx::clEnqueueMapBuffer,
             q,
-            ev as *mut P,
+            ev,
             b,
             |_| copy_cmd("MapBuffer", dir, size, b),
             |e| {
-                next::<pfn::clEnqueueMapBuffer>(idx::clEnqueueMapBuffer)(
-                    q, buf, blocking, flags, offset, size, n, wl, e as P, err,
+                next_entry!(clEnqueueMapBuffer)(
+                    q, buf, blocking, flags, offset, size, n, wl, e, err,
                 )
             },
-            |r| !r.is_null(),
         )
     }
 }
@@ -836,7 +780,7 @@ pub unsafe extern "C" fn clEnqueueUnmapMemObject(
         enqueue(
             idx::clEnqueueUnmapMemObject,
             q,
-            ev as *mut P,
+            ev,
             false,
             |_| Cmd {
                 kind: Kind::Sync,
@@ -844,62 +788,33 @@ pub unsafe extern "C" fn clEnqueueUnmapMemObject(
                 args: "{}".into(),
                 bytes: 0,
             },
-            |e| {
-                next::<pfn::clEnqueueUnmapMemObject>(idx::clEnqueueUnmapMemObject)(
-                    q, mem, ptr, n, wl, e as P,
-                )
-            },
-            |r| *r == CL_SUCCESS,
+            |e| next_entry!(clEnqueueUnmapMemObject)(q, mem, ptr, n, wl, e),
         )
     }
 }
 
-fn sync_cmd(name: &str, n: u32) -> Cmd {
-    Cmd {
-        kind: Kind::Sync,
-        name: rec::intern(name),
-        args: format!("{{\"wait_events\":{n}}}"),
-        bytes: 0,
-    }
+/// Defines `clEnqueueMarkerWithWaitList` or `clEnqueueBarrierWithWaitList` (the same
+/// arguments): a sync command named `$label`.
+macro_rules! wait_list_hook {
+    ($entry:ident, $label:literal) => {
+        pub unsafe extern "C" fn $entry(q: P, n: u32, wl: P, ev: P) -> i32 {
+            // SAFETY: see the module header.
+            unsafe {
+                enqueue(
+                    idx::$entry,
+                    q,
+                    ev,
+                    false,
+                    |_| sync_cmd($label, n),
+                    |e| next_entry!($entry)(q, n, wl, e),
+                )
+            }
+        }
+    };
 }
 
-pub unsafe extern "C" fn clEnqueueMarkerWithWaitList(q: P, n: u32, wl: P, ev: P) -> i32 {
-    // SAFETY: see the module header.
-    unsafe {
-        enqueue(
-            idx::clEnqueueMarkerWithWaitList,
-            q,
-            ev as *mut P,
-            false,
-            |_| sync_cmd("Marker", n),
-            |e| {
-                next::<pfn::clEnqueueMarkerWithWaitList>(idx::clEnqueueMarkerWithWaitList)(
-                    q, n, wl, e as P,
-                )
-            },
-            |r| *r == CL_SUCCESS,
-        )
-    }
-}
-
-pub unsafe extern "C" fn clEnqueueBarrierWithWaitList(q: P, n: u32, wl: P, ev: P) -> i32 {
-    // SAFETY: see the module header.
-    unsafe {
-        enqueue(
-            idx::clEnqueueBarrierWithWaitList,
-            q,
-            ev as *mut P,
-            false,
-            |_| sync_cmd("Barrier", n),
-            |e| {
-                next::<pfn::clEnqueueBarrierWithWaitList>(idx::clEnqueueBarrierWithWaitList)(
-                    q, n, wl, e as P,
-                )
-            },
-            |r| *r == CL_SUCCESS,
-        )
-    }
-}
+wait_list_hook!(clEnqueueMarkerWithWaitList, "Marker");
+wait_list_hook!(clEnqueueBarrierWithWaitList, "Barrier");
 
 pub unsafe extern "C" fn clEnqueueMigrateMemObjects(
     q: P,
@@ -920,7 +835,7 @@ pub unsafe extern "C" fn clEnqueueMigrateMemObjects(
         enqueue(
             idx::clEnqueueMigrateMemObjects,
             q,
-            ev as *mut P,
+            ev,
             false,
             |l| {
                 let mut bytes = 0;
@@ -931,12 +846,7 @@ pub unsafe extern "C" fn clEnqueueMigrateMemObjects(
                 }
                 copy_cmd("MigrateMemObjects", dir, bytes, false)
             },
-            |e| {
-                next::<pfn::clEnqueueMigrateMemObjects>(idx::clEnqueueMigrateMemObjects)(
-                    q, nmem, mems, flags, n, wl, e as P,
-                )
-            },
-            |r| *r == CL_SUCCESS,
+            |e| next_entry!(clEnqueueMigrateMemObjects)(q, nmem, mems, flags, n, wl, e),
         )
     }
 }
@@ -957,15 +867,10 @@ pub unsafe extern "C" fn clEnqueueSVMMemcpy(
         enqueue(
             idx::clEnqueueSVMMemcpy,
             q,
-            ev as *mut P,
+            ev,
             b,
             |_| copy_cmd("SVMMemcpy", Dir::Unknown, size, b),
-            |e| {
-                next::<pfn::clEnqueueSVMMemcpy>(idx::clEnqueueSVMMemcpy)(
-                    q, blocking, dst, src, size, n, wl, e as P,
-                )
-            },
-            |r| *r == CL_SUCCESS,
+            |e| next_entry!(clEnqueueSVMMemcpy)(q, blocking, dst, src, size, n, wl, e),
         )
     }
 }
@@ -985,20 +890,10 @@ pub unsafe extern "C" fn clEnqueueSVMMemFill(
         enqueue(
             idx::clEnqueueSVMMemFill,
             q,
-            ev as *mut P,
+            ev,
             false,
-            |_| Cmd {
-                kind: Kind::Fill,
-                name: rec::intern("SVMMemFill"),
-                args: format!("{{\"bytes\":{size},\"pattern_bytes\":{psize}}}"),
-                bytes: size,
-            },
-            |e| {
-                next::<pfn::clEnqueueSVMMemFill>(idx::clEnqueueSVMMemFill)(
-                    q, ptr, pattern, psize, size, n, wl, e as P,
-                )
-            },
-            |r| *r == CL_SUCCESS,
+            |_| fill_cmd("SVMMemFill", size, psize),
+            |e| next_entry!(clEnqueueSVMMemFill)(q, ptr, pattern, psize, size, n, wl, e),
         )
     }
 }

@@ -235,11 +235,22 @@ fn record_device_span(
     Ok(())
 }
 
-/// Records a clock alignment estimate (see docs/recording-format.md, CLOCK).
+/// Records a clock alignment estimate (see docs/recording-format.md, CLOCK):
+/// `mono = local + offset_ns + drift_ppb * (local - anchor_ns) / 1e9`.
 #[pyfunction]
-#[pyo3(signature = (name, domain, offset_ns, error_ns=None, method=String::from("paired observations")))]
-fn clock_sync(name: &str, domain: &str, offset_ns: i64, error_ns: Option<i64>, method: String) {
-    rec::clock_sync(name, domain, offset_ns, 0.0, 0, error_ns, &method);
+#[pyo3(signature = (name, domain, offset_ns, error_ns=None, method=String::from("paired observations"), drift_ppb=0.0, anchor_ns=0))]
+fn clock_sync(
+    name: &str,
+    domain: &str,
+    offset_ns: i64,
+    error_ns: Option<i64>,
+    method: String,
+    drift_ppb: f64,
+    anchor_ns: i64,
+) {
+    rec::clock_sync(
+        name, domain, offset_ns, drift_ppb, anchor_ns, error_ns, &method,
+    );
 }
 
 /// An algorithmic operation: `with operation("inference"): ...`. Nesting is allowed; the
@@ -278,9 +289,10 @@ impl Operation {
     }
 }
 
-/// A callable wrapped so that each call is recorded as a span of `level` (see `wrap_module`).
-/// Calls made through it are invisible to the profile hook (it is not a builtin function), so
-/// nothing is counted twice.
+// A callable wrapped so that each call is recorded as a span of `level` (see `wrap_module`).
+// Calls made through it are invisible to the profile hook (it is not a builtin function), so
+// nothing is counted twice. No `///` doc here on purpose: a class docstring would shadow the
+// `__doc__` getter that forwards the wrapped callable's docstring.
 #[pyclass(module = "stratoscope._native", frozen)]
 struct Wrapped {
     func: Py<PyAny>,
@@ -292,6 +304,7 @@ struct Wrapped {
 #[pymethods]
 impl Wrapped {
     #[new]
+    #[pyo3(text_signature = None)]
     fn new(func: Py<PyAny>, level: &str, name: &str) -> PyResult<Self> {
         let level = level_from_str(level)?;
         Ok(Wrapped {
@@ -338,6 +351,13 @@ impl Wrapped {
     #[getter]
     fn __wrapped__(&self, py: Python<'_>) -> Py<PyAny> {
         self.func.clone_ref(py)
+    }
+
+    /// The wrapped callable's docstring (libraries edit each other's docstrings at import:
+    /// numpy.ma reads `np.arange.__doc__`).
+    #[getter]
+    fn __doc__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.func.bind(py).getattr("__doc__").map(Bound::unbind)
     }
 }
 

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Once};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -197,6 +197,10 @@ struct Session {
     path: PathBuf,
     start_mono: i64,
     start_wall: i64,
+    /// CPU clocks when the session opened: (thread that opened it, its CPU time, the process's).
+    start_cpu: (i64, i64, i64),
+    /// CPU time of the writer thread, stored by the writer when it exits.
+    writer_cpu_ns: AtomicI64,
     file: Mutex<FileState>,
     registry: Mutex<Vec<Arc<ThreadBuf>>>,
     tracks: Mutex<Vec<TrackRec>>,
@@ -342,12 +346,19 @@ impl Session {
             })?;
         let start_mono = now_ns();
         let start_wall = wall_ns();
+        let start_cpu = (
+            gettid(),
+            read_clock(libc::CLOCK_THREAD_CPUTIME_ID),
+            read_clock(libc::CLOCK_PROCESS_CPUTIME_ID),
+        );
         Ok(Arc::new(Session {
             config,
             pid,
             path,
             start_mono,
             start_wall,
+            start_cpu,
+            writer_cpu_ns: AtomicI64::new(0),
             file: Mutex::new(FileState {
                 file: Some(file),
                 strings_written: 0,
@@ -404,6 +415,8 @@ impl Session {
             };
             self.write_chunk();
             if stop {
+                self.writer_cpu_ns
+                    .store(read_clock(libc::CLOCK_THREAD_CPUTIME_ID), Ordering::Release);
                 return;
             }
         }
@@ -760,12 +773,23 @@ pub fn start(config: Config) -> Result<(), RecordError> {
     Ok(())
 }
 
+/// Metadata key of the CPU times a session writes when it stops (a JSON object:
+/// `start_tid`, `stop_tid`, `thread_cpu_ns` (CPU time of the thread that started the session,
+/// from START to STOP; null when another thread stopped it), `process_cpu_ns`,
+/// `writer_cpu_ns` (the recorder's writer thread)). Importers keep it per process.
+pub const CPU_METADATA_KEY: &str = "strato.cpu";
+
 /// Stops recording: writes a STOP record, the last chunk, and joins the writer thread.
 /// Returns the path of the file written (None when not recording).
 pub fn stop() -> Option<PathBuf> {
     let session = lock(&STATE).take()?;
     ENABLED.store(false, Ordering::Release);
     let ts = now_ns();
+    let (thread_cpu, process_cpu) = (
+        read_clock(libc::CLOCK_THREAD_CPUTIME_ID),
+        read_clock(libc::CLOCK_PROCESS_CPUTIME_ID),
+    );
+    let stop_tid = gettid();
     if let Some(buf) = lock(&session.registry).first() {
         lock(&buf.events).push(Ev::Stop { ts });
     }
@@ -775,6 +799,18 @@ pub fn stop() -> Option<PathBuf> {
     if let Some(h) = handle {
         let _ = h.join();
     }
+    let (start_tid, start_thread_cpu, start_process_cpu) = session.start_cpu;
+    let cpu = format!(
+        "{{\"start_tid\":{start_tid},\"stop_tid\":{stop_tid},\"thread_cpu_ns\":{},\"process_cpu_ns\":{},\"writer_cpu_ns\":{}}}",
+        if start_tid == stop_tid {
+            (thread_cpu - start_thread_cpu).to_string()
+        } else {
+            "null".to_owned()
+        },
+        process_cpu - start_process_cpu,
+        session.writer_cpu_ns.load(Ordering::Acquire),
+    );
+    lock(&session.meta).push(Meta::Metadata(intern(CPU_METADATA_KEY).0, cpu));
     session.write_chunk();
     if let Some(file) = lock(&session.file).file.take() {
         let _ = file.sync_data();

@@ -135,7 +135,20 @@ fn round_trip() {
         .any(|e| matches!(e, Event::Counter { value, .. } if *value == 1024.0)));
     assert_eq!(r.clocks.len(), 1);
     assert_eq!(r.clocks[0].offset_ns, 12);
-    assert_eq!(r.metadata.len(), 1);
+    // The user's metadata, and the CPU times the recorder writes when it stops: the thread
+    // that started the session stopped it, so its CPU time is there, within the process's.
+    assert_eq!(r.metadata.len(), 2);
+    let cpu = r
+        .metadata
+        .iter()
+        .find(|(k, _)| r.str(*k) == rec::CPU_METADATA_KEY)
+        .map(|(_, v)| serde_json::from_str::<serde_json::Value>(v).unwrap())
+        .unwrap();
+    assert_eq!(cpu["start_tid"], cpu["stop_tid"]);
+    let thread = cpu["thread_cpu_ns"].as_i64().unwrap();
+    let process = cpu["process_cpu_ns"].as_i64().unwrap();
+    assert!(thread > 0 && thread <= process, "{cpu}");
+    assert!(cpu["writer_cpu_ns"].as_i64().unwrap() >= 0, "{cpu}");
 }
 
 #[test]

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use strato_analysis::breakdown::{ProcessBreakdown, Resource};
-use strato_analysis::diff::{Change, DiffReport};
+use strato_analysis::diff::{Change, Delta, DiffReport};
 use strato_analysis::layers::Roofline as RooflineFigures;
 use strato_trace::{Level, Ns};
 
@@ -17,7 +17,7 @@ use crate::svg::line::{self, LineChart, Series, YAxis};
 use crate::svg::scatter::{self, Point, Roof};
 use crate::svg::timeline::{self, Item, Timeline};
 use crate::svg::{color, fmt_bytes, fmt_ns, fmt_si};
-use crate::{ReportInput, KERNEL_TOP, NAME_CHARS, TABLE_ROWS};
+use crate::{Part, ReportInput, KERNEL_TOP, NAME_CHARS, TABLE_ROWS};
 
 const CSS: &str = "
 :root{--fg:#1f2328;--muted:#59636e;--line:#d1d9e0;--bg:#fff;--card:#f6f8fa;--accent:#4e79a7}
@@ -223,6 +223,22 @@ struct Toc {
     entries: Vec<(&'static str, &'static str, bool)>,
 }
 
+/// A section's writer: writes it and says whether the profile has data for it.
+type WriteSection = fn(&mut Html, &ReportInput) -> bool;
+
+/// The sections between the overview and the diff, in page order: id, title in the
+/// navigation, writer.
+const SECTIONS: [(&str, &str, WriteSection); 8] = [
+    ("breakdown", "Breakdown", breakdown),
+    ("transitions", "Transitions", transitions),
+    ("processes", "Processes", processes),
+    ("utilization", "Utilization", utilization),
+    ("kernels", "Kernels", kernels),
+    ("roofline", "Roofline", roofline),
+    ("iterations", "Iterations", iterations),
+    ("memory", "Memory", memory),
+];
+
 // ---------------------------------------------------------------------------------------------
 // The document.
 
@@ -234,22 +250,10 @@ pub fn document(input: &ReportInput) -> String {
     };
     overview(&mut body, input);
     toc.entries.push(("overview", "Overview", true));
-    let has = breakdown(&mut body, input);
-    toc.entries.push(("breakdown", "Breakdown", has));
-    let has = transitions(&mut body, input);
-    toc.entries.push(("transitions", "Transitions", has));
-    let has = processes(&mut body, input);
-    toc.entries.push(("processes", "Processes", has));
-    let has = utilization(&mut body, input);
-    toc.entries.push(("utilization", "Utilization", has));
-    let has = kernels(&mut body, input);
-    toc.entries.push(("kernels", "Kernels", has));
-    let has = roofline(&mut body, input);
-    toc.entries.push(("roofline", "Roofline", has));
-    let has = iterations(&mut body, input);
-    toc.entries.push(("iterations", "Iterations", has));
-    let has = memory(&mut body, input);
-    toc.entries.push(("memory", "Memory", has));
+    for (id, title, write) in SECTIONS {
+        let has = write(&mut body, input);
+        toc.entries.push((id, title, has));
+    }
     if let Some(d) = &input.diff {
         diff_section(&mut body, d);
         toc.entries.push(("diff", "Diff", true));
@@ -302,6 +306,25 @@ fn open(h: &mut Html, id: &str, title: &str, lead: &str) {
 
 fn close(h: &mut Html) {
     h.markup("</section>");
+}
+
+/// Says why the profile has no data for a section and closes it: `false`, the section's "has
+/// data" flag.
+fn close_empty(h: &mut Html, why: &str) -> bool {
+    h.absent(why);
+    close(h);
+    false
+}
+
+/// A section's analysis, or `None` after saying why it failed and closing the section.
+fn analysis_or_close<'a, T>(h: &mut Html, part: &'a Part<T>) -> Option<&'a T> {
+    match part {
+        Ok(report) => Some(report),
+        Err(why) => {
+            close_empty(h, why);
+            None
+        }
+    }
 }
 
 fn card(h: &mut Html, value: &str, label: &str) {
@@ -456,18 +479,14 @@ fn breakdown(h: &mut Html, input: &ReportInput) -> bool {
          the CPU was in (colour = resource, pattern = stratum; RL-Scope figure 4). Rows sum to \
          the process's window exactly.",
     );
-    let report = match &input.breakdown {
-        Err(why) => {
-            h.absent(why);
-            close(h);
-            return false;
-        }
-        Ok(r) => r,
+    let Some(report) = analysis_or_close(h, &input.breakdown) else {
+        return false;
     };
     if report.processes.is_empty() {
-        h.absent("No process has CPU spans or attributed device work: nothing to break down.");
-        close(h);
-        return false;
+        return close_empty(
+            h,
+            "No process has CPU spans or attributed device work: nothing to break down.",
+        );
     }
     let mut levels: Vec<Level> = report
         .processes
@@ -627,13 +646,8 @@ fn transitions(h: &mut Html, input: &ReportInput) -> bool {
          ML backend → accelerator API, ...). Many transitions per unit of work is the overhead \
          RL-Scope's figure 4 (bottom) ties to slow operations.",
     );
-    let report = match &input.breakdown {
-        Err(why) => {
-            h.absent(why);
-            close(h);
-            return false;
-        }
-        Ok(r) => r,
+    let Some(report) = analysis_or_close(h, &input.breakdown) else {
+        return false;
     };
     let mut by_op: BTreeMap<String, BTreeMap<(Level, Level), u64>> = BTreeMap::new();
     let mut by_kind: BTreeMap<(Level, Level), u64> = BTreeMap::new();
@@ -648,12 +662,11 @@ fn transitions(h: &mut Html, input: &ReportInput) -> bool {
         }
     }
     if by_op.is_empty() {
-        h.absent(
+        return close_empty(
+            h,
             "No transitions: no CPU span has a parent in another stratum (the trace has no \
              nesting between Python, framework ops and runtime calls).",
         );
-        close(h);
-        return false;
     }
     let mut kinds: Vec<((Level, Level), u64)> = by_kind.into_iter().collect();
     kinds.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -735,18 +748,14 @@ fn processes(h: &mut Html, input: &ReportInput) -> bool {
         "Each process's window split by resource (RL-Scope figure 8, multi-process view): worker \
          pools and ranks that should look alike, and the slowest one.",
     );
-    let report = match &input.breakdown {
-        Err(why) => {
-            h.absent(why);
-            close(h);
-            return false;
-        }
-        Ok(r) => r,
+    let Some(report) = analysis_or_close(h, &input.breakdown) else {
+        return false;
     };
     if report.processes.len() < 2 {
-        h.absent("Single-process profile: nothing to compare side by side.");
-        close(h);
-        return false;
+        return close_empty(
+            h,
+            "Single-process profile: nothing to compare side by side.",
+        );
     }
     let mut chart_bars = Vec::new();
     let mut table = Vec::new();
@@ -869,18 +878,14 @@ fn utilization(h: &mut Html, input: &ReportInput) -> bool {
          running) beside the true busy time (the union of device work over the window). A high \
          sampled figure with a low true one means the GPU is mostly waiting (RL-Scope F.11).",
     );
-    let report = match &input.util {
-        Err(why) => {
-            h.absent(why);
-            close(h);
-            return false;
-        }
-        Ok(r) => r,
+    let Some(report) = analysis_or_close(h, &input.util) else {
+        return false;
     };
     if report.devices.is_empty() {
-        h.absent("No device work (kernels, copies, sets) in this profile: it ran on the CPU only.");
-        close(h);
-        return false;
+        return close_empty(
+            h,
+            "No device work (kernels, copies, sets) in this profile: it ran on the CPU only.",
+        );
     }
     let periods: Vec<f64> = report
         .devices
@@ -1035,19 +1040,12 @@ fn kernels(h: &mut Html, input: &ReportInput) -> bool {
         "Device ops (kernels, copies, sets) by total time, per rank; the tail is folded into one \
          bar. Concurrent streams count twice, so shares are of device time, not of wall time.",
     );
-    let report = match &input.kernels {
-        Err(why) => {
-            h.absent(why);
-            close(h);
-            return false;
-        }
-        Ok(r) => r,
+    let Some(report) = analysis_or_close(h, &input.kernels) else {
+        return false;
     };
     let ranks: Vec<_> = report.ranks.iter().filter(|r| r.device_ops > 0).collect();
     if ranks.is_empty() {
-        h.absent("No device ops in this profile: nothing to rank.");
-        close(h);
-        return false;
+        return close_empty(h, "No device ops in this profile: nothing to rank.");
     }
     for r in ranks.iter().take(4) {
         h.elem(
@@ -1186,13 +1184,8 @@ fn roofline(h: &mut Html, input: &ReportInput) -> bool {
          kernels (Nsight Compute metrics) and layers (FLOPs from the op's arguments), against \
          the device's memory and compute roofs (XSP).",
     );
-    let report = match &input.layers {
-        Err(why) => {
-            h.absent(why);
-            close(h);
-            return false;
-        }
-        Ok(r) => r,
+    let Some(report) = analysis_or_close(h, &input.layers) else {
+        return false;
     };
     let known = |r: &RooflineFigures| r.arithmetic_intensity.zip(r.attained_flops_per_s);
     let total_kernel: f64 = report
@@ -1210,30 +1203,26 @@ fn roofline(h: &mut Html, input: &ReportInput) -> bool {
     let mut points = Vec::new();
     let mut rows = Vec::new();
     let mut precisions = Vec::new();
-    for k in &report.kernels {
-        if let Some((ai, at)) = known(&k.roofline) {
+    // (what, series, name, figures, share of the series' time): kernels, then layers.
+    let kernels = report.kernels.iter().map(|k| {
+        let share = k.duration.total_ns as f64 / total_kernel;
+        ("kernel", 0, &k.name, &k.roofline, share)
+    });
+    let layers = report.layers.iter().map(|l| {
+        let share = l.kernel_time_ns as f64 / total_layer;
+        ("layer", 1, &l.name, &l.roofline, share)
+    });
+    for (what, series, n, figures, share) in kernels.chain(layers) {
+        if let Some((ai, at)) = known(figures) {
             points.push(Point {
-                label: format!("kernel: {}", name(&k.name)),
+                label: format!("{what}: {}", name(n)),
                 intensity: ai,
                 attained: at,
-                series: 0,
-                radius: 3.0 + 12.0 * (k.duration.total_ns as f64 / total_kernel).sqrt(),
+                series,
+                radius: 3.0 + 12.0 * share.sqrt(),
             });
-            precisions.extend(k.roofline.precision);
-            rows.push(roof_row("kernel", &k.name, &k.roofline));
-        }
-    }
-    for l in &report.layers {
-        if let Some((ai, at)) = known(&l.roofline) {
-            points.push(Point {
-                label: format!("layer: {}", name(&l.name)),
-                intensity: ai,
-                attained: at,
-                series: 1,
-                radius: 3.0 + 12.0 * (l.kernel_time_ns as f64 / total_layer).sqrt(),
-            });
-            precisions.extend(l.roofline.precision);
-            rows.push(roof_row("layer", &l.name, &l.roofline));
+            precisions.extend(figures.precision);
+            rows.push(roof_row(what, n, figures));
         }
     }
     if points.is_empty() {
@@ -1246,9 +1235,7 @@ fn roofline(h: &mut Html, input: &ReportInput) -> bool {
             why.push(' ');
             why.push_str(n);
         }
-        h.absent(&why);
-        close(h);
-        return false;
+        return close_empty(h, &why);
     }
     precisions.sort_by_key(|p| p.as_str());
     precisions.dedup();
@@ -1334,13 +1321,8 @@ fn iterations(h: &mut Html, input: &ReportInput) -> bool {
          of kernels on each device's main stream, DeepProf), on the trace's time axis: gaps \
          between them are time the device waited for the host.",
     );
-    let report = match &input.iterations {
-        Err(why) => {
-            h.absent(why);
-            close(h);
-            return false;
-        }
-        Ok(r) => r,
+    let Some(report) = analysis_or_close(h, &input.iterations) else {
+        return false;
     };
     if report.sequences.is_empty() {
         let mut why = String::from("No repeating pattern of device ops was found");
@@ -1361,9 +1343,7 @@ fn iterations(h: &mut Html, input: &ReportInput) -> bool {
                 .collect();
             why.push_str(&reasons.join("; "));
         }
-        h.absent(&why);
-        close(h);
-        return false;
+        return close_empty(h, &why);
     }
     let origin = input.info.start_ns.unwrap_or(0);
     let end = input.info.end_ns.unwrap_or(origin + 1);
@@ -1519,13 +1499,8 @@ fn memory(h: &mut Html, input: &ReportInput) -> bool {
         "Device memory allocated over time (bucket maxima, so peaks survive downsampling), the \
          operations that allocated most, and host↔device copies.",
     );
-    let report = match &input.memory {
-        Err(why) => {
-            h.absent(why);
-            close(h);
-            return false;
-        }
-        Ok(r) => r,
+    let Some(report) = analysis_or_close(h, &input.memory) else {
+        return false;
     };
     let origin = input.info.start_ns.unwrap_or(0);
     let with_series: Vec<_> = report
@@ -1542,9 +1517,7 @@ fn memory(h: &mut Html, input: &ReportInput) -> bool {
             why.push(' ');
             why.push_str(n);
         }
-        h.absent(&why);
-        close(h);
-        return false;
+        return close_empty(h, &why);
     }
     if with_series.is_empty() {
         h.absent("No allocation events or memory counters: only copies are shown.");
@@ -1723,50 +1696,58 @@ fn diff_section(h: &mut Html, d: &DiffReport) {
         "kernels removed",
     );
     h.markup("</div>");
+    let time_row = |what: &str, a: Ns, b: Ns, change: &Delta| {
+        vec![
+            what.to_owned(),
+            fmt_ns(a as f64),
+            fmt_ns(b as f64),
+            format!(
+                "{} ({})",
+                signed_ns(change.delta_ns),
+                signed_pct(change.delta_pct)
+            ),
+        ]
+    };
+    let plain_row = |what: &str, a: String, b: String| vec![what.to_owned(), a, b, String::new()];
     h.table(
         &["", "A", "B", "change"],
         &[1, 2, 3],
         &[
-            vec![
-                "source".into(),
-                name(&d.a.label),
-                name(&d.b.label),
-                String::new(),
-            ],
-            vec![
-                "processes".into(),
+            plain_row("source", name(&d.a.label), name(&d.b.label)),
+            plain_row(
+                "processes",
                 d.a.processes.to_string(),
                 d.b.processes.to_string(),
-                String::new(),
-            ],
-            vec![
-                "wall time (sum of windows)".into(),
-                fmt_ns(d.a.window_ns as f64),
-                fmt_ns(d.b.window_ns as f64),
-                format!(
-                    "{} ({})",
-                    signed_ns(d.window.delta_ns),
-                    signed_pct(d.window.delta_pct)
-                ),
-            ],
-            vec![
-                "device time".into(),
-                fmt_ns(d.a.device_time_ns as f64),
-                fmt_ns(d.b.device_time_ns as f64),
-                format!(
-                    "{} ({})",
-                    signed_ns(d.device_time.delta_ns),
-                    signed_pct(d.device_time.delta_pct)
-                ),
-            ],
-            vec![
-                "device ops".into(),
+            ),
+            time_row(
+                "wall time (sum of windows)",
+                d.a.window_ns,
+                d.b.window_ns,
+                &d.window,
+            ),
+            time_row(
+                "device time",
+                d.a.device_time_ns,
+                d.b.device_time_ns,
+                &d.device_time,
+            ),
+            plain_row(
+                "device ops",
                 d.a.device_ops.to_string(),
                 d.b.device_ops.to_string(),
-                String::new(),
-            ],
+            ),
         ],
     );
+    let side = |operation: &str, side: &str, ns: Ns, share: f64, fill: &str| Segment {
+        value: ns as f64,
+        fill: fill.to_owned(),
+        tip: format!(
+            "{operation}\n{side}: {} ({})",
+            fmt_ns(ns as f64),
+            pct(share)
+        ),
+    };
+    let (a_fill, b_fill) = (color(9), color(0));
     let chart_bars: Vec<Bar> = d
         .operations
         .iter()
@@ -1774,26 +1755,8 @@ fn diff_section(h: &mut Html, d: &DiffReport) {
         .map(|o| Bar {
             label: o.operation.clone(),
             segments: vec![
-                Segment {
-                    value: o.delta.a_ns as f64,
-                    fill: color(9).to_owned(),
-                    tip: format!(
-                        "{}\nA: {} ({})",
-                        o.operation,
-                        fmt_ns(o.delta.a_ns as f64),
-                        pct(o.delta.a_share)
-                    ),
-                },
-                Segment {
-                    value: o.delta.b_ns as f64,
-                    fill: color(0).to_owned(),
-                    tip: format!(
-                        "{}\nB: {} ({})",
-                        o.operation,
-                        fmt_ns(o.delta.b_ns as f64),
-                        pct(o.delta.b_share)
-                    ),
-                },
+                side(&o.operation, "A", o.delta.a_ns, o.delta.a_share, a_fill),
+                side(&o.operation, "B", o.delta.b_ns, o.delta.b_share, b_fill),
             ],
             note: format!(
                 "{} ({})",
@@ -1809,12 +1772,12 @@ fn diff_section(h: &mut Html, d: &DiffReport) {
         axis_title: "time".into(),
         bars: chart_bars,
         legend: vec![
-            ("A (baseline)".into(), color(9).to_owned()),
-            ("B".into(), color(0).to_owned()),
+            ("A (baseline)".into(), a_fill.to_owned()),
+            ("B".into(), b_fill.to_owned()),
         ],
         defs: String::new(),
     }));
-    let delta_cells = |x: &strato_analysis::diff::Delta| {
+    let delta_cells = |x: &Delta| {
         vec![
             fmt_ns(x.a_ns as f64),
             pct(x.a_share),

@@ -81,6 +81,26 @@ const fn derived(name: &'static str, ty: Ty, nullable: bool) -> Col {
     }
 }
 
+/// `head` then `tail`, for a table whose columns end with a shared run. `N` must be the sum of
+/// their lengths (checked when the constant is evaluated).
+const fn concat<const N: usize>(head: &[Col], tail: &[Col]) -> [Col; N] {
+    assert!(
+        head.len() + tail.len() == N,
+        "N is not the number of columns"
+    );
+    let mut out = [col("", Ty::U32); N];
+    let mut i = 0;
+    while i < N {
+        out[i] = if i < head.len() {
+            head[i]
+        } else {
+            tail[i - head.len()]
+        };
+        i += 1;
+    }
+    out
+}
+
 /// One table: `<name>.parquet`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct TableDef {
@@ -159,44 +179,50 @@ pub(crate) const TRACKS: TableDef = TableDef {
     ],
 };
 
+/// Where an event's track is, the last columns of `spans` and `instants`: derived from
+/// `tracks` for convenience.
+const TRACK_LOCATION: [Col; 5] = [
+    derived("rank", U32, false),
+    derived("pid", I64, true),
+    derived("tid", I64, true),
+    derived("device", I64, true),
+    derived("queue", I64, true),
+];
+
 pub(crate) const SPANS: TableDef = TableDef {
     name: "spans",
-    columns: &[
-        col("id", U32),
-        col("track", U32),
-        col("start_ns", I64),
-        col("end_ns", I64),
-        derived("dur_ns", I64, false),
-        col("name", Dict),
-        col("category", Dict),
-        col("level", Dict),
-        opt("correlation", U64),
-        opt("external_id", U64),
-        opt("args_id", U32),
-        derived("rank", U32, false),
-        derived("pid", I64, true),
-        derived("tid", I64, true),
-        derived("device", I64, true),
-        derived("queue", I64, true),
-    ],
+    columns: &concat::<16>(
+        &[
+            col("id", U32),
+            col("track", U32),
+            col("start_ns", I64),
+            col("end_ns", I64),
+            derived("dur_ns", I64, false),
+            col("name", Dict),
+            col("category", Dict),
+            col("level", Dict),
+            opt("correlation", U64),
+            opt("external_id", U64),
+            opt("args_id", U32),
+        ],
+        &TRACK_LOCATION,
+    ),
 };
 
 pub(crate) const INSTANTS: TableDef = TableDef {
     name: "instants",
-    columns: &[
-        col("id", U32),
-        col("track", U32),
-        col("ts_ns", I64),
-        col("name", Dict),
-        col("category", Dict),
-        col("level", Dict),
-        opt("args_id", U32),
-        derived("rank", U32, false),
-        derived("pid", I64, true),
-        derived("tid", I64, true),
-        derived("device", I64, true),
-        derived("queue", I64, true),
-    ],
+    columns: &concat::<12>(
+        &[
+            col("id", U32),
+            col("track", U32),
+            col("ts_ns", I64),
+            col("name", Dict),
+            col("category", Dict),
+            col("level", Dict),
+            opt("args_id", U32),
+        ],
+        &TRACK_LOCATION,
+    ),
 };
 
 pub(crate) const COUNTERS: TableDef = TableDef {
