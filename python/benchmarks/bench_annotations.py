@@ -1,6 +1,8 @@
 """Cost of one annotation (enter + exit) and of one intercepted native call, beside baselines
-measured in the same run. Prints a table (ns per operation, ratio to the baseline); nothing is
-asserted. Run: python python/benchmarks/bench_annotations.py [--n 200000]"""
+measured in the same run: a no-op context manager, and, where torch is importable,
+torch.profiler.record_function with and without an active profiler. Prints a table (ns per
+operation, ratio to the baseline); nothing is asserted.
+Run: python python/benchmarks/bench_annotations.py [--n 200000]"""
 
 from __future__ import annotations
 
@@ -14,7 +16,6 @@ import time
 import numpy as np
 
 import stratoscope
-from stratoscope import _native
 
 
 class NoopCM:
@@ -85,19 +86,7 @@ def main() -> None:
         stratoscope.stop()
     rows.append(("stratoscope.operation, reused object", ann, ann / noop))
     rows.append(("stratoscope.operation(name) each time", ann_new, ann_new / noop))
-    try:
-        import torch
-        from torch.profiler import profile, record_function
-
-        rf = per_op(lambda k: [record_function("step").__enter__().__exit__(None, None, None)
-                               for _ in range(k)], n // 4) - base
-        rows.append(("torch record_function, profiler off", rf, rf / noop))
-        with profile():
-            rf_on = per_op(lambda k: [_enter_exit(record_function("step")) for _ in range(k)],
-                           n // 10, repeat=2) - base
-        rows.append(("torch record_function, profiler on", rf_on, rf_on / noop))
-    except ImportError:
-        rows.append(("torch record_function", float("nan"), float("nan")))
+    rows.extend(torch_rows(n, base, noop))
     # Interception: a numpy builtin (classified Library: recorded) and len() (not classified:
     # counted only), with the C hook, against no hook and against sys.setprofile(Python fn).
     np_plain = per_op(loop_np, n)
@@ -118,15 +107,41 @@ def main() -> None:
                  float("nan")))
     rows.append(("  same call, sys.setprofile(Python callback)", len_py - len_plain,
                  (len_py - len_plain) / max(len_hook - len_plain, 1e-9)))
-    print(f"{'what':<48} {'ns/op':>9} {'ratio':>7}")
+    print(f"{'what':<52} {'ns/op':>9} {'ratio':>7}")
     for name, ns, ratio in rows:
-        print(f"{name:<48} {ns:>9.1f} {ratio:>7.2f}")
+        print(f"{name:<52} {ns:>9.1f} {ratio:>7.2f}")
     print("ratio: annotations vs the no-op context manager; Python-callback rows vs the C hook")
 
 
-def _enter_exit(cm):
-    cm.__enter__()
-    cm.__exit__(None, None, None)
+def loop_new_rf(record_function):
+    def run(n):
+        for _ in range(n):
+            with record_function("step"):
+                pass
+    return run
+
+
+def torch_rows(n: int, base: float, noop: float) -> list[tuple[str, float, float]]:
+    """torch.profiler.record_function, built each time as it is normally used (and reused,
+    like the reused stratoscope.operation row), with no profiler running and under an active
+    CPU profiler (which stores every range: fewer iterations, so its buffer stays small)."""
+    try:
+        import torch
+        from torch.profiler import ProfilerActivity, profile, record_function
+    except ImportError:
+        return [("torch record_function (torch not installed)", math.nan, math.nan)]
+    rows = []
+    rf_new = per_op(loop_new_rf(record_function), n) - base
+    rf_reused = per_op(loop_cm(record_function("step")), n) - base
+    rows.append(("torch record_function(name) each time, no profiler", rf_new, rf_new / noop))
+    rows.append(("torch record_function, reused, no profiler", rf_reused, rf_reused / noop))
+    with profile(activities=[ProfilerActivity.CPU]):
+        on_new = per_op(loop_new_rf(record_function), n // 10, repeat=3) - base
+        on_reused = per_op(loop_cm(record_function("step")), n // 10, repeat=3) - base
+    rows.append(("torch record_function(name) each time, profiling", on_new, on_new / noop))
+    rows.append(("torch record_function, reused, profiling", on_reused, on_reused / noop))
+    print(f"torch {torch.__version__}", file=sys.stderr)
+    return rows
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ the mean of its fastest 60% of runs; costs by joint non-negative least squares);
 uninstrumented time, uncorrected instrumented time (inflation %), corrected time, bias % on the
 calibration's basis (CPU time of the recording threads, when every run has it) and on the
 root process's wall-clock time, and the calibrated costs. Nothing is asserted.
-Run: python python/benchmarks/bench_examples.py [--repeat 5] [--strato target/release/strato]"""
+Run: python python/benchmarks/bench_examples.py [--repeat 9] [--strato target/release/strato]"""
 
 from __future__ import annotations
 
@@ -23,15 +23,20 @@ WORKLOADS = {
 }
 
 
+def interval(v: dict) -> str:
+    lo_hi = v.get("bias_pct_interval95")
+    return f"[{lo_hi[0]:+.1f}, {lo_hi[1]:+.1f}]" if lo_hi else "-"
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--repeat", type=int, default=9)
     p.add_argument("--strato", help="a strato binary (default: python -m stratoscope)")
     p.add_argument("--only", help="run only workloads whose name contains this")
     args = p.parse_args()
     strato = [args.strato] if args.strato else [sys.executable, "-m", "stratoscope"]
     print(f"{'workload':<30} {'basis':<10} {'uninstr s':>9} {'instr s':>8} {'infl %':>7} "
-          f"{'corr s':>8} {'bias %':>7} | wall: {'infl %':>7} {'bias %':>7}")
+          f"{'corr s':>8} {'bias %':>7} {'95% interval':>17} | wall: {'infl %':>7} {'bias %':>7}")
     for name, cmd in WORKLOADS.items():
         if args.only and args.only not in name:
             continue
@@ -48,7 +53,8 @@ def main() -> None:
         w = v.get("wall", v)
         print(f"{name:<30} {v.get('basis', 'wall'):<10} {v['uninstrumented_s']:>9.3f} "
               f"{v['instrumented_s']:>8.3f} {v['inflation_pct']:>7.1f} {v['corrected_s']:>8.3f} "
-              f"{v['bias_pct']:>+7.2f} | wall: {w['inflation_pct']:>7.1f} {w['bias_pct']:>+7.2f}"
+              f"{v['bias_pct']:>+7.2f} {interval(v):>17} | wall: {w['inflation_pct']:>7.1f} "
+              f"{w['bias_pct']:>+7.2f}"
               f"  x{args.repeat} costs ns {costs}", flush=True)
 
 

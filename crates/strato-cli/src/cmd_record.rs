@@ -36,8 +36,9 @@ pub struct RecordArgs {
     #[arg(long)]
     pub calibrate: bool,
     /// Runs per calibration configuration, interleaved across configurations (each
-    /// configuration's time is the mean of its fastest 60% of runs).
-    #[arg(long, default_value_t = 5)]
+    /// configuration's time is the mean of its fastest 60% of runs). Fewer runs calibrate
+    /// faster but less reliably: the bias's 95% interval in the validation says how much.
+    #[arg(long, default_value_t = 9)]
     pub repeat: usize,
     /// Leveled experimentation (XSP): run once per collection level, take each stratum's
     /// timings from the lowest-overhead run that has it, report per-level overhead.
