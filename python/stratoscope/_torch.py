@@ -18,9 +18,8 @@ Kineto events are written as spans with category ``kineto:<cat>``: CPU ops as Ba
 annotations (``record_function``) as Operation, Python functions as Python, runtime calls as
 AcceleratorApi, device kernels / copies / sets on device-queue tracks. Not merged (counted in the
 metadata): the markers; events not of this process (Kineto's own ``Trace`` span); instants and
-other non-span records; CPU events of threads other than the one that stops the profiler (the
-recorder has no way yet to write onto another thread's track; with the CPU profiler this only
-happens where torch runs ops on threads of its own, e.g. the autograd engine's device threads).
+other non-span records. CPU events of other threads of this process (torch runs ops on threads
+of its own, e.g. the autograd engine's device threads) go on those threads' tracks.
 
 The profiler's own start and stop (Kineto set-up, trace export, this merge) run with the profile
 hook suspended and are recorded as Overhead spans (category ``kineto_overhead``), so they are not
@@ -249,8 +248,9 @@ def merge(doc: Any, markers: list[tuple[str, str, int, int]], tid: int | None = 
     """Writes the Kineto events of ``doc`` (a parsed chrome trace, preferably parsed with
     ``parse_float=Decimal``) into the running recording on the recorder's clock; CPU events of
     thread ``tid`` (default: the calling thread) of process ``pid`` (default: this one) go on the
-    calling thread's track. Returns a summary: the clock estimate, ``merged`` and counts by
-    category and of what was skipped, by reason."""
+    calling thread's track, those of other threads of the process on their own threads' tracks.
+    Returns a summary: the clock estimate, ``merged`` and counts by category (and
+    ``other_threads``: how many went to other threads) and of what was skipped, by reason."""
     tid = threading.get_native_id() if tid is None else tid
     pid = os.getpid() if pid is None else pid
     events = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
@@ -271,6 +271,7 @@ def merge(doc: Any, markers: list[tuple[str, str, int, int]], tid: int | None = 
 
     merged: dict[str, int] = {}
     skipped: dict[str, int] = {}
+    other_threads = 0
     for e in events:
         ph = e.get("ph")
         if ph == "M":
@@ -306,14 +307,15 @@ def merge(doc: Any, markers: list[tuple[str, str, int, int]], tid: int | None = 
             skipped["not this process"] = skipped.get("not this process", 0) + 1
             continue
         elif e.get("tid") != tid:
-            skipped["other thread"] = skipped.get("other thread", 0) + 1
-            continue
+            if not isinstance(e.get("tid"), int):
+                skipped["thread id not numeric"] = skipped.get("thread id not numeric", 0) + 1
+                continue
+            _native.record_span(start, end, level, f"kineto:{cat}", name, args_json,
+                                tid=e["tid"])
+            other_threads += 1
         else:
             _native.record_span(start, end, level, f"kineto:{cat}", name, args_json)
         merged[cat] = merged.get(cat, 0) + 1
-    if skipped.get("other thread"):
-        warnings.warn(f"stratoscope: {skipped['other thread']} Kineto events of other threads "
-                      "were not merged (see docs/recording.md, Framework profilers)",
-                      stacklevel=2)
-    clock.update(merged=sum(merged.values()), by_category=merged, skipped=skipped)
+    clock.update(merged=sum(merged.values()), by_category=merged, skipped=skipped,
+                 other_threads=other_threads)
     return clock

@@ -175,9 +175,10 @@ fn metadata(key: &str, json: &str) {
     rec::metadata(key, json);
 }
 
-/// Records a complete span on the calling thread (used by merged framework profilers).
+/// Records a complete span on the calling thread, or on thread `tid` of this process (used
+/// by merged framework profilers, whose events may come from threads of their own).
 #[pyfunction]
-#[pyo3(signature = (start_ns, end_ns, level, category, name, args=None))]
+#[pyo3(signature = (start_ns, end_ns, level, category, name, args=None, tid=None))]
 fn record_span(
     start_ns: i64,
     end_ns: i64,
@@ -185,9 +186,14 @@ fn record_span(
     category: &str,
     name: &str,
     args: Option<&str>,
+    tid: Option<i64>,
 ) -> PyResult<()> {
     let level = level_from_str(level)?;
-    if let Some(track) = rec::thread_track() {
+    let track = match tid {
+        Some(tid) => rec::thread_track_of(tid),
+        None => rec::thread_track(),
+    };
+    if let Some(track) = track {
         rec::span(
             track,
             start_ns,

@@ -20,6 +20,6 @@ pub use recorder::{
     add_untraced, begin, begin_with, clock_sync, counter, counter_track, current_dir,
     current_level, device, end, ensure_writer, flush, instant, intern, is_recording, metadata,
     now_ns, queue_track, read_clock, set_process_name, set_thread_name, span, start, stop,
-    thread_track, Config, RecordError, StrRef, TrackRef, CPU_METADATA_KEY,
+    thread_track, thread_track_of, Config, RecordError, StrRef, TrackRef, CPU_METADATA_KEY,
 };
 pub use strato_trace::Level;

@@ -206,6 +206,8 @@ struct Session {
     tracks: Mutex<Vec<TrackRec>>,
     queues: Mutex<HashMap<(i64, i64), u32>>,
     counters: Mutex<HashMap<(String, i64), u32>>,
+    /// Thread tracks made for threads that record nothing themselves ([`thread_track_of`]).
+    foreign_threads: Mutex<HashMap<i64, u32>>,
     meta: Mutex<Vec<Meta>>,
     wake: Mutex<Wake>,
     wake_cv: Condvar,
@@ -372,6 +374,7 @@ impl Session {
             tracks: Mutex::new(Vec::new()),
             queues: Mutex::new(HashMap::new()),
             counters: Mutex::new(HashMap::new()),
+            foreign_threads: Mutex::new(HashMap::new()),
             meta: Mutex::new(Vec::new()),
             wake: Mutex::new(Wake::default()),
             wake_cv: Condvar::new(),
@@ -954,6 +957,25 @@ pub fn thread_track() -> Option<TrackRef> {
     let mut out = None;
     with_buf(|_, b| out = Some(TrackRef(b.track)));
     out
+}
+
+/// The thread track of thread `tid` of this process, for events written on its behalf by
+/// another thread (a framework profiler's events merged when it stops): the calling thread's
+/// own track when `tid` is the caller, else one track per `tid` per session. A thread that
+/// also records events itself gets its own track too; importers key thread tracks by
+/// `(pid, tid)`, so both land on one.
+pub fn thread_track_of(tid: i64) -> Option<TrackRef> {
+    if tid == gettid() {
+        return thread_track();
+    }
+    let s = session()?;
+    let mut foreign = lock(&s.foreign_threads);
+    if let Some(&id) = foreign.get(&tid) {
+        return Some(TrackRef(id));
+    }
+    let id = s.add_track(TrackRec::Thread { tid, name: 0 });
+    foreign.insert(tid, id);
+    Some(TrackRef(id))
 }
 
 /// A complete span on any track of this session.
