@@ -43,3 +43,28 @@ def test_record_pyopencl_program_attributes_device_time_to_operations(tmp_path):
     assert transitions[("many_small_copies", "Python", "AcceleratorApi")] >= 3 * 256
     assert transitions[("many_small_copies", "Python", "AcceleratorApi")] > \
         10 * transitions[("one_large_copy", "Python", "AcceleratorApi")]
+
+
+@pytest.mark.skipif(not LAYER.exists(), reason="the OpenCL layer is not built (cargo test builds it)")
+def test_record_opencl_calibrate_measures_the_layer(tmp_path):
+    # With --opencl, calibration adds the layer's own configurations (annotations with the
+    # layer off and at `api`): its API spans get a per-event cost, and API calls that device
+    # tracing inflates get a difference of averages (never the ones that wait for the device).
+    profile = tmp_path / "prof"
+    proc = strato("record", "--opencl", "--calibrate", "--repeat", "1", "--json", "-o",
+                  str(profile), "--", "python3", str(REPO / "examples" / "opencl" / "usecases.py"),
+                  env={"STRATOSCOPE_OPENCL_LAYER": str(LAYER)})
+    doc = json.loads(proc.stdout)
+    cal = json.loads((profile / "calibration.json").read_text())
+    runs = {r["name"]: r for r in cal["runs"]}
+    assert runs["annotations, opencl off"]["counts"][0]["opencl_api_span"] == 0
+    api_spans = runs["annotations, opencl api"]["counts"][0]["opencl_api_span"]
+    assert api_spans > 3 * 256  # every small copy is an API call
+    assert runs["full"]["counts"][0]["opencl_api_span"] == api_spans
+    assert "opencl_api_span" in cal["costs_ns"]
+    inflation = cal["api_inflation_ns"]
+    assert "clEnqueueNDRangeKernel" in inflation and "clSetKernelArg" in inflation, inflation
+    assert all(v >= 0 for v in inflation.values())
+    assert not {"clFinish", "clWaitForEvents", "clEnqueueWriteBuffer"} & set(inflation)
+    assert doc["calibration"]["api_inflation_ns"] == inflation
+    assert isinstance(doc["validation"]["bias_pct"], float)

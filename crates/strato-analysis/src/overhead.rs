@@ -11,7 +11,14 @@
 //! - `hook_span`: one span recorded by the hook (categories `backend`, `simulator`, `library`,
 //!   `python`), including both hook invocations (call and return);
 //! - `wrapper_span`: one span recorded by a `wrap_module`/`wrap_env` wrapper (categories
-//!   `*_wrap`).
+//!   `*_wrap`);
+//! - `opencl_api_span`: one API call recorded by the OpenCL layer (category `opencl`).
+//!
+//! Difference of averages (RL-Scope C.2): where tracing changes an API call's own cost (the
+//! OpenCL layer's device tracing forces profiling and creates events inside `clEnqueue*`, and
+//! drains timestamps inside `clFinish`), [`Calibration::api_inflation_ns`] holds, per API name,
+//! the mean duration with device tracing minus the mean without ([`difference_of_averages`]);
+//! each such call loses that much just before its end.
 //!
 //! Placement: a span's cost is split in four equal parts: before and after its start, before
 //! and after its end; untraced hook calls are placed just before the record that reported them
@@ -32,11 +39,24 @@ use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use strato_trace::{Ns, Trace, TrackId, TrackKind};
 
-/// Calibrated mean cost per book-keeping event, in nanoseconds.
+/// Calibrated mean cost per book-keeping event, in nanoseconds, and per-call inflation of
+/// API calls under device tracing (category `opencl`, keyed by call name).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Calibration {
     pub costs_ns: BTreeMap<String, f64>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub api_inflation_ns: BTreeMap<String, f64>,
 }
+
+impl Calibration {
+    /// True when it corrects nothing.
+    pub fn is_empty(&self) -> bool {
+        self.costs_ns.is_empty() && self.api_inflation_ns.is_empty()
+    }
+}
+
+/// The category of the OpenCL layer's API-call spans.
+pub const OPENCL_API_CATEGORY: &str = "opencl";
 
 /// Book-keeping events counted in a trace (see the module docs).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -45,16 +65,19 @@ pub struct Counts {
     pub untraced_hook: u64,
     pub hook_span: u64,
     pub wrapper_span: u64,
+    #[serde(default)]
+    pub opencl_api_span: u64,
 }
 
 impl Counts {
     /// `(key, count)` pairs in calibration order.
-    pub fn pairs(&self) -> [(&'static str, u64); 4] {
+    pub fn pairs(&self) -> [(&'static str, u64); 5] {
         [
             ("annotation", self.annotation),
             ("untraced_hook", self.untraced_hook),
             ("hook_span", self.hook_span),
             ("wrapper_span", self.wrapper_span),
+            ("opencl_api_span", self.opencl_api_span),
         ]
     }
 }
@@ -65,6 +88,7 @@ pub fn kind_of_category(category: &str) -> Option<&'static str> {
         "operation" | "phase" => Some("annotation"),
         "backend" | "simulator" | "library" | "python" => Some("hook_span"),
         c if c.ends_with("_wrap") => Some("wrapper_span"),
+        OPENCL_API_CATEGORY => Some("opencl_api_span"),
         _ => None,
     }
 }
@@ -114,6 +138,7 @@ fn count_where(trace: &Trace, keep: impl Fn(i64, i64) -> bool) -> Counts {
             Some("annotation") => counts.annotation += 1,
             Some("hook_span") => counts.hook_span += 1,
             Some("wrapper_span") => counts.wrapper_span += 1,
+            Some("opencl_api_span") => counts.opencl_api_span += 1,
             _ => {}
         }
     }
@@ -130,6 +155,99 @@ fn count_where(trace: &Trace, keep: impl Fn(i64, i64) -> bool) -> Counts {
     counts
 }
 
+/// Calls of one API name: how many, and their summed duration.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct CallStats {
+    pub count: u64,
+    pub total_ns: f64,
+}
+
+/// Per API name, the OpenCL layer's calls (category `opencl`) on the given `(pid, tid)`
+/// threads (all threads when `threads` is None).
+pub fn api_calls(trace: &Trace, threads: Option<&[(i64, i64)]>) -> BTreeMap<String, CallStats> {
+    let mut out: BTreeMap<String, CallStats> = BTreeMap::new();
+    for span in &trace.spans {
+        let TrackKind::Thread { pid, tid } = trace.track(span.track).kind else {
+            continue;
+        };
+        if trace.str(span.category) != OPENCL_API_CATEGORY
+            || threads.is_some_and(|t| !t.contains(&(pid, tid)))
+        {
+            continue;
+        }
+        let e = out.entry(trace.str(span.name).to_owned()).or_default();
+        e.count += 1;
+        e.total_ns += span.duration() as f64;
+    }
+    out
+}
+
+/// Calls of one name each side needs before its averages are compared: a call made a handful
+/// of times (clBuildProgram, clGetDeviceIDs) varies by far more than any tracing cost.
+pub const MIN_CALLS_FOR_DIFFERENCE: u64 = 20;
+
+/// OpenCL calls that can wait for the device (`clFinish`, `clWaitForEvents`, reads, writes
+/// and maps, which may be blocking): their duration is mostly device time, not the caller's
+/// CPU, so a difference of their averages measures the device's variance, not tracing cost.
+pub fn api_call_waits_for_device(name: &str) -> bool {
+    matches!(name, "clFinish" | "clWaitForEvents")
+        || [
+            "clEnqueueRead",
+            "clEnqueueWrite",
+            "clEnqueueMap",
+            "clEnqueueSVM",
+        ]
+        .iter()
+        .any(|p| name.starts_with(p))
+}
+
+/// Difference of averages (RL-Scope C.2): per API name called at least
+/// [`MIN_CALLS_FOR_DIFFERENCE`] times in both sets of runs and not waiting for the device
+/// ([`api_call_waits_for_device`]), the mean call duration `with` device tracing minus the mean
+/// `without`, never below 0 (a call does not get faster when traced; a negative difference is
+/// noise).
+pub fn difference_of_averages(
+    with: &[&BTreeMap<String, CallStats>],
+    without: &[&BTreeMap<String, CallStats>],
+) -> BTreeMap<String, f64> {
+    let pool = |runs: &[&BTreeMap<String, CallStats>]| {
+        let mut m: BTreeMap<String, CallStats> = BTreeMap::new();
+        for run in runs {
+            for (name, c) in run.iter() {
+                let e = m.entry(name.clone()).or_default();
+                e.count += c.count;
+                e.total_ns += c.total_ns;
+            }
+        }
+        m
+    };
+    let (a, b) = (pool(with), pool(without));
+    a.iter()
+        .filter(|(name, _)| !api_call_waits_for_device(name))
+        .filter_map(|(name, x)| {
+            let y = b.get(name)?;
+            (x.count >= MIN_CALLS_FOR_DIFFERENCE && y.count >= MIN_CALLS_FOR_DIFFERENCE).then(
+                || {
+                    let d = x.total_ns / x.count as f64 - y.total_ns / y.count as f64;
+                    (name.clone(), d.max(0.0))
+                },
+            )
+        })
+        .collect()
+}
+
+/// The summed inflation of `calls` under `inflation` (per-name means from
+/// [`difference_of_averages`]).
+pub fn api_inflation_total(
+    calls: &BTreeMap<String, CallStats>,
+    inflation: &BTreeMap<String, f64>,
+) -> f64 {
+    calls
+        .iter()
+        .map(|(name, c)| inflation.get(name).copied().unwrap_or(0.0) * c.count as f64)
+        .sum()
+}
+
 /// One calibration run: its collection level, measured time and book-keeping counts.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct CalibrationRun {
@@ -138,12 +256,19 @@ pub struct CalibrationRun {
     pub counts: Counts,
 }
 
+/// The most one book-keeping event may cost, in ns. The recorder's events cost 0.1-2 us in
+/// microbenchmarks (docs/recording.md); a fit beyond 20 us is run-to-run noise landing on a
+/// type with few events (20 annotations in a 0.2 s program: 10 ms of noise reads as 500 us
+/// each), so the cost is held at this bound instead.
+pub const MAX_COST_NS: f64 = 20_000.0;
+
 /// Delta calibration over runs at levels 0 (uninstrumented), 1 (annotations), 2 (hook
-/// recording nothing), 3 (interception) and 4 (full), solved jointly: every run is one
+/// recording nothing), 3 (interception) and 4 (full) (and, for the OpenCL layer, runs with its
+/// API tracing on or off), solved jointly: every run is one
 /// equation `time = base + sum_k cost_k x count_k` over its own book-keeping counts, and the
 /// base time and the per-event costs are fitted by least squares over all runs with the costs
-/// constrained to be non-negative (exact NNLS: the problem has at most four costs, so every
-/// active set is tried). Costs of types whose count is zero in every run are left out. Runs
+/// constrained to `[0, MAX_COST_NS]` (exact: the problem has at most five costs, so every
+/// combination of free / at 0 / at the bound is tried). Costs of types whose count is zero in every run are left out. Runs
 /// of every level enter the fit, so no level's error carries into the next (as it does when
 /// the levels are solved one after another). Callers pass the runs they trust (e.g. the
 /// fastest runs of each configuration: interference only ever adds time).
@@ -152,29 +277,45 @@ pub fn calibrate(runs: &[CalibrationRun]) -> Calibration {
     if runs.is_empty() || !runs.iter().any(|r| r.level == 0) {
         return cal;
     }
-    let keys: Vec<usize> = (0..4)
+    let keys: Vec<usize> = (0..Counts::default().pairs().len())
         .filter(|&k| runs.iter().any(|r| r.counts.pairs()[k].1 > 0))
         .collect();
+    // Each cost is free, held at 0 or held at the bound: every combination is tried and the
+    // feasible one with the least residual kept (exact for at most five costs: 3^5 fits).
     let mut best: Option<(f64, Vec<(usize, f64)>)> = None;
-    for mask in 0u32..(1 << keys.len()) {
-        let active: Vec<usize> = keys
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| mask & (1 << i) != 0)
-            .map(|(_, &k)| k)
+    for combo in 0..3u32.pow(keys.len() as u32) {
+        let state = |i: usize| combo / 3u32.pow(i as u32) % 3; // 0 zero, 1 free, 2 bound
+        let free: Vec<usize> = (0..keys.len())
+            .filter(|&i| state(i) == 1)
+            .map(|i| keys[i])
             .collect();
-        let Some(x) = least_squares(runs, &active) else {
+        let bound: Vec<usize> = (0..keys.len())
+            .filter(|&i| state(i) == 2)
+            .map(|i| keys[i])
+            .collect();
+        let at_bound = |r: &CalibrationRun| -> f64 {
+            let pairs = r.counts.pairs();
+            bound.iter().map(|&k| MAX_COST_NS * pairs[k].1 as f64).sum()
+        };
+        let shifted: Vec<CalibrationRun> = runs
+            .iter()
+            .map(|r| CalibrationRun {
+                time_ns: r.time_ns - at_bound(r),
+                ..*r
+            })
+            .collect();
+        let Some(x) = least_squares(&shifted, &free) else {
             continue;
         };
-        if x[1..].iter().any(|&c| c < 0.0) {
+        if x[1..].iter().any(|&c| !(0.0..=MAX_COST_NS).contains(&c)) {
             continue;
         }
-        let rss: f64 = runs
+        let rss: f64 = shifted
             .iter()
             .map(|r| {
                 let pairs = r.counts.pairs();
                 let fit = x[0]
-                    + active
+                    + free
                         .iter()
                         .zip(&x[1..])
                         .map(|(&k, c)| c * pairs[k].1 as f64)
@@ -183,10 +324,12 @@ pub fn calibrate(runs: &[CalibrationRun]) -> Calibration {
             })
             .sum();
         if best.as_ref().is_none_or(|b| rss < b.0) {
-            best = Some((
-                rss,
-                active.into_iter().zip(x[1..].iter().copied()).collect(),
-            ));
+            let costs = free
+                .into_iter()
+                .zip(x[1..].iter().copied())
+                .chain(bound.into_iter().map(|k| (k, MAX_COST_NS)))
+                .collect();
+            best = Some((rss, costs));
         }
     }
     let names = Counts::default().pairs().map(|p| p.0);
@@ -312,10 +455,20 @@ pub fn correct(trace: &Trace, cal: &Calibration) -> (Trace, CorrectionSummary) {
         {
             continue;
         }
-        let c = kind_of_category(trace.str(span.category)).map_or(0.0, cost) / 4.0;
+        let category = trace.str(span.category);
+        let c = kind_of_category(category).map_or(0.0, cost) / 4.0;
+        // A traced call's own inflation happened inside it: removed just before its end.
+        let inflation = if category == OPENCL_API_CATEGORY {
+            cal.api_inflation_ns
+                .get(trace.str(span.name))
+                .copied()
+                .unwrap_or(0.0)
+        } else {
+            0.0
+        };
         let p = points.entry(span.track).or_default();
         p.push((span.start, c, c));
-        p.push((span.end, c, c));
+        p.push((span.end, c + inflation, c));
     }
     // Untraced counters belong to the thread track of the same (pid, tid).
     let mut thread_of: FxHashMap<(i64, i64), TrackId> = FxHashMap::default();
@@ -455,7 +608,7 @@ pub fn recorded_calibration(trace: &Trace) -> Option<Calibration> {
 /// returned unchanged. This runs before every analysis of a calibrated recording.
 pub fn apply_recorded_calibration(trace: Trace) -> Trace {
     match recorded_calibration(&trace) {
-        Some(cal) if !cal.costs_ns.is_empty() => correct(&trace, &cal).0,
+        Some(cal) if !cal.is_empty() => correct(&trace, &cal).0,
         _ => trace,
     }
 }
@@ -553,7 +706,8 @@ mod tests {
                 annotation: 1,
                 untraced_hook: 10,
                 hook_span: 1,
-                wrapper_span: 0
+                wrapper_span: 0,
+                opencl_api_span: 0,
             }
         );
         let cal = Calibration {
@@ -564,6 +718,7 @@ mod tests {
             ]
             .into_iter()
             .collect(),
+            ..Calibration::default()
         };
         let (out, summary) = correct(&t, &cal);
         // Total removed: 40 + 80 + 50.
@@ -585,6 +740,7 @@ mod tests {
             costs_ns: [("untraced_hook".to_string(), 1000.0)]
                 .into_iter()
                 .collect(),
+            ..Calibration::default()
         };
         let (out, summary) = correct(&t, &cal);
         assert!(out.spans.iter().all(|s| s.end >= s.start));
@@ -636,6 +792,7 @@ mod tests {
                 untraced_hook: u,
                 hook_span: h,
                 wrapper_span: 0,
+                opencl_api_span: 0,
             },
         };
         let runs = [
@@ -663,5 +820,82 @@ mod tests {
         let cal = calibrate(&neg);
         assert_eq!(cal.costs_ns["annotation"], 0.0);
         assert!(cal.costs_ns["untraced_hook"] > 0.0);
+        // 10 ms of noise on 20 annotations would read as 500 us each: held at the bound.
+        let few = [
+            run(0, 1e8, 0, 0, 0),
+            run(1, 1.1e8, 20, 0, 0),
+            run(2, 1.1e8 + 1e6, 20, 10_000, 0),
+        ];
+        let cal = calibrate(&few);
+        assert_eq!(cal.costs_ns["annotation"], MAX_COST_NS);
+        assert!(cal.costs_ns["untraced_hook"] > 0.0, "{cal:?}");
+    }
+
+    #[test]
+    fn difference_of_averages_inflates_traced_calls() {
+        let stats = |pairs: &[(&str, u64, f64)]| -> BTreeMap<String, CallStats> {
+            pairs
+                .iter()
+                .map(|&(n, count, total_ns)| (n.to_owned(), CallStats { count, total_ns }))
+                .collect()
+        };
+        let with = [
+            stats(&[
+                ("clEnqueueNDRangeKernel", 20, 10_000.0),
+                ("clSetKernelArg", 30, 2700.0),
+                ("clBuildProgram", 1, 9e6),
+                ("clFinish", 30, 9e6),
+            ]),
+            stats(&[
+                ("clEnqueueNDRangeKernel", 20, 14_000.0),
+                ("clCreateBuffer", 30, 1500.0),
+            ]),
+        ];
+        let without = [stats(&[
+            ("clEnqueueNDRangeKernel", 40, 8000.0),
+            ("clSetKernelArg", 30, 3000.0),
+            ("clBuildProgram", 1, 1e6),
+            ("clFinish", 30, 1e6),
+        ])];
+        let doa = difference_of_averages(&[&with[0], &with[1]], &[&without[0]]);
+        // Kernel launches 600 vs 200 ns per call; clSetKernelArg got "faster" (noise: 0); a
+        // call seen on one side only, made once, or waiting for the device has no difference.
+        assert_eq!(doa.get("clEnqueueNDRangeKernel"), Some(&400.0));
+        assert_eq!(doa.get("clSetKernelArg"), Some(&0.0));
+        assert!(!doa.contains_key("clCreateBuffer"));
+        assert!(!doa.contains_key("clBuildProgram"));
+        assert!(!doa.contains_key("clFinish"));
+        assert!(api_call_waits_for_device("clEnqueueReadBufferRect"));
+        assert_eq!(api_inflation_total(&with[0], &doa), 8000.0);
+
+        // A traced clFinish [100, 600) with 40 ns of book-keeping and 300 ns of inflation.
+        let mut t = trace();
+        t.spans.clear();
+        t.counters.clear();
+        let cat = t.intern(OPENCL_API_CATEGORY);
+        let name = t.intern("clFinish");
+        let track = TrackId(0);
+        t.spans.push(Span {
+            track,
+            start: 100,
+            end: 600,
+            name,
+            category: cat,
+            level: Level::AcceleratorApi,
+            correlation: None,
+            external_id: None,
+            args: None,
+        });
+        assert_eq!(count(&t, None).opencl_api_span, 1);
+        let cal = Calibration {
+            costs_ns: [("opencl_api_span".to_string(), 40.0)]
+                .into_iter()
+                .collect(),
+            api_inflation_ns: [("clFinish".to_string(), 300.0)].into_iter().collect(),
+        };
+        let (out, summary) = correct(&t, &cal);
+        assert_eq!(summary.removed(1, 1), 340);
+        assert_eq!(out.spans[0].start, 90);
+        assert_eq!(out.spans[0].end - out.spans[0].start, 500 - 20 - 300);
     }
 }

@@ -15,8 +15,10 @@ use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use strato_analysis::breakdown::{self, BreakdownOptions, BreakdownReport};
-use strato_analysis::overhead::{self, Calibration, CalibrationRun, Counts};
+
+use strato_analysis::overhead::{self, Calibration, CalibrationRun, CallStats, Counts};
 use strato_trace::{Level, Trace, TrackKind};
 
 use crate::app::import_options;
@@ -137,8 +139,30 @@ struct Launcher<'a> {
 }
 
 impl Launcher<'_> {
-    /// Runs the command once at `level` into `dir` (its *.strato files removed first).
-    fn run(&self, dir: &Path, level: u64, output: Output) -> Result<Option<i32>> {
+    /// Whether the OpenCL layer traces device commands in a run at `level` with layer level
+    /// `opencl` (the recorder's level 0 turns the layer off).
+    fn device_tracing(&self, level: u64, opencl: Option<&str>) -> bool {
+        let layer = opencl
+            .map(str::to_owned)
+            .or_else(|| std::env::var("STRATOSCOPE_OPENCL").ok())
+            .unwrap_or_else(|| "full".into());
+        self.args.opencl
+            && level > 0
+            && matches!(
+                layer.trim().to_ascii_lowercase().as_str(),
+                "device" | "2" | "full" | "3" | ""
+            )
+    }
+
+    /// Runs the command once at `level` into `dir` (its *.strato files removed first); with
+    /// `--opencl`, `opencl` sets the layer's level (None: `STRATOSCOPE_OPENCL` or full).
+    fn run(
+        &self,
+        dir: &Path,
+        level: u64,
+        opencl: Option<&str>,
+        output: Output,
+    ) -> Result<Option<i32>> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("{}: cannot create", dir.display()))?;
         for entry in std::fs::read_dir(dir)?.flatten() {
@@ -166,6 +190,9 @@ impl Launcher<'_> {
         }
         if self.args.opencl {
             cmd.env("OPENCL_LAYERS", crate::cmd_overhead::opencl_layer_path()?);
+            if let Some(l) = opencl {
+                cmd.env("STRATOSCOPE_OPENCL", l);
+            }
         }
         match output {
             Output::Inherit => {}
@@ -253,12 +280,15 @@ struct RunResult {
     dir: PathBuf,
     /// The root process's recorded region (START to STOP), wall clock.
     time_ns: f64,
-    /// Book-keeping counts of the root process.
+    /// Book-keeping counts of the root process, and its OpenCL API calls by name.
     counts: Counts,
+    api: BTreeMap<String, CallStats>,
     /// CPU basis: CPU time of each process's recording thread summed over the processes, and
-    /// the book-keeping counts of those threads (None when a process has no CPU times, e.g. it
-    /// was killed or stopped from another thread).
-    cpu: Option<(f64, Counts)>,
+    /// the book-keeping counts and API calls of those threads (None when a process has no CPU
+    /// times, e.g. it was killed or stopped from another thread).
+    cpu: Option<(f64, Counts, BTreeMap<String, CallStats>)>,
+    /// The OpenCL layer traced device commands (API calls inflated: difference of averages).
+    device_tracing: bool,
     /// Calibrated cost the correction removes from the root process's region (held-out
     /// validation runs only).
     removed_ns: f64,
@@ -266,7 +296,19 @@ struct RunResult {
 
 struct Measured {
     level: u64,
+    /// The OpenCL layer's level for this configuration (None: the recorded run's).
+    opencl: Option<&'static str>,
     runs: Vec<RunResult>,
+}
+
+impl Measured {
+    fn name(&self) -> String {
+        let base = LEVEL_NAMES[self.level as usize];
+        match self.opencl {
+            Some(l) => format!("{base}, opencl {l}"),
+            None => base.to_owned(),
+        }
+    }
 }
 
 /// What calibration fits and validation compares: CPU time of the recording threads (not
@@ -294,11 +336,11 @@ impl Basis {
         }
     }
 
-    /// `(time, counts)` of a run on this basis.
-    fn of_run(self, r: &RunResult) -> (f64, Counts) {
-        match (self, r.cpu) {
-            (Basis::ThreadCpu, Some(c)) => c,
-            _ => (r.time_ns, r.counts),
+    /// `(time, counts, API calls)` of a run on this basis.
+    fn of_run(self, r: &RunResult) -> (f64, Counts, &BTreeMap<String, CallStats>) {
+        match (self, &r.cpu) {
+            (Basis::ThreadCpu, Some(c)) => (c.0, c.1, &c.2),
+            _ => (r.time_ns, r.counts, &r.api),
         }
     }
 }
@@ -333,8 +375,14 @@ fn recording_threads_cpu(trace: &Trace) -> Option<Vec<((i64, i64), f64)>> {
         .collect()
 }
 
-fn run_once(launcher: &Launcher<'_>, dir: &Path, level: u64, output: Output) -> Result<RunResult> {
-    let code = launcher.run(dir, level, output)?;
+fn run_once(
+    launcher: &Launcher<'_>,
+    dir: &Path,
+    level: u64,
+    opencl: Option<&str>,
+    output: Output,
+) -> Result<RunResult> {
+    let code = launcher.run(dir, level, opencl, output)?;
     if code != Some(0) {
         bail!(
             "record: calibration run at level {level} failed (exit {})",
@@ -349,13 +397,24 @@ fn run_once(launcher: &Launcher<'_>, dir: &Path, level: u64, output: Output) -> 
         (
             threads.iter().map(|t| t.1).sum(),
             overhead::count_threads(&trace, &ids),
+            overhead::api_calls(&trace, Some(&ids)),
         )
     });
+    let root_threads: Vec<(i64, i64)> = trace
+        .tracks
+        .iter()
+        .filter_map(|t| match t.kind {
+            TrackKind::Thread { pid: p, tid } if p == pid => Some((p, tid)),
+            _ => None,
+        })
+        .collect();
     Ok(RunResult {
         dir: dir.to_owned(),
         time_ns: (end - start) as f64,
         counts: overhead::count(&trace, Some(pid)),
+        api: overhead::api_calls(&trace, Some(&root_threads)),
         cpu,
+        device_tracing: launcher.device_tracing(level, opencl),
         removed_ns: 0.0,
     })
 }
@@ -368,13 +427,25 @@ fn removed_in_root(trace: &Trace, cal: &Calibration) -> Option<(i64, f64, f64)> 
     Some((pid, (end - start) as f64, removed as f64))
 }
 
-/// The calibrated cost of `counts`.
-fn modelled_cost(cal: &Calibration, counts: &Counts) -> f64 {
-    counts
+/// The calibrated cost of `counts`, plus the inflation of `api` calls when the run traced
+/// device commands.
+fn modelled_cost(
+    cal: &Calibration,
+    counts: &Counts,
+    api: &BTreeMap<String, CallStats>,
+    device_tracing: bool,
+) -> f64 {
+    let book_keeping: f64 = counts
         .pairs()
         .iter()
         .map(|(k, n)| cal.costs_ns.get(*k).copied().unwrap_or(0.0) * *n as f64)
-        .sum()
+        .sum();
+    let inflation = if device_tracing {
+        overhead::api_inflation_total(api, &cal.api_inflation_ns)
+    } else {
+        0.0
+    };
+    book_keeping + inflation
 }
 
 fn validation_json(uninstrumented_ns: f64, instrumented: f64, removed: f64, pid: i64) -> Value {
@@ -406,7 +477,12 @@ fn validation(
         .zip(recording_threads_cpu(trace))
         .map(|(u, threads)| {
             let ids: Vec<(i64, i64)> = threads.iter().map(|t| t.0).collect();
-            let removed = modelled_cost(cal, &overhead::count_threads(trace, &ids));
+            let removed = modelled_cost(
+                cal,
+                &overhead::count_threads(trace, &ids),
+                &overhead::api_calls(trace, Some(&ids)),
+                true,
+            );
             validation_json(u, threads.iter().map(|t| t.1).sum(), removed, pid)
         });
     Some(match cpu {
@@ -444,25 +520,60 @@ impl Fit {
     }
 }
 
-/// Fits the costs on the [`kept`] runs of each `(level, runs)` configuration and validates
-/// them on `held_out`: mean over its kept runs of the instrumented time and of their modelled
-/// cost (with carry-forward, [`overhead::correct`] removes exactly the modelled cost).
-fn fit_and_validate(configs: &[(u64, &[RunResult])], held_out: &[RunResult], basis: Basis) -> Fit {
+/// One calibration configuration's runs: Python level, OpenCL layer level (None: the
+/// recorded run's), runs.
+type ConfigRuns<'a> = (u64, Option<&'static str>, &'a [RunResult]);
+
+/// Fits the costs on the [`kept`] runs of each configuration and validates them on
+/// `held_out`: mean over its kept runs of the instrumented time and of their modelled cost
+/// (with carry-forward, [`overhead::correct`] removes exactly the modelled cost).
+///
+/// With the OpenCL layer, the per-call inflation of API calls under device tracing comes first,
+/// by difference of averages between the configuration with the layer at `api` and the one at
+/// the same level with device tracing; runs with device tracing have that inflation taken off
+/// their time before the joint fit of the book-keeping costs.
+fn fit_and_validate(configs: &[ConfigRuns<'_>], held_out: &[RunResult], basis: Basis) -> Fit {
     let key = |r: &RunResult| basis.of_run(r).0;
+    let kept_api = |runs: &'_ [RunResult]| -> Vec<BTreeMap<String, CallStats>> {
+        kept(runs, key)
+            .into_iter()
+            .map(|i| basis.of_run(&runs[i]).2.clone())
+            .collect()
+    };
+    let mut api_inflation = BTreeMap::new();
+    if let Some(&(level, _, api_only)) = configs.iter().find(|c| c.1 == Some("api")) {
+        if let Some(&(_, _, traced)) = configs.iter().find(|c| {
+            c.0 == level && c.1.is_none() && c.2.first().is_some_and(|r| r.device_tracing)
+        }) {
+            let (with, without) = (kept_api(traced), kept_api(api_only));
+            api_inflation = overhead::difference_of_averages(
+                &with.iter().collect::<Vec<_>>(),
+                &without.iter().collect::<Vec<_>>(),
+            );
+        }
+    }
+    let inflation = |r: &RunResult| {
+        if r.device_tracing {
+            overhead::api_inflation_total(basis.of_run(r).2, &api_inflation)
+        } else {
+            0.0
+        }
+    };
     let runs: Vec<CalibrationRun> = configs
         .iter()
-        .flat_map(|(level, runs)| {
+        .flat_map(|(level, _, runs)| {
             kept(runs, key).into_iter().map(|i| {
-                let (time_ns, counts) = basis.of_run(&runs[i]);
+                let (time_ns, counts, _) = basis.of_run(&runs[i]);
                 CalibrationRun {
                     level: *level,
-                    time_ns,
+                    time_ns: time_ns - inflation(&runs[i]),
                     counts,
                 }
             })
         })
         .collect();
-    let calibration = overhead::calibrate(&runs);
+    let mut calibration = overhead::calibrate(&runs);
+    calibration.api_inflation_ns = api_inflation;
     let k = kept(held_out, key);
     let mean = |f: &dyn Fn(&RunResult) -> f64| {
         k.iter().map(|&i| f(&held_out[i])).sum::<f64>() / k.len().max(1) as f64
@@ -470,11 +581,14 @@ fn fit_and_validate(configs: &[(u64, &[RunResult])], held_out: &[RunResult], bas
     let uninstrumented_ns = configs
         .iter()
         .find(|c| c.0 == 0)
-        .map_or(0.0, |c| robust(c.1, key));
+        .map_or(0.0, |c| robust(c.2, key));
     Fit {
         uninstrumented_ns,
         instrumented_ns: mean(&key),
-        removed_ns: mean(&|r| modelled_cost(&calibration, &basis.of_run(r).1)),
+        removed_ns: mean(&|r| {
+            let (_, counts, api) = basis.of_run(r);
+            modelled_cost(&calibration, &counts, api, r.device_tracing)
+        }),
         calibration,
     }
 }
@@ -483,12 +597,12 @@ fn fit_and_validate(configs: &[(u64, &[RunResult])], held_out: &[RunResult], bas
 /// runs resampled with replacement, costs refitted, bias recomputed, `samples` times (fixed
 /// seed, so the same runs give the same interval). None with fewer than 3 runs each.
 fn bias_interval(
-    configs: &[(u64, &[RunResult])],
+    configs: &[ConfigRuns<'_>],
     held_out: &[RunResult],
     basis: Basis,
     samples: usize,
 ) -> Option<(f64, f64)> {
-    if held_out.len() < 3 || configs.iter().any(|c| c.1.len() < 3) {
+    if held_out.len() < 3 || configs.iter().any(|c| c.2.len() < 3) {
         return None;
     }
     let mut rng = fastrand::Rng::with_seed(0x5742_4154);
@@ -499,9 +613,12 @@ fn bias_interval(
     };
     let mut biases: Vec<f64> = (0..samples)
         .map(|_| {
-            let drawn: Vec<(u64, Vec<RunResult>)> =
-                configs.iter().map(|(l, r)| (*l, resample(r))).collect();
-            let views: Vec<(u64, &[RunResult])> = drawn.iter().map(|(l, r)| (*l, &r[..])).collect();
+            let drawn: Vec<(u64, Option<&'static str>, Vec<RunResult>)> = configs
+                .iter()
+                .map(|(l, o, r)| (*l, *o, resample(r)))
+                .collect();
+            let views: Vec<ConfigRuns<'_>> =
+                drawn.iter().map(|(l, o, r)| (*l, *o, &r[..])).collect();
             fit_and_validate(&views, &resample(held_out), basis).bias_pct()
         })
         .filter(|b| b.is_finite())
@@ -552,14 +669,36 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<()> {
     wanted.dedup();
     measured.extend(wanted.iter().map(|&level| Measured {
         level,
+        opencl: None,
         runs: Vec::new(),
     }));
+    if args.calibrate && args.opencl {
+        // The OpenCL layer's own costs: its API spans (layer `api` vs `off`, with annotations
+        // only), and the inflation of API calls under device tracing (`api` vs the recorded
+        // level's tracing, by difference of averages).
+        let at = measured.iter().position(|m| m.level == 1).unwrap_or(0);
+        for layer in ["api", "off"] {
+            measured.insert(
+                at,
+                Measured {
+                    level: 1,
+                    opencl: Some(layer),
+                    runs: Vec::new(),
+                },
+            );
+        }
+    }
     // Held-out runs at the recorded level (validation), measured with the configurations.
     let mut held_out: Vec<RunResult> = Vec::new();
     let repeat = args.repeat.max(1);
     if !wanted.is_empty() && !args.json {
         eprintln!(
-            "strato record: levels {wanted:?}{} interleaved x{repeat}",
+            "strato record: {}{} interleaved x{repeat}",
+            measured
+                .iter()
+                .map(Measured::name)
+                .collect::<Vec<_>>()
+                .join(", "),
             if args.calibrate {
                 format!(" + held-out level {}", args.level)
             } else {
@@ -571,14 +710,17 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<()> {
     // load affect every configuration alike instead of biasing the ones run last.
     for rep in 0..if wanted.is_empty() { 0 } else { repeat } {
         for m in &mut measured {
-            let d = work
-                .join(format!("level-{}", m.level))
-                .join(format!("run-{rep}"));
-            m.runs.push(run_once(&launcher, &d, m.level, Output::Null)?);
+            let config = match m.opencl {
+                Some(layer) => format!("level-{}-opencl-{layer}", m.level),
+                None => format!("level-{}", m.level),
+            };
+            let d = work.join(config).join(format!("run-{rep}"));
+            m.runs
+                .push(run_once(&launcher, &d, m.level, m.opencl, Output::Null)?);
         }
         if args.calibrate {
             let d = work.join("recorded").join(format!("run-{rep}"));
-            held_out.push(run_once(&launcher, &d, args.level, Output::Null)?);
+            held_out.push(run_once(&launcher, &d, args.level, None, Output::Null)?);
         }
     }
     let mut calibration_json = None;
@@ -589,8 +731,10 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<()> {
             .chain(&held_out)
             .collect();
         let basis = Basis::of(&all);
-        let configs: Vec<(u64, &[RunResult])> =
-            measured.iter().map(|m| (m.level, &m.runs[..])).collect();
+        let configs: Vec<ConfigRuns<'_>> = measured
+            .iter()
+            .map(|m| (m.level, m.opencl, &m.runs[..]))
+            .collect();
         let fit = fit_and_validate(&configs, &held_out, basis);
         let interval = bias_interval(&configs, &held_out, basis, BOOTSTRAP_SAMPLES);
         let cal = fit.calibration.clone();
@@ -599,21 +743,22 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<()> {
             r.removed_ns = removed_in_root(&trace, &cal).map_or(0.0, |v| v.2);
         }
         let uninstrumented = robust(&measured[0].runs, |r| r.time_ns);
-        let run_json = |level: u64, name: &str, runs: &[RunResult]| {
+        let run_json = |level: u64, name: &str, opencl: Option<&str>, runs: &[RunResult]| {
             json!({
                 "level": level,
                 "name": name,
+                "opencl": opencl,
                 "times_s": runs.iter().map(|r| r.time_ns / 1e9).collect::<Vec<_>>(),
                 "robust_s": robust(runs, |r| r.time_ns) / 1e9,
-                "cpu_times_s": runs.iter().map(|r| r.cpu.map(|c| c.0 / 1e9)).collect::<Vec<_>>(),
+                "cpu_times_s": runs.iter().map(|r| r.cpu.as_ref().map(|c| c.0 / 1e9)).collect::<Vec<_>>(),
                 "counts": runs.iter().map(|r| r.counts).collect::<Vec<_>>(),
             })
         };
         let mut runs_json: Vec<Value> = measured
             .iter()
-            .map(|m| run_json(m.level, LEVEL_NAMES[m.level as usize], &m.runs))
+            .map(|m| run_json(m.level, &m.name(), m.opencl, &m.runs))
             .collect();
-        runs_json.push(run_json(args.level, "held-out", &held_out));
+        runs_json.push(run_json(args.level, "held-out", None, &held_out));
         // Held-out runs at the recorded level, not used by the fit: mean over the fastest 60%
         // of their instrumented and corrected times, on the fit's basis and on wall time.
         let mean_kept = |key: &dyn Fn(&RunResult) -> f64, f: &dyn Fn(&RunResult) -> f64| {
@@ -645,8 +790,9 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<()> {
         }
         let value = json!({
             "costs_ns": cal.costs_ns,
+            "api_inflation_ns": cal.api_inflation_ns,
             "basis": basis.name(),
-            "method": "joint non-negative least squares over levels 0-4, one equation per run (fastest 60% of each configuration's interleaved repeats), per-run counts; times are the CPU time of each process's recording thread when every run has it (basis thread_cpu), else the root process's wall-clock region",
+            "method": "joint non-negative least squares over levels 0-4, one equation per run (fastest 60% of each configuration's interleaved repeats), per-run counts; with --opencl, per-call inflation of OpenCL API calls under device tracing by difference of averages (layer api vs the recorded level, annotations on), taken off the traced runs' times before the fit; times are the CPU time of each process's recording thread when every run has it (basis thread_cpu), else the root process's wall-clock region",
             "command": args.command,
             "repeat": repeat,
             "uninstrumented_s": uninstrumented / 1e9,
@@ -677,7 +823,7 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<()> {
         copy_profile(&held_out[idx[idx.len() / 2]].dir, &dir)?;
         Some(0)
     } else {
-        launcher.run(&dir, args.level, output)?
+        launcher.run(&dir, args.level, None, output)?
     };
     if code != Some(0) {
         eprintln!(
@@ -701,7 +847,7 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<()> {
             write_calibration(&dir, cj)?;
         }
         doc["validation"] = cj["validation"].clone();
-        doc["calibration"] = json!({"costs_ns": c.costs_ns, "repeat": repeat});
+        doc["calibration"] = json!({"costs_ns": c.costs_ns, "api_inflation_ns": c.api_inflation_ns, "repeat": repeat});
     }
     if args.levels {
         doc["levels"] = leveled(&launcher, &work, &measured)?;
@@ -743,7 +889,10 @@ fn leveled(launcher: &Launcher<'_>, work: &Path, measured: &[Measured]) -> Resul
     let mut prev = base;
     // Level timings from the lowest-overhead run that records them.
     let mut chosen: std::collections::BTreeMap<Level, (u64, i64)> = Default::default();
-    for m in measured.iter().filter(|m| m.level != 2) {
+    for m in measured
+        .iter()
+        .filter(|m| m.level != 2 && m.opencl.is_none())
+    {
         let t = robust(&m.runs, |r| r.time_ns);
         runs.push(json!({
             "level": m.level,
@@ -825,6 +974,16 @@ fn print_text(
     }
     if let Some(c) = doc.get("calibration") {
         writeln!(out, "calibrated cost per event (ns): {}", c["costs_ns"])?;
+        if c["api_inflation_ns"]
+            .as_object()
+            .is_some_and(|m| !m.is_empty())
+        {
+            writeln!(
+                out,
+                "API call inflation under device tracing (ns per call): {}",
+                c["api_inflation_ns"]
+            )?;
+        }
     }
     if let Some(l) = doc.get("levels") {
         writeln!(out, "\nleveled experimentation:")?;
