@@ -20,6 +20,9 @@ cargo test --workspace --locked
 if [[ -f pyproject.toml ]]; then
   echo "== pip install . (the stratoscope Python package and the strato command)"
   python3 -m pip install --quiet --disable-pip-version-check .
+  echo "== cargo build -p strato-opencl-layer (the layer the pyopencl recording tests load)"
+  cargo build -p strato-opencl-layer --locked
   echo "== pytest"
-  python3 -m pytest -q python/tests
+  # -rs lists every skipped test with its reason.
+  python3 -m pytest -q -rs python/tests
 fi

@@ -11,12 +11,18 @@ import pytest
 
 from conftest import REPO, strato
 
-LAYER = REPO / "target" / "debug" / "libstrato_opencl_layer.so"
+# `cargo build -p strato-opencl-layer` (scripts/test.sh runs it) puts the layer in target/debug;
+# `cargo test` alone leaves it in target/debug/deps. The newest one is used.
+_CANDIDATES = [REPO / "target" / "debug" / "libstrato_opencl_layer.so",
+               REPO / "target" / "debug" / "deps" / "libstrato_opencl_layer.so"]
+LAYER = max((p for p in _CANDIDATES if p.exists()), key=lambda p: p.stat().st_mtime,
+            default=_CANDIDATES[0])
+NOT_BUILT = "the OpenCL layer is not built (cargo build -p strato-opencl-layer)"
 
 pytest.importorskip("pyopencl")
 
 
-@pytest.mark.skipif(not LAYER.exists(), reason="the OpenCL layer is not built (cargo test builds it)")
+@pytest.mark.skipif(not LAYER.exists(), reason=NOT_BUILT)
 def test_record_pyopencl_program_attributes_device_time_to_operations(tmp_path):
     profile = tmp_path / "prof"
     proc = strato("record", "--opencl", "--json", "-o", str(profile), "--", "python3",
@@ -45,7 +51,7 @@ def test_record_pyopencl_program_attributes_device_time_to_operations(tmp_path):
         10 * transitions[("one_large_copy", "Python", "AcceleratorApi")]
 
 
-@pytest.mark.skipif(not LAYER.exists(), reason="the OpenCL layer is not built (cargo test builds it)")
+@pytest.mark.skipif(not LAYER.exists(), reason=NOT_BUILT)
 def test_record_opencl_calibrate_measures_the_layer(tmp_path):
     # With --opencl, calibration adds the layer's own configurations (annotations with the
     # layer off and at `api`): its API spans get a per-event cost, and API calls that device
