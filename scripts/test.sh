@@ -20,8 +20,8 @@ cargo test --workspace --locked
 if [[ -f pyproject.toml ]]; then
   echo "== pip install . (the stratoscope Python package and the strato command)"
   python3 -m pip install --quiet --disable-pip-version-check .
-  echo "== cargo build -p strato-opencl-layer (the layer the pyopencl recording tests load)"
-  cargo build -p strato-opencl-layer --locked
+  echo "== cargo build: the OpenCL layer and demo the Python recording tests run"
+  cargo build -p strato-opencl-layer -p strato-opencl-examples --locked
   echo "== pytest"
   # -rs lists every skipped test with its reason.
   python3 -m pytest -q -rs python/tests

@@ -17,7 +17,8 @@ _CANDIDATES = [REPO / "target" / "debug" / "libstrato_opencl_layer.so",
                REPO / "target" / "debug" / "deps" / "libstrato_opencl_layer.so"]
 LAYER = max((p for p in _CANDIDATES if p.exists()), key=lambda p: p.stat().st_mtime,
             default=_CANDIDATES[0])
-NOT_BUILT = "the OpenCL layer is not built (cargo build -p strato-opencl-layer)"
+NOT_BUILT = ("the OpenCL layer or demo is not built "
+             "(cargo build -p strato-opencl-layer -p strato-opencl-examples)")
 
 pytest.importorskip("pyopencl")
 
@@ -74,3 +75,26 @@ def test_record_opencl_calibrate_measures_the_layer(tmp_path):
     assert not {"clFinish", "clWaitForEvents", "clEnqueueWriteBuffer"} & set(inflation)
     assert doc["calibration"]["api_inflation_ns"] == inflation
     assert isinstance(doc["validation"]["bias_pct"], float)
+
+
+DEMO = REPO / "target" / "debug" / "strato-opencl-demo"
+
+
+@pytest.mark.skipif(not (LAYER.exists() and DEMO.exists()), reason=NOT_BUILT)
+def test_overhead_per_collection_level(tmp_path):
+    # `strato overhead` (Zins tables 4.3-4.8) on the Rust demo's launch-bound workload: every
+    # level runs, the baseline is the reference, and each level's recording holds more than the
+    # one below it (api: API spans; device: device commands; full: both).
+    proc = strato("overhead", "--runs", "2", "--json", "--", str(DEMO), "workload", "20",
+                  env={"STRATOSCOPE_OPENCL_LAYER": str(LAYER)})
+    assert proc.stderr == ""  # no progress drawn when stderr is not a terminal
+    doc = json.loads(proc.stdout)
+    levels = {row["level"]: row for row in doc["levels"]}
+    assert list(levels) == ["baseline", "api", "device", "full"]
+    assert all(row["runs"] == 2 and row["wall_mean_s"] > 0 for row in levels.values())
+    assert levels["baseline"]["wall_overhead_pct"] == 0.0
+    # The workload prints its own time (workload_ns): it is measured at every level.
+    assert all(row["workload_mean_s"] > 0 for row in levels.values())
+    size = {name: row["recording_bytes_mean"] for name, row in levels.items()}
+    assert size["baseline"] < size["api"] < size["full"]
+    assert size["baseline"] < size["device"] < size["full"]

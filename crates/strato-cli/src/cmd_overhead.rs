@@ -122,6 +122,8 @@ pub fn run(args: OverheadArgs, out: &mut impl Write) -> Result<()> {
     };
     let mut samples: Vec<Samples> = vec![Samples::default(); levels.len()];
     let runs = args.runs.max(1);
+    // Progress on stderr, only on a TTY (term::Steps), one step per round of levels.
+    let mut steps = crate::term::Steps::labelled("strato overhead", runs + args.warmup);
     for r in 0..runs + args.warmup {
         let warm = r < args.warmup;
         for (i, level) in levels.iter().enumerate() {
@@ -169,17 +171,13 @@ pub fn run(args: OverheadArgs, out: &mut impl Write) -> Result<()> {
                 let _ = std::fs::remove_dir_all(&dir);
             }
         }
-        if !args.json {
-            if warm {
-                eprint!("\rstrato overhead: warm-up {}/{}", r + 1, args.warmup);
-            } else {
-                eprint!("\rstrato overhead: run {}/{runs}   ", r + 1 - args.warmup);
-            }
-        }
+        steps.step(&if warm {
+            format!("warm-up {}/{}", r + 1, args.warmup)
+        } else {
+            format!("run {}/{runs}", r + 1 - args.warmup)
+        });
     }
-    if !args.json {
-        eprintln!();
-    }
+    steps.finish();
     if args.keep.is_none() {
         let _ = std::fs::remove_dir_all(&base);
     }

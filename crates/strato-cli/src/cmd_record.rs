@@ -1,13 +1,16 @@
 //! `strato record` and `strato validate` (issue 4): run an unmodified Python program with
 //! stratoscope's recorder on, optionally calibrate book-keeping costs (delta calibration over
-//! collection levels 0..4) and validate the overhead correction against an uninstrumented run,
-//! run XSP-style leveled experiments, and print the (corrected) breakdown.
+//! collection levels 0..4, plus the OpenCL layer's configurations and difference of averages
+//! with `--opencl`) and validate the overhead correction against uninstrumented runs (with a
+//! bootstrap interval), run XSP-style leveled experiments, and print the (corrected) breakdown.
 //!
 //! The launcher sets `STRATOSCOPE_OUT` (the profile directory), `STRATOSCOPE_LEVEL`, optional
-//! `STRATOSCOPE_TORCH` / `STRATOSCOPE_WRAP`, and puts the package's `_bootstrap` directory
-//! (a `sitecustomize`) first on `PYTHONPATH`, so every Python process of the run starts
-//! recording at interpreter start. A run's time is its root process's recorded region (START
-//! to STOP records).
+//! `STRATOSCOPE_TORCH` / `STRATOSCOPE_WRAP` / `STRATOSCOPE_OPENCL`, and puts the package's
+//! `_bootstrap` directory (a `sitecustomize`) first on `PYTHONPATH`, so every Python process of
+//! the run starts recording at interpreter start. A run's time for calibration is the CPU time
+//! of its processes' recording threads (the recorder's `strato.cpu` records), or, when a
+//! process lacks it, its root process's recorded region (START to STOP records), which is
+//! also the wall-clock figure reported beside it.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

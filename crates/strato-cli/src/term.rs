@@ -244,6 +244,7 @@ pub fn import_progress() -> Option<strato_io::ProgressHook> {
 /// Steps of a long computation (`analysing 3/7: kernels`), on stderr when it is a terminal.
 #[derive(Debug)]
 pub struct Steps {
+    label: &'static str,
     total: usize,
     done: usize,
     on: bool,
@@ -251,7 +252,13 @@ pub struct Steps {
 
 impl Steps {
     pub fn new(total: usize) -> Steps {
+        Steps::labelled("analysing", total)
+    }
+
+    /// Steps shown as `label [###---] done/total what` (stderr, only on a TTY).
+    pub fn labelled(label: &'static str, total: usize) -> Steps {
         Steps {
+            label,
             total,
             done: 0,
             on: progress_enabled(),
@@ -268,7 +275,8 @@ impl Steps {
             let fill = ((bar_w as f64) * frac).round() as usize;
             draw(&crate::cmd_diff::fit(
                 &format!(
-                    "analysing [{}{}] {}/{} {what}",
+                    "{} [{}{}] {}/{} {what}",
+                    self.label,
                     "#".repeat(fill.min(bar_w)),
                     "-".repeat(bar_w - fill.min(bar_w)),
                     self.done,
