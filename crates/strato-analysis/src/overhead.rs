@@ -615,23 +615,38 @@ pub fn apply_recorded_calibration(trace: Trace) -> Trace {
 
 /// The cost [`correct`] would remove from thread `(pid, tid)` at or before time `t`.
 pub fn removed_before(trace: &Trace, cal: &Calibration, pid: i64, tid: i64, t: Ns) -> Ns {
-    // Used for validation: correct, then read the thread's mapping at `t` through a marker.
-    let mut probe = trace.clone();
-    let track = probe.tracks.iter().position(
+    removed_at(trace, cal, pid, tid, &[t])[0]
+}
+
+/// [`removed_before`] at several times of one thread, from a single correction pass.
+pub fn removed_at(trace: &Trace, cal: &Calibration, pid: i64, tid: i64, times: &[Ns]) -> Vec<Ns> {
+    // Used for validation: correct once, then read the thread's mapping at each time through
+    // marker instants.
+    let track = trace.tracks.iter().position(
         |tr| matches!(tr.kind, TrackKind::Thread { pid: p, tid: x } if p == pid && x == tid),
     );
-    let Some(track) = track else { return 0 };
+    let Some(track) = track else {
+        return vec![0; times.len()];
+    };
+    let mut probe = trace.clone();
     let name = probe.intern("__probe__");
-    probe.instants.push(strato_trace::Instant {
-        track: TrackId(track as u32),
-        ts: t,
-        name,
-        category: name,
-        level: strato_trace::Level::Other,
-        args: None,
-    });
+    let first = probe.instants.len();
+    probe
+        .instants
+        .extend(times.iter().map(|&t| strato_trace::Instant {
+            track: TrackId(track as u32),
+            ts: t,
+            name,
+            category: name,
+            level: strato_trace::Level::Other,
+            args: None,
+        }));
     let (corrected, _) = correct(&probe, cal);
-    corrected.instants.last().map_or(0, |i| t - i.ts)
+    times
+        .iter()
+        .zip(&corrected.instants[first..])
+        .map(|(&t, i)| t - i.ts)
+        .collect()
 }
 
 #[cfg(test)]

@@ -365,17 +365,23 @@ fn robust(runs: &[RunResult], f: impl Fn(&RunResult) -> f64) -> f64 {
     k.iter().map(|&i| f(&runs[i])).sum::<f64>() / k.len().max(1) as f64
 }
 
-/// The recording threads of a trace's processes with their CPU times: `((pid, tid), ns)`;
-/// None when some process has none.
-fn recording_threads_cpu(trace: &Trace) -> Option<Vec<((i64, i64), f64)>> {
+/// The CPU basis of a recording: its processes' recording threads' CPU time summed, and those
+/// threads' book-keeping counts and OpenCL API calls; None when some process has no CPU times.
+fn cpu_basis(trace: &Trace) -> Option<(f64, Counts, BTreeMap<String, CallStats>)> {
     let procs = processes(trace);
     if procs.is_empty() {
         return None;
     }
-    procs
+    let threads: Vec<((i64, i64), f64)> = procs
         .iter()
         .map(|p| Some(((p.pid, p.cpu_tid?), p.thread_cpu_ns? as f64)))
-        .collect()
+        .collect::<Option<_>>()?;
+    let ids: Vec<(i64, i64)> = threads.iter().map(|t| t.0).collect();
+    Some((
+        threads.iter().map(|t| t.1).sum(),
+        overhead::count_threads(trace, &ids),
+        overhead::api_calls(trace, Some(&ids)),
+    ))
 }
 
 fn run_once(
@@ -395,14 +401,7 @@ fn run_once(
     let trace = load_dir(dir)?;
     let (pid, start, end) =
         root_time_ns(&trace).with_context(|| format!("{}: no recorded process", dir.display()))?;
-    let cpu = recording_threads_cpu(&trace).map(|threads| {
-        let ids: Vec<(i64, i64)> = threads.iter().map(|t| t.0).collect();
-        (
-            threads.iter().map(|t| t.1).sum(),
-            overhead::count_threads(&trace, &ids),
-            overhead::api_calls(&trace, Some(&ids)),
-        )
-    });
+    let cpu = cpu_basis(&trace);
     let root_threads: Vec<(i64, i64)> = trace
         .tracks
         .iter()
@@ -425,8 +424,8 @@ fn run_once(
 /// The cost the correction removes from the root process's recorded region, and that region.
 fn removed_in_root(trace: &Trace, cal: &Calibration) -> Option<(i64, f64, f64)> {
     let (pid, start, end) = root_time_ns(trace)?;
-    let removed = overhead::removed_before(trace, cal, pid, pid, end)
-        - overhead::removed_before(trace, cal, pid, pid, start - 1);
+    let at = overhead::removed_at(trace, cal, pid, pid, &[start - 1, end]);
+    let removed = at[1] - at[0];
     Some((pid, (end - start) as f64, removed as f64))
 }
 
@@ -477,16 +476,9 @@ fn validation(
     let (pid, instrumented, removed) = removed_in_root(trace, cal)?;
     let wall = validation_json(uninstrumented_ns, instrumented, removed, pid);
     let cpu = uninstrumented_cpu_ns
-        .zip(recording_threads_cpu(trace))
-        .map(|(u, threads)| {
-            let ids: Vec<(i64, i64)> = threads.iter().map(|t| t.0).collect();
-            let removed = modelled_cost(
-                cal,
-                &overhead::count_threads(trace, &ids),
-                &overhead::api_calls(trace, Some(&ids)),
-                true,
-            );
-            validation_json(u, threads.iter().map(|t| t.1).sum(), removed, pid)
+        .zip(cpu_basis(trace))
+        .map(|(u, (time, counts, api))| {
+            validation_json(u, time, modelled_cost(cal, &counts, &api, true), pid)
         });
     Some(match cpu {
         Some(mut v) => {
