@@ -136,6 +136,31 @@ fn write_atomically(
     result
 }
 
+/// Prepares `dir` for `strato record`: a directory holding a profile written by `strato import`
+/// would keep showing that profile (a profile is read before recordings), so the profile is
+/// replaced like `strato import` replaces one: its files are removed when the directory holds
+/// nothing else than what stratoscope writes (profile tables, `*.strato`, `calibration.json`,
+/// `.runs/`), and the record is refused otherwise, naming the other files.
+pub(crate) fn prepare_record_dir(dir: &Path) -> Result<()> {
+    if !strato_store::is_profile_dir(dir) {
+        return Ok(());
+    }
+    let foreign: Vec<String> = strato_store::foreign_entries(dir)?
+        .into_iter()
+        .filter(|n| !(n.ends_with(".strato") || n == "calibration.json" || n == ".runs/"))
+        .collect();
+    if !foreign.is_empty() {
+        bail!(
+            "{}: refusing to record into it: it holds a profile written by `strato import` and \
+             files stratoscope did not write ({}); move them out or record elsewhere",
+            dir.display(),
+            foreign.join(", ")
+        );
+    }
+    strato_store::remove_profile_files(dir)?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -116,6 +116,22 @@ pub(crate) fn foreign_entries(dir: &Path) -> Result<Vec<String>> {
     Ok(foreign)
 }
 
+/// See [`crate::remove_profile_files`].
+pub(crate) fn remove_profile_files(dir: &Path) -> Result<()> {
+    for name in
+        std::iter::once(meta::METADATA_FILE.to_owned()).chain(schema::ALL.iter().map(|t| t.file()))
+    {
+        let path = dir.join(name);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(StoreError::new(&path, e))
+            }
+            _ => {}
+        }
+    }
+    sync_dir(dir)
+}
+
 fn is_empty_dir(dir: &Path) -> Result<bool> {
     let mut entries = std::fs::read_dir(dir).map_err(|e| StoreError::new(dir, e))?;
     Ok(entries.next().is_none())
