@@ -5,9 +5,11 @@
 //!
 //! This module owns the rules:
 //! - a value is secret when its key (a JSON object key, or `NAME` in a `NAME=value` string)
-//!   has a word ([`SECRET_WORDS`]: TOKEN, KEY, SECRET, PASSWORD, PASSWD, CREDENTIAL(S), AUTH,
-//!   ...) — words, so `TOKENIZERS_PARALLELISM` and `num_tokens` are not secrets. Only text
-//!   values are redacted (numbers and flags are configuration, not credentials);
+//!   ends in a secret word ([`SECRET_WORDS`]: TOKEN, KEY, SECRET, PASSWORD, PASSWD,
+//!   CREDENTIAL(S), AUTH, ...) — whole words, so `TOKENIZERS_PARALLELISM`, `num_tokens`,
+//!   `SSH_AUTH_SOCK` and `SecretStorage` are not secrets. Only text values are redacted
+//!   (numbers and flags are configuration, not credentials), and not version numbers
+//!   (`google-auth==2.40.3` in a package list is a pin, not a credential);
 //! - a password in a URL (`scheme://user:PASSWORD@host`) is secret wherever it appears;
 //! - a redacted value becomes [`MARKER`]; values already redacted by the source (`REDACTED`,
 //!   `***`) are left as they are.
@@ -44,7 +46,7 @@ pub const SECRET_WORDS: &[&str] = &[
     "PRIVATE",
 ];
 
-/// True when `name` holds a secret word: split at non-alphanumerics and at lower-to-upper
+/// True when `name` ends in a secret word: split at non-alphanumerics and at lower-to-upper
 /// case changes (`hfToken`, `HF_TOKEN`, `api-key`).
 pub fn is_secret_name(name: &str) -> bool {
     let mut words: Vec<String> = Vec::new();
@@ -67,7 +69,9 @@ pub fn is_secret_name(name: &str) -> bool {
     if !current.is_empty() {
         words.push(current);
     }
-    words.iter().any(|w| SECRET_WORDS.contains(&w.as_str()))
+    words
+        .last()
+        .is_some_and(|w| SECRET_WORDS.contains(&w.as_str()))
 }
 
 /// Redacts the secrets in every source's metadata and device's properties of `trace` (see the
@@ -130,9 +134,14 @@ fn redact_json_text(text: &mut Option<String>, names: &mut BTreeSet<String>) {
     }
 }
 
-/// A value the source already blanked out.
+/// A value the source already blanked out, or one that cannot be a credential (a version).
 fn already_redacted(s: &str) -> bool {
-    s.is_empty()
+    let version = s.starts_with(|c: char| c.is_ascii_digit())
+        && s.contains('.')
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || ".+-".contains(c));
+    version
+        || s.is_empty()
         || s == MARKER
         || s.eq_ignore_ascii_case("redacted")
         || s.eq_ignore_ascii_case("<redacted>")
@@ -160,7 +169,10 @@ fn redact_value(value: &mut Value, key: &str, names: &mut BTreeSet<String>, chan
             }
             if let Some((name, v)) = s.split_once('=') {
                 if !name.is_empty()
-                    && !name.contains(char::is_whitespace)
+                    && !v.starts_with('=')
+                    && name
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
                     && is_secret_name(name)
                     && !already_redacted(v)
                 {
@@ -242,6 +254,8 @@ mod tests {
             "PWD",
             "AUTHOR",
             "CUDA_VERSION",
+            "SecretStorage",
+            "SSH_AUTH_SOCK",
             "monkey",
         ] {
             assert!(!is_secret_name(name), "{name}");
@@ -274,6 +288,7 @@ mod tests {
                             "WANDB_API_KEY": "REDACTED", "MAX_TOKEN": 5,
                             "DB": "postgres://u:pw@db:5432/x"},
                     "argv": ["python", "GH_TOKEN=ghp_123", "--lr=1"],
+                    "pip_packages": ["google-auth==2.40.3", "SecretStorage==3.3.1"],
                 })
                 .to_string(),
             ),
@@ -284,7 +299,13 @@ mod tests {
         for secret in ["hf_abc", "ghp_123", ":pw@"] {
             assert!(!text.contains(secret), "{secret} in {text}");
         }
-        for kept in ["\"false\"", "REDACTED", "\"MAX_TOKEN\":5", "--lr=1"] {
+        for kept in [
+            "\"false\"",
+            "REDACTED",
+            "\"MAX_TOKEN\":5",
+            "--lr=1",
+            "google-auth==2.40.3",
+        ] {
             assert!(text.contains(kept), "{kept} not in {text}");
         }
         assert_eq!(redacted_names(&trace), names);

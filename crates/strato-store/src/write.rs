@@ -232,14 +232,17 @@ fn install(tmp: &Path, dir: &Path) -> Result<()> {
         std::fs::rename(tmp, dir).map_err(err(dir))?;
         return sync_parent(dir);
     };
-    std::fs::set_permissions(
-        tmp,
-        std::fs::Permissions::from_mode(old_info.permissions().mode() & 0o7777),
-    )
-    .map_err(err(tmp))?;
+    let keep_mode = || {
+        std::fs::set_permissions(
+            dir,
+            std::fs::Permissions::from_mode(old_info.permissions().mode() & 0o7777),
+        )
+        .map_err(err(dir))
+    };
     if is_empty_dir(dir)? {
         // rename(2) replaces an empty directory.
         std::fs::rename(tmp, dir).map_err(err(dir))?;
+        keep_mode()?;
         return sync_parent(dir);
     }
     // Re-check just before moving anything: never move away what is not a profile.
@@ -270,7 +273,7 @@ fn install(tmp: &Path, dir: &Path) -> Result<()> {
                 }
                 return Err(StoreError::new(dir, e));
             }
-            Ok(())
+            keep_mode()
         }
         Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => {
             // The file system cannot exchange: move the old one aside, then the new in.
@@ -284,7 +287,8 @@ fn install(tmp: &Path, dir: &Path) -> Result<()> {
                 return Err(StoreError::new(dir, e));
             }
             sync_parent(dir)?;
-            std::fs::remove_dir_all(&old).map_err(err(&old))
+            std::fs::remove_dir_all(&old).map_err(err(&old))?;
+            keep_mode()
         }
         Err(e) => Err(StoreError::new(dir, std::io::Error::from(e))),
     }
