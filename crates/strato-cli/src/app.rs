@@ -32,6 +32,15 @@ struct Cli {
     /// applied over the default category -> level mapping (see docs/levels.md).
     #[arg(long, global = true, value_name = "FILE")]
     level_map: Option<PathBuf>,
+    /// CSV outputs: write cells as they are. By default a text cell starting with =, +, -, @,
+    /// tab or CR is written as '<cell> so spreadsheets do not run it as a formula.
+    #[arg(long, global = true)]
+    csv_raw: bool,
+    /// Keep the values of secret-looking variables (TOKEN, KEY, SECRET, PASSWORD, ... and
+    /// passwords in URLs) found in a trace's metadata; by default they are redacted in
+    /// everything strato writes (see docs/profile-format.md).
+    #[arg(long, global = true)]
+    keep_secrets: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -243,8 +252,32 @@ pub(crate) fn import_options(
     })
 }
 
-/// Loads inputs: one profile directory, or trace files / directories of ranks.
+/// Set once from the command line (`--keep-secrets`): [`load`] leaves secrets in metadata.
+static KEEP_SECRETS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Loads inputs: one profile directory, or trace files / directories of ranks. Secrets in the
+/// sources' metadata are redacted unless `--keep-secrets` ([`strato_io::redact`]); sources
+/// of one import that claim the same rank are noted once on stderr.
 pub(crate) fn load(inputs: &[PathBuf], options: &ImportOptions) -> Result<Trace> {
+    let mut trace = load_unredacted(inputs, options)?;
+    if !KEEP_SECRETS.load(std::sync::atomic::Ordering::Relaxed) {
+        strato_io::redact::redact_trace(&mut trace);
+    }
+    Ok(trace)
+}
+
+/// Sources that claim the same rank number, as `(rank, [sources])`, for every shared number.
+pub(crate) fn shared_rank_claims(trace: &Trace) -> Vec<(i64, Vec<String>)> {
+    let mut by_rank: std::collections::BTreeMap<i64, Vec<String>> = Default::default();
+    for r in trace.ranks.iter().filter(|r| r.format != "ncu") {
+        if let Some(n) = r.rank {
+            by_rank.entry(n).or_default().push(r.source.clone());
+        }
+    }
+    by_rank.into_iter().filter(|(_, s)| s.len() > 1).collect()
+}
+
+fn load_unredacted(inputs: &[PathBuf], options: &ImportOptions) -> Result<Trace> {
     for input in inputs {
         if !input.exists() {
             bail!("{}: no such file or directory", input.display());
@@ -259,44 +292,35 @@ pub(crate) fn load(inputs: &[PathBuf], options: &ImportOptions) -> Result<Trace>
     let trace = strato_io::import_paths(inputs, options);
     crate::term::finish_progress();
     let trace = trace?;
+    for (rank, sources) in shared_rank_claims(&trace) {
+        eprintln!(
+            "strato: note: {} sources all claim rank {rank} ({}): kept apart as separate sources",
+            sources.len(),
+            sources.join(", ")
+        );
+    }
     // Recordings calibrated by `strato record --calibrate` are overhead-corrected first.
     Ok(strato_analysis::overhead::apply_recorded_calibration(trace))
 }
 
-/// Writes `out` through a temporary sibling renamed into place only on success, so a failed
-/// run never leaves a partial file that looks complete.
-pub(crate) fn write_atomically(
-    out: &Path,
-    write: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
-) -> Result<()> {
-    let file_name = out
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = out.with_file_name(format!(".{file_name}.tmp-{}", std::process::id()));
-    let result = (|| -> std::io::Result<()> {
-        let file = std::fs::File::create(&tmp)?;
-        let mut writer = std::io::BufWriter::with_capacity(1 << 20, file);
-        write(&mut writer)?;
-        let file = writer.into_inner().map_err(|e| e.into_error())?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, out)
-    })();
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e).with_context(|| format!("{}: cannot write", out.display()));
-    }
-    Ok(())
-}
-
 fn run(cli: Cli) -> Result<()> {
     let level_map = cli.level_map.as_deref();
+    crate::table::set_csv_raw(cli.csv_raw);
+    KEEP_SECRETS.store(cli.keep_secrets, std::sync::atomic::Ordering::Relaxed);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     match cli.command {
         Command::CrossStack(command) => crate::cmd_crossstack::run(command, level_map, &mut out)?,
         Command::Import { inputs, output } => {
             let trace = load(&inputs, &import_options(level_map, true)?)?;
+            let redacted = strato_io::redact::redacted_names(&trace);
+            if !redacted.is_empty() {
+                eprintln!(
+                    "strato: note: redacted secret-looking values in the sources' metadata: {} \
+                     (--keep-secrets keeps them)",
+                    redacted.join(", ")
+                );
+            }
             strato_store::write(&trace, &output)?;
             writeln!(
                 out,
@@ -312,11 +336,35 @@ fn run(cli: Cli) -> Result<()> {
         Command::Info { inputs, json } => {
             let trace = load(&inputs, &import_options(level_map, false)?)?;
             let info = strato_analysis::info::info(&trace);
+            let redacted = strato_io::redact::redacted_names(&trace);
+            let shared_ranks = shared_rank_claims(&trace);
             if json {
-                serde_json::to_writer_pretty(&mut out, &info)?;
+                let mut value = serde_json::to_value(&info)?;
+                value["redacted"] = serde_json::json!(redacted);
+                value["shared_rank_claims"] = serde_json::json!(shared_ranks
+                    .iter()
+                    .map(|(rank, sources)| serde_json::json!({"rank": rank, "sources": sources}))
+                    .collect::<Vec<_>>());
+                serde_json::to_writer_pretty(&mut out, &value)?;
                 writeln!(out)?;
             } else {
                 present::info(&mut out, &info)?;
+                for (rank, sources) in &shared_ranks {
+                    writeln!(
+                        out,
+                        "note     {} sources claim rank {rank} ({}): kept apart as separate sources",
+                        sources.len(),
+                        sources.join(", ")
+                    )?;
+                }
+                if !redacted.is_empty() {
+                    writeln!(
+                        out,
+                        "redacted {} (secret-looking values in the sources' metadata; \
+                         --keep-secrets keeps them)",
+                        redacted.join(", ")
+                    )?;
+                }
             }
         }
         Command::GpuTime {
@@ -372,13 +420,15 @@ fn run(cli: Cli) -> Result<()> {
                 } else {
                     crate::cmd_report::perfetto_extras(&trace, iterations)
                 };
-                write_atomically(&path, |w| {
+                crate::output::write_output(&path, |w| {
                     strato_io::export::perfetto::write_with(&trace, &extras, w)
                 })?;
                 writeln!(out, "wrote {}", path.display())?;
             }
             if let Some(path) = chrome {
-                write_atomically(&path, |w| strato_io::export::chrome::write(&trace, w))?;
+                crate::output::write_output(&path, |w| {
+                    strato_io::export::chrome::write(&trace, w)
+                })?;
                 writeln!(out, "wrote {}", path.display())?;
             }
         }

@@ -220,7 +220,7 @@ pub(crate) fn run(args: MeasureArgs, out: &mut dyn Write) -> Result<()> {
     let candidates = load_candidates(&args)?;
     if let Some(path) = &args.write_candidates {
         let text = serde_json::to_string_pretty(&candidate::to_list_json(&candidates))?;
-        std::fs::write(path, text).with_context(|| format!("{}: cannot write", path.display()))?;
+        crate::output::write_output(path, |w| w.write_all(text.as_bytes()))?;
         writeln!(
             out,
             "wrote {} candidates to {}",

@@ -29,7 +29,8 @@ use crate::app::import_options;
 /// `strato record`.
 #[derive(clap::Args, Debug)]
 pub struct RecordArgs {
-    /// The profile directory to write (its *.strato files are replaced).
+    /// The profile directory to write (its *.strato files are replaced; a profile imported
+    /// there is replaced too, unless the directory holds other files: then refused).
     #[arg(short, long, default_value = "strato-profile")]
     pub output: PathBuf,
     /// Collection level of the recorded run: 0 timing only, 1 annotations, 3 + interception
@@ -651,6 +652,7 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<()> {
         args: &args,
     };
     let dir = args.output.clone();
+    crate::output::prepare_record_dir(&dir)?;
     let work = dir.join(".runs");
     let mut measured: Vec<Measured> = Vec::new();
     let mut wanted: Vec<u64> = Vec::new();

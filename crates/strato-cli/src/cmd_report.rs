@@ -145,7 +145,7 @@ pub fn run(args: ReportArgs, level_map: Option<&Path>, out: &mut dyn Write) -> R
     }
     steps.finish();
     let html = strato_report::render(&input);
-    crate::app::write_atomically(&args.output, |w| w.write_all(html.as_bytes()))?;
+    crate::output::write_output(&args.output, |w| w.write_all(html.as_bytes()))?;
     writeln!(
         out,
         "wrote {} ({:.1} KiB)",

@@ -12,6 +12,7 @@ mod cmd_memory;
 pub mod cmd_overhead;
 pub mod cmd_record;
 mod cmd_report;
+mod output;
 mod present;
 mod table;
 pub mod term;

@@ -1,8 +1,23 @@
 //! Plain text tables and CSV for the analysis commands: one implementation of column
 //! alignment, CSV quoting and name shortening, so every command's tables look and parse alike.
 //! (`cmd_diff` keeps its own table: it shrinks name columns to the terminal and paints rows.)
+//!
+//! CSV is every CSV the command writes, so formula neutralisation lives here: a text cell
+//! starting with `=`, `+`, `-`, `@`, tab or carriage return (OWASP's "CSV injection" list) is
+//! written as `'` + the cell, quoted, so a spreadsheet shows it as text instead of running it
+//! as a formula. Cells that are numbers (`-1.5`, `+3`, `1e-9`) stay as they are. `--csv-raw`
+//! turns this off ([`set_csv_raw`]).
 
 use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Set once from the command line (`--csv-raw`): write CSV cells exactly as they are.
+static CSV_RAW: AtomicBool = AtomicBool::new(false);
+
+/// With `raw`, CSV cells are written as they are, formulas included (see the module docs).
+pub(crate) fn set_csv_raw(raw: bool) {
+    CSV_RAW.store(raw, Ordering::Relaxed);
+}
 
 /// Rows of cells under a header. Columns are right-aligned unless marked left; printed with two
 /// spaces between columns and no trailing spaces, or as CSV.
@@ -76,9 +91,15 @@ impl Table {
     }
 
     /// CSV: a header line, then one line per row; cells with commas, quotes or newlines quoted.
+    /// Text cells that a spreadsheet would run as a formula are neutralised unless
+    /// `--csv-raw` (see the module docs).
     pub(crate) fn csv(&self, out: &mut dyn Write) -> io::Result<()> {
+        let raw = CSV_RAW.load(Ordering::Relaxed);
         let line = |cells: &mut dyn Iterator<Item = &str>| -> String {
-            cells.map(csv_cell).collect::<Vec<_>>().join(",")
+            cells
+                .map(|c| csv_cell(c, raw))
+                .collect::<Vec<_>>()
+                .join(",")
         };
         writeln!(
             out,
@@ -101,12 +122,24 @@ impl Table {
     }
 }
 
-fn csv_cell(c: &str) -> String {
-    if c.contains([',', '"', '\n']) {
+/// One CSV cell: quoted when it holds a comma, quote or line break; a text cell starting with a
+/// formula character gets a leading `'` (and quotes) unless `raw`.
+fn csv_cell(c: &str, raw: bool) -> String {
+    if !raw && is_formula_like(c) {
+        return format!("\"'{}\"", c.replace('"', "\"\""));
+    }
+    if c.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", c.replace('"', "\"\""))
     } else {
         c.to_owned()
     }
+}
+
+/// True for a cell a spreadsheet would evaluate: starts with `=`, `+`, `-`, `@`, tab or CR
+/// and is not a plain number.
+fn is_formula_like(c: &str) -> bool {
+    c.starts_with(['=', '+', '-', '@', '\t', '\r'])
+        && !(c.trim().parse::<f64>().is_ok_and(f64::is_finite) && c.trim() == c)
 }
 
 /// `name` cut to at most `max` characters, ending in `...` when cut.
@@ -140,6 +173,28 @@ mod tests {
             "name,ms\ngemm,1.5\n\"a,\"\"b\"\"\",10.25\n"
         );
         assert_eq!(shorten("abcdefgh", 6), "abc...");
+    }
+
+    #[test]
+    fn neutralises_formulas_but_not_numbers() {
+        for (cell, want) in [
+            ("=HYPERLINK(\"x\")", "\"'=HYPERLINK(\"\"x\"\")\""),
+            ("+cmd", "\"'+cmd\""),
+            ("-2+3", "\"'-2+3\""),
+            ("@SUM(A1)", "\"'@SUM(A1)\""),
+            ("\tx", "\"'\tx\""),
+            ("\rx", "\"'\rx\""),
+            ("-", "\"'-\""),
+            ("-1.5", "-1.5"),
+            ("+3", "+3"),
+            ("-2e-9", "-2e-9"),
+            ("aten::mm", "aten::mm"),
+            ("a=b", "a=b"),
+        ] {
+            assert_eq!(csv_cell(cell, false), want, "{cell:?}");
+        }
+        assert_eq!(csv_cell("=1+2", true), "=1+2");
+        assert_eq!(csv_cell("-inf", false), "\"'-inf\"");
         assert_eq!(shorten("abc", 6), "abc");
     }
 }

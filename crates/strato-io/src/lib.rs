@@ -18,6 +18,7 @@ pub mod json_split;
 pub mod ncu;
 pub mod nsys;
 pub mod recording;
+pub mod redact;
 pub mod tf;
 pub mod xplane;
 

@@ -24,6 +24,28 @@ pub fn esc(text: &str) -> String {
     out
 }
 
+/// Most characters of one piece of trace text (a name, a tooltip, a cell) the report embeds;
+/// longer text is cut and marked with how much was left out ([`capped`]). This keeps the
+/// report's size bound whatever the names are (a 200 kB kernel name included).
+pub const EMBED_CHARS: usize = 1000;
+
+/// `text` cut to [`EMBED_CHARS`] characters, followed by `… [N more characters]` when cut.
+pub fn capped(text: &str) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(EMBED_CHARS) {
+        None => std::borrow::Cow::Borrowed(text),
+        Some((cut, _)) => {
+            let more = text[cut..].chars().count();
+            std::borrow::Cow::Owned(format!("{}… [{more} more characters]", &text[..cut]))
+        }
+    }
+}
+
+/// Escapes `text` cut to [`EMBED_CHARS`] ([`capped`]): how every piece of trace text enters
+/// the report.
+pub fn esc_capped(text: &str) -> String {
+    esc(&capped(text))
+}
+
 /// Shortens `text` to at most `max` characters, ending with `…` when cut.
 pub fn shorten(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
@@ -62,31 +84,40 @@ impl Html {
 
     /// Text from data: escaped.
     pub fn text(&mut self, text: &str) -> &mut Self {
-        self.buf.push_str(&esc(text));
+        self.buf.push_str(&esc_capped(text));
         self
     }
 
     /// `<tag>text</tag>` with `tag` a literal.
     pub fn elem(&mut self, tag: &'static str, text: &str) -> &mut Self {
-        let _ = write!(self.buf, "<{tag}>{}</{tag}>", esc(text));
+        let _ = write!(self.buf, "<{tag}>{}</{tag}>", esc_capped(text));
         self
     }
 
     /// `<tag class="class">text</tag>`.
     pub fn elem_class(&mut self, tag: &'static str, class: &'static str, text: &str) -> &mut Self {
-        let _ = write!(self.buf, "<{tag} class=\"{class}\">{}</{tag}>", esc(text));
+        let _ = write!(
+            self.buf,
+            "<{tag} class=\"{class}\">{}</{tag}>",
+            esc_capped(text)
+        );
         self
     }
 
     /// A section heading with an anchor id (`id` from this crate).
     pub fn heading(&mut self, id: &str, title: &str) -> &mut Self {
-        let _ = write!(self.buf, "<h2 id=\"{}\">{}</h2>", esc(id), esc(title));
+        let _ = write!(
+            self.buf,
+            "<h2 id=\"{}\">{}</h2>",
+            esc_capped(id),
+            esc_capped(title)
+        );
         self
     }
 
     /// A paragraph saying why a section has nothing to show.
     pub fn absent(&mut self, why: &str) -> &mut Self {
-        let _ = write!(self.buf, "<p class=\"absent\">{}</p>", esc(why));
+        let _ = write!(self.buf, "<p class=\"absent\">{}</p>", esc_capped(why));
         self
     }
 
@@ -99,7 +130,7 @@ impl Html {
             } else {
                 ""
             };
-            let _ = write!(self.buf, "<th{class}>{}</th>", esc(h));
+            let _ = write!(self.buf, "<th{class}>{}</th>", esc_capped(h));
         }
         self.buf.push_str("</tr></thead><tbody>");
         for row in rows {
@@ -110,7 +141,7 @@ impl Html {
                 } else {
                     ""
                 };
-                let _ = write!(self.buf, "<td{class}>{}</td>", esc(cell));
+                let _ = write!(self.buf, "<td{class}>{}</td>", esc_capped(cell));
             }
             self.buf.push_str("</tr>");
         }
@@ -126,7 +157,11 @@ impl Html {
         numeric: &[usize],
         rows: &[Vec<String>],
     ) -> &mut Self {
-        let _ = write!(self.buf, "<details><summary>{}</summary>", esc(summary));
+        let _ = write!(
+            self.buf,
+            "<details><summary>{}</summary>",
+            esc_capped(summary)
+        );
         self.table(header, numeric, rows);
         self.buf.push_str("</details>");
         self
@@ -154,6 +189,15 @@ mod tests {
         let s = h.finish();
         assert!(s.contains("&lt;td onload=x&gt;"));
         assert!(!s.contains("<td onload"));
+    }
+
+    #[test]
+    fn long_text_is_capped_and_counted() {
+        let long = "é".repeat(EMBED_CHARS + 5);
+        let cut = capped(&long);
+        assert!(cut.starts_with(&"é".repeat(EMBED_CHARS)));
+        assert!(cut.ends_with("… [5 more characters]"));
+        assert_eq!(capped("short"), "short");
     }
 
     #[test]

@@ -11,7 +11,7 @@ use strato_analysis::diff::{Change, Delta, DiffReport};
 use strato_analysis::layers::Roofline as RooflineFigures;
 use strato_trace::{Level, Ns};
 
-use crate::html::{esc, shorten, Html};
+use crate::html::{esc_capped, shorten, Html};
 use crate::svg::bars::{self, Axis, Bar, Chart, Segment};
 use crate::svg::line::{self, LineChart, Series, YAxis};
 use crate::svg::scatter::{self, Point, Roof};
@@ -277,7 +277,7 @@ pub fn document(input: &ReportInput) -> String {
         page.fragment(&format!(
             "<a href=\"#{id}\"{}>{}</a>",
             if *has { "" } else { " class=\"off\"" },
-            esc(title)
+            esc_capped(title)
         ));
     }
     page.markup("</nav><main>");

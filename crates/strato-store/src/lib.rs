@@ -7,7 +7,11 @@
 //!
 //! - [`write`] builds the directory beside the target (`DIR.tmp-<pid>`), fsyncs every file,
 //!   writes `metadata.json` last, then renames it into place. An existing profile (or an empty
-//!   directory) is replaced; anything else is refused.
+//!   directory) is replaced; anything else is refused, and so is a profile holding files the
+//!   writer did not write (replacing it would delete them). The replace is one
+//!   `renameat2(RENAME_EXCHANGE)`: the directory holds the old or the new profile, complete,
+//!   and nothing is left beside it; `DIR.tmp-PID` siblings of a killed writer are removed by a
+//!   later write once their process is gone and they are older than `STALE_AGE` (1 hour).
 //! - [`read`] checks everything (marker, version, columns, types, nulls, row counts, ids) and
 //!   never panics on a damaged profile: errors name the file and the problem in one line.
 //! - [`is_profile_dir`] tells a profile from anything else.
@@ -46,6 +50,18 @@ pub fn read_metadata(dir: &Path) -> Result<Metadata, StoreError> {
 /// True when `path` is a directory with a `metadata.json` carrying the profile marker.
 pub fn is_profile_dir(path: &Path) -> bool {
     path.is_dir() && meta::has_marker(path)
+}
+
+/// Entries of the profile directory `dir` that `strato import` did not write (sorted;
+/// directories end in `/`): what replacing the profile would delete, so [`write`] refuses.
+pub fn foreign_entries(dir: &Path) -> Result<Vec<String>, StoreError> {
+    write::foreign_entries(dir)
+}
+
+/// Turns the profile at `dir` back into a plain directory: removes `metadata.json` first (so
+/// it stops being a profile at once), then the table files; anything else is left.
+pub fn remove_profile_files(dir: &Path) -> Result<(), StoreError> {
+    write::remove_profile_files(dir)
 }
 
 /// The names of the tables of a profile, in the order they are written (each is

@@ -44,11 +44,30 @@ fn replaces_an_existing_profile() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("p");
     strato_store::write(&common::big_trace(1000), &dir).unwrap();
-    // A stray file of the old profile must not survive the replacement.
-    std::fs::write(dir.join("stray.txt"), "old").unwrap();
     strato_store::write(&common::full_trace(), &dir).unwrap();
     assert_eq!(strato_store::read(&dir).unwrap(), common::full_trace());
-    assert!(!dir.join("stray.txt").exists());
+    assert!(leftovers(&dir).is_empty(), "{:?}", leftovers(&dir));
+}
+
+#[test]
+fn refuses_a_profile_holding_files_it_did_not_write_and_names_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    strato_store::write(&common::full_trace(), &dir).unwrap();
+    std::fs::write(dir.join("stray.txt"), "mine").unwrap();
+    std::fs::create_dir(dir.join("notes")).unwrap();
+    assert_eq!(
+        strato_store::foreign_entries(&dir).unwrap(),
+        ["notes/", "stray.txt"]
+    );
+    let err = strato_store::write(&common::big_trace(10), &dir).unwrap_err();
+    assert!(matches!(err.kind, StoreErrorKind::Refused(_)), "{err}");
+    assert!(err.to_string().contains("notes/, stray.txt"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("stray.txt")).unwrap(),
+        "mine"
+    );
+    assert_eq!(strato_store::read(&dir).unwrap(), common::full_trace());
     assert!(leftovers(&dir).is_empty(), "{:?}", leftovers(&dir));
 }
 

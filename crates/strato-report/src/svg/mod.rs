@@ -9,7 +9,7 @@ pub mod timeline;
 
 use std::fmt::Write as _;
 
-use crate::html::esc;
+use crate::html::{esc, esc_capped};
 
 /// Width of every plot's viewBox.
 pub const WIDTH: f64 = 1000.0;
@@ -46,7 +46,7 @@ impl Svg {
              role=\"img\" aria-label=\"{}\">",
             WIDTH,
             r(height),
-            esc(label)
+            esc_capped(label)
         );
         Svg { buf }
     }
@@ -69,7 +69,7 @@ impl Svg {
         );
         match tip {
             Some(t) => {
-                let _ = write!(self.buf, "><title>{}</title></rect>", esc(t));
+                let _ = write!(self.buf, "><title>{}</title></rect>", esc_capped(t));
             }
             None => self.buf.push_str("/>"),
         }
@@ -107,9 +107,9 @@ impl Svg {
             esc(class)
         );
         if let Some(t) = tip {
-            let _ = write!(self.buf, "<title>{}</title>", esc(t));
+            let _ = write!(self.buf, "<title>{}</title>", esc_capped(t));
         }
-        let _ = write!(self.buf, "{}</text>", esc(text));
+        let _ = write!(self.buf, "{}</text>", esc_capped(text));
     }
 
     /// A vertical text (y-axis title).
@@ -119,7 +119,7 @@ impl Svg {
             "<text class=\"axt\" text-anchor=\"middle\" transform=\"translate({},{}) rotate(-90)\">{}</text>",
             r(x),
             r(y),
-            esc(text)
+            esc_capped(text)
         );
     }
 
@@ -137,7 +137,7 @@ impl Svg {
         );
         match tip {
             Some(t) => {
-                let _ = write!(self.buf, "><title>{}</title></path>", esc(t));
+                let _ = write!(self.buf, "><title>{}</title></path>", esc_capped(t));
             }
             None => self.buf.push_str("/>"),
         }
@@ -171,7 +171,7 @@ impl Svg {
             r(y),
             r(radius),
             esc(fill),
-            esc(tip)
+            esc_capped(tip)
         );
     }
 
