@@ -134,14 +134,7 @@ pub fn run(target: Target, data: &[u8]) -> Outcome {
     let dir = tempfile::tempdir().expect("temporary directory for the fuzz input");
     let path = dir.path().join(target.file_name());
     match target {
-        Target::Store => {
-            unpack_store(data, &path).expect("writing the profile directory");
-            let result = strato_store::read(&path);
-            match result {
-                Ok(trace) => imported(&trace),
-                Err(e) => refused(&path, &e.to_string()),
-            }
-        }
+        Target::Store => run_store(data, &path),
         _ => {
             std::fs::write(&path, data).expect("writing the fuzz input");
             let outcome = check_import(&path, strato_io::import_file(&path, &options()));
@@ -152,6 +145,23 @@ pub fn run(target: Target, data: &[u8]) -> Outcome {
         }
     }
 }
+
+#[cfg(feature = "store")]
+fn run_store(data: &[u8], path: &Path) -> Outcome {
+    unpack_store(data, path).expect("writing the profile directory");
+    match strato_store::read(path) {
+        Ok(trace) => imported(&trace),
+        Err(e) => refused(path, &e.to_string()),
+    }
+}
+
+#[cfg(not(feature = "store"))]
+fn run_store(_: &[u8], _: &Path) -> Outcome {
+    panic!("strato-fuzz was built without the `store` feature");
+}
+
+/// True when the `store` target is built in.
+pub const HAS_STORE: bool = cfg!(feature = "store");
 
 fn check_import(path: &Path, result: IoResult<Trace>) -> Outcome {
     match result {
@@ -279,6 +289,7 @@ pub fn run_bounded(target: Target, data: &[u8], limit: Duration) -> Result<Outco
 }
 
 /// The files of a profile directory, by the index the store container uses.
+#[cfg(feature = "store")]
 pub fn store_files() -> Vec<String> {
     let mut names = vec![strato_store::METADATA_FILE.to_owned()];
     names.extend(strato_store::table_names().map(|t| format!("{t}.parquet")));
@@ -287,6 +298,7 @@ pub fn store_files() -> Vec<String> {
 
 /// Packs the profile directory `dir` into the store target's input: for each file, one byte
 /// (its index in [`store_files`]), its length (u32, little-endian) and its bytes.
+#[cfg(feature = "store")]
 pub fn pack_store(dir: &Path) -> std::io::Result<Vec<u8>> {
     let mut out = Vec::new();
     for (index, name) in store_files().iter().enumerate() {
@@ -306,6 +318,7 @@ pub fn pack_store(dir: &Path) -> std::io::Result<Vec<u8>> {
 /// Writes the profile directory a store input describes (see [`pack_store`]). Any bytes make a
 /// directory: the index is taken modulo the number of files, a length past the end takes what
 /// is left, a later entry for the same file replaces it.
+#[cfg(feature = "store")]
 pub fn unpack_store(data: &[u8], dir: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let names = store_files();

@@ -1,3 +1,4 @@
+#![cfg(feature = "store")]
 //! CI's part of fuzzing, deterministic so a new random find never turns CI red: per target,
 //! every file of `fuzz/corpus/<corpus>/` and `fuzz/regressions/<target>/` is run through the
 //! target (the rules of `strato_fuzz::run`, bounded in time), then a fixed-seed batch of

@@ -15,6 +15,10 @@ fn main() {
         );
         std::process::exit(2);
     };
+    if target == Target::Store && !strato_fuzz::HAS_STORE {
+        eprintln!("strato-fuzz-afl: built without the `store` feature");
+        std::process::exit(2);
+    }
     afl::fuzz!(|data: &[u8]| {
         strato_fuzz::run(target, data);
     });

@@ -9,7 +9,7 @@
 //! - `strato-fuzz seed-store TRACE OUT`: imports TRACE, writes it as a profile and packs the
 //!   directory into OUT (a seed for `store`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -28,6 +28,7 @@ fn main() -> ExitCode {
             args[3].parse().expect("SEED is a number"),
         ),
         Some("seed-recording") if args.len() == 2 => seed_recording(Path::new(&args[1])),
+        #[cfg(feature = "store")]
         Some("seed-store") if args.len() == 3 => {
             seed_store(Path::new(&args[1]), Path::new(&args[2]))
         }
@@ -177,11 +178,12 @@ fn seed_recording(out: &Path) -> std::io::Result<bool> {
     Ok(true)
 }
 
+#[cfg(feature = "store")]
 fn seed_store(trace: &Path, out: &Path) -> std::io::Result<bool> {
     let trace = strato_io::import_file(trace, &strato_io::ImportOptions::default())
         .map_err(std::io::Error::other)?;
     let dir = tempfile::tempdir()?;
-    let profile: PathBuf = dir.path().join("profile");
+    let profile = dir.path().join("profile");
     strato_store::write(&trace, &profile).map_err(std::io::Error::other)?;
     std::fs::write(out, strato_fuzz::pack_store(&profile)?)?;
     Ok(true)
