@@ -16,17 +16,19 @@
 #
 # Environment: FUZZ_TIMEOUT_MS (per run, default 5000), FUZZ_MEMORY_MB (default 4096),
 # FUZZ_JOBS (cargo build jobs, default 1), AFL_OPT_LEVEL (optimisation of the instrumented
-# build, default 3; 1 builds several times faster on a busy machine and runs a little slower).
+# build, default 3; 1 builds several times faster on a busy machine and runs a little slower),
+# FUZZ_NO_BUILD=1 (use the drivers already built).
 #
-# Two drivers are built: target/afl/release/strato-fuzz-afl (every target but store: no parquet
-# or arrow to instrument) and target/afl-store/release/strato-fuzz-afl (store).
+# Two drivers are built (in target/afl/, sharing their dependencies): strato-fuzz-afl-core
+# (every target but store: no parquet or arrow to instrument) and strato-fuzz-afl-store.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 AFL_VERSION=0.18.2
 TARGETS=(chrome chrome_chunked tf xplane nsys ncu recording store)
-target_dir_of() {
-  if [[ $1 == store ]]; then echo "$PWD/target/afl-store"; else echo "$PWD/target/afl"; fi
+AFL_TARGET_DIR="$PWD/target/afl"
+driver_of() {
+  if [[ $1 == store ]]; then echo "$AFL_TARGET_DIR/strato-fuzz-afl-store"; else echo "$AFL_TARGET_DIR/strato-fuzz-afl-core"; fi
 }
 
 install() {
@@ -46,11 +48,13 @@ install() {
 }
 
 build() {
+  if [[ -n ${FUZZ_NO_BUILD:-} && -x $(driver_of "$1") ]]; then return; fi
   install
   local features=(--no-default-features --features afl)
   [[ $1 == store ]] && features=(--features afl,store)
-  CARGO_TARGET_DIR=$(target_dir_of "$1") cargo afl build --release --locked \
-    -j "${FUZZ_JOBS:-1}" -p strato-fuzz "${features[@]}" --bin strato-fuzz-afl
+  CARGO_TARGET_DIR=$AFL_TARGET_DIR cargo afl build --release --locked -j "${FUZZ_JOBS:-1}" -p strato-fuzz "${features[@]}" \
+    --bin strato-fuzz-afl
+  cp "$AFL_TARGET_DIR/release/strato-fuzz-afl" "$(driver_of "$1")"
 }
 
 seeds() {
@@ -97,7 +101,7 @@ campaign() {
   fi
   local dict bin
   dict=$(dictionary_of "$target")
-  bin="$(target_dir_of "$target")/release/strato-fuzz-afl"
+  bin=$(driver_of "$target")
   [[ -n $dict ]] && args+=(-x "$dict")
   echo "== fuzz $target for ${seconds}s (corpus $input${dict:+, dictionary $dict})"
   AFL_NO_UI=1 AFL_NO_AFFINITY=1 AFL_SKIP_CPUFREQ=1 AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 \
