@@ -102,7 +102,7 @@ const MEMORY_COUNTER: &str = "memory allocated";
 
 /// Imports an `nsys export --type sqlite` database.
 pub fn import(path: &Path, options: &ImportOptions) -> Result<Trace> {
-    let sql = |e: rusqlite::Error| Error::new(path, ErrorKind::Sqlite(e.to_string()));
+    let sql = |e: rusqlite::Error| Error::new(path, ErrorKind::Sqlite(one_line(&e.to_string())));
     let conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -121,6 +121,25 @@ pub fn import(path: &Path, options: &ImportOptions) -> Result<Trace> {
     let mut importer = Importer::new(path, &conn, schema, options).map_err(sql)?;
     importer.run().map_err(sql)?;
     Ok(importer.trace)
+}
+
+/// SQLite's message on one line: a damaged schema makes SQLite quote the `CREATE TABLE` text,
+/// comments and newlines included. Whitespace runs become one space; past 300 characters the
+/// text is cut (with `...`).
+fn one_line(message: &str) -> String {
+    const MAX_CHARS: usize = 300;
+    let mut out = String::with_capacity(message.len().min(MAX_CHARS + 3));
+    for (i, word) in message.split_whitespace().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    if let Some((cut, _)) = out.char_indices().nth(MAX_CHARS) {
+        out.truncate(cut);
+        out.push_str("...");
+    }
+    out
 }
 
 /// The tables that exist and the columns of those this importer reads.

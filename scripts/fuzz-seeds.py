@@ -1,0 +1,331 @@
+#!/usr/bin/env python3
+"""Regenerates the fuzz corpus (fuzz/corpus/<target>/) from the real traces in ../shared/data.
+
+Seeds are small slices of real files, so the fuzzer spends its time on structure rather than on
+bulk (and the committed corpus stays a few hundred KB):
+
+- chrome: small Kineto files whole (one kept gzip-compressed), bigger ones cut to a window of
+  events around the middle of their time span (CPU ops, runtime calls, kernels and their flows
+  overlap there) plus all metadata events, at most --max-bytes each;
+- tf: windows of the TensorFlow trace viewer JSON;
+- xplane: XSpace protobufs with each line cut to its first events (wire-format rewrite: keeps
+  planes, metadata maps and stats);
+- nsys: the Nsight Systems export with each event table cut to its first rows (kernels keep
+  their runtime calls), unreferenced strings dropped, 512-byte pages;
+- ncu: the Nsight Compute CSV whole and cut to its first rows.
+
+`recording` and `store` seeds are written by `strato-fuzz seed-recording` / `seed-store` (a real
+recorder run; a real import written as a profile): scripts/fuzz.sh seeds runs all of it.
+
+Usage: python3 scripts/fuzz-seeds.py [--data ../shared/data] [--out fuzz/corpus] [--max-bytes N]
+Larger --max-bytes gives bigger seeds for a long campaign (do not commit those).
+"""
+
+import argparse
+import gzip
+import json
+import shutil
+import sqlite3
+import tempfile
+from pathlib import Path
+
+KINETO_WHOLE = [
+    "kineto/hta_trace_compare/base.json.gz",
+    "kineto/hta_trace_compare/test.json.gz",
+    "kineto/hta_triton_example.json.gz",
+    "kineto/hta_cpu_only_rank-34.pt.trace.json.gz",
+    "kineto/hta_cuda_event_sync_trace.json.gz",
+    "kineto/hta_critical_path/cuda_event_sync_multi_stream.json.gz",
+    "kineto/tracelens/torch_compile_triton.json.gz",
+]
+KINETO_SLICED = [
+    "kineto/hta_alexnet_trace.json.gz",
+    "kineto/hta_critical_path/simple_add_input.json.gz",
+    "kineto/tracelens/vllm_decode_full_graph_execution.json.gz",
+    "kineto/tracelens/sglang_Qwen3-8B_decode.json.gz",
+    "kineto/param_dlrm8/worker0_step_12.1694128201545.pt.trace.json.gz",
+    "kineto/tracelens/h100_Falconsai_nsfw_image_detection.json.gz",
+    "kineto/tracelens/mi300_Falconsai_nsfw_image_detection.json.gz",
+    "kineto/hta_nccl_data.json.gz",
+    "kineto/hta_ns_resolution_rank-0.pt.trace.json.gz",
+    "kineto/kineto2021_resnet50_worker0.pt.trace.json.gz",
+]
+GZIP_KEPT = "kineto/hta_trace_compare/base.json.gz"
+
+
+def stem(rel):
+    name = Path(rel).name
+    for suffix in (".gz", ".json", ".pt.trace", ".sqlite", ".pb", ".xplane", ".csv"):
+        name = name.removesuffix(suffix)
+    return name
+
+
+def json_window(doc, max_bytes, position=0.5):
+    """The document with traceEvents cut to metadata events plus a window of timed events
+    starting at `position` of the time-sorted list, within max_bytes."""
+    events = doc["traceEvents"]
+    meta = [e for e in events if e.get("ph") == "M"][:64]
+    timed = sorted(
+        (e for e in events if e.get("ph") != "M"),
+        key=lambda e: e.get("ts") if isinstance(e.get("ts"), (int, float)) else 0,
+    )
+    start = int(len(timed) * position)
+    out = dict(doc)
+    kept = list(meta)
+    # The budget is for events: a big header (device properties) is kept whole.
+    size = len(json.dumps(kept))
+    for e in timed[start:]:
+        text = json.dumps(e)
+        if size + len(text) + 2 > max_bytes:
+            break
+        kept.append(e)
+        size += len(text) + 2
+    out["traceEvents"] = kept
+    return out
+
+
+def write_json(doc, path):
+    # One event per line, Kineto's own layout.
+    head = {k: v for k, v in doc.items() if k != "traceEvents"}
+    lines = [json.dumps(e) for e in doc["traceEvents"]]
+    text = json.dumps(head)[:-1]
+    text += (", " if head else "") + '"traceEvents": [\n' + ",\n".join(lines) + "\n]}\n"
+    path.write_text(text)
+
+
+def chrome_seeds(data, out, max_bytes):
+    out.mkdir(parents=True, exist_ok=True)
+    for rel in KINETO_WHOLE:
+        src = data / rel
+        if rel == GZIP_KEPT:
+            shutil.copyfile(src, out / (stem(rel) + ".json.gz"))
+        raw = gzip.decompress(src.read_bytes())
+        if len(raw) <= max_bytes:
+            (out / (stem(rel) + ".json")).write_bytes(raw)
+        else:
+            write_json(json_window(json.loads(raw), max_bytes), out / (stem(rel) + ".json"))
+    for rel in KINETO_SLICED:
+        doc = json.loads(gzip.decompress((data / rel).read_bytes()))
+        write_json(json_window(doc, max_bytes), out / (stem(rel) + ".json"))
+
+
+def tf_seeds(data, out, max_bytes):
+    out.mkdir(parents=True, exist_ok=True)
+    doc = json.loads(gzip.decompress((data / "tf/GPU-multi-worker.trace_viewer.json.gz").read_bytes()))
+    for position in (0.0, 0.5, 0.9):
+        write_json(
+            json_window(doc, max_bytes, position),
+            out / f"GPU-multi-worker-{int(position * 100):02d}.json",
+        )
+
+
+# --- protobuf wire format (for XPlane slicing without a protobuf library) ---
+
+
+def varint(buf, pos):
+    value, shift = 0, 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            return value, pos
+
+
+def put_varint(value):
+    out = bytearray()
+    while True:
+        b = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def fields(buf):
+    """(field number, wire type, raw bytes of the whole field, payload for length-delimited)."""
+    pos = 0
+    while pos < len(buf):
+        start = pos
+        key, pos = varint(buf, pos)
+        number, wire = key >> 3, key & 7
+        payload = None
+        if wire == 0:
+            _, pos = varint(buf, pos)
+        elif wire == 1:
+            pos += 8
+        elif wire == 5:
+            pos += 4
+        elif wire == 2:
+            length, pos = varint(buf, pos)
+            payload = buf[pos : pos + length]
+            pos += length
+        else:
+            raise ValueError(f"wire type {wire}")
+        yield number, wire, buf[start:pos], payload
+
+
+def rewrite(buf, keep):
+    """Re-encodes a message; keep(number, payload, count) returns new payload bytes, or None to
+    drop the field (count = how many of this field number were kept so far)."""
+    out = bytearray()
+    counts = {}
+    for number, wire, raw, payload in fields(buf):
+        if wire != 2:
+            out += raw
+            continue
+        new = keep(number, payload, counts.get(number, 0))
+        if new is None:
+            continue
+        counts[number] = counts.get(number, 0) + 1
+        out += put_varint(number << 3 | 2) + put_varint(len(new)) + new
+    return bytes(out)
+
+
+def varint_fields(buf, number):
+    for n, wire, raw, _ in fields(buf):
+        if n == number and wire == 0:
+            yield varint(raw, len(put_varint(n << 3)))[0]
+
+
+def slice_xspace(buf, events_per_line, lines_per_plane):
+    # XSpace.planes = 1; XPlane.lines = 3, event_metadata = 4, stat_metadata = 5, stats = 6;
+    # XLine.events = 4; XEvent.metadata_id = 1, stats = 4; XStat.metadata_id = 1; a map entry
+    # is {key = 1, value = 2}; XEventMetadata.stats = 5 (crates/strato-io/src/xplane.rs).
+    def line(number, payload, count):
+        if number == 4:
+            return payload if count < events_per_line else None
+        return payload
+
+    def stat_ids(message, stats_field):
+        ids = set()
+        for n, _, _, payload in fields(message):
+            if n == stats_field and payload is not None:
+                ids.update(varint_fields(payload, 1))
+        return ids
+
+    def plane(number, payload, count):
+        if number == 3:
+            return rewrite(payload, line) if count < lines_per_plane else None
+        return payload
+
+    def prune(plane_buf):
+        kept = rewrite(plane_buf, plane)
+        events, stats = set(), stat_ids(kept, 6)
+        for n, _, _, line_buf in fields(kept):
+            if n == 3:
+                for m, _, _, event in fields(line_buf):
+                    if m == 4:
+                        events.update(varint_fields(event, 1))
+                        stats |= stat_ids(event, 4)
+        for n, _, _, entry in fields(kept):
+            if n == 4 and next(varint_fields(entry, 1), None) in events:
+                for m, _, _, value in fields(entry):
+                    if m == 2:
+                        stats |= stat_ids(value, 5)
+
+        def entries(number, payload, count):
+            if number == 4:
+                return payload if next(varint_fields(payload, 1), None) in events else None
+            if number == 5:
+                return payload if next(varint_fields(payload, 1), None) in stats else None
+            return payload
+
+        return rewrite(kept, entries)
+
+    return rewrite(buf, lambda n, p, c: prune(p) if n == 1 else p)
+
+
+def xplane_seeds(data, out, max_bytes):
+    out.mkdir(parents=True, exist_ok=True)
+    for rel in ("xplane_jax/mi300_jax_conv_minimal_08.xplane.pb", "tf/GPU-multi-worker.xplane.pb"):
+        buf = (data / rel).read_bytes()
+        for events in (64, 16, 4, 1):
+            sliced = slice_xspace(buf, events, 8)
+            if len(sliced) <= max_bytes or events == 1:
+                break
+        (out / (stem(rel) + ".xplane.pb")).write_bytes(sliced)
+
+
+def nsys_seeds(data, out, rows):
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp) / "work.sqlite"
+        shutil.copyfile(data / "nsys/pipit_cloverleaf_cuda.sqlite", work)
+        con = sqlite3.connect(work)
+        tables = [n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        kernel, runtime = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME"
+        # Kernels (and copies) from the middle of the run, with their runtime calls.
+        for table in (kernel, "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"):
+            if table in tables:
+                (total,) = con.execute(f"SELECT count(*) FROM {table}").fetchone()
+                con.execute(
+                    f"DELETE FROM {table} WHERE rowid NOT IN "
+                    f"(SELECT rowid FROM {table} ORDER BY start LIMIT {rows} OFFSET {total // 2})"
+                )
+        con.execute(
+            f"DELETE FROM {runtime} WHERE correlationId NOT IN "
+            f"(SELECT correlationId FROM {kernel} UNION SELECT correlationId FROM "
+            f"CUPTI_ACTIVITY_KIND_MEMCPY) AND rowid NOT IN "
+            f"(SELECT rowid FROM {runtime} ORDER BY start LIMIT {rows})"
+        )
+        big = [t for t in tables if t not in (kernel, runtime, "StringIds") and not t.startswith("ENUM_")]
+        for table in big:
+            con.execute(
+                f'DELETE FROM "{table}" WHERE rowid NOT IN (SELECT rowid FROM "{table}" LIMIT {rows})'
+            )
+        # Tables the importer never reads (crates/strato-io/src/nsys.rs names the ones it
+        # does) go: each costs pages and nothing else.
+        importer = (Path(__file__).resolve().parent.parent / "crates/strato-io/src/nsys.rs").read_text()
+        for table in tables:
+            if f'"{table}"' not in importer:
+                con.execute(f'DROP TABLE "{table}"')
+        tables = [t for t in tables if f'"{t}"' in importer]
+        referenced = set()
+        for table in tables:
+            if table == "StringIds":
+                continue
+            for row in con.execute(f'SELECT * FROM "{table}"'):
+                referenced.update(v for v in row if isinstance(v, int))
+        con.execute("CREATE TEMP TABLE keep(id INTEGER PRIMARY KEY)")
+        con.executemany("INSERT OR IGNORE INTO keep VALUES (?)", [(v,) for v in referenced if -(2**63) <= v < 2**63])
+        con.execute("DELETE FROM StringIds WHERE id NOT IN (SELECT id FROM keep)")
+        con.commit()
+        con.execute("PRAGMA page_size = 512")
+        con.execute("VACUUM")
+        con.close()
+        shutil.copyfile(work, out / "pipit_cloverleaf_cuda.sqlite")
+
+
+def ncu_seeds(data, out):
+    out.mkdir(parents=True, exist_ok=True)
+    src = data / "ncu/gemm_tiled.csv"
+    shutil.copyfile(src, out / "gemm_tiled.csv")
+    lines = src.read_bytes().splitlines(keepends=True)
+    header = next(i for i, l in enumerate(lines) if l.startswith(b'"ID"'))
+    (out / "gemm_tiled_head.csv").write_bytes(b"".join(lines[: header + 4]))
+
+
+def main():
+    root = Path(__file__).resolve().parent.parent
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=root.parent / "shared" / "data")
+    ap.add_argument("--out", type=Path, default=root / "fuzz" / "corpus")
+    ap.add_argument("--max-bytes", type=int, default=24_000)
+    ap.add_argument("--nsys-rows", type=int, default=24)
+    args = ap.parse_args()
+    chrome_seeds(args.data, args.out / "chrome", args.max_bytes)
+    tf_seeds(args.data, args.out / "tf", args.max_bytes)
+    xplane_seeds(args.data, args.out / "xplane", args.max_bytes * 2)
+    nsys_seeds(args.data, args.out / "nsys", args.nsys_rows)
+    ncu_seeds(args.data, args.out / "ncu")
+    for d in sorted(args.out.iterdir()):
+        files = list(d.iterdir())
+        print(f"{d.name}: {len(files)} files, {sum(f.stat().st_size for f in files)} bytes")
+
+
+if __name__ == "__main__":
+    main()
