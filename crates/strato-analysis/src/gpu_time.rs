@@ -518,13 +518,15 @@ mod tests {
 
     #[test]
     fn overlapping_kernels_never_give_a_negative_wait() {
-        // One stream: a [0,1000) long kernel, b [100,200) inside it, c [1500,1600),
-        // and c again (duplicated event). Union 1100 of a window of 1600: 500 of gaps.
+        // One stream, in whole microseconds (HTA rounds to them): a [0,1000) us, b [100,200)
+        // us inside it, c [1500,1600) us, and c again (duplicated event). Union 1100 us of a
+        // window of 1600 us: 500 us of gaps.
+        const US: Ns = 1000;
         let events = [
-            ("a", 7, 0, 1000, None),
-            ("b", 7, 100, 200, None),
-            ("c", 7, 1500, 1600, None),
-            ("c", 7, 1500, 1600, None),
+            ("a", 7, 0, 1000 * US, None),
+            ("b", 7, 100 * US, 200 * US, None),
+            ("c", 7, 1500 * US, 1600 * US, None),
+            ("c", 7, 1500 * US, 1600 * US, None),
         ];
         let t = trace_with(&events, &[]);
         let r = &gpu_time(&t, &GpuTimeOptions::default()).ranks[0];
@@ -532,8 +534,8 @@ mod tests {
         assert_eq!(s.overlapping_events, 2);
         assert!(s.host_wait_ns >= 0 && s.kernel_wait_ns >= 0 && s.other_ns >= 0);
         // Parts add up to the stream's window minus its busy union.
-        assert_eq!(s.host_wait_ns + s.kernel_wait_ns + s.other_ns, 1600 - 1100);
-        assert_eq!(s.kernel_wait_ns, 500);
+        assert_eq!(s.host_wait_ns + s.kernel_wait_ns + s.other_ns, 500 * US);
+        assert_eq!(s.other_ns, 500 * US);
         // HTA's arithmetic: previous event's end, negative gaps included (b after a:
         // 100 - 1000 = -900; c after b: 1500 - 200 = 1300; c after c: 1500 - 1600 = -100).
         let hta = &gpu_time(
@@ -548,7 +550,7 @@ mod tests {
         assert_eq!(h.overlapping_events, 2);
         assert_eq!(
             h.kernel_wait_ns + h.other_ns + h.host_wait_ns,
-            -900 + 1300 - 100
+            (-900 + 1300 - 100) * US
         );
     }
 
