@@ -606,6 +606,7 @@ pub(crate) mod tests {
                 format: "test".into(),
                 host: None,
                 metadata_json: None,
+                notes: Default::default(),
             });
         }
         fn push(

@@ -16,6 +16,11 @@ use crate::scope::is_device_work;
 /// Default bucket: 10 ms.
 pub const DEFAULT_BUCKET_NS: Ns = 10_000_000;
 
+/// At most this many buckets per device: when the device's window is longer than
+/// `MAX_BUCKETS` buckets, the bucket widens (to the window / `MAX_BUCKETS`, rounded up) so
+/// the series stays bounded (8 MB per device) whatever the times are.
+pub const MAX_BUCKETS: Ns = 1 << 20;
+
 /// Busy fraction of one device.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BusySeries {
@@ -35,15 +40,18 @@ pub struct BusySeries {
 impl BusySeries {
     /// `(bucket start, fraction)` pairs.
     pub fn points(&self) -> impl Iterator<Item = (Ns, f64)> + '_ {
-        self.fractions
-            .iter()
-            .enumerate()
-            .map(|(k, &f)| (self.start_ns + k as Ns * self.bucket_ns, f))
+        self.fractions.iter().enumerate().map(|(k, &f)| {
+            let t = i128::from(self.start_ns) + k as i128 * i128::from(self.bucket_ns);
+            (t.clamp(i128::from(Ns::MIN), i128::from(Ns::MAX)) as Ns, f)
+        })
     }
 }
 
 /// Computes the busy series of every device with work. `bucket_ns` must be positive (a
-/// non-positive value is taken as [`DEFAULT_BUCKET_NS`]).
+/// non-positive value is taken as [`DEFAULT_BUCKET_NS`]); a device's bucket is widened when
+/// its window would need more than [`MAX_BUCKETS`]. Times are those of a valid trace (in the
+/// valid range, so window lengths fit in an `i64`); the arithmetic is checked in `i128`
+/// anyway, so no input makes it overflow or loop.
 pub fn busy_series(trace: &Trace, bucket_ns: Ns) -> Vec<BusySeries> {
     let bucket = if bucket_ns > 0 {
         bucket_ns
@@ -76,18 +84,25 @@ pub fn busy_series(trace: &Trace, bucket_ns: Ns) -> Vec<BusySeries> {
                     _ => union.push((s, e)),
                 }
             }
-            let first = union.first()?.0;
-            let end = union.iter().map(|u| u.1).max()?;
+            let first = i128::from(union.first()?.0);
+            let end = i128::from(union.iter().map(|u| u.1).max()?);
+            let max = i128::from(MAX_BUCKETS);
+            let mut bucket = i128::from(bucket);
+            let window = end - first.div_euclid(bucket) * bucket;
+            if (window + bucket - 1) / bucket > max {
+                bucket = (window + max - 1) / max;
+            }
             let start = first.div_euclid(bucket) * bucket;
-            let n = ((end - start + bucket - 1) / bucket).max(1) as usize;
-            let mut busy = vec![0 as Ns; n];
+            // At most MAX_BUCKETS + 1 (the start moves down by less than one bucket).
+            let n = ((end - start + bucket - 1) / bucket).clamp(1, max + 1) as usize;
+            let mut busy = vec![0i128; n];
             for &(s, e) in &union {
-                let mut t = s;
+                let (mut t, e) = (i128::from(s), i128::from(e));
                 while t < e {
-                    let k = ((t - start) / bucket) as usize;
-                    let bucket_end = start + (k as Ns + 1) * bucket;
+                    let k = (t - start) / bucket;
+                    let bucket_end = start + (k + 1) * bucket;
                     let upto = e.min(bucket_end);
-                    if let Some(b) = busy.get_mut(k) {
+                    if let Some(b) = usize::try_from(k).ok().and_then(|k| busy.get_mut(k)) {
                         *b += upto - t;
                     }
                     t = upto;
@@ -97,7 +112,7 @@ pub fn busy_series(trace: &Trace, bucket_ns: Ns) -> Vec<BusySeries> {
                 .iter()
                 .enumerate()
                 .map(|(k, &b)| {
-                    let lo = start + k as Ns * bucket;
+                    let lo = start + k as i128 * bucket;
                     let len = (lo + bucket).min(end) - lo;
                     if len > 0 {
                         (b as f64 / len as f64).min(1.0)
@@ -106,14 +121,19 @@ pub fn busy_series(trace: &Trace, bucket_ns: Ns) -> Vec<BusySeries> {
                     }
                 })
                 .collect();
+            let busy_ns: i128 = union
+                .iter()
+                .map(|u| i128::from(u.1) - i128::from(u.0))
+                .sum();
+            let clamp = |v: i128| v.clamp(i128::from(Ns::MIN), i128::from(Ns::MAX)) as Ns;
             Some(BusySeries {
                 rank: key.0,
                 device: key.1,
-                bucket_ns: bucket,
-                start_ns: start,
-                end_ns: end,
+                bucket_ns: clamp(bucket),
+                start_ns: clamp(start),
+                end_ns: clamp(end),
                 fractions,
-                busy_ns: union.iter().map(|u| u.1 - u.0).sum(),
+                busy_ns: clamp(busy_ns),
             })
         })
         .collect()
@@ -134,6 +154,7 @@ mod tests {
             format: "test".into(),
             host: None,
             metadata_json: None,
+            notes: Default::default(),
         });
         let mut index = TrackIndexHandle::default();
         let q0 = trace.track_for(
@@ -180,5 +201,62 @@ mod tests {
             .map(|(t, f)| f * ((t + 10).min(s.end_ns) - t) as f64)
             .sum();
         assert!((total - 27.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn extreme_times_give_a_bounded_series_and_terminate() {
+        // A kernel at 0 and one 54 years later (a missing `ts` read as 0, before it became an
+        // error), and the widest spans i64 allows (an invalid trace): bounded, no loop.
+        for (a, b) in [
+            (
+                (0, 10),
+                (1_712_195_495_505_543_200, 1_712_195_495_505_600_000),
+            ),
+            ((i64::MIN, i64::MIN + 5), (i64::MAX - 5, i64::MAX)),
+        ] {
+            let mut trace = Trace::default();
+            let rank = trace.add_rank(Rank {
+                rank: None,
+                world_size: None,
+                source: "t".into(),
+                format: "test".into(),
+                host: None,
+                metadata_json: None,
+                notes: Default::default(),
+            });
+            let mut index = TrackIndexHandle::default();
+            let q = trace.track_for(
+                &mut index,
+                rank,
+                TrackKind::DeviceQueue {
+                    device: 0,
+                    queue: 1,
+                },
+            );
+            let name = trace.intern("k");
+            for (start, end) in [a, b] {
+                trace.spans.push(Span {
+                    track: q,
+                    start,
+                    end,
+                    name,
+                    category: name,
+                    level: Level::DeviceKernel,
+                    correlation: None,
+                    external_id: None,
+                    args: None,
+                });
+            }
+            let series = busy_series(&trace, DEFAULT_BUCKET_NS);
+            let s = &series[0];
+            assert!(
+                s.fractions.len() as Ns <= MAX_BUCKETS + 1,
+                "{}",
+                s.fractions.len()
+            );
+            assert!(s.bucket_ns > DEFAULT_BUCKET_NS);
+            assert_eq!(s.busy_ns, (a.1 - a.0) + (b.1 - b.0));
+            assert!(s.fractions.iter().all(|f| (0.0..=1.0).contains(f)));
+        }
     }
 }

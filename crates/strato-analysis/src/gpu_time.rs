@@ -15,7 +15,13 @@
 //!   intervals / merged communication time (`None` when there is no communication);
 //! - an idle gap on a stream (kernel start - previous end on that stream) is host wait when the
 //!   launching API call started after the previous event ended, else kernel wait when shorter
-//!   than the threshold (30 us), else other.
+//!   than the threshold (30 us), else other. Events on one stream can overlap (real traces
+//!   have them, and so does a trace with every event duplicated): in [`Window::Whole`] the
+//!   "previous end" is the latest end so far on the stream, an event starting before it is an
+//!   overlap (counted in [`StreamIdle::overlapping_events`], no gap), so no part is ever
+//!   negative and host + kernel wait + other = the stream's window - the union of its events.
+//!   [`Window::Hta`] keeps HTA's own arithmetic (previous event's end, negative gaps included)
+//!   and still counts the overlaps.
 //!
 //! Windows: [`Window::Whole`] (ours) takes every device event at full ns resolution.
 //! [`Window::Hta`] reproduces HTA: with two or more `ProfilerStep#N` annotations only CPU events
@@ -62,6 +68,8 @@ pub struct StreamIdle {
     pub host_wait_ns: Ns,
     pub kernel_wait_ns: Ns,
     pub other_ns: Ns,
+    /// Events that started before the previous events on the stream had ended.
+    pub overlapping_events: usize,
 }
 
 /// The breakdown of one rank.
@@ -278,7 +286,12 @@ fn rank_gpu_time(trace: &Trace, rank: RankId, options: &GpuTimeOptions) -> RankG
         let overlap = intersection_length(&communication, &compute);
         result.comm_comp_overlap_pct = Some(100.0 * overlap as f64 / comm_ns as f64);
     }
-    result.streams = stream_idle(&events, &launch_start, options.kernel_wait_threshold_ns);
+    result.streams = stream_idle(
+        &events,
+        &launch_start,
+        options.kernel_wait_threshold_ns,
+        hta,
+    );
     result
 }
 
@@ -320,10 +333,12 @@ fn hta_cutoff(trace: &Trace, rank: RankId) -> Option<Ns> {
     }
 }
 
+/// Idle gaps per stream (see the module docs for overlaps; `hta` keeps HTA's arithmetic).
 fn stream_idle(
     events: &[DeviceEvent],
     launch_start: &FxHashMap<u64, Ns>,
     threshold: Ns,
+    hta: bool,
 ) -> Vec<StreamIdle> {
     let mut by_stream: FxHashMap<(i64, i64), Vec<&DeviceEvent>> = FxHashMap::default();
     for e in events {
@@ -340,12 +355,23 @@ fn stream_idle(
                 host_wait_ns: 0,
                 kernel_wait_ns: 0,
                 other_ns: 0,
+                overlapping_events: 0,
             };
+            let mut busy_until = list.first().map_or(0, |e| e.end);
             for pair in list.windows(2) {
                 let (prev, cur) = (pair[0], pair[1]);
-                let gap = cur.start - prev.end;
+                if cur.start < busy_until {
+                    idle.overlapping_events += 1;
+                }
+                // HTA: the previous event's end, whatever it overlaps; ours: the latest end.
+                let prev_end = if hta { prev.end } else { busy_until };
+                busy_until = busy_until.max(cur.end);
+                let gap = cur.start - prev_end;
+                if !hta && gap <= 0 {
+                    continue;
+                }
                 let launched = cur.correlation.and_then(|c| launch_start.get(&c)).copied();
-                if launched.is_some_and(|l| l > prev.end) {
+                if launched.is_some_and(|l| l > prev_end) {
                     idle.host_wait_ns += gap;
                 } else if gap < threshold {
                     idle.kernel_wait_ns += gap;
@@ -411,6 +437,7 @@ mod tests {
             format: "test".into(),
             host: None,
             metadata_json: None,
+            notes: Default::default(),
         });
         let mut index = TrackIndexHandle::default();
         let cpu = t.track_for(&mut index, rank, TrackKind::Thread { pid: 1, tid: 1 });
@@ -486,6 +513,44 @@ mod tests {
         assert_eq!(
             (s7.host_wait_ns, s7.kernel_wait_ns, s7.other_ns),
             (100, 50, 0)
+        );
+    }
+
+    #[test]
+    fn overlapping_kernels_never_give_a_negative_wait() {
+        // One stream, in whole microseconds (HTA rounds to them): a [0,1000) us, b [100,200)
+        // us inside it, c [1500,1600) us, and c again (duplicated event). Union 1100 us of a
+        // window of 1600 us: 500 us of gaps.
+        const US: Ns = 1000;
+        let events = [
+            ("a", 7, 0, 1000 * US, None),
+            ("b", 7, 100 * US, 200 * US, None),
+            ("c", 7, 1500 * US, 1600 * US, None),
+            ("c", 7, 1500 * US, 1600 * US, None),
+        ];
+        let t = trace_with(&events, &[]);
+        let r = &gpu_time(&t, &GpuTimeOptions::default()).ranks[0];
+        let s = &r.streams[0];
+        assert_eq!(s.overlapping_events, 2);
+        assert!(s.host_wait_ns >= 0 && s.kernel_wait_ns >= 0 && s.other_ns >= 0);
+        // Parts add up to the stream's window minus its busy union.
+        assert_eq!(s.host_wait_ns + s.kernel_wait_ns + s.other_ns, 500 * US);
+        assert_eq!(s.other_ns, 500 * US);
+        // HTA's arithmetic: previous event's end, negative gaps included (b after a:
+        // 100 - 1000 = -900; c after b: 1500 - 200 = 1300; c after c: 1500 - 1600 = -100).
+        let hta = &gpu_time(
+            &t,
+            &GpuTimeOptions {
+                window: Window::Hta,
+                ..Default::default()
+            },
+        )
+        .ranks[0];
+        let h = &hta.streams[0];
+        assert_eq!(h.overlapping_events, 2);
+        assert_eq!(
+            h.kernel_wait_ns + h.other_ns + h.host_wait_ns,
+            (-900 + 1300 - 100) * US
         );
     }
 

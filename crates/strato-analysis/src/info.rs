@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use strato_trace::{Ns, Trace, TrackKind};
+use strato_trace::{ImportNotes, Ns, Trace, TrackKind};
 
 /// One rank's source.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -15,6 +15,10 @@ pub struct SourceInfo {
     pub rank: Option<i64>,
     pub world_size: Option<i64>,
     pub host: Option<String>,
+    /// What the importer dropped, clamped, guessed or lost for this source.
+    pub import_notes: ImportNotes,
+    /// The notes that pass the warning rule ([`ImportNotes::warnings`]).
+    pub warnings: Vec<String>,
 }
 
 /// A device and its queues.
@@ -136,11 +140,14 @@ pub fn info(trace: &Trace) -> TraceInfo {
                 rank: r.rank,
                 world_size: r.world_size,
                 host: r.host.clone(),
+                import_notes: r.notes.clone(),
+                warnings: r.notes.warnings(),
             })
             .collect(),
         start_ns: start,
         end_ns: end,
-        duration_ns: end.unwrap_or(0) - start.unwrap_or(0),
+        // Both ends are in the valid time range, so this cannot overflow (saturates anyway).
+        duration_ns: end.unwrap_or(0).saturating_sub(start.unwrap_or(0)),
         spans: trace.spans.len(),
         instants: trace.instants.len(),
         counter_samples: trace.counters.len(),

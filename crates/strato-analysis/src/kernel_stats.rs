@@ -322,6 +322,7 @@ mod tests {
             format: "test".into(),
             host: None,
             metadata_json: None,
+            notes: Default::default(),
         });
         let mut index = TrackIndexHandle::default();
         let cpu = t.track_for(&mut index, rank, TrackKind::Thread { pid: 1, tid: 1 });

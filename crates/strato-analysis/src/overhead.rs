@@ -663,6 +663,7 @@ mod tests {
             format: "strato".into(),
             host: None,
             metadata_json: None,
+            notes: Default::default(),
         });
         let mut idx = TrackIndexHandle::default();
         let cpu = t.track_for(&mut idx, rank, TrackKind::Thread { pid: 1, tid: 1 });

@@ -244,12 +244,28 @@ pub(crate) fn import_options(
             LevelMap::with_overrides(rules).with_context(|| path.display().to_string())?
         }
     };
+    let memory_budget_bytes = strato_io::budget::memory_budget_from_env()?;
     Ok(ImportOptions {
         level_map,
         keep_args,
+        memory_budget_bytes,
         progress: crate::term::import_progress(),
         ..ImportOptions::default()
     })
+}
+
+/// One warning line on stderr per import note that passes the warning rule
+/// ([`strato_trace::ImportNotes::warnings`]: a count above 0.1 % of the events read, or any
+/// free-text note); `strato info` lists them all.
+fn warn_import_notes(trace: &Trace) {
+    for rank in &trace.ranks {
+        for line in rank.notes.warnings() {
+            eprintln!(
+                "strato: warning: {}: {line} (see `strato info`)",
+                rank.source
+            );
+        }
+    }
 }
 
 /// Set once from the command line (`--keep-secrets`): [`load`] leaves secrets in metadata.
@@ -284,7 +300,9 @@ fn load_unredacted(inputs: &[PathBuf], options: &ImportOptions) -> Result<Trace>
         }
     }
     if inputs.len() == 1 && strato_store::is_profile_dir(&inputs[0]) {
-        return Ok(strato_store::read(&inputs[0])?);
+        let trace = strato_store::read(&inputs[0])?;
+        warn_import_notes(&trace);
+        return Ok(trace);
     }
     if inputs.iter().any(|p| strato_store::is_profile_dir(p)) {
         bail!("a profile directory must be given alone");
@@ -299,6 +317,7 @@ fn load_unredacted(inputs: &[PathBuf], options: &ImportOptions) -> Result<Trace>
             sources.join(", ")
         );
     }
+    warn_import_notes(&trace);
     // Recordings calibrated by `strato record --calibrate` are overhead-corrected first.
     Ok(strato_analysis::overhead::apply_recorded_calibration(trace))
 }

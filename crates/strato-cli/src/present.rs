@@ -17,6 +17,30 @@ pub fn info(out: &mut impl Write, info: &TraceInfo) -> io::Result<()> {
         let world = s.world_size.map(|w| format!("/{w}")).unwrap_or_default();
         writeln!(out, "source   {} ({}{}{})", s.source, s.format, rank, world)?;
     }
+    // What the importers dropped, clamped, guessed or lost, per source.
+    for s in info.sources.iter().filter(|s| !s.import_notes.is_empty()) {
+        let n = &s.import_notes;
+        writeln!(
+            out,
+            "import notes for {} ({} events read):",
+            s.source, n.events_read
+        )?;
+        for (name, count) in &n.counts {
+            let warn = if s
+                .warnings
+                .iter()
+                .any(|w| w.starts_with(&format!("{name}:")))
+            {
+                "  [warning]"
+            } else {
+                ""
+            };
+            writeln!(out, "  {name:<40} {count:>10}{warn}")?;
+        }
+        for note in &n.notes {
+            writeln!(out, "  note: {note}")?;
+        }
+    }
     writeln!(
         out,
         "span     {} .. {} ({})",
@@ -100,6 +124,8 @@ struct StreamJson {
     host_wait_us: f64,
     kernel_wait_us: f64,
     other_us: f64,
+    /// Events that started before earlier events on the stream had ended.
+    overlapping_events: usize,
 }
 
 fn us(ns: i64) -> f64 {
@@ -137,6 +163,7 @@ pub fn gpu_time_json(report: &GpuTimeReport) -> GpuTimeJson {
                         host_wait_us: us(s.host_wait_ns),
                         kernel_wait_us: us(s.kernel_wait_ns),
                         other_us: us(s.other_ns),
+                        overlapping_events: s.overlapping_events,
                     })
                     .collect(),
                 note: r.note.clone(),
@@ -183,23 +210,38 @@ pub fn gpu_time(out: &mut impl Write, report: &GpuTimeReport) -> io::Result<()> 
     )?;
     writeln!(
         out,
-        "{:>5}  {:>6}  {:>6}  {:>8}  {:>14}  {:>14}  {:>14}",
-        "rank", "device", "stream", "events", "host wait", "kernel wait", "other"
+        "{:>5}  {:>6}  {:>6}  {:>8}  {:>14}  {:>14}  {:>14}  {:>11}",
+        "rank", "device", "stream", "events", "host wait", "kernel wait", "other", "overlapping"
     )?;
+    let mut overlapping = 0;
     for r in &report.ranks {
         for s in &r.streams {
+            overlapping += s.overlapping_events;
             writeln!(
                 out,
-                "{:>5}  {:>6}  {:>6}  {:>8}  {:>14}  {:>14}  {:>14}",
+                "{:>5}  {:>6}  {:>6}  {:>8}  {:>14}  {:>14}  {:>14}  {:>11}",
                 r.rank,
                 s.device,
                 s.stream,
                 s.events,
                 ms(s.host_wait_ns),
                 ms(s.kernel_wait_ns),
-                ms(s.other_ns)
+                ms(s.other_ns),
+                s.overlapping_events
             )?;
         }
+    }
+    if overlapping > 0 {
+        let how = match report.window {
+            Window::Whole => "no gap is counted before them",
+            Window::Hta => "HTA counts their negative gaps",
+        };
+        writeln!(
+            out,
+            "
+{overlapping} events started before earlier events on their stream had ended \
+             (overlapping); {how}"
+        )?;
     }
     Ok(())
 }

@@ -12,8 +12,13 @@
 //!   never by pid, because some files put Python events on pid 0 / tid 0 too;
 //! - other events with integer-like pid and tid go to `Thread{pid, tid}` (`"stream 7"` and
 //!   `"1890023232"` strings are read as integers); anything else to `Custom{group: pid, name: tid}`;
-//! - `ts`/`dur` are microseconds, converted to ns from their decimal text exactly;
-//!   negative durations are clamped to 0 (as libkineto does) and counted;
+//! - `ts`/`dur` are microseconds, converted to ns from their decimal text exactly; an event
+//!   without `ts`, or whose `ts` or `ts + dur` is outside the valid time range
+//!   ([`strato_trace::TIME_LIMIT_NS`]), is an error naming it; negative durations are clamped
+//!   to 0 (as libkineto does) and a missing `dur` read as 0, both counted in the rank's
+//!   [`strato_trace::ImportNotes`] (shown by `info`), as are unmatched `E` events;
+//! - what is kept is accounted against the memory budget
+//!   ([`crate::ImportOptions::memory_budget_bytes`]); passing it is an error, never an abort;
 //! - flows (`s`/`t`/`f`) bind to the innermost span containing their timestamp on their track;
 //!   unpaired flow ends are kept with the other end missing;
 //! - `[memory]` instants also feed a per-device "memory allocated" counter (bytes).
@@ -26,8 +31,9 @@ use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use strato_trace::{
-    parse_decimal_to_ns, ClockInfo, CounterSample, Device, Flow, FlowEnd, Instant, Level, Ns,
-    Process, Rank, RankId, Span, SpanId, StrId, Trace, TrackId, TrackIndexHandle, TrackKind,
+    checked_end, checked_time, parse_decimal_to_ns, ClockInfo, CounterSample, Device, Flow,
+    FlowEnd, ImportNotes, Instant, Level, MemoryTracker, Ns, Process, Rank, RankId, Span, SpanId,
+    StrId, TimeParseError, Trace, TrackId, TrackIndexHandle, TrackKind,
 };
 
 use crate::input::Input;
@@ -63,6 +69,10 @@ pub fn import(path: &Path, input: Input, options: &ImportOptions) -> Result<Trac
         TopLevel::Key(key, raw) => builder.top_level(key, raw).map(|()| Some(0)),
         TopLevel::Event(rest, offset) => builder.event(rest, offset),
     });
+    // A semantic error about an event (times, memory budget) is kept whole, not as JSON text.
+    if let Some(e) = builder.fatal.take() {
+        return Err(e);
+    }
     match outcome {
         Ok(saw_events) => {
             if !saw_events {
@@ -255,8 +265,10 @@ struct Builder<'p> {
     flows: FxHashMap<(StrId, String), usize>,
     flow_ends: Vec<PendingFlowEnd>,
     memory_tracks: FxHashMap<(i64, i64), TrackId>,
-    clamped_durations: u64,
-    unmatched_ends: u64,
+    memory: MemoryTracker,
+    /// The error that stopped the import when it is not a JSON syntax error (an event's times,
+    /// the memory budget): the splitter only carries text, so it is kept here whole.
+    fatal: Option<Error>,
 }
 
 impl<'p> Builder<'p> {
@@ -269,6 +281,7 @@ impl<'p> Builder<'p> {
             format: "chrome".into(),
             host: None,
             metadata_json: None,
+            notes: Default::default(),
         });
         Builder {
             path,
@@ -287,8 +300,8 @@ impl<'p> Builder<'p> {
             flows: FxHashMap::default(),
             flow_ends: Vec::new(),
             memory_tracks: FxHashMap::default(),
-            clamped_durations: 0,
-            unmatched_ends: 0,
+            memory: MemoryTracker::new(options.memory_budget_bytes),
+            fatal: None,
         }
     }
 
@@ -462,7 +475,55 @@ impl<'p> Builder<'p> {
         self.host_track(pid, tid)
     }
 
-    fn time(&self, raw: Option<&RawValue>, offset: u64) -> Result<Option<Ns>> {
+    /// The import notes of this file's rank.
+    fn notes(&mut self) -> &mut ImportNotes {
+        &mut self.trace.ranks[self.rank.0 as usize].notes
+    }
+
+    /// An error about one event (named, with its byte offset), for times that cannot be used.
+    fn event_err(
+        &mut self,
+        ev: &EventView<'_>,
+        offset: u64,
+        what: impl std::fmt::Display,
+    ) -> Error {
+        let kind = ErrorKind::Invalid(format!(
+            "event {:?} at byte {offset}: {what}",
+            ev.name.unwrap_or("")
+        ));
+        self.fatal(kind)
+    }
+
+    /// Keeps `kind` as the error that stops the import (see `fatal`) and returns it too.
+    fn fatal(&mut self, kind: ErrorKind) -> Error {
+        let text = kind.to_string();
+        self.fatal = Some(Error::new(self.path, kind));
+        Error::new(self.path, ErrorKind::Invalid(text))
+    }
+
+    /// The event's `ts`: required, and in the valid time range.
+    fn event_ts(&mut self, ev: &EventView<'_>, offset: u64) -> Result<Ns> {
+        self.notes().events_read += 1;
+        let ts = match self.time(ev.ts) {
+            Ok(Some(ts)) => ts,
+            Ok(None) => return Err(self.event_err(ev, offset, "no \"ts\"")),
+            Err(e) => return Err(self.event_err(ev, offset, format!("bad timestamp: {e}"))),
+        };
+        checked_time(i128::from(ts)).map_err(|e| self.event_err(ev, offset, e))
+    }
+
+    /// Stops the import when what it keeps would pass the memory budget.
+    fn check_memory(&mut self) -> Result<()> {
+        match self.memory.check(&self.trace) {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.fatal(ErrorKind::MemoryBudget {
+                limit_bytes: e.limit_bytes,
+            })),
+        }
+    }
+
+    /// A `ts` or `dur` field in ns: `None` when absent or `null`.
+    fn time(&self, raw: Option<&RawValue>) -> std::result::Result<Option<Ns>, TimeParseError> {
         let Some(raw) = raw else { return Ok(None) };
         let text = raw.get();
         let text = text
@@ -472,9 +533,7 @@ impl<'p> Builder<'p> {
         if text == "null" {
             return Ok(None);
         }
-        parse_decimal_to_ns(text, 1000)
-            .map(Some)
-            .map_err(|e| self.err(offset, format!("bad timestamp: {e}")))
+        parse_decimal_to_ns(text, 1000).map(Some)
     }
 
     /// Parses the event at the front of `rest`; `None` when it is cut off by the window's end.
@@ -595,7 +654,8 @@ impl<'p> Builder<'p> {
         } else {
             self.host_track(ev.pid, ev.tid)
         };
-        let ts = self.time(ev.ts, offset)?.unwrap_or(0);
+        let ts = self.event_ts(ev, offset)?;
+        self.check_memory()?;
         let name = self.trace.intern(ev.name.unwrap_or(""));
         match ph {
             "B" => {
@@ -610,7 +670,7 @@ impl<'p> Builder<'p> {
                 let Some((start, name, cat, args)) =
                     self.open_begins.get_mut(&track).and_then(Vec::pop)
                 else {
-                    self.unmatched_ends += 1;
+                    self.notes().count("unmatched_end_events", 1);
                     return Ok(());
                 };
                 let args = if self.options.keep_args {
@@ -618,6 +678,9 @@ impl<'p> Builder<'p> {
                 } else {
                     None
                 };
+                if ts < start {
+                    self.notes().count("clamped_negative_durations", 1);
+                }
                 self.trace.spans.push(Span {
                     track,
                     start,
@@ -633,11 +696,20 @@ impl<'p> Builder<'p> {
             }
             _ => {}
         }
-        let mut dur = self.time(ev.dur, offset)?.unwrap_or(0);
+        let mut dur = match self.time(ev.dur) {
+            Ok(Some(dur)) => dur,
+            Err(e) => return Err(self.event_err(ev, offset, format!("bad dur: {e}"))),
+            Ok(None) => {
+                self.notes().count("missing_durations_read_as_0", 1);
+                0
+            }
+        };
         if dur < 0 {
             dur = 0;
-            self.clamped_durations += 1;
+            self.notes().count("clamped_negative_durations", 1);
         }
+        let end = checked_end(ts, dur)
+            .map_err(|e| self.event_err(ev, offset, format!("end (ts + dur): {e}")))?;
         let correlation = known
             .correlation
             .as_ref()
@@ -654,7 +726,7 @@ impl<'p> Builder<'p> {
         self.trace.spans.push(Span {
             track,
             start: ts,
-            end: ts.saturating_add(dur),
+            end,
             name,
             category: cat.id,
             level: cat.level,
@@ -673,7 +745,8 @@ impl<'p> Builder<'p> {
     ) -> Result<()> {
         let cat = self.category(ev.cat.unwrap_or(""));
         let track = self.host_track(ev.pid, ev.tid);
-        let ts = self.time(ev.ts, offset)?.unwrap_or(0);
+        let ts = self.event_ts(ev, offset)?;
+        self.check_memory()?;
         let name_text = ev.name.unwrap_or("");
         if name_text == "[memory]" {
             if let (Some(device), Some(total)) = (
@@ -718,7 +791,8 @@ impl<'p> Builder<'p> {
     }
 
     fn counter_event(&mut self, ev: &EventView<'_>, offset: u64) -> Result<()> {
-        let ts = self.time(ev.ts, offset)?.unwrap_or(0);
+        let ts = self.event_ts(ev, offset)?;
+        self.check_memory()?;
         let Some(raw) = ev.args else { return Ok(()) };
         let values: Vec<(String, Loose)> =
             serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(raw)
@@ -758,7 +832,8 @@ impl<'p> Builder<'p> {
             .as_i64()
             .map(|v| v as u64)
             .unwrap_or_else(|| hash_text(&key_text));
-        let ts = self.time(ev.ts, offset)?.unwrap_or(0);
+        let ts = self.event_ts(ev, offset)?;
+        self.check_memory()?;
         let is_start = ph == "s";
         let key = (cat.id, key_text);
         let existing = self.flows.get(&key).copied().filter(|&i| {
@@ -928,20 +1003,9 @@ impl<'p> Builder<'p> {
         }
         bind_flows(&mut self.trace, &resolved);
         self.trace.clock = ClockInfo::default();
-        if self.clamped_durations > 0 || self.unmatched_ends > 0 {
-            // Recorded in the rank's metadata so `strato info` can show it.
-            let note = format!(
-                "{{\"clamped_negative_durations\":{},\"unmatched_end_events\":{}}}",
-                self.clamped_durations, self.unmatched_ends
-            );
-            let r = &mut self.trace.ranks[rank.0 as usize];
-            r.metadata_json = Some(match r.metadata_json.take() {
-                Some(m) if m.len() > 2 => {
-                    format!("{},\"strato_import_notes\":{}}}", &m[..m.len() - 1], note)
-                }
-                _ => format!("{{\"strato_import_notes\":{note}}}"),
-            });
-        }
+        let open_begins: usize = self.open_begins.values().map(Vec::len).sum();
+        self.notes()
+            .count("unmatched_begin_events", open_begins as u64);
         Ok(self.trace)
     }
 }
@@ -1109,11 +1173,66 @@ mod tests {
             }
         );
         assert_eq!(trace.spans[3].duration(), 0);
-        assert!(trace.ranks[0]
-            .metadata_json
-            .as_deref()
-            .unwrap()
-            .contains("unmatched_end_events\":1"));
+        assert_eq!(trace.ranks[0].notes.get("unmatched_end_events"), 1);
+    }
+
+    #[test]
+    fn missing_or_out_of_range_times_are_errors_naming_the_event() {
+        let err = import_text(
+            r#"{"traceEvents":[{"ph":"X","name":"gemm","cat":"kernel","pid":0,"tid":7,"dur":1}]}"#,
+        )
+        .unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("\"gemm\"") && text.contains("no \"ts\""),
+            "{text}"
+        );
+        // 9.3e18 ns: beyond i64; 5e18 ns: an i64 but outside the valid range.
+        for ts in ["9300000000000000", "5000000000000000"] {
+            let doc = format!(r#"{{"traceEvents":[{{"ph":"i","name":"mark","ts":{ts}}}]}}"#);
+            let text = import_text(&doc).unwrap_err().to_string();
+            assert!(text.contains("mark"), "{text}");
+        }
+        // Each in range, but ts + dur is not.
+        let doc = r#"{"traceEvents":[{"ph":"X","name":"long","ts":3999999999999999,"dur":3999999999999999}]}"#;
+        let text = import_text(doc).unwrap_err().to_string();
+        assert!(
+            text.contains("\"long\"") && text.contains("valid range"),
+            "{text}"
+        );
+        // Negative durations clamp and a missing dur reads as 0, both counted.
+        let doc = r#"{"traceEvents":[{"ph":"X","name":"a","ts":1,"dur":-5},{"ph":"X","name":"b","ts":2}]}"#;
+        let trace = import_text(doc).unwrap();
+        let notes = &trace.ranks[0].notes;
+        assert_eq!(notes.events_read, 2);
+        assert_eq!(notes.get("clamped_negative_durations"), 1);
+        assert_eq!(notes.get("missing_durations_read_as_0"), 1);
+    }
+
+    #[test]
+    fn the_memory_budget_stops_the_import_with_an_error() {
+        let mut doc = String::from(r#"{"traceEvents":["#);
+        for i in 0..20_000 {
+            if i > 0 {
+                doc.push(',');
+            }
+            doc.push_str(&format!(r#"{{"ph":"X","name":"k{i}","ts":{i},"dur":1}}"#));
+        }
+        doc.push_str("]}");
+        let run = |budget: u64| {
+            let input = Input {
+                reader: Box::new(Cursor::new(doc.clone().into_bytes())),
+                gzip: false,
+            };
+            let options = ImportOptions {
+                memory_budget_bytes: budget,
+                ..ImportOptions::default()
+            };
+            import(Path::new("t.json"), input, &options)
+        };
+        let err = run(1 << 20).unwrap_err();
+        assert!(matches!(err.kind, ErrorKind::MemoryBudget { .. }), "{err}");
+        assert_eq!(run(1 << 30).unwrap().spans.len(), 20_000);
     }
 
     #[test]

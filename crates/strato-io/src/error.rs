@@ -28,6 +28,8 @@ pub enum ErrorKind {
     Protobuf(String),
     #[error("invalid trace: {0}")]
     Invalid(String),
+    #[error("stopped: the trace would need more than the memory budget of {} MiB (set STRATO_MEMORY_BUDGET, e.g. 16G, to change it)", limit_bytes >> 20)]
+    MemoryBudget { limit_bytes: u64 },
 }
 
 /// An error tied to the file it concerns. Displays as `PATH: what is wrong`.

@@ -10,6 +10,7 @@
 //! [`chrome`] with [`tf`]'s post-pass), XPlane protobuf ([`xplane`]), Nsight Systems SQLite
 //! ([`nsys`]), Nsight Compute CSV ([`ncu`]). Exporters: [`export`].
 
+pub mod budget;
 pub mod chrome;
 pub mod error;
 pub mod export;
@@ -37,6 +38,11 @@ pub struct ImportOptions {
     pub keep_args: bool,
     /// Bound on decompressed bytes per gzip input.
     pub max_decompressed_bytes: u64,
+    /// Memory budget of one import: what it keeps (events, attributes, strings, as estimated by
+    /// [`strato_trace::MemoryTracker`]) may not pass it; the import stops with
+    /// [`ErrorKind::MemoryBudget`] instead. Default: [`budget::default_budget`] (half of
+    /// physical memory); the CLI reads `STRATO_MEMORY_BUDGET` ([`budget::memory_budget_from_env`]).
+    pub memory_budget_bytes: u64,
     /// Called while a file is read, with the file and the (decompressed) bytes read from it
     /// so far; for progress bars. Formats read through a stream (JSON, CSV, protobuf) report;
     /// SQLite does not.
@@ -105,6 +111,7 @@ impl Default for ImportOptions {
             level_map: LevelMap::default(),
             keep_args: true,
             max_decompressed_bytes: input::max_decompressed_bytes(),
+            memory_budget_bytes: budget::default_budget(),
             progress: None,
         }
     }

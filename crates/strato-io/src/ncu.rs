@@ -114,7 +114,7 @@ pub fn import(path: &Path, input: Input, options: &ImportOptions) -> Result<Trac
             })?;
         if current.as_ref().is_some_and(|l| l.id != id) {
             if let Some(done) = current.take() {
-                builder.push(done);
+                builder.push(done)?;
             }
         }
         let launch = current.get_or_insert_with(|| Launch::new(id, &record, &columns));
@@ -125,7 +125,7 @@ pub fn import(path: &Path, input: Input, options: &ImportOptions) -> Result<Trac
         }
     }
     if let Some(done) = current.take() {
-        builder.push(done);
+        builder.push(done)?;
     }
     Ok(builder.finish())
 }
@@ -959,21 +959,31 @@ impl Launch {
     }
 
     /// `gpu__time_duration.sum` in ns (or the Speed Of Light section's `Duration`, which is
-    /// that metric under its display label); `None` when absent or not a time.
-    fn duration_ns(&self) -> Option<i64> {
+    /// that metric under its display label); `None` when absent or not a time. The number is
+    /// exact (not saturated): see [`Builder::push`] for the range check.
+    fn duration_ns(&self) -> Option<f64> {
         let n = self
             .number("gpu__time_duration.sum", Some("ns"))
             .or_else(|| self.labelled_number("GPU Speed Of Light Throughput/Duration", "ns"))
             .or_else(|| self.labelled_number("GPU Speed Of Light/Duration", "ns"))?;
-        match n {
-            Num::Int(i) => Some(i),
-            Num::Float(f) => Some(f.round() as i64),
-        }
+        Some(match n {
+            Num::Int(i) => i as f64,
+            Num::Float(f) => f.round(),
+        })
+    }
+
+    /// True when the launch has a duration metric that is not a time in ns (unparseable text
+    /// or another unit).
+    fn has_unusable_duration(&self) -> bool {
+        ["gpu__time_duration.sum", "Duration"]
+            .iter()
+            .any(|k| self.texts.contains_key(*k) || self.numbers.contains_key(*k))
     }
 }
 
 /// Builds the trace launch by launch.
 struct Builder {
+    path: std::path::PathBuf,
     trace: Trace,
     rank: RankId,
     tracks: TrackIndexHandle,
@@ -1002,10 +1012,12 @@ impl Builder {
             format: FORMAT.into(),
             host: None,
             metadata_json: Some(metadata.to_string()),
+            notes: Default::default(),
         });
         let name = trace.intern("");
         let category = trace.intern(CATEGORY);
         Builder {
+            path: path.to_path_buf(),
             trace,
             rank,
             tracks: TrackIndexHandle::default(),
@@ -1018,7 +1030,48 @@ impl Builder {
         }
     }
 
-    fn push(&mut self, launch: Launch) {
+    /// Places a launch after the previous one. Its duration must be in the valid time range
+    /// and so must its end ([`strato_trace::TIME_LIMIT_NS`]), else the import fails naming
+    /// the launch; a missing or unusable duration is taken as 0 and counted
+    /// (`kernels_without_duration`, `kernels_with_unusable_duration`), a negative one clamped
+    /// to 0 and counted (`clamped_negative_durations`).
+    fn push(&mut self, launch: Launch) -> Result<()> {
+        let notes = &mut self.trace.ranks[self.rank.0 as usize].notes;
+        notes.events_read += 1;
+        let out_of_range = |what: String| {
+            Error::new(
+                &self.path,
+                ErrorKind::Invalid(format!(
+                    "kernel {:?} (launch ID {}): {what}",
+                    launch.kernel, launch.id
+                )),
+            )
+        };
+        let duration = match launch.duration_ns() {
+            Some(d) if d < 0.0 => {
+                notes.count("clamped_negative_durations", 1);
+                0
+            }
+            Some(d) if d <= strato_trace::TIME_LIMIT_NS as f64 => d as i64,
+            Some(d) => {
+                return Err(out_of_range(format!(
+                    "duration {d} ns is outside the valid range (+-{} ns)",
+                    strato_trace::TIME_LIMIT_NS
+                )))
+            }
+            None if launch.has_unusable_duration() => {
+                notes.count("kernels_with_unusable_duration", 1);
+                0
+            }
+            None => {
+                notes.count("kernels_without_duration", 1);
+                0
+            }
+        };
+        let start = self.cursor;
+        let end = strato_trace::checked_end(start, duration).map_err(|e| {
+            out_of_range(format!("placed after the previous launches, its end: {e}"))
+        })?;
         self.note_device(&launch);
         let trace = &mut self.trace;
         if let (Some(host), Some(rank)) = (&launch.host, trace.ranks.get_mut(self.rank.0 as usize))
@@ -1052,9 +1105,6 @@ impl Builder {
                 t.name = Some(format!("Stream {stream}"));
             }
         }
-        let duration = launch.duration_ns().unwrap_or(0).max(0);
-        let start = self.cursor;
-        let end = start.saturating_add(duration);
         self.cursor = end;
 
         let mut args = launch.args.clone();
@@ -1080,6 +1130,7 @@ impl Builder {
             external_id: None,
             args: Some(args),
         });
+        Ok(())
     }
 
     /// Records the device of a launch: index from `Device`, compute capability from `CC`, and

@@ -10,7 +10,15 @@
 //! It is tolerant of schema drift: tables are found through `sqlite_master` and columns through
 //! `pragma table_info`; a missing table is skipped and a missing column reads as NULL. The file
 //! is opened read-only and rows are streamed through prepared statements, so memory is bounded
-//! by what the trace keeps (plus a map from launch correlation id to runtime span).
+//! by what the trace keeps (plus a map from launch correlation id to runtime span), and what
+//! it keeps is accounted against the memory budget ([`ImportOptions::memory_budget_bytes`]).
+//!
+//! Rows are independent, so a row whose times cannot be used is dropped and counted in the
+//! rank's [`ImportNotes`] (shown by `info`): start or end NULL or not an integer
+//! (`dropped_rows_no_time`), `end < start` (`dropped_rows_end_before_start`), a time outside
+//! the valid range after the session offset ([`strato_trace::TIME_LIMIT_NS`],
+//! `dropped_rows_time_out_of_range`). Device ops without a `streamId` or `deviceId` go to
+//! queue / device -1 and are counted (`device_ops_without_stream`, `device_ops_without_device`).
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;
@@ -20,6 +28,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags, Row};
 use rustc_hash::FxHashMap;
 use serde_json::{Map, Value};
+use strato_trace::{checked_time, ImportNotes, MemoryTracker};
 use strato_trace::{
     ClockDomain, ClockInfo, ClockSource, CounterSample, Device, Flow, FlowEnd, Instant, Level,
     Process, Rank, RankId, Span, SpanId, StrId, Trace, Track, TrackId, TrackKind,
@@ -120,6 +129,9 @@ pub fn import(path: &Path, options: &ImportOptions) -> Result<Trace> {
     }
     let mut importer = Importer::new(path, &conn, schema, options).map_err(sql)?;
     importer.run().map_err(sql)?;
+    if let Some(limit_bytes) = importer.over_budget {
+        return Err(Error::new(path, ErrorKind::MemoryBudget { limit_bytes }));
+    }
     Ok(importer.trace)
 }
 
@@ -570,6 +582,10 @@ struct Importer<'a> {
     mem_opers: Enum,
     sync_types: Enum,
     thread_states: Enum,
+    memory: MemoryTracker,
+    /// Set (to the budget) once what the import keeps would pass the memory budget: every
+    /// later row is skipped and [`import`] fails.
+    over_budget: Option<u64>,
 }
 
 impl<'a> Importer<'a> {
@@ -631,6 +647,7 @@ impl<'a> Importer<'a> {
             } else {
                 Some(Value::Object(metadata).to_string())
             },
+            notes: Default::default(),
         });
         let flow_category = trace.intern(FLOW_CATEGORY);
         Ok(Importer {
@@ -649,6 +666,8 @@ impl<'a> Importer<'a> {
             sync_types: Enum::load(conn, &schema, ENUM_SYNC)?,
             thread_states: Enum::load(conn, &schema, ENUM_THREAD_STATE)?,
             schema,
+            memory: MemoryTracker::new(options.memory_budget_bytes),
+            over_budget: None,
         })
     }
 
@@ -681,13 +700,64 @@ impl<'a> Importer<'a> {
         (level, self.trace.intern(table))
     }
 
-    /// `(start, end)` on the reference clock; `None` when either is NULL or `end < start`.
-    fn times(&self, row: &Row, start: usize, end: usize) -> Option<(i64, i64)> {
-        let (s, e) = (int(row, start)?, int(row, end)?);
-        if e < s {
+    /// The import notes of this file's rank.
+    fn notes(&mut self) -> &mut ImportNotes {
+        &mut self.trace.ranks[self.rank.0 as usize].notes
+    }
+
+    /// A row was read: counts it, and says whether to go on (false once over the budget).
+    fn row_read(&mut self) -> bool {
+        self.notes().events_read += 1;
+        self.over_budget.is_none()
+    }
+
+    /// Drops a row, counting why.
+    fn drop_row<T>(&mut self, why: &str) -> Option<T> {
+        self.notes().count(why, 1);
+        None
+    }
+
+    /// A session time on the reference clock, `None` when outside the valid range.
+    fn at(&self, t: i64) -> Option<i64> {
+        checked_time(i128::from(t) + i128::from(self.offset)).ok()
+    }
+
+    /// An instant's time on the reference clock; `None` (counted) when NULL, not an integer or
+    /// out of range.
+    fn instant_time(&mut self, t: Option<i64>) -> Option<i64> {
+        let Some(t) = t else {
+            return self.drop_row("dropped_rows_no_time");
+        };
+        match self.at(t) {
+            Some(t) => Some(t),
+            None => self.drop_row("dropped_rows_time_out_of_range"),
+        }
+    }
+
+    /// `(start, end)` on the reference clock; `None` (counted, see the module docs) when
+    /// either is NULL or not an integer, `end < start`, or either is out of range. Counts the
+    /// row as read.
+    fn times(&mut self, row: &Row, start: usize, end: usize) -> Option<(i64, i64)> {
+        if !self.row_read() {
             return None;
         }
-        Some((s.checked_add(self.offset)?, e.checked_add(self.offset)?))
+        let (Some(s), Some(e)) = (int(row, start), int(row, end)) else {
+            return self.drop_row("dropped_rows_no_time");
+        };
+        if e < s {
+            return self.drop_row("dropped_rows_end_before_start");
+        }
+        match (self.at(s), self.at(e)) {
+            (Some(s), Some(e)) => Some((s, e)),
+            _ => self.drop_row("dropped_rows_time_out_of_range"),
+        }
+    }
+
+    /// Notes when what the trace keeps would pass the memory budget.
+    fn check_memory(&mut self) {
+        if let Err(e) = self.memory.check(&self.trace) {
+            self.over_budget = Some(e.limit_bytes);
+        }
     }
 
     fn track(&mut self, kind: TrackKind, name: Option<String>) -> TrackId {
@@ -745,6 +815,7 @@ impl<'a> Importer<'a> {
         correlation: Option<i64>,
         args: Option<Map<String, Value>>,
     ) -> SpanId {
+        self.check_memory();
         let args = self.args(args);
         self.trace.spans.push(Span {
             track,
@@ -769,6 +840,7 @@ impl<'a> Importer<'a> {
         level: Level,
         args: Option<Map<String, Value>>,
     ) {
+        self.check_memory();
         let args = self.args(args);
         self.trace.instants.push(Instant {
             track,
@@ -846,8 +918,14 @@ impl<'a> Importer<'a> {
         let Some(times) = self.times(row, c.start, c.end) else {
             return;
         };
-        let device = int(row, c.device).unwrap_or(-1);
-        let stream = int(row, c.stream).unwrap_or(-1);
+        let device = int(row, c.device).unwrap_or_else(|| {
+            self.notes().count("device_ops_without_device", 1);
+            -1
+        });
+        let stream = int(row, c.stream).unwrap_or_else(|| {
+            self.notes().count("device_ops_without_stream", 1);
+            -1
+        });
         let track = self.queue_track(device, stream);
         let correlation = int(row, c.correlation);
         let global_pid = int(row, c.global_pid);
@@ -1109,15 +1187,15 @@ impl<'a> Importer<'a> {
         let corr = q.col("correlationId");
         let stream = q.col("streamId");
         let sql = q.sql();
-        let offset = self.offset;
         let mut events = Vec::new();
         for_each_row(self.conn, &sql, |row| {
-            let (Some(ts), Some(global_pid), Some(op)) =
-                (int(row, start), int(row, gpid), int(row, op))
-            else {
+            if !self.row_read() {
+                return;
+            }
+            let Some(ts) = self.instant_time(int(row, start)) else {
                 return;
             };
-            let Some(ts) = ts.checked_add(offset) else {
+            let (Some(global_pid), Some(op)) = (int(row, gpid), int(row, op)) else {
                 return;
             };
             events.push(MemEvent {
@@ -1320,7 +1398,10 @@ impl<'a> Importer<'a> {
             });
             let track = self.thread_track(g);
             if kind == NVTX_MARK {
-                if let Some(ts) = start.checked_add(self.offset) {
+                if !self.row_read() {
+                    return;
+                }
+                if let Some(ts) = self.instant_time(Some(start)) {
                     self.instant(track, ts, name, category, level, args);
                 }
             } else if let Some(times) = self.times(row, s, e) {
@@ -1384,7 +1465,10 @@ impl<'a> Importer<'a> {
                 if let Some(done) = pending.take() {
                     self.push_sample(done, category, level);
                 }
-                let Some(ts) = int(row, start).and_then(|t| t.checked_add(self.offset)) else {
+                if !self.row_read() {
+                    return;
+                }
+                let Some(ts) = self.instant_time(int(row, start)) else {
                     return;
                 };
                 pending = Some(Sample {

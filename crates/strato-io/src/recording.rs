@@ -88,6 +88,7 @@ fn import(source: &Path, files: &[PathBuf], options: &ImportOptions) -> Result<T
         format: "strato".into(),
         host: None,
         metadata_json: None,
+        notes: Default::default(),
     });
     let mut index = TrackIndexHandle::default();
     let mut processes_meta = Vec::new();
@@ -228,6 +229,11 @@ fn import(source: &Path, files: &[PathBuf], options: &ImportOptions) -> Result<T
     }
     trace.ranks[rank.0 as usize].host = host.filter(|h| !h.is_empty());
     trace.ranks[rank.0 as usize].metadata_json = Some(meta.to_string());
+    // Times outside the valid range (a corrupt or hostile file) are refused here, naming the
+    // event, before any analysis subtracts them.
+    trace
+        .validate()
+        .map_err(|e| Error::new(source, ErrorKind::Invalid(e.to_string())))?;
     Ok(trace)
 }
 
@@ -335,6 +341,11 @@ fn add_file(
             None
         };
         let correlation = correlation.map(|c| corr_base | c);
+        let notes = &mut trace.ranks[rank.0 as usize].notes;
+        notes.events_read += 1;
+        if end < start {
+            notes.count("clamped_negative_durations", 1);
+        }
         trace.spans.push(Span {
             track: tid,
             start,

@@ -292,6 +292,7 @@ mod tests {
                 })
                 .to_string(),
             ),
+            notes: Default::default(),
         });
         let names = redact_trace(&mut trace);
         assert_eq!(names, ["DB (URL password)", "GH_TOKEN", "HF_TOKEN"]);

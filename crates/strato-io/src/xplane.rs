@@ -372,17 +372,24 @@ pub fn import(path: &Path, mut input: Input, options: &ImportOptions) -> Result<
         format: "xplane".into(),
         host: space.hostnames.first().cloned(),
         metadata_json: Some(metadata.to_string()),
+        notes: Default::default(),
     });
     let mut builder = Builder {
         rank,
         options,
         index: TrackIndexHandle::default(),
         aggregated: 0,
+        memory: strato_trace::MemoryTracker::new(options.memory_budget_bytes),
     };
     for (ordinal, encoded) in space.planes.into_iter().enumerate() {
         let plane = proto::XPlane::decode(encoded).map_err(protobuf)?;
-        builder.plane(&mut trace, ordinal, plane);
+        builder
+            .plane(&mut trace, ordinal, plane)
+            .map_err(|kind| Error::new(path, kind))?;
     }
+    trace.ranks[rank.0 as usize]
+        .notes
+        .count("aggregated_events_skipped", builder.aggregated);
     if builder.aggregated > 0 {
         if let Some(r) = trace.ranks.get_mut(rank.0 as usize) {
             let mut meta = metadata;
@@ -400,6 +407,7 @@ struct Builder<'a> {
     index: TrackIndexHandle,
     /// Events with `num_occurrences` instead of a time (skipped).
     aggregated: u64,
+    memory: strato_trace::MemoryTracker,
 }
 
 /// How the events of one line are mapped.
@@ -421,7 +429,15 @@ struct StatIds {
 }
 
 impl Builder<'_> {
-    fn plane(&mut self, trace: &mut Trace, ordinal: usize, plane: proto::XPlane) {
+    /// Adds one plane's lines and events. An event whose start or end is outside the valid
+    /// time range ([`strato_trace::TIME_LIMIT_NS`]) is an error naming it; what is kept is
+    /// accounted against the memory budget.
+    fn plane(
+        &mut self,
+        trace: &mut Trace,
+        ordinal: usize,
+        plane: proto::XPlane,
+    ) -> Result<(), ErrorKind> {
         let role = classify::plane_role(&plane.name);
         let find = |name: &str| {
             plane
@@ -501,6 +517,12 @@ impl Builder<'_> {
                 t.name = Some(display.clone());
             }
             for event in &line.events {
+                trace.ranks[self.rank.0 as usize].notes.events_read += 1;
+                self.memory
+                    .check(trace)
+                    .map_err(|e| ErrorKind::MemoryBudget {
+                        limit_bytes: e.limit_bytes,
+                    })?;
                 let offset_ps = match event.data {
                     Some(proto::x_event::Data::OffsetPs(o)) => o,
                     Some(proto::x_event::Data::NumOccurrences(_)) => {
@@ -562,7 +584,20 @@ impl Builder<'_> {
                 };
                 let start_ps = i128::from(line.timestamp_ns) * 1000 + i128::from(offset_ps);
                 let end_ps = start_ps + i128::from(event.duration_ps.max(0));
-                let (start, end) = (ps_to_ns(start_ps), ps_to_ns(end_ps));
+                let (Some(start), Some(end)) = (ps_to_ns(start_ps), ps_to_ns(end_ps)) else {
+                    return Err(ErrorKind::Invalid(format!(
+                        "event {event_name:?} on line {display:?} of plane {:?}: time {start_ps} ps \
+                         (+ {} ps) is outside the valid range (+-{} ns)",
+                        plane.name,
+                        event.duration_ps,
+                        strato_trace::TIME_LIMIT_NS
+                    )));
+                };
+                if event.duration_ps < 0 {
+                    trace.ranks[self.rank.0 as usize]
+                        .notes
+                        .count("negative_durations_read_as_instants", 1);
+                }
                 if event.duration_ps <= 0 {
                     trace.instants.push(Instant {
                         track,
@@ -587,17 +622,19 @@ impl Builder<'_> {
                 }
             }
         }
+        Ok(())
     }
 }
 
-/// Picoseconds to the nearest nanosecond (halves away from zero), saturating to `i64`.
-fn ps_to_ns(ps: i128) -> i64 {
+/// Picoseconds to the nearest nanosecond (halves away from zero); `None` outside the valid
+/// time range.
+fn ps_to_ns(ps: i128) -> Option<i64> {
     let rounded = if ps >= 0 {
         (ps + 500) / 1000
     } else {
         (ps - 500) / 1000
     };
-    rounded.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
+    strato_trace::checked_time(rounded).ok()
 }
 
 /// A stat's value as an unsigned integer (correlation ids), when it is one.

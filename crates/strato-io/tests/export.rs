@@ -26,6 +26,7 @@ impl Builder {
             format: "test".into(),
             host: None,
             metadata_json: Some("{\"traceName\":\"synthetic\"}".into()),
+            notes: Default::default(),
         });
         Builder { trace }
     }

@@ -17,6 +17,7 @@ fn trace() -> Trace {
         format: "test".into(),
         host: None,
         metadata_json: None,
+        notes: Default::default(),
     });
     let mut index = TrackIndexHandle::default();
     let cpu = t.track_for(&mut index, rank, TrackKind::Thread { pid: 10, tid: 11 });

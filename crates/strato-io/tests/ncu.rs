@@ -354,6 +354,7 @@ fn timeline() -> Trace {
         format: "kineto".into(),
         host: None,
         metadata_json: None,
+        notes: Default::default(),
     });
     let mut index = TrackIndexHandle::default();
     let gpu = t.track_for(

@@ -619,6 +619,7 @@ fn chrome_like_tf_trace() -> Trace {
         format: "chrome".into(),
         host: None,
         metadata_json: None,
+        notes: Default::default(),
     });
     for (pid, name) in [(1, "/device:GPU:0"), (701, "/host:CPU")] {
         trace.processes.push(Process {

@@ -13,8 +13,8 @@ use arrow::datatypes::{DataType, Float64Type, Int32Type, Int64Type, UInt32Type, 
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 use parquet::arrow::ProjectionMask;
 use strato_trace::{
-    ArgsId, ClockInfo, CounterSample, Device, Flow, FlowEnd, Instant, Level, Process, Rank, RankId,
-    Span, SpanId, StrId, StringTable, Trace, Track, TrackId, TrackKind,
+    ArgsId, ClockInfo, CounterSample, Device, Flow, FlowEnd, ImportNotes, Instant, Level, Process,
+    Rank, RankId, Span, SpanId, StrId, StringTable, Trace, Track, TrackId, TrackKind,
 };
 
 use crate::error::{Result, StoreError, StoreErrorKind};
@@ -86,6 +86,10 @@ fn read_ranks(dir: &Path, meta: &Metadata, trace: &mut Trace) -> Result<()> {
         let (rank, world_size) = (rows.i64("rank")?, rows.i64("world_size")?);
         let (source, format) = (rows.text("source")?, rows.text("format")?);
         let (host, metadata_json) = (rows.text("host")?, rows.text("metadata_json")?);
+        let notes_json = match rows.has("import_notes_json") {
+            true => Some(rows.text("import_notes_json")?),
+            false => None,
+        };
         for i in 0..rows.len() {
             rows.check_id(&id, i)?;
             trace.ranks.push(Rank {
@@ -95,6 +99,12 @@ fn read_ranks(dir: &Path, meta: &Metadata, trace: &mut Trace) -> Result<()> {
                 format: format.req(i)?.to_owned(),
                 host: host.opt(i)?.map(str::to_owned),
                 metadata_json: metadata_json.opt(i)?.map(str::to_owned),
+                notes: match notes_json.as_ref().map(|c| c.opt(i)).transpose()?.flatten() {
+                    None => ImportNotes::default(),
+                    Some(text) => ImportNotes::from_json(text).map_err(|e| {
+                        rows.bad("import_notes_json", i, format!("not import notes: {e}"))
+                    })?,
+                },
             });
         }
         Ok(())
@@ -365,9 +375,15 @@ impl Table {
         let file_schema = builder.schema().clone();
         let mut roots = Vec::new();
         for col in def.columns.iter().filter(|c| !c.derived) {
-            let (index, field) = file_schema.column_with_name(col.name).ok_or_else(|| {
-                StoreError::new(&path, StoreErrorKind::MissingColumn(col.name.into()))
-            })?;
+            let Some((index, field)) = file_schema.column_with_name(col.name) else {
+                if col.may_be_absent {
+                    continue;
+                }
+                return Err(StoreError::new(
+                    &path,
+                    StoreErrorKind::MissingColumn(col.name.into()),
+                ));
+            };
             if !col.ty.accepts(field.data_type()) {
                 return Err(StoreError::new(
                     &path,
@@ -463,6 +479,11 @@ impl<'a> Rows<'a> {
             row: self.base + i,
             message,
         })
+    }
+
+    /// True when the batch has the column (see [`crate::schema::Col::may_be_absent`]).
+    fn has(&self, name: &str) -> bool {
+        self.batch.column_by_name(name).is_some()
     }
 
     fn column(&self, name: &str) -> Result<&ArrayRef> {

@@ -52,6 +52,9 @@ pub(crate) struct Col {
     /// Derived for convenience (resolved from other tables); the writer fills it, the reader
     /// ignores it.
     pub derived: bool,
+    /// Added after schema version 1 was first written: profiles written before may lack it,
+    /// and the reader takes its absence as all nulls.
+    pub may_be_absent: bool,
 }
 
 const fn col(name: &'static str, ty: Ty) -> Col {
@@ -60,6 +63,7 @@ const fn col(name: &'static str, ty: Ty) -> Col {
         ty,
         nullable: false,
         derived: false,
+        may_be_absent: false,
     }
 }
 
@@ -69,6 +73,18 @@ const fn opt(name: &'static str, ty: Ty) -> Col {
         ty,
         nullable: true,
         derived: false,
+        may_be_absent: false,
+    }
+}
+
+/// A nullable column added later (see [`Col::may_be_absent`]).
+const fn added(name: &'static str, ty: Ty) -> Col {
+    Col {
+        name,
+        ty,
+        nullable: true,
+        derived: false,
+        may_be_absent: true,
     }
 }
 
@@ -78,6 +94,7 @@ const fn derived(name: &'static str, ty: Ty, nullable: bool) -> Col {
         ty,
         nullable,
         derived: true,
+        may_be_absent: false,
     }
 }
 
@@ -147,6 +164,7 @@ pub(crate) const RANKS: TableDef = TableDef {
         col("format", Str),
         opt("host", Str),
         opt("metadata_json", Str),
+        added("import_notes_json", Str),
     ],
 };
 

@@ -352,6 +352,10 @@ fn write_tables(trace: &Trace, dir: &Path) -> Result<()> {
 
     ctx.table(&schema::RANKS, trace.ranks.len(), |r| {
         let rows = &trace.ranks[r.clone()];
+        let notes: Vec<Option<String>> = rows
+            .iter()
+            .map(|x| (!x.notes.is_empty() || x.notes.events_read > 0).then(|| x.notes.to_json()))
+            .collect();
         Ok(vec![
             ids(r),
             i64s(rows.iter().map(|x| x.rank)),
@@ -360,6 +364,7 @@ fn write_tables(trace: &Trace, dir: &Path) -> Result<()> {
             strs(rows.iter().map(|x| Some(x.format.as_str()))),
             strs(rows.iter().map(|x| x.host.as_deref())),
             strs(rows.iter().map(|x| x.metadata_json.as_deref())),
+            strs(notes.iter().map(Option::as_deref)),
         ])
     })?;
     put(&schema::RANKS, trace.ranks.len());

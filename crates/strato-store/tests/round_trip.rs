@@ -61,6 +61,7 @@ fn nan_is_stored_as_is() {
         format: "test".into(),
         host: None,
         metadata_json: None,
+        notes: Default::default(),
     });
     let track = trace.add_track(Track {
         rank,

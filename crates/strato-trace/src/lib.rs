@@ -6,22 +6,31 @@
 //! of the stack it belongs to, plus [`Device`]s, [`Process`]es, [`Rank`]s and [`ClockInfo`].
 //!
 //! Rules that hold for every `Trace` (checked by [`Trace::validate`]):
-//! - time is `i64` nanoseconds on the trace's reference clock;
+//! - time is `i64` nanoseconds on the trace's reference clock, in the valid range
+//!   `-TIME_LIMIT_NS..=TIME_LIMIT_NS` (about +-126 years; [`TIME_LIMIT_NS`]), so the difference
+//!   of any two times fits in an `i64`;
 //! - a span's `end >= start`;
 //! - every id (track, string, args, span) refers to an existing entry.
 //!
 //! It never does I/O: importers (in `strato-io`) build a `Trace`, analyses read one.
 
+mod budget;
 mod level;
 mod model;
+mod notes;
 mod strings;
 mod time;
 
+pub use budget::{MemoryBudgetExceeded, MemoryTracker};
 pub use level::{Level, LevelMap, LevelMapError, LevelRule};
 pub use model::{
     ArgsId, ClockDomain, ClockInfo, ClockSource, CounterSample, Device, Flow, FlowEnd, Instant,
     Process, Rank, RankId, Span, SpanId, Trace, TraceError, Track, TrackId, TrackIndexHandle,
     TrackKind,
 };
+pub use notes::{ImportNotes, WARN_FRACTION};
 pub use strings::{StrId, StringTable};
-pub use time::{parse_decimal_to_ns, Ns, TimeParseError};
+pub use time::{
+    checked_end, checked_time, parse_decimal_to_ns, time_in_range, Ns, TimeOutOfRange,
+    TimeParseError, TIME_LIMIT_NS,
+};

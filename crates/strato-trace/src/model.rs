@@ -3,7 +3,7 @@
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-use crate::{Level, Ns, StrId, StringTable};
+use crate::{time_in_range, ImportNotes, Level, Ns, StrId, StringTable, TIME_LIMIT_NS};
 
 /// Index of a [`Rank`] in [`Trace::ranks`]: one imported source (a file, a rank of a job, a
 /// recorded process group).
@@ -37,6 +37,8 @@ pub struct Rank {
     pub host: Option<String>,
     /// The source's own top-level metadata as a JSON object text (everything but the events).
     pub metadata_json: Option<String>,
+    /// What the importer dropped, clamped, guessed or lost (shown by `info`).
+    pub notes: ImportNotes,
 }
 
 /// A process of a rank, with its name and labels.
@@ -112,9 +114,10 @@ pub struct Span {
 }
 
 impl Span {
-    /// `end - start`.
+    /// `end - start`. Cannot overflow for spans of a valid trace (both ends in the valid time
+    /// range); saturates for others.
     pub fn duration(&self) -> Ns {
-        self.end - self.start
+        self.end.saturating_sub(self.start)
     }
 }
 
@@ -230,6 +233,12 @@ pub enum TraceError {
     },
     #[error("span {index} ends before it starts ({start} > {end})")]
     NegativeSpan { index: usize, start: Ns, end: Ns },
+    #[error("{what} {index} has time {time} ns, outside the valid range (+-{TIME_LIMIT_NS} ns)")]
+    TimeOutOfRange {
+        what: &'static str,
+        index: usize,
+        time: Ns,
+    },
 }
 
 /// A whole trace: see the crate docs.
@@ -352,8 +361,17 @@ impl Trace {
         for (i, p) in self.processes.iter().enumerate() {
             dangling("process", i, "rank", p.rank.0, ranks)?;
         }
+        let in_range = |what, index, time: Ns| {
+            if time_in_range(time) {
+                Ok(())
+            } else {
+                Err(TraceError::TimeOutOfRange { what, index, time })
+            }
+        };
         for (i, s) in self.spans.iter().enumerate() {
             dangling("span", i, "track", s.track.0, tracks)?;
+            in_range("span", i, s.start)?;
+            in_range("span", i, s.end)?;
             dangling("span", i, "string", s.name.0, strings)?;
             dangling("span", i, "string", s.category.0, strings)?;
             if let Some(a) = s.args {
@@ -369,6 +387,7 @@ impl Trace {
         }
         for (i, e) in self.instants.iter().enumerate() {
             dangling("instant", i, "track", e.track.0, tracks)?;
+            in_range("instant", i, e.ts)?;
             dangling("instant", i, "string", e.name.0, strings)?;
             dangling("instant", i, "string", e.category.0, strings)?;
             if let Some(a) = e.args {
@@ -377,11 +396,13 @@ impl Trace {
         }
         for (i, c) in self.counters.iter().enumerate() {
             dangling("counter sample", i, "track", c.track.0, tracks)?;
+            in_range("counter sample", i, c.ts)?;
         }
         for (i, f) in self.flows.iter().enumerate() {
             dangling("flow", i, "string", f.category.0, strings)?;
             for end in [&f.from, &f.to].into_iter().flatten() {
                 dangling("flow", i, "track", end.track.0, tracks)?;
+                in_range("flow", i, end.ts)?;
                 if let Some(s) = end.span {
                     dangling("flow", i, "span", s.0, self.spans.len())?;
                 }
@@ -493,6 +514,7 @@ mod tests {
             format: "test".into(),
             host: None,
             metadata_json: None,
+            notes: ImportNotes::default(),
         });
         let mut index = TrackIndexHandle::default();
         let cpu = trace.track_for(&mut index, rank, TrackKind::Thread { pid: 1, tid: 1 });
@@ -573,6 +595,22 @@ mod tests {
         let mut t = tiny("a");
         t.spans[0].end = -1;
         assert!(matches!(t.validate(), Err(TraceError::NegativeSpan { .. })));
+        let mut t = tiny("a");
+        t.spans[1].end = TIME_LIMIT_NS + 1;
+        assert!(matches!(
+            t.validate(),
+            Err(TraceError::TimeOutOfRange { index: 1, .. })
+        ));
+        let mut t = tiny("a");
+        t.counters.push(CounterSample {
+            track: TrackId(0),
+            ts: i64::MIN,
+            value: 0.0,
+        });
+        assert!(matches!(
+            t.validate(),
+            Err(TraceError::TimeOutOfRange { .. })
+        ));
         let mut t = tiny("a");
         t.spans[0].track = TrackId(9);
         assert!(matches!(t.validate(), Err(TraceError::DanglingId { .. })));

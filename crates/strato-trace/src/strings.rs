@@ -20,6 +20,8 @@ impl StrId {
 pub struct StringTable {
     strings: Vec<Box<str>>,
     index: FxHashMap<Box<str>, StrId>,
+    /// Total bytes of the texts (for [`StringTable::heap_bytes`]).
+    text_bytes: usize,
 }
 
 impl Default for StringTable {
@@ -27,6 +29,7 @@ impl Default for StringTable {
         let mut table = StringTable {
             strings: Vec::new(),
             index: FxHashMap::default(),
+            text_bytes: 0,
         };
         table.intern("");
         table
@@ -48,7 +51,24 @@ impl StringTable {
         let id = StrId(u32::try_from(self.strings.len()).expect("more than 4 billion strings"));
         self.strings.push(text.into());
         self.index.insert(text.into(), id);
+        self.text_bytes += text.len();
         id
+    }
+
+    /// An estimate of the heap bytes the table holds (texts twice, the id list and the
+    /// index), including the growth the next new string may cause: for the memory budget.
+    pub fn heap_bytes(&self) -> usize {
+        let entry = std::mem::size_of::<(Box<str>, StrId)>() + 1;
+        let mut bytes = 2 * self.text_bytes
+            + self.strings.capacity() * std::mem::size_of::<Box<str>>()
+            + self.index.capacity() * entry;
+        if self.strings.len() == self.strings.capacity() {
+            bytes += self.strings.capacity() * std::mem::size_of::<Box<str>>();
+        }
+        if self.index.len() == self.index.capacity() {
+            bytes += self.index.capacity() * entry;
+        }
+        bytes
     }
 
     /// The id of `text` if it was interned.

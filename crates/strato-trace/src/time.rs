@@ -5,6 +5,38 @@
 /// Nanoseconds on a trace's reference clock (or a duration in nanoseconds).
 pub type Ns = i64;
 
+/// The valid time range: every time a trace holds is in `-TIME_LIMIT_NS..=TIME_LIMIT_NS`.
+///
+/// 4e18 ns is about 126.8 years: wall-clock (Unix epoch) nanoseconds up to the year 2096, and
+/// any monotonic or device clock. The bound is chosen so that the difference of any two valid
+/// times (at most 8e18) fits in an `i64` (max ~9.22e18): a span's duration, a gap between two
+/// events, a window's length never overflow. Importers refuse (or drop and count) times
+/// outside it; [`crate::Trace::validate`] checks it.
+pub const TIME_LIMIT_NS: Ns = 4_000_000_000_000_000_000;
+
+/// True when `t` is in the valid time range ([`TIME_LIMIT_NS`]).
+pub fn time_in_range(t: Ns) -> bool {
+    (-TIME_LIMIT_NS..=TIME_LIMIT_NS).contains(&t)
+}
+
+/// A time outside the valid range ([`TIME_LIMIT_NS`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("time {0} ns is outside the valid range (+-{TIME_LIMIT_NS} ns, about +-126 years)")]
+pub struct TimeOutOfRange(pub i128);
+
+/// `t` when it is in the valid range.
+pub fn checked_time(t: i128) -> Result<Ns, TimeOutOfRange> {
+    match Ns::try_from(t) {
+        Ok(v) if time_in_range(v) => Ok(v),
+        _ => Err(TimeOutOfRange(t)),
+    }
+}
+
+/// `start + duration`, computed without overflow and checked to be in the valid range.
+pub fn checked_end(start: Ns, duration: Ns) -> Result<Ns, TimeOutOfRange> {
+    checked_time(i128::from(start) + i128::from(duration))
+}
+
 /// Why a decimal time could not be converted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TimeParseError {
@@ -113,6 +145,18 @@ mod tests {
         assert_eq!(parse_decimal_to_ns("-0.0015", 1000), Ok(-2));
         assert_eq!(parse_decimal_to_ns("49.493", 1000), Ok(49_493));
         assert_eq!(parse_decimal_to_ns("2575285.879", 1), Ok(2_575_286));
+    }
+
+    #[test]
+    fn valid_range_keeps_differences_in_i64() {
+        assert!(time_in_range(TIME_LIMIT_NS) && time_in_range(-TIME_LIMIT_NS));
+        assert!(!time_in_range(TIME_LIMIT_NS + 1) && !time_in_range(i64::MIN));
+        // The widest difference of two valid times still fits.
+        assert!(TIME_LIMIT_NS.checked_sub(-TIME_LIMIT_NS).is_some());
+        assert_eq!(checked_end(5, 7), Ok(12));
+        assert!(checked_end(TIME_LIMIT_NS, 1).is_err());
+        assert!(checked_end(i64::MAX, i64::MAX).is_err());
+        assert!(checked_time(i128::from(i64::MIN)).is_err());
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub fn full_trace() -> Trace {
         format: "kineto".into(),
         host: Some("host-α".into()),
         metadata_json: Some(r#"{"schemaVersion":1,"note":"quote \" and \\ backslash"}"#.into()),
+        notes: Default::default(),
     });
     let r1 = t.add_rank(Rank {
         rank: None,
@@ -25,6 +26,7 @@ pub fn full_trace() -> Trace {
         format: "strato".into(),
         host: None,
         metadata_json: None,
+        notes: Default::default(),
     });
     t.processes.push(Process {
         rank: r0,
@@ -234,6 +236,7 @@ pub fn big_trace(n: usize) -> Trace {
         format: "test".into(),
         host: None,
         metadata_json: None,
+        notes: Default::default(),
     });
     let tracks: Vec<_> = (0..4)
         .map(|q| {
