@@ -28,6 +28,9 @@ pub enum ErrorKind {
     Protobuf(String),
     #[error("invalid trace: {0}")]
     Invalid(String),
+    /// A setting (environment variable or option) is invalid.
+    #[error("{0}")]
+    Config(String),
 }
 
 /// An error tied to the file it concerns. Displays as `PATH: what is wrong`.
