@@ -32,6 +32,11 @@ struct Cli {
     /// applied over the default category -> level mapping (see docs/levels.md).
     #[arg(long, global = true, value_name = "FILE")]
     level_map: Option<PathBuf>,
+    /// Import what can be read from a damaged Chrome/Kineto JSON trace (truncated, corrupt
+    /// gzip, data after the document, a bad event) instead of failing: the events before the
+    /// damage are kept, and a warning says what was lost (see docs/import.md).
+    #[arg(long, global = true)]
+    salvage: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -217,6 +222,10 @@ where
     }
 }
 
+/// `--salvage` of the running command (set by `run` for each invocation: the Python package
+/// runs several in one process).
+static SALVAGE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 pub(crate) fn import_options(
     cli_level_map: Option<&Path>,
     keep_args: bool,
@@ -239,16 +248,26 @@ pub(crate) fn import_options(
         level_map,
         keep_args,
         progress: crate::term::import_progress(),
+        salvage: SALVAGE.load(std::sync::atomic::Ordering::Relaxed),
         ..ImportOptions::default()
     })
 }
 
-/// Loads inputs: one profile directory, or trace files / directories of ranks.
+/// Loads inputs: one profile directory, or trace files / directories of ranks (`-`: standard
+/// input, read once). A salvaged input (`--salvage`) gets a warning line on stderr.
 pub(crate) fn load(inputs: &[PathBuf], options: &ImportOptions) -> Result<Trace> {
     for input in inputs {
-        if !input.exists() {
+        if !strato_io::input::is_stdin(input) && !input.exists() {
             bail!("{}: no such file or directory", input.display());
         }
+    }
+    if inputs
+        .iter()
+        .filter(|p| strato_io::input::is_stdin(p))
+        .count()
+        > 1
+    {
+        bail!("-: standard input can be given only once");
     }
     if inputs.len() == 1 && strato_store::is_profile_dir(&inputs[0]) {
         return Ok(strato_store::read(&inputs[0])?);
@@ -259,8 +278,35 @@ pub(crate) fn load(inputs: &[PathBuf], options: &ImportOptions) -> Result<Trace>
     let trace = strato_io::import_paths(inputs, options);
     crate::term::finish_progress();
     let trace = trace?;
+    warn_salvaged(&trace);
     // Recordings calibrated by `strato record --calibrate` are overhead-corrected first.
     Ok(strato_analysis::overhead::apply_recorded_calibration(trace))
+}
+
+/// One stderr line per rank imported with `--salvage` from a damaged input.
+fn warn_salvaged(trace: &Trace) {
+    for rank in &trace.ranks {
+        let Some(meta) = rank.metadata_json.as_deref() else {
+            continue;
+        };
+        if !meta.contains("\"salvaged\"") {
+            continue;
+        }
+        let Ok(meta) = serde_json::from_str::<serde_json::Value>(meta) else {
+            continue;
+        };
+        let salvaged = &meta["strato_import_notes"]["salvaged"];
+        if salvaged.is_object() {
+            eprintln!(
+                "strato: warning: {}: salvaged: {} events ({} bytes) read before the damage, \
+                 the rest is lost: {}",
+                rank.source,
+                salvaged["events_read"],
+                salvaged["bytes_read"],
+                salvaged["reason"].as_str().unwrap_or("?")
+            );
+        }
+    }
 }
 
 /// Writes `out` through a temporary sibling renamed into place only on success, so a failed
@@ -290,6 +336,7 @@ pub(crate) fn write_atomically(
 }
 
 fn run(cli: Cli) -> Result<()> {
+    SALVAGE.store(cli.salvage, std::sync::atomic::Ordering::Relaxed);
     let level_map = cli.level_map.as_deref();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();

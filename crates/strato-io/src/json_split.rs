@@ -60,12 +60,56 @@ pub enum SplitError {
     Event { offset: u64, message: String },
 }
 
+/// Read sizes below this are read on the calling thread (see [`Splitter::with_chunk_size`]).
+pub const INLINE_BELOW: usize = 1024;
+
+/// The reader of a splitter that reads on the calling thread.
+struct InlineReader {
+    reader: Box<dyn BufRead + Send>,
+    chunk_size: usize,
+    /// A spent buffer to read the next chunk into.
+    spare: Vec<u8>,
+    /// An error met after the last chunk's bytes, handed over next.
+    error: Option<io::Error>,
+    done: bool,
+}
+
+/// Reads up to `chunk_size` bytes into `chunk` behind [`HEADROOM`] bytes of room. Returns the
+/// chunk (its length is `HEADROOM` + the bytes read), the error that stopped reading (after
+/// the bytes read before it) and whether the input ended.
+fn read_chunk(
+    reader: &mut dyn Read,
+    mut chunk: Vec<u8>,
+    chunk_size: usize,
+) -> (Vec<u8>, Option<io::Error>, bool) {
+    chunk.resize(HEADROOM + chunk_size, 0);
+    let mut filled = HEADROOM;
+    let error = loop {
+        match reader.read(&mut chunk[filled..]) {
+            Ok(0) => break None,
+            Ok(n) => {
+                filled += n;
+                if filled == HEADROOM + chunk_size {
+                    break None;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => break Some(e),
+        }
+    };
+    chunk.truncate(filled);
+    let done = filled < HEADROOM + chunk_size;
+    (chunk, error, done)
+}
+
 /// The splitter: owns the reader thread and the current window of bytes.
 pub struct Splitter {
     chunks: Receiver<io::Result<Vec<u8>>>,
     /// Spent buffers go back to the reader thread, so pages are not faulted in again.
     spent: SyncSender<Vec<u8>>,
     reader: Option<JoinHandle<()>>,
+    /// Small read sizes: read on the calling thread instead.
+    inline: Option<InlineReader>,
     buf: Vec<u8>,
     pos: usize,
     /// Document offset of `buf[0]` (may be negative: buffers start with headroom).
@@ -109,37 +153,45 @@ impl Splitter {
         Self::with_chunk_size(reader, DEFAULT_CHUNK_SIZE)
     }
 
-    /// Starts the reader thread over `reader`, handing over chunks of `chunk_size` bytes (at
-    /// least 1). Results do not depend on it; tests use tiny sizes to end windows everywhere.
+    /// Reads `reader` in chunks of `chunk_size` bytes (at least 1). Results do not depend on
+    /// it; tests use tiny sizes to end windows everywhere. From [`INLINE_BELOW`] bytes up a
+    /// reader thread reads ahead (and decompresses on the second core); smaller chunks are read
+    /// on the calling thread, where a thread hand-off per few bytes would cost more than the
+    /// read. Either way the splitter sees the same sequence of windows.
     pub fn with_chunk_size(mut reader: Box<dyn BufRead + Send>, chunk_size: usize) -> Self {
         let chunk_size = chunk_size.max(1);
         let (tx, rx) = sync_channel::<io::Result<Vec<u8>>>(4);
         let (spent_tx, spent_rx) = sync_channel::<Vec<u8>>(8);
-        let handle = std::thread::Builder::new()
+        let mut splitter = Splitter {
+            chunks: rx,
+            spent: spent_tx,
+            reader: None,
+            inline: None,
+            buf: Vec::new(),
+            pos: 0,
+            base: 0,
+            eof: false,
+            ended: false,
+        };
+        if chunk_size < INLINE_BELOW {
+            splitter.inline = Some(InlineReader {
+                reader,
+                chunk_size,
+                spare: Vec::new(),
+                error: None,
+                done: false,
+            });
+            return splitter;
+        }
+        splitter.reader = std::thread::Builder::new()
             .name("strato-read".into())
             .spawn(move || loop {
-                let mut chunk = spent_rx.try_recv().unwrap_or_default();
-                chunk.resize(HEADROOM + chunk_size, 0);
-                let mut filled = HEADROOM;
-                let result = loop {
-                    match reader.read(&mut chunk[filled..]) {
-                        Ok(0) => break Ok(()),
-                        Ok(n) => {
-                            filled += n;
-                            if filled == HEADROOM + chunk_size {
-                                break Ok(());
-                            }
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(e) => break Err(e),
-                    }
-                };
-                chunk.truncate(filled);
-                let done = filled < HEADROOM + chunk_size;
-                if filled > HEADROOM && tx.send(Ok(chunk)).is_err() {
+                let recycled = spent_rx.try_recv().unwrap_or_default();
+                let (chunk, error, done) = read_chunk(&mut reader, recycled, chunk_size);
+                if chunk.len() > HEADROOM && tx.send(Ok(chunk)).is_err() {
                     return;
                 }
-                if let Err(e) = result {
+                if let Some(e) = error {
                     let _ = tx.send(Err(e));
                     return;
                 }
@@ -148,15 +200,30 @@ impl Splitter {
                 }
             })
             .ok();
-        Splitter {
-            chunks: rx,
-            spent: spent_tx,
-            reader: handle,
-            buf: Vec::new(),
-            pos: 0,
-            base: 0,
-            eof: false,
-            ended: false,
+        splitter
+    }
+
+    /// The next chunk: `None` at the end of input.
+    fn next_chunk(&mut self) -> Option<io::Result<Vec<u8>>> {
+        match &mut self.inline {
+            None => self.chunks.recv().ok(),
+            Some(inline) => loop {
+                if let Some(e) = inline.error.take() {
+                    inline.done = true;
+                    return Some(Err(e));
+                }
+                if inline.done {
+                    return None;
+                }
+                let recycled = std::mem::take(&mut inline.spare);
+                let (chunk, error, done) =
+                    read_chunk(&mut inline.reader, recycled, inline.chunk_size);
+                inline.error = error;
+                inline.done = done;
+                if chunk.len() > HEADROOM {
+                    return Some(Ok(chunk));
+                }
+            },
         }
     }
 
@@ -167,9 +234,14 @@ impl Splitter {
 
     /// Hands a spent buffer back to the reader thread, unless it grew for a long value (then
     /// it is freed rather than kept alive as a chunk).
-    fn recycle(&self, buf: Vec<u8>) {
+    fn recycle(&mut self, buf: Vec<u8>) {
         if buf.capacity() <= 2 * (HEADROOM + DEFAULT_CHUNK_SIZE) {
-            let _ = self.spent.try_send(buf);
+            match &mut self.inline {
+                Some(inline) => inline.spare = buf,
+                None => {
+                    let _ = self.spent.try_send(buf);
+                }
+            }
         }
     }
 
@@ -189,8 +261,8 @@ impl Splitter {
         if self.eof {
             return Ok(false);
         }
-        match self.chunks.recv() {
-            Ok(Ok(mut chunk)) => {
+        match self.next_chunk() {
+            Some(Ok(mut chunk)) => {
                 let tail = self.buf.len() - self.pos;
                 let tail_offset = self.base + self.pos as i64;
                 let data = chunk.len() - HEADROOM;
@@ -214,8 +286,8 @@ impl Splitter {
                 }
                 Ok(true)
             }
-            Ok(Err(e)) => Err(SplitError::Io(e)),
-            Err(_) => {
+            Some(Err(e)) => Err(SplitError::Io(e)),
+            None => {
                 self.eof = true;
                 Ok(false)
             }
