@@ -2,6 +2,7 @@
 //! reason (and `--salvage` keeps what can be read, saying what was lost); an invalid
 //! `STRATO_MAX_DECOMPRESSED_BYTES` is an error; FIFOs, `<(...)`-style pipes and `-` (standard
 //! input) are read once and give the same counts as the file.
+#![allow(clippy::unwrap_used)] // test helpers panic on broken fixtures by design
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};

@@ -18,6 +18,7 @@
 //! Plus a property test: generated documents with numbers (signs, fractions, exponents),
 //! strings with escapes, literals and whitespace, split at random read sizes, must give what
 //! was generated.
+#![allow(clippy::unwrap_used)] // test helpers panic on broken fixtures by design
 
 use std::collections::BTreeMap;
 use std::io::{Cursor, Read};
