@@ -124,7 +124,7 @@ pub enum Outcome {
 /// The options the CLI imports with, but with the fuzzing decompression bound.
 pub fn options() -> ImportOptions {
     ImportOptions {
-        max_decompressed_bytes: FUZZ_MAX_DECOMPRESSED_BYTES,
+        max_decompressed_bytes: Some(FUZZ_MAX_DECOMPRESSED_BYTES),
         ..ImportOptions::default()
     }
 }
@@ -205,7 +205,10 @@ pub fn chunk_size(data: &[u8]) -> usize {
 /// Imports plain JSON through a read window of [`chunk_size`] and compares with the CLI's
 /// outcome.
 fn compare_chunked(path: &Path, data: &[u8], cli: &Outcome) {
-    let options = options();
+    let options = ImportOptions {
+        read_size: chunk_size(data),
+        ..options()
+    };
     let plain_json = !data.starts_with(&[0x1f, 0x8b])
         && matches!(
             strato_io::detect_format(path, &options),
@@ -214,13 +217,10 @@ fn compare_chunked(path: &Path, data: &[u8], cli: &Outcome) {
     if !plain_json || strato_io::recording::is_recording_file(path) {
         return;
     }
-    let input = strato_io::input::Input {
-        reader: Box::new(BufReader::with_capacity(
-            chunk_size(data),
-            Cursor::new(data.to_vec()),
-        )),
-        gzip: false,
-    };
+    let input = strato_io::input::Input::from_reader(Box::new(BufReader::with_capacity(
+        chunk_size(data),
+        Cursor::new(data.to_vec()),
+    )));
     let result = strato_io::chrome::import(path, input, &options)
         .map(|trace| strato_io::tf::post_process(trace, &options))
         .and_then(|trace| {

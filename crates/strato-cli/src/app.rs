@@ -41,6 +41,11 @@ struct Cli {
     /// everything strato writes (see docs/profile-format.md).
     #[arg(long, global = true)]
     keep_secrets: bool,
+    /// Import what can be read from a damaged Chrome/Kineto JSON trace (truncated, corrupt
+    /// gzip, data after the document, a bad event) instead of failing: the events before the
+    /// damage are kept, and a warning says what was lost (see docs/import.md).
+    #[arg(long, global = true)]
+    salvage: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -226,6 +231,10 @@ where
     }
 }
 
+/// `--salvage` of the running command (set by `run` for each invocation: the Python package
+/// runs several in one process).
+static SALVAGE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 pub(crate) fn import_options(
     cli_level_map: Option<&Path>,
     keep_args: bool,
@@ -250,6 +259,7 @@ pub(crate) fn import_options(
         keep_args,
         memory_budget_bytes,
         progress: crate::term::import_progress(),
+        salvage: SALVAGE.load(std::sync::atomic::Ordering::Relaxed),
         ..ImportOptions::default()
     })
 }
@@ -295,9 +305,17 @@ pub(crate) fn shared_rank_claims(trace: &Trace) -> Vec<(i64, Vec<String>)> {
 
 fn load_unredacted(inputs: &[PathBuf], options: &ImportOptions) -> Result<Trace> {
     for input in inputs {
-        if !input.exists() {
+        if !strato_io::input::is_stdin(input) && !input.exists() {
             bail!("{}: no such file or directory", input.display());
         }
+    }
+    if inputs
+        .iter()
+        .filter(|p| strato_io::input::is_stdin(p))
+        .count()
+        > 1
+    {
+        bail!("-: standard input can be given only once");
     }
     if inputs.len() == 1 && strato_store::is_profile_dir(&inputs[0]) {
         let trace = strato_store::read(&inputs[0])?;
@@ -323,6 +341,7 @@ fn load_unredacted(inputs: &[PathBuf], options: &ImportOptions) -> Result<Trace>
 }
 
 fn run(cli: Cli) -> Result<()> {
+    SALVAGE.store(cli.salvage, std::sync::atomic::Ordering::Relaxed);
     let level_map = cli.level_map.as_deref();
     crate::table::set_csv_raw(cli.csv_raw);
     KEEP_SECRETS.store(cli.keep_secrets, std::sync::atomic::Ordering::Relaxed);

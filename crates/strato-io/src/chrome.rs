@@ -1,10 +1,19 @@
 //! Chrome-trace JSON importer: PyTorch profiler / Kineto traces (current and 2021 schema), the
 //! TensorFlow trace viewer JSON (refined afterwards by [`crate::tf`]) and generic Chrome traces.
 //!
-//! Streaming: a reader thread decompresses the file in 1 MiB chunks while this thread splits
-//! the `traceEvents` array into single events ([`crate::json_split`]) and parses each one alone
-//! with serde (borrowing from the chunk). Neither the JSON text nor a DOM of it is ever held
-//! whole; memory is bounded by the events kept.
+//! Streaming: a reader thread decompresses the file in chunks (1 MiB; `ImportOptions::read_size`)
+//! while this thread splits the `traceEvents` array into single events ([`crate::json_split`])
+//! and parses each one alone with serde (borrowing from the chunk). Neither the JSON text nor a
+//! DOM of it is ever held whole; memory is bounded by the events kept (and the largest event).
+//! Results never depend on where chunks end (see [`crate::json_split`]).
+//!
+//! Limits (see `docs/import.md`): names and categories longer than [`MAX_STRING_BYTES`] are cut
+//! there and an args object longer than [`MAX_ARGS_BYTES`] is replaced by
+//! `{"strato_truncated_args_bytes": N}` (the fields the importer reads from it are still read
+//! from the full text); both are counted in the rank's import notes (`truncated_strings`,
+//! `truncated_args`, shown by `strato info`). With `ImportOptions::salvage`, a document damaged
+//! part-way (truncated, corrupt gzip, trailing data, a bad event) keeps the events read before
+//! the damage and says so in a `salvaged: ...` note; without it, such a document is an error.
 //!
 //! Placement rules (see `docs/formats/kineto.md`):
 //! - device categories (kernels, copies, sets, syncs, `gpu_user_annotation`) go to
@@ -61,34 +70,96 @@ const KINETO_KEYS: &[&str] = &[
     "baseTimeNanoseconds",
 ];
 
+/// Longest name or category kept (bytes); longer ones are cut at a character boundary here
+/// and counted. Real kernel names (templated C++) stay far below it.
+pub const MAX_STRING_BYTES: usize = 64 << 10;
+
+/// Longest `args` object text kept (bytes); a longer one is replaced by
+/// `{"strato_truncated_args_bytes": N}` and counted.
+pub const MAX_ARGS_BYTES: usize = 1 << 20;
+
+/// What the parsing entry counted: events, cut strings, salvage.
+#[derive(Default)]
+struct ParseCounts {
+    /// Elements of `traceEvents` parsed.
+    events: u64,
+    /// Names/categories cut to [`MAX_STRING_BYTES`], and the bytes cut from them.
+    truncated_strings: u64,
+    truncated_string_bytes: u64,
+    /// `args` objects replaced for passing [`MAX_ARGS_BYTES`].
+    truncated_args: u64,
+}
+
 /// Imports a Chrome-trace JSON document (object with `traceEvents`, or a bare array).
 pub fn import(path: &Path, input: Input, options: &ImportOptions) -> Result<Trace> {
     let mut builder = Builder::new(path, options);
-    let mut splitter = Splitter::new(input.reader);
+    let mut splitter = Splitter::with_chunk_size(input.reader, options.read_size);
     let outcome = splitter.run(|item| match item {
         TopLevel::Key(key, raw) => builder.top_level(key, raw).map(|()| Some(0)),
-        TopLevel::Event(rest, offset) => builder.event(rest, offset),
+        TopLevel::Event {
+            bytes,
+            offset,
+            complete,
+        } => builder.event(bytes, offset, complete),
     });
     // A semantic error about an event (times, memory budget) is kept whole, not as JSON text.
     if let Some(e) = builder.fatal.take() {
         return Err(e);
     }
-    match outcome {
-        Ok(saw_events) => {
-            if !saw_events {
-                return Err(Error::new(
-                    path,
-                    ErrorKind::NotATrace("JSON has no \"traceEvents\" array".into()),
-                ));
-            }
-            builder.finish()
+    let consumed = splitter.consumed();
+    drop(splitter);
+    let error = match outcome {
+        Ok(true) => None,
+        Ok(false) => {
+            return Err(Error::new(
+                path,
+                ErrorKind::NotATrace("JSON has no \"traceEvents\" array".into()),
+            ))
         }
-        Err(crate::json_split::SplitError::Io(e)) => Err(crate::input::classify(path, e)),
-        Err(crate::json_split::SplitError::Syntax { offset, message }) => {
-            Err(Error::new(path, ErrorKind::Json { offset, message }))
+        Err(crate::json_split::SplitError::Io(e)) => Some(crate::input::classify(path, e)),
+        Err(crate::json_split::SplitError::Syntax { offset, message })
+        | Err(crate::json_split::SplitError::Event { offset, message }) => {
+            Some(Error::new(path, ErrorKind::Json { offset, message }))
         }
-        Err(crate::json_split::SplitError::Event { offset, message }) => {
-            Err(Error::new(path, ErrorKind::Json { offset, message }))
+    };
+    let salvaged = match error {
+        None => None,
+        Some(e) if !options.salvage || builder.parse.events == 0 => return Err(e),
+        Some(e) => Some(e.kind.to_string()),
+    };
+    let counts = std::mem::take(&mut builder.parse);
+    let rank = builder.rank;
+    let mut trace = builder.finish()?;
+    let notes = &mut trace.ranks[rank.0 as usize].notes;
+    notes.count("truncated_strings", counts.truncated_strings);
+    notes.count("truncated_string_bytes", counts.truncated_string_bytes);
+    notes.count("truncated_args", counts.truncated_args);
+    if let Some(reason) = salvaged {
+        notes.note(format!(
+            "salvaged: {} events ({} bytes) read before the damage, the rest is lost: {reason}",
+            counts.events, consumed
+        ));
+    }
+    Ok(trace)
+}
+
+/// Cuts `text` to [`MAX_STRING_BYTES`] at a character boundary, counting what was cut.
+fn cap_string(text: &mut Option<Cow<'_, str>>, counts: &mut ParseCounts) {
+    let Some(t) = text else { return };
+    if t.len() <= MAX_STRING_BYTES {
+        return;
+    }
+    let mut cut = MAX_STRING_BYTES;
+    while !t.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    counts.truncated_strings += 1;
+    counts.truncated_string_bytes += (t.len() - cut) as u64;
+    match t {
+        Cow::Borrowed(b) => *b = &b[..cut],
+        Cow::Owned(o) => {
+            o.truncate(cut);
+            o.shrink_to_fit();
         }
     }
 }
@@ -269,6 +340,8 @@ struct Builder<'p> {
     /// The error that stopped the import when it is not a JSON syntax error (an event's times,
     /// the memory budget): the splitter only carries text, so it is kept here whole.
     fatal: Option<Error>,
+    /// Counted by the parsing entry (`event` and below).
+    parse: ParseCounts,
 }
 
 impl<'p> Builder<'p> {
@@ -302,6 +375,7 @@ impl<'p> Builder<'p> {
             memory_tracks: FxHashMap::default(),
             memory: MemoryTracker::new(options.memory_budget_bytes),
             fatal: None,
+            parse: ParseCounts::default(),
         }
     }
 
@@ -536,58 +610,97 @@ impl<'p> Builder<'p> {
         parse_decimal_to_ns(text, 1000).map(Some)
     }
 
-    /// Parses the event at the front of `rest`; `None` when it is cut off by the window's end.
-    fn event(&mut self, rest: &[u8], offset: u64) -> std::result::Result<Option<usize>, String> {
+    /// Parses one event: from the front of the window read so far when `!complete` (`None`
+    /// when it cannot, for whatever reason: the splitter then finds the event's end and calls
+    /// again), or exactly `bytes` when `complete` (an error is then the event's own).
+    fn event(
+        &mut self,
+        bytes: &[u8],
+        offset: u64,
+        complete: bool,
+    ) -> std::result::Result<Option<usize>, String> {
         let parsed = if self.options.keep_args {
-            self.event_with_raw_args(rest, offset)
+            self.event_with_raw_args(bytes, offset, complete)
         } else {
-            self.event_lean(rest, offset)
+            self.event_lean(bytes, offset, complete)
         };
+        if let Ok(Some(_)) = parsed {
+            self.parse.events += 1;
+        }
         parsed.map_err(|e| match e.kind {
             ErrorKind::Json { message, .. } => message,
             other => other.to_string(),
         })
     }
 
-    /// Parses one event of type `E` from the front of `rest`: `Ok(None)` when it is cut off.
+    /// Parses one event of type `E`: all of `bytes` when `complete` (else an error), or from
+    /// the front of `bytes` when not (`Ok(None)` on any failure: the event may be cut off).
     fn parse_front<'a, E: Deserialize<'a>>(
         &self,
-        rest: &'a [u8],
+        bytes: &'a [u8],
         offset: u64,
+        complete: bool,
     ) -> Result<Option<(E, usize)>> {
-        let mut stream = serde_json::Deserializer::from_slice(rest).into_iter::<E>();
+        if complete {
+            return serde_json::from_slice::<E>(bytes)
+                .map(|ev| Some((ev, bytes.len())))
+                .map_err(|e| self.err(offset, format!("bad event: {e}")));
+        }
+        let mut stream = serde_json::Deserializer::from_slice(bytes).into_iter::<E>();
         match stream.next() {
             Some(Ok(ev)) => Ok(Some((ev, stream.byte_offset()))),
-            Some(Err(e)) if e.is_eof() => Ok(None),
-            None => Ok(None),
-            Some(Err(e)) => Err(self.err(offset, format!("bad event: {e}"))),
+            _ => Ok(None),
         }
     }
 
-    fn event_with_raw_args(&mut self, rest: &[u8], offset: u64) -> Result<Option<usize>> {
-        let Some((ev, used)) = self.parse_front::<RawEvent<'_, &RawValue>>(rest, offset)? else {
+    fn event_with_raw_args(
+        &mut self,
+        bytes: &[u8],
+        offset: u64,
+        complete: bool,
+    ) -> Result<Option<usize>> {
+        let Some((mut ev, used)) =
+            self.parse_front::<RawEvent<'_, &RawValue>>(bytes, offset, complete)?
+        else {
             return Ok(None);
         };
-        let known: KnownArgs<'_> = match ev.args {
+        let mut known: KnownArgs<'_> = match ev.args {
             Some(raw) => serde_json::from_str(raw.get())
                 .map_err(|e| self.err(offset, format!("bad args: {e}")))?,
             None => KnownArgs::default(),
         };
-        let raw_args = ev.args.map(RawValue::get);
+        cap_string(&mut ev.name, &mut self.parse);
+        cap_string(&mut ev.cat, &mut self.parse);
+        cap_string(&mut known.name, &mut self.parse);
+        let replaced;
+        let raw_args = match ev.args.map(RawValue::get) {
+            Some(text) if text.len() > MAX_ARGS_BYTES => {
+                self.parse.truncated_args += 1;
+                replaced = format!("{{\"strato_truncated_args_bytes\":{}}}", text.len());
+                Some(replaced.as_str())
+            }
+            other => other,
+        };
         self.event_inner(&ev, raw_args, &known, offset)?;
         Ok(Some(used))
     }
 
-    fn event_lean(&mut self, rest: &[u8], offset: u64) -> Result<Option<usize>> {
-        let Some((ev, used)) = self.parse_front::<RawEvent<'_, KnownArgs<'_>>>(rest, offset)?
+    fn event_lean(&mut self, bytes: &[u8], offset: u64, complete: bool) -> Result<Option<usize>> {
+        let Some((mut ev, used)) =
+            self.parse_front::<RawEvent<'_, KnownArgs<'_>>>(bytes, offset, complete)?
         else {
             return Ok(None);
         };
         if ev.ph.as_deref() == Some("C") {
             // Counter values are arbitrary keys of args: read this event again with its text.
             return self
-                .event_with_raw_args(&rest[..used], offset)
+                .event_with_raw_args(&bytes[..used], offset, true)
                 .map(|_| Some(used));
+        }
+        cap_string(&mut ev.name, &mut self.parse);
+        cap_string(&mut ev.cat, &mut self.parse);
+        if let Some(args) = ev.args.as_mut() {
+            cap_string(&mut args.name, &mut self.parse);
         }
         let default = KnownArgs::default();
         let known = ev.args.as_ref().unwrap_or(&default);
@@ -1071,10 +1184,7 @@ mod tests {
     use std::io::Cursor;
 
     fn import_text(text: &str) -> Result<Trace> {
-        let input = Input {
-            reader: Box::new(Cursor::new(text.as_bytes().to_vec())),
-            gzip: false,
-        };
+        let input = Input::from_reader(Box::new(Cursor::new(text.as_bytes().to_vec())));
         import(Path::new("test.json"), input, &ImportOptions::default())
     }
 
@@ -1220,10 +1330,7 @@ mod tests {
         }
         doc.push_str("]}");
         let run = |budget: u64| {
-            let input = Input {
-                reader: Box::new(Cursor::new(doc.clone().into_bytes())),
-                gzip: false,
-            };
+            let input = Input::from_reader(Box::new(Cursor::new(doc.clone().into_bytes())));
             let options = ImportOptions {
                 memory_budget_bytes: budget,
                 ..ImportOptions::default()
@@ -1250,12 +1357,9 @@ mod tests {
 
     #[test]
     fn keep_args_off_keeps_correlations_but_no_blobs() {
-        let input = Input {
-            reader: Box::new(Cursor::new(
-                br#"{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":1,"args":{"correlation":5,"stream":7,"device":0}}]}"#.to_vec(),
-            )),
-            gzip: false,
-        };
+        let input = Input::from_reader(Box::new(Cursor::new(
+            br#"{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":1,"args":{"correlation":5,"stream":7,"device":0}}]}"#.to_vec(),
+        )));
         let options = ImportOptions {
             keep_args: false,
             ..ImportOptions::default()

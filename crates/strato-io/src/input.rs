@@ -1,6 +1,12 @@
 //! Opening inputs: plain or gzip-compressed, with a bound on the decompressed size (a gzip
 //! bomb is stopped with a clear error instead of filling memory or disk), and sniffing the
 //! format from the first bytes rather than trusting the file name.
+//!
+//! Every input is opened once and read once, front to back: the format is sniffed from the
+//! buffered head, so pipes (`<(gunzip -c x.json.gz)`, FIFOs) and standard input (`-`) work.
+//! A gzip stream is checked to its end by the decoder (CRC32 and ISIZE of every member;
+//! garbage after a member is an error) — as long as the reader reads to the end, which every
+//! importer does.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
@@ -13,12 +19,43 @@ use crate::error::{Error, ErrorKind, Result};
 /// Default bound on decompressed bytes: 64 GiB. Override with `STRATO_MAX_DECOMPRESSED_BYTES`.
 pub const DEFAULT_MAX_DECOMPRESSED_BYTES: u64 = 64 << 30;
 
-/// The decompression bound in force (environment override or the default).
-pub fn max_decompressed_bytes() -> u64 {
-    std::env::var("STRATO_MAX_DECOMPRESSED_BYTES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(DEFAULT_MAX_DECOMPRESSED_BYTES)
+/// The environment variable that overrides [`DEFAULT_MAX_DECOMPRESSED_BYTES`].
+pub const MAX_DECOMPRESSED_BYTES_VAR: &str = "STRATO_MAX_DECOMPRESSED_BYTES";
+
+/// The decompression bound in force: `STRATO_MAX_DECOMPRESSED_BYTES` when set, else the
+/// default. An invalid value is an error (never silently replaced by the default).
+pub fn max_decompressed_bytes() -> std::result::Result<u64, String> {
+    match std::env::var(MAX_DECOMPRESSED_BYTES_VAR) {
+        Err(std::env::VarError::NotPresent) => Ok(DEFAULT_MAX_DECOMPRESSED_BYTES),
+        Err(std::env::VarError::NotUnicode(v)) => Err(format!(
+            "{MAX_DECOMPRESSED_BYTES_VAR}={v:?} is not a byte count"
+        )),
+        Ok(v) => parse_byte_count(&v).ok_or_else(|| {
+            format!(
+                "{MAX_DECOMPRESSED_BYTES_VAR}={v:?} is not a byte count: expected a positive \
+                 integer, optionally with a K, M, G or T suffix (powers of 1024), e.g. 64G"
+            )
+        }),
+    }
+}
+
+/// Parses `123`, `64K`, `64M`, `64G`, `1T` (binary multiples; `KiB`/`KB` spellings too).
+/// Zero, negative, fractional and overflowing values are `None`.
+pub fn parse_byte_count(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (number, suffix) = t.split_at(digits);
+    let number: u64 = number.parse().ok()?;
+    let shift = match suffix.trim().to_ascii_uppercase().as_str() {
+        "" | "B" => 0,
+        "K" | "KB" | "KIB" => 10,
+        "M" | "MB" | "MIB" => 20,
+        "G" | "GB" | "GIB" => 30,
+        "T" | "TB" | "TIB" => 40,
+        _ => return None,
+    };
+    let value = number.checked_mul(1u64 << shift)?;
+    (value > 0).then_some(value)
 }
 
 /// What a file looks like from its first bytes (after gzip decompression).
@@ -38,6 +75,22 @@ pub enum Sniffed {
 pub struct Input {
     pub reader: Box<dyn BufRead + Send>,
     pub gzip: bool,
+    /// The raw head is a stratoscope recording (`*.strato`), which is read by path.
+    pub recording: bool,
+    /// The input is a regular file (so it may be opened again by path, e.g. by SQLite).
+    pub regular_file: bool,
+}
+
+impl Input {
+    /// An input over already-decompressed bytes (tests, callers holding a reader).
+    pub fn from_reader(reader: Box<dyn BufRead + Send>) -> Self {
+        Input {
+            reader,
+            gzip: false,
+            recording: false,
+            regular_file: false,
+        }
+    }
 }
 
 impl std::fmt::Debug for Input {
@@ -46,15 +99,41 @@ impl std::fmt::Debug for Input {
     }
 }
 
-/// Opens `path`, transparently decompressing gzip (by magic bytes, not by name), bounded by
-/// `limit` decompressed bytes. An empty file is an error.
+/// Bytes gathered from a pipe before its format is sniffed.
+const PIPE_HEAD: usize = 64 << 10;
+
+/// Whether `path` names standard input (`-`).
+pub fn is_stdin(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+/// Opens `path` (`-`: standard input), transparently decompressing gzip (by magic bytes, not
+/// by name), bounded by `limit` decompressed bytes. An empty file is an error. Opens once:
+/// pipes and FIFOs work, as the format is sniffed from the buffered head.
 pub fn open(path: &Path, limit: u64) -> Result<Input> {
-    let file = File::open(path).map_err(|e| Error::new(path, e))?;
-    let mut raw = BufReader::with_capacity(1 << 20, file);
+    let (mut source, regular_file): (Box<dyn Read + Send>, bool) = if is_stdin(path) {
+        (Box::new(io::stdin()), false)
+    } else {
+        let file = File::open(path).map_err(|e| Error::new(path, e))?;
+        let regular = file.metadata().map(|m| m.is_file()).unwrap_or(false);
+        (Box::new(file), regular)
+    };
+    if !regular_file {
+        // A pipe hands over what its writer wrote so far: gather a head long enough to sniff
+        // the format (or the whole input, when shorter), then read on behind it.
+        let mut head = Vec::with_capacity(PIPE_HEAD);
+        (&mut source)
+            .take(PIPE_HEAD as u64)
+            .read_to_end(&mut head)
+            .map_err(|e| Error::new(path, e))?;
+        source = Box::new(io::Cursor::new(head).chain(source));
+    }
+    let mut raw = BufReader::with_capacity(1 << 20, source);
     let head = raw.fill_buf().map_err(|e| Error::new(path, e))?;
     if head.is_empty() {
         return Err(Error::new(path, ErrorKind::Empty));
     }
+    let recording = head.len() >= 8 && strato_record::is_recording_bytes(&head[..8]);
     if head.starts_with(&[0x1f, 0x8b]) {
         let decoder = MultiGzDecoder::new(raw);
         let limited = LimitedReader {
@@ -70,11 +149,15 @@ pub fn open(path: &Path, limit: u64) -> Result<Input> {
         Ok(Input {
             reader: Box::new(reader),
             gzip: true,
+            recording,
+            regular_file,
         })
     } else {
         Ok(Input {
             reader: Box::new(raw),
             gzip: false,
+            recording,
+            regular_file,
         })
     }
 }

@@ -1,18 +1,30 @@
 //! Splits a Chrome-trace JSON document into its top-level keys and its single events without
-//! ever holding the whole text: a reader thread feeds 1 MiB chunks (decompressing gzip on the
-//! second core), and this side scans bytes — strings, escapes and nesting — to find where each
-//! event ends, handing each complete event's bytes to a callback that parses it with serde.
+//! ever holding the whole text: a reader thread feeds chunks of a fixed read size (1 MiB by
+//! default, [`Splitter::with_chunk_size`] for tests), decompressing gzip on the second core, and
+//! this side hands each event to a callback that parses it with serde.
+//!
+//! Correct for every split of the document, in linear time per event: the callback first tries
+//! the event at the front of the window as read so far (the common case: the event is whole
+//! within it). When that fails for *any* reason — the window may end inside a number, `true`,
+//! an escape or a string, where serde reports a syntax error rather than an end of data — the
+//! splitter finds the event's end with a resumable byte scanner (strings, escapes, nesting;
+//! never re-scanning bytes already seen), reading more as needed, and hands the complete bytes
+//! to the callback once more; only then is an error the event's own. An event is therefore
+//! parsed at most twice, and scanned at most once.
 //!
 //! Accepted shapes: `{"traceEvents": [ ... ], "other": ...}` (keys in any order) and a bare
-//! `[ ... ]` array, whose closing `]` may be missing as the Chrome format allows. Anything else
-//! is a syntax error with its byte offset.
+//! `[ ... ]` array, whose closing `]` may be missing as the Chrome format allows. After the
+//! document only whitespace may follow, and the input is read to its end, so a gzip member's
+//! CRC32 and length (ISIZE) are always checked. Anything else is a syntax error with its byte
+//! offset.
 
 use std::borrow::Cow;
 use std::io::{self, BufRead, Read};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::JoinHandle;
 
-const CHUNK: usize = 1 << 20;
+/// Default read size: bytes per chunk the reader thread hands over.
+pub const DEFAULT_CHUNK_SIZE: usize = 1 << 20;
 /// Room left in front of each chunk so the unparsed tail of the previous one can be put there
 /// instead of copying the new chunk behind it.
 const HEADROOM: usize = 64 << 10;
@@ -22,11 +34,19 @@ const HEADROOM: usize = 64 << 10;
 pub enum TopLevel<'a> {
     /// A top-level key other than `traceEvents`, with its raw JSON value.
     Key(&'a str, &'a [u8]),
-    /// The bytes from the start of the next element of `traceEvents` to the end of the data
-    /// read so far, with the element's byte offset in the document. The callback parses one
-    /// event from the front and returns how many bytes it took, or `None` when the event is
-    /// cut off by the end of the window (the splitter then reads more and calls again).
-    Event(&'a [u8], u64),
+    /// One element of `traceEvents`, starting at document byte `offset`.
+    ///
+    /// When `complete` is false, `bytes` runs from the element's start to the end of the data
+    /// read so far: the callback parses one event from the front and returns how many bytes it
+    /// took, or `None` when it could not (for whatever reason: the event may be cut off).
+    /// The splitter then finds the element's end itself and calls again with `complete` true
+    /// and `bytes` exactly the element's text: now the callback must parse all of it
+    /// (`Some(bytes.len())`) or return an error.
+    Event {
+        bytes: &'a [u8],
+        offset: u64,
+        complete: bool,
+    },
 }
 
 /// Why splitting stopped.
@@ -40,17 +60,63 @@ pub enum SplitError {
     Event { offset: u64, message: String },
 }
 
+/// Read sizes below this are read on the calling thread (see [`Splitter::with_chunk_size`]).
+pub const INLINE_BELOW: usize = 1024;
+
+/// The reader of a splitter that reads on the calling thread.
+struct InlineReader {
+    reader: Box<dyn BufRead + Send>,
+    chunk_size: usize,
+    /// A spent buffer to read the next chunk into.
+    spare: Vec<u8>,
+    /// An error met after the last chunk's bytes, handed over next.
+    error: Option<io::Error>,
+    done: bool,
+}
+
+/// Reads up to `chunk_size` bytes into `chunk` behind [`HEADROOM`] bytes of room. Returns the
+/// chunk (its length is `HEADROOM` + the bytes read), the error that stopped reading (after
+/// the bytes read before it) and whether the input ended.
+fn read_chunk(
+    reader: &mut dyn Read,
+    mut chunk: Vec<u8>,
+    chunk_size: usize,
+) -> (Vec<u8>, Option<io::Error>, bool) {
+    chunk.resize(HEADROOM + chunk_size, 0);
+    let mut filled = HEADROOM;
+    let error = loop {
+        match reader.read(&mut chunk[filled..]) {
+            Ok(0) => break None,
+            Ok(n) => {
+                filled += n;
+                if filled == HEADROOM + chunk_size {
+                    break None;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => break Some(e),
+        }
+    };
+    chunk.truncate(filled);
+    let done = filled < HEADROOM + chunk_size;
+    (chunk, error, done)
+}
+
 /// The splitter: owns the reader thread and the current window of bytes.
 pub struct Splitter {
     chunks: Receiver<io::Result<Vec<u8>>>,
     /// Spent buffers go back to the reader thread, so pages are not faulted in again.
     spent: SyncSender<Vec<u8>>,
     reader: Option<JoinHandle<()>>,
+    /// Small read sizes: read on the calling thread instead.
+    inline: Option<InlineReader>,
     buf: Vec<u8>,
     pos: usize,
     /// Document offset of `buf[0]` (may be negative: buffers start with headroom).
     base: i64,
     eof: bool,
+    /// Whether the document's last byte was seen (for salvage figures).
+    ended: bool,
 }
 
 impl std::fmt::Debug for Splitter {
@@ -72,6 +138,7 @@ impl Drop for Splitter {
     }
 }
 
+/// Where [`scan_value`] stopped: resumable, so a long value is scanned once however it is cut.
 #[derive(Default)]
 struct ScanState {
     scanned: usize,
@@ -81,35 +148,50 @@ struct ScanState {
 }
 
 impl Splitter {
-    /// Starts the reader thread over `reader`.
-    pub fn new(mut reader: Box<dyn BufRead + Send>) -> Self {
+    /// Starts the reader thread over `reader`, with the default read size.
+    pub fn new(reader: Box<dyn BufRead + Send>) -> Self {
+        Self::with_chunk_size(reader, DEFAULT_CHUNK_SIZE)
+    }
+
+    /// Reads `reader` in chunks of `chunk_size` bytes (at least 1). Results do not depend on
+    /// it; tests use tiny sizes to end windows everywhere. From [`INLINE_BELOW`] bytes up a
+    /// reader thread reads ahead (and decompresses on the second core); smaller chunks are read
+    /// on the calling thread, where a thread hand-off per few bytes would cost more than the
+    /// read. Either way the splitter sees the same sequence of windows.
+    pub fn with_chunk_size(mut reader: Box<dyn BufRead + Send>, chunk_size: usize) -> Self {
+        let chunk_size = chunk_size.max(1);
         let (tx, rx) = sync_channel::<io::Result<Vec<u8>>>(4);
         let (spent_tx, spent_rx) = sync_channel::<Vec<u8>>(8);
-        let handle = std::thread::Builder::new()
+        let mut splitter = Splitter {
+            chunks: rx,
+            spent: spent_tx,
+            reader: None,
+            inline: None,
+            buf: Vec::new(),
+            pos: 0,
+            base: 0,
+            eof: false,
+            ended: false,
+        };
+        if chunk_size < INLINE_BELOW {
+            splitter.inline = Some(InlineReader {
+                reader,
+                chunk_size,
+                spare: Vec::new(),
+                error: None,
+                done: false,
+            });
+            return splitter;
+        }
+        splitter.reader = std::thread::Builder::new()
             .name("strato-read".into())
             .spawn(move || loop {
-                let mut chunk = spent_rx.try_recv().unwrap_or_default();
-                chunk.resize(HEADROOM + CHUNK, 0);
-                let mut filled = HEADROOM;
-                let result = loop {
-                    match reader.read(&mut chunk[filled..]) {
-                        Ok(0) => break Ok(()),
-                        Ok(n) => {
-                            filled += n;
-                            if filled == HEADROOM + CHUNK {
-                                break Ok(());
-                            }
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(e) => break Err(e),
-                    }
-                };
-                chunk.truncate(filled);
-                let done = filled < HEADROOM + CHUNK;
-                if filled > HEADROOM && tx.send(Ok(chunk)).is_err() {
+                let recycled = spent_rx.try_recv().unwrap_or_default();
+                let (chunk, error, done) = read_chunk(&mut reader, recycled, chunk_size);
+                if chunk.len() > HEADROOM && tx.send(Ok(chunk)).is_err() {
                     return;
                 }
-                if let Err(e) = result {
+                if let Some(e) = error {
                     let _ = tx.send(Err(e));
                     return;
                 }
@@ -118,14 +200,48 @@ impl Splitter {
                 }
             })
             .ok();
-        Splitter {
-            chunks: rx,
-            spent: spent_tx,
-            reader: handle,
-            buf: Vec::new(),
-            pos: 0,
-            base: 0,
-            eof: false,
+        splitter
+    }
+
+    /// The next chunk: `None` at the end of input.
+    fn next_chunk(&mut self) -> Option<io::Result<Vec<u8>>> {
+        match &mut self.inline {
+            None => self.chunks.recv().ok(),
+            Some(inline) => loop {
+                if let Some(e) = inline.error.take() {
+                    inline.done = true;
+                    return Some(Err(e));
+                }
+                if inline.done {
+                    return None;
+                }
+                let recycled = std::mem::take(&mut inline.spare);
+                let (chunk, error, done) =
+                    read_chunk(&mut inline.reader, recycled, inline.chunk_size);
+                inline.error = error;
+                inline.done = done;
+                if chunk.len() > HEADROOM {
+                    return Some(Ok(chunk));
+                }
+            },
+        }
+    }
+
+    /// Bytes of the document consumed so far (the offset of the next unread byte).
+    pub fn consumed(&self) -> u64 {
+        self.offset()
+    }
+
+    /// Hands a spent buffer back to the reader thread, unless it grew for a long value (then
+    /// it is freed rather than kept alive as a chunk).
+    fn recycle(&mut self, buf: Vec<u8>) {
+        if buf.capacity() <= 2 * (HEADROOM + DEFAULT_CHUNK_SIZE) {
+            match &mut self.inline {
+                Some(inline) => inline.spare = buf,
+                None => {
+                    let _ = self.spent.try_send(buf);
+                }
+            }
         }
     }
 
@@ -145,30 +261,33 @@ impl Splitter {
         if self.eof {
             return Ok(false);
         }
-        match self.chunks.recv() {
-            Ok(Ok(mut chunk)) => {
+        match self.next_chunk() {
+            Some(Ok(mut chunk)) => {
                 let tail = self.buf.len() - self.pos;
                 let tail_offset = self.base + self.pos as i64;
-                if tail <= HEADROOM {
-                    // Put the unparsed tail in the new chunk's headroom: no copy of the chunk.
+                let data = chunk.len() - HEADROOM;
+                if tail <= HEADROOM && tail <= data {
+                    // Put the unparsed tail in the new chunk's headroom: no copy of the chunk
+                    // (and the tail is no longer than the chunk, so copying it is linear).
                     let start = HEADROOM - tail;
                     chunk[start..HEADROOM].copy_from_slice(&self.buf[self.pos..]);
                     let old = std::mem::replace(&mut self.buf, chunk);
-                    let _ = self.spent.try_send(old);
+                    self.recycle(old);
                     self.pos = start;
                     self.base = tail_offset - start as i64;
                 } else {
-                    // A value longer than the headroom: keep growing the current buffer.
+                    // A value longer than the headroom or the chunk: keep growing the current
+                    // buffer (amortised linear; the tail moves down once, then pos stays 0).
                     self.buf.drain(..self.pos);
                     self.base = tail_offset;
                     self.pos = 0;
                     self.buf.extend_from_slice(&chunk[HEADROOM..]);
-                    let _ = self.spent.try_send(chunk);
+                    self.recycle(chunk);
                 }
                 Ok(true)
             }
-            Ok(Err(e)) => Err(SplitError::Io(e)),
-            Err(_) => {
+            Some(Err(e)) => Err(SplitError::Io(e)),
+            None => {
                 self.eof = true;
                 Ok(false)
             }
@@ -224,6 +343,7 @@ impl Splitter {
             Some(b'[') => {
                 self.pos += 1;
                 self.events(&mut each, true)?;
+                self.expect_end()?;
                 Ok(true)
             }
             Some(b'{') => {
@@ -233,6 +353,7 @@ impl Splitter {
                     match self.peek()? {
                         Some(b'}') => {
                             self.pos += 1;
+                            self.expect_end()?;
                             return Ok(saw_events);
                         }
                         Some(b'"') => {}
@@ -278,6 +399,23 @@ impl Splitter {
         }
     }
 
+    /// After the document: only whitespace may follow. Reads the input to its end, so the
+    /// decompressor checks the gzip trailer (CRC32, ISIZE) and any further member.
+    fn expect_end(&mut self) -> Result<(), SplitError> {
+        match self.peek()? {
+            None => {
+                self.ended = true;
+                Ok(())
+            }
+            Some(_) => Err(self.syntax("data after the end of the JSON document")),
+        }
+    }
+
+    /// Whether the whole input was read and ended where a document may end.
+    pub fn ended(&self) -> bool {
+        self.ended
+    }
+
     /// Splits an event array whose '[' was just consumed.
     fn events<F>(&mut self, each: &mut F, bare: bool) -> Result<(), SplitError>
     where
@@ -291,7 +429,10 @@ impl Splitter {
                 }
                 Some(b'{') => {}
                 Some(_) => return Err(self.syntax("an event is not a JSON object")),
-                None if bare => return Ok(()),
+                None if bare => {
+                    self.ended = true;
+                    return Ok(());
+                }
                 None => {
                     return Err(
                         self.syntax("unexpected end of data in traceEvents (file truncated?)")
@@ -299,16 +440,40 @@ impl Splitter {
                 }
             }
             let offset = self.offset();
-            let used = loop {
-                let outcome = each(TopLevel::Event(&self.buf[self.pos..], offset))
-                    .map_err(|message| SplitError::Event { offset, message })?;
-                if let Some(used) = outcome {
-                    break used;
-                }
-                if !self.fill()? {
-                    return Err(
-                        self.syntax("unexpected end of data inside an event (file truncated?)")
-                    );
+            // Fast path: the event is whole within the window (one parse, no scan).
+            let quick = each(TopLevel::Event {
+                bytes: &self.buf[self.pos..],
+                offset,
+                complete: false,
+            })
+            .map_err(|message| SplitError::Event { offset, message })?;
+            let used = match quick {
+                Some(used) => used,
+                None => {
+                    // Cut off or bad: find the end by scanning (linear), then parse once.
+                    let end = self.value_end().map_err(|e| match e {
+                        SplitError::Syntax { .. } => SplitError::Syntax {
+                            offset,
+                            message: "unexpected end of data inside an event (file truncated?)"
+                                .into(),
+                        },
+                        other => other,
+                    })?;
+                    let bytes = &self.buf[self.pos..end];
+                    match each(TopLevel::Event {
+                        bytes,
+                        offset,
+                        complete: true,
+                    }) {
+                        Ok(Some(used)) if used == bytes.len() => used,
+                        Ok(_) => {
+                            return Err(SplitError::Event {
+                                offset,
+                                message: "bad event: not one JSON object".into(),
+                            })
+                        }
+                        Err(message) => return Err(SplitError::Event { offset, message }),
+                    }
                 }
             };
             self.pos += used;
@@ -316,7 +481,10 @@ impl Splitter {
                 Some(b',') => self.pos += 1,
                 Some(b']') => {}
                 Some(_) => return Err(self.syntax("expected ',' or ']' after an event")),
-                None if bare => return Ok(()),
+                None if bare => {
+                    self.ended = true;
+                    return Ok(());
+                }
                 None => {
                     return Err(
                         self.syntax("unexpected end of data in traceEvents (file truncated?)")
@@ -379,13 +547,17 @@ fn scan_value(bytes: &[u8], state: &mut ScanState, at_eof: bool) -> Option<usize
             None
         }
         _ => {
-            let end = bytes
+            let from = state.scanned.min(bytes.len());
+            let end = bytes[from..]
                 .iter()
                 .position(|&b| matches!(b, b',' | b']' | b'}') || b.is_ascii_whitespace());
             match end {
-                Some(e) => Some(e),
+                Some(e) => Some(from + e),
                 None if at_eof => Some(bytes.len()),
-                None => None,
+                None => {
+                    state.scanned = bytes.len();
+                    None
+                }
             }
         }
     }
@@ -397,23 +569,71 @@ mod tests {
     use std::io::Cursor;
 
     fn split(text: &[u8]) -> Result<(bool, Vec<String>), SplitError> {
+        split_with(text, DEFAULT_CHUNK_SIZE)
+    }
+
+    /// Splits with a given read size; the callback parses with serde like the importer does.
+    fn split_with(text: &[u8], chunk: usize) -> Result<(bool, Vec<String>), SplitError> {
         let mut seen = Vec::new();
-        let mut splitter = Splitter::new(Box::new(Cursor::new(text.to_vec())));
+        let mut splitter = Splitter::with_chunk_size(Box::new(Cursor::new(text.to_vec())), chunk);
         let saw = splitter.run(|item| match item {
             TopLevel::Key(k, v) => {
                 seen.push(format!("{k}={}", String::from_utf8_lossy(v)));
                 Ok(Some(0))
             }
-            TopLevel::Event(rest, _) => {
-                let mut state = ScanState::default();
-                let Some(end) = scan_value(rest, &mut state, false) else {
-                    return Ok(None);
+            TopLevel::Event {
+                bytes, complete, ..
+            } => {
+                let parsed: Option<(&serde_json::value::RawValue, usize)> = if complete {
+                    serde_json::from_slice(bytes)
+                        .map(|v| Some((v, bytes.len())))
+                        .map_err(|e| e.to_string())?
+                } else {
+                    let mut stream = serde_json::Deserializer::from_slice(bytes).into_iter();
+                    match stream.next() {
+                        Some(Ok(v)) => Some((v, stream.byte_offset())),
+                        _ => None,
+                    }
                 };
-                seen.push(String::from_utf8_lossy(&rest[..end]).into_owned());
-                Ok(Some(end))
+                Ok(parsed.map(|(v, used)| {
+                    seen.push(v.get().to_owned());
+                    used
+                }))
             }
         })?;
         Ok((saw, seen))
+    }
+
+    #[test]
+    fn every_read_size_gives_the_same_split() {
+        let doc = br#" {"a": -1.5e+3, "traceEvents": [ {"name":"x}\"]","v":-0.25E-7,"t":true,"n":null,"u":"\u00e9\ud83d\ude00"} , {"n":[1,{"b":2e5}], "f": false} ], "z": {"k":"v"}, "s":"str", "num": 12.5e-1 } "#;
+        let expected = split(doc).unwrap();
+        assert_eq!(expected.1.len(), 6);
+        for chunk in 1..=doc.len() + 1 {
+            let got = split_with(doc, chunk).unwrap();
+            assert_eq!(got.1, expected.1, "read size {chunk}");
+        }
+    }
+
+    #[test]
+    fn bad_events_and_trailing_data_are_errors_at_every_read_size() {
+        for chunk in [1, 2, 3, 7, 64, DEFAULT_CHUNK_SIZE] {
+            for bad in [
+                &br#"{"traceEvents":[{"a":1.}]}"#[..],
+                br#"{"traceEvents":[{"a":tru}]}"#,
+                br#"{"traceEvents":[{"a":1}]} x"#,
+                br#"{"traceEvents":[{"a":1}]}{}"#,
+                br#"[{"a":1}] ]"#,
+                br#"{"traceEvents":[{"a":"\u12"}]}"#,
+            ] {
+                assert!(
+                    split_with(bad, chunk).is_err(),
+                    "{chunk} {:?}",
+                    String::from_utf8_lossy(bad)
+                );
+            }
+            assert!(split_with(b"{\"traceEvents\":[]} \r\n\t ", chunk).is_ok());
+        }
     }
 
     #[test]
@@ -438,7 +658,7 @@ mod tests {
     #[test]
     fn events_spanning_many_chunks() {
         let mut doc = b"{\"traceEvents\":[".to_vec();
-        let long = "x".repeat(3 * CHUNK);
+        let long = "x".repeat(3 * DEFAULT_CHUNK_SIZE);
         doc.extend_from_slice(format!("{{\"name\":\"{long}\"}},{{\"a\":1}}]}}").as_bytes());
         let (_, seen) = split(&doc).unwrap();
         assert_eq!(seen.len(), 2);

@@ -36,8 +36,17 @@ pub struct ImportOptions {
     /// Keep every event's attributes (`args`) as JSON text. Analyses that only need times,
     /// names and correlations run with this off and keep far less in memory.
     pub keep_args: bool,
-    /// Bound on decompressed bytes per gzip input.
-    pub max_decompressed_bytes: u64,
+    /// Bound on decompressed bytes per gzip input (a bomb guard). `None`: the value of
+    /// `STRATO_MAX_DECOMPRESSED_BYTES`, else [`input::DEFAULT_MAX_DECOMPRESSED_BYTES`]; read when
+    /// a file is opened, and an invalid value is an error then.
+    pub max_decompressed_bytes: Option<u64>,
+    /// Bytes per read of a streamed JSON input ([`json_split::DEFAULT_CHUNK_SIZE`]). Results
+    /// never depend on it; tests use tiny sizes.
+    pub read_size: usize,
+    /// Keep what can be read from a damaged Chrome/Kineto JSON input (truncated, corrupt gzip,
+    /// trailing data, a bad event) instead of failing: the events before the damage are kept
+    /// and a `salvaged: ...` import note says what was lost. Off: such an input is an error.
+    pub salvage: bool,
     /// Memory budget of one import: what it keeps (events, attributes, strings, as estimated by
     /// [`strato_trace::MemoryTracker`]) may not pass it; the import stops with
     /// [`ErrorKind::MemoryBudget`] instead. Default: [`budget::default_budget`] (half of
@@ -91,9 +100,21 @@ impl std::io::BufRead for ProgressReader {
     }
 }
 
+impl ImportOptions {
+    /// The decompression bound in force (see [`ImportOptions::max_decompressed_bytes`]); an
+    /// invalid `STRATO_MAX_DECOMPRESSED_BYTES` is an error naming `path`.
+    pub fn decompression_limit(&self, path: &Path) -> Result<u64> {
+        match self.max_decompressed_bytes {
+            Some(limit) => Ok(limit),
+            None => input::max_decompressed_bytes()
+                .map_err(|message| Error::new(path, ErrorKind::Config(message))),
+        }
+    }
+}
+
 /// Opens `path` for an importer, wrapped for progress reports when `options` asks.
 fn open_input(path: &Path, options: &ImportOptions) -> Result<input::Input> {
-    let mut input = input::open(path, options.max_decompressed_bytes)?;
+    let mut input = input::open(path, options.decompression_limit(path)?)?;
     if let Some(hook) = &options.progress {
         input.reader = Box::new(ProgressReader {
             inner: input.reader,
@@ -110,8 +131,10 @@ impl Default for ImportOptions {
         ImportOptions {
             level_map: LevelMap::default(),
             keep_args: true,
-            max_decompressed_bytes: input::max_decompressed_bytes(),
+            max_decompressed_bytes: None,
             memory_budget_bytes: budget::default_budget(),
+            read_size: json_split::DEFAULT_CHUNK_SIZE,
+            salvage: false,
             progress: None,
         }
     }
@@ -133,8 +156,13 @@ pub enum Format {
 /// Sniffs the format of `path` from its content (and, for protobuf, which has no magic bytes,
 /// from the `.pb` name).
 pub fn detect_format(path: &Path, options: &ImportOptions) -> Result<Format> {
-    let mut input = input::open(path, options.max_decompressed_bytes)?;
-    match input::sniff(path, &mut input)? {
+    let mut input = input::open(path, options.decompression_limit(path)?)?;
+    sniffed_format(path, &mut input)
+}
+
+/// The format of an opened input, from its buffered head (nothing is consumed).
+fn sniffed_format(path: &Path, input: &mut input::Input) -> Result<Format> {
+    match input::sniff(path, input)? {
         input::Sniffed::Json => Ok(Format::ChromeJson),
         input::Sniffed::Sqlite => Ok(Format::NsysSqlite),
         input::Sniffed::NcuCsv => Ok(Format::NcuCsv),
@@ -156,26 +184,40 @@ pub fn detect_format(path: &Path, options: &ImportOptions) -> Result<Format> {
     }
 }
 
-/// Imports one file of any supported format.
+/// Imports one file of any supported format (`-`: standard input). The file is opened once
+/// and its format sniffed from the buffered head, so pipes work; formats read by path
+/// (recordings, SQLite) need a regular file and say so otherwise.
 pub fn import_file(path: &Path, options: &ImportOptions) -> Result<Trace> {
-    if recording::is_recording_file(path) {
+    let mut input = open_input(path, options)?;
+    let needs_regular = |what: &str| {
+        Error::new(
+            path,
+            ErrorKind::UnknownFormat(format!(
+                "{what} must be a regular file (not a pipe or standard input)"
+            )),
+        )
+    };
+    if input.recording {
+        if !input.regular_file {
+            return Err(needs_regular("a stratoscope recording"));
+        }
+        drop(input);
         return recording::import_file(path, options);
     }
-    let trace = match detect_format(path, options)? {
+    let trace = match sniffed_format(path, &mut input)? {
         Format::ChromeJson => {
-            let input = open_input(path, options)?;
             let trace = chrome::import(path, input, options)?;
             tf::post_process(trace, options)
         }
-        Format::NsysSqlite => nsys::import(path, options)?,
-        Format::NcuCsv => {
-            let input = open_input(path, options)?;
-            ncu::import(path, input, options)?
+        Format::NsysSqlite => {
+            if !input.regular_file {
+                return Err(needs_regular("an Nsight Systems SQLite export"));
+            }
+            drop(input);
+            nsys::import(path, options)?
         }
-        Format::XPlane => {
-            let input = open_input(path, options)?;
-            xplane::import(path, input, options)?
-        }
+        Format::NcuCsv => ncu::import(path, input, options)?,
+        Format::XPlane => xplane::import(path, input, options)?,
     };
     trace
         .validate()
@@ -216,7 +258,9 @@ pub fn import_paths(paths: &[PathBuf], options: &ImportOptions) -> Result<Trace>
     let mut files = Vec::new();
     let mut recorded = Vec::new();
     for path in paths {
-        if recording::is_recording_dir(path) {
+        if input::is_stdin(path) {
+            files.push(path.clone());
+        } else if recording::is_recording_dir(path) {
             recorded.push(recording::import_dir(path, options)?);
         } else if path.is_dir() {
             files.extend(rank_files(path)?);

@@ -764,7 +764,7 @@ fn other_json_files_pass_through_unchanged() {
     )
     .unwrap();
     let options = ImportOptions::default();
-    let input = strato_io::input::open(&path, options.max_decompressed_bytes).unwrap();
+    let input = strato_io::input::open(&path, options.decompression_limit(&path).unwrap()).unwrap();
     let plain = strato_io::chrome::import(&path, input, &options).unwrap();
     assert_eq!(strato_io::tf::post_process(plain.clone(), &options), plain);
     assert_eq!(import_file(&path, &options).unwrap(), plain);
