@@ -13,6 +13,9 @@ pub mod cmd_overhead;
 pub mod cmd_record;
 mod cmd_report;
 mod present;
+// signal(2) through `libc` around a recorded program's run, confined to this module.
+#[allow(unsafe_code)]
+mod shell_signals;
 mod table;
 pub mod term;
 
