@@ -216,16 +216,16 @@ def test_sigkill_loses_at_most_about_the_flush_interval(tmp_path, profile_dir):
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
                             env=env)
     assert proc.stdout.readline().strip() == "ready"
-    time.sleep(0.3)
+    time.sleep(1.0)  # without the periodic flush, the last second would be lost
     killed_at_us = time.monotonic_ns() / 1000
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     ticks = [e for e in spans(profile_dir, tmp_path) if e["name"] == "tick"]
     last_end_us = max(e["ts"] + e["dur"] for e in ticks)
     lost_ms = (killed_at_us - last_end_us) / 1000
-    # The writer wakes every 50 ms; on a loaded 2-core machine it may run late (docs state
-    # the measured figures).
-    assert 0 <= lost_ms <= interval_ms + 150, lost_ms
+    # The writer wakes every 50 ms; on a loaded 2-core machine it may run late (measured:
+    # 12-67 ms, once 171 ms at load average 31; docs/recording.md).
+    assert 0 <= lost_ms <= interval_ms + 250, lost_ms
     assert any("ended without flushing" in n for n in notes(profile_dir))
 
 
