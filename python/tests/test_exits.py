@@ -246,3 +246,25 @@ def test_calibrate_stops_at_the_first_failing_run(tmp_path, profile_dir):
     assert int(counter.read_text()) == 3  # no run after the failing one
     assert "exit code 4 in the run at level 2" in proc.stderr
     assert not (profile_dir / "calibration.json").exists()
+
+
+def test_ctrl_c_ends_the_program_and_strato_reports_on_it(tmp_path, profile_dir):
+    # Ctrl-C signals the whole foreground process group: strato ignores it while the program
+    # runs (as a shell does), the program flushes at its KeyboardInterrupt, strato reports.
+    script = write(tmp_path, TICKS + """
+    print("ready", flush=True)
+    time.sleep(60)
+    """)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STRATOSCOPE_")}
+    env.update(NEVER_FLUSH)
+    proc = subprocess.Popen([sys.executable, "-m", "stratoscope", "record", "-o",
+                             str(profile_dir), "--", sys.executable, str(script)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+    assert proc.stdout.readline().strip() == "ready"
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "signal 2 (SIGINT)" in err
+    assert f"profile {profile_dir}" in out  # the breakdown was written
+    assert len(names(profile_dir, tmp_path, "tick")) == 50
