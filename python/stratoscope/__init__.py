@@ -18,6 +18,13 @@ profile directory that ``strato`` analyses.
 Recording starts by itself when ``STRATOSCOPE_OUT`` is set in the environment (that is how
 ``strato record`` and processes started by ``multiprocessing`` record): each process writes its
 own ``<pid>.strato`` file into the same profile directory.
+
+Every way out of a process that can be caught writes the recording's end (STOP record, last
+chunk): normal exit and uncaught exceptions (``atexit``), ``os._exit`` (wrapped), forked
+children (``os.register_at_fork``, multiprocessing finalisers), and termination signals whose
+action is the default (SIGTERM, SIGHUP; SIGINT when set to the default), which the native
+recorder handles by flushing and then ending the process by the same signal. What cannot be
+caught (SIGKILL, a crash) loses at most the events since the last flush (docs/recording.md).
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import atexit
 import functools
 import json
 import os
+import signal
 import sys
 import threading
 from typing import Any, Callable, Iterable, TypeVar
@@ -65,6 +73,7 @@ ENV_OUT = "STRATOSCOPE_OUT"
 ENV_LEVEL = "STRATOSCOPE_LEVEL"
 ENV_TORCH = "STRATOSCOPE_TORCH"
 ENV_WRAP = "STRATOSCOPE_WRAP"
+ENV_FLUSH_INTERVAL_MS = "STRATOSCOPE_FLUSH_INTERVAL_MS"
 
 #: Collection levels: 0 timing only (uninstrumented baseline), 1 annotations, 2 hook installed
 #: but recording nothing (calibration), 3 annotations + interception, 4 full (+ wrappers,
@@ -131,10 +140,73 @@ class _Anchor:
     pass
 
 
+#: Signals whose default action ends the process without running ``atexit``: while their
+#: disposition is the default, the recorder flushes before the process ends by them.
+_TERMINATION_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGINT") if hasattr(signal, name)
+)
+_real_os_exit: Callable[[int], Any] | None = None
+_real_signal: Any = None
+
+
+def _stop_for_exit() -> None:
+    # The process is about to end without atexit (os._exit). The module lock is taken with a
+    # timeout: a forked child may have inherited it held by a thread that does not exist there.
+    if not _native.is_recording():
+        return
+    locked = _lock.acquire(timeout=2.0)
+    try:
+        threading.setprofile(None)  # type: ignore[arg-type]
+        try:
+            _stop_torch()
+        except Exception:  # pragma: no cover - the recording matters more here
+            pass
+        _native.stop()
+    finally:
+        if locked:
+            _lock.release()
+
+
+def _os_exit(status: int) -> None:
+    """``os._exit`` under stratoscope: stops (flushes) the recording, then exits."""
+    try:
+        _stop_for_exit()
+    finally:
+        assert _real_os_exit is not None
+        _real_os_exit(status)
+
+
+def _signal(signalnum: Any, handler: Any) -> Any:
+    """``signal.signal`` under stratoscope: setting a termination signal back to its default
+    action hands it to the recorder again (flush, then end by the signal)."""
+    previous = _real_signal(signalnum, handler)
+    default = isinstance(handler, int) and handler == signal.SIG_DFL
+    if default and signalnum in _TERMINATION_SIGNALS and _native.is_recording():
+        _native.catch_termination_signal(int(signalnum))
+    return previous
+
+
+def _install_exit_hooks() -> None:
+    global _real_os_exit, _real_signal
+    if _real_os_exit is None:
+        _real_os_exit = os._exit
+        functools.update_wrapper(_os_exit, _real_os_exit)
+        os._exit = _os_exit
+    if _real_signal is None:
+        _real_signal = signal.signal
+        functools.update_wrapper(_signal, _real_signal)
+        signal.signal = _signal
+    for signum in _TERMINATION_SIGNALS:
+        if signal.getsignal(signum) is signal.SIG_DFL:
+            _native.catch_termination_signal(int(signum))
+
+
 def start(dir: str | os.PathLike[str] | None = None, level: int | None = None, *,
-          flush_interval_ms: int = 50, torch: bool | None = None) -> None:
+          flush_interval_ms: int | None = None, torch: bool | None = None) -> None:
     """Starts recording into profile directory ``dir`` (default: ``$STRATOSCOPE_OUT`` or
-    ``strato-profile``) at collection ``level`` (default ``$STRATOSCOPE_LEVEL`` or 4).
+    ``strato-profile``) at collection ``level`` (default ``$STRATOSCOPE_LEVEL`` or 4). The
+    writer appends a chunk every ``flush_interval_ms`` (default
+    ``$STRATOSCOPE_FLUSH_INTERVAL_MS`` or 50): what a SIGKILL or a crash can lose at most.
 
     Child processes inherit the settings through the environment: forked children record to
     their own file at once, spawned ones when they import stratoscope (or, under
@@ -147,6 +219,8 @@ def start(dir: str | os.PathLike[str] | None = None, level: int | None = None, *
         lvl = int(level if level is not None else os.environ.get(ENV_LEVEL, "4"))
         os.environ[ENV_OUT] = out
         os.environ[ENV_LEVEL] = str(lvl)
+        if flush_interval_ms is None:
+            flush_interval_ms = int(os.environ.get(ENV_FLUSH_INTERVAL_MS) or 50)
         _native.start(out, lvl, flush_interval_ms, json.dumps(sys.argv))
         if lvl >= 2:
             threading.setprofile(_thread_bootstrap)
@@ -161,6 +235,7 @@ def start(dir: str | os.PathLike[str] | None = None, level: int | None = None, *
                 util.register_after_fork(_after_fork_anchor, _register_mp_finalizer)
             except Exception:  # pragma: no cover
                 pass
+        _install_exit_hooks()
     if lvl >= 4:
         for name in filter(None, os.environ.get(ENV_WRAP, "").split(",")):
             mod_name, _, lvl_name = name.partition(":")

@@ -15,6 +15,8 @@ def main() -> None:
     )
     os.environ.setdefault("STRATOSCOPE_PYTHON", sys.executable)
     sys.stdout.flush()
+    # The Rust CLI's exit status, unchanged: 0, 2 for strato's own failures, or the recorded
+    # program's status for `strato record` (128 + N when signal N ended it).
     code = _native.cli_main(["strato", *sys.argv[1:]])
     sys.exit(code)
 

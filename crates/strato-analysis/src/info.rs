@@ -39,6 +39,10 @@ pub struct ProcessInfo {
     pub name: Option<String>,
     pub threads: usize,
     pub spans: usize,
+    /// What the importer noted about this process's recording (e.g. it ended without
+    /// flushing: events after its last record may be missing).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// Everything `strato info` prints.
@@ -90,6 +94,7 @@ pub fn info(trace: &Trace) -> TraceInfo {
             name: p.name.clone(),
             threads: 0,
             spans: 0,
+            notes: recording_notes(trace, p.rank, p.pid),
         })
         .collect();
     let mut devices: Vec<DeviceInfo> = trace
@@ -163,4 +168,24 @@ pub fn info(trace: &Trace) -> TraceInfo {
         processes,
         devices,
     }
+}
+
+/// Notes the `strato` importer left on process `pid` of `rank` (its rank metadata's
+/// `processes[].note`; one per file of the process, e.g. its OpenCL layer's).
+fn recording_notes(trace: &Trace, rank: strato_trace::RankId, pid: i64) -> Vec<String> {
+    let Some(meta) = trace.ranks[rank.0 as usize]
+        .metadata_json
+        .as_deref()
+        .filter(|_| trace.ranks[rank.0 as usize].format == "strato")
+        .and_then(|m| serde_json::from_str::<serde_json::Value>(m).ok())
+    else {
+        return Vec::new();
+    };
+    meta["processes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["pid"].as_i64() == Some(pid))
+        .filter_map(|p| p["note"].as_str().map(str::to_owned))
+        .collect()
 }

@@ -3,7 +3,9 @@
 //! Subcommands are declared in [`Command`] and dispatched in `run`; a command's handling and
 //! rendering live in their own `cmd_<name>.rs` module.
 //!
-//! Every failure prints one line `strato: PATH: what is wrong` to stderr and exits with code 2.
+//! Every failure prints one line `strato: PATH: what is wrong` to stderr and exits with code 2;
+//! `strato record` exits with the recorded program's status when the program failed
+//! ([`crate::cmd_record`]).
 
 use crate::present;
 
@@ -190,12 +192,14 @@ enum WindowArg {
 
 /// Runs `strato` with the process's arguments.
 pub fn main() -> ExitCode {
-    main_with_args(std::env::args_os())
+    ExitCode::from(main_with_args(std::env::args_os()))
 }
 
 /// Runs `strato` with `args` (the first is the program name), as the binary and the Python
-/// package's `strato` entry point do.
-pub fn main_with_args<I, T>(args: I) -> ExitCode
+/// package's `strato` entry point do; returns the exit status: 0, 2 for any failure of
+/// strato's own, or, for `strato record`, the recorded program's status when it failed (see
+/// [`crate::cmd_record::ProgramStatus::shell_code`]).
+pub fn main_with_args<I, T>(args: I) -> u8
 where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
@@ -204,18 +208,22 @@ where
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+            return if e.use_stderr() { 2 } else { 0 };
         }
     };
     match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(status) => status,
         Err(error) => {
+            if let Some(failed) = error.downcast_ref::<crate::cmd_record::ProgramFailed>() {
+                eprintln!("strato: {failed}");
+                return failed.code;
+            }
             // A closed stdout (e.g. `| head`) is not an error worth reporting.
             if error
                 .downcast_ref::<std::io::Error>()
                 .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
             {
-                return ExitCode::SUCCESS;
+                return 0;
             }
             let mut message = error.to_string();
             for cause in error.chain().skip(1) {
@@ -226,7 +234,7 @@ where
                 }
             }
             eprintln!("strato: {message}");
-            ExitCode::from(2)
+            2
         }
     }
 }
@@ -340,13 +348,16 @@ fn load_unredacted(inputs: &[PathBuf], options: &ImportOptions) -> Result<Trace>
     Ok(strato_analysis::overhead::apply_recorded_calibration(trace))
 }
 
-fn run(cli: Cli) -> Result<()> {
+/// Runs one command; returns the exit status (non-zero only for `strato record` of a failed
+/// program).
+fn run(cli: Cli) -> Result<u8> {
     SALVAGE.store(cli.salvage, std::sync::atomic::Ordering::Relaxed);
     let level_map = cli.level_map.as_deref();
     crate::table::set_csv_raw(cli.csv_raw);
     KEEP_SECRETS.store(cli.keep_secrets, std::sync::atomic::Ordering::Relaxed);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
+    let mut status = 0;
     match cli.command {
         Command::CrossStack(command) => crate::cmd_crossstack::run(command, level_map, &mut out)?,
         Command::Import { inputs, output } => {
@@ -431,7 +442,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Iterations(args) => crate::cmd_iterations::run(args, level_map, &mut out)?,
         Command::Kernels(args) => crate::cmd_kernels::run(args, level_map, &mut out)?,
         Command::Memory(args) => crate::cmd_memory::run(args, level_map, &mut out)?,
-        Command::Record(args) => crate::cmd_record::run_record(args, &mut out)?,
+        Command::Record(args) => status = crate::cmd_record::run_record(args, &mut out)?,
         Command::Validate(args) => crate::cmd_record::run_validate(args, &mut out)?,
         Command::Overhead(args) => crate::cmd_overhead::run(args, &mut out)?,
         Command::Report(args) => crate::cmd_report::run(args, level_map, &mut out)?,
@@ -472,5 +483,5 @@ fn run(cli: Cli) -> Result<()> {
         }
     }
     out.flush()?;
-    Ok(())
+    Ok(status)
 }

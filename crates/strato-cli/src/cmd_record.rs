@@ -11,10 +11,19 @@
 //! of its processes' recording threads (the recorder's `strato.cpu` records), or, when a
 //! process lacks it, its root process's recorded region (START to STOP records), which is
 //! also the wall-clock figure reported beside it.
+//!
+//! Exit status (docs/recording.md): once the program has run, `strato record` exits with the
+//! program's status ([`ProgramStatus::shell_code`]: its exit code, or 128 + N when signal N
+//! ended it), after writing what was recorded; with several runs (`--calibrate`, `--levels`)
+//! the first run that fails stops the command with that run's status ([`ProgramFailed`]).
+//! Exit code 2 stays strato's own failure before the program starts. While the program runs,
+//! strato ignores SIGINT and SIGQUIT (as a shell waiting for a foreground job does): Ctrl-C
+//! reaches the program, which flushes and ends, and strato then reports on it.
 
 use std::io::Write;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
@@ -92,6 +101,76 @@ const LEVEL_NAMES: [&str; 5] = [
     "full",
 ];
 
+/// How one run of the recorded program ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProgramStatus {
+    /// The exit code, when the program exited.
+    pub code: Option<i32>,
+    /// The signal that ended it, when one did.
+    pub signal: Option<i32>,
+}
+
+impl ProgramStatus {
+    fn of(status: ExitStatus) -> ProgramStatus {
+        ProgramStatus {
+            code: status.code(),
+            signal: status.signal(),
+        }
+    }
+
+    /// True when the program exited with code 0.
+    pub fn success(self) -> bool {
+        self.code == Some(0)
+    }
+
+    /// The status a shell reports for it: the exit code (0-255), or 128 + N for signal N.
+    pub fn shell_code(self) -> u8 {
+        match (self.code, self.signal) {
+            (Some(code), _) => (code & 0xff) as u8,
+            (None, Some(signal)) => u8::try_from(128 + signal).unwrap_or(255),
+            (None, None) => 1,
+        }
+    }
+
+    /// "exit code 3", "signal 15 (SIGTERM)".
+    pub fn describe(self) -> String {
+        match (self.code, self.signal) {
+            (Some(code), _) => format!("exit code {code}"),
+            (None, Some(signal)) => {
+                let name = match signal {
+                    1 => " (SIGHUP)",
+                    2 => " (SIGINT)",
+                    3 => " (SIGQUIT)",
+                    6 => " (SIGABRT)",
+                    9 => " (SIGKILL)",
+                    11 => " (SIGSEGV)",
+                    15 => " (SIGTERM)",
+                    _ => "",
+                };
+                format!("signal {signal}{name}")
+            }
+            (None, None) => "an unknown status".into(),
+        }
+    }
+}
+
+/// A run of the recorded program failed where the command needs every run to succeed (the
+/// calibration and leveled runs): `strato` stops and exits with [`ProgramFailed::code`], the
+/// run's [`ProgramStatus::shell_code`].
+#[derive(Debug)]
+pub struct ProgramFailed {
+    pub code: u8,
+    pub message: String,
+}
+
+impl std::fmt::Display for ProgramFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ProgramFailed {}
+
 fn python_for(command: &[String]) -> String {
     if let Ok(p) = std::env::var("STRATOSCOPE_PYTHON") {
         return p;
@@ -166,7 +245,7 @@ impl Launcher<'_> {
         level: u64,
         opencl: Option<&str>,
         output: Output,
-    ) -> Result<Option<i32>> {
+    ) -> Result<ProgramStatus> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("{}: cannot create", dir.display()))?;
         for entry in std::fs::read_dir(dir)?.flatten() {
@@ -209,10 +288,13 @@ impl Launcher<'_> {
                 cmd.stdout(Stdio::from(fd));
             }
         }
+        let shell_signals = crate::shell_signals::ShellSignals::ignore();
+        shell_signals.reset_in_child(&mut cmd);
         let status = cmd
             .status()
             .with_context(|| format!("record: cannot run {:?}", self.args.command[0]))?;
-        Ok(status.code())
+        drop(shell_signals);
+        Ok(ProgramStatus::of(status))
     }
 }
 
@@ -392,12 +474,18 @@ fn run_once(
     opencl: Option<&str>,
     output: Output,
 ) -> Result<RunResult> {
-    let code = launcher.run(dir, level, opencl, output)?;
-    if code != Some(0) {
-        bail!(
-            "record: calibration run at level {level} failed (exit {})",
-            code.map_or("signal".into(), |c| c.to_string())
-        );
+    let status = launcher.run(dir, level, opencl, output)?;
+    if !status.success() {
+        return Err(ProgramFailed {
+            code: status.shell_code(),
+            message: format!(
+                "record: the program ended with {} in the run at level {level} ({}); stopping (what it recorded is in {})",
+                status.describe(),
+                LEVEL_NAMES[level as usize],
+                dir.display()
+            ),
+        }
+        .into());
     }
     let trace = load_dir(dir)?;
     let (pid, start, end) =
@@ -645,8 +733,10 @@ fn write_calibration(dir: &Path, value: &Value) -> Result<()> {
         .with_context(|| format!("{}: cannot write", path.display()))
 }
 
-/// Runs `strato record`.
-pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<()> {
+/// Runs `strato record`; returns the exit status for `strato`: 0, or the recorded program's
+/// [`ProgramStatus::shell_code`] when it failed (after writing what was recorded). A failed
+/// calibration or leveled run is an error carrying its status ([`ProgramFailed`]).
+pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<u8> {
     let launcher = Launcher {
         bootstrap: bootstrap_dir(&args.command)?,
         args: &args,
@@ -813,22 +903,33 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<()> {
     } else {
         Output::Inherit
     };
-    let code = if args.calibrate {
-        // The profile is the held-out run of median time.
+    let failed = if args.calibrate {
+        // The profile is the held-out run of median time (every run succeeded).
         let mut idx: Vec<usize> = (0..held_out.len()).collect();
         idx.sort_by(|&a, &b| held_out[a].time_ns.total_cmp(&held_out[b].time_ns));
         copy_profile(&held_out[idx[idx.len() / 2]].dir, &dir)?;
-        Some(0)
+        None
     } else {
-        launcher.run(&dir, args.level, None, output)?
+        Some(launcher.run(&dir, args.level, None, output)?).filter(|s| !s.success())
     };
-    if code != Some(0) {
+    if let Some(status) = failed {
         eprintln!(
-            "strato record: the command exited with {}; loading what was recorded",
-            code.map_or("a signal".into(), |c| format!("code {c}"))
+            "strato record: the program ended with {}; loading what was recorded (strato exits with {})",
+            status.describe(),
+            status.shell_code()
         );
     }
-    let raw = load_dir(&dir)?;
+    let raw = match load_dir(&dir) {
+        Ok(trace) => trace,
+        // The program's failure is the news; that it recorded nothing comes with it.
+        Err(e) => match failed {
+            Some(status) => {
+                eprintln!("strato: {e:#}");
+                return Ok(status.shell_code());
+            }
+            None => return Err(e),
+        },
+    };
     let cal = overhead::recorded_calibration(&raw);
     let trace = match (&cal, args.no_correct) {
         (Some(c), false) => overhead::correct(&raw, c).0,
@@ -855,7 +956,7 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<()> {
     } else {
         print_text(out, &report, &doc, args.top)?;
     }
-    Ok(())
+    Ok(failed.map_or(0, ProgramStatus::shell_code))
 }
 
 fn copy_profile(from: &Path, dir: &Path) -> Result<()> {
@@ -1068,4 +1169,32 @@ fn write_validation(out: &mut impl Write, prefix: &str, v: &Value) -> Result<()>
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ProgramStatus;
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::ExitStatus;
+
+    #[test]
+    fn shell_code_is_the_exit_code_or_128_plus_the_signal() {
+        // wait(2) statuses: exit code in bits 8-15, a terminating signal in bits 0-6.
+        let exited = |code: i32| ProgramStatus::of(ExitStatus::from_raw(code << 8));
+        let killed = |signal: i32| ProgramStatus::of(ExitStatus::from_raw(signal));
+        assert!(exited(0).success());
+        assert_eq!(exited(3).shell_code(), 3);
+        assert_eq!(exited(255).shell_code(), 255);
+        assert_eq!(exited(3).describe(), "exit code 3");
+        assert!(!killed(9).success());
+        assert_eq!(killed(9).shell_code(), 137);
+        assert_eq!(killed(11).shell_code(), 139);
+        assert_eq!(killed(15).shell_code(), 143);
+        assert_eq!(killed(15).describe(), "signal 15 (SIGTERM)");
+        // A core dump (bit 7) does not change the status a shell reports.
+        assert_eq!(
+            ProgramStatus::of(ExitStatus::from_raw(11 | 0x80)).shell_code(),
+            139
+        );
+    }
 }

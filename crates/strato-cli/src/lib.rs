@@ -14,6 +14,9 @@ pub mod cmd_record;
 mod cmd_report;
 mod output;
 mod present;
+// signal(2) through `libc` around a recorded program's run, confined to this module.
+#[allow(unsafe_code)]
+mod shell_signals;
 mod table;
 pub mod term;
 

@@ -74,6 +74,9 @@ pub fn info(out: &mut impl Write, info: &TraceInfo) -> io::Result<()> {
             p.threads,
             p.spans
         )?;
+        for note in &p.notes {
+            writeln!(out, "    note: {note}")?;
+        }
     }
     writeln!(out, "\ndevices")?;
     for d in &info.devices {

@@ -11,7 +11,8 @@
 //! flow. `calibration.json` and `run.json` beside the files, and the recorder's own process
 //! records (with each process's `strato.cpu` times), go into the rank's `metadata_json`
 //! (`{"format":"strato","processes":[...],"calibration":{...},"run":{...}}`), which the
-//! overhead correction reads.
+//! overhead correction reads. A process whose file has no STOP record gets a `note` there
+//! ("process N ended without flushing; events after T may be missing"), which `info` shows.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -147,7 +148,28 @@ fn import(source: &Path, files: &[PathBuf], options: &ImportOptions) -> Result<T
             Event::Stop { ts } => Some(*ts),
             _ => None,
         });
+        // A file without its STOP record was not closed by the recorder: the process ended
+        // in a way nothing could catch (SIGKILL, a crash) or before its recorder stopped, so
+        // events after its last flushed record may be missing.
+        let note = stop.is_none().then(|| {
+            let component = if process.component.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", process.component)
+            };
+            format!(
+                "process {}{component} ended without flushing; events after {:.3} s (its last record, CLOCK_MONOTONIC {} ns) may be missing",
+                process.pid,
+                (summary.last_ts.max(start) - start) as f64 / 1e9,
+                summary.last_ts
+            )
+        });
+        if let Some(note) = &note {
+            // Also an import note of the rank: every command warns about it on stderr.
+            trace.ranks[rank.0 as usize].notes.note(note.clone());
+        }
         processes_meta.push(json!({
+            "note": note,
             "file": path.file_name().map(|n| n.to_string_lossy().into_owned()),
             "pid": process.pid,
             "ppid": process.ppid,

@@ -106,6 +106,14 @@ fn after_fork_child() {
     rec::ensure_writer();
 }
 
+/// Hands the termination of signal `signum` (SIGTERM, SIGHUP, SIGINT) to the recorder: its
+/// handler flushes (STOP record, last chunk) and the process then ends by the signal. Call it
+/// only for a signal whose disposition is the default. False when it could not be installed.
+#[pyfunction]
+fn catch_termination_signal(signum: i32) -> bool {
+    rec::signals::catch_termination(signum)
+}
+
 /// True while recording.
 #[pyfunction]
 fn is_recording() -> bool {
@@ -370,14 +378,7 @@ impl Wrapped {
 /// Runs the `strato` command with `argv` (argv[0] is the program name); returns its exit code.
 #[pyfunction]
 fn cli_main(py: Python<'_>, argv: Vec<String>) -> i32 {
-    let code = py.detach(move || strato_cli::main_with_args(argv));
-    if code == std::process::ExitCode::SUCCESS {
-        0
-    } else if code == std::process::ExitCode::from(2) {
-        2
-    } else {
-        1
-    }
+    i32::from(py.detach(move || strato_cli::main_with_args(argv)))
 }
 
 #[pymodule]
@@ -387,6 +388,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stop, m)?)?;
     m.add_function(wrap_pyfunction!(flush, m)?)?;
     m.add_function(wrap_pyfunction!(after_fork_child, m)?)?;
+    m.add_function(wrap_pyfunction!(catch_termination_signal, m)?)?;
     m.add_function(wrap_pyfunction!(is_recording, m)?)?;
     m.add_function(wrap_pyfunction!(level, m)?)?;
     m.add_function(wrap_pyfunction!(now_ns, m)?)?;

@@ -3,7 +3,8 @@
 //! This crate owns: the byte format ([`format`]), the decoder ([`decode`], used by the
 //! `strato-io` importer), and the recorder ([`start`], [`stop`], [`begin`], [`end`], [`span`],
 //! ... ): per-thread buffers, a background writer thread appending self-contained chunks to
-//! `DIR/<pid>[-component].strato`, and a fresh file for every forked child. It has no Python
+//! `DIR/<pid>[-component].strato`, a fresh file for every forked child, and flushing on
+//! termination signals before the process ends by them ([`signals`]). It has no Python
 //! in it: the `stratoscope` package (crate `strato-python`) and the OpenCL layer call it.
 //!
 //! Every recording function is a cheap no-op when no session is running.
@@ -11,6 +12,7 @@
 pub mod decode;
 pub mod format;
 mod recorder;
+pub mod signals;
 
 pub use decode::{
     decode, is_recording as is_recording_bytes, ClockRecord, DecodeError, DeviceRecord, Event,

@@ -2,7 +2,8 @@
 //! buffers behind uncontended locks, a background writer thread appending self-contained chunks
 //! to `DIR/<pid>[-component].strato`, and fork handling (the child starts its own file).
 //!
-//! Lock order (no cycles): `INTERNER -> STATE` (fork prepare only); writer: `file -> registry
+//! Lock order (no cycles): `STOPPING -> INTERNER -> STATE` (fork prepare; [`stop`] holds
+//! `STOPPING` throughout); writer: `file -> registry
 //! -> buffer`, `file -> INTERNER`, `file -> tracks`, `file -> meta`, each released before the
 //! next; recording threads: their own buffer only; registration: `STATE` (released), then
 //! `tracks`, then `registry`.
@@ -227,6 +228,8 @@ static STATE: Mutex<Option<Arc<Session>>> = Mutex::new(None);
 static GENERATION: AtomicU64 = AtomicU64::new(1);
 static ENABLED: AtomicBool = AtomicBool::new(false);
 static ATFORK: Once = Once::new();
+/// Held for the whole of [`stop`].
+static STOPPING: Mutex<()> = Mutex::new(());
 
 #[derive(Debug)]
 struct Local {
@@ -236,6 +239,7 @@ struct Local {
 }
 
 type ForkGuards = (
+    MutexGuard<'static, ()>,
     MutexGuard<'static, Option<Interner>>,
     MutexGuard<'static, Option<Arc<Session>>>,
 );
@@ -393,6 +397,7 @@ impl Session {
         if self.writer_started.swap(true, Ordering::AcqRel) {
             return;
         }
+        crate::signals::ensure_watcher();
         let session = Arc::clone(self);
         let handle = std::thread::Builder::new()
             .name("strato-writer".into())
@@ -699,9 +704,11 @@ fn encode_event(enc: &mut Enc, ev: &Ev) {
 }
 
 extern "C" fn fork_prepare() {
+    // Not half-way through a stop: a child inheriting STOPPING held could never stop.
+    let stopping = lock(&STOPPING);
     let interner = lock(&INTERNER);
     let state = lock(&STATE);
-    FORK_GUARDS.with(|g| *g.borrow_mut() = Some((interner, state)));
+    FORK_GUARDS.with(|g| *g.borrow_mut() = Some((stopping, interner, state)));
 }
 
 extern "C" fn fork_parent() {
@@ -709,7 +716,7 @@ extern "C" fn fork_parent() {
 }
 
 extern "C" fn fork_child() {
-    let Some((interner, mut state)) = FORK_GUARDS.with(|g| g.borrow_mut().take()) else {
+    let Some((stopping, interner, mut state)) = FORK_GUARDS.with(|g| g.borrow_mut().take()) else {
         return;
     };
     if let Some(old) = state.take() {
@@ -727,9 +734,11 @@ extern "C" fn fork_child() {
         }
     }
     GENERATION.fetch_add(1, Ordering::AcqRel);
+    crate::signals::after_fork_child();
     let session = state.clone();
     drop(state);
     drop(interner);
+    drop(stopping);
     // Write the new file's header now so the child's recording exists even if it records
     // nothing; the writer thread starts with the child's first event (or `ensure_writer`).
     if let Some(s) = session {
@@ -785,6 +794,9 @@ pub const CPU_METADATA_KEY: &str = "strato.cpu";
 /// Stops recording: writes a STOP record, the last chunk, and joins the writer thread.
 /// Returns the path of the file written (None when not recording).
 pub fn stop() -> Option<PathBuf> {
+    // A second caller (the signal watcher while the main thread stops at exit) waits until the
+    // first has written the last chunk, so the process does not end half-way through it.
+    let _stopping = lock(&STOPPING);
     let session = lock(&STATE).take()?;
     ENABLED.store(false, Ordering::Release);
     let ts = now_ns();
