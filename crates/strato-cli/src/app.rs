@@ -251,7 +251,10 @@ pub(crate) fn load(inputs: &[PathBuf], options: &ImportOptions) -> Result<Trace>
         }
     }
     if inputs.len() == 1 && strato_store::is_profile_dir(&inputs[0]) {
-        return Ok(strato_store::read(&inputs[0])?);
+        let read = strato_store::ReadOptions {
+            args: options.keep_args,
+        };
+        return Ok(strato_store::read_with(&inputs[0], &read)?);
     }
     if inputs.iter().any(|p| strato_store::is_profile_dir(p)) {
         bail!("a profile directory must be given alone");

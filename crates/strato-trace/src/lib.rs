@@ -12,11 +12,13 @@
 //!
 //! It never does I/O: importers (in `strato-io`) build a `Trace`, analyses read one.
 
+mod args;
 mod level;
 mod model;
 mod strings;
 mod time;
 
+pub use args::ArgsTable;
 pub use level::{Level, LevelMap, LevelMapError, LevelRule};
 pub use model::{
     ArgsId, ClockDomain, ClockInfo, ClockSource, CounterSample, Device, Flow, FlowEnd, Instant,
