@@ -161,6 +161,13 @@ mod tests {
     }
 
     #[test]
+    fn model_sizes_stay_known() {
+        // docs/benchmarks.md counts memory per event from these sizes: update it with them.
+        assert_eq!(std::mem::size_of::<crate::Span>(), 72);
+        assert_eq!(std::mem::size_of::<crate::Instant>(), 32);
+    }
+
+    #[test]
     fn append_shifts_ids() {
         let mut a: ArgsTable = ["{\"x\":1}"].into_iter().collect();
         let b: ArgsTable = ["{\"y\":2}", "{\"z\":3}"].into_iter().collect();
