@@ -326,7 +326,10 @@ fn load_unredacted(inputs: &[PathBuf], options: &ImportOptions) -> Result<Trace>
         bail!("-: standard input can be given only once");
     }
     if inputs.len() == 1 && strato_store::is_profile_dir(&inputs[0]) {
-        let trace = strato_store::read(&inputs[0])?;
+        let read = strato_store::ReadOptions {
+            args: options.keep_args,
+        };
+        let trace = strato_store::read_with(&inputs[0], &read)?;
         warn_import_notes(&trace);
         return Ok(trace);
     }

@@ -73,7 +73,12 @@ pub fn run(args: IterationsArgs, level_map: Option<&Path>, out: &mut dyn Write) 
     if args.iterations.contains(&0) || args.iterations.contains(&1) {
         bail!("--iterations: each loop needs at least 2 iterations");
     }
-    let trace = crate::app::load(&args.inputs, &crate::app::import_options(level_map, true)?)?;
+    // Only device ops' args are read (queue times, copy bytes): CPU ops' are not kept.
+    let options = strato_io::ImportOptions {
+        args_scope: strato_io::ArgsScope::DeviceOps,
+        ..crate::app::import_options(level_map, true)?
+    };
+    let trace = crate::app::load(&args.inputs, &options)?;
     let options = IterationOptions {
         iterations: args.iterations.clone(),
         epsilon: args.epsilon,

@@ -74,7 +74,12 @@ fn latency_line(label: &str, l: &Option<Latency>) -> String {
 
 /// Runs `strato kernels`.
 pub fn run(args: KernelsArgs, level_map: Option<&Path>, out: &mut dyn Write) -> Result<()> {
-    let trace = crate::app::load(&args.inputs, &crate::app::import_options(level_map, true)?)?;
+    // Only device ops' args are read (queue times, copy bytes): CPU ops' are not kept.
+    let options = strato_io::ImportOptions {
+        args_scope: strato_io::ArgsScope::DeviceOps,
+        ..crate::app::import_options(level_map, true)?
+    };
+    let trace = crate::app::load(&args.inputs, &options)?;
     let report = kernel_stats(&trace, args.top);
     if args.json {
         serde_json::to_writer_pretty(&mut *out, &report)?;

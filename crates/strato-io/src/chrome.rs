@@ -742,11 +742,23 @@ impl<'p> Builder<'p> {
         }
     }
 
+    /// Stores the event's args when the options keep them: all, or with
+    /// [`crate::ArgsScope::DeviceOps`] only those of device categories (the event's category
+    /// was registered by [`Builder::category`] before this is called).
     fn args_id(&mut self, ev: &EventView<'_>) -> Option<strato_trace::ArgsId> {
         if !self.options.keep_args {
             return None;
         }
-        ev.args.map(|raw| self.trace.add_args(raw))
+        let raw = ev.args?;
+        if self.options.args_scope == crate::ArgsScope::DeviceOps
+            && !self
+                .categories
+                .get(ev.cat.unwrap_or(""))
+                .is_some_and(|c| c.on_device)
+        {
+            return None;
+        }
+        Some(self.trace.add_args(raw))
     }
 
     fn span_event(
@@ -1092,6 +1104,8 @@ impl<'p> Builder<'p> {
                 labels,
             });
         }
+        // The flow-id map is no longer needed: free it before binding allocates.
+        drop(std::mem::take(&mut self.flows));
         let ends = std::mem::take(&mut self.flow_ends);
         let mut resolved = Vec::with_capacity(ends.len());
         for end in &ends {

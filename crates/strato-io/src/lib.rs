@@ -36,6 +36,10 @@ pub struct ImportOptions {
     /// Keep every event's attributes (`args`) as JSON text. Analyses that only need times,
     /// names and correlations run with this off and keep far less in memory.
     pub keep_args: bool,
+    /// Which events' attributes are kept when `keep_args` is on. The Chrome/Kineto importer
+    /// honours it (most of a large trace's args belong to CPU ops); the other importers keep
+    /// every event's attributes.
+    pub args_scope: ArgsScope,
     /// Bound on decompressed bytes per gzip input (a bomb guard). `None`: the value of
     /// `STRATO_MAX_DECOMPRESSED_BYTES`, else [`input::DEFAULT_MAX_DECOMPRESSED_BYTES`]; read when
     /// a file is opened, and an invalid value is an error then.
@@ -56,6 +60,17 @@ pub struct ImportOptions {
     /// so far; for progress bars. Formats read through a stream (JSON, CSV, protobuf) report;
     /// SQLite does not.
     pub progress: Option<ProgressHook>,
+}
+
+/// Which events' attributes (`args`) an import keeps, when it keeps any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ArgsScope {
+    /// Every event's.
+    #[default]
+    All,
+    /// Only the args of events on a device queue (kernels, copies, sets, syncs, device
+    /// annotations): what `kernels` and `iterations` read (queue times, copy bytes).
+    DeviceOps,
 }
 
 /// A progress callback: `(file, bytes read so far)`. Called from the reading thread, often
@@ -131,6 +146,7 @@ impl Default for ImportOptions {
         ImportOptions {
             level_map: LevelMap::default(),
             keep_args: true,
+            args_scope: ArgsScope::All,
             max_decompressed_bytes: None,
             memory_budget_bytes: budget::default_budget(),
             read_size: json_split::DEFAULT_CHUNK_SIZE,

@@ -37,9 +37,29 @@ pub fn write(trace: &Trace, dir: &Path) -> Result<(), StoreError> {
     write::write(trace, dir)
 }
 
-/// Reads the profile directory at `dir`.
+/// Reads the profile directory at `dir`, every table.
 pub fn read(dir: &Path) -> Result<Trace, StoreError> {
-    read::read(dir)
+    read::read(dir, &ReadOptions::default())
+}
+
+/// What [`read_with`] loads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadOptions {
+    /// Load the attribute blobs (`args.parquet`). When off, that table is not opened, and
+    /// every span and instant comes back with `args: None` (so no id dangles): analyses that
+    /// read only times, names and correlations keep far less in memory.
+    pub args: bool,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions { args: true }
+    }
+}
+
+/// Reads the profile directory at `dir`, the parts `options` asks for.
+pub fn read_with(dir: &Path, options: &ReadOptions) -> Result<Trace, StoreError> {
+    read::read(dir, options)
 }
 
 /// Reads only `metadata.json` of the profile at `dir` (checked like [`read`] does).

@@ -25,19 +25,21 @@ use crate::schema::{self, TableDef};
 const BATCH_ROWS: usize = 64 * 1024;
 
 /// See [`crate::read`].
-pub(crate) fn read(dir: &Path) -> Result<Trace> {
+pub(crate) fn read(dir: &Path, options: &crate::ReadOptions) -> Result<Trace> {
     let meta = Metadata::read(dir)?;
     let mut trace = Trace {
         clock: ClockInfo::clone(&meta.clock),
         ..Trace::default()
     };
     trace.strings = read_strings(dir, &meta)?;
-    read_args(dir, &meta, &mut trace)?;
+    if options.args {
+        read_args(dir, &meta, &mut trace)?;
+    }
     read_ranks(dir, &meta, &mut trace)?;
     read_processes(dir, &meta, &mut trace)?;
     read_tracks(dir, &meta, &mut trace)?;
-    read_spans(dir, &meta, &mut trace)?;
-    read_instants(dir, &meta, &mut trace)?;
+    read_spans(dir, &meta, options.args, &mut trace)?;
+    read_instants(dir, &meta, options.args, &mut trace)?;
     read_counters(dir, &meta, &mut trace)?;
     read_flows(dir, &meta, &mut trace)?;
     read_devices(dir, &meta, &mut trace)?;
@@ -68,13 +70,14 @@ fn read_strings(dir: &Path, meta: &Metadata) -> Result<StringTable> {
     Ok(strings)
 }
 
+/// Reads the blobs batch by batch into the trace's arena (no allocation per blob).
 fn read_args(dir: &Path, meta: &Metadata, trace: &mut Trace) -> Result<()> {
     Table::open(dir, meta, &schema::ARGS)?.for_each(|rows| {
         let id = rows.u32("id")?;
         let json = rows.text("json")?;
         for i in 0..rows.len() {
             rows.check_id(&id, i)?;
-            trace.args.push(json.req(i)?.into());
+            trace.args.push(json.req(i)?);
         }
         Ok(())
     })
@@ -171,7 +174,8 @@ fn read_tracks(dir: &Path, meta: &Metadata, trace: &mut Trace) -> Result<()> {
     })
 }
 
-fn read_spans(dir: &Path, meta: &Metadata, trace: &mut Trace) -> Result<()> {
+/// Reads the spans; `with_args` false drops their args ids (the blobs were not read).
+fn read_spans(dir: &Path, meta: &Metadata, with_args: bool, trace: &mut Trace) -> Result<()> {
     let (mut names, mut categories) = (IdColumn::new("name"), IdColumn::new("category"));
     trace.spans.reserve(table_rows(meta, &schema::SPANS));
     Table::open(dir, meta, &schema::SPANS)?.for_each(|rows| {
@@ -193,14 +197,15 @@ fn read_spans(dir: &Path, meta: &Metadata, trace: &mut Trace) -> Result<()> {
                 level: parse_level(rows, &level, i)?,
                 correlation: correlation.opt(i),
                 external_id: external_id.opt(i),
-                args: args.opt(i).map(ArgsId),
+                args: args.opt(i).filter(|_| with_args).map(ArgsId),
             });
         }
         Ok(())
     })
 }
 
-fn read_instants(dir: &Path, meta: &Metadata, trace: &mut Trace) -> Result<()> {
+/// Reads the instants; `with_args` as for [`read_spans`].
+fn read_instants(dir: &Path, meta: &Metadata, with_args: bool, trace: &mut Trace) -> Result<()> {
     let (mut names, mut categories) = (IdColumn::new("name"), IdColumn::new("category"));
     trace.instants.reserve(table_rows(meta, &schema::INSTANTS));
     Table::open(dir, meta, &schema::INSTANTS)?.for_each(|rows| {
@@ -216,7 +221,7 @@ fn read_instants(dir: &Path, meta: &Metadata, trace: &mut Trace) -> Result<()> {
                 name: name[i],
                 category: category[i],
                 level: parse_level(rows, &level, i)?,
-                args: args.opt(i).map(ArgsId),
+                args: args.opt(i).filter(|_| with_args).map(ArgsId),
             });
         }
         Ok(())

@@ -27,8 +27,10 @@ use crate::schema::{self, TableDef};
 
 /// Rows per Arrow record batch handed to the Parquet writer.
 const CHUNK_ROWS: usize = 64 * 1024;
-/// Rows per Parquet row group.
+/// Rows per Parquet row group (at most).
 const ROW_GROUP_ROWS: usize = 1 << 20;
+/// Buffered bytes at which a row group is closed before it has [`ROW_GROUP_ROWS`] rows.
+const ROW_GROUP_BYTES: usize = 32 << 20;
 
 /// A temp or old sibling (`DIR.tmp-PID`, `DIR.old-PID`) left by a process that is gone is
 /// removed by a later write once nothing in it changed for this long: PIDs are reused, and a
@@ -343,9 +345,7 @@ fn write_tables(trace: &Trace, dir: &Path) -> Result<()> {
     ctx.table(&schema::ARGS, trace.args.len(), |r| {
         Ok(vec![
             ids(r.clone()),
-            Arc::new(StringArray::from_iter_values(
-                trace.args[r].iter().map(|s| &**s),
-            )),
+            Arc::new(StringArray::from_iter_values(trace.args.range(r.clone()))),
         ])
     })?;
     put(&schema::ARGS, trace.args.len());
@@ -662,6 +662,11 @@ impl Ctx {
                 RecordBatch::try_new(schema.clone(), columns(start..end).map_err(arrow_err)?)
                     .map_err(arrow_err)?;
             writer.write(&batch).map_err(parquet_err)?;
+            // The writer holds the open row group's encoded pages: close it early when wide
+            // rows (args texts) would make it large.
+            if writer.memory_size() > ROW_GROUP_BYTES {
+                writer.flush().map_err(parquet_err)?;
+            }
             start = end;
         }
         let file = writer.into_inner().map_err(parquet_err)?;

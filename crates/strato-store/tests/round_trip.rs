@@ -35,6 +35,35 @@ fn every_model_feature_round_trips() {
 }
 
 #[test]
+fn reading_without_args_drops_only_the_args() {
+    let trace = common::full_trace();
+    assert!(
+        trace.spans.iter().any(|s| s.args.is_some()),
+        "fixture has args"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("profile");
+    strato_store::write(&trace, &dir).unwrap();
+    // A damaged args table is not even opened when args are not asked for.
+    std::fs::write(dir.join("args.parquet"), b"not parquet").unwrap();
+    let options = strato_store::ReadOptions { args: false };
+    let back = strato_store::read_with(&dir, &options).unwrap();
+    let mut expected = trace.clone();
+    expected.args = strato_trace::ArgsTable::default();
+    for s in &mut expected.spans {
+        s.args = None;
+    }
+    for i in &mut expected.instants {
+        i.args = None;
+    }
+    assert_eq!(back, expected);
+    assert!(
+        strato_store::read(&dir).is_err(),
+        "the full read still checks args"
+    );
+}
+
+#[test]
 fn empty_trace_round_trips_and_writes_every_table() {
     let trace = Trace::default();
     let tmp = tempfile::tempdir().unwrap();

@@ -24,8 +24,6 @@ pub struct MemoryBudgetExceeded {
 #[derive(Debug, Clone)]
 pub struct MemoryTracker {
     limit_bytes: u64,
-    args_seen: usize,
-    args_bytes: u64,
 }
 
 fn vec_bytes<T>(v: &Vec<T>) -> u64 {
@@ -43,11 +41,7 @@ fn vec_bytes<T>(v: &Vec<T>) -> u64 {
 impl MemoryTracker {
     /// A tracker allowing `limit_bytes`.
     pub fn new(limit_bytes: u64) -> Self {
-        MemoryTracker {
-            limit_bytes,
-            args_seen: 0,
-            args_bytes: 0,
-        }
+        MemoryTracker { limit_bytes }
     }
 
     /// The budget.
@@ -57,21 +51,12 @@ impl MemoryTracker {
 
     /// The estimated bytes `trace` holds, with the growth its next pushes cause.
     pub fn kept_bytes(&mut self, trace: &Trace) -> u64 {
-        if trace.args.len() < self.args_seen {
-            self.args_seen = 0;
-            self.args_bytes = 0;
-        }
-        for text in &trace.args[self.args_seen..] {
-            self.args_bytes += text.len() as u64;
-        }
-        self.args_seen = trace.args.len();
         vec_bytes(&trace.spans)
             + vec_bytes(&trace.instants)
             + vec_bytes(&trace.counters)
             + vec_bytes(&trace.flows)
             + vec_bytes(&trace.tracks)
-            + vec_bytes(&trace.args)
-            + self.args_bytes
+            + trace.args.heap_bytes() as u64
             + trace.strings.heap_bytes() as u64
     }
 

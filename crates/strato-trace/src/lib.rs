@@ -14,6 +14,7 @@
 //!
 //! It never does I/O: importers (in `strato-io`) build a `Trace`, analyses read one.
 
+mod args;
 mod budget;
 mod level;
 mod model;
@@ -21,6 +22,7 @@ mod notes;
 mod strings;
 mod time;
 
+pub use args::ArgsTable;
 pub use budget::{MemoryBudgetExceeded, MemoryTracker};
 pub use level::{Level, LevelMap, LevelMapError, LevelRule};
 pub use model::{

@@ -3,7 +3,7 @@
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-use crate::{time_in_range, ImportNotes, Level, Ns, StrId, StringTable, TIME_LIMIT_NS};
+use crate::{time_in_range, ArgsTable, ImportNotes, Level, Ns, StrId, StringTable, TIME_LIMIT_NS};
 
 /// Index of a [`Rank`] in [`Trace::ranks`]: one imported source (a file, a rank of a job, a
 /// recorded process group).
@@ -253,8 +253,8 @@ pub struct Trace {
     pub counters: Vec<CounterSample>,
     pub flows: Vec<Flow>,
     pub devices: Vec<Device>,
-    /// Attribute blobs (JSON object texts) referred to by [`ArgsId`].
-    pub args: Vec<Box<str>>,
+    /// Attribute blobs (JSON object texts, minified) referred to by [`ArgsId`].
+    pub args: ArgsTable,
     pub clock: ClockInfo,
 }
 
@@ -307,15 +307,14 @@ impl Trace {
         id
     }
 
-    /// Stores an attribute blob and returns its id.
+    /// Stores an attribute blob (minified, see [`ArgsTable::push`]) and returns its id.
     pub fn add_args(&mut self, json_object: &str) -> ArgsId {
-        self.args.push(json_object.into());
-        ArgsId((self.args.len() - 1) as u32)
+        self.args.push(json_object)
     }
 
     /// The attribute blob of a span or instant.
     pub fn args_text(&self, id: Option<ArgsId>) -> Option<&str> {
-        id.and_then(|id| self.args.get(id.0 as usize)).map(|s| &**s)
+        id.and_then(|id| self.args.get(id.0 as usize))
     }
 
     /// The track a span is on.
@@ -480,7 +479,7 @@ impl Trace {
                 rank: d.rank.map(r),
                 ..d
             }));
-        self.args.extend(other.args);
+        self.args.append(other.args);
         if self.clock.sources.is_empty() {
             self.clock.reference = other.clock.reference;
         }
