@@ -671,7 +671,8 @@ impl Engine {
     /// most `rank_max`. Then interleaved passes re-measure the window alone; after each pass
     /// candidates whose 95% interval lies above the leader's are dropped, until one is left,
     /// every remaining interval is within `rank_ci` (after 3 passes), or `rank_passes`.
-    /// Intervals are Student-t 95% intervals, never narrower than `rank_noise / sqrt(n)`.
+    /// Intervals are Student-t 95% intervals; for dropping a candidate they are never taken
+    /// narrower than `rank_noise / sqrt(n)`.
     /// The best is the lowest mean isolated latency.
     pub fn rank_select(
         &mut self,
@@ -774,9 +775,11 @@ impl Engine {
             if alive.len() <= 1 {
                 break;
             }
+            // Done when every remaining candidate is known to within rank_ci (its own
+            // Student-t interval, without the floor that only guards elimination).
             if passes >= 3
                 && alive.iter().all(|&w| {
-                    let (m, h) = interval(&samples[w]);
+                    let (m, h) = calibrate::mean_ci95(&samples[w]);
                     h <= p.rank_ci * m
                 })
             {
