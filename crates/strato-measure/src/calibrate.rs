@@ -77,6 +77,8 @@ pub struct Params {
     /// Timed runs during which some task on the host waited for a core for more than this
     /// fraction of their duration (CPU pressure stall) count as disturbed: the worker repeats
     /// them (without rebuilding) up to `disturbed_retries` times and keeps the least disturbed.
+    /// A quarter: the median of the runs absorbs a disturbance that hits fewer than half of
+    /// them, and the worker's own enqueueing stalls briefly at every measurement.
     pub stall_limit: f64,
     pub disturbed_retries: u32,
 }
@@ -108,7 +110,7 @@ impl Default for Params {
             rank_max: 32,
             rank_passes: 8,
             rank_ci: 0.01,
-            stall_limit: 0.05,
+            stall_limit: 0.25,
             disturbed_retries: 2,
         }
     }
