@@ -113,14 +113,18 @@ def compare_serial(
     example: Optional[str] = None,
     size: int = 128,
     pinned: bool = True,
+    runs: int = 1,
     strato: Optional[str] = None,
     timeout: Optional[float] = None,
     **options: Any,
 ) -> dict:
-    """Serial harness vs engine (pinned to 1 and free): ``serial``, ``parallel``, ``pinned_dp1``,
-    ``time_reduction_pct``, ``best_gap_pct``, ..."""
+    """Serial harness vs engine (pinned to 1 and free), every pick judged against the true best
+    (re-measured alone): ``serial``, ``parallel``, ``pinned_dp1``, ``time_reduction_pct``,
+    ``best_gap_pct`` (engine vs true best), ``serial_best_gap_pct``, ``true_best``, ``runs``
+    (one entry per run; with ``runs > 1`` the headline figures are medians),
+    ``worst_gap_pct``, ``median_time_reduction_pct``, ..."""
     exe = strato or find_strato()
-    extra = [] if pinned else ["--no-pinned"]
+    extra = ([] if pinned else ["--no-pinned"]) + ["--runs", str(runs)]
     if example is not None:
         return _run_json(
             [exe, "measure", "--compare-serial", "--example", example, "--size", str(size), "--json", *extra, *_options(**options)],

@@ -38,9 +38,14 @@ pub(crate) struct MeasureArgs {
     /// With --compare-serial: static timeout of the serial harness (s).
     #[arg(long, default_value_t = 3.0)]
     serial_timeout: f64,
-    /// With --compare-serial: interleaved passes re-measuring the bests.
-    #[arg(long, default_value_t = 7)]
+    /// With --compare-serial: most interleaved passes measuring the truth (every candidate a
+    /// method ranked within 20% of its best, until each 95% interval is within 1%).
+    #[arg(long, default_value_t = 20)]
     verify_passes: usize,
+    /// With --compare-serial: run the whole comparison N times; the JSON's headline figures
+    /// are then medians, with every run in "runs" and the worst gaps.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    runs: usize,
     /// Parallelism: `auto` (REACT) or a fixed number.
     #[arg(long, default_value = "auto")]
     parallelism: String,
@@ -238,7 +243,10 @@ pub(crate) fn run(args: MeasureArgs, out: &mut dyn Write) -> Result<()> {
         ccfg.serial_timeout_s = args.serial_timeout;
         ccfg.pinned = !args.no_pinned;
         ccfg.verify_passes = args.verify_passes;
-        let report = compare::run(&ccfg, &candidates, &mut |line| {
+        if args.runs == 0 {
+            bail!("--runs: at least 1");
+        }
+        let report = compare::run_many(&ccfg, &candidates, args.runs, &mut |line| {
             eprintln!("strato measure: {line}")
         })?;
         if args.json {
@@ -347,16 +355,62 @@ fn print_compare(out: &mut dyn Write, r: &CompareReport) -> Result<()> {
         row(out, "engine, dp pinned 1", p)?;
     }
     row(out, "engine, dp by REACT", &r.parallel)?;
-    writeln!(out, "time reduction: {:.1}%", r.time_reduction_pct)?;
+    if let Some(t) = &r.true_best {
+        writeln!(
+            out,
+            "true best: {} at {} +- {:.2}% ({} candidates re-measured alone)",
+            t.name,
+            ms(Some(t.mean_ns)),
+            100.0 * t.ci95_ns / t.mean_ns,
+            r.truth.len()
+        )?;
+    }
+    let gap = |g: Option<f64>| g.map_or("-".to_string(), |g| format!("{g:+.2}%"));
+    if r.runs.len() > 1 {
+        writeln!(
+            out,
+            "{:>4} {:>10} {:>10} {:>10} {:>10}  (gaps to the true best)",
+            "run", "time red.", "engine", "dp 1", "serial"
+        )?;
+        for (k, s) in r.runs.iter().enumerate() {
+            writeln!(
+                out,
+                "{:>4} {:>9.1}% {:>10} {:>10} {:>10}",
+                k + 1,
+                s.time_reduction_pct,
+                gap(s.best_gap_pct),
+                gap(s.pinned_best_gap_pct),
+                gap(s.serial_best_gap_pct)
+            )?;
+        }
+        writeln!(
+            out,
+            "worst gap: engine {}, dp 1 {}, serial {}",
+            gap(r.worst_gap_pct),
+            gap(r.worst_pinned_gap_pct),
+            gap(r.worst_serial_gap_pct)
+        )?;
+    }
+    writeln!(
+        out,
+        "time reduction{}: {:.1}%",
+        if r.runs.len() > 1 { " (median)" } else { "" },
+        r.time_reduction_pct
+    )?;
     if let (Some(w), Some(p)) = (r.warm_workers_reduction_pct, r.parallelism_reduction_pct) {
         writeln!(
             out,
             "  warm workers (serial -> dp 1): {w:.1}%; parallelism (dp 1 -> REACT): {p:.1}%"
         )?;
     }
-    if let Some(g) = r.best_gap_pct {
-        writeln!(out, "best gap vs serial: {g:+.2}%")?;
-    }
+    writeln!(
+        out,
+        "gap to the true best{}: engine {}, dp 1 {}, serial {}",
+        if r.runs.len() > 1 { " (median)" } else { "" },
+        gap(r.best_gap_pct),
+        gap(r.pinned_best_gap_pct),
+        gap(r.serial_best_gap_pct)
+    )?;
     let dps: Vec<String> = r
         .parallel_detail
         .dp_timeline

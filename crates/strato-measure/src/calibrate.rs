@@ -58,6 +58,29 @@ pub struct Params {
     pub remeasure_at_dp1: bool,
     /// Seed for the random sample of re-measured candidates.
     pub seed: u64,
+    /// Correct a parallel round's latencies by the *signed* mean relative change of its
+    /// re-measured samples, `l (1 + bias)`, instead of eq. 5's `l (1 - delta_mean)` (which
+    /// shrinks every latency of a noisy round, whatever the direction of the noise).
+    pub signed_correction: bool,
+    /// Relative uncertainty of a latency measured alone, for the rank-selection window.
+    pub rank_noise: f64,
+    /// Quantile of the measured distortions `|l_iso - l_par| / l_par` at a parallelism level
+    /// taken as the uncertainty of a latency measured at that level (rank-selection window).
+    pub rank_quantile: f64,
+    /// Most candidates re-measured in rank selection (the window is cut at this size).
+    pub rank_max: usize,
+    /// Most interleaved passes of rank selection.
+    pub rank_passes: usize,
+    /// Rank selection stops when every remaining candidate's 95% interval is within this
+    /// fraction of its mean.
+    pub rank_ci: f64,
+    /// Timed runs during which some task on the host waited for a core for more than this
+    /// fraction of their duration (CPU pressure stall) count as disturbed: the worker repeats
+    /// them (without rebuilding) up to `disturbed_retries` times and keeps the least disturbed.
+    /// A quarter: the median of the runs absorbs a disturbance that hits fewer than half of
+    /// them, and the worker's own enqueueing stalls briefly at every measurement.
+    pub stall_limit: f64,
+    pub disturbed_retries: u32,
 }
 
 impl Default for Params {
@@ -81,6 +104,14 @@ impl Default for Params {
             increase_after_decrease: false,
             remeasure_at_dp1: false,
             seed: 0x5EED,
+            signed_correction: true,
+            rank_noise: 0.08,
+            rank_quantile: 0.9,
+            rank_max: 32,
+            rank_passes: 8,
+            rank_ci: 0.01,
+            stall_limit: 0.25,
+            disturbed_retries: 2,
         }
     }
 }
@@ -198,6 +229,89 @@ pub fn scaled_latency(latency: f64, duration: f64, delta_mean: f64) -> f64 {
     }
     let r = latency / duration;
     r * (duration - duration * delta_mean)
+}
+
+/// The signed mean relative change `mean((l_iso - l_par) / l_par)` of re-measured pairs
+/// `(parallel, isolated)`: positive when parallel measurement made candidates look faster.
+pub fn signed_bias(pairs: &[(f64, f64)]) -> f64 {
+    let d: Vec<f64> = pairs
+        .iter()
+        .filter(|(p, _)| *p > 0.0)
+        .map(|(p, iso)| (iso - p) / p)
+        .collect();
+    if d.is_empty() {
+        0.0
+    } else {
+        d.iter().sum::<f64>() / d.len() as f64
+    }
+}
+
+/// The `q` quantile (0..=1) of finite values, linear between order statistics; NaN for none.
+pub fn quantile(values: &[f64], q: f64) -> f64 {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let pos = q.clamp(0.0, 1.0) * (v.len() - 1) as f64;
+    let lo = pos.floor() as usize;
+    let hi = pos.ceil() as usize;
+    v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
+}
+
+/// The 0.975 quantile of Student's t with `df` degrees of freedom (two-sided 95%).
+pub fn t_975(df: usize) -> f64 {
+    const T: [f64; 30] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042,
+    ];
+    match df {
+        0 => f64::INFINITY,
+        1..=30 => T[df - 1],
+        31..=60 => 2.000 + (2.042 - 2.000) * (60 - df) as f64 / 30.0,
+        _ => 1.96,
+    }
+}
+
+/// Mean and half-width of its 95% interval (Student's t); the half-width is infinite for
+/// fewer than two values.
+pub fn mean_ci95(values: &[f64]) -> (f64, f64) {
+    let n = values.len();
+    if n == 0 {
+        return (f64::NAN, f64::INFINITY);
+    }
+    let mean = values.iter().sum::<f64>() / n as f64;
+    if n < 2 {
+        return (mean, f64::INFINITY);
+    }
+    let var = values.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    (mean, t_975(n - 1) * (var / n as f64).sqrt())
+}
+
+/// The rank-selection window: of candidates with reported latency `r` and relative
+/// uncertainty `u` (`(r, u)` each), those that could be the fastest, i.e. whose lower bound
+/// `r (1 - u)` is at most the smallest upper bound `min r (1 + u)`. Indices in order of `r`,
+/// at least `min_count` and at most `max_count` of them (`max_count >= min_count`).
+pub fn rank_window(items: &[(f64, f64)], min_count: usize, max_count: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..items.len())
+        .filter(|&i| items[i].0.is_finite())
+        .collect();
+    order.sort_by(|&a, &b| items[a].0.total_cmp(&items[b].0));
+    let upper = order
+        .iter()
+        .map(|&i| items[i].0 * (1.0 + items[i].1.max(0.0)))
+        .fold(f64::INFINITY, f64::min);
+    let max_count = max_count.max(min_count);
+    order
+        .iter()
+        .enumerate()
+        .filter(|&(k, &i)| {
+            k < min_count || items[i].0 * (1.0 - items[i].1.clamp(0.0, 1.0)) <= upper
+        })
+        .map(|(_, &i)| i)
+        .take(max_count)
+        .collect()
 }
 
 /// Eq. 2: the adaptive timeout in whole seconds for parallelism `dp` over `devices` devices.
@@ -428,6 +542,42 @@ mod tests {
             ..Params::default()
         });
         assert_eq!(r.update(0.5, 0).dp_after, 1); // floor(0.8) -> at least 1
+    }
+
+    #[test]
+    fn signed_bias_keeps_the_direction() {
+        // (110-100)/100 = +0.1, (180-200)/200 = -0.1: delta_mean 0.1 but no bias.
+        assert!(close(signed_bias(&[(100.0, 110.0), (200.0, 180.0)]), 0.0));
+        assert!(close(signed_bias(&[(100.0, 150.0), (200.0, 300.0)]), 0.5));
+        assert!(close(signed_bias(&[]), 0.0));
+    }
+
+    #[test]
+    fn quantiles_and_intervals_hand_computed() {
+        assert!(close(quantile(&[4.0, 1.0, 3.0, 2.0], 0.5), 2.5));
+        assert!(close(quantile(&[1.0, 2.0, 3.0, 4.0, 5.0], 0.9), 4.6));
+        assert!(quantile(&[], 0.5).is_nan());
+        // mean 2, s = 1, n = 3: 4.303 / sqrt(3).
+        let (m, h) = mean_ci95(&[1.0, 2.0, 3.0]);
+        assert!(close(m, 2.0));
+        assert!(close(h, 4.303 / 3f64.sqrt()));
+        assert!(mean_ci95(&[5.0]).1.is_infinite());
+        assert_eq!(t_975(100), 1.96);
+    }
+
+    #[test]
+    fn rank_window_grows_with_uncertainty() {
+        // Upper bounds: 100*1.05 = 105, 103*1.05, 130*1.5 = 195, 300*1.05.
+        let items = [(100.0, 0.05), (103.0, 0.05), (130.0, 0.5), (300.0, 0.05)];
+        // 103*0.95 = 97.85 <= 105; 130*0.5 = 65 <= 105; 300*0.95 > 105.
+        assert_eq!(rank_window(&items, 1, 10), vec![0, 1, 2]);
+        // Same latencies, all measured alone with 5%: 130*0.95 = 123.5 > 105.
+        let tight = [(100.0, 0.05), (103.0, 0.05), (130.0, 0.05), (300.0, 0.05)];
+        assert_eq!(rank_window(&tight, 1, 10), vec![0, 1]);
+        // Bounds on the size.
+        assert_eq!(rank_window(&tight, 3, 10), vec![0, 1, 2]);
+        assert_eq!(rank_window(&items, 1, 2), vec![0, 1]);
+        assert!(rank_window(&[], 1, 3).is_empty());
     }
 
     #[test]

@@ -1,9 +1,16 @@
 //! The comparison the paper makes (its section 5), as a benchmark: the conventional serial
 //! harness (fresh process per candidate, CPU timestamps) against the engine free to choose its
 //! parallelism, and, to tell what warm workers buy from what parallelism buys, the engine
-//! pinned to parallelism 1. Each run's chosen best is then re-measured in isolation the same
-//! way (one fresh warm worker, device timing, the bests interleaved over several passes, the
-//! median kept), so that the gap between bests is not an artefact of how each was timed.
+//! pinned to parallelism 1.
+//!
+//! Quality is measured against the truth, not against another noisy pick: after the three
+//! methods have chosen, every candidate that any of them ranked within `truth_window` (20%) of
+//! its own best is re-measured alone, interleaved (one warm worker, device timing,
+//! `verify_repeats` runs per measurement, median), pass after pass until each one's 95%
+//! interval is within `truth_ci` (1%) of its mean or it is clearly slower than the leader
+//! (bounded by `verify_passes`). The fastest of those is the true best; each method's gap is
+//! its pick's re-measured time against it. [`run_many`] repeats the whole comparison and
+//! reports each run, the medians and the worst.
 
 use std::collections::BTreeMap;
 
@@ -25,10 +32,17 @@ pub struct CompareConfig {
     pub serial_timeout_s: f64,
     /// Also run the engine pinned to parallelism 1.
     pub pinned: bool,
-    /// Interleaved passes when re-measuring the bests.
+    /// Most interleaved passes when measuring the truth.
     pub verify_passes: usize,
-    /// Timed runs per re-measurement of a best.
+    /// Timed runs per measurement of the truth.
     pub verify_repeats: u32,
+    /// Candidates a method ranked within this fraction of its own best are measured for the
+    /// truth.
+    pub truth_window: f64,
+    /// A truth measurement is done when its 95% interval is within this fraction of its mean.
+    pub truth_ci: f64,
+    /// Most candidates measured for the truth (the closest to their method's best first).
+    pub truth_max: usize,
 }
 
 impl CompareConfig {
@@ -37,8 +51,11 @@ impl CompareConfig {
             engine,
             serial_timeout_s: 3.0,
             pinned: true,
-            verify_passes: 7,
+            verify_passes: 20,
             verify_repeats: 30,
+            truth_window: 0.2,
+            truth_ci: 0.01,
+            truth_max: 40,
         }
     }
 }
@@ -50,7 +67,7 @@ pub struct Side {
     pub time_s: f64,
     /// The chosen best candidate.
     pub best: Option<String>,
-    /// Its latency re-measured in isolation (ns).
+    /// Its latency re-measured alone for the truth (ns).
     pub best_latency_ns: Option<f64>,
     /// Its latency as the run itself reported it (ns).
     pub best_reported_ns: Option<f64>,
@@ -69,7 +86,42 @@ pub struct EngineDetail {
     pub time_at_dp: BTreeMap<usize, f64>,
 }
 
-/// The comparison's result.
+/// One candidate measured for the truth.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TruthEntry {
+    pub name: String,
+    /// Mean of its isolated measurements (each the median of `verify_repeats` runs), ns.
+    pub mean_ns: f64,
+    /// Half-width of the 95% interval of that mean (ns).
+    pub ci95_ns: f64,
+    pub samples: usize,
+    /// Which methods ranked it within the window (`serial`, `pinned`, `parallel`).
+    pub ranked_by: Vec<String>,
+}
+
+/// One run of the comparison, summarised.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// `100 (serial - engine) / serial` of tuning time.
+    pub time_reduction_pct: f64,
+    /// The engine's pick against the true best (%).
+    pub best_gap_pct: Option<f64>,
+    pub pinned_best_gap_pct: Option<f64>,
+    pub serial_best_gap_pct: Option<f64>,
+    pub serial_time_s: f64,
+    pub pinned_time_s: Option<f64>,
+    pub parallel_time_s: f64,
+    pub true_best: Option<String>,
+    pub parallel_best: Option<String>,
+    pub pinned_best: Option<String>,
+    pub serial_best: Option<String>,
+    /// `/proc/loadavg` (1, 5, 15 min) when the run started: how idle the machine was.
+    pub load_average: Option<[f64; 3]>,
+}
+
+/// The comparison's result. With several runs (`runs` longer than one), `time_s` of each
+/// side, `time_reduction_pct` and the `*_gap_pct` are medians over the runs; the details
+/// (rounds, truth, verification) are the last run's.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CompareReport {
     pub device: Option<String>,
@@ -81,7 +133,8 @@ pub struct CompareReport {
     pub pinned_dp1: Option<Side>,
     /// `100 (serial - parallel) / serial` of total tuning time.
     pub time_reduction_pct: f64,
-    /// `100 (parallel best - serial best) / serial best`, both re-measured in isolation.
+    /// The engine's pick against the true best: `100 (pick - true best) / true best`, both
+    /// re-measured alone (0 = it found the true best).
     pub best_gap_pct: Option<f64>,
     /// Serial -> engine at dp 1: what warm workers buy.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -89,13 +142,28 @@ pub struct CompareReport {
     /// Engine at dp 1 -> engine free: what parallelism buys.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parallelism_reduction_pct: Option<f64>,
+    /// The pinned engine's pick against the true best.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pinned_best_gap_pct: Option<f64>,
+    /// The serial harness's pick against the true best.
+    pub serial_best_gap_pct: Option<f64>,
+    /// The fastest candidate re-measured for the truth.
+    pub true_best: Option<TruthEntry>,
+    /// Every candidate measured for the truth, fastest first.
+    pub truth: Vec<TruthEntry>,
     pub parallel_detail: EngineDetail,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pinned_detail: Option<EngineDetail>,
-    /// Every re-measurement of the bests (ns), by candidate.
+    /// Every truth measurement (ns), by candidate.
     pub verification_ns: BTreeMap<String, Vec<f64>>,
+    /// Each run (one entry per `--runs`).
+    pub runs: Vec<RunSummary>,
+    /// Median over the runs of `time_reduction_pct`.
+    pub median_time_reduction_pct: f64,
+    /// The engine's worst gap to the true best over the runs.
+    pub worst_gap_pct: Option<f64>,
+    pub worst_pinned_gap_pct: Option<f64>,
+    pub worst_serial_gap_pct: Option<f64>,
 }
 
 fn detail(r: &RunReport) -> EngineDetail {
@@ -154,6 +222,7 @@ pub fn run(
         warmup: cfg.engine.warmup,
         timeout_s: cfg.serial_timeout_s,
     };
+    let load_at_start = load_average();
     progress(&format!("serial harness: {} candidates", candidates.len()));
     let serial_report = serial::run(&serial_cfg, candidates)?;
     progress(&format!("serial: {:.1} s", serial_report.total_s));
@@ -177,81 +246,292 @@ pub fn run(
     let mut parallel = engine_side(&parallel_report);
     let mut pinned = pinned_report.as_ref().map(engine_side);
 
-    // Re-measure each distinct best in isolation, interleaved.
+    // Every candidate any method ranked within the window of its own best.
+    let mut ranked: Vec<(String, f64, &'static str)> = Vec::new();
+    let mut add_method = |label: &'static str, values: Vec<(String, f64)>, pick: Option<&str>| {
+        let best = values
+            .iter()
+            .map(|v| v.1)
+            .filter(|v| v.is_finite() && *v > 0.0)
+            .fold(f64::INFINITY, f64::min);
+        for (name, v) in values {
+            let is_pick = pick == Some(name.as_str());
+            if is_pick || (v.is_finite() && v <= best * (1.0 + cfg.truth_window)) {
+                // Picks first (ratio 0), then by closeness to the method's best.
+                let ratio = if is_pick { 0.0 } else { v / best - 1.0 };
+                ranked.push((name, ratio, label));
+            }
+        }
+    };
+    add_method(
+        "serial",
+        serial_report
+            .results
+            .iter()
+            .filter_map(|r| {
+                r.outcome
+                    .measurement()
+                    .map(|m| (r.name.clone(), m.latency_ns))
+            })
+            .collect(),
+        serial.best.as_deref(),
+    );
+    let engine_values = |r: &RunReport| -> Vec<(String, f64)> {
+        r.results
+            .iter()
+            .filter_map(|c| {
+                c.isolated_latency_ns
+                    .or(c.reported_latency_ns)
+                    .map(|v| (c.name.clone(), v))
+            })
+            .collect()
+    };
+    if let (Some(r), Some(side)) = (&pinned_report, &pinned) {
+        add_method("pinned", engine_values(r), side.best.as_deref());
+    }
+    add_method(
+        "parallel",
+        engine_values(&parallel_report),
+        parallel.best.as_deref(),
+    );
+    ranked.sort_by(|a, b| a.1.total_cmp(&b.1));
     let mut names: Vec<String> = Vec::new();
-    for n in [&serial.best, &parallel.best]
+    let mut ranked_by: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (name, _, label) in &ranked {
+        let by = ranked_by.entry(name.clone()).or_default();
+        if !by.iter().any(|l| l == label) {
+            by.push((*label).to_string());
+        }
+        if !names.contains(name) && names.len() < cfg.truth_max.max(3) {
+            names.push(name.clone());
+        }
+    }
+    let picks: Vec<String> = [&serial.best, &parallel.best]
         .into_iter()
         .chain(pinned.as_ref().map(|p| &p.best))
         .flatten()
-    {
-        if !names.contains(n) {
-            names.push(n.clone());
-        }
-    }
-    let by_name: BTreeMap<&str, &Candidate> =
-        candidates.iter().map(|c| (c.name.as_str(), c)).collect();
-    let chosen: Vec<&Candidate> = names
-        .iter()
-        .filter_map(|n| by_name.get(n.as_str()).copied())
+        .cloned()
         .collect();
-    let mut verification: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    if !chosen.is_empty() {
-        progress(&format!(
-            "re-measuring {} best candidate(s) in isolation",
-            chosen.len()
-        ));
-        let mut c = cfg.engine.clone();
-        c.parallelism = Parallelism::Fixed(1);
-        let mut verifier = Engine::new(c);
-        let prefer = vec![Some(0); chosen.len()];
-        for _ in 0..cfg.verify_passes.max(1) {
-            for r in verifier
-                .measure_isolated(&chosen, &prefer, cfg.verify_repeats)?
-                .into_iter()
-                .zip(&chosen)
-            {
-                if let Some(m) = r.0.outcome.measurement() {
-                    verification
-                        .entry(r.1.name.clone())
-                        .or_default()
-                        .push(cfg.engine.statistic.of(m));
-                }
-            }
-        }
-        verifier.shutdown();
-    }
-    let iso = |side: &mut Side| {
-        side.best_latency_ns = side
-            .best
-            .as_ref()
-            .and_then(|b| verification.get(b))
-            .map(|v| calibrate::median(v));
+    progress(&format!(
+        "truth: re-measuring {} candidate(s) alone, interleaved",
+        names.len()
+    ));
+    let (truth, verification) = measure_truth(cfg, candidates, &names, &picks, &ranked_by)?;
+    let truth_of = |name: &Option<String>| -> Option<f64> {
+        name.as_ref()
+            .and_then(|n| truth.iter().find(|t| &t.name == n))
+            .map(|t| t.mean_ns)
     };
-    iso(&mut serial);
-    iso(&mut parallel);
+    serial.best_latency_ns = truth_of(&serial.best);
+    parallel.best_latency_ns = truth_of(&parallel.best);
     if let Some(p) = pinned.as_mut() {
-        iso(p);
+        p.best_latency_ns = truth_of(&p.best);
     }
-    let gap = |side: &Side| match (side.best_latency_ns, serial.best_latency_ns) {
-        (Some(p), Some(s)) if s > 0.0 => Some(100.0 * (p - s) / s),
+    let true_best = truth.first().cloned();
+    let gap = |side: &Side| match (side.best_latency_ns, &true_best) {
+        (Some(p), Some(t)) if t.mean_ns > 0.0 => Some(100.0 * (p - t.mean_ns) / t.mean_ns),
         _ => None,
+    };
+    let time_reduction_pct = pct(serial.time_s, parallel.time_s);
+    let summary = RunSummary {
+        time_reduction_pct,
+        best_gap_pct: gap(&parallel),
+        pinned_best_gap_pct: pinned.as_ref().and_then(gap),
+        serial_best_gap_pct: gap(&serial),
+        serial_time_s: serial.time_s,
+        pinned_time_s: pinned.as_ref().map(|p| p.time_s),
+        parallel_time_s: parallel.time_s,
+        true_best: true_best.as_ref().map(|t| t.name.clone()),
+        parallel_best: parallel.best.clone(),
+        pinned_best: pinned.as_ref().and_then(|p| p.best.clone()),
+        serial_best: serial.best.clone(),
+        load_average: load_at_start,
     };
     Ok(CompareReport {
         device: parallel_report.device.clone(),
         candidates: candidates.len(),
         repeats: cfg.engine.repeats,
-        time_reduction_pct: pct(serial.time_s, parallel.time_s),
-        best_gap_pct: gap(&parallel),
+        time_reduction_pct,
+        best_gap_pct: summary.best_gap_pct,
         warm_workers_reduction_pct: pinned.as_ref().map(|p| pct(serial.time_s, p.time_s)),
         parallelism_reduction_pct: pinned.as_ref().map(|p| pct(p.time_s, parallel.time_s)),
-        pinned_best_gap_pct: pinned.as_ref().and_then(gap),
+        pinned_best_gap_pct: summary.pinned_best_gap_pct,
+        serial_best_gap_pct: summary.serial_best_gap_pct,
+        true_best,
+        truth,
         parallel_detail: detail(&parallel_report),
         pinned_detail: pinned_report.as_ref().map(detail),
         serial,
         parallel,
         pinned_dp1: pinned,
         verification_ns: verification,
+        median_time_reduction_pct: time_reduction_pct,
+        worst_gap_pct: summary.best_gap_pct,
+        worst_pinned_gap_pct: summary.pinned_best_gap_pct,
+        worst_serial_gap_pct: summary.serial_best_gap_pct,
+        runs: vec![summary],
     })
+}
+
+/// `/proc/loadavg`'s three averages.
+pub fn load_average() -> Option<[f64; 3]> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let v: Vec<f64> = text
+        .split_whitespace()
+        .take(3)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    (v.len() == 3).then(|| [v[0], v[1], v[2]])
+}
+
+/// The truth: its entries fastest first, and every measurement by candidate.
+type Truth = (Vec<TruthEntry>, BTreeMap<String, Vec<f64>>);
+
+/// Measures `names` alone, interleaved, until each 95% interval is within `truth_ci` of its
+/// mean, or (for candidates no method picked) the interval lies wholly above the leader's;
+/// at least 3 and at most `verify_passes` passes. Returns the entries fastest first and every
+/// measurement.
+fn measure_truth(
+    cfg: &CompareConfig,
+    candidates: &[Candidate],
+    names: &[String],
+    picks: &[String],
+    ranked_by: &BTreeMap<String, Vec<String>>,
+) -> Result<Truth> {
+    let by_name: BTreeMap<&str, &Candidate> =
+        candidates.iter().map(|c| (c.name.as_str(), c)).collect();
+    let chosen: Vec<&Candidate> = names
+        .iter()
+        .filter_map(|n| by_name.get(n.as_str()).copied())
+        .collect();
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); chosen.len()];
+    let mut active: Vec<usize> = (0..chosen.len()).collect();
+    if !chosen.is_empty() {
+        let mut c = cfg.engine.clone();
+        c.parallelism = Parallelism::Fixed(1);
+        let mut verifier = Engine::new(c);
+        for pass in 0..cfg.verify_passes.max(3) {
+            if active.is_empty() {
+                break;
+            }
+            let mut order = active.clone();
+            let k = pass % order.len();
+            order.rotate_left(k);
+            let cands: Vec<&Candidate> = order.iter().map(|&i| chosen[i]).collect();
+            let prefer = vec![Some(0); cands.len()];
+            let got = verifier.measure_isolated(&cands, &prefer, cfg.verify_repeats)?;
+            for (&i, r) in order.iter().zip(got) {
+                if let Some(m) = r.outcome.measurement() {
+                    samples[i].push(cfg.engine.statistic.of(m));
+                }
+            }
+            if pass + 1 < 3 {
+                continue;
+            }
+            let stats: Vec<(f64, f64)> = samples.iter().map(|v| calibrate::mean_ci95(v)).collect();
+            let lead = (0..chosen.len())
+                .filter(|&i| !samples[i].is_empty())
+                .min_by(|&a, &b| stats[a].0.total_cmp(&stats[b].0));
+            active.retain(|&i| {
+                let (m, h) = stats[i];
+                if samples[i].is_empty() {
+                    return false;
+                }
+                let precise = h <= cfg.truth_ci * m;
+                let is_pick = picks.iter().any(|p| p == &chosen[i].name);
+                let clearly_slower =
+                    lead.is_some_and(|l| l != i && !is_pick && m - h > stats[l].0 + stats[l].1);
+                !(precise || clearly_slower)
+            });
+        }
+        verifier.shutdown();
+    }
+    let mut truth: Vec<TruthEntry> = chosen
+        .iter()
+        .zip(&samples)
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(c, v)| {
+            let (mean_ns, ci95_ns) = calibrate::mean_ci95(v);
+            TruthEntry {
+                name: c.name.clone(),
+                mean_ns,
+                ci95_ns,
+                samples: v.len(),
+                ranked_by: ranked_by.get(&c.name).cloned().unwrap_or_default(),
+            }
+        })
+        .collect();
+    truth.sort_by(|a, b| a.mean_ns.total_cmp(&b.mean_ns));
+    let verification = chosen
+        .iter()
+        .zip(samples)
+        .map(|(c, v)| (c.name.clone(), v))
+        .collect();
+    Ok((truth, verification))
+}
+
+/// Runs the comparison `runs` times in a row; the report is the last run's with the medians
+/// over all runs in its headline fields, every run in `runs`, and the worst gaps.
+pub fn run_many(
+    cfg: &CompareConfig,
+    candidates: &[Candidate],
+    runs: usize,
+    progress: &mut dyn FnMut(&str),
+) -> Result<CompareReport> {
+    let runs = runs.max(1);
+    let mut all: Vec<RunSummary> = Vec::new();
+    let mut last: Option<CompareReport> = None;
+    for k in 0..runs {
+        progress(&format!("run {}/{runs}", k + 1));
+        let r = run(cfg, candidates, progress)?;
+        all.extend(r.runs.iter().cloned());
+        if let Some(s) = r.runs.first() {
+            progress(&format!(
+                "run {}: time reduction {:.1}%, gaps to the true best: engine {}, dp-1 {}, serial {}",
+                k + 1,
+                s.time_reduction_pct,
+                fmt_gap(s.best_gap_pct),
+                fmt_gap(s.pinned_best_gap_pct),
+                fmt_gap(s.serial_best_gap_pct)
+            ));
+        }
+        last = Some(r);
+    }
+    let Some(mut report) = last else {
+        return Err(crate::error::MeasureError::Protocol(
+            "no comparison run".into(),
+        ));
+    };
+    let med = |f: &dyn Fn(&RunSummary) -> Option<f64>| -> Option<f64> {
+        let v: Vec<f64> = all.iter().filter_map(f).collect();
+        (!v.is_empty()).then(|| calibrate::median(&v))
+    };
+    let worst = |f: &dyn Fn(&RunSummary) -> Option<f64>| -> Option<f64> {
+        all.iter().filter_map(f).reduce(f64::max)
+    };
+    report.median_time_reduction_pct = med(&|s| Some(s.time_reduction_pct)).unwrap_or(0.0);
+    report.time_reduction_pct = report.median_time_reduction_pct;
+    report.best_gap_pct = med(&|s| s.best_gap_pct);
+    report.pinned_best_gap_pct = med(&|s| s.pinned_best_gap_pct);
+    report.serial_best_gap_pct = med(&|s| s.serial_best_gap_pct);
+    report.worst_gap_pct = worst(&|s| s.best_gap_pct);
+    report.worst_pinned_gap_pct = worst(&|s| s.pinned_best_gap_pct);
+    report.worst_serial_gap_pct = worst(&|s| s.serial_best_gap_pct);
+    report.serial.time_s = med(&|s| Some(s.serial_time_s)).unwrap_or(report.serial.time_s);
+    report.parallel.time_s = med(&|s| Some(s.parallel_time_s)).unwrap_or(report.parallel.time_s);
+    if let Some(p) = report.pinned_dp1.as_mut() {
+        p.time_s = med(&|s| s.pinned_time_s).unwrap_or(p.time_s);
+    }
+    if let Some(p) = report.pinned_dp1.as_ref() {
+        report.warm_workers_reduction_pct = Some(pct(report.serial.time_s, p.time_s));
+        report.parallelism_reduction_pct = Some(pct(p.time_s, report.parallel.time_s));
+    }
+    report.runs = all;
+    Ok(report)
+}
+
+fn fmt_gap(g: Option<f64>) -> String {
+    g.map_or("-".into(), |g| format!("{g:+.2}%"))
 }
 
 /// The engine pinned to each of `levels` in turn (time and inaccuracy per parallelism level).

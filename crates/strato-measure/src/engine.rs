@@ -114,6 +114,15 @@ pub struct CandidateResult {
     pub slot: usize,
     /// Engine-side wall time of its measurement (ns).
     pub wall_ns: f64,
+    /// Time (ns) during which another worker of the pool was active (start-up or a request
+    /// holding the device lock) while this one's timed runs ran. 0 when the device lock holds;
+    /// with `--no-device-lock` it shows how much the workers overlapped.
+    #[serde(default)]
+    pub foreign_overlap_ns: f64,
+    /// The timed runs stayed disturbed by other activity on the host (CPU pressure stall
+    /// above `stall_limit`) after the worker's retries.
+    #[serde(default)]
+    pub disturbed: bool,
 }
 
 /// One calibration round.
@@ -138,8 +147,29 @@ pub struct RoundSummary {
 pub struct Best {
     pub index: usize,
     pub name: String,
-    /// Latency re-measured alone in rank selection (ns).
+    /// Latency re-measured alone in rank selection (ns): the mean over its passes.
     pub latency_ns: f64,
+    /// Half-width of its 95% interval (ns; none after a single pass).
+    #[serde(default)]
+    pub ci95_ns: Option<f64>,
+    /// Isolated measurements behind it.
+    #[serde(default)]
+    pub samples: usize,
+}
+
+/// What rank selection did.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RankSummary {
+    /// Relative uncertainty per parallelism level (0 = measured alone).
+    pub uncertainty_by_dp: BTreeMap<usize, f64>,
+    /// Candidates in the window (re-measured at least once).
+    pub window: usize,
+    /// Interleaved passes run.
+    pub passes: usize,
+    /// Candidates left in the race at the end.
+    pub finalists: usize,
+    /// Isolated measurements taken.
+    pub measurements: usize,
 }
 
 /// Inaccuracy observed at one parallelism level.
@@ -176,6 +206,12 @@ pub struct RunReport {
     pub delta_by_dp: Vec<DeltaAtDp>,
     pub workers_started: usize,
     pub workers_replaced: usize,
+    /// Timed windows that overlapped another worker's activity (see
+    /// [`CandidateResult::foreign_overlap_ns`]).
+    pub overlapped_measurements: usize,
+    /// Measurements still disturbed by outside activity after the workers' retries.
+    pub disturbed_measurements: usize,
+    pub rank: Option<RankSummary>,
     pub results: Vec<CandidateResult>,
     pub log: Vec<Record>,
 }
@@ -193,6 +229,10 @@ pub struct Engine {
     rounds: Vec<RoundSummary>,
     timeline: Vec<DpPoint>,
     deltas: BTreeMap<usize, Vec<(f64, usize)>>,
+    /// Per parallelism level, every re-measured pair's relative change
+    /// `(l_iso - l_par) / l_par` (signed).
+    changes: BTreeMap<usize, Vec<f64>>,
+    rank: Option<RankSummary>,
     measured: usize,
     lock_path: Option<std::path::PathBuf>,
 }
@@ -238,6 +278,8 @@ impl Engine {
             rounds: Vec::new(),
             timeline: Vec::new(),
             deltas: BTreeMap::new(),
+            changes: BTreeMap::new(),
+            rank: None,
             measured: 0,
         }
     }
@@ -267,6 +309,8 @@ impl Engine {
             repeats: self.cfg.repeats,
             warmup: self.cfg.warmup,
             timing: Timing::Device,
+            disturbed_retries: self.cfg.params.disturbed_retries,
+            stall_limit: self.cfg.params.stall_limit,
         }
     }
 
@@ -360,10 +404,13 @@ impl Engine {
                     retried_alone: false,
                     slot: r.slot,
                     wall_ns: r.wall_ns,
+                    foreign_overlap_ns: 0.0,
+                    disturbed: false,
                 }
             })
             .collect();
         self.measured += chunk.len();
+        self.check_overlaps(&mut results);
 
         // Failures in a parallel round are re-run alone (Algorithm 2, RemeasureFailed).
         let mut n_err_dp = 0;
@@ -426,6 +473,13 @@ impl Engine {
             let out_pos: Vec<usize> = (0..ok.len())
                 .filter(|&k| z[k].abs() > p.z_threshold)
                 .collect();
+            // Timed runs that stayed disturbed by outside activity are treated as outliers.
+            let mut out_pos = out_pos;
+            for (k, &i) in ok.iter().enumerate() {
+                if results[i].disturbed && !out_pos.contains(&k) {
+                    out_pos.push(k);
+                }
+            }
             n_outliers = out_pos.len();
             for &k in &out_pos {
                 results[ok[k]].outlier = true;
@@ -478,8 +532,23 @@ impl Engine {
             let d = calibrate::delta_mean(&pairs);
             delta = Some(d);
             self.deltas.entry(dp).or_default().push((d, pairs.len()));
+            self.changes
+                .entry(dp)
+                .or_default()
+                .extend(pairs.iter().filter(|p| p.0 > 0.0).map(|(p, i)| (i - p) / p));
         }
         let d = delta.unwrap_or(0.0);
+        // The correction of the round's other latencies: eq. 5 scales by 1 - delta_mean; the
+        // signed correction by 1 + the median relative change of every pair re-measured at
+        // this parallelism so far (robust, and it keeps the direction).
+        let scale = if p.signed_correction {
+            match self.changes.get(&dp) {
+                Some(c) if !c.is_empty() && delta.is_some() => 1.0 + calibrate::median(c),
+                _ => 1.0,
+            }
+        } else {
+            1.0 - d
+        };
         for r in &mut results {
             let Some(m) = r.outcome.measurement() else {
                 continue;
@@ -487,7 +556,10 @@ impl Engine {
             r.reported_latency_ns = Some(match r.isolated_latency_ns {
                 Some(iso) => iso,
                 // Eq. 5 with the ratio of the chosen statistic to the duration.
-                None => calibrate::scaled_latency(stat.of(m), m.duration_ns, d),
+                None if !p.signed_correction => {
+                    calibrate::scaled_latency(stat.of(m), m.duration_ns, d)
+                }
+                None => stat.of(m) * scale,
             });
         }
         self.log.push(Decision::Delta {
@@ -495,7 +567,7 @@ impl Engine {
             dp,
             delta_mean: d,
             samples: n_remeasured,
-            scale: 1.0 - d,
+            scale,
         });
         match self.cfg.parallelism {
             Parallelism::Adaptive => {
@@ -525,14 +597,90 @@ impl Engine {
         Ok(results)
     }
 
-    /// Rank selection: re-measures the top `ceil(K n)` by reported latency alone and returns
-    /// the best by its isolated latency.
+    /// Marks each result's overlap with other workers' activity (their requests in this round
+    /// and their start-ups) during its timed runs, and whether its timed runs stayed disturbed
+    /// by outside activity (CPU pressure stall above `stall_limit`).
+    fn check_overlaps(&self, results: &mut [CandidateResult]) {
+        let mut windows: Vec<crate::pool::ActiveWindow> = self.pool.startups.clone();
+        for r in results.iter() {
+            if let Some(m) = r.outcome.measurement() {
+                // Preparation, then timed runs and teardown (not the wait in between).
+                if m.prep_to_ns > 0 {
+                    windows.push(crate::pool::ActiveWindow {
+                        slot: r.slot,
+                        from_ns: m.active_from_ns,
+                        to_ns: m.prep_to_ns,
+                    });
+                }
+                if m.active_to_ns > 0 {
+                    windows.push(crate::pool::ActiveWindow {
+                        slot: r.slot,
+                        from_ns: m.timed_from_ns,
+                        to_ns: m.active_to_ns,
+                    });
+                }
+            }
+        }
+        let limit = self.cfg.params.stall_limit;
+        for r in results.iter_mut() {
+            let Some(m) = r.outcome.measurement() else {
+                continue;
+            };
+            if m.timed_to_ns > 0 {
+                r.foreign_overlap_ns = windows
+                    .iter()
+                    .filter(|w| w.slot != r.slot)
+                    .map(|w| {
+                        let from = w.from_ns.max(m.timed_from_ns);
+                        let to = w.to_ns.min(m.timed_to_ns);
+                        to.saturating_sub(from) as f64
+                    })
+                    .sum();
+            }
+            r.disturbed = match m.cpu_stall_ns {
+                Some(s) if m.duration_ns > 0.0 => s / m.duration_ns > limit,
+                _ => false,
+            };
+        }
+    }
+
+    /// Relative uncertainty of a latency measured at parallelism `dp` (> 1) and corrected:
+    /// the `rank_quantile` of the distortions `|l_iso - l_par| / l_par` measured at that level
+    /// in this run (at any level when none at this one), never below `rank_noise`.
+    fn uncertainty_at(&self, dp: usize) -> f64 {
+        let p = &self.cfg.params;
+        let abs = |v: &Vec<f64>| v.iter().map(|x| x.abs()).collect::<Vec<f64>>();
+        let measured = match self.changes.get(&dp) {
+            Some(v) if !v.is_empty() => calibrate::quantile(&abs(v), p.rank_quantile),
+            _ => {
+                let all: Vec<f64> = self.changes.values().flat_map(abs).collect();
+                if all.is_empty() {
+                    // Measured in parallel with nothing re-measured: no evidence either way.
+                    2.0 * p.rank_noise
+                } else {
+                    calibrate::quantile(&all, p.rank_quantile)
+                }
+            }
+        };
+        measured.max(p.rank_noise)
+    }
+
+    /// Rank selection. The window: every candidate that could be the fastest given the
+    /// uncertainty of its reported latency (its parallelism level's measured distortion, or
+    /// `rank_noise` when measured alone; [`calibrate::rank_window`]), at least `ceil(K n)`, at
+    /// most `rank_max`. Then interleaved passes re-measure the window alone; after each pass
+    /// candidates whose 95% interval lies above the leader's are dropped, until one is left,
+    /// every remaining interval is within `rank_ci` (after 3 passes), or `rank_passes`.
+    /// Intervals are Student-t 95% intervals; for dropping a candidate they are never taken
+    /// narrower than `rank_noise / sqrt(n)`.
+    /// The best is the lowest mean isolated latency.
     pub fn rank_select(
         &mut self,
         candidates: &[Candidate],
         results: &mut [CandidateResult],
     ) -> Result<Option<Best>> {
-        let mut ok: Vec<usize> = (0..results.len())
+        let p = self.cfg.params.clone();
+        let ok: Vec<usize> = (0..results.len())
             .filter(|&i| results[i].reported_latency_ns.is_some())
             .collect();
         if ok.is_empty() {
@@ -544,40 +692,132 @@ impl Engine {
             });
             return Ok(None);
         }
-        ok.sort_by(|&a, &b| {
-            results[a]
-                .reported_latency_ns
-                .unwrap_or(f64::INFINITY)
-                .total_cmp(&results[b].reported_latency_ns.unwrap_or(f64::INFINITY))
+        let mut uncertainty_by_dp: BTreeMap<usize, f64> = BTreeMap::new();
+        let items: Vec<(f64, f64)> = ok
+            .iter()
+            .map(|&i| {
+                let r = &results[i];
+                let (key, u) = if r.isolated_latency_ns.is_some() {
+                    (0, p.rank_noise)
+                } else {
+                    (r.dp, self.uncertainty_at(r.dp))
+                };
+                uncertainty_by_dp.insert(key, u);
+                (r.reported_latency_ns.unwrap_or(f64::INFINITY), u)
+            })
+            .collect();
+        let min_count = calibrate::rank_count(results.len(), p.top_k);
+        let window: Vec<usize> = calibrate::rank_window(&items, min_count, p.rank_max)
+            .into_iter()
+            .map(|k| ok[k])
+            .collect();
+        self.log.push(Decision::RankWindow {
+            uncertainty_by_dp: uncertainty_by_dp.clone(),
+            min_count,
+            size: window.len(),
+            candidates: window.iter().map(|&i| results[i].name.clone()).collect(),
         });
-        let k = calibrate::rank_count(results.len(), self.cfg.params.top_k);
-        let top: Vec<usize> = ok.into_iter().take(k).collect();
-        let cands: Vec<&Candidate> = top.iter().map(|&i| &candidates[i]).collect();
-        let prefer: Vec<Option<usize>> = top.iter().map(|&i| Some(results[i].slot)).collect();
-        let again = self.measure_isolated(&cands, &prefer, self.cfg.repeats)?;
+        let mut samples: Vec<Vec<f64>> = vec![Vec::new(); window.len()];
+        let mut alive: Vec<usize> = (0..window.len()).collect();
+        let mut passes = 0;
+        let mut measurements = 0;
+        // Mean and 95% half-width, never narrower than the prior noise of an isolated
+        // measurement over sqrt(n): two samples that happen to agree do not make a candidate
+        // certain on a CPU device, whose latencies jump when a core is taken away. A single
+        // sample has no interval (nothing is dropped after the first pass).
+        let interval = |v: &Vec<f64>| -> (f64, f64) {
+            let (m, h) = calibrate::mean_ci95(v);
+            let floor = m * p.rank_noise / (v.len().max(1) as f64).sqrt();
+            (m, h.max(floor))
+        };
+        for pass in 0..p.rank_passes.max(1) {
+            passes = pass + 1;
+            // Interleaved: each pass in a rotated order, so that slow drifts hit every
+            // candidate alike.
+            let mut order = alive.clone();
+            if !order.is_empty() {
+                let k = pass % order.len();
+                order.rotate_left(k);
+            }
+            let cands: Vec<&Candidate> = order.iter().map(|&w| &candidates[window[w]]).collect();
+            let prefer: Vec<Option<usize>> = order
+                .iter()
+                .map(|&w| Some(results[window[w]].slot))
+                .collect();
+            let again = self.measure_isolated(&cands, &prefer, self.cfg.repeats)?;
+            for (&w, r) in order.iter().zip(again) {
+                if let Some(m) = r.outcome.measurement() {
+                    samples[w].push(self.cfg.statistic.of(m));
+                    measurements += 1;
+                }
+            }
+            alive.retain(|&w| !samples[w].is_empty());
+            let Some(&lead) = alive
+                .iter()
+                .min_by(|&&a, &&b| interval(&samples[a]).0.total_cmp(&interval(&samples[b]).0))
+            else {
+                break;
+            };
+            let (lm, lh) = interval(&samples[lead]);
+            alive.retain(|&w| {
+                let (m, h) = interval(&samples[w]);
+                w == lead || m - h <= lm + lh
+            });
+            self.log.push(Decision::RankPass {
+                pass: passes,
+                candidates: alive
+                    .iter()
+                    .map(|&w| results[window[w]].name.clone())
+                    .collect(),
+                mean_ns: alive.iter().map(|&w| interval(&samples[w]).0).collect(),
+                half_ns: alive.iter().map(|&w| interval(&samples[w]).1).collect(),
+            });
+            if alive.len() <= 1 {
+                break;
+            }
+            // Done when every remaining candidate is known to within rank_ci (its own
+            // Student-t interval, without the floor that only guards elimination).
+            if passes >= 3
+                && alive.iter().all(|&w| {
+                    let (m, h) = calibrate::mean_ci95(&samples[w]);
+                    h <= p.rank_ci * m
+                })
+            {
+                break;
+            }
+        }
         let mut best: Option<Best> = None;
         let mut iso = Vec::new();
-        for (&i, r) in top.iter().zip(again) {
-            let Some(m) = r.outcome.measurement() else {
+        for (w, &i) in window.iter().enumerate() {
+            if samples[w].is_empty() {
                 iso.push(f64::NAN);
                 continue;
-            };
-            let lat = self.cfg.statistic.of(m);
-            iso.push(lat);
-            results[i].isolated_latency_ns = Some(lat);
-            if best.as_ref().is_none_or(|b| lat < b.latency_ns) {
+            }
+            let (m, h) = calibrate::mean_ci95(&samples[w]);
+            iso.push(m);
+            results[i].isolated_latency_ns = Some(m);
+            if alive.contains(&w) && best.as_ref().is_none_or(|b| m < b.latency_ns) {
                 best = Some(Best {
                     index: results[i].index,
                     name: results[i].name.clone(),
-                    latency_ns: lat,
+                    latency_ns: m,
+                    ci95_ns: h.is_finite().then_some(h),
+                    samples: samples[w].len(),
                 });
             }
         }
         self.log.push(Decision::RankSelection {
-            k,
-            candidates: top.iter().map(|&i| results[i].name.clone()).collect(),
+            k: window.len(),
+            candidates: window.iter().map(|&i| results[i].name.clone()).collect(),
             isolated_ns: iso,
             best: best.as_ref().map(|b| b.name.clone()),
+        });
+        self.rank = Some(RankSummary {
+            uncertainty_by_dp,
+            window: window.len(),
+            passes,
+            finalists: alive.len(),
+            measurements,
         });
         Ok(best)
     }
@@ -630,6 +870,12 @@ impl Engine {
             delta_by_dp,
             workers_started: self.pool.started,
             workers_replaced: self.pool.replaced,
+            overlapped_measurements: results
+                .iter()
+                .filter(|r| r.foreign_overlap_ns > 0.0)
+                .count(),
+            disturbed_measurements: results.iter().filter(|r| r.disturbed).count(),
+            rank: self.rank.clone(),
             results,
             log: std::mem::take(&mut self.log.records),
         }

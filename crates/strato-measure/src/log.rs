@@ -86,7 +86,25 @@ pub enum Decision {
         round: usize,
         dp: usize,
     },
-    /// Rank selection: top-K re-measured serially.
+    /// Rank selection's window: the candidates that could be the fastest given the
+    /// uncertainty of each one's measurement (measured distortion at its parallelism level).
+    RankWindow {
+        /// Relative uncertainty used per parallelism level (`0` = measured alone).
+        uncertainty_by_dp: std::collections::BTreeMap<usize, f64>,
+        min_count: usize,
+        size: usize,
+        candidates: Vec<String>,
+    },
+    /// One interleaved pass of rank selection: the candidates still in the race, their mean
+    /// isolated latency so far and its 95% half-width.
+    RankPass {
+        pass: usize,
+        candidates: Vec<String>,
+        mean_ns: Vec<f64>,
+        half_ns: Vec<f64>,
+    },
+    /// Rank selection: the window re-measured alone, interleaved, until one is left or the
+    /// remaining ones are known to within `rank_ci`.
     RankSelection {
         k: usize,
         candidates: Vec<String>,

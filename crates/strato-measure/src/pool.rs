@@ -213,6 +213,9 @@ pub struct RunParams {
     pub repeats: u32,
     pub warmup: u32,
     pub timing: Timing,
+    /// See [`Request::Measure`].
+    pub disturbed_retries: u32,
+    pub stall_limit: f64,
 }
 
 /// A pool of warm workers.
@@ -231,6 +234,16 @@ pub struct Pool {
     pub replaced: usize,
     /// Device name reported by the first worker.
     pub device: Option<String>,
+    /// Start-up windows of the workers (for the engine's overlap check).
+    pub startups: Vec<ActiveWindow>,
+}
+
+/// A window during which a worker was active (start-up or a request), `CLOCK_MONOTONIC` ns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ActiveWindow {
+    pub slot: usize,
+    pub from_ns: u64,
+    pub to_ns: u64,
 }
 
 impl Pool {
@@ -248,6 +261,7 @@ impl Pool {
             started: 0,
             replaced: 0,
             device: None,
+            startups: Vec::new(),
         }
     }
 
@@ -296,6 +310,9 @@ impl Pool {
     ) -> Result<Vec<JobResult>> {
         let dp = dp.max(1);
         self.grow(dp)?;
+        // Nothing is dispatched while a worker starts: its start-up holds the device lock
+        // (shared) and would eat into the first requests' timeouts.
+        self.wait_ready(log)?;
         let mut results: Vec<Option<JobResult>> = vec![None; jobs.len()];
         let mut queue: Vec<usize> = (0..jobs.len()).collect();
         queue.reverse(); // pop from the end = in order
@@ -355,6 +372,8 @@ impl Pool {
             repeats: params.repeats,
             warmup: params.warmup,
             timing: params.timing,
+            disturbed_retries: params.disturbed_retries,
+            stall_limit: params.stall_limit,
         };
         let now = Instant::now();
         let w = &mut self.workers[slot];
@@ -411,7 +430,16 @@ impl Pool {
                         device,
                         init_ns,
                         pid,
+                        active_from_ns,
+                        active_to_ns,
                     } => {
+                        if active_to_ns > 0 {
+                            self.startups.push(ActiveWindow {
+                                slot,
+                                from_ns: active_from_ns,
+                                to_ns: active_to_ns,
+                            });
+                        }
                         if self.device.is_none() {
                             self.device = Some(device);
                         }

@@ -40,6 +40,13 @@ pub enum Request {
         /// first launch).
         warmup: u32,
         timing: Timing,
+        /// Timed runs disturbed by other activity on the host (CPU pressure stall above
+        /// `stall_limit` of their duration) are repeated up to this many times, without
+        /// rebuilding; the least disturbed attempt is kept.
+        #[serde(default)]
+        disturbed_retries: u32,
+        #[serde(default)]
+        stall_limit: f64,
     },
     /// Exit cleanly.
     Shutdown,
@@ -66,6 +73,22 @@ pub struct Measurement {
     pub total_ns: f64,
     /// Whether the built program came from the worker's cache.
     pub cached: bool,
+    /// The worker's activity on one clock (`CLOCK_MONOTONIC` ns, comparable across the
+    /// workers of a host; 0 = not reported): active from `active_from_ns` (lock taken) to
+    /// `prep_to_ns` (build, upload, warm-up done), then waiting for the exclusive lock, then
+    /// timed runs `timed_from_ns..timed_to_ns` and teardown until `active_to_ns`. The engine
+    /// checks that no other worker was active during a timed window.
+    pub active_from_ns: u64,
+    pub prep_to_ns: u64,
+    pub timed_from_ns: u64,
+    pub timed_to_ns: u64,
+    pub active_to_ns: u64,
+    /// CPU pressure stall during the timed runs (ns): growth of `/proc/pressure/cpu` "some"
+    /// total, i.e. time during which some runnable task on the host waited for a core.
+    /// `None` where the kernel does not expose pressure information.
+    pub cpu_stall_ns: Option<f64>,
+    /// Attempts at the timed runs (more than 1 when disturbed ones were repeated).
+    pub attempts: u32,
 }
 
 /// What happened to one candidate.
@@ -138,6 +161,11 @@ pub enum Reply {
         device: String,
         /// Time to initialise (ns).
         init_ns: f64,
+        /// Start-up window, `CLOCK_MONOTONIC` ns (0 = not reported).
+        #[serde(default)]
+        active_from_ns: u64,
+        #[serde(default)]
+        active_to_ns: u64,
     },
     /// The outcome of request `id`.
     Result { id: u64, outcome: Outcome },

@@ -66,6 +66,9 @@ pub fn measure_one(cfg: &SerialConfig, candidate: &Candidate) -> Result<(Outcome
                         repeats: cfg.repeats,
                         warmup: cfg.warmup,
                         timing: Timing::Cpu,
+                        // The conventional harness knows nothing of disturbance.
+                        disturbed_retries: 0,
+                        stall_limit: 0.0,
                     };
                     if let Some(stdin) = worker.stdin.as_mut() {
                         // A failed write shows up as the pipe closing.

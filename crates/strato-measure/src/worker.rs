@@ -15,7 +15,7 @@ use crate::devlock::DeviceLock;
 use crate::protocol::{read_frame, write_frame, Outcome, Reply, Request, Timing};
 
 /// Programs kept per worker.
-const CACHE: usize = 32;
+const CACHE: usize = 64;
 
 const WARM_SOURCE: &str =
     "__kernel void strato_warm(__global float* a, int n) { int i = get_global_id(0); if (i < n) a[i] = a[i] * 2.0f + 1.0f; }";
@@ -57,6 +57,17 @@ fn warm_candidate() -> Candidate {
 /// Serves requests from `input`, answering on `output`.
 pub fn serve<R: std::io::Read, W: Write>(input: &mut R, output: &mut W) -> crate::Result<()> {
     let t0 = Instant::now();
+    let active_from_ns = crate::devlock::monotonic_ns();
+    // Set by the engine: serialise timed runs across workers (see `devlock`). Start-up (context,
+    // compiler warm-up) is under the shared lock too: a worker starting while another times its
+    // runs would take the same cores.
+    let lock = match std::env::var_os("STRATO_DEVICE_LOCK") {
+        Some(path) => Some(DeviceLock::open(std::path::Path::new(&path))?),
+        None => None,
+    };
+    if let Some(lock) = &lock {
+        lock.shared()?;
+    }
     let device = match ClDevice::open() {
         Ok(d) => d,
         Err(error) => {
@@ -77,9 +88,14 @@ pub fn serve<R: std::io::Read, W: Write>(input: &mut R, output: &mut W) -> crate
                 repeats: 1,
                 warmup: 1,
                 timing: Timing::Device,
+                disturbed_retries: 0,
+                stall_limit: 0.0,
             };
             let _ = device.run(&built, &c, spec, false, None);
         }
+    }
+    if let Some(lock) = &lock {
+        lock.release()?;
     }
     write_frame(
         output,
@@ -87,13 +103,10 @@ pub fn serve<R: std::io::Read, W: Write>(input: &mut R, output: &mut W) -> crate
             pid: std::process::id(),
             device: device.name.clone(),
             init_ns: t0.elapsed().as_nanos() as f64,
+            active_from_ns,
+            active_to_ns: crate::devlock::monotonic_ns(),
         },
     )?;
-    // Set by the engine: serialise timed runs across workers (see `devlock`).
-    let lock = match std::env::var_os("STRATO_DEVICE_LOCK") {
-        Some(path) => Some(DeviceLock::open(std::path::Path::new(&path))?),
-        None => None,
-    };
     let mut cache: VecDeque<(String, Built)> = VecDeque::new();
     while let Some(request) = read_frame::<_, Request>(input)? {
         match request {
@@ -104,6 +117,8 @@ pub fn serve<R: std::io::Read, W: Write>(input: &mut R, output: &mut W) -> crate
                 repeats,
                 warmup,
                 timing,
+                disturbed_retries,
+                stall_limit,
             } => {
                 let start = Instant::now();
                 match candidate.fault {
@@ -116,6 +131,7 @@ pub fn serve<R: std::io::Read, W: Write>(input: &mut R, output: &mut W) -> crate
                 if let Some(lock) = &lock {
                     lock.shared()?;
                 }
+                let active_from_ns = crate::devlock::monotonic_ns();
                 let key = candidate.program_key();
                 let pos = cache.iter().position(|(k, _)| *k == key);
                 let (cached, built) = match pos.and_then(|p| cache.remove(p)) {
@@ -129,14 +145,18 @@ pub fn serve<R: std::io::Read, W: Write>(input: &mut R, output: &mut W) -> crate
                             repeats,
                             warmup,
                             timing,
+                            disturbed_retries,
+                            stall_limit,
                         };
                         let mut outcome =
                             device.run(&built, &candidate, spec, cached, lock.as_ref());
-                        if let Outcome::Ok(m) = &mut outcome {
-                            m.total_ns = start.elapsed().as_nanos() as f64;
-                        }
                         cache.push_front((key, built));
                         cache.truncate(CACHE);
+                        if let Outcome::Ok(m) = &mut outcome {
+                            m.total_ns = start.elapsed().as_nanos() as f64;
+                            m.active_from_ns = active_from_ns;
+                            m.active_to_ns = crate::devlock::monotonic_ns();
+                        }
                         outcome
                     }
                 };

@@ -4,6 +4,7 @@
 //! Skipped (with a message) when no OpenCL device is present.
 
 use strato_measure::calibrate::Params;
+use strato_measure::compare;
 use strato_measure::engine::{Engine, EngineConfig, Parallelism};
 use strato_measure::log::Decision;
 use strato_measure::serial::{self, SerialConfig};
@@ -265,4 +266,97 @@ fn serial_harness_uses_a_fresh_process_and_cpu_time() {
     // CPU timing: every run gets the mean of the CPU-timed span.
     assert!((m.runs_ns[0] - m.latency_ns).abs() < 1e-6);
     assert!(m.build_ns > 0.0);
+}
+
+#[test]
+fn device_lock_keeps_every_other_worker_out_of_timed_runs() {
+    if !have_device() {
+        return;
+    }
+    // dp 2 from the first round: the second worker starts (context, compiler warm-up) while
+    // the first measures, then both build while the other times. With the lock, no timed
+    // window may overlap another worker's start-up or request.
+    let list: Vec<Candidate> = (0..6)
+        .map(|i| saxpy(&format!("c{i}"), 4096 << (i % 3)))
+        .collect();
+    let report = Engine::new(config(Parallelism::Fixed(2)))
+        .measure(&list)
+        .unwrap();
+    assert_eq!(report.counts.get("ok"), Some(&6));
+    for r in &report.results {
+        let m = r.outcome.measurement().unwrap();
+        assert!(
+            m.timed_from_ns > 0 && m.timed_to_ns >= m.timed_from_ns,
+            "{m:?}"
+        );
+        assert!(m.active_from_ns <= m.timed_from_ns && m.timed_to_ns <= m.active_to_ns);
+        assert_eq!(r.foreign_overlap_ns, 0.0, "{}: {m:?}", r.name);
+    }
+    assert_eq!(report.overlapped_measurements, 0);
+    // Rank selection re-measured a window, at least once each, and logged its passes.
+    let rank = report.rank.as_ref().unwrap();
+    assert!(
+        rank.window >= 1 && rank.measurements >= rank.window,
+        "{rank:?}"
+    );
+    assert!(report.best.as_ref().unwrap().samples >= 1);
+}
+
+#[test]
+fn compare_runs_judge_every_pick_against_the_true_best() {
+    if !have_device() {
+        return;
+    }
+    let mut engine = config(Parallelism::Adaptive);
+    engine.repeats = 3;
+    let mut cfg = compare::CompareConfig::new(engine);
+    cfg.verify_passes = 4;
+    cfg.verify_repeats = 5;
+    let list = vec![saxpy("s1", 1024), saxpy("s2", 8192), saxpy("s3", 65536)];
+    let report = compare::run_many(&cfg, &list, 2, &mut |_| {}).unwrap();
+    assert_eq!(report.runs.len(), 2);
+    let truth_best = report.true_best.as_ref().unwrap();
+    // The truth is sorted and its best is the fastest measured.
+    assert_eq!(report.truth[0].name, truth_best.name);
+    assert!(report
+        .truth
+        .windows(2)
+        .all(|w| w[0].mean_ns <= w[1].mean_ns));
+    // Every pick was measured for the truth, so every gap exists and is >= 0 by construction.
+    for s in &report.runs {
+        for g in [s.best_gap_pct, s.pinned_best_gap_pct, s.serial_best_gap_pct] {
+            let g = g.unwrap();
+            assert!(g >= 0.0, "{s:?}");
+        }
+        assert!(s.serial_time_s > 0.0 && s.parallel_time_s > 0.0);
+    }
+    let worst = report
+        .runs
+        .iter()
+        .filter_map(|s| s.best_gap_pct)
+        .fold(f64::NEG_INFINITY, f64::max);
+    assert_eq!(report.worst_gap_pct, Some(worst));
+    let mut red: Vec<f64> = report.runs.iter().map(|s| s.time_reduction_pct).collect();
+    red.sort_by(f64::total_cmp);
+    assert!((report.median_time_reduction_pct - (red[0] + red[1]) / 2.0).abs() < 1e-9);
+    assert_eq!(report.time_reduction_pct, report.median_time_reduction_pct);
+    let json = serde_json::to_value(&report).unwrap();
+    for key in [
+        "time_reduction_pct",
+        "best_gap_pct",
+        "worst_gap_pct",
+        "median_time_reduction_pct",
+        "runs",
+    ] {
+        assert!(json.get(key).is_some(), "{key}");
+    }
+    assert!(json["serial"]["time_s"].is_number() && json["parallel"]["time_s"].is_number());
+    for key in [
+        "time_reduction_pct",
+        "best_gap_pct",
+        "pinned_best_gap_pct",
+        "serial_best_gap_pct",
+    ] {
+        assert!(json["runs"][0].get(key).is_some(), "runs[0].{key}");
+    }
 }
