@@ -941,8 +941,10 @@ impl Launch {
         if let Some(d) = dram {
             out.insert("dram_bytes".into(), d.to_json());
         }
+        // Whole nanoseconds as an integer (a duration outside the valid time range is refused
+        // by the builder before these args are kept).
         if let Some(d) = self.duration_ns() {
-            out.insert("duration_ns".into(), Value::from(d));
+            out.insert("duration_ns".into(), Value::from(d as i64));
         }
         let occupancy = self
             .number("sm__warps_active.avg.pct_of_peak_sustained_active", None)
