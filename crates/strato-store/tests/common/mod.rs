@@ -3,7 +3,7 @@
 
 use strato_trace::{
     ClockDomain, ClockInfo, ClockSource, CounterSample, Device, Flow, FlowEnd, Instant, Level,
-    Process, Rank, Span, SpanId, StrId, Trace, Track, TrackKind,
+    Process, Rank, Span, SpanId, StrId, Trace, Track, TrackKind, TIME_LIMIT_NS,
 };
 
 /// A trace using every feature of the model: every track kind, every level, `None` and
@@ -109,9 +109,10 @@ pub fn full_trace() -> Trace {
     let times: [(i64, i64); 6] = [
         (0, 0),
         (-10, 10),
-        (i64::MIN, i64::MAX),
-        (i64::MAX, i64::MAX),
-        (i64::MIN, i64::MIN),
+        // The extremes of the valid time range (strato_trace::TIME_LIMIT_NS).
+        (-TIME_LIMIT_NS, TIME_LIMIT_NS),
+        (TIME_LIMIT_NS, TIME_LIMIT_NS),
+        (-TIME_LIMIT_NS, -TIME_LIMIT_NS),
         (1_712_195_495_505_543_200, 1_712_195_495_505_600_001),
     ];
     for (i, level) in Level::ALL.into_iter().enumerate() {
@@ -171,14 +172,14 @@ pub fn full_trace() -> Trace {
     t.flows.push(Flow {
         id: u64::MAX,
         category: flow_cat,
-        from: end(thread, i64::MIN, None),
+        from: end(thread, -TIME_LIMIT_NS, None),
         to: None,
     });
     t.flows.push(Flow {
         id: 0,
         category: names[5],
         from: None,
-        to: end(queue, i64::MAX, Some(SpanId(3))),
+        to: end(queue, TIME_LIMIT_NS, Some(SpanId(3))),
     });
     t.flows.push(Flow {
         id: 7,
