@@ -221,6 +221,9 @@ def start(dir: str | os.PathLike[str] | None = None, level: int | None = None, *
         os.environ[ENV_LEVEL] = str(lvl)
         if flush_interval_ms is None:
             flush_interval_ms = int(os.environ.get(ENV_FLUSH_INTERVAL_MS) or 50)
+        # Termination handlers first: a SIGTERM that comes while the recorder starts (a pool
+        # worker terminated during its start-up) then either finds no file yet or flushes it.
+        _install_exit_hooks()
         _native.start(out, lvl, flush_interval_ms, json.dumps(sys.argv))
         if lvl >= 2:
             threading.setprofile(_thread_bootstrap)
@@ -235,7 +238,6 @@ def start(dir: str | os.PathLike[str] | None = None, level: int | None = None, *
                 util.register_after_fork(_after_fork_anchor, _register_mp_finalizer)
             except Exception:  # pragma: no cover
                 pass
-        _install_exit_hooks()
     if lvl >= 4:
         for name in filter(None, os.environ.get(ENV_WRAP, "").split(",")):
             mod_name, _, lvl_name = name.partition(":")
