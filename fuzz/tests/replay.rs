@@ -3,10 +3,6 @@
 //! every file of `fuzz/corpus/<corpus>/` and `fuzz/regressions/<target>/` is run through the
 //! target (the rules of `strato_fuzz::run`, bounded in time), then a fixed-seed batch of
 //! mutations of the corpus (`STRATO_FUZZ_MUTATIONS` per target, default 200).
-//!
-//! Crash inputs whose fix belongs to another branch wait in
-//! `fuzz/regressions/pending-<branch>/<target>/`, replayed by the ignored tests at the end (the
-//! reason names the branch); once it is merged they move to `fuzz/regressions/<target>/`.
 
 use std::path::Path;
 use std::time::Duration;
@@ -120,37 +116,6 @@ fn recording() {
 #[test]
 fn store() {
     check(Target::Store);
-}
-
-/// Replays `fuzz/regressions/pending-<branch>/<target>/*` for every target.
-fn pending(branch: &str) {
-    let root = strato_fuzz::fuzz_dir()
-        .join("regressions")
-        .join(format!("pending-{branch}"));
-    let mut failures = Vec::new();
-    let mut count = 0;
-    for target in TARGETS {
-        count += replay_dir(target, &root.join(target.name()), &mut failures);
-    }
-    assert!(count > 0, "nothing pending in {}", root.display());
-    assert!(
-        failures.is_empty(),
-        "{} of {count} inputs pending on branch {branch} still break a rule:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
-}
-
-#[test]
-#[ignore = "fixed by branch split (json_split.rs, chrome.rs parse_front/event): un-ignore after merging it"]
-fn pending_split() {
-    pending("split");
-}
-
-#[test]
-#[ignore = "fixed by branch timearith (chrome.rs span_event, nsys/ncu time handling): un-ignore after merging it"]
-fn pending_timearith() {
-    pending("timearith");
 }
 
 /// The store container round-trips a real profile and accepts any bytes.
