@@ -5,12 +5,13 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use strato_trace::{ImportNotes, Ns, Trace, TrackKind};
+use strato_trace::{ImportNotes, Ns, SourceFormat, Trace, TrackKind};
 
 /// One rank's source.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SourceInfo {
     pub source: String,
+    /// The source format's name ([`SourceFormat::as_str`]).
     pub format: String,
     pub rank: Option<i64>,
     pub world_size: Option<i64>,
@@ -141,7 +142,7 @@ pub fn info(trace: &Trace) -> TraceInfo {
             .iter()
             .map(|r| SourceInfo {
                 source: r.source.clone(),
-                format: r.format.clone(),
+                format: r.format.as_str().to_owned(),
                 rank: r.rank,
                 world_size: r.world_size,
                 host: r.host.clone(),
@@ -176,7 +177,7 @@ fn recording_notes(trace: &Trace, rank: strato_trace::RankId, pid: i64) -> Vec<S
     let Some(meta) = trace.ranks[rank.0 as usize]
         .metadata_json
         .as_deref()
-        .filter(|_| trace.ranks[rank.0 as usize].format == "strato")
+        .filter(|_| trace.ranks[rank.0 as usize].format == SourceFormat::Strato)
         .and_then(|m| serde_json::from_str::<serde_json::Value>(m).ok())
     else {
         return Vec::new();

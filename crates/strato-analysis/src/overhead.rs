@@ -37,7 +37,7 @@ use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
-use strato_trace::{Ns, Trace, TrackId, TrackKind};
+use strato_trace::{Ns, SourceFormat, Trace, TrackId, TrackKind};
 
 /// Calibrated mean cost per book-keeping event, in nanoseconds, and per-call inflation of
 /// API calls under device tracing (category `opencl`, keyed by call name).
@@ -98,7 +98,7 @@ fn strato_rank(trace: &Trace, track: TrackId) -> bool {
     trace
         .ranks
         .get(rank.0 as usize)
-        .is_some_and(|r| r.format == "strato")
+        .is_some_and(|r| r.format == SourceFormat::Strato)
 }
 
 fn untraced_tid(trace: &Trace, track: TrackId) -> Option<(i64, i64)> {
@@ -596,7 +596,7 @@ pub fn correct(trace: &Trace, cal: &Calibration) -> (Trace, CorrectionSummary) {
 /// importer puts in the rank's metadata under `"calibration"`).
 pub fn recorded_calibration(trace: &Trace) -> Option<Calibration> {
     trace.ranks.iter().find_map(|r| {
-        if r.format != "strato" {
+        if r.format != SourceFormat::Strato {
             return None;
         }
         let meta: serde_json::Value = serde_json::from_str(r.metadata_json.as_deref()?).ok()?;
@@ -660,7 +660,7 @@ mod tests {
             rank: None,
             world_size: None,
             source: "x".into(),
-            format: "strato".into(),
+            format: SourceFormat::Strato,
             host: None,
             metadata_json: None,
             notes: Default::default(),

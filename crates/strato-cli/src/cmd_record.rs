@@ -315,7 +315,11 @@ pub struct ProcInfo {
 /// The recorded processes of a trace (strato ranks only).
 pub fn processes(trace: &Trace) -> Vec<ProcInfo> {
     let mut out = Vec::new();
-    for r in trace.ranks.iter().filter(|r| r.format == "strato") {
+    for r in trace
+        .ranks
+        .iter()
+        .filter(|r| r.format == strato_trace::SourceFormat::Strato)
+    {
         let Some(meta) = r
             .metadata_json
             .as_deref()

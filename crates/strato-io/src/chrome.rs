@@ -41,8 +41,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use strato_trace::{
     checked_end, checked_time, parse_decimal_to_ns, ClockInfo, CounterSample, Device, Flow,
-    FlowEnd, ImportNotes, Instant, Level, MemoryTracker, Ns, Process, Rank, RankId, Span, SpanId,
-    StrId, TimeParseError, Trace, TrackId, TrackIndexHandle, TrackKind,
+    FlowEnd, ImportNotes, Instant, Level, MemoryTracker, Ns, Process, Rank, RankId, SourceFormat,
+    Span, SpanId, StrId, TimeParseError, Trace, TrackId, TrackIndexHandle, TrackKind,
 };
 
 use crate::input::Input;
@@ -351,7 +351,7 @@ impl<'p> Builder<'p> {
             rank: None,
             world_size: None,
             source: path.display().to_string(),
-            format: "chrome".into(),
+            format: SourceFormat::Chrome,
             host: None,
             metadata_json: None,
             notes: Default::default(),
@@ -466,8 +466,8 @@ impl<'p> Builder<'p> {
         }
         let map = &self.options.level_map;
         let level = map
-            .level("kineto", cat)
-            .or_else(|| map.level("chrome", cat))
+            .level(SourceFormat::Kineto.as_str(), cat)
+            .or_else(|| map.level(SourceFormat::Chrome.as_str(), cat))
             .unwrap_or(Level::Other);
         let on_device = DEVICE_CATEGORIES.contains(&cat) || level.is_device_op();
         if [
@@ -1035,7 +1035,7 @@ impl<'p> Builder<'p> {
     fn finish(mut self) -> Result<Trace> {
         let rank = self.rank;
         if self.kineto {
-            self.trace.ranks[rank.0 as usize].format = "kineto".into();
+            self.trace.ranks[rank.0 as usize].format = SourceFormat::Kineto;
         }
         if !self.metadata.is_empty() {
             let mut text = String::from("{");
@@ -1220,7 +1220,7 @@ mod tests {
         )
         .unwrap();
         trace.validate().unwrap();
-        assert_eq!(trace.ranks[0].format, "kineto");
+        assert_eq!(trace.ranks[0].format, SourceFormat::Kineto);
         assert_eq!(trace.ranks[0].rank, Some(3));
         assert_eq!(trace.ranks[0].world_size, Some(8));
         assert_eq!(trace.spans.len(), 4);

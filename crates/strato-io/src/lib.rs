@@ -26,7 +26,7 @@ pub mod xplane;
 use std::path::{Path, PathBuf};
 
 pub use error::{Error, ErrorKind, Result};
-use strato_trace::{LevelMap, Trace};
+use strato_trace::{LevelMap, SourceFormat, Trace};
 
 /// What to import and how.
 #[derive(Debug, Clone)]
@@ -291,7 +291,7 @@ pub fn import_paths(paths: &[PathBuf], options: &ImportOptions) -> Result<Trace>
     }
     for file in &files {
         let trace = import_file(file, options)?;
-        if trace.ranks.iter().all(|r| r.format == "ncu") {
+        if trace.ranks.iter().all(|r| r.format == SourceFormat::Ncu) {
             metrics.push(trace);
         } else {
             timeline.append(trace);

@@ -15,14 +15,14 @@ use std::path::Path;
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::{Map, Value};
 use strato_trace::{
-    parse_decimal_to_ns, Device, Level, Process, Rank, RankId, Span, Trace, TrackId,
+    parse_decimal_to_ns, Device, Level, Process, Rank, RankId, SourceFormat, Span, Trace, TrackId,
     TrackIndexHandle, TrackKind,
 };
 
 use crate::{input::Input, Error, ErrorKind, ImportOptions, Result};
 
 /// Format name in [`Rank::format`] and the level map.
-const FORMAT: &str = "ncu";
+const FORMAT: SourceFormat = SourceFormat::Ncu;
 /// Span category of every launch.
 const CATEGORY: &str = "ncu";
 /// Bound on the bytes read while looking for the header line (program output before it).
@@ -42,7 +42,7 @@ pub fn import(path: &Path, input: Input, options: &ImportOptions) -> Result<Trac
     let columns = Columns::new(&header.fields);
     let level = options
         .level_map
-        .level(FORMAT, "kernel")
+        .level(FORMAT.as_str(), "kernel")
         .unwrap_or(Level::DeviceKernel);
 
     let mut builder = Builder::new(path, level, &header, columns.wide);
@@ -1011,7 +1011,7 @@ impl Builder {
             rank: None,
             world_size: None,
             source: path.display().to_string(),
-            format: FORMAT.into(),
+            format: FORMAT,
             host: None,
             metadata_json: Some(metadata.to_string()),
             notes: Default::default(),

@@ -31,12 +31,12 @@ use serde_json::{Map, Value};
 use strato_trace::{checked_time, ImportNotes, MemoryTracker};
 use strato_trace::{
     ClockDomain, ClockInfo, ClockSource, CounterSample, Device, Flow, FlowEnd, Instant, Level,
-    Process, Rank, RankId, Span, SpanId, StrId, Trace, Track, TrackId, TrackKind,
+    Process, Rank, RankId, SourceFormat, Span, SpanId, StrId, Trace, Track, TrackId, TrackKind,
 };
 
 use crate::{Error, ErrorKind, ImportOptions, Result};
 
-const FORMAT: &str = "nsys";
+const FORMAT: SourceFormat = SourceFormat::Nsys;
 const KERNEL: &str = "CUPTI_ACTIVITY_KIND_KERNEL";
 const MEMCPY: &str = "CUPTI_ACTIVITY_KIND_MEMCPY";
 const MEMSET: &str = "CUPTI_ACTIVITY_KIND_MEMSET";
@@ -640,7 +640,7 @@ impl<'a> Importer<'a> {
             rank: None,
             world_size: None,
             source: path.display().to_string(),
-            format: FORMAT.into(),
+            format: FORMAT,
             host,
             metadata_json: if metadata.is_empty() {
                 None
@@ -695,7 +695,7 @@ impl<'a> Importer<'a> {
         let level = self
             .options
             .level_map
-            .level(FORMAT, table)
+            .level(FORMAT.as_str(), table)
             .unwrap_or(fallback);
         (level, self.trace.intern(table))
     }

@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 use strato_record::{Event, Recording, TrackDef};
 use strato_trace::{
-    ClockDomain, ClockSource, Device, Flow, FlowEnd, Instant, Level, Process, Rank, RankId, Span,
-    SpanId, Trace, TrackIndexHandle, TrackKind,
+    ClockDomain, ClockSource, Device, Flow, FlowEnd, Instant, Level, Process, Rank, RankId,
+    SourceFormat, Span, SpanId, Trace, TrackIndexHandle, TrackKind,
 };
 
 use crate::{Error, ErrorKind, ImportOptions, Result};
@@ -86,7 +86,7 @@ fn import(source: &Path, files: &[PathBuf], options: &ImportOptions) -> Result<T
         rank: None,
         world_size: None,
         source: source.display().to_string(),
-        format: "strato".into(),
+        format: SourceFormat::Strato,
         host: None,
         metadata_json: None,
         notes: Default::default(),
@@ -295,7 +295,7 @@ fn add_file(
         *level_cache.entry((category, code)).or_insert_with(|| {
             options
                 .level_map
-                .level("strato", rec.str(category))
+                .level(SourceFormat::Strato.as_str(), rec.str(category))
                 .or_else(|| Level::from_code(code))
                 .unwrap_or(Level::Other)
         })

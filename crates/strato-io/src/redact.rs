@@ -20,6 +20,8 @@
 use std::collections::BTreeSet;
 
 use serde_json::Value;
+#[cfg(test)]
+use strato_trace::SourceFormat;
 use strato_trace::Trace;
 
 /// What a redacted value is replaced with.
@@ -280,7 +282,7 @@ mod tests {
             rank: Some(0),
             world_size: None,
             source: "x".into(),
-            format: "kineto".into(),
+            format: SourceFormat::Kineto,
             host: None,
             metadata_json: Some(
                 serde_json::json!({

@@ -20,7 +20,7 @@
 use rustc_hash::FxHashMap;
 use serde::de::IgnoredAny;
 use serde::Deserialize;
-use strato_trace::{Device, Level, RankId, StrId, Trace, TrackKind};
+use strato_trace::{Device, Level, RankId, SourceFormat, StrId, Trace, TrackKind};
 
 use crate::xplane::classify::{self, LineClass, PlaneRole};
 use crate::ImportOptions;
@@ -59,7 +59,7 @@ impl TfArgs {
 pub fn post_process(mut trace: Trace, options: &ImportOptions) -> Trace {
     for r in 0..trace.ranks.len() {
         let rank = RankId(r as u32);
-        if trace.ranks[r].format == "chrome" {
+        if trace.ranks[r].format == SourceFormat::Chrome {
             refine_rank(&mut trace, rank, options);
         }
     }
@@ -81,7 +81,7 @@ fn refine_rank(trace: &mut Trace, rank: RankId, options: &ImportOptions) {
     if roles.is_empty() {
         return;
     }
-    trace.ranks[rank.0 as usize].format = "tf-trace-viewer".into();
+    trace.ranks[rank.0 as usize].format = SourceFormat::TfTraceViewer;
 
     // Device processes with at least one stream thread (for the TPU `XLA Ops` rule).
     let mut with_streams: Vec<i64> = Vec::new();

@@ -35,7 +35,8 @@ use prost::bytes::Bytes;
 use prost::Message;
 use serde_json::{Map, Value};
 use strato_trace::{
-    Device, Instant, Level, Process, Rank, RankId, Span, StrId, Trace, TrackIndexHandle, TrackKind,
+    Device, Instant, Level, Process, Rank, RankId, SourceFormat, Span, StrId, Trace,
+    TrackIndexHandle, TrackKind,
 };
 
 use crate::{input, input::Input, Error, ErrorKind, ImportOptions, Result};
@@ -369,7 +370,7 @@ pub fn import(path: &Path, mut input: Input, options: &ImportOptions) -> Result<
         rank: None,
         world_size: None,
         source: path.display().to_string(),
-        format: "xplane".into(),
+        format: SourceFormat::Xplane,
         host: space.hostnames.first().cloned(),
         metadata_json: Some(metadata.to_string()),
         notes: Default::default(),

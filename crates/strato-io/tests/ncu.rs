@@ -93,7 +93,7 @@ fn ncu_real_file_gemm_tiled() {
         }
     );
     let rank = &trace.ranks[0];
-    assert_eq!(rank.format, "ncu");
+    assert_eq!(rank.format.as_str(), "ncu");
     assert_eq!(rank.host.as_deref(), Some("127.0.0.1"));
     // BOM and the 8 preamble lines (==PROF== and program output) were skipped and kept.
     let meta: Value = serde_json::from_str(rank.metadata_json.as_deref().unwrap()).unwrap();
@@ -427,7 +427,7 @@ fn ncu_attach_matches_in_order_and_keeps_unmatched() {
     );
     // IDs 3 (a third gemm) and 4 (softmax) have no timeline kernel: their own ncu rank.
     assert_eq!(tl.ranks.len(), 2);
-    assert_eq!(tl.ranks[1].format, "ncu");
+    assert_eq!(tl.ranks[1].format.as_str(), "ncu");
     assert_eq!(tl.spans.len(), 5);
     assert_eq!(tl.str(tl.spans[3].name), gemm);
     assert_eq!(tl.str(tl.spans[4].name), "softmax");

@@ -177,7 +177,7 @@ fn nsys_real_file_counts_levels_and_links() {
     // Rank, metadata, clock.
     assert_eq!(trace.ranks.len(), 1);
     let rank = &trace.ranks[0];
-    assert_eq!(rank.format, "nsys");
+    assert_eq!(rank.format.as_str(), "nsys");
     assert_eq!(rank.source, path.display().to_string());
     assert_eq!(rank.host.as_deref(), Some("nid008553"));
     let meta: serde_json::Value =

@@ -162,7 +162,7 @@ fn xplane_real_file_figures() {
     trace.validate().unwrap();
 
     assert_eq!(trace.ranks.len(), 1);
-    assert_eq!(trace.ranks[0].format, "xplane");
+    assert_eq!(trace.ranks[0].format.as_str(), "xplane");
     assert_eq!(trace.ranks[0].host.as_deref(), Some("34.83.195.179:6003"));
 
     // 9 planes: /host:CPU and /device:GPU:0..7 (GPUs 0, 2, 3, 5, 7 have no lines).
@@ -683,7 +683,7 @@ fn chrome_like_tf_trace() -> Trace {
 fn trace_viewer_post_pass_on_a_built_trace() {
     let trace = strato_io::tf::post_process(chrome_like_tf_trace(), &ImportOptions::default());
     trace.validate().unwrap();
-    assert_eq!(trace.ranks[0].format, "tf-trace-viewer");
+    assert_eq!(trace.ranks[0].format.as_str(), "tf-trace-viewer");
     assert_eq!(trace.tracks.len(), 4);
     assert_eq!(
         trace.tracks[0].kind,
@@ -774,7 +774,7 @@ fn other_json_files_pass_through_unchanged() {
 fn trace_viewer_json_real_file() {
     let trace = import_file(&data(TRACE_VIEWER), &ImportOptions::default()).unwrap();
     trace.validate().unwrap();
-    assert_eq!(trace.ranks[0].format, "tf-trace-viewer");
+    assert_eq!(trace.ranks[0].format.as_str(), "tf-trace-viewer");
     // 20,631 complete events (the 92 metadata events and one empty object aside).
     assert_eq!(trace.spans.len(), 20_631);
     assert_eq!(trace.devices.len(), 8);
@@ -844,7 +844,7 @@ fn trace_viewer_json_without_args_keeps_levels() {
         ..ImportOptions::default()
     };
     let trace = import_file(&data(TRACE_VIEWER), &options).unwrap();
-    assert_eq!(trace.ranks[0].format, "tf-trace-viewer");
+    assert_eq!(trace.ranks[0].format.as_str(), "tf-trace-viewer");
     assert_eq!(
         device_spans(&trace, Level::DeviceKernel),
         [(4, 665), (6, 665)].into()

@@ -14,7 +14,7 @@ use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchR
 use parquet::arrow::ProjectionMask;
 use strato_trace::{
     ArgsId, ClockInfo, CounterSample, Device, Flow, FlowEnd, ImportNotes, Instant, Level, Process,
-    Rank, RankId, Span, SpanId, StrId, StringTable, Trace, Track, TrackId, TrackKind,
+    Rank, RankId, SourceFormat, Span, SpanId, StrId, StringTable, Trace, Track, TrackId, TrackKind,
 };
 
 use crate::error::{Result, StoreError, StoreErrorKind};
@@ -99,7 +99,7 @@ fn read_ranks(dir: &Path, meta: &Metadata, trace: &mut Trace) -> Result<()> {
                 rank: rank.opt(i),
                 world_size: world_size.opt(i),
                 source: source.req(i)?.to_owned(),
-                format: format.req(i)?.to_owned(),
+                format: SourceFormat::from_name(format.req(i)?),
                 host: host.opt(i)?.map(str::to_owned),
                 metadata_json: metadata_json.opt(i)?.map(str::to_owned),
                 notes: match notes_json.as_ref().map(|c| c.opt(i)).transpose()?.flatten() {

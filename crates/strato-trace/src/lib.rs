@@ -19,6 +19,7 @@ mod budget;
 mod level;
 mod model;
 mod notes;
+mod source_format;
 mod strings;
 mod time;
 
@@ -31,6 +32,7 @@ pub use model::{
     TrackKind,
 };
 pub use notes::{ImportNotes, WARN_FRACTION};
+pub use source_format::SourceFormat;
 pub use strings::{StrId, StringTable};
 pub use time::{
     checked_end, checked_time, parse_decimal_to_ns, time_in_range, Ns, TimeOutOfRange,

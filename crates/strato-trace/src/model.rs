@@ -3,7 +3,10 @@
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-use crate::{time_in_range, ArgsTable, ImportNotes, Level, Ns, StrId, StringTable, TIME_LIMIT_NS};
+use crate::{
+    time_in_range, ArgsTable, ImportNotes, Level, Ns, SourceFormat, StrId, StringTable,
+    TIME_LIMIT_NS,
+};
 
 /// Index of a [`Rank`] in [`Trace::ranks`]: one imported source (a file, a rank of a job, a
 /// recorded process group).
@@ -31,8 +34,8 @@ pub struct Rank {
     pub world_size: Option<i64>,
     /// Where it came from (a path as given by the user).
     pub source: String,
-    /// Format name: `kineto`, `chrome`, `tf-trace-viewer`, `xplane`, `nsys`, `ncu`, `strato`.
-    pub format: String,
+    /// The format it was imported from (stored and shown by its name, see [`SourceFormat`]).
+    pub format: SourceFormat,
     /// Host name when known.
     pub host: Option<String>,
     /// The source's own top-level metadata as a JSON object text (everything but the events).
@@ -510,7 +513,7 @@ mod tests {
             rank: Some(0),
             world_size: None,
             source: source.into(),
-            format: "test".into(),
+            format: SourceFormat::Other("test".into()),
             host: None,
             metadata_json: None,
             notes: ImportNotes::default(),

@@ -122,7 +122,7 @@ fn header(trace: &Trace, w: &mut impl Write) -> io::Result<()> {
         w.write_all(b",\"source\":")?;
         json_str(w, &rank.source)?;
         w.write_all(b",\"format\":")?;
-        json_str(w, &rank.format)?;
+        json_str(w, rank.format.as_str())?;
         if let Some(host) = &rank.host {
             w.write_all(b",\"host\":")?;
             json_str(w, host)?;
