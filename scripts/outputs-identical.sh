@@ -17,17 +17,19 @@
 # Environment:
 #   STRATO_DATA      the sample data (default: ../shared/data of the repository, resolved)
 #   JOBS             parallel commands (default 2)
-#   ALL_RAW=1        run every analysis on the raw inputs of the heavy files too (slow in debug)
+#   ALL_RAW=1        run RAW_COMMANDS on the raw HEAVY inputs too (slow in a debug build)
+#   RESUME=1         let `run` continue into an existing OUT (jobs with an exit code are kept)
 #
 # What runs (the job list is fixed, so two runs are comparable):
 # - every input (file or directory of ranks; rocprof/ is skipped: not imported yet, issue 16):
-#   `import -o prof`, then every command below on the imported profile;
-# - every command below on the raw input too, except for the HEAVY inputs (their import takes
-#   seconds in a debug build; `info`, `info --json` and `import` still read them raw);
+#   `import -o prof` (from the raw input), then every command of COMMANDS on the imported
+#   profile (UNIONS, the directories that merely gather other inputs, get RAW_COMMANDS only);
+# - RAW_COMMANDS on the raw input (the import path of every command: `report` runs most
+#   analyses), except for the HEAVY inputs (their import takes seconds in a debug build);
 # - `diff` (text and JSON) and `report --baseline` on pairs of related files.
 # Commands that need a program to run (record, validate, measure, overhead) are not covered.
-# Both sides must run with the same data path, the same JOBS-independent job list and the same
-# ALL_RAW: outputs mention the input paths, which are absolute and resolved (realpath).
+# Both sides must run with the same data path and the same ALL_RAW: outputs mention the input
+# paths, which are absolute and resolved (realpath). ~1900 commands: ~15 min on 2 idle cores.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -41,7 +43,9 @@ SKIP=(
   rocprof                               # rocprofv3 JSON: not a Chrome trace (issue 16)
   rocprof/tracelens_908_results.json.gz # same file
 )
-# Inputs whose analyses run on their imported profile only (raw import takes > 1 s in debug).
+# Directories that only gather inputs already listed: RAW_COMMANDS only, on their profile.
+UNIONS=(kineto kineto/tracelens)
+# Inputs whose commands run on their imported profile only (raw import takes > 1 s in debug).
 HEAVY=(
   kineto
   kineto/tracelens
@@ -92,6 +96,14 @@ COMMANDS=(
   "export IN --perfetto out.pftrace --iterations"
   "export IN --chrome out.json"
 )
+# Commands also run on the raw inputs (a subset of COMMANDS).
+RAW_COMMANDS=(
+  "info IN"
+  "info --json IN"
+  "gpu-time --json IN"
+  "breakdown --json IN"
+  "report IN -o report.html"
+)
 # Pairs compared with `diff` and `report --baseline` (A then B).
 PAIRS=(
   "kineto/hta_trace_compare/base.json.gz kineto/hta_trace_compare/test.json.gz"
@@ -103,6 +115,12 @@ PAIRS=(
 die() { echo "outputs-identical: $*" >&2; exit 2; }
 in_list() { local x=$1; shift; local y; for y in "$@"; do [[ $x == "$y" ]] && return 0; done; return 1; }
 slug() { local s=${1//\//_}; echo "${s// /_}"; }
+
+job_name() {
+  local c=${1/ IN/}
+  c=${c// -o report.html/}
+  slug "${c// out.pftrace/}"
+}
 
 inputs() {
   (cd "$DATA" && find . -mindepth 1 \( -type f -o -type d \) ! -name '*.md' | sed 's|^\./||' | LC_ALL=C sort) |
@@ -125,15 +143,16 @@ jobs_phase2() {
   while read -r rel; do
     local s
     s=$(slug "$rel")
-    for cmd in "${COMMANDS[@]}"; do
-      c=${cmd/ IN/}
-      c=${c// -o report.html/}
-      c=$(slug "${c// out.pftrace/}")
-      printf '%s %s\n' "prof.$s.$c" "${cmd/IN/../import.$s/prof}"
-      if [[ $ALL_RAW == 1 ]] || ! in_list "$rel" "${HEAVY[@]}"; then
-        printf '%s %s\n' "raw.$s.$c" "${cmd/IN/$DATA/$rel}"
-      fi
+    local -a on_profile=("${COMMANDS[@]}")
+    in_list "$rel" "${UNIONS[@]}" && on_profile=("${RAW_COMMANDS[@]}")
+    for cmd in "${on_profile[@]}"; do
+      printf '%s %s\n' "prof.$s.$(job_name "$cmd")" "${cmd/IN/../import.$s/prof}"
     done
+    if [[ $ALL_RAW == 1 ]] || ! in_list "$rel" "${HEAVY[@]}"; then
+      for cmd in "${RAW_COMMANDS[@]}"; do
+        printf '%s %s\n' "raw.$s.$(job_name "$cmd")" "${cmd/IN/$DATA/$rel}"
+      done
+    fi
   done < <(inputs)
   local pair a b
   for pair in "${PAIRS[@]}"; do
@@ -149,6 +168,8 @@ run_line() {
   local -a words
   read -r -a words <<<"$1"
   local name=${words[0]} dir="$OUT/${words[0]}"
+  [[ ! -f $dir/rc ]] || return 0 # RESUME: done already
+  rm -rf "$dir"
   mkdir -p "$dir"
   local rc=0
   (cd "$dir" && timeout 900 "$BIN" "${words[@]:1}" >stdout 2>stderr) || rc=$?
@@ -162,7 +183,7 @@ cmd_run() {
   OUT=$2
   [[ -x $BIN ]] || die "not an executable: $1"
   [[ -d $DATA ]] || die "no data directory: $DATA"
-  [[ ! -e $OUT ]] || die "$OUT exists: remove it first"
+  [[ ! -e $OUT || ${RESUME:-0} == 1 ]] || die "$OUT exists: remove it first (or RESUME=1)"
   mkdir -p "$OUT"
   OUT=$(realpath "$OUT")
   export BIN OUT
