@@ -21,6 +21,8 @@ mod model;
 mod notes;
 mod source_format;
 mod strings;
+#[cfg(any(test, feature = "test-support"))]
+pub mod testing;
 mod time;
 
 pub use args::ArgsTable;
