@@ -580,78 +580,43 @@ fn summary(processes: &[ProcessBreakdown]) -> Option<CrossSummary> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use strato_trace::{Rank, Span, TrackIndexHandle, TrackKind};
+    use strato_trace::testing::{rank, TraceBuilder};
 
-    /// A synthetic trace builder: spans on thread (pid, tid) or device queue tracks.
+    /// Spans on thread (pid 1, tid) or device queue (0, 7) tracks of the last rank added.
     pub(crate) struct Synth {
-        pub trace: Trace,
-        index: TrackIndexHandle,
+        pub b: TraceBuilder,
     }
 
     impl Synth {
         pub(crate) fn new() -> Synth {
             let mut s = Synth {
-                trace: Trace::default(),
-                index: TrackIndexHandle::default(),
+                b: TraceBuilder::new(),
             };
             s.rank();
             s
         }
         pub(crate) fn rank(&mut self) {
-            let n = self.trace.ranks.len() as i64;
-            self.trace.add_rank(Rank {
-                rank: Some(n),
-                world_size: None,
-                source: format!("synthetic-{n}"),
-                format: "test".into(),
-                host: None,
-                metadata_json: None,
-                notes: Default::default(),
-            });
+            let n = self.b.trace().ranks.len() as i64;
+            self.b.rank(rank(Some(n), &format!("synthetic-{n}")));
         }
-        fn push(
-            &mut self,
-            kind: TrackKind,
-            name: &str,
-            level: Level,
-            se: (Ns, Ns),
-            corr: Option<u64>,
-        ) {
-            let rank = strato_trace::RankId(self.trace.ranks.len() as u32 - 1);
-            let track = self.trace.track_for(&mut self.index, rank, kind);
-            let name = self.trace.intern(name);
-            let cat = self.trace.intern("test");
-            self.trace.spans.push(Span {
-                track,
-                start: se.0,
-                end: se.1,
-                name,
-                category: cat,
-                level,
-                correlation: corr,
-                external_id: None,
-                args: None,
-            });
+        pub(crate) fn trace(&self) -> &Trace {
+            self.b.trace()
         }
         pub(crate) fn cpu(&mut self, tid: i64, name: &str, level: Level, se: (Ns, Ns)) {
-            self.push(TrackKind::Thread { pid: 1, tid }, name, level, se, None);
+            let track = self.b.thread(1, tid);
+            self.b.span(track, level, name, se.0, se.1);
         }
         pub(crate) fn launch(&mut self, tid: i64, se: (Ns, Ns), corr: u64) {
-            let kind = TrackKind::Thread { pid: 1, tid };
-            self.push(
-                kind,
-                "cudaLaunchKernel",
-                Level::AcceleratorApi,
-                se,
-                Some(corr),
-            );
+            let track = self.b.thread(1, tid);
+            self.b
+                .span(track, Level::AcceleratorApi, "cudaLaunchKernel", se.0, se.1)
+                .correlation(corr);
         }
         pub(crate) fn kernel(&mut self, name: &str, se: (Ns, Ns), corr: u64) {
-            let kind = TrackKind::DeviceQueue {
-                device: 0,
-                queue: 7,
-            };
-            self.push(kind, name, Level::DeviceKernel, se, Some(corr));
+            let track = self.b.queue(0, 7);
+            self.b
+                .span(track, Level::DeviceKernel, name, se.0, se.1)
+                .correlation(corr);
         }
     }
 
@@ -673,7 +638,7 @@ pub(crate) mod tests {
         s.launch(1, (20, 25), 1);
         s.kernel("gemm", (30, 60), 1);
         s.cpu(1, "eval", Level::Operation, (120, 150));
-        let report = breakdown(&s.trace, &BreakdownOptions::default());
+        let report = breakdown(s.trace(), &BreakdownOptions::default());
         let p = &report.processes[0];
         assert_eq!(
             (p.window_start_ns, p.window_end_ns, p.window_ns),
@@ -723,7 +688,7 @@ pub(crate) mod tests {
         s.cpu(1, "infer", Level::Operation, (0, 10));
         s.launch(1, (2, 4), 7);
         s.kernel("conv", (5, 30), 7);
-        let report = breakdown(&s.trace, &BreakdownOptions::default());
+        let report = breakdown(s.trace(), &BreakdownOptions::default());
         use Level::*;
         use Resource::*;
         assert_eq!(
@@ -744,7 +709,7 @@ pub(crate) mod tests {
         s.cpu(1, "ProfilerStep#4", Level::Backend, (50, 100));
         s.cpu(2, "autograd", Level::Backend, (20, 50));
         s.launch(2, (30, 35), 9);
-        let report = breakdown(&s.trace, &BreakdownOptions::default());
+        let report = breakdown(s.trace(), &BreakdownOptions::default());
         let p = &report.processes[0];
         assert_eq!(p.annotated_tid, Some(1));
         use Level::*;
@@ -757,7 +722,7 @@ pub(crate) mod tests {
                 ("ProfilerStep#*".into(), Cpu, Some(AcceleratorApi), 5),
             ]
         );
-        let per_step = breakdown(&s.trace, &BreakdownOptions { per_step: true });
+        let per_step = breakdown(s.trace(), &BreakdownOptions { per_step: true });
         assert_eq!(per_step.processes[0].operations.len(), 2);
         // The launch on thread 2 under a Backend span: Backend -> AcceleratorApi.
         assert_eq!(p.transitions.len(), 1);
@@ -775,7 +740,7 @@ pub(crate) mod tests {
         s.cpu(1, "step", Level::Operation, (0, 300));
         s.launch(1, (0, 1), 1);
         s.kernel("k", (10, 20), 1);
-        let report = breakdown(&s.trace, &BreakdownOptions::default());
+        let report = breakdown(s.trace(), &BreakdownOptions::default());
         assert_eq!(report.processes.len(), 2);
         let sum = report.summary.unwrap();
         assert_eq!(

@@ -142,55 +142,24 @@ pub fn busy_series(trace: &Trace, bucket_ns: Ns) -> Vec<BusySeries> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use strato_trace::{Level, Rank, Span, TrackIndexHandle};
+    use strato_trace::testing::{rank, TraceBuilder};
+    use strato_trace::Level;
 
     #[test]
     fn fractions_conserve_busy_time() {
-        let mut trace = Trace::default();
-        let rank = trace.add_rank(Rank {
-            rank: None,
-            world_size: None,
-            source: "t".into(),
-            format: "test".into(),
-            host: None,
-            metadata_json: None,
-            notes: Default::default(),
-        });
-        let mut index = TrackIndexHandle::default();
-        let q0 = trace.track_for(
-            &mut index,
-            rank,
-            TrackKind::DeviceQueue {
-                device: 0,
-                queue: 1,
-            },
-        );
-        let q1 = trace.track_for(
-            &mut index,
-            rank,
-            TrackKind::DeviceQueue {
-                device: 0,
-                queue: 2,
-            },
-        );
-        let name = trace.intern("k");
+        let mut b = TraceBuilder::new();
+        b.rank(rank(None, "t"));
+        let q0 = b.queue(0, 1);
+        let q1 = b.queue(0, 2);
         let mut add = |track, start, end| {
-            trace.spans.push(Span {
-                track,
-                start,
-                end,
-                name,
-                category: name,
-                level: Level::DeviceKernel,
-                correlation: None,
-                external_id: None,
-                args: None,
-            })
+            b.span(track, Level::DeviceKernel, "k", start, end)
+                .category("k");
         };
         // Bucket 10: [5,25) on q0 and [20,30) on q1 overlap; [41,43) alone.
         add(q0, 5, 25);
         add(q1, 20, 30);
         add(q0, 41, 43);
+        let trace = b.build();
         let series = busy_series(&trace, 10);
         assert_eq!(series.len(), 1);
         let s = &series[0];
@@ -214,39 +183,15 @@ mod tests {
             ),
             ((i64::MIN, i64::MIN + 5), (i64::MAX - 5, i64::MAX)),
         ] {
-            let mut trace = Trace::default();
-            let rank = trace.add_rank(Rank {
-                rank: None,
-                world_size: None,
-                source: "t".into(),
-                format: "test".into(),
-                host: None,
-                metadata_json: None,
-                notes: Default::default(),
-            });
-            let mut index = TrackIndexHandle::default();
-            let q = trace.track_for(
-                &mut index,
-                rank,
-                TrackKind::DeviceQueue {
-                    device: 0,
-                    queue: 1,
-                },
-            );
-            let name = trace.intern("k");
+            let mut builder = TraceBuilder::new();
+            builder.rank(rank(None, "t"));
+            let q = builder.queue(0, 1);
             for (start, end) in [a, b] {
-                trace.spans.push(Span {
-                    track: q,
-                    start,
-                    end,
-                    name,
-                    category: name,
-                    level: Level::DeviceKernel,
-                    correlation: None,
-                    external_id: None,
-                    args: None,
-                });
+                builder
+                    .span(q, Level::DeviceKernel, "k", start, end)
+                    .category("k");
             }
+            let trace = builder.build();
             let series = busy_series(&trace, DEFAULT_BUCKET_NS);
             let s = &series[0];
             assert!(

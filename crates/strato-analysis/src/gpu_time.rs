@@ -426,58 +426,30 @@ pub fn intersection_length(a: &[(Ns, Ns)], b: &[(Ns, Ns)]) -> Ns {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use strato_trace::{Rank, Span, StrId, TrackIndexHandle};
+    use strato_trace::testing::{rank, TraceBuilder};
 
     fn trace_with(events: &[(&str, i64, Ns, Ns, Option<u64>)], launches: &[(u64, Ns)]) -> Trace {
-        let mut t = Trace::default();
-        let rank = t.add_rank(Rank {
-            rank: Some(0),
-            world_size: None,
-            source: "synthetic".into(),
-            format: "test".into(),
-            host: None,
-            metadata_json: None,
-            notes: Default::default(),
-        });
-        let mut index = TrackIndexHandle::default();
-        let cpu = t.track_for(&mut index, rank, TrackKind::Thread { pid: 1, tid: 1 });
-        let api = t.intern("cudaLaunchKernel");
+        let mut b = TraceBuilder::new();
+        b.rank(rank(Some(0), "synthetic"));
+        let cpu = b.thread(1, 1);
         for &(c, start) in launches {
-            t.spans.push(Span {
-                track: cpu,
+            b.span(
+                cpu,
+                Level::AcceleratorApi,
+                "cudaLaunchKernel",
                 start,
-                end: start + 1,
-                name: api,
-                category: StrId::EMPTY,
-                level: Level::AcceleratorApi,
-                correlation: Some(c),
-                external_id: None,
-                args: None,
-            });
+                start + 1,
+            )
+            .correlation(c);
         }
         for &(name, stream, start, end, corr) in events {
-            let track = t.track_for(
-                &mut index,
-                rank,
-                TrackKind::DeviceQueue {
-                    device: 0,
-                    queue: stream,
-                },
-            );
-            let name = t.intern(name);
-            t.spans.push(Span {
-                track,
-                start,
-                end,
-                name,
-                category: StrId::EMPTY,
-                level: Level::DeviceKernel,
-                correlation: corr,
-                external_id: None,
-                args: None,
-            });
+            let queue = b.queue(0, stream);
+            let span = b.span(queue, Level::DeviceKernel, name, start, end);
+            if let Some(c) = corr {
+                span.correlation(c);
+            }
         }
-        t
+        b.build()
     }
 
     #[test]

@@ -383,10 +383,10 @@ mod tests {
         s.launch(1, (70, 72), 2); // outside any op
         s.kernel("copy", (90, 95), 2);
         s.kernel("orphan", (96, 97), 3); // no launch, after the first launch
-        let scopes = Scopes::build(&s.trace);
-        let h = Hierarchy::build(&s.trace, &scopes);
+        let scopes = Scopes::build(s.trace());
+        let h = Hierarchy::build(s.trace(), &scopes);
         assert_eq!(h.chain(4), vec![4, 3, 2, 1, 0]);
-        let r = report(&s.trace, &scopes, &h);
+        let r = report(s.trace(), &scopes, &h);
         assert_eq!(
             (
                 r.total.device_ops,
@@ -399,7 +399,7 @@ mod tests {
         assert_eq!(r.total.with_annotation_by_containment, 2);
         assert_eq!(r.total.launched_before_trace, 0);
         assert_eq!(r.max_depth, 4);
-        let chains = chains_at(&s.trace, &h, 31, 10);
+        let chains = chains_at(s.trace(), &h, 31, 10);
         let names: Vec<&str> = chains[0].iter().map(|l| l.name.as_str()).collect();
         assert_eq!(
             names,

@@ -310,64 +310,29 @@ fn rank_stats(trace: &Trace, rank: RankId, top: usize) -> RankKernelStats {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use strato_trace::{Rank, Span, StrId, TrackIndexHandle};
+    use strato_trace::testing::{rank, TraceBuilder};
 
     #[test]
     fn stats_fold_and_conserve() {
-        let mut t = Trace::default();
-        let rank = t.add_rank(Rank {
-            rank: Some(0),
-            world_size: None,
-            source: "s".into(),
-            format: "test".into(),
-            host: None,
-            metadata_json: None,
-            notes: Default::default(),
-        });
-        let mut index = TrackIndexHandle::default();
-        let cpu = t.track_for(&mut index, rank, TrackKind::Thread { pid: 1, tid: 1 });
-        let gpu = t.track_for(
-            &mut index,
-            rank,
-            TrackKind::DeviceQueue {
-                device: 0,
-                queue: 7,
-            },
-        );
-        let (mm, launch, gemm, relu) = (
-            t.intern("aten::mm"),
-            t.intern("cudaLaunchKernel"),
-            t.intern("gemm"),
-            t.intern("relu"),
-        );
-        let push = |t: &mut Trace, track, start, end, name, level, c| {
-            t.spans.push(Span {
-                track,
-                start,
-                end,
-                name,
-                category: StrId::EMPTY,
-                level,
-                correlation: c,
-                external_id: None,
-                args: None,
-            })
-        };
-        push(&mut t, cpu, 0, 100, mm, Level::Backend, None);
-        push(&mut t, cpu, 10, 20, launch, Level::AcceleratorApi, Some(1));
-        push(&mut t, cpu, 30, 40, launch, Level::AcceleratorApi, Some(2));
-        push(
-            &mut t,
-            cpu,
-            200,
-            210,
-            launch,
-            Level::AcceleratorApi,
-            Some(3),
-        );
-        push(&mut t, gpu, 25, 65, gemm, Level::DeviceKernel, Some(1));
-        push(&mut t, gpu, 70, 90, gemm, Level::DeviceKernel, Some(2));
-        push(&mut t, gpu, 215, 225, relu, Level::DeviceKernel, Some(3));
+        let mut b = TraceBuilder::new();
+        b.rank(rank(Some(0), "s"));
+        let cpu = b.thread(1, 1);
+        let gpu = b.queue(0, 7);
+        let launch = "cudaLaunchKernel";
+        b.span(cpu, Level::Backend, "aten::mm", 0, 100);
+        b.span(cpu, Level::AcceleratorApi, launch, 10, 20)
+            .correlation(1);
+        b.span(cpu, Level::AcceleratorApi, launch, 30, 40)
+            .correlation(2);
+        b.span(cpu, Level::AcceleratorApi, launch, 200, 210)
+            .correlation(3);
+        b.span(gpu, Level::DeviceKernel, "gemm", 25, 65)
+            .correlation(1);
+        b.span(gpu, Level::DeviceKernel, "gemm", 70, 90)
+            .correlation(2);
+        b.span(gpu, Level::DeviceKernel, "relu", 215, 225)
+            .correlation(3);
+        let t = b.build();
         let r = &kernel_stats(&t, 0).ranks[0];
         assert_eq!(r.device_time_ns, 70);
         assert_eq!(r.kernels[0].name, "gemm");

@@ -652,64 +652,24 @@ pub fn removed_at(trace: &Trace, cal: &Calibration, pid: i64, tid: i64, times: &
 #[cfg(test)]
 mod tests {
     use super::*;
-    use strato_trace::{CounterSample, Level, Rank, Span, TrackIndexHandle};
+    use strato_trace::testing::{rank, TraceBuilder};
+    use strato_trace::Level;
 
     fn trace() -> Trace {
-        let mut t = Trace::default();
-        let rank = t.add_rank(Rank {
-            rank: None,
-            world_size: None,
-            source: "x".into(),
+        let mut b = TraceBuilder::new();
+        b.rank(strato_trace::Rank {
             format: SourceFormat::Strato,
-            host: None,
-            metadata_json: None,
-            notes: Default::default(),
+            ..rank(None, "x")
         });
-        let mut idx = TrackIndexHandle::default();
-        let cpu = t.track_for(&mut idx, rank, TrackKind::Thread { pid: 1, tid: 1 });
-        let ctr = t.track_for(
-            &mut idx,
-            rank,
-            TrackKind::Counter {
-                pid: Some(1),
-                device: None,
-                name: "untraced_hook_calls/1".into(),
-                unit: "count".into(),
-            },
-        );
-        let op = t.intern("operation");
-        let lib = t.intern("library");
-        let step = t.intern("step");
-        let dot = t.intern("numpy.dot");
+        let cpu = b.thread(1, 1);
+        let ctr = b.counter_track(Some(1), None, "untraced_hook_calls/1", "count");
         // step [0, 1000) containing numpy.dot [100, 300); 10 untraced calls reported at 300.
-        t.spans.push(Span {
-            track: cpu,
-            start: 0,
-            end: 1000,
-            name: step,
-            category: op,
-            level: Level::Operation,
-            correlation: None,
-            external_id: None,
-            args: None,
-        });
-        t.spans.push(Span {
-            track: cpu,
-            start: 100,
-            end: 300,
-            name: dot,
-            category: lib,
-            level: Level::Library,
-            correlation: None,
-            external_id: None,
-            args: None,
-        });
-        t.counters.push(CounterSample {
-            track: ctr,
-            ts: 300,
-            value: 10.0,
-        });
-        t
+        b.span(cpu, Level::Operation, "step", 0, 1000)
+            .category("operation");
+        b.span(cpu, Level::Library, "numpy.dot", 100, 300)
+            .category("library");
+        b.counter(ctr, 300, 10.0);
+        b.build()
     }
 
     #[test]
@@ -885,23 +845,15 @@ mod tests {
         assert_eq!(api_inflation_total(&with[0], &doa), 8000.0);
 
         // A traced clFinish [100, 600) with 40 ns of book-keeping and 300 ns of inflation.
-        let mut t = trace();
-        t.spans.clear();
-        t.counters.clear();
-        let cat = t.intern(OPENCL_API_CATEGORY);
-        let name = t.intern("clFinish");
-        let track = TrackId(0);
-        t.spans.push(Span {
-            track,
-            start: 100,
-            end: 600,
-            name,
-            category: cat,
-            level: Level::AcceleratorApi,
-            correlation: None,
-            external_id: None,
-            args: None,
+        let mut b = TraceBuilder::new();
+        b.rank(strato_trace::Rank {
+            format: SourceFormat::Strato,
+            ..rank(None, "x")
         });
+        let cpu = b.thread(1, 1);
+        b.span(cpu, Level::AcceleratorApi, "clFinish", 100, 600)
+            .category(OPENCL_API_CATEGORY);
+        let t = b.build();
         assert_eq!(count(&t, None).opencl_api_span, 1);
         let cal = Calibration {
             costs_ns: [("opencl_api_span".to_string(), 40.0)]

@@ -175,6 +175,11 @@ impl TraceBuilder {
         });
     }
 
+    /// The trace so far.
+    pub fn trace(&self) -> &Trace {
+        &self.trace
+    }
+
     /// The trace so far, for what the builder has no method for.
     pub fn trace_mut(&mut self) -> &mut Trace {
         &mut self.trace
