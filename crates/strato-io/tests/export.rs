@@ -7,68 +7,51 @@ use std::path::PathBuf;
 use prost::Message;
 use strato_io::export::{chrome, perfetto};
 use strato_io::ImportOptions;
-use strato_trace::{
-    CounterSample, Device, Flow, FlowEnd, Instant, Level, Ns, Process, Rank, Span, SpanId, Trace,
-    TrackId, TrackIndexHandle, TrackKind,
-};
+use strato_trace::testing::{rank, TraceBuilder};
+use strato_trace::{Device, Level, Ns, Process, Rank, Span, SpanId, Trace, TrackId, TrackKind};
 
-struct Builder {
-    trace: Trace,
+/// A builder with one rank (0 of 1, "synthetic").
+fn builder() -> TraceBuilder {
+    let mut b = TraceBuilder::new();
+    b.rank(Rank {
+        world_size: Some(1),
+        metadata_json: Some("{\"traceName\":\"synthetic\"}".into()),
+        ..rank(Some(0), "synthetic")
+    });
+    b
 }
 
-impl Builder {
-    fn new() -> Self {
-        let mut trace = Trace::default();
-        trace.add_rank(Rank {
-            rank: Some(0),
-            world_size: Some(1),
-            source: "synthetic".into(),
-            format: "test".into(),
-            host: None,
-            metadata_json: Some("{\"traceName\":\"synthetic\"}".into()),
-            notes: Default::default(),
-        });
-        Builder { trace }
-    }
+/// A span in category `kernel` (device ops) or `cpu_op` (the rest).
+fn span(
+    b: &mut TraceBuilder,
+    track: TrackId,
+    start: Ns,
+    end: Ns,
+    name: &str,
+    level: Level,
+) -> SpanId {
+    let category = if level.is_device_op() {
+        "kernel"
+    } else {
+        "cpu_op"
+    };
+    b.span(track, level, name, start, end)
+        .category(category)
+        .id()
+}
 
-    fn span(&mut self, track: TrackId, start: Ns, end: Ns, name: &str, level: Level) -> SpanId {
-        let name = self.trace.intern(name);
-        let category = self.trace.intern(if level.is_device_op() {
-            "kernel"
-        } else {
-            "cpu_op"
-        });
-        self.trace.spans.push(Span {
-            track,
-            start,
-            end,
-            name,
-            category,
-            level,
-            correlation: None,
-            external_id: None,
-            args: None,
-        });
-        SpanId(self.trace.spans.len() as u32 - 1)
-    }
-
-    fn flow(&mut self, id: u64, from: Option<(TrackId, SpanId)>, to: Option<(TrackId, SpanId)>) {
-        let category = self.trace.intern("ac2g");
-        let end = |trace: &Trace, e: Option<(TrackId, SpanId)>| {
-            e.map(|(track, span)| FlowEnd {
-                track,
-                ts: trace.spans[span.0 as usize].start,
-                span: Some(span),
-            })
-        };
-        let flow = Flow {
-            id,
-            category,
-            from: end(&self.trace, from),
-            to: end(&self.trace, to),
-        };
-        self.trace.flows.push(flow);
-    }
+/// A flow between two spans, its ends at their starts.
+fn flow(
+    b: &mut TraceBuilder,
+    id: u64,
+    from: Option<(TrackId, SpanId)>,
+    to: Option<(TrackId, SpanId)>,
+) {
+    let end = |b: &TraceBuilder, e: Option<(TrackId, SpanId)>| {
+        e.map(|(track, s)| (track, b.trace().spans[s.0 as usize].start, Some(s)))
+    };
+    let (from, to) = (end(b, from), end(b, to));
+    b.flow(id, "ac2g", from, to);
 }
 
 /// Counts of the synthetic trace, by construction.
@@ -80,125 +63,84 @@ const COUNTER_SAMPLES: usize = 4;
 /// One rank: a Python process with one thread, a GPU with one stream, a memory counter of
 /// the process, a utilization counter of the device, a custom track.
 fn synthetic() -> Trace {
-    let mut b = Builder::new();
+    let mut b = builder();
     let rank = strato_trace::RankId(0);
-    b.trace.processes.push(Process {
+    b.trace_mut().processes.push(Process {
         rank,
         pid: 4242,
         name: Some("python".into()),
         labels: Some("train.py".into()),
     });
-    b.trace.devices.push(Device {
+    b.trace_mut().devices.push(Device {
         rank: Some(rank),
         index: 0,
         name: Some("NVIDIA A100-SXM4-80GB".into()),
         ..Default::default()
     });
-    let mut index = TrackIndexHandle::default();
-    let cpu = b.trace.track_for(
-        &mut index,
-        rank,
-        TrackKind::Thread {
-            pid: 4242,
-            tid: 4243,
-        },
-    );
-    b.trace.tracks[cpu.0 as usize].name = Some("MainThread".into());
-    let gpu = b.trace.track_for(
-        &mut index,
-        rank,
-        TrackKind::DeviceQueue {
-            device: 0,
-            queue: 7,
-        },
-    );
-    let mem = b.trace.track_for(
-        &mut index,
-        rank,
-        TrackKind::Counter {
-            pid: Some(4242),
-            device: None,
-            name: "Memory allocated".into(),
-            unit: "bytes".into(),
-        },
-    );
-    let util = b.trace.track_for(
-        &mut index,
-        rank,
-        TrackKind::Counter {
-            pid: None,
-            device: Some(0),
-            name: "SM utilization".into(),
-            unit: "%".into(),
-        },
-    );
-    let custom = b.trace.track_for(
-        &mut index,
-        rank,
-        TrackKind::Custom {
-            group: "Spans".into(),
-            name: "PyTorch Profiler".into(),
-        },
-    );
-
-    // Nested: step > forward > linear, step > backward; depth 3.
-    b.span(cpu, 0, 100, "ProfilerStep#1", Level::Operation);
-    b.span(cpu, 10, 50, "forward", Level::Backend);
-    b.span(cpu, 20, 30, "aten::linear", Level::Backend);
-    b.span(cpu, 60, 90, "backward", Level::Backend);
-    // Overlaps `backward` and the step without nesting in either: overflow track.
-    b.span(cpu, 80, 120, "overlapping \"op\"\n", Level::Backend);
-    // Zero-length at the step's end, and an exact duplicate of `forward`.
-    b.span(cpu, 100, 100, "marker", Level::Other);
-    b.span(cpu, 10, 50, "forward", Level::Backend);
-    // Launches (inside the overflow span's time, on lane 0 once the step has ended).
-    let l1 = b.span(cpu, 105, 110, "cudaLaunchKernel", Level::AcceleratorApi);
-    let l2 = b.span(cpu, 130, 135, "cudaLaunchKernel", Level::AcceleratorApi);
-    // Kernels with the same name (interned once), touching each other.
-    let k1 = b.span(gpu, 200, 300, "gemm_kernel", Level::DeviceKernel);
-    let k2 = b.span(gpu, 300, 400, "gemm_kernel", Level::DeviceKernel);
-    let k3 = b.span(gpu, 400, 401, "memset", Level::DeviceSet);
-    b.span(custom, 0, 500, "PyTorch Profiler (0)", Level::Other);
-
-    let args = b
-        .trace
-        .add_args("{\"correlation\":5,\"grid\":[1,2,3],\"name\":\"x\\\"y\",\"ok\":true}");
-    for (span, c) in [(l1, 5), (k1, 5), (l2, 6), (k2, 6)] {
-        b.trace.spans[span.0 as usize].correlation = Some(c);
-    }
-    b.trace.spans[k1.0 as usize].args = Some(args);
-    b.trace.spans[l1.0 as usize].external_id = Some(77);
-    b.flow(5, Some((cpu, l1)), Some((gpu, k1)));
-    b.flow(6, Some((cpu, l2)), Some((gpu, k2)));
-    // Orphans: only one end, or an end that found no span.
-    b.flow(9, None, Some((gpu, k3)));
-    let cat = b.trace.intern("ac2g");
-    b.trace.flows.push(Flow {
-        id: 10,
-        category: cat,
-        from: Some(FlowEnd {
-            track: cpu,
-            ts: 140,
-            span: None,
-        }),
-        to: Some(FlowEnd {
-            track: gpu,
-            ts: 400,
-            span: Some(k3),
-        }),
+    let cpu = b.thread(4242, 4243);
+    b.trace_mut().tracks[cpu.0 as usize].name = Some("MainThread".into());
+    let gpu = b.queue(0, 7);
+    let mem = b.counter_track(Some(4242), None, "Memory allocated", "bytes");
+    let util = b.counter_track(None, Some(0), "SM utilization", "%");
+    let custom = b.track(TrackKind::Custom {
+        group: "Spans".into(),
+        name: "PyTorch Profiler".into(),
     });
 
-    let name = b.trace.intern("[memory]");
-    let category = b.trace.intern("cpu_instant_event");
+    // Nested: step > forward > linear, step > backward; depth 3.
+    span(&mut b, cpu, 0, 100, "ProfilerStep#1", Level::Operation);
+    span(&mut b, cpu, 10, 50, "forward", Level::Backend);
+    span(&mut b, cpu, 20, 30, "aten::linear", Level::Backend);
+    span(&mut b, cpu, 60, 90, "backward", Level::Backend);
+    // Overlaps `backward` and the step without nesting in either: overflow track.
+    span(&mut b, cpu, 80, 120, "overlapping \"op\"\n", Level::Backend);
+    // Zero-length at the step's end, and an exact duplicate of `forward`.
+    span(&mut b, cpu, 100, 100, "marker", Level::Other);
+    span(&mut b, cpu, 10, 50, "forward", Level::Backend);
+    // Launches (inside the overflow span's time, on lane 0 once the step has ended).
+    let l1 = span(
+        &mut b,
+        cpu,
+        105,
+        110,
+        "cudaLaunchKernel",
+        Level::AcceleratorApi,
+    );
+    let l2 = span(
+        &mut b,
+        cpu,
+        130,
+        135,
+        "cudaLaunchKernel",
+        Level::AcceleratorApi,
+    );
+    // Kernels with the same name (interned once), touching each other.
+    let k1 = span(&mut b, gpu, 200, 300, "gemm_kernel", Level::DeviceKernel);
+    let k2 = span(&mut b, gpu, 300, 400, "gemm_kernel", Level::DeviceKernel);
+    let k3 = span(&mut b, gpu, 400, 401, "memset", Level::DeviceSet);
+    span(&mut b, custom, 0, 500, "PyTorch Profiler (0)", Level::Other);
+
+    let args = b
+        .trace_mut()
+        .add_args("{\"correlation\":5,\"grid\":[1,2,3],\"name\":\"x\\\"y\",\"ok\":true}");
+    for (span, c) in [(l1, 5), (k1, 5), (l2, 6), (k2, 6)] {
+        b.trace_mut().spans[span.0 as usize].correlation = Some(c);
+    }
+    b.trace_mut().spans[k1.0 as usize].args = Some(args);
+    b.trace_mut().spans[l1.0 as usize].external_id = Some(77);
+    flow(&mut b, 5, Some((cpu, l1)), Some((gpu, k1)));
+    flow(&mut b, 6, Some((cpu, l2)), Some((gpu, k2)));
+    // Orphans: only one end, or an end that found no span.
+    flow(&mut b, 9, None, Some((gpu, k3)));
+    b.flow(
+        10,
+        "ac2g",
+        Some((cpu, 140, None)),
+        Some((gpu, 400, Some(k3))),
+    );
+
     for ts in [15, 25] {
-        b.trace.instants.push(Instant {
-            track: cpu,
-            ts,
-            name,
-            category,
-            level: Level::Other,
-            args: None,
-        });
+        b.instant(cpu, Level::Other, "cpu_instant_event", "[memory]", ts);
     }
     for (track, ts, value) in [
         (mem, 0, 1024.0),
@@ -206,13 +148,14 @@ fn synthetic() -> Trace {
         (mem, 100, 0.0),
         (util, 200, 87.5),
     ] {
-        b.trace.counters.push(CounterSample { track, ts, value });
+        b.counter(track, ts, value);
     }
-    b.trace.validate().expect("synthetic trace is valid");
-    assert_eq!(b.trace.spans.len(), SPANS);
-    assert_eq!(b.trace.instants.len(), INSTANTS);
-    assert_eq!(b.trace.counters.len(), COUNTER_SAMPLES);
-    b.trace
+    let trace = b.build();
+    trace.validate().expect("synthetic trace is valid");
+    assert_eq!(trace.spans.len(), SPANS);
+    assert_eq!(trace.instants.len(), INSTANTS);
+    assert_eq!(trace.counters.len(), COUNTER_SAMPLES);
+    trace
 }
 
 fn perfetto_bytes(trace: &Trace) -> Vec<u8> {
@@ -373,16 +316,11 @@ fn perfetto_shifts_negative_times_and_handles_empty_traces() {
         perfetto::PerfettoSummary::default()
     );
 
-    let mut b = Builder::new();
-    let mut index = TrackIndexHandle::default();
-    let t = b.trace.track_for(
-        &mut index,
-        strato_trace::RankId(0),
-        TrackKind::Thread { pid: 1, tid: 1 },
-    );
-    b.span(t, -50, 10, "early", Level::Other);
-    b.span(t, -40, -30, "inner", Level::Other);
-    let bytes = perfetto_bytes(&b.trace);
+    let mut b = builder();
+    let t = b.thread(1, 1);
+    span(&mut b, t, -50, 10, "early", Level::Other);
+    span(&mut b, t, -40, -30, "inner", Level::Other);
+    let bytes = perfetto_bytes(b.trace());
     let decoded = perfetto::proto::Trace::decode(bytes.as_slice()).expect("decodes");
     let times: Vec<u64> = decoded
         .packet
@@ -402,17 +340,12 @@ fn perfetto_shifts_negative_times_and_handles_empty_traces() {
 fn perfetto_many_overlaps_stay_balanced() {
     // A staircase of spans that each overlap the previous one: every one needs a new lane
     // until earlier ones end.
-    let mut b = Builder::new();
-    let mut index = TrackIndexHandle::default();
-    let t = b.trace.track_for(
-        &mut index,
-        strato_trace::RankId(0),
-        TrackKind::Thread { pid: 1, tid: 1 },
-    );
+    let mut b = builder();
+    let t = b.thread(1, 1);
     for i in 0..50 {
-        b.span(t, i * 10, i * 10 + 35, "stair", Level::Other);
+        span(&mut b, t, i * 10, i * 10 + 35, "stair", Level::Other);
     }
-    let s = perfetto::summarize(&perfetto_bytes(&b.trace)).expect("decodes");
+    let s = perfetto::summarize(&perfetto_bytes(b.trace())).expect("decodes");
     assert_eq!((s.slice_begins, s.slice_ends), (50, 50));
     assert_eq!(s.unbalanced_tracks, 0);
     assert_eq!(s.max_depth, 1);

@@ -15,7 +15,7 @@
 //! let gpu = b.queue(0, 7);
 //! let launch = b.span(cpu, Level::AcceleratorApi, "cudaLaunchKernel", 10, 20).correlation(1).id();
 //! let kernel = b.span(gpu, Level::DeviceKernel, "gemm", 25, 65).correlation(1).id();
-//! b.flow(1, "ac2g", (cpu, 10, Some(launch)), (gpu, 25, Some(kernel)));
+//! b.flow(1, "ac2g", Some((cpu, 10, Some(launch))), Some((gpu, 25, Some(kernel))));
 //! let trace = b.build();
 //! assert_eq!(trace.spans.len(), 2);
 //! assert!(trace.validate().is_ok());
@@ -137,10 +137,10 @@ impl TraceBuilder {
         }
     }
 
-    /// Adds an instant at `ts` on `track` (category `"test"`).
-    pub fn instant(&mut self, track: TrackId, level: Level, name: &str, ts: Ns) {
+    /// Adds an instant at `ts` on `track` in `category`.
+    pub fn instant(&mut self, track: TrackId, level: Level, category: &str, name: &str, ts: Ns) {
         let name = self.trace.intern(name);
-        let category = self.trace.intern("test");
+        let category = self.trace.intern(category);
         self.trace.instants.push(Instant {
             track,
             ts,
@@ -156,16 +156,18 @@ impl TraceBuilder {
         self.trace.counters.push(CounterSample { track, ts, value });
     }
 
-    /// Adds a flow `id` from `(track, ts, span)` to `(track, ts, span)`.
+    /// Adds a flow `id` from `(track, ts, span)` to `(track, ts, span)`; either end may be
+    /// missing, as in real files.
     pub fn flow(
         &mut self,
         id: u64,
         category: &str,
-        from: (TrackId, Ns, Option<SpanId>),
-        to: (TrackId, Ns, Option<SpanId>),
+        from: Option<(TrackId, Ns, Option<SpanId>)>,
+        to: Option<(TrackId, Ns, Option<SpanId>)>,
     ) {
-        let end =
-            |(track, ts, span): (TrackId, Ns, Option<SpanId>)| Some(FlowEnd { track, ts, span });
+        let end = |e: Option<(TrackId, Ns, Option<SpanId>)>| {
+            e.map(|(track, ts, span)| FlowEnd { track, ts, span })
+        };
         let category = self.trace.intern(category);
         self.trace.flows.push(Flow {
             id,
@@ -246,9 +248,9 @@ mod tests {
             .external_id(4)
             .args(r#"{"a": 1}"#)
             .id();
-        b.instant(cpu, Level::Other, "mark", 6);
+        b.instant(cpu, Level::Other, "test", "mark", 6);
         b.counter(mem, 7, 1.5);
-        b.flow(3, "ac2g", (cpu, 4, None), (gpu, 5, Some(s)));
+        b.flow(3, "ac2g", Some((cpu, 4, None)), Some((gpu, 5, Some(s))));
         let second = b.rank(rank(Some(1), "r1"));
         let other = b.thread(1, 2);
         let t = b.build();
