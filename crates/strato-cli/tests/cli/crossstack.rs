@@ -1,34 +1,7 @@
 //! CLI tests of the cross-stack subcommands: the JSON shapes our checks read, conservation
 //! through the CLI, and every text mode running on a real trace.
 
-use std::path::PathBuf;
-use std::process::Command;
-
-use serde_json::Value;
-
-fn data(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data")
-        .join(rel)
-}
-
-fn strato(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_strato"))
-        .args(args)
-        .output()
-        .expect("run strato");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn json(args: &[&str]) -> Value {
-    let (code, stdout, stderr) = strato(args);
-    assert_eq!(code, 0, "{args:?}: {stderr}");
-    serde_json::from_str(&stdout).expect("JSON output")
-}
+use crate::common::{data, json, run};
 
 const NCCL: &str = "kineto/hta_nccl_data.json.gz";
 
@@ -77,7 +50,7 @@ fn breakdown_of_a_directory_of_ranks_has_a_summary_and_csv_rows() {
     let v = json(&["breakdown", path.to_str().unwrap(), "--json"]);
     assert_eq!(v["processes"].as_array().unwrap().len(), 2);
     assert!(v["summary"]["slowest_rank"].is_i64());
-    let (code, csv, _) = strato(&["breakdown", path.to_str().unwrap(), "--csv"]);
+    let (code, csv, _) = run(&["breakdown", path.to_str().unwrap(), "--csv"]);
     assert_eq!(code, 0);
     assert!(csv.starts_with("rank,pid,phase,operation,resource,cpu_level,time_ns,window_ns\n"));
 }
@@ -126,15 +99,15 @@ fn text_modes_run() {
         vec!["roofline", p],
         vec!["util", p, "--period", "0.05"],
     ] {
-        let (code, stdout, stderr) = strato(&args);
+        let (code, stdout, stderr) = run(&args);
         assert_eq!(code, 0, "{args:?}: {stderr}");
         assert!(!stdout.is_empty(), "{args:?}");
     }
-    let (_, tree, _) = strato(&["tree", p, "--kernel", "sgemm", "--limit", "1"]);
+    let (_, tree, _) = run(&["tree", p, "--kernel", "sgemm", "--limit", "1"]);
     for level in ["Operation", "Backend", "AcceleratorApi", "DeviceKernel"] {
         assert!(tree.contains(level), "{tree}");
     }
-    let (code, _, stderr) = strato(&["tree", p, "--at", "soon"]);
+    let (code, _, stderr) = run(&["tree", p, "--at", "soon"]);
     assert_eq!(code, 2);
     assert!(stderr.starts_with("strato: "));
 }

@@ -2,31 +2,14 @@
 //! reason (and `--salvage` keeps what can be read, saying what was lost); an invalid
 //! `STRATO_MAX_DECOMPRESSED_BYTES` is an error; FIFOs, `<(...)`-style pipes and `-` (standard
 //! input) are read once and give the same counts as the file.
-#![allow(clippy::unwrap_used)] // test helpers panic on broken fixtures by design
 
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+
 use std::process::{Command, Output, Stdio};
 
-fn data(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data")
-        .join(rel)
-}
+use crate::common::{data, strato, strato_command, text};
 
 const SAMPLE: &str = "kineto/hta_alexnet_trace.json.gz";
-
-fn strato(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_strato"))
-        .args(args)
-        .env_remove("STRATO_MAX_DECOMPRESSED_BYTES")
-        .output()
-        .unwrap()
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
 
 fn info_json(out: &Output) -> serde_json::Value {
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -133,7 +116,7 @@ fn damaged_gzip_and_trailing_data_exit_2_and_salvage_says_what_was_lost() {
 #[test]
 fn invalid_decompression_limit_is_an_error() {
     for value in ["abc", "-5", "0", "1.5G", "99999999999999999999"] {
-        let out = Command::new(env!("CARGO_BIN_EXE_strato"))
+        let out = strato_command()
             .args(["info", data(SAMPLE).to_str().unwrap()])
             .env("STRATO_MAX_DECOMPRESSED_BYTES", value)
             .output()
@@ -146,7 +129,7 @@ fn invalid_decompression_limit_is_an_error() {
         );
     }
     let run = |value: &str| {
-        Command::new(env!("CARGO_BIN_EXE_strato"))
+        strato_command()
             .args(["info", data(SAMPLE).to_str().unwrap()])
             .env("STRATO_MAX_DECOMPRESSED_BYTES", value)
             .output()
@@ -190,7 +173,7 @@ fn fifo_pipe_and_stdin_read_once() {
         assert_eq!(counts(info_json(&out)), expected, "FIFO {name}");
 
         // `-`: standard input.
-        let mut child = Command::new(env!("CARGO_BIN_EXE_strato"))
+        let mut child = strato_command()
             .args(["info", "--json", "-"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

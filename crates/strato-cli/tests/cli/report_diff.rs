@@ -11,27 +11,10 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::common::{ok, shared_data, strato_command};
+
 const SIZE_BOUND: u64 = 2 * 1024 * 1024;
 const CHROMIUM: &str = "/usr/bin/chromium";
-
-fn shared_data() -> Option<PathBuf> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
-    p.exists().then_some(p)
-}
-
-fn strato(args: &[&str]) -> std::process::Output {
-    let out = Command::new(env!("CARGO_BIN_EXE_strato"))
-        .args(args)
-        .env_remove("NO_COLOR")
-        .output()
-        .expect("run strato");
-    assert!(
-        out.status.success(),
-        "strato {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
 
 /// Files in ../shared/data that are not imported yet, each with the issue that will import them.
 const NOT_YET_IMPORTED: &[(&str, &str)] = &[(
@@ -91,7 +74,7 @@ fn report_of_every_dev_trace_is_self_contained_and_bounded() {
     for input in &inputs {
         let out = dir.path().join("r.html");
         let input_s = input.to_string_lossy().into_owned();
-        strato(&["report", &input_s, "-o", &out.to_string_lossy()]);
+        ok(&["report", &input_s, "-o", &out.to_string_lossy()]);
         let size = std::fs::metadata(&out).expect("report written").len();
         let html = std::fs::read_to_string(&out).expect("utf-8");
         assert_self_contained(&html, &input_s);
@@ -157,7 +140,7 @@ fn names_with_markup_render_as_text() {
     let dir = tempfile::tempdir().expect("tempdir");
     let trace = evil_trace(dir.path());
     let out = dir.path().join("evil.html");
-    strato(&[
+    ok(&[
         "report",
         &trace.to_string_lossy(),
         "-o",
@@ -303,7 +286,7 @@ fn report_renders_in_headless_chromium() {
     }
     for (name, trace) in pages {
         let html = dir.path().join(format!("{name}.html"));
-        strato(&[
+        ok(&[
             "report",
             &trace.to_string_lossy(),
             "-o",
@@ -375,7 +358,7 @@ fn diff_of_hta_compare_pair() {
     let test = data.join("kineto/hta_trace_compare/test.json.gz");
     let (a, b) = (base.to_string_lossy(), test.to_string_lossy());
     let v: serde_json::Value =
-        serde_json::from_slice(&strato(&["diff", &a, &b, "--json"]).stdout).expect("json");
+        serde_json::from_slice(&ok(&["diff", &a, &b, "--json"]).stdout).expect("json");
     assert_eq!(v["a"]["device_ops"], 18);
     assert_eq!(v["b"]["device_ops"], 17);
     assert_eq!(v["device_time"]["delta_ns"], -4000);
@@ -412,14 +395,14 @@ fn diff_of_hta_compare_pair() {
         .iter()
         .any(|s| s["change"] == "removed"));
 
-    let text = String::from_utf8(strato(&["diff", &a, &b]).stdout).expect("utf-8");
+    let text = String::from_utf8(ok(&["diff", &a, &b]).stdout).expect("utf-8");
     assert!(
         text.contains("faster") && text.contains("operation x stratum"),
         "{text}"
     );
     assert!(!text.contains('\x1b'), "colour written to a pipe");
     // Widths fit COLUMNS.
-    let narrow = Command::new(env!("CARGO_BIN_EXE_strato"))
+    let narrow = strato_command()
         .args(["diff", &a, &b])
         .env("COLUMNS", "100")
         .output()
@@ -431,7 +414,7 @@ fn diff_of_hta_compare_pair() {
     // The diff as a report section.
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("d.html");
-    strato(&["report", &b, "--baseline", &a, "-o", &out.to_string_lossy()]);
+    ok(&["report", &b, "--baseline", &a, "-o", &out.to_string_lossy()]);
     let html = std::fs::read_to_string(&out).expect("report");
     assert!(html.contains("<h2 id=\"diff\">"));
     assert!(html.contains("aria-label=\"operations A vs B\""));
@@ -440,10 +423,10 @@ fn diff_of_hta_compare_pair() {
 #[test]
 fn completions_and_help_examples() {
     for shell in ["bash", "zsh", "fish"] {
-        let out = String::from_utf8(strato(&["completions", shell]).stdout).expect("utf-8");
+        let out = String::from_utf8(ok(&["completions", shell]).stdout).expect("utf-8");
         assert!(out.contains("report") && out.contains("diff"), "{shell}");
     }
-    let help = String::from_utf8(strato(&["--help"]).stdout).expect("utf-8");
+    let help = String::from_utf8(ok(&["--help"]).stdout).expect("utf-8");
     let commands: Vec<String> = help
         .lines()
         .skip_while(|l| !l.starts_with("Commands:"))
@@ -454,7 +437,7 @@ fn completions_and_help_examples() {
         .collect();
     assert!(commands.len() >= 15, "{commands:?}");
     for c in &commands {
-        let h = String::from_utf8(strato(&[c, "--help"]).stdout).expect("utf-8");
+        let h = String::from_utf8(ok(&[c, "--help"]).stdout).expect("utf-8");
         assert!(h.contains("Example"), "`strato {c} --help` has no example");
     }
 }
@@ -465,7 +448,7 @@ fn no_progress_or_colour_without_a_terminal() {
     let trace = data.join("kineto/hta_alexnet_trace.json.gz");
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("r.html");
-    let o = strato(&[
+    let o = ok(&[
         "report",
         &trace.to_string_lossy(),
         "-o",

@@ -2,26 +2,13 @@
 //! the iteration counts against the ground truth of `../shared/data/EXPECTED.md`.
 
 use std::path::PathBuf;
-use std::process::Command;
 
-fn data(rel: &str) -> Option<PathBuf> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data/kineto")
-        .join(rel);
+use crate::common::{data, json, strato_command};
+
+/// `rel` under the shared data's `kineto/`, when it is there.
+fn kineto(rel: &str) -> Option<PathBuf> {
+    let p = data("kineto").join(rel);
     p.exists().then_some(p)
-}
-
-fn strato_json(args: &[&str]) -> serde_json::Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_strato"))
-        .args(args)
-        .output()
-        .expect("run strato");
-    assert!(
-        out.status.success(),
-        "strato {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON")
 }
 
 #[test]
@@ -30,9 +17,9 @@ fn iterations_json_shape_and_ground_truth() {
         ("kineto2021_resnet50_worker0.pt.trace.json.gz", 6usize),
         ("hta_nccl_data.json.gz", 3),
     ] {
-        let Some(path) = data(file) else { return };
+        let Some(path) = kineto(file) else { return };
         let path = path.to_string_lossy().into_owned();
-        let v = strato_json(&["iterations", &path, "--json", "--check-steps"]);
+        let v = json(&["iterations", &path, "--json", "--check-steps"]);
         let seqs = v["sequences"].as_array().expect("sequences");
         let s = seqs
             .iter()
@@ -55,23 +42,23 @@ fn iterations_json_shape_and_ground_truth() {
 
 #[test]
 fn iterations_given_i_and_csv() {
-    let Some(path) = data("hta_ns_resolution_rank-0.pt.trace.json.gz") else {
+    let Some(path) = kineto("hta_ns_resolution_rank-0.pt.trace.json.gz") else {
         return;
     };
     let path = path.to_string_lossy().into_owned();
-    let v = strato_json(&["iterations", &path, "-i", "5", "--json"]);
+    let v = json(&["iterations", &path, "-i", "5", "--json"]);
     let s = &v["sequences"][0];
     assert_eq!(s["i"], 5);
     assert_eq!(s["i_estimated"], false);
     assert_eq!(s["iterations"].as_array().map(Vec::len), Some(5));
-    let out = Command::new(env!("CARGO_BIN_EXE_strato"))
+    let out = strato_command()
         .args(["iterations", &path, "--csv"])
         .output()
         .expect("run");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("rank,pid,device,stream,loop,index,start_ns"));
     assert_eq!(text.lines().count(), 6);
-    let bad = Command::new(env!("CARGO_BIN_EXE_strato"))
+    let bad = strato_command()
         .args(["iterations", &path, "-i", "1"])
         .output()
         .expect("run");
@@ -80,11 +67,11 @@ fn iterations_given_i_and_csv() {
 
 #[test]
 fn kernels_json_conserves_device_time() {
-    let Some(path) = data("hta_nccl_data.json.gz") else {
+    let Some(path) = kineto("hta_nccl_data.json.gz") else {
         return;
     };
     let path = path.to_string_lossy().into_owned();
-    let v = strato_json(&["kernels", &path, "--json", "--top", "10"]);
+    let v = json(&["kernels", &path, "--json", "--top", "10"]);
     let r = &v["ranks"][0];
     let kernels = r["kernels"].as_array().expect("kernels");
     assert_eq!(kernels.len(), 11);
@@ -107,11 +94,11 @@ fn kernels_json_conserves_device_time() {
 
 #[test]
 fn memory_json_peak_and_copies() {
-    let Some(path) = data("hta_df_index_resolver.json.gz") else {
+    let Some(path) = kineto("hta_df_index_resolver.json.gz") else {
         return;
     };
     let path = path.to_string_lossy().into_owned();
-    let v = strato_json(&["memory", &path, "--json"]);
+    let v = json(&["memory", &path, "--json"]);
     let devices = v["devices"].as_array().expect("devices");
     let gpu = devices
         .iter()

@@ -2,7 +2,8 @@
 //! `[memory]` instants and "memory allocated" counters feed the memory analysis unchanged.
 
 use std::path::Path;
-use std::process::Command;
+
+use crate::common::strato_command;
 
 use rusqlite::Connection;
 
@@ -50,7 +51,7 @@ fn memory_json_on_nsys_cuda_memory_events_gives_peak_and_when() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("mem.sqlite");
     build(&path);
-    let out = Command::new(env!("CARGO_BIN_EXE_strato"))
+    let out = strato_command()
         .args(["memory", &path.to_string_lossy(), "--json"])
         .output()
         .expect("run strato");

@@ -4,47 +4,14 @@
 //! with huge names, `record -o` onto an imported profile, sources claiming the same rank,
 //! and secrets in trace metadata.
 
-#![allow(clippy::unwrap_used)] // test helpers panic on broken fixtures by design
-
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, SystemTime};
 
 use serde_json::{json, Value};
 
-fn data(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data")
-        .join(rel)
-}
-
-fn strato(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_strato"))
-        .args(args)
-        .output()
-        .expect("run strato")
-}
-
-fn ok(args: &[&str]) -> Output {
-    let out = strato(args);
-    assert!(
-        out.status.success(),
-        "strato {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn fails(args: &[&str]) -> String {
-    let out = strato(args);
-    assert_eq!(out.status.code(), Some(2), "strato {args:?} should fail");
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+use crate::common::{data, fails, ok, s, strato, strato_command};
 
 fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
@@ -243,7 +210,7 @@ fn a_profile_the_user_cannot_write_is_left_whole_with_nothing_beside_it() {
     std::fs::set_permissions(&prof, std::fs::Permissions::from_mode(0o555)).unwrap();
     let before = created_ns(&prof);
     // As nobody: the parent is writable, the profile is not.
-    let out = Command::new(env!("CARGO_BIN_EXE_strato"))
+    let out = strato_command()
         .args(["import", s(&trace), "-o", s(&prof)])
         .uid(65534)
         .gid(65534)
@@ -409,7 +376,7 @@ fn record_onto_an_imported_profile_replaces_it_or_refuses_with_the_users_files()
     ok(&["import", s(&trace), "-o", s(&prof)]);
     std::fs::write(prof.join("NOTES.md"), "mine").unwrap();
     let record = |prof: &Path| {
-        Command::new(env!("CARGO_BIN_EXE_strato"))
+        strato_command()
             .args(["record", "-o", s(prof), "--", "true"])
             .env("STRATOSCOPE_BOOTSTRAP", dir.path().join("no-bootstrap"))
             .output()

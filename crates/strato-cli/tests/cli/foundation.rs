@@ -1,35 +1,13 @@
 //! End-to-end tests of the foundation commands (`import`, `info`, `gpu-time`, `export`) on the
 //! real traces in `../shared/data`, run through the built `strato` binary as a user would.
 
-#![allow(clippy::unwrap_used, clippy::type_complexity)] // test helpers panic on broken fixtures by design
+#![allow(clippy::type_complexity)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+
+use crate::common::{data, json, strato, strato_command};
 
 use serde_json::Value;
-
-fn data(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data")
-        .join(rel)
-}
-
-fn strato(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_strato"))
-        .args(args)
-        .output()
-        .expect("run strato")
-}
-
-fn json_of(args: &[&str]) -> Value {
-    let out = strato(args);
-    assert!(
-        out.status.success(),
-        "strato {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("stdout is JSON")
-}
 
 /// Counts of a Chrome-trace JSON file made with a plain DOM parse: an oracle independent of
 /// the streaming importer.
@@ -98,7 +76,7 @@ fn info_counts_match_an_independent_parse_of_every_chrome_file() {
     for file in files {
         let path = data(file);
         let expected = oracle(&path);
-        let info = json_of(&["info", path.to_str().unwrap(), "--json"]);
+        let info = json(&["info", path.to_str().unwrap(), "--json"]);
         assert_eq!(
             info["spans"].as_u64().unwrap() as usize,
             expected.complete,
@@ -133,7 +111,7 @@ fn info_counts_match_an_independent_parse_of_every_chrome_file() {
 
 #[test]
 fn info_devices_streams_and_levels_of_a_kineto_trace() {
-    let info = json_of(&[
+    let info = json(&[
         "info",
         data("kineto/hta_nccl_data.json.gz").to_str().unwrap(),
         "--json",
@@ -216,7 +194,7 @@ fn gpu_time_hta_window_reproduces_every_reference_number() {
         ),
     ];
     for (file, rank, idle, compute, non_compute, kernel_us, overlap) in expected {
-        let report = json_of(&[
+        let report = json(&[
             "gpu-time",
             data(file).to_str().unwrap(),
             "--window",
@@ -257,7 +235,7 @@ fn gpu_time_hta_window_reproduces_every_reference_number() {
         assert!((sum - 100.0).abs() < 1e-9, "{file}: percentages conserve");
     }
     // Idle time breakdown, hta_trace_filter rank 0, stream 7 (within 1 us).
-    let report = json_of(&[
+    let report = json(&[
         "gpu-time",
         data("kineto/hta_trace_filter").to_str().unwrap(),
         "--window",
@@ -306,7 +284,7 @@ fn gpu_time_whole_window_conserves_on_every_file_and_never_crashes() {
     ];
     for input in inputs {
         for window in ["whole", "hta"] {
-            let report = json_of(&[
+            let report = json(&[
                 "gpu-time",
                 data(input).to_str().unwrap(),
                 "--window",
@@ -329,7 +307,7 @@ fn gpu_time_whole_window_conserves_on_every_file_and_never_crashes() {
         }
     }
     // The CPU-only rank has no device events: all idle, with a note, where HTA crashes.
-    let report = json_of(&[
+    let report = json(&[
         "gpu-time",
         data("kineto/hta_cpu_only_rank-34.pt.trace.json.gz")
             .to_str()
@@ -421,7 +399,7 @@ fn bad_inputs_fail_with_one_line_naming_the_file_and_exit_2() {
     );
     // A gzip that expands without bound is stopped by the limit.
     let bomb = write("bomb.json.gz", &gz(&vec![b' '; 8 << 20]));
-    let out = Command::new(env!("CARGO_BIN_EXE_strato"))
+    let out = strato_command()
         .args(["info", &bomb])
         .env("STRATO_MAX_DECOMPRESSED_BYTES", "1048576")
         .output()
@@ -453,14 +431,14 @@ fn import_then_every_command_reads_the_profile_directory_the_same() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(profile.join("metadata.json").is_file());
-    let from_raw = json_of(&[
+    let from_raw = json(&[
         "gpu-time",
         source.to_str().unwrap(),
         "--window",
         "hta",
         "--json",
     ]);
-    let from_store = json_of(&[
+    let from_store = json(&[
         "gpu-time",
         profile.to_str().unwrap(),
         "--window",
@@ -485,8 +463,8 @@ fn import_then_every_command_reads_the_profile_directory_the_same() {
             assert_eq!(a[key], b[key], "{key}");
         }
     }
-    let info_raw = json_of(&["info", source.to_str().unwrap(), "--json"]);
-    let info_store = json_of(&["info", profile.to_str().unwrap(), "--json"]);
+    let info_raw = json(&["info", source.to_str().unwrap(), "--json"]);
+    let info_store = json(&["info", profile.to_str().unwrap(), "--json"]);
     for key in [
         "spans",
         "instants",

@@ -3,36 +3,13 @@
 //! memory budget. Small files written by each test (the exact answer known by construction),
 //! run through the built `strato` binary as a user would, plus the real files for the budget.
 
-#![allow(clippy::unwrap_used)] // tests panic on broken fixtures by design
-
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use rusqlite::Connection;
 use serde_json::Value;
 
-fn data(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data")
-        .join(rel)
-}
-
-fn strato_env(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_strato"));
-    cmd.args(args).env_remove("STRATO_MEMORY_BUDGET");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().expect("run strato")
-}
-
-fn strato(args: &[&str]) -> Output {
-    strato_env(args, &[])
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
+use crate::common::{data, stderr, strato, strato_env};
 
 fn json_ok(args: &[&str]) -> (Value, String) {
     let out = strato(args);

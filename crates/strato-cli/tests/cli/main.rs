@@ -1,0 +1,16 @@
+//! The `strato` command-line tests, in one test binary (one link instead of one per file):
+//! each module tests a group of commands through the built binary as a user would, with the
+//! runner and fixture helpers of [`common`].
+
+#![allow(clippy::unwrap_used)] // test helpers panic on broken fixtures by design
+
+mod common;
+mod crossstack;
+mod foundation;
+mod input_integrity;
+mod iterations_kernels_memory;
+mod nsys_memory;
+mod outputs;
+mod report_diff;
+mod snapshots;
+mod time_arith;
