@@ -173,6 +173,8 @@ run_line() {
   mkdir -p "$dir"
   local rc=0
   (cd "$dir" && timeout 900 "$BIN" "${words[@]:1}" >stdout 2>stderr) || rc=$?
+  # Interrupted (SIGINT/SIGTERM: this script stopped): no exit code, so RESUME=1 runs it again.
+  [[ $rc != 130 && $rc != 143 ]] || return 0
   echo "$rc" >"$dir/rc"
   echo "${words[*]:1}" >"$dir/command"
   [[ $rc == 0 ]] || echo "  $name: exit $rc" >&2
