@@ -6,57 +6,25 @@ use prost::Message;
 use strato_io::export::perfetto::{
     self, proto, ExtraCounter, ExtraSpan, ExtraTrack, Extras, Owner,
 };
-use strato_trace::{Level, Ns, Rank, RankId, Span, Trace, TrackIndexHandle, TrackKind};
+use strato_trace::testing::{rank, TraceBuilder};
+use strato_trace::{Level, RankId, Trace};
 
 fn trace() -> Trace {
-    let mut t = Trace::default();
-    let rank = t.add_rank(Rank {
-        rank: Some(0),
-        world_size: None,
-        source: "s".into(),
-        format: "test".into(),
-        host: None,
-        metadata_json: None,
-        notes: Default::default(),
-    });
-    let mut index = TrackIndexHandle::default();
-    let cpu = t.track_for(&mut index, rank, TrackKind::Thread { pid: 10, tid: 11 });
-    let gpu = t.track_for(
-        &mut index,
-        rank,
-        TrackKind::DeviceQueue {
-            device: 0,
-            queue: 7,
-        },
-    );
-    let add = |t: &mut Trace, track, start: Ns, end: Ns, name: &str, level| {
-        let name = t.intern(name);
-        t.spans.push(Span {
-            track,
-            start,
-            end,
-            name,
-            category: name,
-            level,
-            correlation: None,
-            external_id: None,
-            args: None,
-        });
-    };
+    let mut b = TraceBuilder::new();
+    b.rank(rank(Some(0), "s"));
+    let cpu = b.thread(10, 11);
+    let gpu = b.queue(0, 7);
     // op > aten > launch; a second op with an overlapping, non-nesting Backend span.
-    add(&mut t, cpu, 0, 100, "step", Level::Operation);
-    add(&mut t, cpu, 10, 60, "aten::mm", Level::Backend);
-    add(
-        &mut t,
-        cpu,
-        20,
-        30,
-        "cudaLaunchKernel",
-        Level::AcceleratorApi,
-    );
-    add(&mut t, cpu, 50, 80, "aten::add", Level::Backend);
-    add(&mut t, gpu, 35, 70, "gemm", Level::DeviceKernel);
-    t
+    for (track, start, end, name, level) in [
+        (cpu, 0, 100, "step", Level::Operation),
+        (cpu, 10, 60, "aten::mm", Level::Backend),
+        (cpu, 20, 30, "cudaLaunchKernel", Level::AcceleratorApi),
+        (cpu, 50, 80, "aten::add", Level::Backend),
+        (gpu, 35, 70, "gemm", Level::DeviceKernel),
+    ] {
+        b.span(track, level, name, start, end).category(name);
+    }
+    b.build()
 }
 
 fn extras() -> Extras {

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 use strato_io::{input, ncu, ErrorKind, ImportOptions};
-use strato_trace::{Level, Rank, Span, Trace, TrackIndexHandle, TrackKind};
+use strato_trace::testing::{rank, TraceBuilder};
+use strato_trace::{Level, Rank, SourceFormat, Trace, TrackKind};
 
 fn real_file() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/ncu/gemm_tiled.csv")
@@ -346,47 +347,30 @@ fn ncu_flop_counters_give_flops() {
 /// A timeline with one rank: `gemm` twice on stream 7 (starts 300 and 100, in that span
 /// order) and a mangled `relu` (start 200).
 fn timeline() -> Trace {
-    let mut t = Trace::default();
-    let rank = t.add_rank(Rank {
-        rank: Some(0),
-        world_size: None,
-        source: "timeline.json".into(),
-        format: "kineto".into(),
-        host: None,
-        metadata_json: None,
-        notes: Default::default(),
+    let mut b = TraceBuilder::new();
+    b.rank(Rank {
+        format: SourceFormat::Kineto,
+        ..rank(Some(0), "timeline.json")
     });
-    let mut index = TrackIndexHandle::default();
-    let gpu = t.track_for(
-        &mut index,
-        rank,
-        TrackKind::DeviceQueue {
-            device: 0,
-            queue: 7,
-        },
-    );
-    let cat = t.intern("kernel");
-    let existing = t.add_args("{\"grid\":[1024,1,1]}");
+    let gpu = b.queue(0, 7);
     // Pushed out of start order on purpose: matching is by start, not by span index.
     for (name, start, args) in [
         ("void gemm<128>(float const*, float*)", 300, None),
-        ("void gemm<128>(float const*, float*)", 100, Some(existing)),
+        (
+            "void gemm<128>(float const*, float*)",
+            100,
+            Some("{\"grid\":[1024,1,1]}"),
+        ),
         ("_Z4reluPfi", 200, None),
     ] {
-        let name = t.intern(name);
-        t.spans.push(Span {
-            track: gpu,
-            start,
-            end: start + 50,
-            name,
-            category: cat,
-            level: Level::DeviceKernel,
-            correlation: None,
-            external_id: None,
-            args,
-        });
+        let span = b
+            .span(gpu, Level::DeviceKernel, name, start, start + 50)
+            .category("kernel");
+        if let Some(args) = args {
+            span.args(args);
+        }
     }
-    t
+    b.build()
 }
 
 #[test]
