@@ -20,9 +20,8 @@ use strato_io::xplane::proto::{
     x_event, x_stat, XEvent, XEventMetadata, XLine, XPlane, XSpace, XStat, XStatMetadata,
 };
 use strato_io::{import_file, ErrorKind, ImportOptions};
-use strato_trace::{
-    Level, Process, Rank, RankId, Span, Trace, TrackId, TrackIndexHandle, TrackKind,
-};
+use strato_trace::testing::{self, TraceBuilder};
+use strato_trace::{Level, Process, Rank, RankId, SourceFormat, Span, Trace, TrackId, TrackKind};
 
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -611,72 +610,50 @@ fn xplane_malformed_inputs_are_protobuf_errors() {
 /// A trace as the Chrome importer leaves a trace viewer file: Thread tracks, empty categories,
 /// `Level::Other`, args text.
 fn chrome_like_tf_trace() -> Trace {
-    let mut trace = Trace::default();
-    let rank = trace.add_rank(Rank {
-        rank: None,
-        world_size: None,
-        source: "t.json".into(),
-        format: "chrome".into(),
-        host: None,
-        metadata_json: None,
-        notes: Default::default(),
+    let mut b = TraceBuilder::new();
+    let rank = b.rank(Rank {
+        format: SourceFormat::Chrome,
+        ..testing::rank(None, "t.json")
     });
     for (pid, name) in [(1, "/device:GPU:0"), (701, "/host:CPU")] {
-        trace.processes.push(Process {
+        b.trace_mut().processes.push(Process {
             rank,
             pid,
             name: Some(name.into()),
             labels: None,
         });
     }
-    let mut index = TrackIndexHandle::default();
-    let mut track = |trace: &mut Trace, pid, tid, name: &str| {
-        let id = trace.track_for(&mut index, rank, TrackKind::Thread { pid, tid });
-        trace.tracks[id.0 as usize].name = Some(name.into());
+    let track = |b: &mut TraceBuilder, pid, tid, name: &str| {
+        let id = b.thread(pid, tid);
+        b.trace_mut().tracks[id.0 as usize].name = Some(name.into());
         id
     };
-    let compute = track(&mut trace, 1, 7, "Stream #7(Compute)");
-    let h2d = track(&mut trace, 1, 8, "Stream #8(MemcpyH2D)");
-    let ops = track(&mut trace, 1, 3_735_928_562, "TensorFlow Ops");
-    let host = track(&mut trace, 701, 99, "tf_gpu_private_0/99");
-    let empty = trace.intern("");
-    let span = |trace: &mut Trace, track, name: &str, args: Option<&str>| {
-        let name = trace.intern(name);
-        let args = args.map(|a| trace.add_args(a));
-        trace.spans.push(Span {
-            track,
-            start: 0,
-            end: 10,
-            name,
-            category: empty,
-            level: Level::Other,
-            correlation: None,
-            external_id: None,
-            args,
-        });
-    };
-    span(
-        &mut trace,
-        compute,
-        "gemm",
-        Some(r#"{"correlation_id":"5","kernel_details":"regs:8"}"#),
-    );
-    span(
-        &mut trace,
-        h2d,
-        "MemcpyH2D",
-        Some(r#"{"correlation_id":6,"memcpy_details":"size:4"}"#),
-    );
-    span(&mut trace, ops, "dense/MatMul:MatMul", None);
-    span(&mut trace, host, "gemm", Some(r#"{"correlation_id":"5"}"#));
-    span(
-        &mut trace,
-        host,
-        "dense/MatMul:MatMul",
-        Some(r#"{"is_eager":"0"}"#),
-    );
-    span(&mut trace, host, "ExecutorState::Process", None);
-    trace
+    let compute = track(&mut b, 1, 7, "Stream #7(Compute)");
+    let h2d = track(&mut b, 1, 8, "Stream #8(MemcpyH2D)");
+    let ops = track(&mut b, 1, 3_735_928_562, "TensorFlow Ops");
+    let host = track(&mut b, 701, 99, "tf_gpu_private_0/99");
+    for (track, name, args) in [
+        (
+            compute,
+            "gemm",
+            Some(r#"{"correlation_id":"5","kernel_details":"regs:8"}"#),
+        ),
+        (
+            h2d,
+            "MemcpyH2D",
+            Some(r#"{"correlation_id":6,"memcpy_details":"size:4"}"#),
+        ),
+        (ops, "dense/MatMul:MatMul", None),
+        (host, "gemm", Some(r#"{"correlation_id":"5"}"#)),
+        (host, "dense/MatMul:MatMul", Some(r#"{"is_eager":"0"}"#)),
+        (host, "ExecutorState::Process", None),
+    ] {
+        let span = b.span(track, Level::Other, name, 0, 10).category("");
+        if let Some(args) = args {
+            span.args(args);
+        }
+    }
+    b.build()
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Hand-built traces shared by the store's tests.
 #![allow(dead_code, clippy::unwrap_used)]
 
+use strato_trace::testing::{self, TraceBuilder};
 use strato_trace::{
     ClockDomain, ClockInfo, ClockSource, CounterSample, Device, Flow, FlowEnd, Instant, Level,
     Process, Rank, Span, SpanId, StrId, Trace, Track, TrackKind, TIME_LIMIT_NS,
@@ -229,46 +230,24 @@ pub fn full_trace() -> Trace {
 
 /// A trace with `n` spans on a few tracks, enough to span several record batches.
 pub fn big_trace(n: usize) -> Trace {
-    let mut t = Trace::default();
-    let rank = t.add_rank(Rank {
-        rank: Some(0),
-        world_size: None,
-        source: "big".into(),
-        format: "test".into(),
-        host: None,
-        metadata_json: None,
-        notes: Default::default(),
-    });
-    let tracks: Vec<_> = (0..4)
-        .map(|q| {
-            t.add_track(Track {
-                rank,
-                kind: TrackKind::DeviceQueue {
-                    device: 0,
-                    queue: q,
-                },
-                name: None,
-                sort_index: None,
-            })
-        })
-        .collect();
-    let names: Vec<_> = (0..1000)
-        .map(|i| t.intern(&format!("kernel_{i}")))
-        .collect();
-    let cat = t.intern("kernel");
+    let mut b = TraceBuilder::new();
+    b.rank(testing::rank(Some(0), "big"));
+    let tracks: Vec<_> = (0..4).map(|q| b.queue(0, q)).collect();
     for i in 0..n {
-        let args = (i % 10 == 0).then(|| t.add_args(&format!("{{\"i\":{i}}}")));
-        t.spans.push(Span {
-            track: tracks[i % 4],
-            start: i as i64 * 10,
-            end: i as i64 * 10 + 5,
-            name: names[(i * 7) % names.len()],
-            category: cat,
-            level: Level::DeviceKernel,
-            correlation: Some(i as u64),
-            external_id: None,
-            args,
-        });
+        let name = format!("kernel_{}", (i * 7) % 1000);
+        let span = b
+            .span(
+                tracks[i % 4],
+                Level::DeviceKernel,
+                &name,
+                i as i64 * 10,
+                i as i64 * 10 + 5,
+            )
+            .category("kernel")
+            .correlation(i as u64);
+        if i % 10 == 0 {
+            span.args(&format!("{{\"i\":{i}}}"));
+        }
     }
-    t
+    b.build()
 }
