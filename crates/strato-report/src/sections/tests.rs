@@ -62,7 +62,11 @@ impl Builder {
     }
 
     fn cpu(&mut self, name: &str, level: Level, se: (Ns, Ns)) {
-        self.span(TrackKind::Thread { pid: 1, tid: 1 }, name, level, se, None);
+        self.cpu_of(1, name, level, se);
+    }
+
+    fn cpu_of(&mut self, pid: i64, name: &str, level: Level, se: (Ns, Ns)) {
+        self.span(TrackKind::Thread { pid, tid: pid }, name, level, se, None);
     }
 
     /// A launch at `at` (100 ns) and its kernel at `se`.
@@ -88,7 +92,13 @@ impl Builder {
 /// The trace described in the module docs, with `kernels` per step (a prefix of gemm, relu,
 /// softmax).
 fn trace(kernels: usize) -> Trace {
+    trace_with(kernels, |_| {})
+}
+
+/// [`trace`] with more spans added by `more`.
+fn trace_with(kernels: usize, more: impl FnOnce(&mut Builder)) -> Trace {
     let mut b = Builder::new();
+    more(&mut b);
     for i in 0..ITERATIONS {
         let t = i * STEP_NS;
         b.cpu("step", Level::Operation, (t, t + 9_000));
@@ -148,17 +158,34 @@ fn breakdown_shows_the_operation_and_conserves_the_window() {
 fn transitions_count_python_to_the_accelerator_api() {
     let t = trace(3);
     let (html, has) = section(transitions::transitions, &input(&t));
-    // Every launch is a transition from the operation (read as Python) to the API.
+    // Every launch (18) is a transition from the operation (read as Python) to the API, all
+    // under `step`.
     assert!(has, "{html}");
-    assert!(html.contains("18"), "{html}");
+    assert!(html.contains("18 in all"), "{html}");
+    assert!(
+        html.contains("Python → accelerator API") || html.contains("→"),
+        "{html}"
+    );
 }
 
 #[test]
-fn processes_draws_the_one_process() {
+fn processes_need_two_processes() {
     let t = trace(3);
-    let (html, _has) = section(processes::processes, &input(&t));
-    assert!(html.contains("id=\"processes\""), "{html}");
-    assert!(html.contains("pid 1") || html.contains("absent"), "{html}");
+    let (html, has) = section(processes::processes, &input(&t));
+    assert!(!has && html.contains("Single-process profile"), "{html}");
+    // A second process (pid 2) whose only operation covers 5 µs: its window is 5 µs of CPU.
+    let t = trace_with(3, |b| b.cpu_of(2, "load", Level::Operation, (0, 5_000)));
+    let input = input(&t);
+    let report = input.breakdown.as_ref().expect("breakdown");
+    let windows: Vec<(i64, Ns)> = report
+        .processes
+        .iter()
+        .map(|p| (p.pid, p.window_ns))
+        .collect();
+    assert!(windows.contains(&(2, 5_000)), "{windows:?}");
+    let (html, has) = section(processes::processes, &input);
+    assert!(has, "{html}");
+    assert!(html.contains("pid 1") && html.contains("pid 2"), "{html}");
 }
 
 #[test]
