@@ -8,9 +8,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use strato_analysis::breakdown::{breakdown_with, BreakdownOptions};
-use strato_analysis::hierarchy::{self, Hierarchy};
-use strato_analysis::scope::Scopes;
+use strato_analysis::analyzed::Analyzed;
+use strato_analysis::breakdown::{breakdown, BreakdownOptions};
+use strato_analysis::hierarchy;
 use strato_io::{import_paths, ImportOptions};
 use strato_trace::Trace;
 
@@ -29,10 +29,9 @@ fn import(path: &PathBuf) -> Trace {
 }
 
 fn analyses(trace: &Trace) -> usize {
-    let scopes = Scopes::build(trace);
-    let h = Hierarchy::build(trace, &scopes);
-    let b = breakdown_with(trace, &scopes, &h, &BreakdownOptions::default());
-    let r = hierarchy::report(trace, &scopes, &h);
+    let analyzed = Analyzed::new(trace);
+    let b = breakdown(&analyzed, &BreakdownOptions::default());
+    let r = hierarchy::report(&analyzed);
     b.processes.len() + r.total.device_ops
 }
 

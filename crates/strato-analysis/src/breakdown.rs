@@ -27,6 +27,7 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 use strato_trace::{Level, Ns, Trace};
 
+use crate::analyzed::Analyzed;
 use crate::hierarchy::Hierarchy;
 use crate::scope::{effective_level, is_cpu_level, operation_label, AttributedBy, Scopes};
 
@@ -144,13 +145,6 @@ pub struct BreakdownReport {
     pub summary: Option<CrossSummary>,
 }
 
-/// Builds scopes and hierarchy and computes the breakdown.
-pub fn breakdown(trace: &Trace, options: &BreakdownOptions) -> BreakdownReport {
-    let scopes = Scopes::build(trace);
-    let h = Hierarchy::build(trace, &scopes);
-    breakdown_with(trace, &scopes, &h, options)
-}
-
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Kind {
     AnnotCpu,
@@ -160,13 +154,9 @@ enum Kind {
     Device,
 }
 
-/// The breakdown from prebuilt scopes and hierarchy.
-pub fn breakdown_with(
-    trace: &Trace,
-    scopes: &Scopes,
-    h: &Hierarchy,
-    options: &BreakdownOptions,
-) -> BreakdownReport {
+/// The breakdown of every process (the context's scopes and hierarchy, built once).
+pub fn breakdown(analyzed: &Analyzed, options: &BreakdownOptions) -> BreakdownReport {
+    let (trace, scopes, h) = (analyzed.trace(), analyzed.scopes(), analyzed.hierarchy());
     let mut labels = Labels::default();
     let mut per_process: Vec<Vec<usize>> = vec![Vec::new(); scopes.processes.len()];
     for (i, o) in scopes.device_owners.iter().enumerate() {
@@ -638,7 +628,7 @@ pub(crate) mod tests {
         s.launch(1, (20, 25), 1);
         s.kernel("gemm", (30, 60), 1);
         s.cpu(1, "eval", Level::Operation, (120, 150));
-        let report = breakdown(s.trace(), &BreakdownOptions::default());
+        let report = breakdown(&Analyzed::new(s.trace()), &BreakdownOptions::default());
         let p = &report.processes[0];
         assert_eq!(
             (p.window_start_ns, p.window_end_ns, p.window_ns),
@@ -688,7 +678,7 @@ pub(crate) mod tests {
         s.cpu(1, "infer", Level::Operation, (0, 10));
         s.launch(1, (2, 4), 7);
         s.kernel("conv", (5, 30), 7);
-        let report = breakdown(s.trace(), &BreakdownOptions::default());
+        let report = breakdown(&Analyzed::new(s.trace()), &BreakdownOptions::default());
         use Level::*;
         use Resource::*;
         assert_eq!(
@@ -709,7 +699,7 @@ pub(crate) mod tests {
         s.cpu(1, "ProfilerStep#4", Level::Backend, (50, 100));
         s.cpu(2, "autograd", Level::Backend, (20, 50));
         s.launch(2, (30, 35), 9);
-        let report = breakdown(s.trace(), &BreakdownOptions::default());
+        let report = breakdown(&Analyzed::new(s.trace()), &BreakdownOptions::default());
         let p = &report.processes[0];
         assert_eq!(p.annotated_tid, Some(1));
         use Level::*;
@@ -722,7 +712,10 @@ pub(crate) mod tests {
                 ("ProfilerStep#*".into(), Cpu, Some(AcceleratorApi), 5),
             ]
         );
-        let per_step = breakdown(s.trace(), &BreakdownOptions { per_step: true });
+        let per_step = breakdown(
+            &Analyzed::new(s.trace()),
+            &BreakdownOptions { per_step: true },
+        );
         assert_eq!(per_step.processes[0].operations.len(), 2);
         // The launch on thread 2 under a Backend span: Backend -> AcceleratorApi.
         assert_eq!(p.transitions.len(), 1);
@@ -740,7 +733,7 @@ pub(crate) mod tests {
         s.cpu(1, "step", Level::Operation, (0, 300));
         s.launch(1, (0, 1), 1);
         s.kernel("k", (10, 20), 1);
-        let report = breakdown(s.trace(), &BreakdownOptions::default());
+        let report = breakdown(&Analyzed::new(s.trace()), &BreakdownOptions::default());
         assert_eq!(report.processes.len(), 2);
         let sum = report.summary.unwrap();
         assert_eq!(

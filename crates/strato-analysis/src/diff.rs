@@ -18,7 +18,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use strato_trace::{Level, Ns};
 
-use crate::breakdown::{BreakdownReport, Resource};
+use crate::analyzed::Analyzed;
+use crate::breakdown::{BreakdownOptions, BreakdownReport, Resource};
 use crate::kernel_stats::KernelStatsReport;
 
 /// How a row changed from A to B.
@@ -247,6 +248,29 @@ fn by_size<T>(rows: &mut [T], delta: impl Fn(&T) -> &Delta, name: impl Fn(&T) ->
             .then(dy.a_ns.max(dy.b_ns).cmp(&dx.a_ns.max(dx.b_ns)))
             .then_with(|| name(x).cmp(&name(y)))
     });
+}
+
+/// The two analyses a diff reads, of one side: its breakdown and its unfolded kernel
+/// statistics (`top = 0`, see the module docs).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DiffSide {
+    pub breakdown: BreakdownReport,
+    pub kernels: KernelStatsReport,
+}
+
+impl DiffSide {
+    /// Computes both analyses of one profile; `per_step` keeps `ProfilerStep#N` apart.
+    pub fn of(analyzed: &Analyzed, per_step: bool) -> DiffSide {
+        DiffSide {
+            breakdown: crate::breakdown::breakdown(analyzed, &BreakdownOptions { per_step }),
+            kernels: crate::kernel_stats::kernel_stats(analyzed.trace(), 0),
+        }
+    }
+
+    /// The side as [`diff`] takes it.
+    pub fn parts(&self) -> (&BreakdownReport, &KernelStatsReport) {
+        (&self.breakdown, &self.kernels)
+    }
 }
 
 /// Compares profile A with profile B. `a_label` / `b_label` name the sides in the output.

@@ -24,6 +24,7 @@
 use serde::Serialize;
 use strato_trace::{Level, Ns, Trace};
 
+use crate::analyzed::Analyzed;
 use crate::scope::{effective_level, Scopes};
 
 /// Parent links of every span.
@@ -187,7 +188,8 @@ fn is_counted_device_op(trace: &Trace, i: usize) -> bool {
 }
 
 /// Counts attribution (see the module docs).
-pub fn report(trace: &Trace, scopes: &Scopes, h: &Hierarchy) -> HierarchyReport {
+pub fn report(analyzed: &Analyzed) -> HierarchyReport {
+    let (trace, scopes, h) = (analyzed.trace(), analyzed.scopes(), analyzed.hierarchy());
     let mut ranks: Vec<Attribution> = vec![Attribution::default(); trace.ranks.len()];
     let mut first_launch: Vec<Ns> = vec![Ns::MAX; trace.ranks.len()];
     for (&(rank, _), &l) in &scopes.launch {
@@ -294,7 +296,8 @@ pub struct ChainLink {
 
 /// Chains of the spans active at `t`: for every device op active at `t`, its chain up to the
 /// root; for every CPU thread, the chain of its innermost active span. At most `limit` chains.
-pub fn chains_at(trace: &Trace, h: &Hierarchy, t: Ns, limit: usize) -> Vec<Vec<ChainLink>> {
+pub fn chains_at(analyzed: &Analyzed, t: Ns, limit: usize) -> Vec<Vec<ChainLink>> {
+    let (trace, h) = (analyzed.trace(), analyzed.hierarchy());
     let mut innermost: Vec<Option<u32>> = vec![None; trace.tracks.len()];
     let mut device: Vec<u32> = Vec::new();
     for (i, s) in trace.spans.iter().enumerate() {
@@ -323,12 +326,8 @@ pub fn chains_at(trace: &Trace, h: &Hierarchy, t: Ns, limit: usize) -> Vec<Vec<C
 }
 
 /// Chains of the first `limit` device ops whose name contains `needle`.
-pub fn chains_of_kernels(
-    trace: &Trace,
-    h: &Hierarchy,
-    needle: &str,
-    limit: usize,
-) -> Vec<Vec<ChainLink>> {
+pub fn chains_of_kernels(analyzed: &Analyzed, needle: &str, limit: usize) -> Vec<Vec<ChainLink>> {
+    let (trace, h) = (analyzed.trace(), analyzed.hierarchy());
     let mut found: Vec<u32> = (0..trace.spans.len() as u32)
         .filter(|&i| {
             let s = &trace.spans[i as usize];
@@ -383,10 +382,9 @@ mod tests {
         s.launch(1, (70, 72), 2); // outside any op
         s.kernel("copy", (90, 95), 2);
         s.kernel("orphan", (96, 97), 3); // no launch, after the first launch
-        let scopes = Scopes::build(s.trace());
-        let h = Hierarchy::build(s.trace(), &scopes);
-        assert_eq!(h.chain(4), vec![4, 3, 2, 1, 0]);
-        let r = report(s.trace(), &scopes, &h);
+        let a = Analyzed::new(s.trace());
+        assert_eq!(a.hierarchy().chain(4), vec![4, 3, 2, 1, 0]);
+        let r = report(&a);
         assert_eq!(
             (
                 r.total.device_ops,
@@ -399,7 +397,7 @@ mod tests {
         assert_eq!(r.total.with_annotation_by_containment, 2);
         assert_eq!(r.total.launched_before_trace, 0);
         assert_eq!(r.max_depth, 4);
-        let chains = chains_at(s.trace(), &h, 31, 10);
+        let chains = chains_at(&a, 31, 10);
         let names: Vec<&str> = chains[0].iter().map(|l| l.name.as_str()).collect();
         assert_eq!(
             names,

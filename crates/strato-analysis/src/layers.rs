@@ -34,8 +34,9 @@ use serde::Serialize;
 use serde_json::Value;
 use strato_trace::{Level, Ns, Trace, TrackKind};
 
+use crate::analyzed::Analyzed;
 use crate::devices::{lookup, DeviceSpec, Precision};
-use crate::hierarchy::{Hierarchy, UNDER_BACKEND};
+use crate::hierarchy::UNDER_BACKEND;
 use crate::scope::{effective_level, flatten_innermost, is_device_work, is_step_name, Scopes};
 
 /// What a layer is.
@@ -510,13 +511,9 @@ fn ncu_cost(args: &Value) -> Option<Cost> {
     })
 }
 
-/// Computes every table.
-pub fn layers(
-    trace: &Trace,
-    scopes: &Scopes,
-    h: &Hierarchy,
-    options: &LayersOptions,
-) -> LayersReport {
+/// Computes every table (the context's scopes and hierarchy, built once).
+pub fn layers(analyzed: &Analyzed, options: &LayersOptions) -> LayersReport {
+    let (trace, scopes, h) = (analyzed.trace(), analyzed.scopes(), analyzed.hierarchy());
     let n = trace.spans.len();
     let mut notes = Vec::new();
     let levels: Vec<Level> = trace

@@ -1,7 +1,10 @@
 //! Analyses: pure functions from a [`strato_trace::Trace`] (plus options) to result tables.
+//! Analyses that share the trace's scopes and hierarchy take an [`analyzed::Analyzed`], which
+//! builds them once; the others take the trace.
 //! Nothing here reads or writes files; every analysis states its window and conserves time
 //! (its parts add up to the whole), which the tests check.
 
+pub mod analyzed;
 pub mod breakdown;
 pub mod busy;
 pub mod devices;

@@ -5,10 +5,10 @@
 
 use std::path::PathBuf;
 
-use strato_analysis::breakdown::{breakdown_with, BreakdownOptions};
-use strato_analysis::hierarchy::{self, Hierarchy};
+use strato_analysis::analyzed::Analyzed;
+use strato_analysis::breakdown::{breakdown, BreakdownOptions};
+use strato_analysis::hierarchy;
 use strato_analysis::layers::{layers, LayersOptions};
-use strato_analysis::scope::Scopes;
 use strato_analysis::util::{util, DEFAULT_PERIODS_S};
 use strato_io::{import_paths, ImportOptions};
 use strato_trace::Trace;
@@ -69,9 +69,9 @@ fn breakdown_rows_sum_to_the_window_on_every_file() {
         let Some(trace) = load(rel, false) else {
             continue;
         };
-        let scopes = Scopes::build(&trace);
-        let h = Hierarchy::build(&trace, &scopes);
-        let report = breakdown_with(&trace, &scopes, &h, &BreakdownOptions::default());
+        let analyzed = Analyzed::new(&trace);
+        let report = breakdown(&analyzed, &BreakdownOptions::default());
+        let scopes = analyzed.scopes();
         for p in &report.processes {
             let sum: i64 = p.rows.iter().map(|r| r.time_ns).sum();
             assert_eq!(sum, p.window_ns, "{rel} pid {}", p.pid);
@@ -95,9 +95,7 @@ fn hierarchy_attributes_kernels_on_traces_with_correlation() {
         let Some(trace) = load(rel, false) else {
             continue;
         };
-        let scopes = Scopes::build(&trace);
-        let h = Hierarchy::build(&trace, &scopes);
-        let r = hierarchy::report(&trace, &scopes, &h);
+        let r = hierarchy::report(&Analyzed::new(&trace));
         assert!(r.total.kernels > 0, "{rel}");
         // Kernels launched before the CPU side of the trace began cannot be attributed from it
         // (733 device ops of the 2021 ResNet trace run before its first runtime call).
@@ -167,9 +165,7 @@ fn layer_tables_conserve_counts() {
         let Some(trace) = load(rel, true) else {
             continue;
         };
-        let scopes = Scopes::build(&trace);
-        let h = Hierarchy::build(&trace, &scopes);
-        let r = layers(&trace, &scopes, &h, &LayersOptions::default());
+        let r = layers(&Analyzed::new(&trace), &LayersOptions::default());
         let occurrences: usize = r.layers.iter().map(|l| l.occurrences).sum();
         assert_eq!(occurrences, r.layer_instances, "{rel}");
         let kernels: usize = r.kernels.iter().map(|k| k.duration.count).sum();

@@ -62,7 +62,11 @@ fn run(file: &str, steps: usize, stream: i64, kernels: usize, given: bool) {
         check.exact,
         check.precision,
         check.recall,
-        main[0].diagnosis
+        main[0]
+            .diagnosis
+            .iter()
+            .map(|d| d.message())
+            .collect::<Vec<_>>()
     );
     assert_eq!(check.steps, steps, "{file}");
     assert_eq!(check.mined, steps, "{file}: iteration count");

@@ -10,10 +10,10 @@ use crate::table::Table;
 use anyhow::{bail, Result};
 use clap::{Subcommand, ValueEnum};
 use serde_json::{json, Map, Value};
+use strato_analysis::analyzed::Analyzed;
 use strato_analysis::breakdown::{self, BreakdownOptions, BreakdownReport, Resource};
-use strato_analysis::hierarchy::{self, ChainLink, Hierarchy, HierarchyReport};
+use strato_analysis::hierarchy::{self, ChainLink, HierarchyReport};
 use strato_analysis::layers::{self, LayerSource, LayersOptions, LayersReport, Roofline};
-use strato_analysis::scope::Scopes;
 use strato_analysis::util::{self, UtilReport, DEFAULT_PERIODS_S};
 use strato_trace::{Ns, Trace};
 
@@ -170,7 +170,8 @@ pub fn run(
             csv,
         } => {
             let trace = load(&inputs, &import_options(level_map, false)?)?;
-            let report = breakdown::breakdown(&trace, &BreakdownOptions { per_step });
+            let report =
+                breakdown::breakdown(&Analyzed::new(&trace), &BreakdownOptions { per_step });
             if json {
                 write_json(out, &report)?;
             } else if csv {
@@ -181,9 +182,7 @@ pub fn run(
         }
         CrossStackCommand::Hierarchy { inputs, json } => {
             let trace = load(&inputs, &import_options(level_map, false)?)?;
-            let scopes = Scopes::build(&trace);
-            let h = Hierarchy::build(&trace, &scopes);
-            let report = hierarchy::report(&trace, &scopes, &h);
+            let report = hierarchy::report(&Analyzed::new(&trace));
             if json {
                 write_json(out, &report)?;
             } else {
@@ -198,11 +197,10 @@ pub fn run(
             json,
         } => {
             let trace = load(&inputs, &import_options(level_map, false)?)?;
-            let scopes = Scopes::build(&trace);
-            let h = Hierarchy::build(&trace, &scopes);
+            let analyzed = Analyzed::new(&trace);
             let origin = trace.time_span().map_or(0, |s| s.0);
             let (title, chains) = if let Some(needle) = kernel {
-                let chains = hierarchy::chains_of_kernels(&trace, &h, &needle, limit);
+                let chains = hierarchy::chains_of_kernels(&analyzed, &needle, limit);
                 (format!("kernels containing {needle:?}"), chains)
             } else {
                 let t = match at {
@@ -211,7 +209,7 @@ pub fn run(
                         anyhow::anyhow!("tree: the trace has no device kernels; give --at TIME")
                     })?,
                 };
-                let chains = hierarchy::chains_at(&trace, &h, t, limit);
+                let chains = hierarchy::chains_at(&analyzed, t, limit);
                 (
                     format!("at {t} ns ({} from the trace start)", ms(t - origin)),
                     chains,
@@ -294,12 +292,8 @@ pub fn run(
 }
 
 fn layers_report(trace: &Trace, by: LayerBy, trim: f64, batch_size: Option<u64>) -> LayersReport {
-    let scopes = Scopes::build(trace);
-    let h = Hierarchy::build(trace, &scopes);
     layers::layers(
-        trace,
-        &scopes,
-        &h,
+        &Analyzed::new(trace),
         &LayersOptions {
             source: by.source(),
             trim,

@@ -9,10 +9,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use clap::Args;
-use strato_analysis::breakdown::{self, BreakdownOptions};
-use strato_analysis::diff::{self, Change, Delta, DiffReport};
-use strato_analysis::kernel_stats;
-use strato_trace::Trace;
+use strato_analysis::analyzed::Analyzed;
+use strato_analysis::diff::{self, Change, Delta, DiffReport, DiffSide};
 
 use crate::term::{Style, Term};
 
@@ -34,17 +32,6 @@ pub struct DiffArgs {
     json: bool,
 }
 
-/// The two analyses a diff reads, of one side.
-pub(crate) fn side_results(
-    trace: &Trace,
-    per_step: bool,
-) -> (breakdown::BreakdownReport, kernel_stats::KernelStatsReport) {
-    (
-        breakdown::breakdown(trace, &BreakdownOptions { per_step }),
-        kernel_stats::kernel_stats(trace, 0),
-    )
-}
-
 /// A label for a side: its path as given.
 pub(crate) fn label(path: &Path) -> String {
     path.display().to_string()
@@ -59,16 +46,11 @@ pub fn run(args: DiffArgs, level_map: Option<&Path>, out: &mut dyn Write) -> Res
     steps.step("loading B");
     let b = crate::app::load(std::slice::from_ref(&args.b), &options)?;
     steps.step("analysing A");
-    let ra = side_results(&a, args.per_step);
+    let ra = DiffSide::of(&Analyzed::new(&a), args.per_step);
     steps.step("analysing B");
-    let rb = side_results(&b, args.per_step);
+    let rb = DiffSide::of(&Analyzed::new(&b), args.per_step);
     steps.finish();
-    let report = diff::diff(
-        &label(&args.a),
-        (&ra.0, &ra.1),
-        &label(&args.b),
-        (&rb.0, &rb.1),
-    );
+    let report = diff::diff(&label(&args.a), ra.parts(), &label(&args.b), rb.parts());
     if args.json {
         serde_json::to_writer_pretty(&mut *out, &report)?;
         writeln!(out)?;

@@ -939,7 +939,10 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<u8> {
         (Some(c), false) => overhead::correct(&raw, c).0,
         _ => raw.clone(),
     };
-    let report = breakdown::breakdown(&trace, &BreakdownOptions::default());
+    let report = breakdown::breakdown(
+        &strato_analysis::analyzed::Analyzed::new(&trace),
+        &BreakdownOptions::default(),
+    );
     let mut doc = serde_json::to_value(&report)?;
     doc["profile"] = json!(dir.display().to_string());
     doc["corrected"] = json!(cal.is_some() && !args.no_correct);

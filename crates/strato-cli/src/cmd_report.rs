@@ -1,23 +1,17 @@
-//! `strato report PATH -o report.html`: runs every analysis on a profile and writes the
-//! self-contained HTML report (`strato_report`); `--baseline OTHER` adds the diff with another
-//! profile; `strato completions SHELL` prints shell completions. Wiring only: the analyses are
-//! in `strato-analysis`, the HTML in `strato-report`.
+//! `strato report PATH -o report.html`: writes the self-contained HTML report
+//! (`strato_report`); `--baseline OTHER` adds the diff with another profile; `strato
+//! completions SHELL` prints shell completions. Wiring only: the analyses are in
+//! `strato-analysis`, which of them a report shows and the HTML in `strato-report`.
 
 use std::io::Write;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use clap::Args;
+use strato_analysis::analyzed::Analyzed;
 use strato_analysis::busy::{busy_series, DEFAULT_BUCKET_NS};
-use strato_analysis::hierarchy::Hierarchy;
 use strato_analysis::iterations::{iterations, IterationOptions};
-use strato_analysis::kernel_stats::fold_top;
-use strato_analysis::layers::{layers, LayersOptions};
-use strato_analysis::memory::{memory, MemoryOptions};
-use strato_analysis::scope::Scopes;
-use strato_analysis::util::{util, DEFAULT_PERIODS_S};
-use strato_report::{Part, ReportInput, KERNEL_TOP};
+use strato_report::{ReportInput, ReportOptions};
 use strato_trace::Trace;
 
 /// Arguments of `strato report`.
@@ -37,71 +31,10 @@ pub struct ReportArgs {
     title: Option<String>,
 }
 
-/// Runs one analysis; a panic (a bug) becomes the section's "why it is missing" instead of
-/// losing the whole report.
-fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> Part<T> {
-    catch_unwind(AssertUnwindSafe(f)).map_err(|e| {
-        let msg = e
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| e.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-            .unwrap_or_default();
-        format!("The {what} analysis failed on this profile (a bug; please report it): {msg}")
-    })
-}
-
-/// Every analysis the report shows, on one trace.
-pub(crate) fn analyse(trace: &Trace, title: String, steps: &mut crate::term::Steps) -> ReportInput {
-    steps.step("overview");
-    let info = strato_analysis::info::info(trace);
-    steps.step("breakdown");
-    let breakdown = guarded("breakdown", || {
-        strato_analysis::breakdown::breakdown(trace, &Default::default())
-    });
-    steps.step("utilization");
-    let util_report = guarded("utilization", || util(trace, &DEFAULT_PERIODS_S));
-    let busy = guarded("busy", || busy_series(trace, DEFAULT_BUCKET_NS)).unwrap_or_default();
-    steps.step("kernels");
-    let kernels = guarded("kernel statistics", || {
-        let mut k = strato_analysis::kernel_stats::kernel_stats(trace, 0);
-        for r in &mut k.ranks {
-            r.kernels = fold_top(std::mem::take(&mut r.kernels), KERNEL_TOP, "kernels");
-            r.ops = fold_top(std::mem::take(&mut r.ops), KERNEL_TOP, "operations");
-        }
-        k
-    });
-    steps.step("layers and roofline");
-    let layers_report = guarded("layers", || {
-        let scopes = Scopes::build(trace);
-        let h = Hierarchy::build(trace, &scopes);
-        layers(trace, &scopes, &h, &LayersOptions::default())
-    });
-    steps.step("iterations");
-    let iterations_report = guarded("iterations", || {
-        iterations(trace, &IterationOptions::default())
-    });
-    steps.step("memory");
-    let memory_report = guarded("memory", || {
-        memory(
-            trace,
-            &MemoryOptions {
-                max_points: strato_report::svg::line::MAX_POINTS,
-                ..MemoryOptions::default()
-            },
-        )
-    });
-    ReportInput {
-        title,
-        generator: format!("strato {}", env!("CARGO_PKG_VERSION")),
-        info,
-        breakdown,
-        util: util_report,
-        busy,
-        kernels,
-        layers: layers_report,
-        iterations: iterations_report,
-        memory: memory_report,
-        diff: None,
+/// The report's progress steps on the terminal.
+impl strato_report::Progress for crate::term::Steps {
+    fn step(&mut self, what: &str) {
+        crate::term::Steps::step(self, what);
     }
 }
 
@@ -122,26 +55,29 @@ fn default_title(inputs: &[PathBuf]) -> String {
 pub fn run(args: ReportArgs, level_map: Option<&Path>, out: &mut dyn Write) -> Result<()> {
     let options = crate::app::import_options(level_map, true)?;
     let trace = crate::app::load(&args.inputs, &options)?;
-    let mut steps = crate::term::Steps::new(if args.baseline.is_some() { 10 } else { 7 });
+    let mut steps = crate::term::Steps::new(if args.baseline.is_some() {
+        strato_report::ANALYSIS_STEPS + 1 + strato_report::BASELINE_STEPS
+    } else {
+        strato_report::ANALYSIS_STEPS
+    });
     let title = args
         .title
         .clone()
         .unwrap_or_else(|| default_title(&args.inputs));
-    let mut input = analyse(&trace, title, &mut steps);
+    let analyzed = Analyzed::new(&trace);
+    let report_options = ReportOptions {
+        title,
+        generator: format!("strato {}", env!("CARGO_PKG_VERSION")),
+    };
+    let mut input = ReportInput::from_analyzed(&analyzed, &report_options, &mut steps);
     if let Some(base) = &args.baseline {
         steps.step("loading the baseline");
         let a = crate::app::load(std::slice::from_ref(base), &options)?;
-        steps.step("analysing the baseline");
-        let ra = crate::cmd_diff::side_results(&a, false);
-        steps.step("diff");
-        let rb = crate::cmd_diff::side_results(&trace, false);
-        let b_label = default_title(&args.inputs);
-        input.diff = Some(strato_analysis::diff::diff(
-            &crate::cmd_diff::label(base),
-            (&ra.0, &ra.1),
-            &b_label,
-            (&rb.0, &rb.1),
-        ));
+        input.add_baseline(
+            (&crate::cmd_diff::label(base), &Analyzed::new(&a)),
+            (&default_title(&args.inputs), &analyzed),
+            &mut steps,
+        );
     }
     steps.finish();
     let html = strato_report::render(&input);
@@ -197,14 +133,12 @@ pub(crate) fn perfetto_extras(
             points,
         });
     }
-    let report = if with_iterations {
-        guarded("iterations", || {
+    let report = with_iterations.then(|| {
+        strato_report::guarded("iterations", || {
             iterations(trace, &IterationOptions::default())
         })
-    } else {
-        Err(String::new())
-    };
-    if let Ok(report) = report {
+    });
+    if let Some(Ok(report)) = report {
         for l in &report.sequences {
             extras.tracks.push(ExtraTrack {
                 rank: strato_trace::RankId(l.rank_index),

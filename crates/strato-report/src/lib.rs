@@ -1,7 +1,8 @@
 //! Presenters: the self-contained HTML report (`strato report`) with SVG plots.
 //!
-//! This crate reads analysis results only ([`ReportInput`]: the results of
-//! `strato_analysis`'s functions), never a trace file or an importer. [`render`] writes one
+//! This crate decides which analyses a report shows ([`ReportInput::from_analyzed`], on an
+//! [`Analyzed`] profile, and [`ReportInput::add_baseline`] for the diff) and presents their
+//! results; it never reads a trace file or calls an importer. [`render`] writes one
 //! HTML document: inline CSS, inline SVG, no script, no network, so it opens from `file://`
 //! and can be mailed. Every text that comes from data (operation, kernel, file names) goes
 //! through [`html::esc`].
@@ -22,15 +23,18 @@ pub mod html;
 pub mod sections;
 pub mod svg;
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use strato_analysis::analyzed::Analyzed;
 use strato_analysis::breakdown::BreakdownReport;
-use strato_analysis::busy::BusySeries;
-use strato_analysis::diff::DiffReport;
+use strato_analysis::busy::{busy_series, BusySeries, DEFAULT_BUCKET_NS};
+use strato_analysis::diff::{diff, DiffReport, DiffSide};
 use strato_analysis::info::TraceInfo;
-use strato_analysis::iterations::IterationsReport;
-use strato_analysis::kernel_stats::KernelStatsReport;
-use strato_analysis::layers::LayersReport;
-use strato_analysis::memory::MemoryReport;
-use strato_analysis::util::UtilReport;
+use strato_analysis::iterations::{iterations, IterationOptions, IterationsReport};
+use strato_analysis::kernel_stats::{fold_top, KernelStatsReport};
+use strato_analysis::layers::{layers, LayersOptions, LayersReport};
+use strato_analysis::memory::{memory, MemoryOptions, MemoryReport};
+use strato_analysis::util::{util, UtilReport, DEFAULT_PERIODS_S};
 
 /// Kernels shown in the ranking before the rest is folded into one bar.
 pub const KERNEL_TOP: usize = 30;
@@ -41,8 +45,35 @@ pub const NAME_CHARS: usize = 160;
 /// The documented bound on a report's size.
 pub const SIZE_BOUND_BYTES: usize = 2 * 1024 * 1024;
 
+/// Why a report part has no result.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PartError {
+    /// The analysis panicked on this profile (a bug): the section says so instead of the whole
+    /// report being lost.
+    #[error("The {analysis} analysis failed on this profile (a bug; please report it): {message}")]
+    Panicked {
+        /// The analysis, as the report names it (`breakdown`, `kernel statistics`, ...).
+        analysis: &'static str,
+        /// The panic's message (empty when it carried none).
+        message: String,
+    },
+}
+
 /// An analysis result, or why there is none.
-pub type Part<T> = Result<T, String>;
+pub type Part<T> = Result<T, PartError>;
+
+/// Runs one analysis; a panic (a bug) becomes [`PartError::Panicked`] instead of losing the
+/// whole report.
+pub fn guarded<T>(analysis: &'static str, f: impl FnOnce() -> T) -> Part<T> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|e| {
+        let message = e
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| e.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .unwrap_or_default();
+        PartError::Panicked { analysis, message }
+    })
+}
 
 /// Everything a report shows: the results of the analyses, each optional with the reason it
 /// was not computed.
@@ -64,6 +95,108 @@ pub struct ReportInput {
     pub memory: Part<MemoryReport>,
     /// A comparison with another profile, when one was asked for.
     pub diff: Option<DiffReport>,
+}
+
+/// Told before each analysis step of [`ReportInput::from_analyzed`] (e.g. a progress bar).
+pub trait Progress {
+    /// The next step starts; `what` names it (`"kernels"`).
+    fn step(&mut self, what: &str);
+}
+
+/// No progress shown.
+impl Progress for () {
+    fn step(&mut self, _what: &str) {}
+}
+
+/// Steps [`ReportInput::from_analyzed`] announces: one per analysis.
+pub const ANALYSIS_STEPS: usize = 7;
+/// Steps [`ReportInput::add_baseline`] announces.
+pub const BASELINE_STEPS: usize = 2;
+
+/// What a report shows besides the analyses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReportOptions {
+    /// Page title (e.g. the input's file name).
+    pub title: String,
+    /// What produced it (`strato 0.1.0`), shown in the footer.
+    pub generator: String,
+}
+
+impl ReportInput {
+    /// Runs every analysis the report shows on one profile, in page order, each guarded (a
+    /// panic becomes that section's [`PartError`]): overview, breakdown, utilization and busy
+    /// series, kernel statistics folded after [`KERNEL_TOP`], layers and roofline, iterations,
+    /// memory downsampled to [`svg::line::MAX_POINTS`]. Announces [`ANALYSIS_STEPS`] steps.
+    pub fn from_analyzed(
+        analyzed: &Analyzed,
+        options: &ReportOptions,
+        progress: &mut dyn Progress,
+    ) -> ReportInput {
+        let trace = analyzed.trace();
+        progress.step("overview");
+        let info = strato_analysis::info::info(trace);
+        progress.step("breakdown");
+        let breakdown = guarded("breakdown", || {
+            strato_analysis::breakdown::breakdown(analyzed, &Default::default())
+        });
+        progress.step("utilization");
+        let util = guarded("utilization", || util(trace, &DEFAULT_PERIODS_S));
+        let busy = guarded("busy", || busy_series(trace, DEFAULT_BUCKET_NS)).unwrap_or_default();
+        progress.step("kernels");
+        let kernels = guarded("kernel statistics", || {
+            let mut k = strato_analysis::kernel_stats::kernel_stats(trace, 0);
+            for r in &mut k.ranks {
+                r.kernels = fold_top(std::mem::take(&mut r.kernels), KERNEL_TOP, "kernels");
+                r.ops = fold_top(std::mem::take(&mut r.ops), KERNEL_TOP, "operations");
+            }
+            k
+        });
+        progress.step("layers and roofline");
+        let layers = guarded("layers", || layers(analyzed, &LayersOptions::default()));
+        progress.step("iterations");
+        let iterations = guarded("iterations", || {
+            iterations(trace, &IterationOptions::default())
+        });
+        progress.step("memory");
+        let memory = guarded("memory", || {
+            memory(
+                trace,
+                &MemoryOptions {
+                    max_points: svg::line::MAX_POINTS,
+                    ..MemoryOptions::default()
+                },
+            )
+        });
+        ReportInput {
+            title: options.title.clone(),
+            generator: options.generator.clone(),
+            info,
+            breakdown,
+            util,
+            busy,
+            kernels,
+            layers,
+            iterations,
+            memory,
+            diff: None,
+        }
+    }
+
+    /// Adds the diff with a baseline profile (A), this report's profile being B: the diff's
+    /// inputs ([`DiffSide::of`], steps not kept apart) of both sides. Announces
+    /// [`BASELINE_STEPS`] steps.
+    pub fn add_baseline(
+        &mut self,
+        baseline: (&str, &Analyzed),
+        this: (&str, &Analyzed),
+        progress: &mut dyn Progress,
+    ) {
+        progress.step("analysing the baseline");
+        let a = DiffSide::of(baseline.1, false);
+        progress.step("diff");
+        let b = DiffSide::of(this.1, false);
+        self.diff = Some(diff(baseline.0, a.parts(), this.0, b.parts()));
+    }
 }
 
 /// Renders the report as one HTML document.

@@ -1,0 +1,307 @@
+//! One test per section on a constructed trace whose answer is known, rendered through
+//! [`ReportInput::from_analyzed`] as `strato report` does; the real files are checked end to
+//! end by the CLI tests (`crates/strato-cli/tests/report_diff.rs`).
+//!
+//! The trace: one process (pid 1) whose thread runs `ITERATIONS` operations `step` of 9 µs,
+//! one every 10 µs; each step launches three kernels on device 0 stream 7: `gemm` (2 µs),
+//! `relu` (2 µs) and `softmax` (1 µs), back to back from 1 µs into the step. So the window is
+//! `ITERATIONS` * 10 µs - 1 µs, the device is busy 5 µs per step, the kernel ranking is
+//! gemm = relu > softmax, and the device loop has `ITERATIONS` iterations of 3 ops.
+
+use strato_analysis::analyzed::Analyzed;
+use strato_trace::{Level, Ns, Rank, RankId, Span, Trace, TrackIndexHandle, TrackKind};
+
+use super::*;
+use crate::svg::fmt_ns;
+use crate::{PartError, ReportOptions};
+
+const ITERATIONS: i64 = 6;
+const STEP_NS: Ns = 10_000;
+
+/// Spans on thread (1, 1) and device queue (0, 7) of one rank.
+struct Builder {
+    trace: Trace,
+    index: TrackIndexHandle,
+    correlation: u64,
+}
+
+impl Builder {
+    fn new() -> Builder {
+        let mut trace = Trace::default();
+        trace.add_rank(Rank {
+            rank: Some(0),
+            world_size: None,
+            source: "constructed.json".into(),
+            format: "test".into(),
+            host: None,
+            metadata_json: None,
+            notes: Default::default(),
+        });
+        Builder {
+            trace,
+            index: TrackIndexHandle::default(),
+            correlation: 0,
+        }
+    }
+
+    fn span(&mut self, kind: TrackKind, name: &str, level: Level, se: (Ns, Ns), c: Option<u64>) {
+        let track = self.trace.track_for(&mut self.index, RankId(0), kind);
+        let name = self.trace.intern(name);
+        let category = self.trace.intern("test");
+        self.trace.spans.push(Span {
+            track,
+            start: se.0,
+            end: se.1,
+            name,
+            category,
+            level,
+            correlation: c,
+            external_id: None,
+            args: None,
+        });
+    }
+
+    fn cpu(&mut self, name: &str, level: Level, se: (Ns, Ns)) {
+        self.cpu_of(1, name, level, se);
+    }
+
+    fn cpu_of(&mut self, pid: i64, name: &str, level: Level, se: (Ns, Ns)) {
+        self.span(TrackKind::Thread { pid, tid: pid }, name, level, se, None);
+    }
+
+    /// A launch at `at` (100 ns) and its kernel at `se`.
+    fn kernel(&mut self, name: &str, at: Ns, se: (Ns, Ns)) {
+        self.correlation += 1;
+        let c = Some(self.correlation);
+        let thread = TrackKind::Thread { pid: 1, tid: 1 };
+        self.span(
+            thread,
+            "cudaLaunchKernel",
+            Level::AcceleratorApi,
+            (at, at + 100),
+            c,
+        );
+        let queue = TrackKind::DeviceQueue {
+            device: 0,
+            queue: 7,
+        };
+        self.span(queue, name, Level::DeviceKernel, se, c);
+    }
+}
+
+/// The trace described in the module docs, with `kernels` per step (a prefix of gemm, relu,
+/// softmax).
+fn trace(kernels: usize) -> Trace {
+    trace_with(kernels, |_| {})
+}
+
+/// [`trace`] with more spans added by `more`.
+fn trace_with(kernels: usize, more: impl FnOnce(&mut Builder)) -> Trace {
+    let mut b = Builder::new();
+    more(&mut b);
+    for i in 0..ITERATIONS {
+        let t = i * STEP_NS;
+        b.cpu("step", Level::Operation, (t, t + 9_000));
+        let plan = [("gemm", 2_000), ("relu", 2_000), ("softmax", 1_000)];
+        let mut start = t + 1_000;
+        for (k, (name, len)) in plan.into_iter().take(kernels).enumerate() {
+            b.kernel(name, t + 200 * k as Ns, (start, start + len));
+            start += len;
+        }
+    }
+    b.trace
+}
+
+fn input(trace: &Trace) -> ReportInput {
+    let options = ReportOptions {
+        title: "constructed <trace>".into(),
+        generator: "strato test".into(),
+    };
+    ReportInput::from_analyzed(&Analyzed::new(trace), &options, &mut ())
+}
+
+/// One section's HTML and its "has data" flag.
+fn section(write: WriteSection, input: &ReportInput) -> (String, bool) {
+    let mut h = Html::new();
+    let has = write(&mut h, input);
+    (h.finish(), has)
+}
+
+#[test]
+fn overview_counts_the_constructed_trace() {
+    let t = trace(3);
+    let mut h = Html::new();
+    overview::overview(&mut h, &input(&t));
+    let html = h.finish();
+    // 6 steps, 18 launches, 18 kernels.
+    assert_eq!(t.spans.len(), 6 + 2 * 18);
+    assert!(html.contains("<section>"), "{html}");
+    assert!(html.contains("constructed.json"), "{html}");
+}
+
+#[test]
+fn breakdown_shows_the_operation_and_conserves_the_window() {
+    let t = trace(3);
+    let input = input(&t);
+    let report = input.breakdown.as_ref().expect("breakdown");
+    let p = &report.processes[0];
+    assert_eq!(p.window_ns, ITERATIONS * STEP_NS - 1_000);
+    assert_eq!(p.rows.iter().map(|r| r.time_ns).sum::<Ns>(), p.window_ns);
+    let (html, has) = section(breakdown::breakdown, &input);
+    assert!(has);
+    assert!(html.contains("id=\"breakdown\""), "{html}");
+    assert!(html.contains("step"), "{html}");
+    assert!(html.contains(&fmt_ns(p.window_ns as f64)), "{html}");
+}
+
+#[test]
+fn transitions_count_python_to_the_accelerator_api() {
+    let t = trace(3);
+    let (html, has) = section(transitions::transitions, &input(&t));
+    // Every launch (18) is a transition from the operation (read as Python) to the API, all
+    // under `step`.
+    assert!(has, "{html}");
+    assert!(html.contains("18 in all"), "{html}");
+    assert!(
+        html.contains("Python → accelerator API") || html.contains("→"),
+        "{html}"
+    );
+}
+
+#[test]
+fn processes_need_two_processes() {
+    let t = trace(3);
+    let (html, has) = section(processes::processes, &input(&t));
+    assert!(!has && html.contains("Single-process profile"), "{html}");
+    // A second process (pid 2) whose only operation covers 5 µs: its window is 5 µs of CPU.
+    let t = trace_with(3, |b| b.cpu_of(2, "load", Level::Operation, (0, 5_000)));
+    let input = input(&t);
+    let report = input.breakdown.as_ref().expect("breakdown");
+    let windows: Vec<(i64, Ns)> = report
+        .processes
+        .iter()
+        .map(|p| (p.pid, p.window_ns))
+        .collect();
+    assert!(windows.contains(&(2, 5_000)), "{windows:?}");
+    let (html, has) = section(processes::processes, &input);
+    assert!(has, "{html}");
+    assert!(html.contains("pid 1") && html.contains("pid 2"), "{html}");
+}
+
+#[test]
+fn utilization_reports_the_device_busy_time() {
+    let t = trace(3);
+    let input = input(&t);
+    let (html, has) = section(utilization::utilization, &input);
+    assert!(has, "{html}");
+    assert!(html.contains("id=\"utilization\""), "{html}");
+    // 5 µs of kernels per step.
+    assert!(
+        html.contains(&fmt_ns((5_000 * ITERATIONS) as f64)),
+        "{html}"
+    );
+}
+
+#[test]
+fn kernels_rank_by_device_time() {
+    let t = trace(3);
+    let (html, has) = section(kernels::kernels, &input(&t));
+    assert!(has);
+    let (g, r, s) = (
+        html.find("gemm").expect("gemm"),
+        html.find("relu").expect("relu"),
+        html.find("softmax").expect("softmax"),
+    );
+    assert!(
+        g.min(r) < s,
+        "softmax (1 µs) ranks after gemm and relu (2 µs each)"
+    );
+    assert!(
+        html.contains(&fmt_ns((2_000 * ITERATIONS) as f64)),
+        "{html}"
+    );
+}
+
+#[test]
+fn roofline_says_why_without_costs() {
+    // No FLOP or byte counts and no known device: nothing to place under a roof.
+    let t = trace(3);
+    let (html, has) = section(roofline::roofline, &input(&t));
+    assert!(html.contains("id=\"roofline\""), "{html}");
+    assert!(!has && html.contains("class=\"absent\""), "{html}");
+}
+
+#[test]
+fn iterations_find_the_loop_and_its_diagnosis() {
+    let t = trace(3);
+    let input = input(&t);
+    let report = input.iterations.as_ref().expect("iterations");
+    let main = &report.sequences[0];
+    assert_eq!(main.pattern_len, 3);
+    assert_eq!(main.iterations.len() as i64, ITERATIONS);
+    let (html, has) = section(iterations::iterations, &input);
+    assert!(has);
+    for d in &main.diagnosis {
+        assert!(html.contains(&esc_capped(&d.message())), "{html}");
+    }
+}
+
+#[test]
+fn memory_says_why_without_allocations() {
+    let t = trace(3);
+    let (html, has) = section(memory::memory, &input(&t));
+    assert!(html.contains("id=\"memory\""), "{html}");
+    assert!(!has && html.contains("class=\"absent\""), "{html}");
+}
+
+#[test]
+fn diff_shows_the_added_kernel() {
+    let (a, b) = (trace(2), trace(3));
+    let mut input = input(&b);
+    input.add_baseline(
+        ("a.json", &Analyzed::new(&a)),
+        ("b.json", &Analyzed::new(&b)),
+        &mut (),
+    );
+    let d = input.diff.as_ref().expect("diff");
+    let added: Vec<&str> = d.added_kernels().map(|k| k.name.as_str()).collect();
+    assert_eq!(added, vec!["softmax"]);
+    assert_eq!(d.b.device_time_ns - d.a.device_time_ns, 1_000 * ITERATIONS);
+    let mut h = Html::new();
+    diff::diff_section(&mut h, d);
+    let html = h.finish();
+    assert!(
+        html.contains("softmax") && html.contains("a.json"),
+        "{html}"
+    );
+}
+
+#[test]
+fn a_failed_analysis_is_said_in_its_section() {
+    let t = trace(3);
+    let mut input = input(&t);
+    input.kernels = crate::guarded("kernel statistics", || panic!("boom"));
+    assert_eq!(
+        input.kernels.as_ref().err(),
+        Some(&PartError::Panicked {
+            analysis: "kernel statistics",
+            message: "boom".into()
+        })
+    );
+    let (html, has) = section(kernels::kernels, &input);
+    assert!(!has);
+    assert!(html.contains(
+        "The kernel statistics analysis failed on this profile (a bug; please report it): boom"
+    ));
+}
+
+#[test]
+fn the_page_lists_every_section_and_escapes_the_title() {
+    let t = trace(3);
+    let page = document(&input(&t));
+    assert!(page.contains("constructed &lt;trace&gt;"));
+    for (id, _, _) in SECTIONS {
+        assert!(page.contains(&format!("href=\"#{id}\"")), "{id}");
+    }
+    assert!(page.contains(CSS));
+}
