@@ -51,7 +51,9 @@ PROGRAMS = [
 def _cargo_build() -> dict[str, Path]:
     """Builds the programs; returns the artifact of each target name (paths from cargo's own
     report, so CARGO_TARGET_DIR and .cargo/config are honoured)."""
-    cmd = [os.environ.get("CARGO", "cargo"), "build", "--profile", PROFILE, "--locked",
+    # Not --locked: a source distribution has no `fuzz` member, so cargo drops its packages from
+    # Cargo.lock (offline; nothing else changes). CI checks the lock (cargo test --locked).
+    cmd = [os.environ.get("CARGO", "cargo"), "build", "--profile", PROFILE,
            "--message-format=json-render-diagnostics"]
     for package, selection, target, _ in PROGRAMS:
         cmd += ["-p", package, selection]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import textwrap
@@ -52,6 +53,21 @@ def _console_script() -> str:
     return str(script)
 
 
+def _section_names(path: Path) -> set[str]:
+    """The section names of an ELF64 little-endian file (x86_64 Linux, what the wheel targets)."""
+    data = path.read_bytes()
+    assert data[:6] == b"\x7fELF\x02\x01", f"{path} is not a 64-bit little-endian ELF file"
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    headers = [struct.unpack_from("<I4xQQQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    _, _, _, names_offset, _ = headers[shstrndx]
+    names = set()
+    for name_offset, *_ in headers:
+        start = names_offset + name_offset
+        names.add(data[start:data.index(b"\0", start)].decode())
+    return names
+
+
 def test_package_ships_programs_layer_and_small_recorder():
     for name in PROGRAMS:
         path = PACKAGE / "_bin" / name
@@ -62,13 +78,17 @@ def test_package_ships_programs_layer_and_small_recorder():
     assert len(natives) == 1, natives
     native = natives[0].read_bytes()
     assert len(native) <= NATIVE_LIMIT_BYTES, f"{natives[0]} is {len(native)} bytes"
-    # It links the recorder only: none of the CLI, Parquet or SQLite code.
-    for marker in (b"clap", b"parquet", b"SQLite format 3", b"strato_cli"):
+    # It links the recorder only: none of the CLI, clap, Parquet or SQLite code, whose strings
+    # (panic locations, messages, SQLite's file header) the `strato` program does contain.
+    strato = (PACKAGE / "_bin" / "strato").read_bytes()
+    for marker in (b"crates/strato-cli/", b"clap_builder", b"parquet", b"SQLite format 3"):
+        assert marker in strato, f"the strato program lacks {marker!r}: not a marker"
         assert marker not in native, f"{natives[0]} contains {marker!r}"
-    # Release builds without debug info: no .debug_* sections (`strip = true` in the profile).
-    for name in ["_native", *PROGRAMS]:
-        path = natives[0] if name == "_native" else PACKAGE / "_bin" / name
-        assert b".debug_info" not in path.read_bytes(), f"{path} carries debug info"
+    # Release builds without debug info (`strip = true` in the Cargo profile `wheel`).
+    for path in [natives[0], *(PACKAGE / "_bin" / name for name in PROGRAMS)]:
+        debug = sorted(n for n in _section_names(path) if n.startswith(".debug"))
+        assert not debug, f"{path} carries debug info: {debug}"
+        assert ".symtab" not in _section_names(path), f"{path} is not stripped"
 
 
 def test_strato_runs_the_packaged_program():
