@@ -45,11 +45,17 @@ class MeasureError(RuntimeError):
 
 
 def find_strato() -> str:
-    """The ``strato`` program: ``$STRATO_BIN``, ``strato`` on PATH, or a build in this repo."""
+    """The ``strato`` program: ``$STRATO_BIN``; the one in the installed package
+    (``stratoscope/_bin/strato``, what wheels ship); the newest build in this source checkout's
+    cargo target dir; else ``strato`` on PATH. (``stratoscope.cli.strato_binary`` looks the
+    same way; this module stays loadable by file path, so it does not import it.)"""
     env = os.environ.get("STRATO_BIN")
     if env:
         return env
     here = os.path.dirname(os.path.abspath(__file__))
+    packaged = os.path.join(here, "_bin", "strato")
+    if os.path.isfile(packaged):
+        return packaged
     repo = os.path.dirname(os.path.dirname(here))
     target = os.environ.get("CARGO_TARGET_DIR", os.path.join(repo, "target"))
     builds = [os.path.join(target, profile, "strato") for profile in ("release", "debug")]

@@ -61,7 +61,8 @@ pub(crate) struct MeasureArgs {
     /// Calibrator parameters as JSON, e.g. '{"tau":0.1,"max_dp":4}' (see docs/measure.md).
     #[arg(long, value_name = "JSON")]
     params: Option<String>,
-    /// Worker command (default: this program in `measure --worker` mode).
+    /// Worker command (default: `strato-measure-worker` next to this program, else this program
+    /// in `measure --worker` mode).
     #[arg(long, value_name = "CMD")]
     worker_cmd: Option<String>,
     /// Let timed runs of different workers overlap (naive parallel measurement); by default
@@ -100,6 +101,12 @@ fn worker_command(args: &MeasureArgs) -> Result<Vec<String>> {
         }
     }
     let exe = std::env::current_exe().context("cannot find this program to start workers")?;
+    // The worker binary next to us: in the wheel (`stratoscope/_bin/`) and in a cargo target
+    // dir after `cargo build` (the whole workspace).
+    let sibling = exe.with_file_name("strato-measure-worker");
+    if sibling.is_file() {
+        return Ok(vec![sibling.to_string_lossy().into_owned()]);
+    }
     let name = exe
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

@@ -41,7 +41,8 @@ pub struct OverheadArgs {
 }
 
 /// The OpenCL layer library: `$STRATOSCOPE_OPENCL_LAYER`, else `libstrato_opencl_layer.so`
-/// next to the running executable (or in its `deps/` or `../lib/`).
+/// next to the running executable (the installed Python package's `stratoscope/_bin/`, a cargo
+/// target dir), or in its `deps/` or `../lib/`; the newest of those found.
 pub fn opencl_layer_path() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("STRATOSCOPE_OPENCL_LAYER") {
         return Ok(PathBuf::from(p));
@@ -61,7 +62,7 @@ pub fn opencl_layer_path() -> Result<PathBuf> {
         .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
         .ok_or_else(|| {
             anyhow::anyhow!(
-                "no {name} next to {} (cargo build -p strato-opencl-layer, or set STRATOSCOPE_OPENCL_LAYER)",
+                "no {name} next to {} (pip install . ships it next to strato; in a checkout, cargo build -p strato-opencl-layer; or set STRATOSCOPE_OPENCL_LAYER)",
                 exe.display()
             )
         })

@@ -1,7 +1,9 @@
 //! `stratoscope._native`: the native half of the `stratoscope` Python package. It owns the
 //! Python-facing recording API (operations, phases, wrappers), the C-level profile hook that
-//! records Python -> native transitions without code changes, the module-prefix level table,
-//! and the `strato` console entry point (`cli_main`). Events go to `strato-record`.
+//! records Python -> native transitions without code changes, and the module-prefix level
+//! table. Events go to `strato-record`. It is loaded into every recorded process, so it links
+//! only the recorder: the `strato` command is its own binary (`stratoscope/_bin/strato` in the
+//! wheel), which `stratoscope.cli` executes.
 
 mod hook;
 
@@ -375,12 +377,6 @@ impl Wrapped {
     }
 }
 
-/// Runs the `strato` command with `argv` (argv[0] is the program name); returns its exit code.
-#[pyfunction]
-fn cli_main(py: Python<'_>, argv: Vec<String>) -> i32 {
-    i32::from(py.detach(move || strato_cli::main_with_args(argv)))
-}
-
 #[pymodule]
 #[pyo3(name = "_native")]
 fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -399,7 +395,6 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(record_span, m)?)?;
     m.add_function(wrap_pyfunction!(record_device_span, m)?)?;
     m.add_function(wrap_pyfunction!(clock_sync, m)?)?;
-    m.add_function(wrap_pyfunction!(cli_main, m)?)?;
     m.add_class::<Operation>()?;
     m.add_class::<Wrapped>()?;
     hook::register(m)?;

@@ -1,0 +1,101 @@
+"""PEP 517 build backend of the `stratoscope` wheel (pyproject.toml names it): maturin, plus the
+native programs maturin cannot put in the same wheel.
+
+maturin builds one cdylib per wheel (the recorder extension `stratoscope._native`, crate
+strato-python). The wheel also needs three artifacts of other crates: the `strato` command
+(strato-cli), the measurement worker (strato-measure's `strato-measure-worker`) and the OpenCL
+layer (strato-opencl-layer's `libstrato_opencl_layer.so`, which ocl-icd loads into the recorded
+program). `build_wheel` builds them with one `cargo build` in the same profile (`wheel`:
+release, no debug info, stripped) and target dir that maturin then uses, so the dependencies
+compile once; stages them in `python/stratoscope/_bin/` (git-ignored), where the
+`[tool.maturin] include` pattern puts them in the wheel next to the Python package; lets maturin
+build the wheel; checks that the wheel holds them; and removes the staging directory.
+
+Every other hook is maturin's. Editable installs (`pip install -e .`) stage nothing: the
+package then finds the programs in the cargo target dir (see `stratoscope.cli.strato_binary`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from maturin import (  # noqa: F401  (re-exported PEP 517 hooks)
+    build_editable,
+    build_sdist,
+    get_requires_for_build_editable,
+    get_requires_for_build_sdist,
+    get_requires_for_build_wheel,
+    prepare_metadata_for_build_editable,
+    prepare_metadata_for_build_wheel,
+)
+from maturin import build_wheel as _maturin_build_wheel
+
+ROOT = Path(__file__).resolve().parent.parent
+STAGE = ROOT / "python" / "stratoscope" / "_bin"
+# The cargo profile of every artifact in the wheel; pyproject.toml's [tool.maturin] profile.
+PROFILE = "wheel"
+# (cargo package, target selection, target name, file name in the wheel's stratoscope/_bin/)
+PROGRAMS = [
+    ("strato-cli", "--bin", "strato", "strato"),
+    ("strato-measure", "--bin", "strato-measure-worker", "strato-measure-worker"),
+    ("strato-opencl-layer", "--lib", "strato_opencl_layer", "libstrato_opencl_layer.so"),
+]
+
+
+def _cargo_build() -> dict[str, Path]:
+    """Builds the programs; returns the artifact of each target name (paths from cargo's own
+    report, so CARGO_TARGET_DIR and .cargo/config are honoured)."""
+    # Not --locked: a source distribution has no `fuzz` member, so cargo drops its packages from
+    # Cargo.lock (offline; nothing else changes). CI checks the lock (cargo test --locked).
+    cmd = [os.environ.get("CARGO", "cargo"), "build", "--profile", PROFILE,
+           "--message-format=json-render-diagnostics"]
+    for package, selection, target, _ in PROGRAMS:
+        cmd += ["-p", package, selection]
+        if selection == "--bin":
+            cmd.append(target)
+    print("stratoscope build: " + " ".join(cmd), file=sys.stderr, flush=True)
+    proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"stratoscope build: cargo build failed ({proc.returncode})")
+    found: dict[str, Path] = {}
+    for line in proc.stdout.splitlines():
+        if not line.startswith("{"):
+            continue
+        message = json.loads(line)
+        if message.get("reason") != "compiler-artifact":
+            continue
+        name = message["target"]["name"]
+        if message.get("executable"):
+            found[name] = Path(message["executable"])
+        else:
+            for file in message.get("filenames", []):
+                if file.endswith(".so"):
+                    found[name] = Path(file)
+    return found
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    artifacts = _cargo_build()
+    if STAGE.exists():
+        shutil.rmtree(STAGE)
+    STAGE.mkdir(parents=True)
+    try:
+        for _, _, target, file_name in PROGRAMS:
+            if target not in artifacts:
+                raise RuntimeError(f"stratoscope build: cargo reported no artifact for {target}")
+            shutil.copy2(artifacts[target], STAGE / file_name)
+        wheel_name = _maturin_build_wheel(wheel_directory, config_settings, metadata_directory)
+    finally:
+        shutil.rmtree(STAGE, ignore_errors=True)
+    with zipfile.ZipFile(Path(wheel_directory) / wheel_name) as wheel:
+        names = set(wheel.namelist())
+    missing = [f for *_, f in PROGRAMS if f"stratoscope/_bin/{f}" not in names]
+    if missing:
+        raise RuntimeError(f"stratoscope build: the wheel {wheel_name} lacks {missing}")
+    return wheel_name
