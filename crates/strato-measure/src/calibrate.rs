@@ -127,10 +127,10 @@ impl Default for Params {
 /// `probe_ns`: `ceil(min_run_ns / probe_ns)`, within `1..=MAX_LAUNCHES_PER_RUN`.
 pub fn launches_for(min_run_ns: f64, probe_ns: f64) -> u32 {
     let max = crate::protocol::MAX_LAUNCHES_PER_RUN;
-    if !(min_run_ns > 0.0) {
+    if min_run_ns.is_nan() || min_run_ns <= 0.0 {
         return 1;
     }
-    if !(probe_ns > 0.0) {
+    if probe_ns.is_nan() || probe_ns <= 0.0 {
         return max;
     }
     let k = (min_run_ns / probe_ns).ceil();
@@ -341,8 +341,8 @@ pub fn median_ci95(values: &[f64]) -> Option<MedianCi> {
         pmf = pmf * (n - i) as f64 / (i + 1) as f64;
     }
     // `j` values below the interval's lower end have probability <= 0.025; the interval is
-    // x_(j+1) ..= x_(n-j) (1-based), i.e. v[j] ..= v[n-1-j].
-    let (lo, hi) = if j == 0 { (v[0], v[n - 1]) } else { (v[j], v[n - 1 - j]) };
+    // x_(j+1) ..= x_(n-j) (1-based), i.e. v[j] ..= v[n-1-j] (the whole range for j = 0).
+    let (lo, hi) = (v[j], v[n - 1 - j]);
     Some(MedianCi {
         median: median(&v),
         lo,
@@ -687,8 +687,14 @@ mod tests {
         assert_eq!(launches_for(2e6, 1e6), 2);
         // No budget: one launch; a zero-time probe or a tiny kernel: the cap.
         assert_eq!(launches_for(0.0, 1e3), 1);
-        assert_eq!(launches_for(2e6, 0.0), crate::protocol::MAX_LAUNCHES_PER_RUN);
-        assert_eq!(launches_for(2e6, 10.0), crate::protocol::MAX_LAUNCHES_PER_RUN);
+        assert_eq!(
+            launches_for(2e6, 0.0),
+            crate::protocol::MAX_LAUNCHES_PER_RUN
+        );
+        assert_eq!(
+            launches_for(2e6, 10.0),
+            crate::protocol::MAX_LAUNCHES_PER_RUN
+        );
         assert_eq!(launches_for(f64::NAN, 1e3), 1);
     }
 
@@ -722,7 +728,9 @@ mod tests {
         // The floor: 1 sample of 100 with 8% noise: 92..108; 4 samples: 96..104 at least.
         let one = median_ci95(&[100.0]).unwrap().floored(0.08);
         assert!((one.lo - 92.0).abs() < 1e-9 && (one.hi - 108.0).abs() < 1e-9);
-        let four = median_ci95(&[99.0, 100.0, 100.0, 101.0]).unwrap().floored(0.08);
+        let four = median_ci95(&[99.0, 100.0, 100.0, 101.0])
+            .unwrap()
+            .floored(0.08);
         assert!((four.lo - 96.0).abs() < 1e-9 && (four.hi - 104.0).abs() < 1e-9);
     }
 }

@@ -465,9 +465,7 @@ impl ClDevice {
                         let (s, e) =
                             match (ev.profiling_command_start(), ev.profiling_command_end()) {
                                 (Ok(s), Ok(e)) => (s, e),
-                                (Err(e), _) | (_, Err(e)) => {
-                                    return Err(fail(e, "profiling info"))
-                                }
+                                (Err(e), _) | (_, Err(e)) => return Err(fail(e, "profiling info")),
                             };
                         sum += e.saturating_sub(s) as f64;
                     }
