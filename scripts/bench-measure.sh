@@ -2,14 +2,21 @@
 # The measurement benchmark (docs/measure.md, "Benchmark"): the serial harness, the engine
 # pinned to parallelism 1 and the engine with REACT, each run RUNS times in a row on each
 # workload, every pick judged against the true best (re-measured alone, interleaved, to +-1%).
-# Prints one summary line per workload and keeps the full JSON:
+# Prints, per workload, one line per run (load average at its start and end; the durations
+# of the serial harness, the engine pinned to dp 1, the engine, the truth and the whole run;
+# the time reduction; each method's gap to the true best), the total time, the median and
+# the worst, and whether the target (engine's worst gap <= 2%, median time reduction >= 40%)
+# is met. The full JSON stays in $OUT/<workload>.json.
 #
 #   bash scripts/bench-measure.sh                 # 5 runs each of opencl-matmul, opencl-reduce
+#   RUNS=1 bash scripts/bench-measure.sh          # a quick check of both
 #   RUNS=2 WORKLOADS=opencl-reduce bash scripts/bench-measure.sh
 #
-# Takes about 7 min per matmul run and 3 min per reduction run on 2 idle cores (the serial
-# harness is most of it). Run it on an idle machine: the load average is recorded with every
-# run, and other processes on the cores distort every latency a CPU device measures.
+# Duration on 2 idle cores (release build; the serial harness, a fresh process and a cold
+# compiler per candidate, is most of it): about 6 min per matmul run and 2.5 min per
+# reduction run, so about 45 min for RUNS=5 (see docs/measure.md, "Benchmark"), plus the
+# release build on a fresh checkout. Run it on an idle machine: other processes on the
+# cores distort every latency a CPU device measures.
 # Environment: RUNS (5), WORKLOADS ("opencl-matmul opencl-reduce"), OUT (target/bench-measure),
 # STRATO (the strato binary; default: a release build of this checkout), EXTRA (more
 # `strato measure` options, e.g. '--params {"max_dp":2}').
@@ -56,4 +63,4 @@ ok = r["median_time_reduction_pct"] >= 40 and r["worst_gap_pct"] is not None and
 print("target (worst engine gap <= 2%, median time reduction >= 40%):", "met" if ok else "NOT met")
 EOF
 done
-echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg); $SECONDS s in all"
