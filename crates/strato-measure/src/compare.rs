@@ -348,18 +348,12 @@ pub fn run(
             names.push(name.clone());
         }
     }
-    let picks: Vec<String> = [&serial.best, &parallel.best]
-        .into_iter()
-        .chain(pinned.as_ref().map(|p| &p.best))
-        .flatten()
-        .cloned()
-        .collect();
     progress(&format!(
         "truth: re-measuring {} candidate(s) alone, interleaved",
         names.len()
     ));
     let truth_start = std::time::Instant::now();
-    let (mut truth, verification) = measure_truth(cfg, candidates, &names, &picks, &ranked_by)?;
+    let (mut truth, verification) = measure_truth(cfg, candidates, &names, &ranked_by)?;
     for t in &mut truth {
         t.reported_ns = reported.remove(&t.name).unwrap_or_default();
     }
@@ -438,15 +432,14 @@ pub fn load_average() -> Option<[f64; 3]> {
 /// The truth: its entries fastest first, and every measurement by candidate.
 type Truth = (Vec<TruthEntry>, BTreeMap<String, Vec<f64>>);
 
-/// Measures `names` alone, interleaved, until each 95% interval is within `truth_ci` of its
-/// mean, or (for candidates no method picked) the interval lies wholly above the leader's;
-/// at least 3 and at most `verify_passes` passes. Returns the entries fastest first and every
+/// Measures `names` alone, interleaved, every one in every pass, until the distribution-free
+/// 95% interval of each one's median sample is within `truth_ci` of that median; at least 3
+/// and at most `verify_passes` passes. Returns the entries fastest first and every
 /// measurement.
 fn measure_truth(
     cfg: &CompareConfig,
     candidates: &[Candidate],
     names: &[String],
-    picks: &[String],
     ranked_by: &BTreeMap<String, Vec<String>>,
 ) -> Result<Truth> {
     let by_name: BTreeMap<&str, &Candidate> =
@@ -481,22 +474,17 @@ fn measure_truth(
             }
             let stats: Vec<Option<calibrate::MedianCi>> =
                 samples.iter().map(|v| calibrate::median_ci95(v)).collect();
-            let lead = (0..chosen.len())
-                .filter_map(|i| stats[i].map(|c| (i, c)))
-                .min_by(|a, b| a.1.median.total_cmp(&b.1.median));
-            active.retain(|&i| {
-                let Some(c) = stats[i] else {
-                    return false;
-                };
-                let precise = c.half() <= cfg.truth_ci * c.median;
-                let is_pick = picks.iter().any(|p| p == &chosen[i].name);
-                // As in rank selection, a few agreeing samples are not taken as certain.
-                let noise = cfg.engine.params.rank_noise;
-                let clearly_slower = lead.is_some_and(|(l, lc)| {
-                    l != i && !is_pick && c.floored(noise).lo > lc.floored(noise).hi
-                });
-                !(precise || clearly_slower)
+            // Every candidate stays in every pass until all are precise: one that left early
+            // would miss a later change of the machine's load that the others then carry
+            // (under a rising load, a candidate dropped as clearly slower came out fastest).
+            let all_precise = (0..chosen.len()).all(|i| {
+                samples[i].is_empty()
+                    || stats[i].is_some_and(|c| c.half() <= cfg.truth_ci * c.median)
             });
+            if all_precise {
+                break;
+            }
+            active.retain(|&i| !samples[i].is_empty());
         }
         verifier.shutdown();
     }
