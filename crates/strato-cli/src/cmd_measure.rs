@@ -367,8 +367,8 @@ fn print_compare(out: &mut dyn Write, r: &CompareReport) -> Result<()> {
             out,
             "true best: {} at {} +- {:.2}% ({} candidates re-measured alone)",
             t.name,
-            ms(Some(t.mean_ns)),
-            100.0 * t.ci95_ns / t.mean_ns,
+            ms(Some(t.median_ns)),
+            100.0 * t.ci95_ns / t.median_ns,
             r.truth.len()
         )?;
     }

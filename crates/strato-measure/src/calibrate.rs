@@ -81,6 +81,12 @@ pub struct Params {
     /// them, and the worker's own enqueueing stalls briefly at every measurement.
     pub stall_limit: f64,
     pub disturbed_retries: u32,
+    /// Time budget of one timed run (ms): each of the `repeats` runs of a measurement
+    /// launches the kernel back to back until the launches take at least this long (counted
+    /// from one probe launch) and reports the time per launch. A kernel of 0.1 ms timed one
+    /// launch at a time varies with thread wake-ups and scheduler ticks of its own order;
+    /// 0 = one launch per run.
+    pub min_run_ms: f64,
 }
 
 impl Default for Params {
@@ -112,7 +118,26 @@ impl Default for Params {
             rank_ci: 0.01,
             stall_limit: 0.25,
             disturbed_retries: 2,
+            min_run_ms: 2.0,
         }
+    }
+}
+
+/// Launches per timed run so that they take at least `min_run_ns`, one launch taking
+/// `probe_ns`: `ceil(min_run_ns / probe_ns)`, within `1..=MAX_LAUNCHES_PER_RUN`.
+pub fn launches_for(min_run_ns: f64, probe_ns: f64) -> u32 {
+    let max = crate::protocol::MAX_LAUNCHES_PER_RUN;
+    if min_run_ns.is_nan() || min_run_ns <= 0.0 {
+        return 1;
+    }
+    if probe_ns.is_nan() || probe_ns <= 0.0 {
+        return max;
+    }
+    let k = (min_run_ns / probe_ns).ceil();
+    if k >= f64::from(max) {
+        max
+    } else {
+        (k as u32).max(1)
     }
 }
 
@@ -287,6 +312,69 @@ pub fn mean_ci95(values: &[f64]) -> (f64, f64) {
     }
     let var = values.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
     (mean, t_975(n - 1) * (var / n as f64).sqrt())
+}
+
+/// A median and its distribution-free 95% interval (order statistics): `x_(j) ..= x_(n+1-j)`
+/// of the sorted values, `j` the largest rank with `P(Binomial(n, 1/2) < j) <= 0.025`, so the
+/// interval holds the true median with at least 95% probability whatever the distribution
+/// (below 6 values no such `j` exists and the interval is the whole range). Robust where a
+/// mean is not: on a CPU device a sample taken while another process held a core is 2-3x
+/// slower, and two such samples in twenty moved a mean by 20%. `None` for no finite values.
+pub fn median_ci95(values: &[f64]) -> Option<MedianCi> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    // P(X = i) for X ~ Binomial(n, 1/2), accumulated from i = 0; 0.5^n underflows only
+    // beyond n = 1074, far more samples than any measurement takes.
+    let mut pmf = 0.5f64.powi(n.min(1000) as i32);
+    let mut cdf = 0.0;
+    let mut j = 0; // number of order statistics cut from each end
+    for i in 0..n / 2 {
+        cdf += pmf;
+        if cdf > 0.025 {
+            break;
+        }
+        j = i + 1;
+        pmf = pmf * (n - i) as f64 / (i + 1) as f64;
+    }
+    // `j` values below the interval's lower end have probability <= 0.025; the interval is
+    // x_(j+1) ..= x_(n-j) (1-based), i.e. v[j] ..= v[n-1-j] (the whole range for j = 0).
+    let (lo, hi) = (v[j], v[n - 1 - j]);
+    Some(MedianCi {
+        median: median(&v),
+        lo,
+        hi,
+        n,
+    })
+}
+
+/// See [`median_ci95`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MedianCi {
+    pub median: f64,
+    pub lo: f64,
+    pub hi: f64,
+    pub n: usize,
+}
+
+impl MedianCi {
+    /// The larger distance from the median to an end of the interval.
+    pub fn half(&self) -> f64 {
+        (self.median - self.lo).max(self.hi - self.median)
+    }
+    /// The interval widened to at least `median (1 -+ rel / sqrt(n))`: a prior on the noise
+    /// of one sample, so that a few samples that happen to agree do not count as certain.
+    pub fn floored(self, rel: f64) -> Self {
+        let d = self.median * rel / (self.n.max(1) as f64).sqrt();
+        Self {
+            lo: self.lo.min(self.median - d),
+            hi: self.hi.max(self.median + d),
+            ..self
+        }
+    }
 }
 
 /// The rank-selection window: of candidates with reported latency `r` and relative
@@ -586,5 +674,63 @@ mod tests {
         assert_eq!(rank_count(100, 0.01), 1);
         assert_eq!(rank_count(5, 0.01), 1);
         assert_eq!(rank_count(0, 0.01), 1);
+    }
+
+    #[test]
+    fn launches_per_run_fill_the_time_budget() {
+        // 2 ms budget: a 0.11 ms kernel needs ceil(18.18) = 19 launches, a 0.5 ms one 4,
+        // a kernel longer than the budget 1.
+        assert_eq!(launches_for(2e6, 110e3), 19);
+        assert_eq!(launches_for(2e6, 5e5), 4);
+        assert_eq!(launches_for(2e6, 3e6), 1);
+        // Exactly on the budget.
+        assert_eq!(launches_for(2e6, 1e6), 2);
+        // No budget: one launch; a zero-time probe or a tiny kernel: the cap.
+        assert_eq!(launches_for(0.0, 1e3), 1);
+        assert_eq!(
+            launches_for(2e6, 0.0),
+            crate::protocol::MAX_LAUNCHES_PER_RUN
+        );
+        assert_eq!(
+            launches_for(2e6, 10.0),
+            crate::protocol::MAX_LAUNCHES_PER_RUN
+        );
+        assert_eq!(launches_for(f64::NAN, 1e3), 1);
+    }
+
+    #[test]
+    fn median_interval_order_statistics_hand_computed() {
+        // n = 20: P(X <= 5) = 0.0207 <= 0.025 < P(X <= 6) = 0.0577, so j = 6 values are cut
+        // from each end: x_(6+1) = 7 and x_(20-6) = 14 (1..=20 in order).
+        let v: Vec<f64> = (1..=20).rev().map(f64::from).collect();
+        let c = median_ci95(&v).unwrap();
+        assert_eq!((c.median, c.lo, c.hi, c.n), (10.5, 7.0, 14.0, 20));
+        assert_eq!(c.half(), 3.5);
+        // n = 9: P(X = 0) = 0.002, P(X <= 1) = 0.0195 <= 0.025 < P(X <= 2) = 0.0898: j = 2.
+        let c = median_ci95(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]).unwrap();
+        assert_eq!((c.lo, c.hi), (3.0, 7.0));
+        // n = 8: P(X = 0) = 0.0039, P(X <= 1) = 0.035 > 0.025: j = 1.
+        let c = median_ci95(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]).unwrap();
+        assert_eq!((c.lo, c.hi), (2.0, 7.0));
+        // n = 5: P(X = 0) = 0.031 > 0.025: the whole range.
+        let c = median_ci95(&[5.0, 1.0, 3.0, 2.0, 4.0]).unwrap();
+        assert_eq!((c.median, c.lo, c.hi), (3.0, 1.0, 5.0));
+        // Two samples of twenty disturbed (x3) move the median and its interval by nothing
+        // much, where the mean moves by 20%.
+        let mut d = vec![100.0; 18];
+        d.extend([300.0, 300.0]);
+        let c = median_ci95(&d).unwrap();
+        assert_eq!((c.median, c.lo, c.hi), (100.0, 100.0, 100.0));
+        assert!((mean_ci95(&d).0 - 120.0).abs() < 1e-9);
+        // NaN ignored; none left: None.
+        assert_eq!(median_ci95(&[f64::NAN, 2.0]).unwrap().n, 1);
+        assert!(median_ci95(&[]).is_none());
+        // The floor: 1 sample of 100 with 8% noise: 92..108; 4 samples: 96..104 at least.
+        let one = median_ci95(&[100.0]).unwrap().floored(0.08);
+        assert!((one.lo - 92.0).abs() < 1e-9 && (one.hi - 108.0).abs() < 1e-9);
+        let four = median_ci95(&[99.0, 100.0, 100.0, 101.0])
+            .unwrap()
+            .floored(0.08);
+        assert!((four.lo - 96.0).abs() < 1e-9 && (four.hi - 104.0).abs() < 1e-9);
     }
 }

@@ -43,6 +43,9 @@ pub struct RunSpec {
     /// Repeat disturbed timed runs (stall above `stall_limit` of their duration) this often.
     pub disturbed_retries: u32,
     pub stall_limit: f64,
+    /// Time budget of one timed run (ns; 0 = one launch per run): see
+    /// [`crate::protocol::Request::Measure`].
+    pub min_run_ns: f64,
 }
 
 /// One device context and profiling queue.
@@ -308,13 +311,25 @@ impl ClDevice {
                 };
             }
         }
+        // The time budget: one probe launch, timed as the runs are (inside the exclusive
+        // phase, so that another worker's build does not inflate it), sizes the launches per
+        // run. A short kernel timed one launch at a time is at the mercy of thread wake-ups
+        // and scheduler ticks of the same order as the kernel itself.
+        let per_run = if spec.min_run_ns > 0.0 {
+            match self.probe(&launch, timing) {
+                Ok(probe_ns) => crate::calibrate::launches_for(spec.min_run_ns, probe_ns),
+                Err(o) => return o,
+            }
+        } else {
+            1
+        };
         // The timed runs, repeated while disturbed (bounded); the least disturbed is kept.
         let mut kept: Option<Timed> = None;
         let mut attempts = 0;
         let mut spent_ns = 0.0;
         for _ in 0..=spec.disturbed_retries {
             attempts += 1;
-            let t = match self.timed_runs(&launch, repeats, timing) {
+            let t = match self.timed_runs(&launch, repeats, per_run, timing) {
                 Ok(t) => t,
                 Err(o) => return o,
             };
@@ -357,6 +372,7 @@ impl ClDevice {
             cpu_stall_ns,
             attempts,
             prep_to_ns,
+            launches_per_run: per_run,
             ..Measurement::default()
         })
     }
@@ -386,20 +402,46 @@ impl Timed {
 }
 
 impl ClDevice {
-    /// `repeats` launches, then `clFinish`; per-run device or CPU times, the window on the
-    /// host's monotonic clock and the host's CPU pressure stall during it.
+    /// One launch timed as `timing` says (device time, or CPU time from enqueue to completion).
+    #[allow(clippy::result_large_err)] // as for `build`
+    fn probe(
+        &self,
+        launch: &dyn Fn() -> Result<Event, ClError>,
+        timing: Timing,
+    ) -> Result<f64, Outcome> {
+        let t0 = Instant::now();
+        let ev = launch().map_err(|e| fail(e, "clEnqueueNDRangeKernel"))?;
+        ev.wait().map_err(|e| fail(e, "probe run"))?;
+        let cpu_ns = t0.elapsed().as_nanos() as f64;
+        Ok(match timing {
+            Timing::Device => match (ev.profiling_command_start(), ev.profiling_command_end()) {
+                (Ok(s), Ok(e)) => e.saturating_sub(s) as f64,
+                (Err(e), _) | (_, Err(e)) => return Err(fail(e, "profiling info")),
+            },
+            Timing::Cpu => cpu_ns,
+        })
+    }
+
+    /// `repeats` runs of `per_run` launches each, all enqueued back to back, then `clFinish`.
+    /// Per run: the device time per launch (the sum of its launches'
+    /// `CL_PROFILING_COMMAND_END - START` over `per_run`), or for [`Timing::Cpu`] the one
+    /// CPU-timed span over all launches divided by their number (the conventional harness);
+    /// the window on the host's monotonic clock and the host's CPU pressure stall during it.
     #[allow(clippy::result_large_err)] // as for `build`
     fn timed_runs(
         &self,
         launch: &dyn Fn() -> Result<Event, ClError>,
         repeats: u32,
+        per_run: u32,
         timing: Timing,
     ) -> Result<Timed, Outcome> {
+        let per_run = per_run.max(1);
+        let launches = repeats as usize * per_run as usize;
         let stall_before = crate::devlock::cpu_pressure_some_ns();
         let timed_from_ns = crate::devlock::monotonic_ns();
         let t0 = Instant::now();
-        let mut events = Vec::with_capacity(repeats as usize);
-        for _ in 0..repeats {
+        let mut events = Vec::with_capacity(launches);
+        for _ in 0..launches {
             match launch() {
                 Ok(ev) => events.push(ev),
                 Err(e) => return Err(fail(e, "clEnqueueNDRangeKernel")),
@@ -416,18 +458,23 @@ impl ClDevice {
         };
         let runs_ns: Vec<f64> = match timing {
             Timing::Device => {
-                let mut runs = Vec::with_capacity(events.len());
-                for ev in &events {
-                    let (s, e) = match (ev.profiling_command_start(), ev.profiling_command_end()) {
-                        (Ok(s), Ok(e)) => (s, e),
-                        (Err(e), _) | (_, Err(e)) => return Err(fail(e, "profiling info")),
-                    };
-                    runs.push(e.saturating_sub(s) as f64);
+                let mut runs = Vec::with_capacity(repeats as usize);
+                for group in events.chunks(per_run as usize) {
+                    let mut sum = 0.0;
+                    for ev in group {
+                        let (s, e) =
+                            match (ev.profiling_command_start(), ev.profiling_command_end()) {
+                                (Ok(s), Ok(e)) => (s, e),
+                                (Err(e), _) | (_, Err(e)) => return Err(fail(e, "profiling info")),
+                            };
+                        sum += e.saturating_sub(s) as f64;
+                    }
+                    runs.push(sum / group.len() as f64);
                 }
                 runs
             }
-            // The conventional harness: one CPU-timed span over all runs, averaged.
-            Timing::Cpu => vec![duration_ns / f64::from(repeats); repeats as usize],
+            // The conventional harness: one CPU-timed span over all launches, averaged.
+            Timing::Cpu => vec![duration_ns / launches as f64; repeats as usize],
         };
         Ok(Timed {
             runs_ns,

@@ -84,19 +84,29 @@ pub struct EngineDetail {
     pub workers_replaced: usize,
     /// Time per parallelism level (s).
     pub time_at_dp: BTreeMap<usize, f64>,
+    /// What rank selection did, and its decisions (window, passes, selection): with the
+    /// truth, they show why a pick missed the true best.
+    #[serde(default)]
+    pub rank: Option<crate::engine::RankSummary>,
+    #[serde(default)]
+    pub rank_log: Vec<crate::log::Record>,
 }
 
 /// One candidate measured for the truth.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TruthEntry {
     pub name: String,
-    /// Mean of its isolated measurements (each the median of `verify_repeats` runs), ns.
-    pub mean_ns: f64,
-    /// Half-width of the 95% interval of that mean (ns).
+    /// Median of its isolated samples (ns); each sample is the median of `verify_repeats`
+    /// timed runs, each run the time per launch of launches filling the time budget.
+    pub median_ns: f64,
+    /// The larger side of that median's distribution-free 95% interval (ns).
     pub ci95_ns: f64,
     pub samples: usize,
     /// Which methods ranked it within the window (`serial`, `pinned`, `parallel`).
     pub ranked_by: Vec<String>,
+    /// What each method reported for it (ns), by method.
+    #[serde(default)]
+    pub reported_ns: BTreeMap<String, f64>,
 }
 
 /// One run of the comparison, summarised.
@@ -117,6 +127,15 @@ pub struct RunSummary {
     pub serial_best: Option<String>,
     /// `/proc/loadavg` (1, 5, 15 min) when the run started: how idle the machine was.
     pub load_average: Option<[f64; 3]>,
+    /// `/proc/loadavg` when the run ended (the 1-min figure then covers its last minute).
+    #[serde(default)]
+    pub load_average_end: Option<[f64; 3]>,
+    /// Time measuring the truth (s).
+    #[serde(default)]
+    pub truth_time_s: f64,
+    /// The whole comparison run: serial, pinned, engine and truth (s).
+    #[serde(default)]
+    pub run_time_s: f64,
 }
 
 /// The comparison's result. With several runs (`runs` longer than one), `time_s` of each
@@ -178,6 +197,20 @@ fn detail(r: &RunReport) -> EngineDetail {
         workers_started: r.workers_started,
         workers_replaced: r.workers_replaced,
         time_at_dp,
+        rank: r.rank.clone(),
+        rank_log: r
+            .log
+            .iter()
+            .filter(|x| {
+                matches!(
+                    x.decision,
+                    crate::log::Decision::RankWindow { .. }
+                        | crate::log::Decision::RankPass { .. }
+                        | crate::log::Decision::RankSelection { .. }
+                )
+            })
+            .cloned()
+            .collect(),
     }
 }
 
@@ -221,8 +254,10 @@ pub fn run(
         repeats: cfg.engine.repeats,
         warmup: cfg.engine.warmup,
         timeout_s: cfg.serial_timeout_s,
+        min_run_ns: cfg.engine.params.min_run_ms * 1e6,
     };
     let load_at_start = load_average();
+    let run_start = std::time::Instant::now();
     progress(&format!("serial harness: {} candidates", candidates.len()));
     let serial_report = serial::run(&serial_cfg, candidates)?;
     progress(&format!("serial: {:.1} s", serial_report.total_s));
@@ -248,7 +283,14 @@ pub fn run(
 
     // Every candidate any method ranked within the window of its own best.
     let mut ranked: Vec<(String, f64, &'static str)> = Vec::new();
+    let mut reported: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
     let mut add_method = |label: &'static str, values: Vec<(String, f64)>, pick: Option<&str>| {
+        for (name, v) in &values {
+            reported
+                .entry(name.clone())
+                .or_default()
+                .insert(label.to_string(), *v);
+        }
         let best = values
             .iter()
             .map(|v| v.1)
@@ -306,21 +348,21 @@ pub fn run(
             names.push(name.clone());
         }
     }
-    let picks: Vec<String> = [&serial.best, &parallel.best]
-        .into_iter()
-        .chain(pinned.as_ref().map(|p| &p.best))
-        .flatten()
-        .cloned()
-        .collect();
     progress(&format!(
         "truth: re-measuring {} candidate(s) alone, interleaved",
         names.len()
     ));
-    let (truth, verification) = measure_truth(cfg, candidates, &names, &picks, &ranked_by)?;
+    let truth_start = std::time::Instant::now();
+    let (mut truth, verification) = measure_truth(cfg, candidates, &names, &ranked_by)?;
+    for t in &mut truth {
+        t.reported_ns = reported.remove(&t.name).unwrap_or_default();
+    }
+    let truth_time_s = truth_start.elapsed().as_secs_f64();
+    progress(&format!("truth: {truth_time_s:.1} s"));
     let truth_of = |name: &Option<String>| -> Option<f64> {
         name.as_ref()
             .and_then(|n| truth.iter().find(|t| &t.name == n))
-            .map(|t| t.mean_ns)
+            .map(|t| t.median_ns)
     };
     serial.best_latency_ns = truth_of(&serial.best);
     parallel.best_latency_ns = truth_of(&parallel.best);
@@ -329,7 +371,7 @@ pub fn run(
     }
     let true_best = truth.first().cloned();
     let gap = |side: &Side| match (side.best_latency_ns, &true_best) {
-        (Some(p), Some(t)) if t.mean_ns > 0.0 => Some(100.0 * (p - t.mean_ns) / t.mean_ns),
+        (Some(p), Some(t)) if t.median_ns > 0.0 => Some(100.0 * (p - t.median_ns) / t.median_ns),
         _ => None,
     };
     let time_reduction_pct = pct(serial.time_s, parallel.time_s);
@@ -346,6 +388,9 @@ pub fn run(
         pinned_best: pinned.as_ref().and_then(|p| p.best.clone()),
         serial_best: serial.best.clone(),
         load_average: load_at_start,
+        load_average_end: load_average(),
+        truth_time_s,
+        run_time_s: run_start.elapsed().as_secs_f64(),
     };
     Ok(CompareReport {
         device: parallel_report.device.clone(),
@@ -387,15 +432,14 @@ pub fn load_average() -> Option<[f64; 3]> {
 /// The truth: its entries fastest first, and every measurement by candidate.
 type Truth = (Vec<TruthEntry>, BTreeMap<String, Vec<f64>>);
 
-/// Measures `names` alone, interleaved, until each 95% interval is within `truth_ci` of its
-/// mean, or (for candidates no method picked) the interval lies wholly above the leader's;
-/// at least 3 and at most `verify_passes` passes. Returns the entries fastest first and every
+/// Measures `names` alone, interleaved, every one in every pass, until the distribution-free
+/// 95% interval of each one's median sample is within `truth_ci` of that median; at least 3
+/// and at most `verify_passes` passes. Returns the entries fastest first and every
 /// measurement.
 fn measure_truth(
     cfg: &CompareConfig,
     candidates: &[Candidate],
     names: &[String],
-    picks: &[String],
     ranked_by: &BTreeMap<String, Vec<String>>,
 ) -> Result<Truth> {
     let by_name: BTreeMap<&str, &Candidate> =
@@ -428,21 +472,19 @@ fn measure_truth(
             if pass + 1 < 3 {
                 continue;
             }
-            let stats: Vec<(f64, f64)> = samples.iter().map(|v| calibrate::mean_ci95(v)).collect();
-            let lead = (0..chosen.len())
-                .filter(|&i| !samples[i].is_empty())
-                .min_by(|&a, &b| stats[a].0.total_cmp(&stats[b].0));
-            active.retain(|&i| {
-                let (m, h) = stats[i];
-                if samples[i].is_empty() {
-                    return false;
-                }
-                let precise = h <= cfg.truth_ci * m;
-                let is_pick = picks.iter().any(|p| p == &chosen[i].name);
-                let clearly_slower =
-                    lead.is_some_and(|l| l != i && !is_pick && m - h > stats[l].0 + stats[l].1);
-                !(precise || clearly_slower)
+            let stats: Vec<Option<calibrate::MedianCi>> =
+                samples.iter().map(|v| calibrate::median_ci95(v)).collect();
+            // Every candidate stays in every pass until all are precise: one that left early
+            // would miss a later change of the machine's load that the others then carry
+            // (under a rising load, a candidate dropped as clearly slower came out fastest).
+            let all_precise = (0..chosen.len()).all(|i| {
+                samples[i].is_empty()
+                    || stats[i].is_some_and(|c| c.half() <= cfg.truth_ci * c.median)
             });
+            if all_precise {
+                break;
+            }
+            active.retain(|&i| !samples[i].is_empty());
         }
         verifier.shutdown();
     }
@@ -450,18 +492,19 @@ fn measure_truth(
         .iter()
         .zip(&samples)
         .filter(|(_, v)| !v.is_empty())
-        .map(|(c, v)| {
-            let (mean_ns, ci95_ns) = calibrate::mean_ci95(v);
-            TruthEntry {
+        .filter_map(|(c, v)| {
+            let ci = calibrate::median_ci95(v)?;
+            Some(TruthEntry {
                 name: c.name.clone(),
-                mean_ns,
-                ci95_ns,
+                median_ns: ci.median,
+                ci95_ns: ci.half(),
                 samples: v.len(),
                 ranked_by: ranked_by.get(&c.name).cloned().unwrap_or_default(),
-            }
+                reported_ns: BTreeMap::new(),
+            })
         })
         .collect();
-    truth.sort_by(|a, b| a.mean_ns.total_cmp(&b.mean_ns));
+    truth.sort_by(|a, b| a.median_ns.total_cmp(&b.median_ns));
     let verification = chosen
         .iter()
         .zip(samples)

@@ -147,9 +147,10 @@ pub struct RoundSummary {
 pub struct Best {
     pub index: usize,
     pub name: String,
-    /// Latency re-measured alone in rank selection (ns): the mean over its passes.
+    /// Latency re-measured alone in rank selection (ns): the median over its passes.
     pub latency_ns: f64,
-    /// Half-width of its 95% interval (ns; none after a single pass).
+    /// The larger side of that median's distribution-free 95% interval (ns; none after a
+    /// single pass).
     #[serde(default)]
     pub ci95_ns: Option<f64>,
     /// Isolated measurements behind it.
@@ -311,6 +312,7 @@ impl Engine {
             timing: Timing::Device,
             disturbed_retries: self.cfg.params.disturbed_retries,
             stall_limit: self.cfg.params.stall_limit,
+            min_run_ns: self.cfg.params.min_run_ms * 1e6,
         }
     }
 
@@ -671,9 +673,10 @@ impl Engine {
     /// most `rank_max`. Then interleaved passes re-measure the window alone; after each pass
     /// candidates whose 95% interval lies above the leader's are dropped, until one is left,
     /// every remaining interval is within `rank_ci` (after 3 passes), or `rank_passes`.
-    /// Intervals are Student-t 95% intervals; for dropping a candidate they are never taken
-    /// narrower than `rank_noise / sqrt(n)`.
-    /// The best is the lowest mean isolated latency.
+    /// Each candidate stands for the median of its isolated samples, with that median's
+    /// distribution-free 95% interval ([`calibrate::median_ci95`]); for dropping a candidate
+    /// intervals are never taken narrower than `rank_noise / sqrt(n)`.
+    /// The best is the lowest median isolated latency.
     pub fn rank_select(
         &mut self,
         candidates: &[Candidate],
@@ -721,14 +724,14 @@ impl Engine {
         let mut alive: Vec<usize> = (0..window.len()).collect();
         let mut passes = 0;
         let mut measurements = 0;
-        // Mean and 95% half-width, never narrower than the prior noise of an isolated
-        // measurement over sqrt(n): two samples that happen to agree do not make a candidate
-        // certain on a CPU device, whose latencies jump when a core is taken away. A single
-        // sample has no interval (nothing is dropped after the first pass).
-        let interval = |v: &Vec<f64>| -> (f64, f64) {
-            let (m, h) = calibrate::mean_ci95(v);
-            let floor = m * p.rank_noise / (v.len().max(1) as f64).sqrt();
-            (m, h.max(floor))
+        // The median of a candidate's isolated samples and its distribution-free 95%
+        // interval, never narrower than the prior noise of an isolated sample over sqrt(n)
+        // (two samples that happen to agree do not make a candidate certain on a CPU device,
+        // whose latencies jump when a core is taken away). The median, not the mean: a sample
+        // taken while another process held a core is 2-3x slower, and one such sample moved
+        // a mean of a few samples past its rivals.
+        let interval = |v: &Vec<f64>| -> Option<calibrate::MedianCi> {
+            calibrate::median_ci95(v).map(|c| c.floored(p.rank_noise))
         };
         for pass in 0..p.rank_passes.max(1) {
             passes = pass + 1;
@@ -752,35 +755,39 @@ impl Engine {
                 }
             }
             alive.retain(|&w| !samples[w].is_empty());
+            let ci: BTreeMap<usize, calibrate::MedianCi> = alive
+                .iter()
+                .filter_map(|&w| interval(&samples[w]).map(|c| (w, c)))
+                .collect();
             let Some(&lead) = alive
                 .iter()
-                .min_by(|&&a, &&b| interval(&samples[a]).0.total_cmp(&interval(&samples[b]).0))
+                .min_by(|&&a, &&b| ci[&a].median.total_cmp(&ci[&b].median))
             else {
                 break;
             };
-            let (lm, lh) = interval(&samples[lead]);
-            alive.retain(|&w| {
-                let (m, h) = interval(&samples[w]);
-                w == lead || m - h <= lm + lh
-            });
+            // A single sample has no interval yet: nothing is dropped after the first pass.
+            if pass > 0 {
+                let lead_hi = ci[&lead].hi;
+                alive.retain(|&w| w == lead || ci[&w].lo <= lead_hi);
+            }
             self.log.push(Decision::RankPass {
                 pass: passes,
                 candidates: alive
                     .iter()
                     .map(|&w| results[window[w]].name.clone())
                     .collect(),
-                mean_ns: alive.iter().map(|&w| interval(&samples[w]).0).collect(),
-                half_ns: alive.iter().map(|&w| interval(&samples[w]).1).collect(),
+                median_ns: alive.iter().map(|&w| ci[&w].median).collect(),
+                half_ns: alive.iter().map(|&w| ci[&w].half()).collect(),
             });
             if alive.len() <= 1 {
                 break;
             }
             // Done when every remaining candidate is known to within rank_ci (its own
-            // Student-t interval, without the floor that only guards elimination).
+            // interval, without the floor that only guards elimination).
             if passes >= 3
                 && alive.iter().all(|&w| {
-                    let (m, h) = calibrate::mean_ci95(&samples[w]);
-                    h <= p.rank_ci * m
+                    calibrate::median_ci95(&samples[w])
+                        .is_some_and(|c| c.half() <= p.rank_ci * c.median)
                 })
             {
                 break;
@@ -789,11 +796,11 @@ impl Engine {
         let mut best: Option<Best> = None;
         let mut iso = Vec::new();
         for (w, &i) in window.iter().enumerate() {
-            if samples[w].is_empty() {
+            let Some(c) = calibrate::median_ci95(&samples[w]) else {
                 iso.push(f64::NAN);
                 continue;
-            }
-            let (m, h) = calibrate::mean_ci95(&samples[w]);
+            };
+            let m = c.median;
             iso.push(m);
             results[i].isolated_latency_ns = Some(m);
             if alive.contains(&w) && best.as_ref().is_none_or(|b| m < b.latency_ns) {
@@ -801,7 +808,7 @@ impl Engine {
                     index: results[i].index,
                     name: results[i].name.clone(),
                     latency_ns: m,
-                    ci95_ns: h.is_finite().then_some(h),
+                    ci95_ns: (c.n > 1).then(|| c.half()),
                     samples: samples[w].len(),
                 });
             }

@@ -95,12 +95,13 @@ pub enum Decision {
         size: usize,
         candidates: Vec<String>,
     },
-    /// One interleaved pass of rank selection: the candidates still in the race, their mean
-    /// isolated latency so far and its 95% half-width.
+    /// One interleaved pass of rank selection: the candidates still in the race, the median
+    /// of their isolated samples so far and the larger side of its 95% interval (with the
+    /// elimination floor).
     RankPass {
         pass: usize,
         candidates: Vec<String>,
-        mean_ns: Vec<f64>,
+        median_ns: Vec<f64>,
         half_ns: Vec<f64>,
     },
     /// Rank selection: the window re-measured alone, interleaved, until one is left or the

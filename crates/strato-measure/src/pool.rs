@@ -216,6 +216,8 @@ pub struct RunParams {
     /// See [`Request::Measure`].
     pub disturbed_retries: u32,
     pub stall_limit: f64,
+    /// Time budget of one timed run (ns), see [`Request::Measure`].
+    pub min_run_ns: f64,
 }
 
 /// A pool of warm workers.
@@ -374,6 +376,7 @@ impl Pool {
             timing: params.timing,
             disturbed_retries: params.disturbed_retries,
             stall_limit: params.stall_limit,
+            min_run_ns: params.min_run_ns,
         };
         let now = Instant::now();
         let w = &mut self.workers[slot];

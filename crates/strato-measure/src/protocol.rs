@@ -15,6 +15,10 @@ use crate::error::{MeasureError, Result};
 /// Largest frame accepted (64 MiB).
 pub const MAX_FRAME: u32 = 64 << 20;
 
+/// Most kernel launches in one timed run under a time budget (a kernel of a few microseconds
+/// would otherwise need thousands per run).
+pub const MAX_LAUNCHES_PER_RUN: u32 = 1000;
+
 /// How latency is timed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
@@ -47,6 +51,12 @@ pub enum Request {
         disturbed_retries: u32,
         #[serde(default)]
         stall_limit: f64,
+        /// Time budget of one timed run (ns): each of the `repeats` runs launches the kernel
+        /// `k` times back to back, `k` the smallest count whose launches take at least this
+        /// long (sized by one probe launch, at most [`MAX_LAUNCHES_PER_RUN`]), and reports the
+        /// time per launch. 0 (the default) = one launch per run.
+        #[serde(default)]
+        min_run_ns: f64,
     },
     /// Exit cleanly.
     Shutdown,
@@ -57,12 +67,16 @@ pub enum Request {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 #[serde(default)]
 pub struct Measurement {
-    /// Mean latency of one run (ns): device time, or CPU time for [`Timing::Cpu`].
+    /// Mean latency of one launch over the timed runs (ns): device time, or CPU time for
+    /// [`Timing::Cpu`].
     pub latency_ns: f64,
-    /// Smallest single-run latency (ns).
+    /// Smallest per-launch latency of a run (ns).
     pub min_ns: f64,
-    /// Per-run latencies (ns).
+    /// Per-run latencies (ns): each run's time per launch (its device time over its
+    /// `launches_per_run` launches).
     pub runs_ns: Vec<f64>,
+    /// Kernel launches in each timed run (1 without a time budget; 0 = not reported).
+    pub launches_per_run: u32,
     /// CPU-side duration of the timed runs, enqueue of the first to completion of the last (ns).
     pub duration_ns: f64,
     /// Program build time (ns); 0 when the worker had it cached.

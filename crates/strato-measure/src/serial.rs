@@ -21,6 +21,10 @@ pub struct SerialConfig {
     pub warmup: u32,
     /// Per-candidate timeout after the request is sent (s).
     pub timeout_s: f64,
+    /// Time budget of one timed run (ns): the harness launches `repeats` runs of `k` launches,
+    /// `k` sized by a CPU-timed probe launch so that a run takes at least this long, as TVM's
+    /// `time_evaluator` raises `number` to reach `min_repeat_ms`; 0 = `repeats` launches.
+    pub min_run_ns: f64,
 }
 
 /// One candidate measured serially.
@@ -69,6 +73,7 @@ pub fn measure_one(cfg: &SerialConfig, candidate: &Candidate) -> Result<(Outcome
                         // The conventional harness knows nothing of disturbance.
                         disturbed_retries: 0,
                         stall_limit: 0.0,
+                        min_run_ns: cfg.min_run_ns,
                     };
                     if let Some(stdin) = worker.stdin.as_mut() {
                         // A failed write shows up as the pipe closing.

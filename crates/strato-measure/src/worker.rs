@@ -90,6 +90,7 @@ pub fn serve<R: std::io::Read, W: Write>(input: &mut R, output: &mut W) -> crate
                 timing: Timing::Device,
                 disturbed_retries: 0,
                 stall_limit: 0.0,
+                min_run_ns: 0.0,
             };
             let _ = device.run(&built, &c, spec, false, None);
         }
@@ -119,6 +120,7 @@ pub fn serve<R: std::io::Read, W: Write>(input: &mut R, output: &mut W) -> crate
                 timing,
                 disturbed_retries,
                 stall_limit,
+                min_run_ns,
             } => {
                 let start = Instant::now();
                 match candidate.fault {
@@ -147,6 +149,7 @@ pub fn serve<R: std::io::Read, W: Write>(input: &mut R, output: &mut W) -> crate
                             timing,
                             disturbed_retries,
                             stall_limit,
+                            min_run_ns,
                         };
                         let mut outcome =
                             device.run(&built, &candidate, spec, cached, lock.as_ref());
