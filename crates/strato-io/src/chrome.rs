@@ -373,6 +373,8 @@ struct Builder<'p> {
     flow_ends: Vec<PendingFlowEnd>,
     /// The pid/tid of flow ends that are not both integers (see [`FlowPlace::Loose`]).
     loose_places: Vec<(Option<Loose>, Option<Loose>)>,
+    /// Integer places of flow ends already remembered when flows are not kept.
+    unkept_flow_places: rustc_hash::FxHashSet<(i64, i64)>,
     memory_tracks: FxHashMap<(i64, i64), TrackId>,
     memory: MemoryTracker,
     /// The error that stopped the import when it is not a JSON syntax error (an event's times,
@@ -411,6 +413,7 @@ impl<'p> Builder<'p> {
             flows: FxHashMap::default(),
             flow_ends: Vec::new(),
             loose_places: Vec::new(),
+            unkept_flow_places: Default::default(),
             memory_tracks: FxHashMap::default(),
             memory: MemoryTracker::new(options.memory_budget_bytes),
             fatal: None,
@@ -1042,9 +1045,13 @@ impl<'p> Builder<'p> {
             }
         };
         if !self.options.projection.flows {
-            // Only an end that may create a track at the end of the import is remembered
-            // (so the tracks are the same as when flows are kept).
-            if matches!(place, FlowPlace::Loose(_)) {
+            // Each distinct place is remembered once, in file order: resolving it at the end
+            // may create a track, and the tracks must be those of a full import.
+            let first = match place {
+                FlowPlace::Ints(pid, tid) => self.unkept_flow_places.insert((pid, tid)),
+                FlowPlace::Loose(_) => true,
+            };
+            if first {
                 self.flow_ends.push(PendingFlowEnd {
                     flow: NO_FLOW,
                     is_start,
