@@ -429,7 +429,12 @@ fn run(cli: Cli) -> Result<u8> {
             kernel_wait_us,
             json,
         } => {
-            let trace = load(&inputs, &import_options(level_map, false)?)?;
+            // Only what the device time breakdown reads is kept (device spans, launches, steps).
+            let import = ImportOptions {
+                projection: strato_io::Projection::DEVICE_TIME,
+                ..import_options(level_map, false)?
+            };
+            let trace = load(&inputs, &import)?;
             let options = GpuTimeOptions {
                 window: match window {
                     WindowArg::Whole => Window::Whole,

@@ -169,9 +169,13 @@ pub fn run(
             json,
             csv,
         } => {
-            let trace = load(&inputs, &import_options(level_map, false)?)?;
-            let report =
-                breakdown::breakdown(&Analyzed::new(&trace), &BreakdownOptions { per_step });
+            // The breakdown reads spans only: instants, counters and flows are not kept.
+            let import = strato_io::ImportOptions {
+                projection: strato_io::Projection::SPANS,
+                ..import_options(level_map, false)?
+            };
+            let trace = load(&inputs, &import)?;
+            let report = breakdown::breakdown(&Analyzed::new(&trace), &BreakdownOptions { per_step });
             if json {
                 write_json(out, &report)?;
             } else if csv {

@@ -74,9 +74,11 @@ fn latency_line(label: &str, l: &Option<Latency>) -> String {
 
 /// Runs `strato kernels`.
 pub fn run(args: KernelsArgs, level_map: Option<&Path>, out: &mut dyn Write) -> Result<()> {
-    // Only device ops' args are read (queue times, copy bytes): CPU ops' are not kept.
+    // Only spans are read, and only device ops' args (queue times, copy bytes): CPU ops' args,
+    // instants, counters and flows are not kept.
     let options = strato_io::ImportOptions {
         args_scope: strato_io::ArgsScope::DeviceOps,
+        projection: strato_io::Projection::SPANS,
         ..crate::app::import_options(level_map, true)?
     };
     let trace = crate::app::load(&args.inputs, &options)?;

@@ -61,6 +61,27 @@ const DEVICE_CATEGORIES: &[&str] = &[
     "Memset",
 ];
 
+/// Kineto's host categories: with [`crate::SpanProjection::DeviceAndLaunches`] their spans are
+/// left out unless they carry a launch correlation or are `ProfilerStep#` steps.
+const KINETO_HOST_CATEGORIES: &[&str] = &[
+    "cpu_op",
+    "user_annotation",
+    "python_function",
+    "Trace",
+    "Operator",
+    "fwdbwd",
+];
+
+/// An event's launch correlation (`args.correlation`, or TensorFlow's `correlation_id`).
+fn correlation_of(known: &KnownArgs<'_>) -> Option<u64> {
+    known
+        .correlation
+        .as_ref()
+        .or(known.correlation_id.as_ref())
+        .and_then(Loose::as_i64)
+        .map(|c| c as u64)
+}
+
 /// Top-level keys that only Kineto writes.
 const KINETO_KEYS: &[&str] = &[
     "schemaVersion",
@@ -302,13 +323,25 @@ impl<'de> Deserialize<'de> for Loose {
 /// A `B` event waiting for its `E`: start, name, category and args text.
 type OpenBegin = (Ns, StrId, CategoryInfo, Option<String>);
 
-/// A flow end seen in the file, bound to a span after all spans are read.
+/// A flow end seen in the file, bound to a span after all spans are read (40 bytes: one is
+/// kept per flow event until the end of the import, so it is kept compact).
 struct PendingFlowEnd {
-    flow: usize,
+    /// Index in `Trace::flows`, or [`NO_FLOW`] when flows are not kept (the end is then only
+    /// resolved to its track, which may create one, as when flows are kept).
+    flow: u32,
     is_start: bool,
-    pid: Option<Loose>,
-    tid: Option<Loose>,
+    place: FlowPlace,
     ts: Ns,
+}
+
+/// `PendingFlowEnd::flow` of an end whose flow is not kept ([`crate::Projection::flows`] off).
+const NO_FLOW: u32 = u32::MAX;
+
+/// Where a flow end is, as written: integer pid and tid (nearly always), else the raw values in
+/// `Builder::loose_places` (so the common case holds no strings).
+enum FlowPlace {
+    Ints(i64, i64),
+    Loose(u32),
 }
 
 /// Per-category facts, computed once per distinct category.
@@ -333,8 +366,15 @@ struct Builder<'p> {
     process_names: FxHashMap<i64, (Option<String>, Option<String>)>,
     thread_names: Vec<(i64, i64, Option<String>, Option<i64>)>,
     open_begins: FxHashMap<TrackId, Vec<OpenBegin>>,
+    /// Flows with an end still open, by (category, id text): a flow whose two ends are both
+    /// read leaves the map (a later event with its id starts a new flow either way), so the
+    /// map holds the open flows only, not every flow of the file.
     flows: FxHashMap<(StrId, String), usize>,
     flow_ends: Vec<PendingFlowEnd>,
+    /// The pid/tid of flow ends that are not both integers (see [`FlowPlace::Loose`]).
+    loose_places: Vec<(Option<Loose>, Option<Loose>)>,
+    /// Integer places of flow ends already remembered when flows are not kept.
+    unkept_flow_places: rustc_hash::FxHashSet<(i64, i64)>,
     memory_tracks: FxHashMap<(i64, i64), TrackId>,
     memory: MemoryTracker,
     /// The error that stopped the import when it is not a JSON syntax error (an event's times,
@@ -372,6 +412,8 @@ impl<'p> Builder<'p> {
             open_begins: FxHashMap::default(),
             flows: FxHashMap::default(),
             flow_ends: Vec::new(),
+            loose_places: Vec::new(),
+            unkept_flow_places: Default::default(),
             memory_tracks: FxHashMap::default(),
             memory: MemoryTracker::new(options.memory_budget_bytes),
             fatal: None,
@@ -781,6 +823,15 @@ impl<'p> Builder<'p> {
         };
         let ts = self.event_ts(ev, offset)?;
         self.check_memory()?;
+        let projected = self.options.projection.spans != crate::SpanProjection::All;
+        if ph == "X" && projected {
+            // Decided before the name is interned: a span left out costs nothing. Its times
+            // are still checked below.
+            let correlation = correlation_of(known);
+            if !self.keeps_span(ev, cat, correlation) {
+                return self.checked_span_times(ev, ts, offset).map(|_| ());
+            }
+        }
         let name = self.trace.intern(ev.name.unwrap_or(""));
         match ph {
             "B" => {
@@ -806,6 +857,9 @@ impl<'p> Builder<'p> {
                 if ts < start {
                     self.notes().count("clamped_negative_durations", 1);
                 }
+                if projected && !self.keeps_span_named(self.trace.str(name), cat, None) {
+                    return Ok(());
+                }
                 self.trace.spans.push(Span {
                     track,
                     start,
@@ -821,26 +875,8 @@ impl<'p> Builder<'p> {
             }
             _ => {}
         }
-        let mut dur = match self.time(ev.dur) {
-            Ok(Some(dur)) => dur,
-            Err(e) => return Err(self.event_err(ev, offset, format!("bad dur: {e}"))),
-            Ok(None) => {
-                self.notes().count("missing_durations_read_as_0", 1);
-                0
-            }
-        };
-        if dur < 0 {
-            dur = 0;
-            self.notes().count("clamped_negative_durations", 1);
-        }
-        let end = checked_end(ts, dur)
-            .map_err(|e| self.event_err(ev, offset, format!("end (ts + dur): {e}")))?;
-        let correlation = known
-            .correlation
-            .as_ref()
-            .or(known.correlation_id.as_ref())
-            .and_then(Loose::as_i64)
-            .map(|c| c as u64);
+        let end = self.checked_span_times(ev, ts, offset)?;
+        let correlation = correlation_of(known);
         let external_id = known
             .external_id
             .as_ref()
@@ -862,6 +898,41 @@ impl<'p> Builder<'p> {
         Ok(())
     }
 
+    /// The end of an `X` event (`ts + dur`), checked, with a missing `dur` read as 0 and a
+    /// negative one clamped to 0 (both counted).
+    fn checked_span_times(&mut self, ev: &EventView<'_>, ts: Ns, offset: u64) -> Result<Ns> {
+        let mut dur = match self.time(ev.dur) {
+            Ok(Some(dur)) => dur,
+            Err(e) => return Err(self.event_err(ev, offset, format!("bad dur: {e}"))),
+            Ok(None) => {
+                self.notes().count("missing_durations_read_as_0", 1);
+                0
+            }
+        };
+        if dur < 0 {
+            dur = 0;
+            self.notes().count("clamped_negative_durations", 1);
+        }
+        checked_end(ts, dur).map_err(|e| self.event_err(ev, offset, format!("end (ts + dur): {e}")))
+    }
+
+    /// Whether [`crate::ImportOptions::projection`] keeps this span.
+    fn keeps_span(&self, ev: &EventView<'_>, cat: CategoryInfo, correlation: Option<u64>) -> bool {
+        self.keeps_span_named(ev.name.unwrap_or(""), cat, correlation)
+    }
+
+    fn keeps_span_named(&self, name: &str, cat: CategoryInfo, correlation: Option<u64>) -> bool {
+        match self.options.projection.spans {
+            crate::SpanProjection::All => true,
+            crate::SpanProjection::DeviceAndLaunches => {
+                cat.on_device
+                    || correlation.is_some()
+                    || name.starts_with("ProfilerStep#")
+                    || !KINETO_HOST_CATEGORIES.contains(&self.trace.str(cat.id))
+            }
+        }
+    }
+
     fn instant_event(
         &mut self,
         ev: &EventView<'_>,
@@ -880,12 +951,17 @@ impl<'p> Builder<'p> {
             ) {
                 let pid = ev.pid.and_then(Loose::as_i64).unwrap_or(0);
                 let counter = self.memory_counter(pid, device);
-                self.trace.counters.push(CounterSample {
-                    track: counter,
-                    ts,
-                    value: total,
-                });
+                if self.options.projection.counters {
+                    self.trace.counters.push(CounterSample {
+                        track: counter,
+                        ts,
+                        value: total,
+                    });
+                }
             }
+        }
+        if !self.options.projection.instants {
+            return Ok(());
         }
         let name = self.trace.intern(name_text);
         let args = self.args_id(ev);
@@ -941,6 +1017,9 @@ impl<'p> Builder<'p> {
                 unit: String::new(),
             };
             let track = self.trace.track_for(&mut self.tracks, self.rank, kind);
+            if !self.options.projection.counters {
+                continue;
+            }
             let value = value.as_f64().unwrap_or(f64::NAN);
             self.trace.counters.push(CounterSample { track, ts, value });
         }
@@ -952,14 +1031,41 @@ impl<'p> Builder<'p> {
         let Some(id) = ev.id else {
             return Ok(());
         };
+        let ts = self.event_ts(ev, offset)?;
+        self.check_memory()?;
+        let is_start = ph == "s";
+        let place = match (
+            ev.pid.and_then(Loose::as_i64),
+            ev.tid.and_then(Loose::as_i64),
+        ) {
+            (Some(pid), Some(tid)) => FlowPlace::Ints(pid, tid),
+            _ => {
+                self.loose_places.push((ev.pid.cloned(), ev.tid.cloned()));
+                FlowPlace::Loose((self.loose_places.len() - 1) as u32)
+            }
+        };
+        if !self.options.projection.flows {
+            // Each distinct place is remembered once, in file order: resolving it at the end
+            // may create a track, and the tracks must be those of a full import.
+            let first = match place {
+                FlowPlace::Ints(pid, tid) => self.unkept_flow_places.insert((pid, tid)),
+                FlowPlace::Loose(_) => true,
+            };
+            if first {
+                self.flow_ends.push(PendingFlowEnd {
+                    flow: NO_FLOW,
+                    is_start,
+                    place,
+                    ts,
+                });
+            }
+            return Ok(());
+        }
         let key_text = id.text();
         let numeric = id
             .as_i64()
             .map(|v| v as u64)
             .unwrap_or_else(|| hash_text(&key_text));
-        let ts = self.event_ts(ev, offset)?;
-        self.check_memory()?;
-        let is_start = ph == "s";
         let key = (cat.id, key_text);
         let existing = self.flows.get(&key).copied().filter(|&i| {
             let flow = &self.trace.flows[i];
@@ -978,9 +1084,7 @@ impl<'p> Builder<'p> {
                     from: None,
                     to: None,
                 });
-                let i = self.trace.flows.len() - 1;
-                self.flows.insert(key, i);
-                i
+                self.trace.flows.len() - 1
             }
         };
         // The track is resolved in `finish`, once every span's track exists.
@@ -989,17 +1093,25 @@ impl<'p> Builder<'p> {
             ts,
             span: None,
         });
+        let flow = &mut self.trace.flows[index];
         if is_start {
-            self.trace.flows[index].from = end;
+            flow.from = end;
         } else {
             // `t` (step) ends are treated as the flow's arrival.
-            self.trace.flows[index].to = end;
+            flow.to = end;
+        }
+        if flow.from.is_some() && flow.to.is_some() {
+            // Complete: no later event can join it (see `Builder::flows`).
+            if existing.is_some() {
+                self.flows.remove(&key);
+            }
+        } else if existing.is_none() {
+            self.flows.insert(key, index);
         }
         self.flow_ends.push(PendingFlowEnd {
-            flow: index,
+            flow: index as u32,
             is_start,
-            pid: ev.pid.cloned(),
-            tid: ev.tid.cloned(),
+            place,
             ts,
         });
         Ok(())
@@ -1107,10 +1219,22 @@ impl<'p> Builder<'p> {
         // The flow-id map is no longer needed: free it before binding allocates.
         drop(std::mem::take(&mut self.flows));
         let ends = std::mem::take(&mut self.flow_ends);
+        let loose_places = std::mem::take(&mut self.loose_places);
         let mut resolved = Vec::with_capacity(ends.len());
-        for end in &ends {
-            let track = self.existing_track(end.pid.as_ref(), end.tid.as_ref());
-            let flow = &mut self.trace.flows[end.flow];
+        for end in ends {
+            let track = match end.place {
+                FlowPlace::Ints(pid, tid) => {
+                    self.existing_track(Some(&Loose::Int(pid)), Some(&Loose::Int(tid)))
+                }
+                FlowPlace::Loose(i) => {
+                    let (pid, tid) = &loose_places[i as usize];
+                    self.existing_track(pid.as_ref(), tid.as_ref())
+                }
+            };
+            if end.flow == NO_FLOW {
+                continue;
+            }
+            let flow = &mut self.trace.flows[end.flow as usize];
             let slot = if end.is_start {
                 &mut flow.from
             } else {
@@ -1128,6 +1252,7 @@ impl<'p> Builder<'p> {
                 ts: end.ts,
             });
         }
+        drop(loose_places);
         bind_flows(&mut self.trace, &resolved);
         self.trace.clock = ClockInfo::default();
         let open_begins: usize = self.open_begins.values().map(Vec::len).sum();
@@ -1146,7 +1271,7 @@ fn hash_text(text: &str) -> u64 {
 
 /// A flow end with its track known.
 struct ResolvedFlowEnd {
-    flow: usize,
+    flow: u32,
     is_start: bool,
     track: TrackId,
     ts: Ns,
@@ -1178,7 +1303,7 @@ fn bind_flows(trace: &mut Trace, ends: &[ResolvedFlowEnd]) {
             .take(256)
             .find(|&&i| spans[i as usize].end >= end.ts)
             .map(|&i| SpanId(i));
-        let flow = &mut trace.flows[end.flow];
+        let flow = &mut trace.flows[end.flow as usize];
         let slot = if end.is_start {
             &mut flow.from
         } else {

@@ -40,6 +40,10 @@ pub struct ImportOptions {
     /// honours it (most of a large trace's args belong to CPU ops); the other importers keep
     /// every event's attributes.
     pub args_scope: ArgsScope,
+    /// Which events the import keeps: decided by the command from what its analysis reads,
+    /// applied while the file streams, so what is not kept never takes memory. The
+    /// Chrome/Kineto importer honours it; the other importers keep every event.
+    pub projection: Projection,
     /// Bound on decompressed bytes per gzip input (a bomb guard). `None`: the value of
     /// `STRATO_MAX_DECOMPRESSED_BYTES`, else [`input::DEFAULT_MAX_DECOMPRESSED_BYTES`]; read when
     /// a file is opened, and an invalid value is an error then.
@@ -71,6 +75,67 @@ pub enum ArgsScope {
     /// Only the args of events on a device queue (kernels, copies, sets, syncs, device
     /// annotations): what `kernels` and `iterations` read (queue times, copy bytes).
     DeviceOps,
+}
+
+/// What an import keeps of the events it reads (see [`ImportOptions::projection`]). Events not
+/// kept are still read and checked (times, ids; a bad event is the same error), count in
+/// `ImportNotes::events_read`, and create the tracks they would create, so tracks and
+/// processes are the same as with [`Projection::ALL`]; only the events themselves are left out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Projection {
+    /// Which spans are kept.
+    pub spans: SpanProjection,
+    /// Instant events (`i`/`I`/`n`).
+    pub instants: bool,
+    /// Counter samples (`C` events and the `[memory]` instants' allocated-bytes series).
+    pub counters: bool,
+    /// Flows (`s`/`t`/`f`).
+    pub flows: bool,
+}
+
+impl Projection {
+    /// Everything (the default): `info`, `import -o`, `report`, exports.
+    pub const ALL: Projection = Projection {
+        spans: SpanProjection::All,
+        instants: true,
+        counters: true,
+        flows: true,
+    };
+    /// Every span and nothing else: analyses of spans alone (`kernels`, `breakdown`).
+    pub const SPANS: Projection = Projection {
+        spans: SpanProjection::All,
+        instants: false,
+        counters: false,
+        flows: false,
+    };
+    /// What the device time breakdown (`gpu-time`) reads: device spans, the host spans that
+    /// carry a launch correlation, and `ProfilerStep#` spans (see [`SpanProjection`]).
+    pub const DEVICE_TIME: Projection = Projection {
+        spans: SpanProjection::DeviceAndLaunches,
+        instants: false,
+        counters: false,
+        flows: false,
+    };
+}
+
+impl Default for Projection {
+    fn default() -> Self {
+        Projection::ALL
+    }
+}
+
+/// Which spans an import keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SpanProjection {
+    /// Every span.
+    #[default]
+    All,
+    /// Spans of device categories, spans with a launch correlation, `ProfilerStep#` spans, and
+    /// every span of a category the importer does not know as a Kineto host category (so a
+    /// TensorFlow trace viewer file, whose events carry no category and are classified after
+    /// the import, keeps all its spans). Left out: Kineto host spans (`cpu_op`,
+    /// `user_annotation`, `python_function`, ...) without a correlation.
+    DeviceAndLaunches,
 }
 
 /// A progress callback: `(file, bytes read so far)`. Called from the reading thread, often
@@ -147,6 +212,7 @@ impl Default for ImportOptions {
             level_map: LevelMap::default(),
             keep_args: true,
             args_scope: ArgsScope::All,
+            projection: Projection::ALL,
             max_decompressed_bytes: None,
             memory_budget_bytes: budget::default_budget(),
             read_size: json_split::DEFAULT_CHUNK_SIZE,
