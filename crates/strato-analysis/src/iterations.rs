@@ -1245,6 +1245,74 @@ pub fn synthetic(
 mod tests {
     use super::*;
 
+    #[test]
+    fn diagnosis_messages_word_their_numbers() {
+        let cases = [
+            (
+                Diagnosis::CopyBound {
+                    h2d_overlap: 0.75,
+                    mean_interval_ns: 2_500_000.0,
+                    between_share: 0.25,
+                },
+                "copy-bound: host-to-device copies fill the gaps between iterations (they cover \
+                 75% of the mean 2.500 ms interval, 25% of each cycle)",
+            ),
+            (
+                Diagnosis::CpuBound {
+                    mean_interval_ns: 1_000_000.0,
+                    between_share: 0.5,
+                    h2d_overlap: 0.1,
+                },
+                "CPU-bound: the device waits on the host between iterations (mean interval \
+                 1.000 ms, 50% of each cycle; copies cover only 10% of it)",
+            ),
+            (
+                Diagnosis::LaunchBound {
+                    busy_in_iterations: 0.6,
+                    mean_op_gap_ns: 1_500.0,
+                },
+                "launch/host-bound inside iterations: the main stream is idle 40% of each \
+                 iteration (mean gap between ops 1.5 us)",
+            ),
+            (
+                Diagnosis::DeviceBound {
+                    busy_in_iterations: 0.95,
+                    between_share: 0.05,
+                },
+                "device-bound: the main stream is busy 95% of each iteration and waits 5% of \
+                 each cycle between iterations",
+            ),
+            (
+                Diagnosis::Irregular {
+                    after_iteration: 3,
+                    max_interval_ns: 9_000_000,
+                    median_interval_ns: 1_000_000.0,
+                },
+                "irregular: after iteration 3 the device waits 9.000 ms against a median of \
+                 1.000 ms (a stall: data loading, checkpointing, garbage collection?)",
+            ),
+            (
+                Diagnosis::ExtraOps {
+                    iterations_with_extra: 1,
+                    iterations: 5,
+                    most_extra_ops: 2,
+                    pattern_len: 37,
+                },
+                "1 of 5 iterations run extra ops (up to 2 beyond the 37-op pattern): periodic \
+                 extra work such as logging or statistics",
+            ),
+            (
+                Diagnosis::WeakPattern { coverage: 0.3 },
+                "weak pattern: iterations hold only 30% of the main stream's ops",
+            ),
+        ];
+        for (d, text) in cases {
+            assert_eq!(d.message(), text);
+            assert_eq!(d.to_string(), text);
+            assert_eq!(serde_json::to_value(&d).ok(), Some(serde_json::json!(text)));
+        }
+    }
+
     /// Device idle gaps: long before each iteration, short elsewhere.
     fn gaps(n: usize, starts: &[usize]) -> Vec<Ns> {
         let mut g = vec![100; n];
