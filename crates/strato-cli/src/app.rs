@@ -1,11 +1,11 @@
 //! The `strato` command: argument parsing and wiring only. Loading lives in `strato-io` /
 //! `strato-store`, analyses in `strato-analysis`, text rendering in [`crate::present`].
 //! Subcommands are declared in [`Command`] and dispatched in `run`; a command's handling and
-//! rendering live in their own `cmd_<name>.rs` module.
+//! rendering live in their own `commands/<name>.rs` module.
 //!
 //! Every failure prints one line `strato: PATH: what is wrong` to stderr and exits with code 2;
 //! `strato record` exits with the recorded program's status when the program failed
-//! ([`crate::cmd_record`]).
+//! ([`crate::commands::record`]).
 
 use crate::present;
 
@@ -56,7 +56,7 @@ struct Cli {
 enum Command {
     /// Cross-stack analyses: breakdown, hierarchy, tree, layers, roofline, util.
     #[command(flatten)]
-    CrossStack(crate::cmd_crossstack::CrossStackCommand),
+    CrossStack(crate::commands::crossstack::CrossStackCommand),
     /// Import traces into a profile directory (Parquet tables + metadata.json).
     #[command(
         after_help = "Example:\n  strato import ../shared/data/kineto/hta_trace_filter -o prof"
@@ -126,22 +126,22 @@ strato export trace.json.gz --chrome out.json"
     #[command(after_help = "Examples:\n  strato measure candidates.json\n  \
 strato measure --compare-serial --example opencl-matmul --json\n  \
 strato measure --example opencl-matmul --write-candidates mm.json")]
-    Measure(crate::cmd_measure::MeasureArgs),
+    Measure(crate::commands::measure::MeasureArgs),
     /// Find training/inference iterations from device activity alone (DeepProf pattern mining):
     /// per-iteration duration, interval, copy overlap, op gap, bytes in; summary and diagnosis.
     #[command(after_help = "Examples:\n  strato iterations trace.json.gz\n  \
 strato iterations trace.json.gz -i 100,20 --k0 8 --json\n  \
 strato iterations trace.json.gz --check-steps")]
-    Iterations(crate::cmd_iterations::IterationsArgs),
+    Iterations(crate::commands::iterations::IterationsArgs),
     /// Kernel statistics per kernel and per launching op (count, total, mean, std, min, max,
     /// share), launch and queue latencies.
     #[command(after_help = "Examples:\n  strato kernels trace.json.gz --top 15\n  \
 strato kernels trace.json.gz --csv > kernels.csv")]
-    Kernels(crate::cmd_kernels::KernelsArgs),
+    Kernels(crate::commands::kernels::KernelsArgs),
     /// Device memory over time (peak, top allocating ops) and host<->device copies.
     #[command(after_help = "Examples:\n  strato memory trace.json.gz\n  \
 strato memory trace.json.gz --json")]
-    Memory(crate::cmd_memory::MemoryArgs),
+    Memory(crate::commands::memory::MemoryArgs),
     /// Record an unmodified Python program (stratoscope's recorder on) and print its breakdown;
     /// `--calibrate` also calibrates and validates overhead correction, `--levels` runs XSP
     /// leveled experiments (see docs/recording.md).
@@ -150,16 +150,16 @@ strato memory trace.json.gz --json")]
 strato record --calibrate --json -o prof -- python examples/rl_cartpole.py --steps 2000\n  \
 strato record --levels -o prof -- python examples/selfplay.py"
     )]
-    Record(crate::cmd_record::RecordArgs),
+    Record(crate::commands::record::RecordArgs),
     /// Report a calibrated profile's corrected time against its uninstrumented run (bias %).
     #[command(after_help = "Example:\n  strato validate prof --json")]
-    Validate(crate::cmd_record::ValidateArgs),
+    Validate(crate::commands::record::ValidateArgs),
     /// Overhead of the OpenCL layer per collection level (baseline, api, device, full): mean and
     /// std over repeated runs of a workload (Zins tables 4.3-4.8; see docs/opencl.md).
     #[command(
         after_help = "Example:\n  strato overhead --runs 10 -- target/release/strato-opencl-demo workload 50"
     )]
-    Overhead(crate::cmd_overhead::OverheadArgs),
+    Overhead(crate::commands::overhead::OverheadArgs),
     /// Write a self-contained HTML report with plots (breakdown, transitions, processes,
     /// utilization, kernels, roofline, iterations, memory; a diff with --baseline).
     #[command(
@@ -167,7 +167,7 @@ strato record --levels -o prof -- python examples/selfplay.py"
 docs/report.md.\n\nExamples:\n  strato report trace.json.gz -o report.html\n  \
 strato report prof -o report.html --baseline before/ --title \"after the fix\""
     )]
-    Report(crate::cmd_report::ReportArgs),
+    Report(crate::commands::report::ReportArgs),
     /// Compare two profiles: per operation, per operation x stratum, per kernel; time and share
     /// in each, absolute and relative change, added and removed.
     #[command(
@@ -175,13 +175,13 @@ strato report prof -o report.html --baseline before/ --title \"after the fix\""
 strato diff base.json.gz test.json.gz\n  strato diff before/ after/ --top 30\n  \
 strato diff a.json.gz b.json.gz --json > diff.json"
     )]
-    Diff(crate::cmd_diff::DiffArgs),
+    Diff(crate::commands::diff::DiffArgs),
     /// Print shell completions (bash, zsh, fish, elvish, powershell) to stdout.
     #[command(
         after_help = "Examples:\n  strato completions bash > ~/.local/share/bash-completion/completions/strato\n  \
 strato completions zsh > ~/.zfunc/_strato\n  strato completions fish > ~/.config/fish/completions/strato.fish"
     )]
-    Completions(crate::cmd_report::CompletionsArgs),
+    Completions(crate::commands::report::CompletionsArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -198,7 +198,7 @@ pub fn main() -> ExitCode {
 /// Runs `strato` with `args` (the first is the program name), as the binary and the Python
 /// package's `strato` entry point do; returns the exit status: 0, 2 for any failure of
 /// strato's own, or, for `strato record`, the recorded program's status when it failed (see
-/// [`crate::cmd_record::ProgramStatus::shell_code`]).
+/// [`crate::commands::record::ProgramStatus::shell_code`]).
 pub fn main_with_args<I, T>(args: I) -> u8
 where
     I: IntoIterator<Item = T>,
@@ -214,7 +214,7 @@ where
     match run(cli) {
         Ok(status) => status,
         Err(error) => {
-            if let Some(failed) = error.downcast_ref::<crate::cmd_record::ProgramFailed>() {
+            if let Some(failed) = error.downcast_ref::<crate::commands::record::ProgramFailed>() {
                 eprintln!("strato: {failed}");
                 return failed.code;
             }
@@ -362,7 +362,9 @@ fn run(cli: Cli) -> Result<u8> {
     let mut out = stdout.lock();
     let mut status = 0;
     match cli.command {
-        Command::CrossStack(command) => crate::cmd_crossstack::run(command, level_map, &mut out)?,
+        Command::CrossStack(command) => {
+            crate::commands::crossstack::run(command, level_map, &mut out)?
+        }
         Command::Import { inputs, output } => {
             let trace = load(&inputs, &import_options(level_map, true)?)?;
             let redacted = strato_io::redact::redacted_names(&trace);
@@ -441,16 +443,16 @@ fn run(cli: Cli) -> Result<u8> {
                 present::gpu_time(&mut out, &report)?;
             }
         }
-        Command::Measure(args) => crate::cmd_measure::run(args, &mut out)?,
-        Command::Iterations(args) => crate::cmd_iterations::run(args, level_map, &mut out)?,
-        Command::Kernels(args) => crate::cmd_kernels::run(args, level_map, &mut out)?,
-        Command::Memory(args) => crate::cmd_memory::run(args, level_map, &mut out)?,
-        Command::Record(args) => status = crate::cmd_record::run_record(args, &mut out)?,
-        Command::Validate(args) => crate::cmd_record::run_validate(args, &mut out)?,
-        Command::Overhead(args) => crate::cmd_overhead::run(args, &mut out)?,
-        Command::Report(args) => crate::cmd_report::run(args, level_map, &mut out)?,
-        Command::Diff(args) => crate::cmd_diff::run(args, level_map, &mut out)?,
-        Command::Completions(args) => crate::cmd_report::completions(
+        Command::Measure(args) => crate::commands::measure::run(args, &mut out)?,
+        Command::Iterations(args) => crate::commands::iterations::run(args, level_map, &mut out)?,
+        Command::Kernels(args) => crate::commands::kernels::run(args, level_map, &mut out)?,
+        Command::Memory(args) => crate::commands::memory::run(args, level_map, &mut out)?,
+        Command::Record(args) => status = crate::commands::record::run_record(args, &mut out)?,
+        Command::Validate(args) => crate::commands::record::run_validate(args, &mut out)?,
+        Command::Overhead(args) => crate::commands::overhead::run(args, &mut out)?,
+        Command::Report(args) => crate::commands::report::run(args, level_map, &mut out)?,
+        Command::Diff(args) => crate::commands::diff::run(args, level_map, &mut out)?,
+        Command::Completions(args) => crate::commands::report::completions(
             args,
             &mut <Cli as clap::CommandFactory>::command(),
             &mut out,
@@ -470,7 +472,7 @@ fn run(cli: Cli) -> Result<u8> {
                 let extras = if raw {
                     strato_io::export::perfetto::Extras::default()
                 } else {
-                    crate::cmd_report::perfetto_extras(&trace, iterations)
+                    crate::commands::report::perfetto_extras(&trace, iterations)
                 };
                 crate::output::write_output(&path, |w| {
                     strato_io::export::perfetto::write_with(&trace, &extras, w)

@@ -3,15 +3,7 @@
 //! handling and rendering are in their own modules.
 
 pub mod app;
-mod cmd_crossstack;
-mod cmd_diff;
-mod cmd_iterations;
-mod cmd_kernels;
-mod cmd_measure;
-mod cmd_memory;
-pub mod cmd_overhead;
-pub mod cmd_record;
-mod cmd_report;
+pub mod commands;
 mod output;
 mod present;
 // signal(2) through `libc` around a recorded program's run, confined to this module.

@@ -132,12 +132,12 @@ pub fn run(args: ReportArgs, level_map: Option<&Path>, out: &mut dyn Write) -> R
         steps.step("loading the baseline");
         let a = crate::app::load(std::slice::from_ref(base), &options)?;
         steps.step("analysing the baseline");
-        let ra = crate::cmd_diff::side_results(&a, false);
+        let ra = crate::commands::diff::side_results(&a, false);
         steps.step("diff");
-        let rb = crate::cmd_diff::side_results(&trace, false);
+        let rb = crate::commands::diff::side_results(&trace, false);
         let b_label = default_title(&args.inputs);
         input.diff = Some(strato_analysis::diff::diff(
-            &crate::cmd_diff::label(base),
+            &crate::commands::diff::label(base),
             (&ra.0, &ra.1),
             &b_label,
             (&rb.0, &rb.1),

@@ -12,7 +12,7 @@ use strato_analysis::iterations::{
     check_against_steps, iterations, IterationOptions, LoopReport, StepCheck,
 };
 
-use crate::cmd_kernels::us;
+use crate::commands::kernels::us;
 use crate::table::{shorten, Table};
 
 /// Arguments of `strato iterations`.

@@ -272,7 +272,10 @@ impl Launcher<'_> {
             cmd.env("STRATOSCOPE_WRAP", w);
         }
         if self.args.opencl {
-            cmd.env("OPENCL_LAYERS", crate::cmd_overhead::opencl_layer_path()?);
+            cmd.env(
+                "OPENCL_LAYERS",
+                crate::commands::overhead::opencl_layer_path()?,
+            );
             if let Some(l) = opencl {
                 cmd.env("STRATOSCOPE_OPENCL", l);
             }
