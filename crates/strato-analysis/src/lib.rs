@@ -4,6 +4,7 @@
 
 pub mod breakdown;
 pub mod busy;
+pub mod calibration;
 pub mod devices;
 pub mod diff;
 pub mod gpu_time;

@@ -1,23 +1,23 @@
 //! The `strato` command: argument parsing and wiring only. Loading lives in `strato-io` /
 //! `strato-store`, analyses in `strato-analysis`, text rendering in [`crate::present`].
 //! Subcommands are declared in [`Command`] and dispatched in `run`; a command's handling and
-//! rendering live in their own `commands/<name>.rs` module.
+//! rendering live in their own `commands/<name>.rs` module; inputs are opened in
+//! [`crate::input`].
 //!
 //! Every failure prints one line `strato: PATH: what is wrong` to stderr and exits with code 2;
 //! `strato record` exits with the recorded program's status when the program failed
 //! ([`crate::commands::record`]).
 
+use crate::input::{import_options, load, shared_rank_claims};
 use crate::present;
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use clap::{Parser, Subcommand, ValueEnum};
 use strato_analysis::gpu_time::{GpuTimeOptions, Window};
-use strato_io::ImportOptions;
-use strato_trace::{LevelMap, LevelRule, Trace};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -103,24 +103,7 @@ correlated to them) and whole-microsecond rounding\n\nExample:\n  strato gpu-tim
 strato export trace.json.gz --perfetto out.pftrace --iterations\n  \
 strato export trace.json.gz --chrome out.json"
     )]
-    Export {
-        #[arg(required = true)]
-        inputs: Vec<PathBuf>,
-        /// Write Perfetto protobuf (TrackEvent) here.
-        #[arg(long, value_name = "OUT")]
-        perfetto: Option<PathBuf>,
-        /// Write Chrome-trace JSON here.
-        #[arg(long, value_name = "OUT")]
-        chrome: Option<PathBuf>,
-        /// Perfetto: the trace only, without what the analyses add (per-stratum thread
-        /// tracks, device busy counters, iterations; see docs/export.md).
-        #[arg(long)]
-        raw: bool,
-        /// Perfetto: add the iterations found by `strato iterations` as a track of slices
-        /// under each device.
-        #[arg(long, conflicts_with = "raw")]
-        iterations: bool,
-    },
+    Export(crate::commands::export::ExportArgs),
     /// Measure auto-tuning candidates in parallel, accurately (DOPpler): warm workers, device
     /// timing, calibrator, REACT parallelism, rank selection (see docs/measure.md).
     #[command(after_help = "Examples:\n  strato measure candidates.json\n  \
@@ -181,7 +164,7 @@ strato diff a.json.gz b.json.gz --json > diff.json"
         after_help = "Examples:\n  strato completions bash > ~/.local/share/bash-completion/completions/strato\n  \
 strato completions zsh > ~/.zfunc/_strato\n  strato completions fish > ~/.config/fish/completions/strato.fish"
     )]
-    Completions(crate::commands::report::CompletionsArgs),
+    Completions(crate::commands::completions::CompletionsArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -239,125 +222,13 @@ where
     }
 }
 
-/// `--salvage` of the running command (set by `run` for each invocation: the Python package
-/// runs several in one process).
-static SALVAGE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-pub(crate) fn import_options(
-    cli_level_map: Option<&Path>,
-    keep_args: bool,
-) -> Result<ImportOptions> {
-    let level_map = match cli_level_map {
-        None => LevelMap::default(),
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("{}: cannot read level map", path.display()))?;
-            let rules: Vec<LevelRule> = serde_json::from_str(&text).with_context(|| {
-                format!(
-                    "{}: not a list of {{format, category, level}} rules",
-                    path.display()
-                )
-            })?;
-            LevelMap::with_overrides(rules).with_context(|| path.display().to_string())?
-        }
-    };
-    let memory_budget_bytes = strato_io::budget::memory_budget_from_env()?;
-    Ok(ImportOptions {
-        level_map,
-        keep_args,
-        memory_budget_bytes,
-        progress: crate::term::import_progress(),
-        salvage: SALVAGE.load(std::sync::atomic::Ordering::Relaxed),
-        ..ImportOptions::default()
-    })
-}
-
-/// One warning line on stderr per import note that passes the warning rule
-/// ([`strato_trace::ImportNotes::warnings`]: a count above 0.1 % of the events read, or any
-/// free-text note); `strato info` lists them all.
-fn warn_import_notes(trace: &Trace) {
-    for rank in &trace.ranks {
-        for line in rank.notes.warnings() {
-            eprintln!(
-                "strato: warning: {}: {line} (see `strato info`)",
-                rank.source
-            );
-        }
-    }
-}
-
-/// Set once from the command line (`--keep-secrets`): [`load`] leaves secrets in metadata.
-static KEEP_SECRETS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Loads inputs: one profile directory, or trace files / directories of ranks. Secrets in the
-/// sources' metadata are redacted unless `--keep-secrets` ([`strato_io::redact`]); sources
-/// of one import that claim the same rank are noted once on stderr.
-pub(crate) fn load(inputs: &[PathBuf], options: &ImportOptions) -> Result<Trace> {
-    let mut trace = load_unredacted(inputs, options)?;
-    if !KEEP_SECRETS.load(std::sync::atomic::Ordering::Relaxed) {
-        strato_io::redact::redact_trace(&mut trace);
-    }
-    Ok(trace)
-}
-
-/// Sources that claim the same rank number, as `(rank, [sources])`, for every shared number.
-pub(crate) fn shared_rank_claims(trace: &Trace) -> Vec<(i64, Vec<String>)> {
-    let mut by_rank: std::collections::BTreeMap<i64, Vec<String>> = Default::default();
-    for r in trace.ranks.iter().filter(|r| r.format != "ncu") {
-        if let Some(n) = r.rank {
-            by_rank.entry(n).or_default().push(r.source.clone());
-        }
-    }
-    by_rank.into_iter().filter(|(_, s)| s.len() > 1).collect()
-}
-
-fn load_unredacted(inputs: &[PathBuf], options: &ImportOptions) -> Result<Trace> {
-    for input in inputs {
-        if !strato_io::input::is_stdin(input) && !input.exists() {
-            bail!("{}: no such file or directory", input.display());
-        }
-    }
-    if inputs
-        .iter()
-        .filter(|p| strato_io::input::is_stdin(p))
-        .count()
-        > 1
-    {
-        bail!("-: standard input can be given only once");
-    }
-    if inputs.len() == 1 && strato_store::is_profile_dir(&inputs[0]) {
-        let read = strato_store::ReadOptions {
-            args: options.keep_args,
-        };
-        let trace = strato_store::read_with(&inputs[0], &read)?;
-        warn_import_notes(&trace);
-        return Ok(trace);
-    }
-    if inputs.iter().any(|p| strato_store::is_profile_dir(p)) {
-        bail!("a profile directory must be given alone");
-    }
-    let trace = strato_io::import_paths(inputs, options);
-    crate::term::finish_progress();
-    let trace = trace?;
-    for (rank, sources) in shared_rank_claims(&trace) {
-        eprintln!(
-            "strato: note: {} sources all claim rank {rank} ({}): kept apart as separate sources",
-            sources.len(),
-            sources.join(", ")
-        );
-    }
-    warn_import_notes(&trace);
-    // Recordings calibrated by `strato record --calibrate` are overhead-corrected first.
-    Ok(strato_analysis::overhead::apply_recorded_calibration(trace))
-}
-
 /// Runs one command; returns the exit status (non-zero only for `strato record` of a failed
 /// program).
 fn run(cli: Cli) -> Result<u8> {
-    SALVAGE.store(cli.salvage, std::sync::atomic::Ordering::Relaxed);
+    crate::input::SALVAGE.store(cli.salvage, std::sync::atomic::Ordering::Relaxed);
     let level_map = cli.level_map.as_deref();
     crate::table::set_csv_raw(cli.csv_raw);
-    KEEP_SECRETS.store(cli.keep_secrets, std::sync::atomic::Ordering::Relaxed);
+    crate::input::KEEP_SECRETS.store(cli.keep_secrets, std::sync::atomic::Ordering::Relaxed);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let mut status = 0;
@@ -452,40 +323,12 @@ fn run(cli: Cli) -> Result<u8> {
         Command::Overhead(args) => crate::commands::overhead::run(args, &mut out)?,
         Command::Report(args) => crate::commands::report::run(args, level_map, &mut out)?,
         Command::Diff(args) => crate::commands::diff::run(args, level_map, &mut out)?,
-        Command::Completions(args) => crate::commands::report::completions(
+        Command::Completions(args) => crate::commands::completions::completions(
             args,
             &mut <Cli as clap::CommandFactory>::command(),
             &mut out,
         )?,
-        Command::Export {
-            inputs,
-            perfetto,
-            chrome,
-            raw,
-            iterations,
-        } => {
-            if perfetto.is_none() && chrome.is_none() {
-                bail!("export: say where to write: --perfetto OUT and/or --chrome OUT");
-            }
-            let trace = load(&inputs, &import_options(level_map, true)?)?;
-            if let Some(path) = perfetto {
-                let extras = if raw {
-                    strato_io::export::perfetto::Extras::default()
-                } else {
-                    crate::commands::report::perfetto_extras(&trace, iterations)
-                };
-                crate::output::write_output(&path, |w| {
-                    strato_io::export::perfetto::write_with(&trace, &extras, w)
-                })?;
-                writeln!(out, "wrote {}", path.display())?;
-            }
-            if let Some(path) = chrome {
-                crate::output::write_output(&path, |w| {
-                    strato_io::export::chrome::write(&trace, w)
-                })?;
-                writeln!(out, "wrote {}", path.display())?;
-            }
-        }
+        Command::Export(args) => crate::commands::export::run(args, level_map, &mut out)?,
     }
     out.flush()?;
     Ok(status)

@@ -4,8 +4,11 @@
 
 pub mod app;
 pub mod commands;
+mod input;
+mod launch;
 mod output;
 mod present;
+mod render;
 // signal(2) through `libc` around a recorded program's run, confined to this module.
 #[allow(unsafe_code)]
 mod shell_signals;

@@ -4,7 +4,6 @@
 //! in `strato-analysis`, the HTML in `strato-report`.
 
 use std::io::Write;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
@@ -17,8 +16,10 @@ use strato_analysis::layers::{layers, LayersOptions};
 use strato_analysis::memory::{memory, MemoryOptions};
 use strato_analysis::scope::Scopes;
 use strato_analysis::util::{util, DEFAULT_PERIODS_S};
-use strato_report::{Part, ReportInput, KERNEL_TOP};
+use strato_report::{ReportInput, KERNEL_TOP};
 use strato_trace::Trace;
+
+use crate::output::guarded;
 
 /// Arguments of `strato report`.
 #[derive(Args, Debug)]
@@ -35,19 +36,6 @@ pub struct ReportArgs {
     /// Page title (default: the input's file name).
     #[arg(long)]
     title: Option<String>,
-}
-
-/// Runs one analysis; a panic (a bug) becomes the section's "why it is missing" instead of
-/// losing the whole report.
-fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> Part<T> {
-    catch_unwind(AssertUnwindSafe(f)).map_err(|e| {
-        let msg = e
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| e.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-            .unwrap_or_default();
-        format!("The {what} analysis failed on this profile (a bug; please report it): {msg}")
-    })
 }
 
 /// Every analysis the report shows, on one trace.
@@ -120,8 +108,8 @@ fn default_title(inputs: &[PathBuf]) -> String {
 
 /// Runs `strato report`.
 pub fn run(args: ReportArgs, level_map: Option<&Path>, out: &mut dyn Write) -> Result<()> {
-    let options = crate::app::import_options(level_map, true)?;
-    let trace = crate::app::load(&args.inputs, &options)?;
+    let options = crate::input::import_options(level_map, true)?;
+    let trace = crate::input::load(&args.inputs, &options)?;
     let mut steps = crate::term::Steps::new(if args.baseline.is_some() { 10 } else { 7 });
     let title = args
         .title
@@ -130,7 +118,7 @@ pub fn run(args: ReportArgs, level_map: Option<&Path>, out: &mut dyn Write) -> R
     let mut input = analyse(&trace, title, &mut steps);
     if let Some(base) = &args.baseline {
         steps.step("loading the baseline");
-        let a = crate::app::load(std::slice::from_ref(base), &options)?;
+        let a = crate::input::load(std::slice::from_ref(base), &options)?;
         steps.step("analysing the baseline");
         let ra = crate::commands::diff::side_results(&a, false);
         steps.step("diff");
@@ -153,85 +141,4 @@ pub fn run(args: ReportArgs, level_map: Option<&Path>, out: &mut dyn Write) -> R
         html.len() as f64 / 1024.0
     )?;
     Ok(())
-}
-
-/// Arguments of `strato completions`.
-#[derive(Args, Debug)]
-pub struct CompletionsArgs {
-    /// The shell to print completions for.
-    #[arg(value_enum)]
-    shell: clap_complete::Shell,
-}
-
-/// Prints completions for `shell` of the command `cmd`.
-pub fn completions(
-    args: CompletionsArgs,
-    cmd: &mut clap::Command,
-    out: &mut dyn Write,
-) -> Result<()> {
-    clap_complete::generate(args.shell, cmd, "strato", out);
-    Ok(())
-}
-
-/// What the analyses add to a Perfetto export (`strato export --perfetto`): threads split
-/// into one track per stratum, a device busy-fraction counter per device (10 ms buckets,
-/// `strato_analysis::busy`), and with `with_iterations` the iterations of each device's loops
-/// as spans under the device (extra slices). See docs/export.md.
-pub(crate) fn perfetto_extras(
-    trace: &Trace,
-    with_iterations: bool,
-) -> strato_io::export::perfetto::Extras {
-    use strato_io::export::perfetto::{ExtraCounter, ExtraSpan, ExtraTrack, Extras, Owner};
-    let mut extras = Extras {
-        strata_tracks: true,
-        ..Extras::default()
-    };
-    for b in busy_series(trace, DEFAULT_BUCKET_NS) {
-        let mut points: Vec<(i64, f64)> = b.points().map(|(t, f)| (t, 100.0 * f)).collect();
-        points.push((b.end_ns, 0.0));
-        extras.counters.push(ExtraCounter {
-            rank: b.rank,
-            owner: Owner::Device(b.device),
-            name: format!("device busy % ({} ms buckets)", b.bucket_ns / 1_000_000),
-            unit: "%".into(),
-            points,
-        });
-    }
-    let report = if with_iterations {
-        guarded("iterations", || {
-            iterations(trace, &IterationOptions::default())
-        })
-    } else {
-        Err(String::new())
-    };
-    if let Ok(report) = report {
-        for l in &report.sequences {
-            extras.tracks.push(ExtraTrack {
-                rank: strato_trace::RankId(l.rank_index),
-                owner: Owner::Device(l.device),
-                name: format!(
-                    "iterations (stream {}, loop {})",
-                    l.stream,
-                    l.loop_index + 1
-                ),
-                spans: l
-                    .iterations
-                    .iter()
-                    .map(|it| ExtraSpan {
-                        start: it.start_ns,
-                        end: it.end_ns,
-                        name: format!("iteration {}", it.index + 1),
-                        args: vec![
-                            ("ops".into(), it.ops.to_string()),
-                            (
-                                "interval to next (ns)".into(),
-                                it.interval_to_next_ns.map_or("-".into(), |g| g.to_string()),
-                            ),
-                        ],
-                    })
-                    .collect(),
-            });
-        }
-    }
-    extras
 }
