@@ -161,6 +161,19 @@ pub(crate) fn prepare_record_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Runs one analysis; a panic (a bug) becomes the section's "why it is missing" instead of
+/// losing the whole report.
+pub(crate) fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> strato_report::Part<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|e| {
+        let msg = e
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| e.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .unwrap_or_default();
+        format!("The {what} analysis failed on this profile (a bug; please report it): {msg}")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,17 +193,4 @@ mod tests {
         std::os::unix::fs::symlink(dir.path().join("missing"), &link).unwrap();
         assert!(target(&link).is_err());
     }
-}
-
-/// Runs one analysis; a panic (a bug) becomes the section's "why it is missing" instead of
-/// losing the whole report.
-pub(crate) fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> strato_report::Part<T> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|e| {
-        let msg = e
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| e.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-            .unwrap_or_default();
-        format!("The {what} analysis failed on this profile (a bug; please report it): {msg}")
-    })
 }
