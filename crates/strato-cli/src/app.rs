@@ -1,23 +1,23 @@
 //! The `strato` command: argument parsing and wiring only. Loading lives in `strato-io` /
 //! `strato-store`, analyses in `strato-analysis`, text rendering in [`crate::present`].
 //! Subcommands are declared in [`Command`] and dispatched in `run`; a command's handling and
-//! rendering live in their own `cmd_<name>.rs` module.
+//! rendering live in their own `commands/<name>.rs` module; inputs are opened in
+//! [`crate::input`].
 //!
 //! Every failure prints one line `strato: PATH: what is wrong` to stderr and exits with code 2;
 //! `strato record` exits with the recorded program's status when the program failed
-//! ([`crate::cmd_record`]).
+//! ([`crate::commands::record`]).
 
+use crate::input::{import_options, load, shared_rank_claims};
 use crate::present;
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use clap::{Parser, Subcommand, ValueEnum};
 use strato_analysis::gpu_time::{GpuTimeOptions, Window};
-use strato_io::ImportOptions;
-use strato_trace::{LevelMap, LevelRule, Trace};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -56,7 +56,7 @@ struct Cli {
 enum Command {
     /// Cross-stack analyses: breakdown, hierarchy, tree, layers, roofline, util.
     #[command(flatten)]
-    CrossStack(crate::cmd_crossstack::CrossStackCommand),
+    CrossStack(crate::commands::crossstack::CrossStackCommand),
     /// Import traces into a profile directory (Parquet tables + metadata.json).
     #[command(
         after_help = "Example:\n  strato import ../shared/data/kineto/hta_trace_filter -o prof"
@@ -103,45 +103,28 @@ correlated to them) and whole-microsecond rounding\n\nExample:\n  strato gpu-tim
 strato export trace.json.gz --perfetto out.pftrace --iterations\n  \
 strato export trace.json.gz --chrome out.json"
     )]
-    Export {
-        #[arg(required = true)]
-        inputs: Vec<PathBuf>,
-        /// Write Perfetto protobuf (TrackEvent) here.
-        #[arg(long, value_name = "OUT")]
-        perfetto: Option<PathBuf>,
-        /// Write Chrome-trace JSON here.
-        #[arg(long, value_name = "OUT")]
-        chrome: Option<PathBuf>,
-        /// Perfetto: the trace only, without what the analyses add (per-stratum thread
-        /// tracks, device busy counters, iterations; see docs/export.md).
-        #[arg(long)]
-        raw: bool,
-        /// Perfetto: add the iterations found by `strato iterations` as a track of slices
-        /// under each device.
-        #[arg(long, conflicts_with = "raw")]
-        iterations: bool,
-    },
+    Export(crate::commands::export::ExportArgs),
     /// Measure auto-tuning candidates in parallel, accurately (DOPpler): warm workers, device
     /// timing, calibrator, REACT parallelism, rank selection (see docs/measure.md).
     #[command(after_help = "Examples:\n  strato measure candidates.json\n  \
 strato measure --compare-serial --example opencl-matmul --json\n  \
 strato measure --example opencl-matmul --write-candidates mm.json")]
-    Measure(crate::cmd_measure::MeasureArgs),
+    Measure(crate::commands::measure::MeasureArgs),
     /// Find training/inference iterations from device activity alone (DeepProf pattern mining):
     /// per-iteration duration, interval, copy overlap, op gap, bytes in; summary and diagnosis.
     #[command(after_help = "Examples:\n  strato iterations trace.json.gz\n  \
 strato iterations trace.json.gz -i 100,20 --k0 8 --json\n  \
 strato iterations trace.json.gz --check-steps")]
-    Iterations(crate::cmd_iterations::IterationsArgs),
+    Iterations(crate::commands::iterations::IterationsArgs),
     /// Kernel statistics per kernel and per launching op (count, total, mean, std, min, max,
     /// share), launch and queue latencies.
     #[command(after_help = "Examples:\n  strato kernels trace.json.gz --top 15\n  \
 strato kernels trace.json.gz --csv > kernels.csv")]
-    Kernels(crate::cmd_kernels::KernelsArgs),
+    Kernels(crate::commands::kernels::KernelsArgs),
     /// Device memory over time (peak, top allocating ops) and host<->device copies.
     #[command(after_help = "Examples:\n  strato memory trace.json.gz\n  \
 strato memory trace.json.gz --json")]
-    Memory(crate::cmd_memory::MemoryArgs),
+    Memory(crate::commands::memory::MemoryArgs),
     /// Record an unmodified Python program (stratoscope's recorder on) and print its breakdown;
     /// `--calibrate` also calibrates and validates overhead correction, `--levels` runs XSP
     /// leveled experiments (see docs/recording.md).
@@ -150,16 +133,16 @@ strato memory trace.json.gz --json")]
 strato record --calibrate --json -o prof -- python examples/rl_cartpole.py --steps 2000\n  \
 strato record --levels -o prof -- python examples/selfplay.py"
     )]
-    Record(crate::cmd_record::RecordArgs),
+    Record(crate::commands::record::RecordArgs),
     /// Report a calibrated profile's corrected time against its uninstrumented run (bias %).
     #[command(after_help = "Example:\n  strato validate prof --json")]
-    Validate(crate::cmd_record::ValidateArgs),
+    Validate(crate::commands::record::ValidateArgs),
     /// Overhead of the OpenCL layer per collection level (baseline, api, device, full): mean and
     /// std over repeated runs of a workload (Zins tables 4.3-4.8; see docs/opencl.md).
     #[command(
         after_help = "Example:\n  strato overhead --runs 10 -- target/release/strato-opencl-demo workload 50"
     )]
-    Overhead(crate::cmd_overhead::OverheadArgs),
+    Overhead(crate::commands::overhead::OverheadArgs),
     /// Write a self-contained HTML report with plots (breakdown, transitions, processes,
     /// utilization, kernels, roofline, iterations, memory; a diff with --baseline).
     #[command(
@@ -167,7 +150,7 @@ strato record --levels -o prof -- python examples/selfplay.py"
 docs/report.md.\n\nExamples:\n  strato report trace.json.gz -o report.html\n  \
 strato report prof -o report.html --baseline before/ --title \"after the fix\""
     )]
-    Report(crate::cmd_report::ReportArgs),
+    Report(crate::commands::report::ReportArgs),
     /// Compare two profiles: per operation, per operation x stratum, per kernel; time and share
     /// in each, absolute and relative change, added and removed.
     #[command(
@@ -175,13 +158,13 @@ strato report prof -o report.html --baseline before/ --title \"after the fix\""
 strato diff base.json.gz test.json.gz\n  strato diff before/ after/ --top 30\n  \
 strato diff a.json.gz b.json.gz --json > diff.json"
     )]
-    Diff(crate::cmd_diff::DiffArgs),
+    Diff(crate::commands::diff::DiffArgs),
     /// Print shell completions (bash, zsh, fish, elvish, powershell) to stdout.
     #[command(
         after_help = "Examples:\n  strato completions bash > ~/.local/share/bash-completion/completions/strato\n  \
 strato completions zsh > ~/.zfunc/_strato\n  strato completions fish > ~/.config/fish/completions/strato.fish"
     )]
-    Completions(crate::cmd_report::CompletionsArgs),
+    Completions(crate::commands::completions::CompletionsArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -198,7 +181,7 @@ pub fn main() -> ExitCode {
 /// Runs `strato` with `args` (the first is the program name), as the binary and the Python
 /// package's `strato` entry point do; returns the exit status: 0, 2 for any failure of
 /// strato's own, or, for `strato record`, the recorded program's status when it failed (see
-/// [`crate::cmd_record::ProgramStatus::shell_code`]).
+/// [`crate::commands::record::ProgramStatus::shell_code`]).
 pub fn main_with_args<I, T>(args: I) -> u8
 where
     I: IntoIterator<Item = T>,
@@ -214,7 +197,7 @@ where
     match run(cli) {
         Ok(status) => status,
         Err(error) => {
-            if let Some(failed) = error.downcast_ref::<crate::cmd_record::ProgramFailed>() {
+            if let Some(failed) = error.downcast_ref::<crate::commands::record::ProgramFailed>() {
                 eprintln!("strato: {failed}");
                 return failed.code;
             }
@@ -239,134 +222,20 @@ where
     }
 }
 
-/// `--salvage` of the running command (set by `run` for each invocation: the Python package
-/// runs several in one process).
-static SALVAGE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-pub(crate) fn import_options(
-    cli_level_map: Option<&Path>,
-    keep_args: bool,
-) -> Result<ImportOptions> {
-    let level_map = match cli_level_map {
-        None => LevelMap::default(),
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("{}: cannot read level map", path.display()))?;
-            let rules: Vec<LevelRule> = serde_json::from_str(&text).with_context(|| {
-                format!(
-                    "{}: not a list of {{format, category, level}} rules",
-                    path.display()
-                )
-            })?;
-            LevelMap::with_overrides(rules).with_context(|| path.display().to_string())?
-        }
-    };
-    let memory_budget_bytes = strato_io::budget::memory_budget_from_env()?;
-    Ok(ImportOptions {
-        level_map,
-        keep_args,
-        memory_budget_bytes,
-        progress: crate::term::import_progress(),
-        salvage: SALVAGE.load(std::sync::atomic::Ordering::Relaxed),
-        ..ImportOptions::default()
-    })
-}
-
-/// One warning line on stderr per import note that passes the warning rule
-/// ([`strato_trace::ImportNotes::warnings`]: a count above 0.1 % of the events read, or any
-/// free-text note); `strato info` lists them all.
-fn warn_import_notes(trace: &Trace) {
-    for rank in &trace.ranks {
-        for line in rank.notes.warnings() {
-            eprintln!(
-                "strato: warning: {}: {line} (see `strato info`)",
-                rank.source
-            );
-        }
-    }
-}
-
-/// Set once from the command line (`--keep-secrets`): [`load`] leaves secrets in metadata.
-static KEEP_SECRETS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Loads inputs: one profile directory, or trace files / directories of ranks. Secrets in the
-/// sources' metadata are redacted unless `--keep-secrets` ([`strato_io::redact`]); sources
-/// of one import that claim the same rank are noted once on stderr.
-pub(crate) fn load(inputs: &[PathBuf], options: &ImportOptions) -> Result<Trace> {
-    let mut trace = load_unredacted(inputs, options)?;
-    if !KEEP_SECRETS.load(std::sync::atomic::Ordering::Relaxed) {
-        strato_io::redact::redact_trace(&mut trace);
-    }
-    Ok(trace)
-}
-
-/// Sources that claim the same rank number, as `(rank, [sources])`, for every shared number.
-pub(crate) fn shared_rank_claims(trace: &Trace) -> Vec<(i64, Vec<String>)> {
-    let mut by_rank: std::collections::BTreeMap<i64, Vec<String>> = Default::default();
-    for r in trace
-        .ranks
-        .iter()
-        .filter(|r| r.format != strato_trace::SourceFormat::Ncu)
-    {
-        if let Some(n) = r.rank {
-            by_rank.entry(n).or_default().push(r.source.clone());
-        }
-    }
-    by_rank.into_iter().filter(|(_, s)| s.len() > 1).collect()
-}
-
-fn load_unredacted(inputs: &[PathBuf], options: &ImportOptions) -> Result<Trace> {
-    for input in inputs {
-        if !strato_io::input::is_stdin(input) && !input.exists() {
-            bail!("{}: no such file or directory", input.display());
-        }
-    }
-    if inputs
-        .iter()
-        .filter(|p| strato_io::input::is_stdin(p))
-        .count()
-        > 1
-    {
-        bail!("-: standard input can be given only once");
-    }
-    if inputs.len() == 1 && strato_store::is_profile_dir(&inputs[0]) {
-        let read = strato_store::ReadOptions {
-            args: options.keep_args,
-        };
-        let trace = strato_store::read_with(&inputs[0], &read)?;
-        warn_import_notes(&trace);
-        return Ok(trace);
-    }
-    if inputs.iter().any(|p| strato_store::is_profile_dir(p)) {
-        bail!("a profile directory must be given alone");
-    }
-    let trace = strato_io::import_paths(inputs, options);
-    crate::term::finish_progress();
-    let trace = trace?;
-    for (rank, sources) in shared_rank_claims(&trace) {
-        eprintln!(
-            "strato: note: {} sources all claim rank {rank} ({}): kept apart as separate sources",
-            sources.len(),
-            sources.join(", ")
-        );
-    }
-    warn_import_notes(&trace);
-    // Recordings calibrated by `strato record --calibrate` are overhead-corrected first.
-    Ok(strato_analysis::overhead::apply_recorded_calibration(trace))
-}
-
 /// Runs one command; returns the exit status (non-zero only for `strato record` of a failed
 /// program).
 fn run(cli: Cli) -> Result<u8> {
-    SALVAGE.store(cli.salvage, std::sync::atomic::Ordering::Relaxed);
+    crate::input::SALVAGE.store(cli.salvage, std::sync::atomic::Ordering::Relaxed);
     let level_map = cli.level_map.as_deref();
     crate::table::set_csv_raw(cli.csv_raw);
-    KEEP_SECRETS.store(cli.keep_secrets, std::sync::atomic::Ordering::Relaxed);
+    crate::input::KEEP_SECRETS.store(cli.keep_secrets, std::sync::atomic::Ordering::Relaxed);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let mut status = 0;
     match cli.command {
-        Command::CrossStack(command) => crate::cmd_crossstack::run(command, level_map, &mut out)?,
+        Command::CrossStack(command) => {
+            crate::commands::crossstack::run(command, level_map, &mut out)?
+        }
         Command::Import { inputs, output } => {
             let trace = load(&inputs, &import_options(level_map, true)?)?;
             let redacted = strato_io::redact::redacted_names(&trace);
@@ -430,7 +299,7 @@ fn run(cli: Cli) -> Result<u8> {
             json,
         } => {
             // Only what the device time breakdown reads is kept (device spans, launches, steps).
-            let import = ImportOptions {
+            let import = strato_io::ImportOptions {
                 projection: strato_io::Projection::DEVICE_TIME,
                 ..import_options(level_map, false)?
             };
@@ -450,49 +319,21 @@ fn run(cli: Cli) -> Result<u8> {
                 present::gpu_time(&mut out, &report)?;
             }
         }
-        Command::Measure(args) => crate::cmd_measure::run(args, &mut out)?,
-        Command::Iterations(args) => crate::cmd_iterations::run(args, level_map, &mut out)?,
-        Command::Kernels(args) => crate::cmd_kernels::run(args, level_map, &mut out)?,
-        Command::Memory(args) => crate::cmd_memory::run(args, level_map, &mut out)?,
-        Command::Record(args) => status = crate::cmd_record::run_record(args, &mut out)?,
-        Command::Validate(args) => crate::cmd_record::run_validate(args, &mut out)?,
-        Command::Overhead(args) => crate::cmd_overhead::run(args, &mut out)?,
-        Command::Report(args) => crate::cmd_report::run(args, level_map, &mut out)?,
-        Command::Diff(args) => crate::cmd_diff::run(args, level_map, &mut out)?,
-        Command::Completions(args) => crate::cmd_report::completions(
+        Command::Measure(args) => crate::commands::measure::run(args, &mut out)?,
+        Command::Iterations(args) => crate::commands::iterations::run(args, level_map, &mut out)?,
+        Command::Kernels(args) => crate::commands::kernels::run(args, level_map, &mut out)?,
+        Command::Memory(args) => crate::commands::memory::run(args, level_map, &mut out)?,
+        Command::Record(args) => status = crate::commands::record::run_record(args, &mut out)?,
+        Command::Validate(args) => crate::commands::record::run_validate(args, &mut out)?,
+        Command::Overhead(args) => crate::commands::overhead::run(args, &mut out)?,
+        Command::Report(args) => crate::commands::report::run(args, level_map, &mut out)?,
+        Command::Diff(args) => crate::commands::diff::run(args, level_map, &mut out)?,
+        Command::Completions(args) => crate::commands::completions::completions(
             args,
             &mut <Cli as clap::CommandFactory>::command(),
             &mut out,
         )?,
-        Command::Export {
-            inputs,
-            perfetto,
-            chrome,
-            raw,
-            iterations,
-        } => {
-            if perfetto.is_none() && chrome.is_none() {
-                bail!("export: say where to write: --perfetto OUT and/or --chrome OUT");
-            }
-            let trace = load(&inputs, &import_options(level_map, true)?)?;
-            if let Some(path) = perfetto {
-                let extras = if raw {
-                    strato_io::export::perfetto::Extras::default()
-                } else {
-                    crate::cmd_report::perfetto_extras(&trace, iterations)
-                };
-                crate::output::write_output(&path, |w| {
-                    strato_io::export::perfetto::write_with(&trace, &extras, w)
-                })?;
-                writeln!(out, "wrote {}", path.display())?;
-            }
-            if let Some(path) = chrome {
-                crate::output::write_output(&path, |w| {
-                    strato_io::export::chrome::write(&trace, w)
-                })?;
-                writeln!(out, "wrote {}", path.display())?;
-            }
-        }
+        Command::Export(args) => crate::commands::export::run(args, level_map, &mut out)?,
     }
     out.flush()?;
     Ok(status)

@@ -3,17 +3,12 @@
 //! handling and rendering are in their own modules.
 
 pub mod app;
-mod cmd_crossstack;
-mod cmd_diff;
-mod cmd_iterations;
-mod cmd_kernels;
-mod cmd_measure;
-mod cmd_memory;
-pub mod cmd_overhead;
-pub mod cmd_record;
-mod cmd_report;
+pub mod commands;
+mod input;
+mod launch;
 mod output;
 mod present;
+mod render;
 // signal(2) through `libc` around a recorded program's run, confined to this module.
 #[allow(unsafe_code)]
 mod shell_signals;

@@ -1,6 +1,6 @@
 //! Plain text tables and CSV for the analysis commands: one implementation of column
 //! alignment, CSV quoting and name shortening, so every command's tables look and parse alike.
-//! (`cmd_diff` keeps its own table: it shrinks name columns to the terminal and paints rows.)
+//! (`commands::diff` keeps its own table: it shrinks name columns to the terminal and paints rows.)
 //!
 //! CSV is every CSV the command writes, so formula neutralisation lives here: a text cell
 //! starting with `=`, `+`, `-`, `@`, tab or carriage return (OWASP's "CSV injection" list) is

@@ -12,7 +12,7 @@ use strato_analysis::iterations::{
     check_against_steps, iterations, IterationOptions, LoopReport, StepCheck,
 };
 
-use crate::cmd_kernels::us;
+use crate::render::units::us;
 use crate::table::{shorten, Table};
 
 /// Arguments of `strato iterations`.
@@ -76,9 +76,9 @@ pub fn run(args: IterationsArgs, level_map: Option<&Path>, out: &mut dyn Write) 
     // Only device ops' args are read (queue times, copy bytes): CPU ops' are not kept.
     let options = strato_io::ImportOptions {
         args_scope: strato_io::ArgsScope::DeviceOps,
-        ..crate::app::import_options(level_map, true)?
+        ..crate::input::import_options(level_map, true)?
     };
-    let trace = crate::app::load(&args.inputs, &options)?;
+    let trace = crate::input::load(&args.inputs, &options)?;
     let options = IterationOptions {
         iterations: args.iterations.clone(),
         epsilon: args.epsilon,

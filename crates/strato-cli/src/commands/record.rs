@@ -27,13 +27,13 @@ use std::process::{Command, ExitStatus, Stdio};
 
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
 use strato_analysis::breakdown::{self, BreakdownOptions, BreakdownReport};
 
-use strato_analysis::overhead::{self, Calibration, CalibrationRun, CallStats, Counts};
-use strato_trace::{Level, Trace, TrackKind};
-
-use crate::app::import_options;
+use strato_analysis::calibration::{
+    self, robust, Basis, CalibrationFile, ConfigRuns, RecordingInfo, RunMeasure, StoredRuns,
+    BOOTSTRAP_SAMPLES, LEVEL_NAMES,
+};
+use strato_trace::Level;
 
 /// `strato record`.
 #[derive(clap::Args, Debug)]
@@ -91,15 +91,11 @@ pub struct ValidateArgs {
     pub profile: PathBuf,
     #[arg(long)]
     pub json: bool,
+    /// Re-fit the calibration on the runs stored under PROFILE/.runs (as `strato record
+    /// --calibrate` fitted it) and print the figures, saying whether they equal the stored ones.
+    #[arg(long)]
+    pub refit: bool,
 }
-
-const LEVEL_NAMES: [&str; 5] = [
-    "uninstrumented",
-    "annotations",
-    "hook-silent",
-    "interception",
-    "full",
-];
 
 /// How one run of the recorded program ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -216,6 +212,22 @@ enum Output {
     Null,
 }
 
+/// Whether the OpenCL layer (loaded when `opencl_on`) traces device commands in a run at
+/// `level` with layer level `opencl` (None: `STRATOSCOPE_OPENCL` or full; the recorder's level
+/// 0 turns the layer off).
+fn device_tracing(opencl_on: bool, level: u64, opencl: Option<&str>) -> bool {
+    let layer = opencl
+        .map(str::to_owned)
+        .or_else(|| std::env::var("STRATOSCOPE_OPENCL").ok())
+        .unwrap_or_else(|| "full".into());
+    opencl_on
+        && level > 0
+        && matches!(
+            layer.trim().to_ascii_lowercase().as_str(),
+            "device" | "2" | "full" | "3" | ""
+        )
+}
+
 struct Launcher<'a> {
     args: &'a RecordArgs,
     bootstrap: PathBuf,
@@ -225,16 +237,7 @@ impl Launcher<'_> {
     /// Whether the OpenCL layer traces device commands in a run at `level` with layer level
     /// `opencl` (the recorder's level 0 turns the layer off).
     fn device_tracing(&self, level: u64, opencl: Option<&str>) -> bool {
-        let layer = opencl
-            .map(str::to_owned)
-            .or_else(|| std::env::var("STRATOSCOPE_OPENCL").ok())
-            .unwrap_or_else(|| "full".into());
-        self.args.opencl
-            && level > 0
-            && matches!(
-                layer.trim().to_ascii_lowercase().as_str(),
-                "device" | "2" | "full" | "3" | ""
-            )
+        device_tracing(self.args.opencl, level, opencl)
     }
 
     /// Runs the command once at `level` into `dir` (its *.strato files removed first); with
@@ -272,7 +275,7 @@ impl Launcher<'_> {
             cmd.env("STRATOSCOPE_WRAP", w);
         }
         if self.args.opencl {
-            cmd.env("OPENCL_LAYERS", crate::cmd_overhead::opencl_layer_path()?);
+            cmd.env("OPENCL_LAYERS", crate::launch::opencl_layer_path()?);
             if let Some(l) = opencl {
                 cmd.env("STRATOSCOPE_OPENCL", l);
             }
@@ -298,90 +301,10 @@ impl Launcher<'_> {
     }
 }
 
-/// Facts about the processes of a recording, from the rank metadata the importer writes.
-#[derive(Debug, Clone)]
-pub struct ProcInfo {
-    pub pid: i64,
-    pub ppid: i64,
-    pub start_ns: i64,
-    pub stop_ns: Option<i64>,
-    pub last_ns: i64,
-    /// The thread that started recording and its CPU time from START to STOP (the
-    /// recorder's `strato.cpu` record; None when missing).
-    pub cpu_tid: Option<i64>,
-    pub thread_cpu_ns: Option<i64>,
-}
-
-/// The recorded processes of a trace (strato ranks only).
-pub fn processes(trace: &Trace) -> Vec<ProcInfo> {
-    let mut out = Vec::new();
-    for r in trace
-        .ranks
-        .iter()
-        .filter(|r| r.format == strato_trace::SourceFormat::Strato)
-    {
-        let Some(meta) = r
-            .metadata_json
-            .as_deref()
-            .and_then(|m| serde_json::from_str::<Value>(m).ok())
-        else {
-            continue;
-        };
-        for p in meta["processes"].as_array().into_iter().flatten() {
-            if p["component"].as_str().is_some_and(|c| !c.is_empty()) {
-                continue;
-            }
-            out.push(ProcInfo {
-                pid: p["pid"].as_i64().unwrap_or(0),
-                ppid: p["ppid"].as_i64().unwrap_or(0),
-                start_ns: p["start_ns"].as_i64().unwrap_or(0),
-                stop_ns: p["stop_ns"].as_i64(),
-                last_ns: p["last_ns"].as_i64().unwrap_or(0),
-                cpu_tid: p["cpu"]["start_tid"].as_i64(),
-                thread_cpu_ns: p["cpu"]["thread_cpu_ns"].as_i64(),
-            });
-        }
-    }
-    out
-}
-
-/// The root process: the one whose parent is not recorded (earliest start first).
-pub fn root(procs: &[ProcInfo]) -> Option<&ProcInfo> {
-    procs
-        .iter()
-        .filter(|p| !procs.iter().any(|q| q.pid == p.ppid))
-        .min_by_key(|p| p.start_ns)
-}
-
-fn root_time_ns(trace: &Trace) -> Option<(i64, i64, i64)> {
-    let procs = processes(trace);
-    let r = root(&procs)?;
-    let end = r.stop_ns.unwrap_or(r.last_ns.max(r.start_ns));
-    Some((r.pid, r.start_ns, end))
-}
-
-fn load_dir(dir: &Path) -> Result<Trace> {
-    let options = import_options(None, false)?;
-    Ok(strato_io::recording::import_dir(dir, &options)?)
-}
-
-#[derive(Clone)]
+/// One run of a configuration: where it was recorded and what it measured.
 struct RunResult {
     dir: PathBuf,
-    /// The root process's recorded region (START to STOP), wall clock.
-    time_ns: f64,
-    /// Book-keeping counts of the root process, and its OpenCL API calls by name.
-    counts: Counts,
-    api: BTreeMap<String, CallStats>,
-    /// CPU basis: CPU time of each process's recording thread summed over the processes, and
-    /// the book-keeping counts and API calls of those threads (None when a process has no CPU
-    /// times, e.g. it was killed or stopped from another thread).
-    cpu: Option<(f64, Counts, BTreeMap<String, CallStats>)>,
-    /// The OpenCL layer traced device commands (API calls inflated: difference of averages).
-    device_tracing: bool,
-    /// Calibrated cost the correction removes from the root process's region (held-out
-    /// validation runs only).
-    removed_ns: f64,
+    measure: RunMeasure,
 }
 
 struct Measured {
@@ -399,76 +322,6 @@ impl Measured {
             None => base.to_owned(),
         }
     }
-}
-
-/// What calibration fits and validation compares: CPU time of the recording threads (not
-/// inflated when other programs take the CPU away, so the fit sees the book-keeping cost and
-/// little else), or, when a run lacks CPU times, the root process's wall-clock region.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Basis {
-    ThreadCpu,
-    Wall,
-}
-
-impl Basis {
-    fn of(runs: &[&RunResult]) -> Basis {
-        if runs.iter().all(|r| r.cpu.is_some()) {
-            Basis::ThreadCpu
-        } else {
-            Basis::Wall
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Basis::ThreadCpu => "thread_cpu",
-            Basis::Wall => "wall",
-        }
-    }
-
-    /// `(time, counts, API calls)` of a run on this basis.
-    fn of_run(self, r: &RunResult) -> (f64, Counts, &BTreeMap<String, CallStats>) {
-        match (self, &r.cpu) {
-            (Basis::ThreadCpu, Some(c)) => (c.0, c.1, &c.2),
-            _ => (r.time_ns, r.counts, &r.api),
-        }
-    }
-}
-
-/// Indices of the runs a robust statistic keeps: the fastest 60% by `key` (at least one).
-/// Interference from other work only ever adds time, so the slowest runs are the least
-/// representative.
-fn kept(runs: &[RunResult], key: impl Fn(&RunResult) -> f64) -> Vec<usize> {
-    let mut idx: Vec<usize> = (0..runs.len()).collect();
-    idx.sort_by(|&a, &b| key(&runs[a]).total_cmp(&key(&runs[b])));
-    idx.truncate((runs.len() * 3).div_ceil(5).max(1));
-    idx
-}
-
-/// The representative value of `f` over a configuration's runs: its mean over the runs
-/// [`kept`] by `f` itself.
-fn robust(runs: &[RunResult], f: impl Fn(&RunResult) -> f64) -> f64 {
-    let k = kept(runs, &f);
-    k.iter().map(|&i| f(&runs[i])).sum::<f64>() / k.len().max(1) as f64
-}
-
-/// The CPU basis of a recording: its processes' recording threads' CPU time summed, and those
-/// threads' book-keeping counts and OpenCL API calls; None when some process has no CPU times.
-fn cpu_basis(trace: &Trace) -> Option<(f64, Counts, BTreeMap<String, CallStats>)> {
-    let procs = processes(trace);
-    if procs.is_empty() {
-        return None;
-    }
-    let threads: Vec<((i64, i64), f64)> = procs
-        .iter()
-        .map(|p| Some(((p.pid, p.cpu_tid?), p.thread_cpu_ns? as f64)))
-        .collect::<Option<_>>()?;
-    let ids: Vec<(i64, i64)> = threads.iter().map(|t| t.0).collect();
-    Some((
-        threads.iter().map(|t| t.1).sum(),
-        overhead::count_threads(trace, &ids),
-        overhead::api_calls(trace, Some(&ids)),
-    ))
 }
 
 fn run_once(
@@ -491,250 +344,13 @@ fn run_once(
         }
         .into());
     }
-    let trace = load_dir(dir)?;
-    let (pid, start, end) =
-        root_time_ns(&trace).with_context(|| format!("{}: no recorded process", dir.display()))?;
-    let cpu = cpu_basis(&trace);
-    let root_threads: Vec<(i64, i64)> = trace
-        .tracks
-        .iter()
-        .filter_map(|t| match t.kind {
-            TrackKind::Thread { pid: p, tid } if p == pid => Some((p, tid)),
-            _ => None,
-        })
-        .collect();
+    let trace = crate::input::load_recording(dir)?;
+    let measure = calibration::measure_run(&trace, launcher.device_tracing(level, opencl))
+        .with_context(|| format!("{}: no recorded process", dir.display()))?;
     Ok(RunResult {
         dir: dir.to_owned(),
-        time_ns: (end - start) as f64,
-        counts: overhead::count(&trace, Some(pid)),
-        api: overhead::api_calls(&trace, Some(&root_threads)),
-        cpu,
-        device_tracing: launcher.device_tracing(level, opencl),
-        removed_ns: 0.0,
+        measure,
     })
-}
-
-/// The cost the correction removes from the root process's recorded region, and that region.
-fn removed_in_root(trace: &Trace, cal: &Calibration) -> Option<(i64, f64, f64)> {
-    let (pid, start, end) = root_time_ns(trace)?;
-    let at = overhead::removed_at(trace, cal, pid, pid, &[start - 1, end]);
-    let removed = at[1] - at[0];
-    Some((pid, (end - start) as f64, removed as f64))
-}
-
-/// The calibrated cost of `counts`, plus the inflation of `api` calls when the run traced
-/// device commands.
-fn modelled_cost(
-    cal: &Calibration,
-    counts: &Counts,
-    api: &BTreeMap<String, CallStats>,
-    device_tracing: bool,
-) -> f64 {
-    let book_keeping: f64 = counts
-        .pairs()
-        .iter()
-        .map(|(k, n)| cal.costs_ns.get(*k).copied().unwrap_or(0.0) * *n as f64)
-        .sum();
-    let inflation = if device_tracing {
-        overhead::api_inflation_total(api, &cal.api_inflation_ns)
-    } else {
-        0.0
-    };
-    book_keeping + inflation
-}
-
-fn validation_json(uninstrumented_ns: f64, instrumented: f64, removed: f64, pid: i64) -> Value {
-    let corrected = instrumented - removed;
-    let pct = |x: f64| (x - uninstrumented_ns) / uninstrumented_ns * 100.0;
-    json!({
-        "uninstrumented_s": uninstrumented_ns / 1e9,
-        "instrumented_s": instrumented / 1e9,
-        "corrected_s": corrected / 1e9,
-        "inflation_pct": pct(instrumented),
-        "bias_pct": pct(corrected),
-        "removed_s": removed / 1e9,
-        "pid": pid,
-    })
-}
-
-/// Validation of the correction on one recording: its root process's corrected time against
-/// an uninstrumented time (wall clock), and, when `uninstrumented_cpu_ns` is given and the
-/// recording has CPU times, the same on the recording threads' CPU time.
-fn validation(
-    trace: &Trace,
-    cal: &Calibration,
-    uninstrumented_ns: f64,
-    uninstrumented_cpu_ns: Option<f64>,
-) -> Option<Value> {
-    let (pid, instrumented, removed) = removed_in_root(trace, cal)?;
-    let wall = validation_json(uninstrumented_ns, instrumented, removed, pid);
-    let cpu = uninstrumented_cpu_ns
-        .zip(cpu_basis(trace))
-        .map(|(u, (time, counts, api))| {
-            validation_json(u, time, modelled_cost(cal, &counts, &api, true), pid)
-        });
-    Some(match cpu {
-        Some(mut v) => {
-            v["basis"] = json!(Basis::ThreadCpu.name());
-            v["wall"] = wall;
-            v
-        }
-        None => {
-            let mut v = wall;
-            v["basis"] = json!(Basis::Wall.name());
-            v
-        }
-    })
-}
-
-/// Resamples of the runs behind the bias interval.
-const BOOTSTRAP_SAMPLES: usize = 400;
-
-/// A calibration fitted on some runs and its validation on held-out runs, on one basis.
-#[derive(Debug, Clone)]
-struct Fit {
-    calibration: Calibration,
-    /// Robust level-0 time.
-    uninstrumented_ns: f64,
-    /// Robust held-out instrumented time, and the calibrated cost of those same runs.
-    instrumented_ns: f64,
-    removed_ns: f64,
-}
-
-impl Fit {
-    fn bias_pct(&self) -> f64 {
-        (self.instrumented_ns - self.removed_ns - self.uninstrumented_ns) / self.uninstrumented_ns
-            * 100.0
-    }
-}
-
-/// One calibration configuration's runs: Python level, OpenCL layer level (None: the
-/// recorded run's), runs.
-type ConfigRuns<'a> = (u64, Option<&'static str>, &'a [RunResult]);
-
-/// Fits the costs on the [`kept`] runs of each configuration and validates them on
-/// `held_out`: mean over its kept runs of the instrumented time and of their modelled cost
-/// (with carry-forward, [`overhead::correct`] removes exactly the modelled cost).
-///
-/// With the OpenCL layer, the per-call inflation of API calls under device tracing comes first,
-/// by difference of averages between the configuration with the layer at `api` and the one at
-/// the same level with device tracing; runs with device tracing have that inflation taken off
-/// their time before the joint fit of the book-keeping costs.
-fn fit_and_validate(configs: &[ConfigRuns<'_>], held_out: &[RunResult], basis: Basis) -> Fit {
-    let key = |r: &RunResult| basis.of_run(r).0;
-    let kept_api = |runs: &'_ [RunResult]| -> Vec<BTreeMap<String, CallStats>> {
-        kept(runs, key)
-            .into_iter()
-            .map(|i| basis.of_run(&runs[i]).2.clone())
-            .collect()
-    };
-    let mut api_inflation = BTreeMap::new();
-    if let Some(&(level, _, api_only)) = configs.iter().find(|c| c.1 == Some("api")) {
-        if let Some(&(_, _, traced)) = configs.iter().find(|c| {
-            c.0 == level && c.1.is_none() && c.2.first().is_some_and(|r| r.device_tracing)
-        }) {
-            let (with, without) = (kept_api(traced), kept_api(api_only));
-            api_inflation = overhead::difference_of_averages(
-                &with.iter().collect::<Vec<_>>(),
-                &without.iter().collect::<Vec<_>>(),
-            );
-        }
-    }
-    let inflation = |r: &RunResult| {
-        if r.device_tracing {
-            overhead::api_inflation_total(basis.of_run(r).2, &api_inflation)
-        } else {
-            0.0
-        }
-    };
-    let runs: Vec<CalibrationRun> = configs
-        .iter()
-        .flat_map(|(level, _, runs)| {
-            kept(runs, key).into_iter().map(|i| {
-                let (time_ns, counts, _) = basis.of_run(&runs[i]);
-                CalibrationRun {
-                    level: *level,
-                    time_ns: time_ns - inflation(&runs[i]),
-                    counts,
-                }
-            })
-        })
-        .collect();
-    let mut calibration = overhead::calibrate(&runs);
-    calibration.api_inflation_ns = api_inflation;
-    let k = kept(held_out, key);
-    let mean = |f: &dyn Fn(&RunResult) -> f64| {
-        k.iter().map(|&i| f(&held_out[i])).sum::<f64>() / k.len().max(1) as f64
-    };
-    let uninstrumented_ns = configs
-        .iter()
-        .find(|c| c.0 == 0)
-        .map_or(0.0, |c| robust(c.2, key));
-    Fit {
-        uninstrumented_ns,
-        instrumented_ns: mean(&key),
-        removed_ns: mean(&|r| {
-            let (_, counts, api) = basis.of_run(r);
-            modelled_cost(&calibration, &counts, api, r.device_tracing)
-        }),
-        calibration,
-    }
-}
-
-/// 95% bootstrap interval of the held-out bias: every configuration's runs and the held-out
-/// runs resampled with replacement, costs refitted, bias recomputed, `samples` times (fixed
-/// seed, so the same runs give the same interval). None with fewer than 3 runs each.
-fn bias_interval(
-    configs: &[ConfigRuns<'_>],
-    held_out: &[RunResult],
-    basis: Basis,
-    samples: usize,
-) -> Option<(f64, f64)> {
-    if held_out.len() < 3 || configs.iter().any(|c| c.2.len() < 3) {
-        return None;
-    }
-    let mut rng = fastrand::Rng::with_seed(0x5742_4154);
-    let mut resample = |runs: &[RunResult]| -> Vec<RunResult> {
-        (0..runs.len())
-            .map(|_| runs[rng.usize(..runs.len())].clone())
-            .collect()
-    };
-    let mut biases: Vec<f64> = (0..samples)
-        .map(|_| {
-            let drawn: Vec<(u64, Option<&'static str>, Vec<RunResult>)> = configs
-                .iter()
-                .map(|(l, o, r)| (*l, *o, resample(r)))
-                .collect();
-            let views: Vec<ConfigRuns<'_>> =
-                drawn.iter().map(|(l, o, r)| (*l, *o, &r[..])).collect();
-            fit_and_validate(&views, &resample(held_out), basis).bias_pct()
-        })
-        .filter(|b| b.is_finite())
-        .collect();
-    if biases.is_empty() {
-        return None;
-    }
-    biases.sort_by(f64::total_cmp);
-    let at = |q: f64| biases[((biases.len() - 1) as f64 * q).round() as usize];
-    Some((at(0.025), at(0.975)))
-}
-
-/// Sum of span durations per level on thread tracks of process `pid` (leveled experiments).
-fn level_times(trace: &Trace, pid: i64) -> std::collections::BTreeMap<Level, i64> {
-    let mut out = std::collections::BTreeMap::new();
-    for s in &trace.spans {
-        let t = trace.track(s.track);
-        if matches!(t.kind, TrackKind::Thread { pid: p, .. } if p == pid) {
-            *out.entry(s.level).or_insert(0) += s.duration();
-        }
-    }
-    out
-}
-
-fn write_calibration(dir: &Path, value: &Value) -> Result<()> {
-    let path = dir.join("calibration.json");
-    std::fs::write(&path, serde_json::to_string_pretty(value)? + "\n")
-        .with_context(|| format!("{}: cannot write", path.display()))
 }
 
 /// Runs `strato record`; returns the exit status for `strato`: 0, or the recorded program's
@@ -816,84 +432,10 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<u8> {
     }
     let mut calibration_json = None;
     if args.calibrate {
-        let all: Vec<&RunResult> = measured
-            .iter()
-            .flat_map(|m| &m.runs)
-            .chain(&held_out)
-            .collect();
-        let basis = Basis::of(&all);
-        let configs: Vec<ConfigRuns<'_>> = measured
-            .iter()
-            .map(|m| (m.level, m.opencl, &m.runs[..]))
-            .collect();
-        let fit = fit_and_validate(&configs, &held_out, basis);
-        let interval = bias_interval(&configs, &held_out, basis, BOOTSTRAP_SAMPLES);
-        let cal = fit.calibration.clone();
-        for r in &mut held_out {
-            let trace = load_dir(&r.dir)?;
-            r.removed_ns = removed_in_root(&trace, &cal).map_or(0.0, |v| v.2);
-        }
-        let uninstrumented = robust(&measured[0].runs, |r| r.time_ns);
-        let run_json = |level: u64, name: &str, opencl: Option<&str>, runs: &[RunResult]| {
-            json!({
-                "level": level,
-                "name": name,
-                "opencl": opencl,
-                "times_s": runs.iter().map(|r| r.time_ns / 1e9).collect::<Vec<_>>(),
-                "robust_s": robust(runs, |r| r.time_ns) / 1e9,
-                "cpu_times_s": runs.iter().map(|r| r.cpu.as_ref().map(|c| c.0 / 1e9)).collect::<Vec<_>>(),
-                "counts": runs.iter().map(|r| r.counts).collect::<Vec<_>>(),
-            })
-        };
-        let mut runs_json: Vec<Value> = measured
-            .iter()
-            .map(|m| run_json(m.level, &m.name(), m.opencl, &m.runs))
-            .collect();
-        runs_json.push(run_json(args.level, "held-out", None, &held_out));
-        // Held-out runs at the recorded level, not used by the fit: mean over the fastest 60%
-        // of their instrumented and corrected times, on the fit's basis and on wall time.
-        let mean_kept = |key: &dyn Fn(&RunResult) -> f64, f: &dyn Fn(&RunResult) -> f64| {
-            let k = kept(&held_out, key);
-            k.iter().map(|&i| f(&held_out[i])).sum::<f64>() / k.len().max(1) as f64
-        };
-        let wall_time = |r: &RunResult| r.time_ns;
-        let wall = validation_json(
-            uninstrumented,
-            mean_kept(&wall_time, &wall_time),
-            mean_kept(&wall_time, &|r| r.removed_ns),
-            0,
-        );
-        let mut held_out_validation = match basis {
-            Basis::ThreadCpu => validation_json(
-                fit.uninstrumented_ns,
-                fit.instrumented_ns,
-                fit.removed_ns,
-                0,
-            ),
-            Basis::Wall => wall.clone(),
-        };
-        held_out_validation["basis"] = json!(basis.name());
-        // How far run-to-run noise alone moves the figure.
-        held_out_validation["bias_pct_interval95"] = json!(interval.map(|(a, b)| [a, b]));
-        held_out_validation["bootstrap_samples"] = json!(BOOTSTRAP_SAMPLES);
-        if basis != Basis::Wall {
-            held_out_validation["wall"] = wall;
-        }
-        let value = json!({
-            "costs_ns": cal.costs_ns,
-            "api_inflation_ns": cal.api_inflation_ns,
-            "basis": basis.name(),
-            "method": "joint non-negative least squares over levels 0-4, one equation per run (fastest 60% of each configuration's interleaved repeats), per-run counts; with --opencl, per-call inflation of OpenCL API calls under device tracing by difference of averages (layer api vs the recorded level, annotations on), taken off the traced runs' times before the fit; times are the CPU time of each process's recording thread when every run has it (basis thread_cpu), else the root process's wall-clock region",
-            "command": args.command,
-            "repeat": repeat,
-            "uninstrumented_s": uninstrumented / 1e9,
-            "uninstrumented_cpu_s": (basis == Basis::ThreadCpu).then_some(fit.uninstrumented_ns / 1e9),
-            "runs": runs_json,
-            "validation": held_out_validation,
-        });
+        let file = fit_runs(&measured, &held_out, args.level, &args.command, repeat)?;
         std::fs::create_dir_all(&dir)?;
-        write_calibration(&dir, &value)?;
-        calibration_json = Some(value);
+        file.write(&dir)?;
+        calibration_json = Some(file);
     }
     if !args.json {
         eprintln!(
@@ -910,7 +452,12 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<u8> {
     let failed = if args.calibrate {
         // The profile is the held-out run of median time (every run succeeded).
         let mut idx: Vec<usize> = (0..held_out.len()).collect();
-        idx.sort_by(|&a, &b| held_out[a].time_ns.total_cmp(&held_out[b].time_ns));
+        idx.sort_by(|&a, &b| {
+            held_out[a]
+                .measure
+                .time_ns
+                .total_cmp(&held_out[b].measure.time_ns)
+        });
         copy_profile(&held_out[idx[idx.len() / 2]].dir, &dir)?;
         None
     } else {
@@ -923,8 +470,8 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<u8> {
             status.shell_code()
         );
     }
-    let raw = match load_dir(&dir) {
-        Ok(trace) => trace,
+    let profile = match crate::input::open_recording(&dir, !args.no_correct) {
+        Ok(profile) => profile,
         // The program's failure is the news; that it recorded nothing comes with it.
         Err(e) => match failed {
             Some(status) => {
@@ -934,24 +481,18 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<u8> {
             None => return Err(e),
         },
     };
-    let cal = overhead::recorded_calibration(&raw);
-    let trace = match (&cal, args.no_correct) {
-        (Some(c), false) => overhead::correct(&raw, c).0,
-        _ => raw.clone(),
-    };
-    let report = breakdown::breakdown(
-        &strato_analysis::analyzed::Analyzed::new(&trace),
-        &BreakdownOptions::default(),
-    );
+    let cal = profile.recording.calibration.clone();
+    let trace = &profile.trace;
+    let report = breakdown::breakdown(&strato_analysis::analyzed::Analyzed::new(trace), &BreakdownOptions::default());
     let mut doc = serde_json::to_value(&report)?;
     doc["profile"] = json!(dir.display().to_string());
-    doc["corrected"] = json!(cal.is_some() && !args.no_correct);
+    doc["corrected"] = json!(profile.correction.is_some());
     if let (Some(c), Some(cj)) = (&cal, &mut calibration_json) {
-        if let Some((pid, _, _)) = root_time_ns(&raw) {
-            cj["validation"]["pid"] = json!(pid);
-            write_calibration(&dir, cj)?;
+        if let Some((pid, _, _)) = profile.recording.root_region() {
+            cj.validation.pid = pid;
+            cj.write(&dir)?;
         }
-        doc["validation"] = cj["validation"].clone();
+        doc["validation"] = serde_json::to_value(&cj.validation)?;
         doc["calibration"] = json!({"costs_ns": c.costs_ns, "api_inflation_ns": c.api_inflation_ns, "repeat": repeat});
     }
     if args.levels {
@@ -964,6 +505,59 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<u8> {
         print_text(out, &report, &doc, args.top)?;
     }
     Ok(failed.map_or(0, ProgramStatus::shell_code))
+}
+
+/// Fits and validates the calibration on the runs of each configuration (`measured`, in the
+/// order they ran) and the held-out runs at the recorded `level`: the content of
+/// `calibration.json`. `strato validate --refit` calls it again on the stored runs.
+fn fit_runs(
+    measured: &[Measured],
+    held_out: &[RunResult],
+    level: u64,
+    command: &[String],
+    repeat: usize,
+) -> Result<CalibrationFile> {
+    let measures = |runs: &[RunResult]| runs.iter().map(|r| r.measure.clone()).collect::<Vec<_>>();
+    let configs_runs: Vec<Vec<RunMeasure>> = measured.iter().map(|m| measures(&m.runs)).collect();
+    let held: Vec<RunMeasure> = measures(held_out);
+    let basis = Basis::of(configs_runs.iter().flatten().chain(&held));
+    let configs: Vec<ConfigRuns<'_>> = measured
+        .iter()
+        .zip(&configs_runs)
+        .map(|(m, runs)| (m.level, m.opencl, &runs[..]))
+        .collect();
+    let fit = calibration::fit_and_validate(&configs, &held, basis);
+    // How far run-to-run noise alone moves the figure.
+    let interval = calibration::bias_interval(&configs, &held, basis, BOOTSTRAP_SAMPLES);
+    let cal = fit.calibration.clone();
+    let mut removed = Vec::with_capacity(held_out.len());
+    for r in held_out {
+        let trace = crate::input::load_recording(&r.dir)?;
+        removed.push(calibration::removed_in_root(&trace, &cal).map_or(0.0, |v| v.2));
+    }
+    let uninstrumented = robust(&configs_runs[0], |r| r.time_ns);
+    let mut runs: Vec<StoredRuns> = measured
+        .iter()
+        .zip(&configs_runs)
+        .map(|(m, runs)| StoredRuns::of(m.level, &m.name(), m.opencl, runs))
+        .collect();
+    runs.push(StoredRuns::of(level, "held-out", None, &held));
+    // Held-out runs at the recorded level, not used by the fit: mean over the fastest 60%
+    // of their instrumented and corrected times, on the fit's basis and on wall time.
+    let validation =
+        calibration::held_out_validation(&fit, basis, uninstrumented, &held, &removed, interval);
+    Ok(CalibrationFile {
+        costs_ns: cal.costs_ns,
+        api_inflation_ns: cal.api_inflation_ns,
+        basis,
+        method: calibration::METHOD.to_owned(),
+        command: command.to_vec(),
+        repeat,
+        uninstrumented_s: uninstrumented / 1e9,
+        uninstrumented_cpu_s: (basis == Basis::ThreadCpu).then_some(fit.uninstrumented_ns / 1e9),
+        runs,
+        validation,
+    })
 }
 
 fn copy_profile(from: &Path, dir: &Path) -> Result<()> {
@@ -989,7 +583,7 @@ fn leveled(launcher: &Launcher<'_>, work: &Path, measured: &[Measured]) -> Resul
     let base = measured
         .iter()
         .find(|m| m.level == 0)
-        .map_or(0.0, |m| robust(&m.runs, |r| r.time_ns));
+        .map_or(0.0, |m| robust(&m.runs, |r| r.measure.time_ns));
     let mut runs = Vec::new();
     let mut prev = base;
     // Level timings from the lowest-overhead run that records them.
@@ -998,7 +592,7 @@ fn leveled(launcher: &Launcher<'_>, work: &Path, measured: &[Measured]) -> Resul
         .iter()
         .filter(|m| m.level != 2 && m.opencl.is_none())
     {
-        let t = robust(&m.runs, |r| r.time_ns);
+        let t = robust(&m.runs, |r| r.measure.time_ns);
         runs.push(json!({
             "level": m.level,
             "name": LEVEL_NAMES[m.level as usize],
@@ -1011,9 +605,9 @@ fn leveled(launcher: &Launcher<'_>, work: &Path, measured: &[Measured]) -> Resul
             continue;
         }
         let _ = work;
-        let trace = load_dir(&m.runs[0].dir)?;
-        if let Some((pid, _, _)) = root_time_ns(&trace) {
-            for (level, ns) in level_times(&trace, pid) {
+        let trace = crate::input::load_recording(&m.runs[0].dir)?;
+        if let Some((pid, _, _)) = RecordingInfo::of(&trace).root_region() {
+            for (level, ns) in calibration::level_times(&trace, pid) {
                 chosen.entry(level).or_insert((m.level, ns));
             }
         }
@@ -1116,22 +710,22 @@ fn print_text(
     Ok(())
 }
 
-/// Runs `strato validate`: recomputes the validation of a calibrated profile.
+/// Runs `strato validate`: recomputes the validation of a calibrated profile; with
+/// `--refit`, re-fits the calibration on the runs stored under `PROFILE/.runs` first.
 pub fn run_validate(args: ValidateArgs, out: &mut impl Write) -> Result<()> {
-    let path = args.profile.join("calibration.json");
-    let text = std::fs::read_to_string(&path).with_context(|| {
-        format!(
-            "{}: not a calibrated profile (run strato record --calibrate)",
-            path.display()
-        )
-    })?;
-    let value: Value = serde_json::from_str(&text).with_context(|| path.display().to_string())?;
-    let cal: Calibration = serde_json::from_value(value.clone())?;
-    let uninstrumented = value["uninstrumented_s"].as_f64().unwrap_or(0.0) * 1e9;
-    let uninstrumented_cpu = value["uninstrumented_cpu_s"].as_f64().map(|s| s * 1e9);
-    let trace = load_dir(&args.profile)?;
-    let v = validation(&trace, &cal, uninstrumented, uninstrumented_cpu)
-        .with_context(|| format!("{}: no recorded process", args.profile.display()))?;
+    let stored = CalibrationFile::read(&args.profile)?;
+    if args.refit {
+        return refit(&args, &stored, out);
+    }
+    let cal = stored.calibration();
+    let trace = crate::input::load_recording(&args.profile)?;
+    let v = calibration::validate_recording(
+        &trace,
+        &cal,
+        stored.uninstrumented_s * 1e9,
+        stored.uninstrumented_cpu_s.map(|s| s * 1e9),
+    )
+    .with_context(|| format!("{}: no recorded process", args.profile.display()))?;
     if args.json {
         serde_json::to_writer_pretty(
             &mut *out,
@@ -1139,8 +733,99 @@ pub fn run_validate(args: ValidateArgs, out: &mut impl Write) -> Result<()> {
         )?;
         writeln!(out)?;
     } else {
-        write_validation(out, "", &v)?;
+        write_validation(out, "", &serde_json::to_value(&v)?)?;
     }
+    Ok(())
+}
+
+/// `strato validate --refit`: the runs of every configuration stored by `strato record
+/// --calibrate` (`.runs/level-N[-opencl-L]/run-K`, `.runs/recorded/run-K`) measured and fitted
+/// again as the recording did; prints the figures and whether they equal the stored ones.
+fn refit(args: &ValidateArgs, stored: &CalibrationFile, out: &mut impl Write) -> Result<()> {
+    let work = args.profile.join(".runs");
+    let Some((held_entry, configs)) = stored.runs.split_last() else {
+        bail!("{}: calibration.json lists no runs", args.profile.display());
+    };
+    let opencl_on = configs.iter().any(|c| c.opencl.is_some());
+    let load_runs = |config: &str, level: u64, opencl: Option<&str>, n: usize| {
+        (0..n)
+            .map(|rep| {
+                let dir = work.join(config).join(format!("run-{rep}"));
+                let trace = crate::input::load_recording(&dir)?;
+                let measure =
+                    calibration::measure_run(&trace, device_tracing(opencl_on, level, opencl))
+                        .with_context(|| format!("{}: no recorded process", dir.display()))?;
+                Ok(RunResult { dir, measure })
+            })
+            .collect::<Result<Vec<_>>>()
+    };
+    let mut measured = Vec::new();
+    for c in configs {
+        let opencl: Option<&'static str> = match c.opencl.as_deref() {
+            None => None,
+            Some("api") => Some("api"),
+            Some("off") => Some("off"),
+            Some(other) => bail!(
+                "{}: unknown OpenCL configuration {other:?} in calibration.json",
+                args.profile.display()
+            ),
+        };
+        let config = match opencl {
+            Some(layer) => format!("level-{}-opencl-{layer}", c.level),
+            None => format!("level-{}", c.level),
+        };
+        measured.push(Measured {
+            level: c.level,
+            opencl,
+            runs: load_runs(&config, c.level, opencl, c.times_s.len())?,
+        });
+    }
+    let held_out = load_runs("recorded", held_entry.level, None, held_entry.times_s.len())?;
+    let mut file = fit_runs(
+        &measured,
+        &held_out,
+        held_entry.level,
+        &stored.command,
+        stored.repeat,
+    )?;
+    file.validation.pid = stored.validation.pid;
+    // Compared with the file's text: parsing and writing a float again may move its last digit.
+    let stored_text = std::fs::read_to_string(args.profile.join(CalibrationFile::NAME))?;
+    let same = file.to_json() == stored_text;
+    if args.json {
+        serde_json::to_writer_pretty(&mut *out, &json!({"refit": file, "same_as_stored": same}))?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    let runs: usize = file.runs.iter().map(|r| r.times_s.len()).sum();
+    writeln!(
+        out,
+        "refit of {runs} stored runs ({} configurations + held-out, basis {})",
+        configs.len(),
+        file.basis.name()
+    )?;
+    writeln!(
+        out,
+        "calibrated cost per event (ns): {}",
+        json!(file.costs_ns)
+    )?;
+    if !file.api_inflation_ns.is_empty() {
+        writeln!(
+            out,
+            "API call inflation under device tracing (ns per call): {}",
+            json!(file.api_inflation_ns)
+        )?;
+    }
+    write_validation(out, "validation ", &serde_json::to_value(&file.validation)?)?;
+    writeln!(
+        out,
+        "{}",
+        if same {
+            "same figures as the stored calibration.json"
+        } else {
+            "differs from the stored calibration.json (--json shows the refit)"
+        }
+    )?;
     Ok(())
 }
 

@@ -39,7 +39,10 @@ fn mib(bytes: f64) -> String {
 
 /// Runs `strato memory`.
 pub fn run(args: MemoryArgs, level_map: Option<&Path>, out: &mut dyn Write) -> Result<()> {
-    let trace = crate::app::load(&args.inputs, &crate::app::import_options(level_map, true)?)?;
+    let trace = crate::input::load(
+        &args.inputs,
+        &crate::input::import_options(level_map, true)?,
+    )?;
     let report = memory(
         &trace,
         &MemoryOptions {

@@ -17,7 +17,7 @@ use strato_analysis::layers::{self, LayerSource, LayersOptions, LayersReport, Ro
 use strato_analysis::util::{self, UtilReport, DEFAULT_PERIODS_S};
 use strato_trace::{Ns, Trace};
 
-use crate::app::{import_options, load};
+use crate::input::{import_options, load};
 
 /// The cross-stack subcommands, flattened into the top-level command list.
 #[derive(Subcommand, Debug)]

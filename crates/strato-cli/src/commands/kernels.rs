@@ -5,6 +5,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use crate::render::units::us;
 use crate::table::{shorten, Table};
 use anyhow::Result;
 use clap::Args;
@@ -28,10 +29,6 @@ pub struct KernelsArgs {
 }
 
 /// Nanoseconds as microseconds with 3 decimals.
-pub(crate) fn us(ns: f64) -> String {
-    format!("{:.3}", ns / 1e3)
-}
-
 fn stat_table(rows: &[StatRow], what: &'static str, csv: bool) -> Table {
     let mut t = Table::new(&[
         "rank#", what, "count", "total us", "mean us", "std us", "min us", "max us", "share %",
@@ -79,9 +76,9 @@ pub fn run(args: KernelsArgs, level_map: Option<&Path>, out: &mut dyn Write) -> 
     let options = strato_io::ImportOptions {
         args_scope: strato_io::ArgsScope::DeviceOps,
         projection: strato_io::Projection::SPANS,
-        ..crate::app::import_options(level_map, true)?
+        ..crate::input::import_options(level_map, true)?
     };
-    let trace = crate::app::load(&args.inputs, &options)?;
+    let trace = crate::input::load(&args.inputs, &options)?;
     let report = kernel_stats(&trace, args.top);
     if args.json {
         serde_json::to_writer_pretty(&mut *out, &report)?;

@@ -12,6 +12,7 @@ use clap::Args;
 use strato_analysis::analyzed::Analyzed;
 use strato_analysis::diff::{self, Change, Delta, DiffReport, DiffSide};
 
+use crate::render::units::{fit, fit_middle};
 use crate::term::{Style, Term};
 
 /// Arguments of `strato diff`.
@@ -39,12 +40,12 @@ pub(crate) fn label(path: &Path) -> String {
 
 /// Runs `strato diff`.
 pub fn run(args: DiffArgs, level_map: Option<&Path>, out: &mut dyn Write) -> Result<()> {
-    let options = crate::app::import_options(level_map, false)?;
+    let options = crate::input::import_options(level_map, false)?;
     let mut steps = crate::term::Steps::new(4);
     steps.step("loading A");
-    let a = crate::app::load(std::slice::from_ref(&args.a), &options)?;
+    let a = crate::input::load(std::slice::from_ref(&args.a), &options)?;
     steps.step("loading B");
-    let b = crate::app::load(std::slice::from_ref(&args.b), &options)?;
+    let b = crate::input::load(std::slice::from_ref(&args.b), &options)?;
     steps.step("analysing A");
     let ra = DiffSide::of(&Analyzed::new(&a), args.per_step);
     steps.step("analysing B");
@@ -57,32 +58,6 @@ pub fn run(args: DiffArgs, level_map: Option<&Path>, out: &mut dyn Write) -> Res
         return Ok(());
     }
     text(out, &report, args.top, &Term::stdout())
-}
-
-/// Shortens `text` to `width` characters (`…` marks the cut).
-pub(crate) fn fit(text: &str, width: usize) -> String {
-    if text.chars().count() <= width {
-        text.to_owned()
-    } else if width == 0 {
-        String::new()
-    } else {
-        let mut s: String = text.chars().take(width - 1).collect();
-        s.push('…');
-        s
-    }
-}
-
-/// Shortens `text` to `width` characters by cutting its middle (paths keep their file name).
-pub(crate) fn fit_middle(text: &str, width: usize) -> String {
-    let n = text.chars().count();
-    if n <= width || width < 5 {
-        return text.to_owned();
-    }
-    let tail = (width - 1) * 2 / 3;
-    let head = width - 1 - tail;
-    let h: String = text.chars().take(head).collect();
-    let t: String = text.chars().skip(n - tail).collect();
-    format!("{h}…{t}")
 }
 
 fn ms(ns: i64) -> String {

@@ -1,0 +1,125 @@
+//! `strato export`: a trace for timeline viewers (Perfetto protobuf, Chrome JSON), with what
+//! the analyses add to the Perfetto file ([`perfetto_extras`]).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Result};
+use strato_analysis::busy::{busy_series, DEFAULT_BUCKET_NS};
+use strato_analysis::iterations::{iterations, IterationOptions};
+use strato_trace::Trace;
+
+use crate::input::{import_options, load};
+
+/// Arguments of `strato export`.
+#[derive(clap::Args, Debug)]
+pub struct ExportArgs {
+    #[arg(required = true)]
+    inputs: Vec<PathBuf>,
+    /// Write Perfetto protobuf (TrackEvent) here.
+    #[arg(long, value_name = "OUT")]
+    perfetto: Option<PathBuf>,
+    /// Write Chrome-trace JSON here.
+    #[arg(long, value_name = "OUT")]
+    chrome: Option<PathBuf>,
+    /// Perfetto: the trace only, without what the analyses add (per-stratum thread
+    /// tracks, device busy counters, iterations; see docs/export.md).
+    #[arg(long)]
+    raw: bool,
+    /// Perfetto: add the iterations found by `strato iterations` as a track of slices
+    /// under each device.
+    #[arg(long, conflicts_with = "raw")]
+    iterations: bool,
+}
+
+/// Runs `strato export`.
+pub fn run(args: ExportArgs, level_map: Option<&Path>, out: &mut dyn Write) -> Result<()> {
+    let ExportArgs {
+        inputs,
+        perfetto,
+        chrome,
+        raw,
+        iterations,
+    } = args;
+    if perfetto.is_none() && chrome.is_none() {
+        bail!("export: say where to write: --perfetto OUT and/or --chrome OUT");
+    }
+    let trace = load(&inputs, &import_options(level_map, true)?)?;
+    if let Some(path) = perfetto {
+        let extras = if raw {
+            strato_io::export::perfetto::Extras::default()
+        } else {
+            perfetto_extras(&trace, iterations)
+        };
+        crate::output::write_output(&path, |w| {
+            strato_io::export::perfetto::write_with(&trace, &extras, w)
+        })?;
+        writeln!(out, "wrote {}", path.display())?;
+    }
+    if let Some(path) = chrome {
+        crate::output::write_output(&path, |w| strato_io::export::chrome::write(&trace, w))?;
+        writeln!(out, "wrote {}", path.display())?;
+    }
+    Ok(())
+}
+
+/// What the analyses add to a Perfetto export (`strato export --perfetto`): threads split
+/// into one track per stratum, a device busy-fraction counter per device (10 ms buckets,
+/// `strato_analysis::busy`), and with `with_iterations` the iterations of each device's loops
+/// as spans under the device (extra slices). See docs/export.md.
+pub(crate) fn perfetto_extras(
+    trace: &Trace,
+    with_iterations: bool,
+) -> strato_io::export::perfetto::Extras {
+    use strato_io::export::perfetto::{ExtraCounter, ExtraSpan, ExtraTrack, Extras, Owner};
+    let mut extras = Extras {
+        strata_tracks: true,
+        ..Extras::default()
+    };
+    for b in busy_series(trace, DEFAULT_BUCKET_NS) {
+        let mut points: Vec<(i64, f64)> = b.points().map(|(t, f)| (t, 100.0 * f)).collect();
+        points.push((b.end_ns, 0.0));
+        extras.counters.push(ExtraCounter {
+            rank: b.rank,
+            owner: Owner::Device(b.device),
+            name: format!("device busy % ({} ms buckets)", b.bucket_ns / 1_000_000),
+            unit: "%".into(),
+            points,
+        });
+    }
+    let report = with_iterations.then(|| {
+        strato_report::guarded("iterations", || {
+            iterations(trace, &IterationOptions::default())
+        })
+    });
+    if let Some(Ok(report)) = report {
+        for l in &report.sequences {
+            extras.tracks.push(ExtraTrack {
+                rank: strato_trace::RankId(l.rank_index),
+                owner: Owner::Device(l.device),
+                name: format!(
+                    "iterations (stream {}, loop {})",
+                    l.stream,
+                    l.loop_index + 1
+                ),
+                spans: l
+                    .iterations
+                    .iter()
+                    .map(|it| ExtraSpan {
+                        start: it.start_ns,
+                        end: it.end_ns,
+                        name: format!("iteration {}", it.index + 1),
+                        args: vec![
+                            ("ops".into(), it.ops.to_string()),
+                            (
+                                "interval to next (ns)".into(),
+                                it.interval_to_next_ns.map_or("-".into(), |g| g.to_string()),
+                            ),
+                        ],
+                    })
+                    .collect(),
+            });
+        }
+    }
+    extras
+}

@@ -1,0 +1,90 @@
+//! `strato report PATH -o report.html`: writes the self-contained HTML report
+//! (`strato_report`); `--baseline OTHER` adds the diff with another profile; `strato
+//! completions SHELL` prints shell completions. Wiring only: the analyses are in
+//! `strato-analysis`, which of them a report shows and the HTML in `strato-report`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use clap::Args;
+use strato_analysis::analyzed::Analyzed;
+use strato_report::{ReportInput, ReportOptions};
+
+
+/// Arguments of `strato report`.
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// Trace files, directories of ranks, or a profile directory.
+    #[arg(required = true)]
+    inputs: Vec<PathBuf>,
+    /// The HTML file to write.
+    #[arg(short, long, value_name = "OUT.html")]
+    output: PathBuf,
+    /// Compare with this profile (the baseline, A) and add a diff section.
+    #[arg(long, value_name = "PATH")]
+    baseline: Option<PathBuf>,
+    /// Page title (default: the input's file name).
+    #[arg(long)]
+    title: Option<String>,
+}
+
+/// The report's progress steps on the terminal.
+impl strato_report::Progress for crate::term::Steps {
+    fn step(&mut self, what: &str) {
+        crate::term::Steps::step(self, what);
+    }
+}
+
+fn default_title(inputs: &[PathBuf]) -> String {
+    let names: Vec<String> = inputs
+        .iter()
+        .map(|p| {
+            p.file_name().map_or_else(
+                || p.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            )
+        })
+        .collect();
+    names.join(", ")
+}
+
+/// Runs `strato report`.
+pub fn run(args: ReportArgs, level_map: Option<&Path>, out: &mut dyn Write) -> Result<()> {
+    let options = crate::input::import_options(level_map, true)?;
+    let trace = crate::input::load(&args.inputs, &options)?;
+    let mut steps = crate::term::Steps::new(if args.baseline.is_some() {
+        strato_report::ANALYSIS_STEPS + 1 + strato_report::BASELINE_STEPS
+    } else {
+        strato_report::ANALYSIS_STEPS
+    });
+    let title = args
+        .title
+        .clone()
+        .unwrap_or_else(|| default_title(&args.inputs));
+    let analyzed = Analyzed::new(&trace);
+    let report_options = ReportOptions {
+        title,
+        generator: format!("strato {}", env!("CARGO_PKG_VERSION")),
+    };
+    let mut input = ReportInput::from_analyzed(&analyzed, &report_options, &mut steps);
+    if let Some(base) = &args.baseline {
+        steps.step("loading the baseline");
+        let a = crate::input::load(std::slice::from_ref(base), &options)?;
+        input.add_baseline(
+            (&crate::commands::diff::label(base), &Analyzed::new(&a)),
+            (&default_title(&args.inputs), &analyzed),
+            &mut steps,
+        );
+    }
+    steps.finish();
+    let html = strato_report::render(&input);
+    crate::output::write_output(&args.output, |w| w.write_all(html.as_bytes()))?;
+    writeln!(
+        out,
+        "wrote {} ({:.1} KiB)",
+        args.output.display(),
+        html.len() as f64 / 1024.0
+    )?;
+    Ok(())
+}

@@ -1,0 +1,180 @@
+//! Opening inputs: the import options every command shares (`--level-map`, `--salvage`, the
+//! memory budget) and [`open_profile`], the one way from command-line inputs to a [`Profile`]
+//! (trace + recording info + applied calibration). `strato record` reads its own runs back
+//! through [`open_recording`].
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use strato_analysis::calibration::RecordingInfo;
+use strato_analysis::overhead::{self, CorrectionSummary};
+use strato_io::ImportOptions;
+use strato_trace::{LevelMap, LevelRule, Trace};
+
+/// `--salvage` of the running command (set by `run` for each invocation: the Python package
+/// runs several in one process).
+pub(crate) static SALVAGE: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+pub(crate) fn import_options(
+    cli_level_map: Option<&Path>,
+    keep_args: bool,
+) -> Result<ImportOptions> {
+    let level_map = match cli_level_map {
+        None => LevelMap::default(),
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("{}: cannot read level map", path.display()))?;
+            let rules: Vec<LevelRule> = serde_json::from_str(&text).with_context(|| {
+                format!(
+                    "{}: not a list of {{format, category, level}} rules",
+                    path.display()
+                )
+            })?;
+            LevelMap::with_overrides(rules).with_context(|| path.display().to_string())?
+        }
+    };
+    let memory_budget_bytes = strato_io::budget::memory_budget_from_env()?;
+    Ok(ImportOptions {
+        level_map,
+        keep_args,
+        memory_budget_bytes,
+        progress: crate::term::import_progress(),
+        salvage: SALVAGE.load(std::sync::atomic::Ordering::Relaxed),
+        ..ImportOptions::default()
+    })
+}
+
+/// One warning line on stderr per import note that passes the warning rule
+/// ([`strato_trace::ImportNotes::warnings`]: a count above 0.1 % of the events read, or any
+/// free-text note); `strato info` lists them all.
+fn warn_import_notes(trace: &Trace) {
+    for rank in &trace.ranks {
+        for line in rank.notes.warnings() {
+            eprintln!(
+                "strato: warning: {}: {line} (see `strato info`)",
+                rank.source
+            );
+        }
+    }
+}
+
+/// Set once from the command line (`--keep-secrets`): [`load`] leaves secrets in metadata.
+pub(crate) static KEEP_SECRETS: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Loads inputs: one profile directory, or trace files / directories of ranks. Secrets in the
+/// sources' metadata are redacted unless `--keep-secrets` ([`strato_io::redact`]); sources
+/// of one import that claim the same rank are noted once on stderr.
+pub(crate) fn load(inputs: &[PathBuf], options: &ImportOptions) -> Result<Trace> {
+    Ok(open_profile(inputs, options)?.trace)
+}
+
+/// A profile opened for analysis: the trace (overhead-corrected when it is a calibrated
+/// recording and correction was asked for), what the recording says about itself, and what
+/// the correction removed.
+pub(crate) struct Profile {
+    pub trace: Trace,
+    pub recording: RecordingInfo,
+    /// Set when the recording's calibration was applied.
+    pub correction: Option<CorrectionSummary>,
+}
+
+impl Profile {
+    /// `raw` with its recording's calibration applied (when it has a non-empty one and
+    /// `correct`).
+    pub fn from_trace(raw: Trace, correct: bool) -> Profile {
+        let recording = RecordingInfo::of(&raw);
+        match &recording.calibration {
+            Some(cal) if correct && !cal.is_empty() => {
+                let (trace, summary) = overhead::correct(&raw, cal);
+                Profile {
+                    trace,
+                    recording,
+                    correction: Some(summary),
+                }
+            }
+            _ => Profile {
+                trace: raw,
+                recording,
+                correction: None,
+            },
+        }
+    }
+}
+
+/// The one way in for every command: one profile directory, or trace files / directories of
+/// ranks. Secrets in the sources' metadata are redacted unless `--keep-secrets`
+/// ([`strato_io::redact`]); sources of one import that claim the same rank are noted once on
+/// stderr; recordings calibrated by `strato record --calibrate` are overhead-corrected.
+pub(crate) fn open_profile(inputs: &[PathBuf], options: &ImportOptions) -> Result<Profile> {
+    let mut profile = load_unredacted(inputs, options)?;
+    if !KEEP_SECRETS.load(std::sync::atomic::Ordering::Relaxed) {
+        strato_io::redact::redact_trace(&mut profile.trace);
+    }
+    Ok(profile)
+}
+
+/// A directory of `*.strato` files as `strato record` reads it back (no redaction, no notes
+/// on stderr), corrected when `correct` and it is calibrated.
+pub(crate) fn open_recording(dir: &Path, correct: bool) -> Result<Profile> {
+    Ok(Profile::from_trace(load_recording(dir)?, correct))
+}
+
+/// The raw trace of a directory of `*.strato` files.
+pub(crate) fn load_recording(dir: &Path) -> Result<Trace> {
+    let options = import_options(None, false)?;
+    Ok(strato_io::recording::import_dir(dir, &options)?)
+}
+
+/// Sources that claim the same rank number, as `(rank, [sources])`, for every shared number.
+pub(crate) fn shared_rank_claims(trace: &Trace) -> Vec<(i64, Vec<String>)> {
+    let mut by_rank: std::collections::BTreeMap<i64, Vec<String>> = Default::default();
+    for r in trace.ranks.iter().filter(|r| r.format != strato_trace::SourceFormat::Ncu) {
+        if let Some(n) = r.rank {
+            by_rank.entry(n).or_default().push(r.source.clone());
+        }
+    }
+    by_rank.into_iter().filter(|(_, s)| s.len() > 1).collect()
+}
+
+fn load_unredacted(inputs: &[PathBuf], options: &ImportOptions) -> Result<Profile> {
+    for input in inputs {
+        if !strato_io::input::is_stdin(input) && !input.exists() {
+            bail!("{}: no such file or directory", input.display());
+        }
+    }
+    if inputs
+        .iter()
+        .filter(|p| strato_io::input::is_stdin(p))
+        .count()
+        > 1
+    {
+        bail!("-: standard input can be given only once");
+    }
+    if inputs.len() == 1 && strato_store::is_profile_dir(&inputs[0]) {
+        let read = strato_store::ReadOptions {
+            args: options.keep_args,
+        };
+        let trace = strato_store::read_with(&inputs[0], &read)?;
+        warn_import_notes(&trace);
+        // A stored profile is analysed as it was stored.
+        return Ok(Profile::from_trace(trace, false));
+    }
+    if inputs.iter().any(|p| strato_store::is_profile_dir(p)) {
+        bail!("a profile directory must be given alone");
+    }
+    let trace = strato_io::import_paths(inputs, options);
+    crate::term::finish_progress();
+    let trace = trace?;
+    for (rank, sources) in shared_rank_claims(&trace) {
+        eprintln!(
+            "strato: note: {} sources all claim rank {rank} ({}): kept apart as separate sources",
+            sources.len(),
+            sources.join(", ")
+        );
+    }
+    warn_import_notes(&trace);
+    // Recordings calibrated by `strato record --calibrate` are overhead-corrected first.
+    Ok(Profile::from_trace(trace, true))
+}
