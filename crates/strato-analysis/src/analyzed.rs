@@ -65,14 +65,14 @@ mod tests {
         s.cpu(1, "forward", Level::Operation, (0, 100));
         s.launch(1, (20, 25), 1);
         s.kernel("gemm", (30, 80), 1);
-        let a = Analyzed::new(&s.trace);
+        let a = Analyzed::new(s.trace());
         assert!(a.scopes.get().is_none() && a.hierarchy.get().is_none());
         let h = a.hierarchy();
         assert!(
             a.scopes.get().is_some(),
             "the hierarchy builds the scopes it needs"
         );
-        let direct = Hierarchy::build(&s.trace, &Scopes::build(&s.trace));
+        let direct = Hierarchy::build(s.trace(), &Scopes::build(s.trace()));
         assert_eq!(h.parent, direct.parent);
         assert_eq!(h.flags, direct.flags);
         // A second request returns the same index, not a rebuilt one.

@@ -90,7 +90,11 @@ impl RecordingInfo {
     /// contributes nothing.
     pub fn of(trace: &Trace) -> RecordingInfo {
         let mut processes = Vec::new();
-        for r in trace.ranks.iter().filter(|r| r.format == strato_trace::SourceFormat::Strato) {
+        for r in trace
+            .ranks
+            .iter()
+            .filter(|r| r.format == strato_trace::SourceFormat::Strato)
+        {
             let Some(meta) = r
                 .metadata_json
                 .as_deref()

@@ -130,7 +130,11 @@ pub(crate) fn load_recording(dir: &Path) -> Result<Trace> {
 /// Sources that claim the same rank number, as `(rank, [sources])`, for every shared number.
 pub(crate) fn shared_rank_claims(trace: &Trace) -> Vec<(i64, Vec<String>)> {
     let mut by_rank: std::collections::BTreeMap<i64, Vec<String>> = Default::default();
-    for r in trace.ranks.iter().filter(|r| r.format != strato_trace::SourceFormat::Ncu) {
+    for r in trace
+        .ranks
+        .iter()
+        .filter(|r| r.format != strato_trace::SourceFormat::Ncu)
+    {
         if let Some(n) = r.rank {
             by_rank.entry(n).or_default().push(r.source.clone());
         }

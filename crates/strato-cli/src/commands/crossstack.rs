@@ -175,7 +175,8 @@ pub fn run(
                 ..import_options(level_map, false)?
             };
             let trace = load(&inputs, &import)?;
-            let report = breakdown::breakdown(&Analyzed::new(&trace), &BreakdownOptions { per_step });
+            let report =
+                breakdown::breakdown(&Analyzed::new(&trace), &BreakdownOptions { per_step });
             if json {
                 write_json(out, &report)?;
             } else if csv {

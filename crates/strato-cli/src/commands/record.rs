@@ -483,7 +483,10 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<u8> {
     };
     let cal = profile.recording.calibration.clone();
     let trace = &profile.trace;
-    let report = breakdown::breakdown(&strato_analysis::analyzed::Analyzed::new(trace), &BreakdownOptions::default());
+    let report = breakdown::breakdown(
+        &strato_analysis::analyzed::Analyzed::new(trace),
+        &BreakdownOptions::default(),
+    );
     let mut doc = serde_json::to_value(&report)?;
     doc["profile"] = json!(dir.display().to_string());
     doc["corrected"] = json!(profile.correction.is_some());

@@ -11,7 +11,6 @@ use clap::Args;
 use strato_analysis::analyzed::Analyzed;
 use strato_report::{ReportInput, ReportOptions};
 
-
 /// Arguments of `strato report`.
 #[derive(Args, Debug)]
 pub struct ReportArgs {
