@@ -1,23 +1,19 @@
-//! The `strato` command: argument parsing and wiring only. Loading lives in `strato-io` /
-//! `strato-store`, analyses in `strato-analysis`, text rendering in [`crate::present`].
-//! Subcommands are declared in [`Command`] and dispatched in `run`; a command's handling and
-//! rendering live in their own `commands/<name>.rs` module; inputs are opened in
-//! [`crate::input`].
+//! The `strato` command: argument parsing and dispatch only. Subcommands are declared in
+//! [`Command`] (their help text on the variants) and dispatched in `run` with a
+//! [`crate::ctx::Ctx`] built from the global options; each command's handling lives in its own
+//! `commands/<name>.rs`; inputs are opened by [`crate::input`], outputs written by
+//! [`crate::output`], text rendered by [`crate::render`].
 //!
 //! Every failure prints one line `strato: PATH: what is wrong` to stderr and exits with code 2;
 //! `strato record` exits with the recorded program's status when the program failed
 //! ([`crate::commands::record`]).
-
-use crate::input::{import_options, load, shared_rank_claims};
-use crate::present;
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use clap::{Parser, Subcommand, ValueEnum};
-use strato_analysis::gpu_time::{GpuTimeOptions, Window};
+use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -54,30 +50,56 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Cross-stack analyses: breakdown, hierarchy, tree, layers, roofline, util.
-    #[command(flatten)]
-    CrossStack(crate::commands::crossstack::CrossStackCommand),
+    /// Operation-scoped CPU/GPU breakdown per process (RL-Scope): time by (phase, operation,
+    /// resource, CPU level), and language transitions per operation.
+    #[command(
+        after_help = "Rows sum to each process's window exactly. Resource is CPU, GPU, \
+CPU+GPU or idle; the CPU level is the stratum the CPU was in (Python, Backend, AcceleratorApi, ...).\n\
+See docs/analyses/breakdown.md.\n\nExamples:\n  strato breakdown trace.json.gz\n  \
+strato breakdown ranks/ --json\n  strato breakdown trace.json.gz --csv > rows.csv"
+    )]
+    Breakdown(crate::commands::breakdown::BreakdownArgs),
+    /// Span hierarchy (XSP): how many device ops reach a launching call, a framework op and an
+    /// annotation.
+    #[command(
+        after_help = "See docs/analyses/hierarchy.md.\n\nExample:\n  strato hierarchy trace.json.gz --json"
+    )]
+    Hierarchy(crate::commands::hierarchy::HierarchyArgs),
+    /// The chain annotation -> op -> API call -> kernel of what runs at a time, or of kernels by
+    /// name.
+    #[command(
+        after_help = "TIME is absolute ns (1669783687730492000) or an offset from the \
+trace start with a unit (250ms, 1.5s, 300us).\nWithout --at or --kernel: the middle of the \
+longest kernel.\n\nExamples:\n  strato tree trace.json.gz --at 250ms\n  strato tree trace.json.gz --kernel gemm --limit 2"
+    )]
+    Tree(crate::commands::hierarchy::TreeArgs),
+    /// Layer, kernel and model tables (XSP A1-A15): latency, occurrences, allocated memory,
+    /// kernels, GPU vs CPU latency, throughput, roofline where FLOPs and bytes are known.
+    #[command(after_help = "See docs/analyses/layers-roofline.md.\n\nExamples:\n  \
+strato layers trace.json.gz\n  strato layers trace.json.gz --kernels --csv\n  \
+strato layers trace.json.gz --by annotation --json")]
+    Layers(crate::commands::layers::LayersArgs),
+    /// Roofline per kernel, layer and model: arithmetic intensity, attained FLOP/s, memory- or
+    /// compute-bound against the device's ridge point ("unknown" where inputs are missing).
+    #[command(
+        after_help = "See docs/analyses/layers-roofline.md for the device table and FLOP \
+formulas.\n\nExample:\n  strato roofline trace.json.gz metrics.csv"
+    )]
+    Roofline(crate::commands::roofline::RooflineArgs),
+    /// Utilization reality check (RL-Scope F.11): nvidia-smi's sampled figure beside true
+    /// device-busy time, per device.
+    #[command(
+        after_help = "See docs/analyses/util.md.\n\nExample:\n  strato util trace.json.gz --period 0.1 --period 1"
+    )]
+    Util(crate::commands::util::UtilArgs),
     /// Import traces into a profile directory (Parquet tables + metadata.json).
     #[command(
         after_help = "Example:\n  strato import ../shared/data/kineto/hta_trace_filter -o prof"
     )]
-    Import {
-        /// Trace files or directories of per-rank files.
-        #[arg(required = true)]
-        inputs: Vec<PathBuf>,
-        /// The profile directory to write (replaced atomically if it is already a profile).
-        #[arg(short, long)]
-        output: PathBuf,
-    },
+    Import(crate::commands::import::ImportArgs),
     /// Summarise a trace: formats, time span, events by level and category, processes, devices.
     #[command(after_help = "Example:\n  strato info trace.json.gz --json")]
-    Info {
-        #[arg(required = true)]
-        inputs: Vec<PathBuf>,
-        /// Print JSON instead of text.
-        #[arg(long)]
-        json: bool,
-    },
+    Info(crate::commands::info::InfoArgs),
     /// Device temporal breakdown per rank (idle / compute / non-compute, comm-comp overlap)
     /// and per-stream idle breakdown (host wait / kernel wait / other).
     #[command(
@@ -86,17 +108,7 @@ enum Command {
 Holistic Trace Analysis's window (CPU events before the last ProfilerStep, device events \
 correlated to them) and whole-microsecond rounding\n\nExample:\n  strato gpu-time traces/ --window hta --json"
     )]
-    GpuTime {
-        #[arg(required = true)]
-        inputs: Vec<PathBuf>,
-        #[arg(long, value_enum, default_value_t = WindowArg::Whole)]
-        window: WindowArg,
-        /// Gaps shorter than this (us) count as kernel wait.
-        #[arg(long, default_value_t = 30.0)]
-        kernel_wait_us: f64,
-        #[arg(long)]
-        json: bool,
-    },
+    GpuTime(crate::commands::gpu_time::GpuTimeArgs),
     /// Export a trace for timeline viewers.
     #[command(
         after_help = "Examples:\n  strato export prof --perfetto out.pftrace   (open in ui.perfetto.dev)\n  \
@@ -136,7 +148,7 @@ strato record --levels -o prof -- python examples/selfplay.py"
     Record(crate::commands::record::RecordArgs),
     /// Report a calibrated profile's corrected time against its uninstrumented run (bias %).
     #[command(after_help = "Example:\n  strato validate prof --json")]
-    Validate(crate::commands::record::ValidateArgs),
+    Validate(crate::commands::validate::ValidateArgs),
     /// Overhead of the OpenCL layer per collection level (baseline, api, device, full): mean and
     /// std over repeated runs of a workload (Zins tables 4.3-4.8; see docs/opencl.md).
     #[command(
@@ -167,12 +179,6 @@ strato completions zsh > ~/.zfunc/_strato\n  strato completions fish > ~/.config
     Completions(crate::commands::completions::CompletionsArgs),
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum WindowArg {
-    Whole,
-    Hta,
-}
-
 /// Runs `strato` with the process's arguments.
 pub fn main() -> ExitCode {
     ExitCode::from(main_with_args(std::env::args_os()))
@@ -181,7 +187,7 @@ pub fn main() -> ExitCode {
 /// Runs `strato` with `args` (the first is the program name), as the binary and the Python
 /// package's `strato` entry point do; returns the exit status: 0, 2 for any failure of
 /// strato's own, or, for `strato record`, the recorded program's status when it failed (see
-/// [`crate::commands::record::ProgramStatus::shell_code`]).
+/// [`crate::launch::ProgramStatus::shell_code`]).
 pub fn main_with_args<I, T>(args: I) -> u8
 where
     I: IntoIterator<Item = T>,
@@ -197,7 +203,7 @@ where
     match run(cli) {
         Ok(status) => status,
         Err(error) => {
-            if let Some(failed) = error.downcast_ref::<crate::commands::record::ProgramFailed>() {
+            if let Some(failed) = error.downcast_ref::<crate::launch::ProgramFailed>() {
                 eprintln!("strato: {failed}");
                 return failed.code;
             }
@@ -226,114 +232,43 @@ where
 /// program).
 fn run(cli: Cli) -> Result<u8> {
     crate::input::SALVAGE.store(cli.salvage, std::sync::atomic::Ordering::Relaxed);
-    let level_map = cli.level_map.as_deref();
+    let ctx = crate::ctx::Ctx {
+        level_map: cli.level_map.clone(),
+    };
     crate::table::set_csv_raw(cli.csv_raw);
     crate::input::KEEP_SECRETS.store(cli.keep_secrets, std::sync::atomic::Ordering::Relaxed);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let mut status = 0;
     match cli.command {
-        Command::CrossStack(command) => {
-            crate::commands::crossstack::run(command, level_map, &mut out)?
+        Command::Breakdown(args) => crate::commands::breakdown::run(args, &ctx, &mut out)?,
+        Command::Hierarchy(args) => {
+            crate::commands::hierarchy::run_hierarchy(args, &ctx, &mut out)?
         }
-        Command::Import { inputs, output } => {
-            let trace = load(&inputs, &import_options(level_map, true)?)?;
-            let redacted = strato_io::redact::redacted_names(&trace);
-            if !redacted.is_empty() {
-                eprintln!(
-                    "strato: note: redacted secret-looking values in the sources' metadata: {} \
-                     (--keep-secrets keeps them)",
-                    redacted.join(", ")
-                );
-            }
-            strato_store::write(&trace, &output)?;
-            writeln!(
-                out,
-                "wrote {}: {} ranks, {} spans, {} instants, {} counter samples, {} flows",
-                output.display(),
-                trace.ranks.len(),
-                trace.spans.len(),
-                trace.instants.len(),
-                trace.counters.len(),
-                trace.flows.len()
-            )?;
+        Command::Tree(args) => crate::commands::hierarchy::run_tree(args, &ctx, &mut out)?,
+        Command::Layers(args) => crate::commands::layers::run_layers(args, &ctx, &mut out)?,
+        Command::Roofline(args) => {
+            crate::commands::roofline::run(args, &ctx, &mut out)?
         }
-        Command::Info { inputs, json } => {
-            let trace = load(&inputs, &import_options(level_map, false)?)?;
-            let info = strato_analysis::info::info(&trace);
-            let redacted = strato_io::redact::redacted_names(&trace);
-            let shared_ranks = shared_rank_claims(&trace);
-            if json {
-                let mut value = serde_json::to_value(&info)?;
-                value["redacted"] = serde_json::json!(redacted);
-                value["shared_rank_claims"] = serde_json::json!(shared_ranks
-                    .iter()
-                    .map(|(rank, sources)| serde_json::json!({"rank": rank, "sources": sources}))
-                    .collect::<Vec<_>>());
-                serde_json::to_writer_pretty(&mut out, &value)?;
-                writeln!(out)?;
-            } else {
-                present::info(&mut out, &info)?;
-                for (rank, sources) in &shared_ranks {
-                    writeln!(
-                        out,
-                        "note     {} sources claim rank {rank} ({}): kept apart as separate sources",
-                        sources.len(),
-                        sources.join(", ")
-                    )?;
-                }
-                if !redacted.is_empty() {
-                    writeln!(
-                        out,
-                        "redacted {} (secret-looking values in the sources' metadata; \
-                         --keep-secrets keeps them)",
-                        redacted.join(", ")
-                    )?;
-                }
-            }
-        }
-        Command::GpuTime {
-            inputs,
-            window,
-            kernel_wait_us,
-            json,
-        } => {
-            // Only what the device time breakdown reads is kept (device spans, launches, steps).
-            let import = strato_io::ImportOptions {
-                projection: strato_io::Projection::DEVICE_TIME,
-                ..import_options(level_map, false)?
-            };
-            let trace = load(&inputs, &import)?;
-            let options = GpuTimeOptions {
-                window: match window {
-                    WindowArg::Whole => Window::Whole,
-                    WindowArg::Hta => Window::Hta,
-                },
-                kernel_wait_threshold_ns: (kernel_wait_us * 1000.0).round() as i64,
-            };
-            let report = strato_analysis::gpu_time::gpu_time(&trace, &options);
-            if json {
-                serde_json::to_writer_pretty(&mut out, &present::gpu_time_json(&report))?;
-                writeln!(out)?;
-            } else {
-                present::gpu_time(&mut out, &report)?;
-            }
-        }
+        Command::Util(args) => crate::commands::util::run(args, &ctx, &mut out)?,
+        Command::Import(args) => crate::commands::import::run(args, &ctx, &mut out)?,
+        Command::Info(args) => crate::commands::info::run(args, &ctx, &mut out)?,
+        Command::GpuTime(args) => crate::commands::gpu_time::run(args, &ctx, &mut out)?,
         Command::Measure(args) => crate::commands::measure::run(args, &mut out)?,
-        Command::Iterations(args) => crate::commands::iterations::run(args, level_map, &mut out)?,
-        Command::Kernels(args) => crate::commands::kernels::run(args, level_map, &mut out)?,
-        Command::Memory(args) => crate::commands::memory::run(args, level_map, &mut out)?,
+        Command::Iterations(args) => crate::commands::iterations::run(args, &ctx, &mut out)?,
+        Command::Kernels(args) => crate::commands::kernels::run(args, &ctx, &mut out)?,
+        Command::Memory(args) => crate::commands::memory::run(args, &ctx, &mut out)?,
         Command::Record(args) => status = crate::commands::record::run_record(args, &mut out)?,
-        Command::Validate(args) => crate::commands::record::run_validate(args, &mut out)?,
+        Command::Validate(args) => crate::commands::validate::run(args, &mut out)?,
         Command::Overhead(args) => crate::commands::overhead::run(args, &mut out)?,
-        Command::Report(args) => crate::commands::report::run(args, level_map, &mut out)?,
-        Command::Diff(args) => crate::commands::diff::run(args, level_map, &mut out)?,
+        Command::Report(args) => crate::commands::report::run(args, &ctx, &mut out)?,
+        Command::Diff(args) => crate::commands::diff::run(args, &ctx, &mut out)?,
         Command::Completions(args) => crate::commands::completions::completions(
             args,
             &mut <Cli as clap::CommandFactory>::command(),
             &mut out,
         )?,
-        Command::Export(args) => crate::commands::export::run(args, level_map, &mut out)?,
+        Command::Export(args) => crate::commands::export::run(args, &ctx, &mut out)?,
     }
     out.flush()?;
     Ok(status)

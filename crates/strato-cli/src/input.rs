@@ -182,3 +182,9 @@ fn load_unredacted(inputs: &[PathBuf], options: &ImportOptions) -> Result<Profil
     // Recordings calibrated by `strato record --calibrate` are overhead-corrected first.
     Ok(Profile::from_trace(trace, true))
 }
+
+/// The label of one side of a comparison (`strato diff`, `strato report --baseline`): its path
+/// as given.
+pub(crate) fn side_label(path: &Path) -> String {
+    path.display().to_string()
+}

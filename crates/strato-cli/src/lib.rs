@@ -1,13 +1,16 @@
-//! The `strato` command as a library, so the binary and the Python package's `strato` entry
-//! point run the same code. The command enum and dispatch are in [`app`]; each subcommand's
-//! handling and rendering are in their own modules.
+//! The `strato` command as a library (the binary is `main.rs`; the Python package ships that
+//! binary). The command enum and dispatch are in [`app`]; each subcommand's handling lives in
+//! its own `commands/<name>.rs`; shared pieces are `input` (the one way to open a profile),
+//! `output` (writing without destroying), `launch`, `args` and `render` (units and shared text).
 
 pub mod app;
+mod args;
+mod calibration_runs;
+mod ctx;
 pub mod commands;
 mod input;
 mod launch;
 mod output;
-mod present;
 mod render;
 // signal(2) through `libc` around a recorded program's run, confined to this module.
 #[allow(unsafe_code)]

@@ -142,18 +142,10 @@ fn is_formula_like(c: &str) -> bool {
         && !(c.trim().parse::<f64>().is_ok_and(f64::is_finite) && c.trim() == c)
 }
 
-/// `name` cut to at most `max` characters, ending in `...` when cut.
-pub(crate) fn shorten(name: &str, max: usize) -> String {
-    if name.chars().count() <= max {
-        return name.to_owned();
-    }
-    let cut: String = name.chars().take(max.saturating_sub(3)).collect();
-    format!("{cut}...")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::render::units::fit_ascii as shorten;
 
     #[test]
     fn aligns_quotes_and_shortens() {

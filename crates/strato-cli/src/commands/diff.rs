@@ -4,6 +4,7 @@
 //! `strato_analysis::diff::diff`; text rendering (coloured on a TTY, fitted to the terminal's
 //! width) and JSON are here too.
 
+use crate::render::units::ms_num;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -33,14 +34,9 @@ pub struct DiffArgs {
     json: bool,
 }
 
-/// A label for a side: its path as given.
-pub(crate) fn label(path: &Path) -> String {
-    path.display().to_string()
-}
-
 /// Runs `strato diff`.
-pub fn run(args: DiffArgs, level_map: Option<&Path>, out: &mut dyn Write) -> Result<()> {
-    let options = crate::input::import_options(level_map, false)?;
+pub fn run(args: DiffArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Result<()> {
+    let options = ctx.import_options(false)?;
     let mut steps = crate::term::Steps::new(4);
     steps.step("loading A");
     let a = crate::input::load(std::slice::from_ref(&args.a), &options)?;
@@ -51,17 +47,13 @@ pub fn run(args: DiffArgs, level_map: Option<&Path>, out: &mut dyn Write) -> Res
     steps.step("analysing B");
     let rb = DiffSide::of(&Analyzed::new(&b), args.per_step);
     steps.finish();
-    let report = diff::diff(&label(&args.a), ra.parts(), &label(&args.b), rb.parts());
+    let report = diff::diff(&crate::input::side_label(&args.a), ra.parts(), &crate::input::side_label(&args.b), rb.parts());
     if args.json {
         serde_json::to_writer_pretty(&mut *out, &report)?;
         writeln!(out)?;
         return Ok(());
     }
     text(out, &report, args.top, &Term::stdout())
-}
-
-fn ms(ns: i64) -> String {
-    format!("{:.3}", ns as f64 / 1e6)
 }
 
 fn signed_ms(ns: i64) -> String {
@@ -138,9 +130,9 @@ impl Table {
 
 fn delta_cells(d: &Delta) -> Vec<String> {
     vec![
-        ms(d.a_ns),
+        ms_num(d.a_ns as f64),
         format!("{:.1}%", 100.0 * d.a_share),
-        ms(d.b_ns),
+        ms_num(d.b_ns as f64),
         format!("{:.1}%", 100.0 * d.b_share),
         signed_ms(d.delta_ns),
         pct(d.delta_pct),
@@ -155,8 +147,8 @@ pub(crate) fn text(out: &mut dyn Write, d: &DiffReport, top: usize, term: &Term)
             "({} process{}, wall {} ms, device {} ms, {} device ops)",
             s.processes,
             if s.processes == 1 { "" } else { "es" },
-            ms(s.window_ns),
-            ms(s.device_time_ns),
+            ms_num(s.window_ns as f64),
+            ms_num(s.device_time_ns as f64),
             s.device_ops
         );
         let room = term
@@ -175,8 +167,8 @@ pub(crate) fn text(out: &mut dyn Write, d: &DiffReport, top: usize, term: &Term)
         writeln!(
             out,
             "  {what:<12} {} ms -> {} ms  {painted}",
-            ms(x.a_ns),
-            ms(x.b_ns)
+            ms_num(x.a_ns as f64),
+            ms_num(x.b_ns as f64)
         )?;
     }
 
@@ -337,7 +329,7 @@ pub(crate) fn text(out: &mut dyn Write, d: &DiffReport, top: usize, term: &Term)
         out,
         "kernels added in B",
         d.added_kernels()
-            .map(|k| format!("{}  ({} calls, {} ms)", k.name, k.b_count, ms(k.delta.b_ns)))
+            .map(|k| format!("{}  ({} calls, {} ms)", k.name, k.b_count, ms_num(k.delta.b_ns as f64)))
             .collect(),
         Style::Red,
     )?;
@@ -345,7 +337,7 @@ pub(crate) fn text(out: &mut dyn Write, d: &DiffReport, top: usize, term: &Term)
         out,
         "kernels removed from A",
         d.removed_kernels()
-            .map(|k| format!("{}  ({} calls, {} ms)", k.name, k.a_count, ms(k.delta.a_ns)))
+            .map(|k| format!("{}  ({} calls, {} ms)", k.name, k.a_count, ms_num(k.delta.a_ns as f64)))
             .collect(),
         Style::Green,
     )?;

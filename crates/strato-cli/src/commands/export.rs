@@ -33,7 +33,7 @@ pub struct ExportArgs {
 }
 
 /// Runs `strato export`.
-pub fn run(args: ExportArgs, level_map: Option<&Path>, out: &mut dyn Write) -> Result<()> {
+pub fn run(args: ExportArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Result<()> {
     let ExportArgs {
         inputs,
         perfetto,
@@ -44,7 +44,7 @@ pub fn run(args: ExportArgs, level_map: Option<&Path>, out: &mut dyn Write) -> R
     if perfetto.is_none() && chrome.is_none() {
         bail!("export: say where to write: --perfetto OUT and/or --chrome OUT");
     }
-    let trace = load(&inputs, &import_options(level_map, true)?)?;
+    let trace = load(&inputs, &ctx.import_options(true)?)?;
     if let Some(path) = perfetto {
         let extras = if raw {
             strato_io::export::perfetto::Extras::default()

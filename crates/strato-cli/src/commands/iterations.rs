@@ -13,7 +13,8 @@ use strato_analysis::iterations::{
 };
 
 use crate::render::units::us;
-use crate::table::{shorten, Table};
+use crate::render::units::{fit_ascii, ms_num};
+use crate::table::Table;
 
 /// Arguments of `strato iterations`.
 #[derive(Args, Debug)]
@@ -64,19 +65,15 @@ struct Entry<'a> {
     check: Option<StepCheck>,
 }
 
-fn ms(ns: f64) -> String {
-    format!("{:.3}", ns / 1e6)
-}
-
 /// Runs `strato iterations`.
-pub fn run(args: IterationsArgs, level_map: Option<&Path>, out: &mut dyn Write) -> Result<()> {
+pub fn run(args: IterationsArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Result<()> {
     if args.iterations.contains(&0) || args.iterations.contains(&1) {
         bail!("--iterations: each loop needs at least 2 iterations");
     }
     // Only device ops' args are read (queue times, copy bytes): CPU ops' are not kept.
     let options = strato_io::ImportOptions {
         args_scope: strato_io::ArgsScope::DeviceOps,
-        ..crate::input::import_options(level_map, true)?
+        ..ctx.import_options(true)?
     };
     let trace = crate::input::load(&args.inputs, &options)?;
     let options = IterationOptions {
@@ -178,7 +175,7 @@ pub fn run(args: IterationsArgs, level_map: Option<&Path>, out: &mut dyn Write) 
              k0 {}; {} exact occurrences, {} iterations\n",
             s.ops,
             s.pattern_len,
-            shorten(&s.pattern_first_op, 60),
+            fit_ascii(&s.pattern_first_op, 60),
             s.i,
             if s.i_estimated { "estimated" } else { "given" },
             s.epsilon,
@@ -206,8 +203,8 @@ pub fn run(args: IterationsArgs, level_map: Option<&Path>, out: &mut dyn Write) 
             t.row(vec![
                 i.index.to_string(),
                 i.start_ns.to_string(),
-                ms(i.duration_ns as f64),
-                i.interval_to_next_ns.map_or("-".into(), |v| ms(v as f64)),
+                ms_num(i.duration_ns as f64),
+                i.interval_to_next_ns.map_or("-".into(), |v| ms_num(v as f64)),
                 i.h2d_overlap
                     .map_or("-".into(), |v| format!("{:.1}", 100.0 * v)),
                 us(i.mean_op_gap_ns),
@@ -226,9 +223,9 @@ pub fn run(args: IterationsArgs, level_map: Option<&Path>, out: &mut dyn Write) 
             "\n  summary: mean duration {} ms; interval mean {} ms, max {} ms; mean h2d overlap \
              {:.1}%; mean op gap {} us; mean bytes in {}; busy in iterations {:.1}%; coverage \
              {:.1}% of the stream's ops",
-            ms(m.mean_duration_ns),
-            ms(m.mean_interval_ns),
-            ms(m.max_interval_ns as f64),
+            ms_num(m.mean_duration_ns),
+            ms_num(m.mean_interval_ns),
+            ms_num(m.max_interval_ns as f64),
             100.0 * m.mean_h2d_overlap,
             us(m.mean_op_gap_ns),
             m.mean_bytes_in.map_or("-".into(), |b| format!("{b:.0}")),

@@ -6,7 +6,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::render::units::us;
-use crate::table::{shorten, Table};
+use crate::render::units::fit_ascii;
+use crate::table::Table;
 use anyhow::Result;
 use clap::Args;
 use strato_analysis::kernel_stats::{kernel_stats, Latency, StatRow};
@@ -39,7 +40,7 @@ fn stat_table(rows: &[StatRow], what: &'static str, csv: bool) -> Table {
             if csv {
                 r.name.clone()
             } else {
-                shorten(&r.name, 60)
+                fit_ascii(&r.name, 60)
             },
             r.count.to_string(),
             us(r.total_ns as f64),
@@ -70,13 +71,13 @@ fn latency_line(label: &str, l: &Option<Latency>) -> String {
 }
 
 /// Runs `strato kernels`.
-pub fn run(args: KernelsArgs, level_map: Option<&Path>, out: &mut dyn Write) -> Result<()> {
+pub fn run(args: KernelsArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Result<()> {
     // Only spans are read, and only device ops' args (queue times, copy bytes): CPU ops' args,
     // instants, counters and flows are not kept.
     let options = strato_io::ImportOptions {
         args_scope: strato_io::ArgsScope::DeviceOps,
         projection: strato_io::Projection::SPANS,
-        ..crate::input::import_options(level_map, true)?
+        ..ctx.import_options(true)?
     };
     let trace = crate::input::load(&args.inputs, &options)?;
     let report = kernel_stats(&trace, args.top);

@@ -38,10 +38,10 @@ fn mib(bytes: f64) -> String {
 }
 
 /// Runs `strato memory`.
-pub fn run(args: MemoryArgs, level_map: Option<&Path>, out: &mut dyn Write) -> Result<()> {
+pub fn run(args: MemoryArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Result<()> {
     let trace = crate::input::load(
         &args.inputs,
-        &crate::input::import_options(level_map, true)?,
+        &ctx.import_options(true)?,
     )?;
     let report = memory(
         &trace,

@@ -2,13 +2,21 @@
 //! rendering. Commands are dispatched from [`crate::app`].
 
 pub(crate) mod completions;
-pub(crate) mod crossstack;
+pub(crate) mod breakdown;
 pub(crate) mod diff;
 pub(crate) mod export;
+pub(crate) mod gpu_time;
+pub(crate) mod hierarchy;
+pub(crate) mod import;
+pub(crate) mod info;
 pub(crate) mod iterations;
 pub(crate) mod kernels;
+pub(crate) mod layers;
 pub(crate) mod measure;
 pub(crate) mod memory;
 pub mod overhead;
 pub mod record;
 pub(crate) mod report;
+pub(crate) mod roofline;
+pub(crate) mod util;
+pub(crate) mod validate;

@@ -49,8 +49,8 @@ fn default_title(inputs: &[PathBuf]) -> String {
 }
 
 /// Runs `strato report`.
-pub fn run(args: ReportArgs, level_map: Option<&Path>, out: &mut dyn Write) -> Result<()> {
-    let options = crate::input::import_options(level_map, true)?;
+pub fn run(args: ReportArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Result<()> {
+    let options = ctx.import_options(true)?;
     let trace = crate::input::load(&args.inputs, &options)?;
     let mut steps = crate::term::Steps::new(if args.baseline.is_some() {
         strato_report::ANALYSIS_STEPS + 1 + strato_report::BASELINE_STEPS
@@ -71,7 +71,7 @@ pub fn run(args: ReportArgs, level_map: Option<&Path>, out: &mut dyn Write) -> R
         steps.step("loading the baseline");
         let a = crate::input::load(std::slice::from_ref(base), &options)?;
         input.add_baseline(
-            (&crate::commands::diff::label(base), &Analyzed::new(&a)),
+            (&crate::input::side_label(base), &Analyzed::new(&a)),
             (&default_title(&args.inputs), &analyzed),
             &mut steps,
         );

@@ -1,16 +1,30 @@
 //! Units and widths for text output: durations in fixed units, names fitted to a column.
 
-/// Shortens `text` to `width` characters (`…` marks the cut).
-pub(crate) fn fit(text: &str, width: usize) -> String {
+use strato_trace::Ns;
+
+/// Shortens `text` to at most `width` characters, ending in `marker` when cut (the one name
+/// cutter of the CLI; [`fit`] and [`fit_ascii`] fix the marker).
+pub(crate) fn cut_end(text: &str, width: usize, marker: &str) -> String {
     if text.chars().count() <= width {
-        text.to_owned()
-    } else if width == 0 {
-        String::new()
-    } else {
-        let mut s: String = text.chars().take(width - 1).collect();
-        s.push('…');
-        s
+        return text.to_owned();
     }
+    let keep = width.saturating_sub(marker.chars().count());
+    let mut s: String = text.chars().take(keep).collect();
+    s.push_str(marker);
+    s
+}
+
+/// Shortens `text` to `width` characters (`…` marks the cut; width 0 gives the empty string).
+pub(crate) fn fit(text: &str, width: usize) -> String {
+    if width == 0 {
+        return String::new();
+    }
+    cut_end(text, width, "…")
+}
+
+/// Shortens `text` to `width` characters, ending in `...` when cut (ASCII tables).
+pub(crate) fn fit_ascii(text: &str, width: usize) -> String {
+    cut_end(text, width, "...")
 }
 
 /// Shortens `text` to `width` characters by cutting its middle (paths keep their file name).
@@ -29,4 +43,38 @@ pub(crate) fn fit_middle(text: &str, width: usize) -> String {
 /// Nanoseconds as microseconds with three decimals.
 pub(crate) fn us(ns: f64) -> String {
     format!("{:.3}", ns / 1e3)
+}
+
+/// Nanoseconds as milliseconds with three decimals and the unit: `1.234 ms`.
+pub(crate) fn ms(ns: Ns) -> String {
+    format!("{:.3} ms", ns as f64 / 1e6)
+}
+
+/// Nanoseconds as milliseconds with three decimals, no unit (table cells).
+pub(crate) fn ms_num(ns: f64) -> String {
+    format!("{:.3}", ns / 1e6)
+}
+
+/// Nanoseconds as microseconds with one decimal, no unit.
+pub(crate) fn us_num(ns: f64) -> String {
+    format!("{:.1}", ns / 1e3)
+}
+
+/// `part` as a percentage of `whole` with one decimal (`-` when `whole` is not positive).
+pub(crate) fn pct(part: f64, whole: f64) -> String {
+    if whole > 0.0 {
+        format!("{:.1}%", 100.0 * part / whole)
+    } else {
+        "-".into()
+    }
+}
+
+/// `f(v)`, or `unknown` when there is no value.
+pub(crate) fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
+    v.map_or_else(|| "unknown".to_owned(), f)
+}
+
+/// Optional nanoseconds as milliseconds with the unit, `-` when absent.
+pub(crate) fn ms_or_dash(ns: Option<f64>) -> String {
+    ns.map_or("-".into(), |v| format!("{:.3} ms", v / 1e6))
 }

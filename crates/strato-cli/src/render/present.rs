@@ -1,14 +1,11 @@
 //! Terminal rendering and the stable JSON shapes of the commands. Reads analysis results only.
 
+use crate::render::units::ms;
 use std::io::{self, Write};
 
 use serde::Serialize;
 use strato_analysis::gpu_time::{GpuTimeReport, Window};
 use strato_analysis::info::TraceInfo;
-
-fn ms(ns: i64) -> String {
-    format!("{:.3} ms", ns as f64 / 1e6)
-}
 
 /// `strato info` as text.
 pub fn info(out: &mut impl Write, info: &TraceInfo) -> io::Result<()> {

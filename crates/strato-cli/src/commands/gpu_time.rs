@@ -1,0 +1,59 @@
+//! `strato gpu-time`: the device temporal breakdown per rank and the idle breakdown per stream
+//! (HTA's definitions; `--window hta` reproduces HTA exactly).
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::ValueEnum;
+use strato_analysis::gpu_time::{GpuTimeOptions, Window};
+
+use crate::ctx::Ctx;
+use crate::input::load;
+
+// Arguments of `strato gpu-time` (its help text is on the variant in `app.rs`).
+#[derive(clap::Args, Debug)]
+pub struct GpuTimeArgs {
+    #[arg(required = true)]
+    inputs: Vec<PathBuf>,
+    #[arg(long, value_enum, default_value_t = WindowArg::Whole)]
+    window: WindowArg,
+    /// Gaps shorter than this (us) count as kernel wait.
+    #[arg(long, default_value_t = 30.0)]
+    kernel_wait_us: f64,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+/// The window of `strato gpu-time` (`--window`).
+pub enum WindowArg {
+    Whole,
+    Hta,
+}
+
+
+/// Runs `strato gpu-time`.
+pub fn run(args: GpuTimeArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()> {
+    let GpuTimeArgs { inputs, window, kernel_wait_us, json } = args;
+    // Only what the device time breakdown reads is kept (device spans, launches, steps).
+    let import = strato_io::ImportOptions {
+        projection: strato_io::Projection::DEVICE_TIME,
+        ..ctx.import_options(false)?
+    };
+    let trace = load(&inputs, &import)?;
+    let options = GpuTimeOptions {
+        window: match window {
+            WindowArg::Whole => Window::Whole,
+            WindowArg::Hta => Window::Hta,
+        },
+        kernel_wait_threshold_ns: (kernel_wait_us * 1000.0).round() as i64,
+    };
+    let report = strato_analysis::gpu_time::gpu_time(&trace, &options);
+    if json {
+        serde_json::to_writer_pretty(&mut *out, &crate::render::present::gpu_time_json(&report))?;
+        writeln!(out)?;
+    } else {
+        crate::render::present::gpu_time(out, &report)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,103 @@
+//! `strato record`'s summary as text: the profile, its breakdown (the same renderer as `strato
+//! breakdown`), the validation, calibrated costs and leveled runs.
+
+use std::io::Write;
+
+use anyhow::Result;
+use serde_json::Value;
+use strato_analysis::breakdown::BreakdownReport;
+
+/// Prints the summary of a `strato record` run (`doc` is its JSON form).
+pub(crate) fn print_text(
+    out: &mut impl Write,
+    report: &BreakdownReport,
+    doc: &Value,
+    top: usize,
+) -> Result<()> {
+    writeln!(
+        out,
+        "profile {}{}",
+        doc["profile"].as_str().unwrap_or(""),
+        if doc["corrected"].as_bool() == Some(true) {
+            " (overhead-corrected)"
+        } else {
+            ""
+        }
+    )?;
+    writeln!(out)?;
+    crate::render::breakdown::text(out, report, top)?;
+    if let Some(v) = doc.get("validation") {
+        write_validation(out, "\nvalidation ", v)?;
+    }
+    if let Some(c) = doc.get("calibration") {
+        writeln!(out, "calibrated cost per event (ns): {}", c["costs_ns"])?;
+        if c["api_inflation_ns"]
+            .as_object()
+            .is_some_and(|m| !m.is_empty())
+        {
+            writeln!(
+                out,
+                "API call inflation under device tracing (ns per call): {}",
+                c["api_inflation_ns"]
+            )?;
+        }
+    }
+    if let Some(l) = doc.get("levels") {
+        writeln!(out, "\nleveled experimentation:")?;
+        for r in l["runs"].as_array().into_iter().flatten() {
+            writeln!(
+                out,
+                "  level {} {:<15} {:>9.4} s  overhead {:+.1}%",
+                r["level"],
+                r["name"].as_str().unwrap_or(""),
+                r["time_s"].as_f64().unwrap_or(0.0),
+                r["overhead_vs_uninstrumented_pct"].as_f64().unwrap_or(0.0)
+            )?;
+        }
+        for s in l["strata"].as_array().into_iter().flatten() {
+            writeln!(
+                out,
+                "  {:<12} timings from level {} ({}) : {:.4} s",
+                s["stratum"].as_str().unwrap_or(""),
+                s["from_level"],
+                s["from_run"].as_str().unwrap_or(""),
+                s["span_time_s"].as_f64().unwrap_or(0.0)
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// One line per basis of a validation object : its own basis, then the
+/// wall-clock figures when the basis was CPU time.
+pub(crate) fn write_validation(out: &mut impl Write, prefix: &str, v: &Value) -> Result<()> {
+    let line = |v: &Value, basis: &str| {
+        format!(
+            "({basis}): uninstrumented {:.4} s, instrumented {:.4} s ({:+.1}%), corrected {:.4} s, bias {:+.2}%",
+            v["uninstrumented_s"].as_f64().unwrap_or(0.0),
+            v["instrumented_s"].as_f64().unwrap_or(0.0),
+            v["inflation_pct"].as_f64().unwrap_or(0.0),
+            v["corrected_s"].as_f64().unwrap_or(0.0),
+            v["bias_pct"].as_f64().unwrap_or(0.0)
+        )
+    };
+    let basis = v["basis"].as_str().unwrap_or("wall");
+    let interval = match v["bias_pct_interval95"].as_array().map(Vec::as_slice) {
+        Some([a, b]) => format!(
+            " (95% interval over resampled runs: {:+.2}% .. {:+.2}%)",
+            a.as_f64().unwrap_or(0.0),
+            b.as_f64().unwrap_or(0.0)
+        ),
+        _ => String::new(),
+    };
+    writeln!(out, "{prefix}{}{interval}", line(v, basis))?;
+    if let Some(w) = v.get("wall") {
+        writeln!(
+            out,
+            "{}{}",
+            prefix.trim_start_matches('\n'),
+            line(w, "wall")
+        )?;
+    }
+    Ok(())
+}
