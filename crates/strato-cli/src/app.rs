@@ -247,9 +247,7 @@ fn run(cli: Cli) -> Result<u8> {
         }
         Command::Tree(args) => crate::commands::hierarchy::run_tree(args, &ctx, &mut out)?,
         Command::Layers(args) => crate::commands::layers::run_layers(args, &ctx, &mut out)?,
-        Command::Roofline(args) => {
-            crate::commands::roofline::run(args, &ctx, &mut out)?
-        }
+        Command::Roofline(args) => crate::commands::roofline::run(args, &ctx, &mut out)?,
         Command::Util(args) => crate::commands::util::run(args, &ctx, &mut out)?,
         Command::Import(args) => crate::commands::import::run(args, &ctx, &mut out)?,
         Command::Info(args) => crate::commands::info::run(args, &ctx, &mut out)?,

@@ -2,11 +2,9 @@
 //! --refit`: the runs of each configuration as they were measured, which runs traced device
 //! commands, and the fit over them (`strato_analysis::calibration` does the math).
 
-use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
-use serde_json::{json, Value};
+use anyhow::Result;
 use strato_analysis::calibration::{
     self, robust, Basis, CalibrationFile, ConfigRuns, RunMeasure, StoredRuns, BOOTSTRAP_SAMPLES,
     LEVEL_NAMES,

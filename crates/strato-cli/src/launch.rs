@@ -3,10 +3,10 @@
 //! layer library is found. Shared by `strato record`, `strato overhead` and `strato validate`.
 
 use std::os::unix::process::ExitStatusExt;
-use std::path::PathBuf;
-use std::process::ExitStatus;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 
 /// The OpenCL layer library: `$STRATOSCOPE_OPENCL_LAYER`, else `libstrato_opencl_layer.so`
 /// next to the running executable (the installed Python package's `stratoscope/_bin/`, a cargo

@@ -6,8 +6,8 @@
 pub mod app;
 mod args;
 mod calibration_runs;
-mod ctx;
 pub mod commands;
+mod ctx;
 mod input;
 mod launch;
 mod output;

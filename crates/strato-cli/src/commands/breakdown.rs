@@ -3,22 +3,14 @@
 //! docs/analyses/breakdown.md.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use anyhow::{bail, Result};
-use clap::ValueEnum;
-use serde_json::{json, Map, Value};
+use anyhow::Result;
 use strato_analysis::analyzed::Analyzed;
-use strato_analysis::breakdown::{self, BreakdownOptions, BreakdownReport, Resource};
-use strato_analysis::hierarchy::{self, ChainLink, HierarchyReport};
-use strato_analysis::layers::{self, LayerSource, LayersOptions, LayersReport, Roofline};
-use strato_analysis::util::{self, UtilReport, DEFAULT_PERIODS_S};
-use strato_trace::{Ns, Trace};
+use strato_analysis::breakdown::{self, BreakdownOptions};
 
-use crate::input::{import_options, load};
-use crate::render::units::{fit, ms, ms_num, opt, pct, us_num};
+use crate::input::load;
 use crate::render::write_json;
-use crate::table::Table;
 
 // Arguments of `strato breakdown` (its help text is on the variant in `app.rs`).
 #[derive(clap::Args, Debug)]
@@ -40,15 +32,20 @@ pub struct BreakdownArgs {
 
 /// Runs `strato breakdown`.
 pub fn run(args: BreakdownArgs, ctx: &crate::ctx::Ctx, out: &mut impl Write) -> Result<()> {
-    let BreakdownArgs { inputs, per_step, top, json, csv } = args;
+    let BreakdownArgs {
+        inputs,
+        per_step,
+        top,
+        json,
+        csv,
+    } = args;
     // The breakdown reads spans only: instants, counters and flows are not kept.
     let import = strato_io::ImportOptions {
         projection: strato_io::Projection::SPANS,
         ..ctx.import_options(false)?
     };
     let trace = load(&inputs, &import)?;
-    let report =
-        breakdown::breakdown(&Analyzed::new(&trace), &BreakdownOptions { per_step });
+    let report = breakdown::breakdown(&Analyzed::new(&trace), &BreakdownOptions { per_step });
     if json {
         write_json(out, &report)?;
     } else if csv {

@@ -6,7 +6,7 @@
 
 use crate::render::units::ms_num;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
@@ -47,7 +47,12 @@ pub fn run(args: DiffArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Result
     steps.step("analysing B");
     let rb = DiffSide::of(&Analyzed::new(&b), args.per_step);
     steps.finish();
-    let report = diff::diff(&crate::input::side_label(&args.a), ra.parts(), &crate::input::side_label(&args.b), rb.parts());
+    let report = diff::diff(
+        &crate::input::side_label(&args.a),
+        ra.parts(),
+        &crate::input::side_label(&args.b),
+        rb.parts(),
+    );
     if args.json {
         serde_json::to_writer_pretty(&mut *out, &report)?;
         writeln!(out)?;
@@ -329,7 +334,14 @@ pub(crate) fn text(out: &mut dyn Write, d: &DiffReport, top: usize, term: &Term)
         out,
         "kernels added in B",
         d.added_kernels()
-            .map(|k| format!("{}  ({} calls, {} ms)", k.name, k.b_count, ms_num(k.delta.b_ns as f64)))
+            .map(|k| {
+                format!(
+                    "{}  ({} calls, {} ms)",
+                    k.name,
+                    k.b_count,
+                    ms_num(k.delta.b_ns as f64)
+                )
+            })
             .collect(),
         Style::Red,
     )?;
@@ -337,7 +349,14 @@ pub(crate) fn text(out: &mut dyn Write, d: &DiffReport, top: usize, term: &Term)
         out,
         "kernels removed from A",
         d.removed_kernels()
-            .map(|k| format!("{}  ({} calls, {} ms)", k.name, k.a_count, ms_num(k.delta.a_ns as f64)))
+            .map(|k| {
+                format!(
+                    "{}  ({} calls, {} ms)",
+                    k.name,
+                    k.a_count,
+                    ms_num(k.delta.a_ns as f64)
+                )
+            })
             .collect(),
         Style::Green,
     )?;

@@ -2,14 +2,14 @@
 //! the analyses add to the Perfetto file ([`perfetto_extras`]).
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use strato_analysis::busy::{busy_series, DEFAULT_BUCKET_NS};
 use strato_analysis::iterations::{iterations, IterationOptions};
 use strato_trace::Trace;
 
-use crate::input::{import_options, load};
+use crate::input::load;
 
 /// Arguments of `strato export`.
 #[derive(clap::Args, Debug)]

@@ -31,10 +31,14 @@ pub enum WindowArg {
     Hta,
 }
 
-
 /// Runs `strato gpu-time`.
 pub fn run(args: GpuTimeArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()> {
-    let GpuTimeArgs { inputs, window, kernel_wait_us, json } = args;
+    let GpuTimeArgs {
+        inputs,
+        window,
+        kernel_wait_us,
+        json,
+    } = args;
     // Only what the device time breakdown reads is kept (device spans, launches, steps).
     let import = strato_io::ImportOptions {
         projection: strato_io::Projection::DEVICE_TIME,

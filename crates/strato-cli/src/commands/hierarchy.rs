@@ -3,20 +3,16 @@
 //! docs/analyses/hierarchy.md.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{bail, Result};
-use clap::ValueEnum;
-use serde_json::{json, Map, Value};
+use serde_json::json;
 use strato_analysis::analyzed::Analyzed;
-use strato_analysis::breakdown::{self, BreakdownOptions, BreakdownReport, Resource};
 use strato_analysis::hierarchy::{self, ChainLink, HierarchyReport};
-use strato_analysis::layers::{self, LayerSource, LayersOptions, LayersReport, Roofline};
-use strato_analysis::util::{self, UtilReport, DEFAULT_PERIODS_S};
 use strato_trace::{Ns, Trace};
 
-use crate::input::{import_options, load};
-use crate::render::units::{fit, ms, ms_num, opt, pct, us_num};
+use crate::input::load;
+use crate::render::units::{fit, ms, pct, us_num};
 use crate::render::write_json;
 use crate::table::Table;
 
@@ -30,7 +26,11 @@ pub struct HierarchyArgs {
 }
 
 /// Runs `strato hierarchy`.
-pub fn run_hierarchy(args: HierarchyArgs, ctx: &crate::ctx::Ctx, out: &mut impl Write) -> Result<()> {
+pub fn run_hierarchy(
+    args: HierarchyArgs,
+    ctx: &crate::ctx::Ctx,
+    out: &mut impl Write,
+) -> Result<()> {
     let HierarchyArgs { inputs, json } = args;
     let trace = load(&inputs, &ctx.import_options(false)?)?;
     let report = hierarchy::report(&Analyzed::new(&trace));
@@ -60,7 +60,13 @@ pub struct TreeArgs {
 
 /// Runs `strato tree`.
 pub fn run_tree(args: TreeArgs, ctx: &crate::ctx::Ctx, out: &mut impl Write) -> Result<()> {
-    let TreeArgs { inputs, at, kernel, limit, json } = args;
+    let TreeArgs {
+        inputs,
+        at,
+        kernel,
+        limit,
+        json,
+    } = args;
     let trace = load(&inputs, &ctx.import_options(false)?)?;
     let analyzed = Analyzed::new(&trace);
     let origin = trace.time_span().map_or(0, |s| s.0);

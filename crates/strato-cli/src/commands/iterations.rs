@@ -3,7 +3,7 @@
 //! `ProfilerStep#N` annotations (`--check-steps`; never used for mining).
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use clap::Args;
@@ -204,7 +204,8 @@ pub fn run(args: IterationsArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> 
                 i.index.to_string(),
                 i.start_ns.to_string(),
                 ms_num(i.duration_ns as f64),
-                i.interval_to_next_ns.map_or("-".into(), |v| ms_num(v as f64)),
+                i.interval_to_next_ns
+                    .map_or("-".into(), |v| ms_num(v as f64)),
                 i.h2d_overlap
                     .map_or("-".into(), |v| format!("{:.1}", 100.0 * v)),
                 us(i.mean_op_gap_ns),

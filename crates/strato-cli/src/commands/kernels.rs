@@ -3,10 +3,10 @@
 //! writer the iterations and memory commands share.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use crate::render::units::us;
 use crate::render::units::fit_ascii;
+use crate::render::units::us;
 use crate::table::Table;
 use anyhow::Result;
 use clap::Args;

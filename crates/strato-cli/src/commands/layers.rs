@@ -3,22 +3,17 @@
 //! docs/analyses/layers-roofline.md.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{bail, Result};
-use clap::ValueEnum;
-use serde_json::{json, Map, Value};
 use strato_analysis::analyzed::Analyzed;
-use strato_analysis::breakdown::{self, BreakdownOptions, BreakdownReport, Resource};
-use strato_analysis::hierarchy::{self, ChainLink, HierarchyReport};
-use strato_analysis::layers::{self, LayerSource, LayersOptions, LayersReport, Roofline};
-use strato_analysis::util::{self, UtilReport, DEFAULT_PERIODS_S};
+use strato_analysis::layers::{self, LayerSource, LayersReport};
 use strato_trace::{Ns, Trace};
 
 use crate::args::LayerBy;
-use crate::input::{import_options, load};
+use crate::input::load;
 use crate::render::layers::{device_line, notes, roof_cells};
-use crate::render::units::{fit, ms, ms_num, opt, pct, us_num};
+use crate::render::units::{fit, ms_num, opt, us_num};
 use crate::render::write_json;
 use crate::table::Table;
 
@@ -52,7 +47,17 @@ pub struct LayersArgs {
 
 /// Runs `strato layers`.
 pub fn run_layers(args: LayersArgs, ctx: &crate::ctx::Ctx, out: &mut impl Write) -> Result<()> {
-    let LayersArgs { inputs, by, kernels, steps, trim, batch_size, top, json, csv } = args;
+    let LayersArgs {
+        inputs,
+        by,
+        kernels,
+        steps,
+        trim,
+        batch_size,
+        top,
+        json,
+        csv,
+    } = args;
     if !(0.0..0.5).contains(&trim) {
         bail!("layers: --trim must be in [0, 0.5)");
     }
@@ -319,4 +324,3 @@ fn steps_table(out: &mut impl Write, report: &LayersReport, top: usize, csv: boo
     notes(out, report)?;
     Ok(())
 }
-

@@ -3,7 +3,6 @@
 //! calibrated engine; `--compare-serial` against the conventional serial harness; `--serve` a
 //! JSON-lines server for tuners (the Python API); `--worker`, the worker process itself.
 
-use crate::render::units::ms_or_dash;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 
@@ -11,8 +10,8 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use strato_measure::calibrate::Params;
 use strato_measure::candidate::{self, Candidate};
-use strato_measure::compare::{self, CompareConfig, CompareReport};
-use strato_measure::engine::{Engine, EngineConfig, Parallelism, RunReport, Statistic};
+use strato_measure::compare::{self, CompareConfig};
+use strato_measure::engine::{Engine, EngineConfig, Parallelism, Statistic};
 use strato_measure::WorkerSpec;
 
 /// Arguments of `strato measure`.

@@ -2,7 +2,7 @@
 //! and host<->device copies by direction (sizes, bandwidth, bandwidth over time).
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
@@ -39,10 +39,7 @@ fn mib(bytes: f64) -> String {
 
 /// Runs `strato memory`.
 pub fn run(args: MemoryArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Result<()> {
-    let trace = crate::input::load(
-        &args.inputs,
-        &ctx.import_options(true)?,
-    )?;
+    let trace = crate::input::load(&args.inputs, &ctx.import_options(true)?)?;
     let report = memory(
         &trace,
         &MemoryOptions {

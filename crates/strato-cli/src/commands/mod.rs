@@ -1,8 +1,8 @@
 //! One module per `strato` subcommand (or family of subcommands): its arguments, handling and
 //! rendering. Commands are dispatched from [`crate::app`].
 
-pub(crate) mod completions;
 pub(crate) mod breakdown;
+pub(crate) mod completions;
 pub(crate) mod diff;
 pub(crate) mod export;
 pub(crate) mod gpu_time;

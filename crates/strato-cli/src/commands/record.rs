@@ -21,23 +21,18 @@
 //! reaches the program, which flushes and ends, and strato then reports on it.
 
 use std::io::Write;
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use serde_json::{json, Value};
-use strato_analysis::breakdown::{self, BreakdownOptions, BreakdownReport};
+use strato_analysis::breakdown::{self, BreakdownOptions};
 
-use strato_analysis::calibration::{
-    self, robust, Basis, CalibrationFile, ConfigRuns, RecordingInfo, RunMeasure, StoredRuns,
-    BOOTSTRAP_SAMPLES, LEVEL_NAMES,
-};
+use strato_analysis::calibration::{self, robust, RecordingInfo, LEVEL_NAMES};
 use strato_trace::Level;
 
 use crate::calibration_runs::{device_tracing, fit_runs, Measured, RunResult};
-use crate::render::record::write_validation;
-use crate::launch::{bootstrap_dir, python_for, ProgramFailed, ProgramStatus};
+use crate::launch::{bootstrap_dir, ProgramFailed, ProgramStatus};
 
 /// `strato record`.
 #[derive(clap::Args, Debug)]
@@ -414,4 +409,3 @@ fn leveled(launcher: &Launcher<'_>, work: &Path, measured: &[Measured]) -> Resul
         .collect();
     Ok(json!({"runs": runs, "strata": strata}))
 }
-

@@ -4,7 +4,7 @@
 //! `strato-analysis`, which of them a report shows and the HTML in `strato-report`.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;

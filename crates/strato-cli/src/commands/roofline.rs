@@ -2,22 +2,18 @@
 //! point. Rules: `strato_analysis::layers`, docs/analyses/layers-roofline.md.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use anyhow::{bail, Result};
-use clap::ValueEnum;
+use anyhow::Result;
 use serde_json::{json, Map, Value};
 use strato_analysis::analyzed::Analyzed;
-use strato_analysis::breakdown::{self, BreakdownOptions, BreakdownReport, Resource};
-use strato_analysis::hierarchy::{self, ChainLink, HierarchyReport};
-use strato_analysis::layers::{self, LayerSource, LayersOptions, LayersReport, Roofline};
-use strato_analysis::util::{self, UtilReport, DEFAULT_PERIODS_S};
+use strato_analysis::layers::{self, LayersReport, Roofline};
 use strato_trace::{Ns, Trace};
 
 use crate::args::LayerBy;
-use crate::input::{import_options, load};
-use crate::render::layers::{device_line, notes, roof_cells};
-use crate::render::units::{fit, ms, ms_num, opt, pct, us_num};
+use crate::input::load;
+use crate::render::layers::{device_line, notes};
+use crate::render::units::{fit, ms_num, opt};
 use crate::render::write_json;
 use crate::table::Table;
 
@@ -38,7 +34,13 @@ pub struct RooflineArgs {
 
 /// Runs `strato roofline`.
 pub fn run(args: RooflineArgs, ctx: &crate::ctx::Ctx, out: &mut impl Write) -> Result<()> {
-    let RooflineArgs { inputs, by, top, json, csv } = args;
+    let RooflineArgs {
+        inputs,
+        by,
+        top,
+        json,
+        csv,
+    } = args;
     let trace = load(&inputs, &ctx.import_options(true)?)?;
     let report = layers_report(&trace, by, 0.1, None);
     let rows = roofline_rows(&report);
@@ -137,11 +139,7 @@ fn roofline_table(
                 .and_then(Value::as_str)
                 .unwrap_or("")
                 .to_owned(),
-            if csv {
-                name.to_owned()
-            } else {
-                fit(name, 50)
-            },
+            if csv { name.to_owned() } else { fit(name, 50) },
             r.get("count")
                 .and_then(Value::as_u64)
                 .unwrap_or(0)

@@ -2,20 +2,14 @@
 //! F.11). Rules: `strato_analysis::util`, docs/analyses/util.md.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{bail, Result};
-use clap::ValueEnum;
 use serde_json::{json, Map, Value};
-use strato_analysis::analyzed::Analyzed;
-use strato_analysis::breakdown::{self, BreakdownOptions, BreakdownReport, Resource};
-use strato_analysis::hierarchy::{self, ChainLink, HierarchyReport};
-use strato_analysis::layers::{self, LayerSource, LayersOptions, LayersReport, Roofline};
 use strato_analysis::util::{self, UtilReport, DEFAULT_PERIODS_S};
-use strato_trace::{Ns, Trace};
 
-use crate::input::{import_options, load};
-use crate::render::units::{fit, ms, ms_num, opt, pct, us_num};
+use crate::input::load;
+use crate::render::units::ms_num;
 use crate::render::write_json;
 use crate::table::Table;
 
@@ -33,7 +27,11 @@ pub struct UtilArgs {
 
 /// Runs `strato util`.
 pub fn run(args: UtilArgs, ctx: &crate::ctx::Ctx, out: &mut impl Write) -> Result<()> {
-    let UtilArgs { inputs, period, json } = args;
+    let UtilArgs {
+        inputs,
+        period,
+        json,
+    } = args;
     let periods = if period.is_empty() {
         DEFAULT_PERIODS_S.to_vec()
     } else {

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
-use serde_json::{json, Value};
+use serde_json::json;
 use strato_analysis::calibration::{self, CalibrationFile};
 
 use crate::calibration_runs::{device_tracing, fit_runs, Measured, RunResult};

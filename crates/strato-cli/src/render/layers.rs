@@ -5,7 +5,7 @@ use std::io::Write;
 use anyhow::Result;
 use strato_analysis::layers::{LayersReport, Roofline};
 
-use crate::render::units::{opt, pct};
+use crate::render::units::opt;
 
 pub(crate) fn device_line(out: &mut impl Write, report: &LayersReport) -> Result<()> {
     match &report.device {

@@ -2,15 +2,10 @@
 //! harness (`--compare-serial`).
 
 use crate::render::units::ms_or_dash;
-use std::io::{BufRead, Write};
-use std::path::PathBuf;
-use anyhow::{bail, Context, Result};
-use clap::Args;
-use strato_measure::calibrate::Params;
-use strato_measure::candidate::{self, Candidate};
-use strato_measure::compare::{self, CompareConfig, CompareReport};
-use strato_measure::engine::{Engine, EngineConfig, Parallelism, RunReport, Statistic};
-use strato_measure::WorkerSpec;
+use anyhow::Result;
+use std::io::Write;
+use strato_measure::compare::{self, CompareReport};
+use strato_measure::engine::RunReport;
 
 pub(crate) fn print_run(out: &mut dyn Write, r: &RunReport) -> Result<()> {
     writeln!(
@@ -166,4 +161,3 @@ pub(crate) fn print_compare(out: &mut dyn Write, r: &CompareReport) -> Result<()
     }
     Ok(())
 }
-

@@ -11,7 +11,10 @@ pub(crate) mod record;
 pub(crate) mod units;
 
 /// Writes `value` as pretty JSON and a newline.
-pub(crate) fn write_json(out: &mut impl std::io::Write, value: &impl serde::Serialize) -> anyhow::Result<()> {
+pub(crate) fn write_json(
+    out: &mut impl std::io::Write,
+    value: &impl serde::Serialize,
+) -> anyhow::Result<()> {
     serde_json::to_writer_pretty(&mut *out, value)?;
     writeln!(out)?;
     Ok(())
