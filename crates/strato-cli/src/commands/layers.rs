@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use strato_analysis::analyzed::Analyzed;
 use strato_analysis::layers::{self, LayerSource, LayersReport};
-use strato_trace::{Ns, Trace};
+use strato_trace::Ns;
 
 use crate::args::LayerBy;
 use crate::input::load;
@@ -62,7 +62,7 @@ pub fn run_layers(args: LayersArgs, ctx: &crate::ctx::Ctx, out: &mut impl Write)
         bail!("layers: --trim must be in [0, 0.5)");
     }
     let trace = load(&inputs, &ctx.import_options(true)?)?;
-    let report = layers_report(&trace, by, trim, batch_size);
+    let report = layers::layers(&Analyzed::new(&trace), &by.options(trim, batch_size));
     if json {
         write_json(out, &report)?;
     } else if kernels {
@@ -73,10 +73,6 @@ pub fn run_layers(args: LayersArgs, ctx: &crate::ctx::Ctx, out: &mut impl Write)
         layers_table(out, &report, top, csv)?;
     }
     Ok(())
-}
-
-fn layers_report(trace: &Trace, by: LayerBy, trim: f64, batch_size: Option<u64>) -> LayersReport {
-    layers::layers(&Analyzed::new(trace), &by.options(trim, batch_size))
 }
 
 fn layers_table(out: &mut impl Write, report: &LayersReport, top: usize, csv: bool) -> Result<()> {

@@ -8,7 +8,7 @@ use anyhow::Result;
 use serde_json::{json, Map, Value};
 use strato_analysis::analyzed::Analyzed;
 use strato_analysis::layers::{self, LayersReport, Roofline};
-use strato_trace::{Ns, Trace};
+use strato_trace::Ns;
 
 use crate::args::LayerBy;
 use crate::input::load;
@@ -42,7 +42,7 @@ pub fn run(args: RooflineArgs, ctx: &crate::ctx::Ctx, out: &mut impl Write) -> R
         csv,
     } = args;
     let trace = load(&inputs, &ctx.import_options(true)?)?;
-    let report = layers_report(&trace, by, 0.1, None);
+    let report = layers::layers(&Analyzed::new(&trace), &by.options(0.1, None));
     let rows = roofline_rows(&report);
     if json {
         write_json(
@@ -53,10 +53,6 @@ pub fn run(args: RooflineArgs, ctx: &crate::ctx::Ctx, out: &mut impl Write) -> R
         roofline_table(out, &report, &rows, top, csv)?;
     }
     Ok(())
-}
-
-fn layers_report(trace: &Trace, by: LayerBy, trim: f64, batch_size: Option<u64>) -> LayersReport {
-    layers::layers(&Analyzed::new(trace), &by.options(trim, batch_size))
 }
 
 fn roofline_rows(report: &LayersReport) -> Vec<Value> {
