@@ -8,6 +8,7 @@ pub mod analyzed;
 pub mod breakdown;
 pub mod busy;
 pub mod calibration;
+pub mod critical_path;
 pub mod devices;
 pub mod diff;
 pub mod gpu_time;

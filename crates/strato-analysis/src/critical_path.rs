@@ -1,0 +1,990 @@
+//! Critical path: the longest chain of dependencies through CPU operations, runtime calls
+//! (launches, synchronisations), device kernels and copies, stream order, synchronisation
+//! edges and, across ranks, collectives — what the end of each rank's work waited on, and
+//! what that chain is made of.
+//!
+//! This module owns the dependency graph and the longest-path search; presenters only read
+//! [`CriticalPathReport`]. The method follows Holistic Trace Analysis (HTA 0.5)'s critical
+//! path analysis, written anew (see `docs/analyses/critical-path.md`):
+//!
+//! - every included span gives two nodes, its start and its end (times in ns);
+//! - **CPU**: on each thread, the spans of the framework and runtime levels (`Backend`,
+//!   `Simulator`, `Library`, `AcceleratorApi`; zero-length ones left out) are walked in call
+//!   order: an edge from the last node to the next start or end, weighted by the time
+//!   between them (the CPU was running that op), except the inside of a blocking runtime call
+//!   ([`BLOCKING_CALLS`]), which weighs 0 (the CPU waited). Consecutive top-level ops are linked
+//!   by a 0-weight edge (the thread did something untraced in between);
+//! - **device**: each kernel/copy/set is an edge start -> end weighted by its duration.
+//!   Kernels of a stream are linked in stream order: from the launching call's start to the
+//!   kernel's start (launch delay, weighted) when the stream was empty when it was launched,
+//!   else from the previous kernel's end (weighted by the gap);
+//! - **synchronisation** (0-weight edges, the wait is not work): a stream sync from the last
+//!   kernel of that stream to the end of the runtime call, a device/context sync from the last
+//!   kernel of every stream of the device, an event sync from the kernel launched before the
+//!   recorded event (`wait_on_cuda_event_record_corr_id`) to the end of the runtime call, and a
+//!   stream wait event from that kernel to the next kernel launched on the waiting stream;
+//! - **collectives across ranks** (optional [`CollectiveInstance`]s): a collective kernel can
+//!   only finish after every rank's kernel has started. Each instance gets an "all arrived"
+//!   node at the last start; each member kernel is `start -> all arrived` (0 weight: waiting
+//!   for peers) and `all arrived -> end` (weighted: transfer).
+//!
+//! The critical path of a rank is the path of largest total weight ending on one of the
+//! rank's nodes (ties: the first edge added, the first node in topological order, as HTA's
+//! networkx search does). Weights count work, so the path prefers chains that worked over
+//! chains that waited; its **length** is the time it covers: every edge of the path covers
+//! `[from, to]`, and [`RankCriticalPath::by_kind`] splits that time by [`PathKind`], adding up
+//! to [`RankCriticalPath::length_ns`] exactly (edges that go back in time, from clock jitter
+//! between nested spans, cover nothing and are counted in `backward_edges`).
+//!
+//! Window: the whole trace (every included span of the rank).
+
+use std::collections::BTreeMap;
+
+use rustc_hash::{FxHashMap, FxHashSet};
+use serde::Serialize;
+use strato_trace::{Level, Ns, RankId, SpanId, Trace, TrackId, TrackKind};
+
+/// Runtime calls during which the CPU waits for the device (their inside weighs 0).
+pub const BLOCKING_CALLS: &[&str] = &[
+    "cudaDeviceSynchronize",
+    "cudaStreamSynchronize",
+    "cudaEventQuery",
+    "cudaEventSynchronize",
+    "cudaMemcpy",
+    "cudaMemcpyAsync",
+    "hipDeviceSynchronize",
+    "hipStreamSynchronize",
+    "hipEventSynchronize",
+    "hipMemcpy",
+    "hipMemcpyAsync",
+];
+
+/// What a stretch of the critical path is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PathKind {
+    /// CPU time in a framework (or other library) operation.
+    CpuOp,
+    /// CPU time in a runtime call, and the delay from a launch call to its kernel's start.
+    Launch,
+    /// A device kernel running (for a collective: its transfer, after the last peer arrived).
+    Kernel,
+    /// A device copy or memset running.
+    Copy,
+    /// Waiting for the device: inside a blocking runtime call, or from a kernel's end to the
+    /// end of the call that waited for it.
+    SyncWait,
+    /// A collective kernel waiting for its last peer to arrive.
+    CollectiveWait,
+    /// Nothing traced: between top-level CPU ops, or between kernels on a stream.
+    Idle,
+}
+
+impl PathKind {
+    /// Every kind, in output order.
+    pub const ALL: [PathKind; 7] = [
+        PathKind::CpuOp,
+        PathKind::Launch,
+        PathKind::Kernel,
+        PathKind::Copy,
+        PathKind::SyncWait,
+        PathKind::CollectiveWait,
+        PathKind::Idle,
+    ];
+
+    /// The JSON name (`"cpu_op"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PathKind::CpuOp => "cpu_op",
+            PathKind::Launch => "launch",
+            PathKind::Kernel => "kernel",
+            PathKind::Copy => "copy",
+            PathKind::SyncWait => "sync_wait",
+            PathKind::CollectiveWait => "collective_wait",
+            PathKind::Idle => "idle",
+        }
+    }
+}
+
+/// One rank's kernel of a collective instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CollectiveMember {
+    pub rank: RankId,
+    /// The device span of the rank's collective kernel.
+    pub span: SpanId,
+}
+
+/// One collective instance matched across ranks: the kernel of each rank that took part.
+/// Instances with fewer than two members in the trace add no edge.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CollectiveInstance {
+    pub members: Vec<CollectiveMember>,
+}
+
+/// Options of [`critical_path`].
+#[derive(Debug, Clone, Default)]
+pub struct CriticalPathOptions {
+    /// Collectives matched across ranks (cross-rank edges); `None`: ranks are independent.
+    pub collectives: Option<Vec<CollectiveInstance>>,
+}
+
+/// An event (span) with a node on the critical path.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PathEvent {
+    #[serde(skip)]
+    pub span: SpanId,
+    /// The rank of the event (a path can cross ranks through collectives).
+    pub rank: i64,
+    pub name: String,
+    pub start_ns: Ns,
+    pub end_ns: Ns,
+    pub kind: PathKind,
+}
+
+/// One edge of the critical path, in path order: `[from_ns, to_ns]` on the given tracks.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PathSegment {
+    pub kind: PathKind,
+    pub from_ns: Ns,
+    pub to_ns: Ns,
+    /// Weight in the search (work; 0 for waits and dependencies).
+    pub weight_ns: Ns,
+    #[serde(skip)]
+    pub from_track: Option<TrackId>,
+    #[serde(skip)]
+    pub to_track: Option<TrackId>,
+    /// True for edges between events (launch, sync, stream order, collective), false for the
+    /// time inside one event or call stack.
+    pub dependency: bool,
+}
+
+/// The critical path ending on one rank.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RankCriticalPath {
+    /// The job rank when the source says, else the rank's position in the input.
+    pub rank: i64,
+    pub source: String,
+    /// First and last node of the path (`None` when the rank has no included span).
+    pub start_ns: Option<Ns>,
+    pub end_ns: Option<Ns>,
+    /// Time covered by the path's edges = the sum of `by_kind`.
+    pub length_ns: Ns,
+    /// The path's weight: the work on it (the quantity the search maximises).
+    pub work_ns: Ns,
+    /// Time per kind; every kind present (0 when absent), summing to `length_ns`.
+    pub by_kind: BTreeMap<PathKind, Ns>,
+    /// Events with a node on the path, by start.
+    pub events: Vec<PathEvent>,
+    pub segments: Vec<PathSegment>,
+    /// Path edges whose end is before their start (clock jitter): they cover no time.
+    pub backward_edges: usize,
+    pub note: Option<String>,
+}
+
+/// Size of the dependency graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+pub struct GraphStats {
+    pub nodes: usize,
+    pub edges: usize,
+    /// Edges whose time difference was negative (weight set to 0).
+    pub negative_edges: usize,
+    /// Collective instances that added cross-rank edges.
+    pub collectives: usize,
+}
+
+/// The critical path of every rank.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CriticalPathReport {
+    pub ranks: Vec<RankCriticalPath>,
+    pub graph: GraphStats,
+}
+
+/// Why no critical path could be computed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CriticalPathError {
+    #[error("the dependency graph has a cycle through {nodes} nodes (a synchronisation or collective edge contradicts the timeline)")]
+    Cycle { nodes: usize },
+}
+
+/// A point in time of one span (its start or end) or a collective's "all arrived" point.
+#[derive(Debug, Clone, Copy)]
+struct Node {
+    ts: Ns,
+    span: Option<SpanId>,
+    rank: RankId,
+    track: Option<TrackId>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Edge {
+    from: u32,
+    to: u32,
+    weight: Ns,
+    kind: PathKind,
+    dependency: bool,
+}
+
+/// The graph under construction: nodes in creation order, renumbered by time before the
+/// search.
+#[derive(Default)]
+struct Graph {
+    nodes: Vec<Node>,
+    edges: Vec<Edge>,
+    /// Span -> (start node, end node).
+    span_nodes: FxHashMap<SpanId, (u32, u32)>,
+    negative: usize,
+}
+
+impl Graph {
+    fn add_span(&mut self, trace: &Trace, id: SpanId, rank: RankId) -> (u32, u32) {
+        let span = &trace.spans[id.0 as usize];
+        let start = self.nodes.len() as u32;
+        for ts in [span.start, span.end] {
+            self.nodes.push(Node {
+                ts,
+                span: Some(id),
+                rank,
+                track: Some(span.track),
+            });
+        }
+        self.span_nodes.insert(id, (start, start + 1));
+        (start, start + 1)
+    }
+
+    /// Adds an edge; `weighted` edges weigh the time between their nodes (never below 0).
+    fn edge(&mut self, from: u32, to: u32, kind: PathKind, weighted: bool, dependency: bool) {
+        if from == to {
+            return;
+        }
+        let dt = self.nodes[to as usize].ts - self.nodes[from as usize].ts;
+        if dt < 0 {
+            self.negative += 1;
+        }
+        self.edges.push(Edge {
+            from,
+            to,
+            weight: if weighted { dt.max(0) } else { 0 },
+            kind,
+            dependency,
+        });
+    }
+}
+
+/// The included CPU levels.
+fn is_cpu_level(level: Level) -> bool {
+    matches!(
+        level,
+        Level::Backend | Level::Simulator | Level::Library | Level::AcceleratorApi
+    )
+}
+
+fn event_kind(trace: &Trace, id: SpanId) -> PathKind {
+    let span = &trace.spans[id.0 as usize];
+    match span.level {
+        Level::DeviceKernel => PathKind::Kernel,
+        Level::DeviceCopy | Level::DeviceSet => PathKind::Copy,
+        Level::DeviceSync => PathKind::SyncWait,
+        Level::AcceleratorApi => {
+            if BLOCKING_CALLS.contains(&trace.str(span.name)) {
+                PathKind::SyncWait
+            } else {
+                PathKind::Launch
+            }
+        }
+        _ => PathKind::CpuOp,
+    }
+}
+
+/// Reads an integer field of a span's args (`None` when absent or not an integer).
+fn arg_i64(trace: &Trace, id: SpanId, key: &str) -> Option<i64> {
+    let text = trace.args_text(trace.spans[id.0 as usize].args)?;
+    if !text.contains(key) {
+        return None;
+    }
+    let value: serde_json::Value = serde_json::from_str(text).ok()?;
+    value.get(key)?.as_i64()
+}
+
+/// Computes the critical path of every rank of `trace`.
+pub fn critical_path(
+    trace: &Trace,
+    options: &CriticalPathOptions,
+) -> Result<CriticalPathReport, CriticalPathError> {
+    let mut graph = Graph::default();
+    for r in 0..trace.ranks.len() {
+        build_rank(trace, RankId(r as u32), &mut graph);
+    }
+    let collectives = add_collectives(options, &mut graph);
+    let stats = GraphStats {
+        nodes: graph.nodes.len(),
+        edges: graph.edges.len(),
+        negative_edges: graph.negative,
+        collectives,
+    };
+    let search = longest_paths(&graph)?;
+    let ranks = (0..trace.ranks.len())
+        .map(|r| rank_path(trace, RankId(r as u32), &graph, &search))
+        .collect();
+    Ok(CriticalPathReport {
+        ranks,
+        graph: stats,
+    })
+}
+
+/// Adds the nodes and edges of one rank.
+fn build_rank(trace: &Trace, rank: RankId, graph: &mut Graph) {
+    let mut threads: FxHashMap<TrackId, Vec<SpanId>> = FxHashMap::default();
+    let mut device: Vec<SpanId> = Vec::new();
+    let mut syncs: Vec<SpanId> = Vec::new();
+    for (i, span) in trace.spans.iter().enumerate() {
+        let id = SpanId(i as u32);
+        let track = trace.track(span.track);
+        if track.rank != rank {
+            continue;
+        }
+        match track.kind {
+            TrackKind::Thread { .. } if is_cpu_level(span.level) && span.end > span.start => {
+                threads.entry(span.track).or_default().push(id);
+            }
+            TrackKind::DeviceQueue { queue, .. } => match span.level {
+                Level::DeviceSync => syncs.push(id),
+                Level::DeviceKernel | Level::DeviceCopy | Level::DeviceSet if queue != -1 => {
+                    device.push(id)
+                }
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+    // Nodes: every CPU span, every device op.
+    let mut thread_ids: Vec<TrackId> = threads.keys().copied().collect();
+    thread_ids.sort_unstable();
+    for &t in &thread_ids {
+        for &id in &threads[&t] {
+            graph.add_span(trace, id, rank);
+        }
+    }
+    for &id in &device {
+        graph.add_span(trace, id, rank);
+    }
+    for &t in &thread_ids {
+        cpu_chain(trace, &threads[&t], graph);
+    }
+    device_edges(trace, rank, &device, &syncs, graph);
+}
+
+/// The call-order chain of one thread (see the module docs).
+fn cpu_chain(trace: &Trace, spans: &[SpanId], graph: &mut Graph) {
+    let mut order: Vec<SpanId> = spans.to_vec();
+    order.sort_by_key(|id| {
+        let s = &trace.spans[id.0 as usize];
+        (s.start, std::cmp::Reverse(s.end), id.0)
+    });
+    struct Walk {
+        last: Option<u32>,
+        last_top: Option<u32>,
+        stack: Vec<SpanId>,
+    }
+    let mut walk = Walk {
+        last: None,
+        last_top: None,
+        stack: Vec::new(),
+    };
+    // Kind of the time between `last` and the next node: the event the edge lies in.
+    let inside_kind = |trace: &Trace, id: SpanId, zero: bool| -> PathKind {
+        if zero {
+            PathKind::SyncWait
+        } else {
+            match event_kind(trace, id) {
+                PathKind::SyncWait => PathKind::Launch,
+                k => k,
+            }
+        }
+    };
+    let exit = |walk: &mut Walk, graph: &mut Graph, id: SpanId| {
+        let (_, end) = graph.span_nodes[&id];
+        walk.stack.pop();
+        if let Some(last) = walk.last {
+            let blocking = BLOCKING_CALLS.contains(&trace.str(trace.spans[id.0 as usize].name));
+            // Start -> end of one event, or end of a child -> end of its parent: the event
+            // the edge ends in.
+            graph.edge(
+                last,
+                end,
+                inside_kind(trace, id, blocking),
+                !blocking,
+                false,
+            );
+        }
+        if walk.stack.is_empty() {
+            walk.last = None;
+            walk.last_top = Some(end);
+        } else {
+            walk.last = Some(end);
+        }
+    };
+    for &id in &order {
+        let span = &trace.spans[id.0 as usize];
+        while let Some(&top) = walk.stack.last() {
+            let parent = &trace.spans[top.0 as usize];
+            if span.start < parent.end && span.end <= parent.end {
+                break;
+            }
+            exit(&mut walk, graph, top);
+        }
+        let (start, _) = graph.span_nodes[&id];
+        if walk.stack.is_empty() {
+            if let Some(prev) = walk.last_top {
+                graph.edge(prev, start, PathKind::Idle, false, true);
+            }
+        }
+        if let Some(last) = walk.last {
+            // From a start (the parent's start) into a child, or from a sibling's end to the
+            // next sibling's start: time in the parent.
+            let parent = *walk
+                .stack
+                .last()
+                .expect("a last node implies an open parent");
+            graph.edge(last, start, inside_kind(trace, parent, false), true, false);
+        }
+        walk.last = Some(start);
+        walk.stack.push(id);
+    }
+    while let Some(&top) = walk.stack.last() {
+        exit(&mut walk, graph, top);
+    }
+}
+
+/// Launch, stream-order and synchronisation edges of one rank's device work.
+fn device_edges(
+    trace: &Trace,
+    rank: RankId,
+    device: &[SpanId],
+    syncs: &[SpanId],
+    graph: &mut Graph,
+) {
+    let span = |id: SpanId| &trace.spans[id.0 as usize];
+    let queue_of = |id: SpanId| match trace.track(span(id).track).kind {
+        TrackKind::DeviceQueue { device, queue } => (device, queue),
+        _ => (-1, -1),
+    };
+    // CPU runtime calls of this rank in the graph, by correlation.
+    let mut call_by_corr: FxHashMap<u64, SpanId> = FxHashMap::default();
+    for (&id, _) in graph.span_nodes.iter() {
+        let s = span(id);
+        if s.level == Level::AcceleratorApi && trace.track(s.track).rank == rank {
+            if let Some(c) = s.correlation {
+                call_by_corr.insert(c, id);
+            }
+        }
+    }
+    // Kernel by correlation, and each launch's stream (for event synchronisation).
+    let mut kernel_by_corr: FxHashMap<u64, SpanId> = FxHashMap::default();
+    for &id in device {
+        if let Some(c) = span(id).correlation {
+            kernel_by_corr.entry(c).or_insert(id);
+        }
+    }
+    let event_syncs = event_sync_sources(trace, rank, syncs, &kernel_by_corr, &call_by_corr);
+    // Pending GPU -> GPU dependencies: destination kernel -> source kernel.
+    let mut kernel_wait: FxHashMap<SpanId, SpanId> = FxHashMap::default();
+    for (sync, source) in &event_syncs {
+        if let Some(dest) = stream_wait_destination(trace, *sync, &kernel_by_corr, &call_by_corr) {
+            kernel_wait.insert(dest, *source);
+        }
+    }
+    let event_source: FxHashMap<SpanId, SpanId> = event_syncs.into_iter().collect();
+
+    let mut items: Vec<(Ns, bool, SpanId)> = device
+        .iter()
+        .map(|&id| (span(id).start, false, id))
+        .chain(syncs.iter().map(|&id| (span(id).end, true, id)))
+        .collect();
+    items.sort_by_key(|&(key, _, id)| (key, id.0));
+    let mut last: FxHashMap<(i64, i64), u32> = FxHashMap::default();
+    for (_, is_sync, id) in items {
+        let (dev, queue) = queue_of(id);
+        if is_sync {
+            let name = trace.str(span(id).name);
+            let call_end = span(id)
+                .correlation
+                .and_then(|c| call_by_corr.get(&c))
+                .map(|call| graph.span_nodes[call].1);
+            match name {
+                "Context Sync" | "Device Sync" => {
+                    if let Some(call_end) = call_end {
+                        let mut ends: Vec<((i64, i64), u32)> = last
+                            .iter()
+                            .filter(|((d, _), _)| *d == dev)
+                            .map(|(k, v)| (*k, *v))
+                            .collect();
+                        ends.sort_unstable();
+                        for (_, end) in ends {
+                            graph.edge(end, call_end, PathKind::SyncWait, false, true);
+                        }
+                    }
+                }
+                "Stream Sync" => {
+                    if let (Some(call_end), Some(&end)) = (call_end, last.get(&(dev, queue))) {
+                        graph.edge(end, call_end, PathKind::SyncWait, false, true);
+                    }
+                }
+                "Event Sync" => {
+                    if let (Some(call_end), Some(source)) = (call_end, event_source.get(&id)) {
+                        if let Some(&(_, end)) = graph.span_nodes.get(source) {
+                            graph.edge(end, call_end, PathKind::SyncWait, false, true);
+                        }
+                    }
+                }
+                _ => {}
+            }
+            continue;
+        }
+        let (start, end) = graph.span_nodes[&id];
+        let kind = event_kind(trace, id);
+        // The op's own edge is added by `add_collectives` for collective members; here for all
+        // (collectives replace it later).
+        graph.edge(start, end, kind, true, false);
+        let mut waits_on: Option<u32> = None;
+        if let Some(source) = kernel_wait.get(&id) {
+            if let Some(&(_, source_end)) = graph.span_nodes.get(source) {
+                graph.edge(source_end, start, PathKind::SyncWait, false, true);
+                waits_on = Some(source_end);
+            }
+        }
+        let previous = last.get(&(dev, queue)).copied();
+        let launch = span(id).correlation.and_then(|c| call_by_corr.get(&c));
+        let ts = |n: u32| graph.nodes[n as usize].ts;
+        let launched_on_empty = launch.is_some_and(|&call| {
+            let call_start = span(call).start;
+            previous.is_none_or(|p| ts(p) < call_start)
+                && waits_on.is_none_or(|w| ts(w) < call_start)
+        });
+        if launched_on_empty {
+            let call_start = graph.span_nodes[launch.expect("checked above")].0;
+            graph.edge(call_start, start, PathKind::Launch, true, true);
+        } else if let Some(p) = previous {
+            if waits_on.is_none_or(|w| ts(w) < ts(p)) {
+                graph.edge(p, start, PathKind::Idle, true, true);
+            }
+        }
+        last.insert((dev, queue), end);
+    }
+}
+
+/// For each event sync / stream wait event with `wait_on_cuda_event_record_corr_id`: the
+/// kernel launched last on the recorded stream before the event was recorded.
+fn event_sync_sources(
+    trace: &Trace,
+    rank: RankId,
+    syncs: &[SpanId],
+    kernel_by_corr: &FxHashMap<u64, SpanId>,
+    call_by_corr: &FxHashMap<u64, SpanId>,
+) -> Vec<(SpanId, SpanId)> {
+    let span = |id: SpanId| &trace.spans[id.0 as usize];
+    let wanted: Vec<(SpanId, i64, i64, u64)> = syncs
+        .iter()
+        .filter_map(|&id| {
+            let record = arg_i64(trace, id, "wait_on_cuda_event_record_corr_id")?;
+            let stream = arg_i64(trace, id, "wait_on_stream")?;
+            if record < 0 || stream < 0 {
+                return None;
+            }
+            let device = match trace.track(span(id).track).kind {
+                TrackKind::DeviceQueue { device, .. } => device,
+                _ => return None,
+            };
+            Some((id, device, stream, record as u64))
+        })
+        .collect();
+    if wanted.is_empty() {
+        return Vec::new();
+    }
+    // Launches per (device, stream), by the call's start.
+    let mut launches: FxHashMap<(i64, i64), Vec<(Ns, SpanId)>> = FxHashMap::default();
+    for (&c, &kernel) in kernel_by_corr {
+        let Some(&call) = call_by_corr.get(&c) else {
+            continue;
+        };
+        if let TrackKind::DeviceQueue { device, queue } = trace.track(span(kernel).track).kind {
+            launches
+                .entry((device, queue))
+                .or_default()
+                .push((span(call).start, kernel));
+        }
+    }
+    for list in launches.values_mut() {
+        list.sort_unstable_by_key(|&(ts, k)| (ts, k.0));
+    }
+    // Event record calls of the rank by correlation (they launch no kernel).
+    let mut records: FxHashMap<u64, Ns> = FxHashMap::default();
+    for s in &trace.spans {
+        if s.level == Level::AcceleratorApi
+            && trace.track(s.track).rank == rank
+            && trace.str(s.name).ends_with("EventRecord")
+        {
+            if let Some(c) = s.correlation {
+                records.insert(c, s.start);
+            }
+        }
+    }
+    wanted
+        .into_iter()
+        .filter_map(|(id, device, stream, record)| {
+            let recorded_at = *records.get(&record)?;
+            let list = launches.get(&(device, stream))?;
+            let before = list.partition_point(|&(ts, _)| ts <= recorded_at);
+            let (_, kernel) = *list.get(before.checked_sub(1)?)?;
+            Some((id, kernel))
+        })
+        .collect()
+}
+
+/// For a stream wait event: the next kernel launched on the waiting stream from the thread
+/// that called `cudaStreamWaitEvent`, after that call.
+fn stream_wait_destination(
+    trace: &Trace,
+    sync: SpanId,
+    kernel_by_corr: &FxHashMap<u64, SpanId>,
+    call_by_corr: &FxHashMap<u64, SpanId>,
+) -> Option<SpanId> {
+    let span = |id: SpanId| &trace.spans[id.0 as usize];
+    if trace.str(span(sync).name) != "Stream Wait Event" {
+        return None;
+    }
+    let waiting = trace.track(span(sync).track).kind.clone();
+    let call = *call_by_corr.get(&span(sync).correlation?)?;
+    let thread = span(call).track;
+    let after = span(call).start;
+    kernel_by_corr
+        .iter()
+        .filter(|(_, &k)| trace.track(span(k).track).kind == waiting)
+        .filter_map(|(c, &k)| {
+            let launch = *call_by_corr.get(c)?;
+            (span(launch).track == thread && span(launch).start > after)
+                .then_some((span(launch).start, k))
+        })
+        .min_by_key(|&(ts, k)| (ts, k.0))
+        .map(|(_, k)| k)
+}
+
+/// Replaces the own edge of every collective member by `start -> all arrived -> end`.
+fn add_collectives(options: &CriticalPathOptions, graph: &mut Graph) -> usize {
+    let Some(instances) = &options.collectives else {
+        return 0;
+    };
+    let mut used = 0;
+    let mut replaced: FxHashSet<u32> = FxHashSet::default();
+    for instance in instances {
+        let members: Vec<(RankId, u32, u32)> = instance
+            .members
+            .iter()
+            .filter_map(|m| {
+                let &(s, e) = graph.span_nodes.get(&m.span)?;
+                Some((m.rank, s, e))
+            })
+            .collect();
+        if members.len() < 2 {
+            continue;
+        }
+        let (last_rank, last_start) = members
+            .iter()
+            .map(|&(r, s, _)| (r, graph.nodes[s as usize].ts))
+            .max_by_key(|&(r, ts)| (ts, std::cmp::Reverse(r)))
+            .expect("two members");
+        let arrived = graph.nodes.len() as u32;
+        graph.nodes.push(Node {
+            ts: last_start,
+            span: None,
+            rank: last_rank,
+            track: None,
+        });
+        for &(_, s, e) in &members {
+            replaced.insert(s);
+            graph.edge(s, arrived, PathKind::CollectiveWait, false, true);
+            graph.edge(arrived, e, PathKind::Kernel, true, false);
+        }
+        used += 1;
+    }
+    // The member kernels' own start -> end edges would let a path skip the wait.
+    graph
+        .edges
+        .retain(|e| !(replaced.contains(&e.from) && e.to == e.from + 1 && !e.dependency));
+    used
+}
+
+/// Longest-path search result: per node its best distance and the edge it came by.
+struct Search {
+    dist: Vec<Ns>,
+    via: Vec<Option<u32>>,
+    /// Topological position of each node.
+    order: Vec<u32>,
+}
+
+/// Longest paths over the DAG (generational Kahn order, nodes numbered by time).
+fn longest_paths(graph: &Graph) -> Result<Search, CriticalPathError> {
+    let n = graph.nodes.len();
+    // Node numbering by time (stable on creation order), as the search's base order.
+    let mut by_time: Vec<u32> = (0..n as u32).collect();
+    by_time.sort_by_key(|&i| (graph.nodes[i as usize].ts, i));
+    let mut out_edges: Vec<Vec<u32>> = vec![Vec::new(); n];
+    let mut in_edges: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for (i, e) in graph.edges.iter().enumerate() {
+        out_edges[e.from as usize].push(i as u32);
+        in_edges[e.to as usize].push(i as u32);
+    }
+    let mut indegree: Vec<usize> = in_edges.iter().map(Vec::len).collect();
+    let mut generation: Vec<u32> = by_time
+        .iter()
+        .copied()
+        .filter(|&v| indegree[v as usize] == 0)
+        .collect();
+    let mut topo: Vec<u32> = Vec::with_capacity(n);
+    while !generation.is_empty() {
+        let mut next = Vec::new();
+        for &v in &generation {
+            topo.push(v);
+            for &e in &out_edges[v as usize] {
+                let to = graph.edges[e as usize].to;
+                indegree[to as usize] -= 1;
+                if indegree[to as usize] == 0 {
+                    next.push(to);
+                }
+            }
+        }
+        generation = next;
+    }
+    if topo.len() != n {
+        return Err(CriticalPathError::Cycle {
+            nodes: n - topo.len(),
+        });
+    }
+    let mut dist = vec![0; n];
+    let mut via = vec![None; n];
+    let mut order = vec![0u32; n];
+    for (pos, &v) in topo.iter().enumerate() {
+        order[v as usize] = pos as u32;
+        let mut best: Option<(Ns, u32)> = None;
+        for &e in &in_edges[v as usize] {
+            let edge = &graph.edges[e as usize];
+            let d = dist[edge.from as usize] + edge.weight;
+            if best.is_none_or(|(b, _)| d > b) {
+                best = Some((d, e));
+            }
+        }
+        if let Some((d, e)) = best {
+            dist[v as usize] = d;
+            via[v as usize] = Some(e);
+        }
+    }
+    Ok(Search { dist, via, order })
+}
+
+/// The path ending at the rank's node of largest distance, with its composition.
+fn rank_path(trace: &Trace, rank: RankId, graph: &Graph, search: &Search) -> RankCriticalPath {
+    let info = &trace.ranks[rank.0 as usize];
+    let mut result = RankCriticalPath {
+        rank: info.rank.unwrap_or(i64::from(rank.0)),
+        source: info.source.clone(),
+        start_ns: None,
+        end_ns: None,
+        length_ns: 0,
+        work_ns: 0,
+        by_kind: PathKind::ALL.iter().map(|&k| (k, 0)).collect(),
+        events: Vec::new(),
+        segments: Vec::new(),
+        backward_edges: 0,
+        note: None,
+    };
+    let end = (0..graph.nodes.len())
+        .filter(|&v| graph.nodes[v].rank == rank && graph.nodes[v].span.is_some())
+        .max_by_key(|&v| (search.dist[v], std::cmp::Reverse(search.order[v])));
+    let Some(mut v) = end else {
+        result.note = Some("no CPU operation, runtime call or device op in the trace".into());
+        return result;
+    };
+    result.work_ns = search.dist[v];
+    let mut nodes = vec![v as u32];
+    let mut edges = Vec::new();
+    while let Some(e) = search.via[v] {
+        edges.push(e);
+        v = graph.edges[e as usize].from as usize;
+        nodes.push(v as u32);
+    }
+    nodes.reverse();
+    edges.reverse();
+    result.start_ns = nodes.first().map(|&n| graph.nodes[n as usize].ts);
+    result.end_ns = nodes.last().map(|&n| graph.nodes[n as usize].ts);
+    for &e in &edges {
+        let edge = &graph.edges[e as usize];
+        let (from, to) = (
+            graph.nodes[edge.from as usize],
+            graph.nodes[edge.to as usize],
+        );
+        let covered = to.ts - from.ts;
+        if covered < 0 {
+            result.backward_edges += 1;
+        }
+        let covered = covered.max(0);
+        result.length_ns += covered;
+        *result.by_kind.entry(edge.kind).or_insert(0) += covered;
+        result.segments.push(PathSegment {
+            kind: edge.kind,
+            from_ns: from.ts,
+            to_ns: to.ts,
+            weight_ns: edge.weight,
+            from_track: from.track,
+            to_track: to.track,
+            dependency: edge.dependency,
+        });
+    }
+    let mut seen: FxHashSet<SpanId> = FxHashSet::default();
+    for &n in &nodes {
+        let node = graph.nodes[n as usize];
+        let Some(id) = node.span else { continue };
+        if !seen.insert(id) {
+            continue;
+        }
+        let span = &trace.spans[id.0 as usize];
+        let r = &trace.ranks[node.rank.0 as usize];
+        result.events.push(PathEvent {
+            span: id,
+            rank: r.rank.unwrap_or(i64::from(node.rank.0)),
+            name: trace.str(span.name).to_owned(),
+            start_ns: span.start,
+            end_ns: span.end,
+            kind: event_kind(trace, id),
+        });
+    }
+    result
+        .events
+        .sort_by_key(|e| (e.start_ns, std::cmp::Reverse(e.end_ns), e.span.0));
+    result
+}
+
+/// Fallback collective matching for inputs without a matcher: on each rank, the device spans
+/// whose name contains `ncclKernel` or `ncclDevKernel` (or starts with `rccl`), in start order;
+/// the i-th kernel of a given name on every rank form one instance. Ranks with a different
+/// count of a name are matched up to the shortest list.
+pub fn match_collectives_by_name_order(trace: &Trace) -> Vec<CollectiveInstance> {
+    let mut per_rank: BTreeMap<(String, u32), Vec<(Ns, SpanId)>> = BTreeMap::new();
+    for (i, span) in trace.spans.iter().enumerate() {
+        if span.level != Level::DeviceKernel {
+            continue;
+        }
+        let track = trace.track(span.track);
+        if !track.is_device() {
+            continue;
+        }
+        let name = trace.str(span.name);
+        if !(name.contains("ncclKernel")
+            || name.contains("ncclDevKernel")
+            || name.starts_with("rccl"))
+        {
+            continue;
+        }
+        per_rank
+            .entry((name.to_owned(), track.rank.0))
+            .or_default()
+            .push((span.start, SpanId(i as u32)));
+    }
+    let mut by_name: BTreeMap<String, Vec<(u32, Vec<(Ns, SpanId)>)>> = BTreeMap::new();
+    for ((name, rank), mut list) in per_rank {
+        list.sort_unstable_by_key(|&(ts, id)| (ts, id.0));
+        by_name.entry(name).or_default().push((rank, list));
+    }
+    let mut out = Vec::new();
+    for (_, ranks) in by_name {
+        if ranks.len() < 2 {
+            continue;
+        }
+        let count = ranks.iter().map(|(_, l)| l.len()).min().unwrap_or(0);
+        for i in 0..count {
+            out.push(CollectiveInstance {
+                members: ranks
+                    .iter()
+                    .map(|(r, l)| CollectiveMember {
+                        rank: RankId(*r),
+                        span: l[i].1,
+                    })
+                    .collect(),
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn data(rel: &str) -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/data")
+            .join(rel)
+    }
+
+    /// HTA's critical events: the `X` events with `args.critical == 1` (name, ts in ns).
+    fn hta_expected() -> Vec<(String, Ns)> {
+        let trace = strato_io::import_file(
+            &data("kineto/hta_critical_path/simple_add_expected_overlaid_critical_path.json.gz"),
+            &strato_io::ImportOptions::default(),
+        )
+        .unwrap();
+        trace
+            .spans
+            .iter()
+            .filter(|s| {
+                trace
+                    .args_text(s.args)
+                    .is_some_and(|a| a.contains("\"critical\":1"))
+            })
+            .map(|s| (trace.str(s.name).to_owned(), s.start))
+            .collect()
+    }
+
+    #[test]
+    fn agrees_with_hta_on_its_test_trace() {
+        let trace = strato_io::import_file(
+            &data("kineto/hta_critical_path/simple_add_input.json.gz"),
+            &strato_io::ImportOptions::default(),
+        )
+        .unwrap();
+        let report = critical_path(&trace, &CriticalPathOptions::default()).unwrap();
+        let ours: Vec<(String, Ns)> = report.ranks[0]
+            .events
+            .iter()
+            .map(|e| (e.name.clone(), e.start_ns))
+            .collect();
+        let expected = hta_expected();
+        let matched = |a: &[(String, Ns)], b: &[(String, Ns)]| {
+            a.iter()
+                .filter(|(n, t)| b.iter().any(|(m, u)| m == n && (t - u).abs() <= 1000))
+                .count()
+        };
+        let precision = matched(&ours, &expected) as f64 / ours.len() as f64;
+        let recall = matched(&expected, &ours) as f64 / expected.len() as f64;
+        eprintln!(
+            "ours {} expected {} precision {precision:.4} recall {recall:.4}",
+            ours.len(),
+            expected.len()
+        );
+        for (n, t) in &ours {
+            if !expected
+                .iter()
+                .any(|(m, u)| m == n && (t - u).abs() <= 1000)
+            {
+                eprintln!("only ours: {t} {}", &n[..n.len().min(60)]);
+            }
+        }
+        for (n, t) in &expected {
+            if !ours.iter().any(|(m, u)| m == n && (t - u).abs() <= 1000) {
+                eprintln!("only HTA: {t} {}", &n[..n.len().min(60)]);
+            }
+        }
+        assert!(precision >= 0.95 && recall >= 0.95);
+        let r = &report.ranks[0];
+        assert_eq!(r.by_kind.values().sum::<Ns>(), r.length_ns);
+    }
+}
