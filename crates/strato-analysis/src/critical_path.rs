@@ -944,6 +944,307 @@ mod tests {
             .collect()
     }
 
+    use strato_trace::testing::{rank, TraceBuilder};
+
+    fn kinds(r: &RankCriticalPath) -> Vec<(PathKind, Ns)> {
+        r.by_kind
+            .iter()
+            .filter(|(_, &v)| v > 0)
+            .map(|(&k, &v)| (k, v))
+            .collect()
+    }
+
+    fn names(r: &RankCriticalPath) -> Vec<&str> {
+        r.events.iter().map(|e| e.name.as_str()).collect()
+    }
+
+    fn conserves(report: &CriticalPathReport) {
+        for r in &report.ranks {
+            assert_eq!(
+                r.by_kind.values().sum::<Ns>(),
+                r.length_ns,
+                "rank {}",
+                r.rank
+            );
+            if let (Some(s), Some(e)) = (r.start_ns, r.end_ns) {
+                assert_eq!(e - s, r.length_ns, "no backward edge here");
+            }
+        }
+    }
+
+    /// A step that launches one long kernel and waits for it: the path runs through the
+    /// kernel, and the wait is sync wait.
+    #[test]
+    fn gpu_bound_step_goes_through_the_kernel() {
+        let mut b = TraceBuilder::new();
+        let cpu = b.thread(1, 1);
+        let gpu = b.queue(0, 7);
+        b.span(cpu, Level::Backend, "step", 0, 1000);
+        b.span(cpu, Level::AcceleratorApi, "cudaLaunchKernel", 10, 20)
+            .correlation(1);
+        b.span(cpu, Level::AcceleratorApi, "cudaStreamSynchronize", 30, 990)
+            .correlation(2);
+        b.span(gpu, Level::DeviceKernel, "gemm", 50, 950)
+            .correlation(1);
+        b.span(gpu, Level::DeviceSync, "Stream Sync", 940, 950)
+            .correlation(2);
+        let report = critical_path(&b.build(), &CriticalPathOptions::default()).unwrap();
+        conserves(&report);
+        let r = &report.ranks[0];
+        assert_eq!(
+            (r.start_ns, r.end_ns, r.length_ns),
+            (Some(0), Some(1000), 1000)
+        );
+        assert_eq!(r.work_ns, 10 + 40 + 900 + 10);
+        assert_eq!(
+            kinds(r),
+            vec![
+                (PathKind::CpuOp, 20),
+                (PathKind::Launch, 40),
+                (PathKind::Kernel, 900),
+                (PathKind::SyncWait, 40)
+            ]
+        );
+        assert_eq!(
+            names(r),
+            vec!["step", "cudaLaunchKernel", "cudaStreamSynchronize", "gemm"]
+        );
+    }
+
+    /// The CPU keeps working after a short kernel: the path stays on the CPU.
+    #[test]
+    fn cpu_bound_step_stays_on_the_cpu() {
+        let mut b = TraceBuilder::new();
+        let cpu = b.thread(1, 1);
+        let gpu = b.queue(0, 7);
+        b.span(cpu, Level::Backend, "step", 0, 1000);
+        b.span(cpu, Level::AcceleratorApi, "cudaLaunchKernel", 10, 20)
+            .correlation(1);
+        b.span(gpu, Level::DeviceKernel, "tiny", 25, 28)
+            .correlation(1);
+        let report = critical_path(&b.build(), &CriticalPathOptions::default()).unwrap();
+        conserves(&report);
+        let r = &report.ranks[0];
+        assert_eq!(names(r), vec!["step", "cudaLaunchKernel"]);
+        assert_eq!(
+            kinds(r),
+            vec![(PathKind::CpuOp, 990), (PathKind::Launch, 10)]
+        );
+    }
+
+    /// Two kernels queued back to back, then a device synchronisation: stream order links
+    /// them, the context sync links the last one to the CPU.
+    #[test]
+    fn stream_order_and_device_sync() {
+        let mut b = TraceBuilder::new();
+        let cpu = b.thread(1, 1);
+        let gpu = b.queue(0, 7);
+        b.span(cpu, Level::Backend, "step", 0, 1000);
+        b.span(cpu, Level::AcceleratorApi, "cudaLaunchKernel", 10, 20)
+            .correlation(1);
+        b.span(cpu, Level::AcceleratorApi, "cudaLaunchKernel", 40, 50)
+            .correlation(2);
+        b.span(cpu, Level::AcceleratorApi, "cudaDeviceSynchronize", 60, 950)
+            .correlation(3);
+        b.span(gpu, Level::DeviceKernel, "k1", 30, 500)
+            .correlation(1);
+        b.span(gpu, Level::DeviceKernel, "k2", 520, 900)
+            .correlation(2);
+        let ctx = b.queue(0, -1);
+        b.span(ctx, Level::DeviceSync, "Context Sync", 900, 910)
+            .correlation(3);
+        let report = critical_path(&b.build(), &CriticalPathOptions::default()).unwrap();
+        conserves(&report);
+        let r = &report.ranks[0];
+        assert_eq!(
+            kinds(r),
+            vec![
+                (PathKind::CpuOp, 60),
+                (PathKind::Launch, 20),
+                (PathKind::Kernel, 850),
+                (PathKind::SyncWait, 50),
+                (PathKind::Idle, 20)
+            ]
+        );
+        assert!(names(r).contains(&"k1") && names(r).contains(&"k2"));
+        // The second launch is not on the path (its kernel waited for k1, not for it).
+        assert_eq!(
+            r.events
+                .iter()
+                .filter(|e| e.name == "cudaLaunchKernel")
+                .count(),
+            1
+        );
+    }
+
+    /// A stream waits on an event recorded after k1 on another stream: k1 -> k2 is a sync
+    /// dependency, and the path crosses streams.
+    #[test]
+    fn stream_wait_event_links_streams() {
+        let mut b = TraceBuilder::new();
+        let cpu = b.thread(1, 1);
+        let s7 = b.queue(0, 7);
+        let s8 = b.queue(0, 8);
+        b.span(cpu, Level::Backend, "step", 0, 700);
+        b.span(cpu, Level::AcceleratorApi, "cudaLaunchKernel", 10, 20)
+            .correlation(1);
+        b.span(cpu, Level::AcceleratorApi, "cudaEventRecord", 21, 22)
+            .correlation(2);
+        b.span(cpu, Level::AcceleratorApi, "cudaStreamWaitEvent", 23, 24)
+            .correlation(3);
+        b.span(cpu, Level::AcceleratorApi, "cudaLaunchKernel", 26, 27)
+            .correlation(4);
+        b.span(cpu, Level::AcceleratorApi, "cudaDeviceSynchronize", 28, 650)
+            .correlation(5);
+        b.span(s7, Level::DeviceKernel, "k1", 30, 500)
+            .correlation(1);
+        b.span(s8, Level::DeviceSync, "Stream Wait Event", 24, 25)
+            .correlation(3)
+            .args(r#"{"wait_on_stream":7,"wait_on_cuda_event_record_corr_id":2}"#);
+        b.span(s8, Level::DeviceKernel, "k2", 510, 600)
+            .correlation(4);
+        b.span(s8, Level::DeviceSync, "Context Sync", 600, 610)
+            .correlation(5);
+        let report = critical_path(&b.build(), &CriticalPathOptions::default()).unwrap();
+        conserves(&report);
+        let r = &report.ranks[0];
+        assert_eq!(
+            kinds(r),
+            vec![
+                (PathKind::CpuOp, 60),
+                (PathKind::Launch, 20),
+                (PathKind::Kernel, 560),
+                (PathKind::SyncWait, 60)
+            ]
+        );
+        let on_path = names(r);
+        assert!(
+            on_path.contains(&"k1") && on_path.contains(&"k2"),
+            "{on_path:?}"
+        );
+    }
+
+    /// Two ranks, one all-reduce; rank 1 arrives late because of a slow CPU op. With the
+    /// collective matched, rank 0's path runs through rank 1's slow op.
+    #[test]
+    fn collective_makes_the_late_rank_critical_for_the_early_one() {
+        let mut b = TraceBuilder::new();
+        for (r, slow_end, launch, kernel, sync) in [
+            (0, None, (10, 20), (30, 900), (25, 950)),
+            (1, Some(600), (600, 610), (620, 905), (615, 960)),
+        ] {
+            b.rank(rank(Some(r), &format!("rank{r}")));
+            let cpu = b.thread(1, 1);
+            let gpu = b.queue(0, 7);
+            b.span(cpu, Level::Backend, "step", 0, 1000);
+            if let Some(end) = slow_end {
+                b.span(cpu, Level::Backend, "slow", 5, end);
+            }
+            b.span(
+                cpu,
+                Level::AcceleratorApi,
+                "cudaLaunchKernel",
+                launch.0,
+                launch.1,
+            )
+            .correlation(1);
+            b.span(
+                cpu,
+                Level::AcceleratorApi,
+                "cudaStreamSynchronize",
+                sync.0,
+                sync.1,
+            )
+            .correlation(2);
+            b.span(
+                gpu,
+                Level::DeviceKernel,
+                "ncclKernel_AllReduce_RING_LL_Sum_float",
+                kernel.0,
+                kernel.1,
+            )
+            .correlation(1);
+            b.span(
+                gpu,
+                Level::DeviceSync,
+                "Stream Sync",
+                kernel.1 - 5,
+                kernel.1,
+            )
+            .correlation(2);
+        }
+        let trace = b.build();
+        let alone = critical_path(&trace, &CriticalPathOptions::default()).unwrap();
+        assert!(!alone.ranks[0].events.iter().any(|e| e.rank == 1));
+        let collectives = match_collectives_by_name_order(&trace);
+        assert_eq!(collectives.len(), 1);
+        assert_eq!(collectives[0].members.len(), 2);
+        let options = CriticalPathOptions {
+            collectives: Some(collectives),
+        };
+        let report = critical_path(&trace, &options).unwrap();
+        conserves(&report);
+        assert_eq!(report.graph.collectives, 1);
+        let r0 = &report.ranks[0];
+        assert!(
+            r0.events.iter().any(|e| e.rank == 1 && e.name == "slow"),
+            "{:?}",
+            r0.events
+        );
+        // 0 -> 5 -> 600 on rank 1 (CPU), 600 -> 620 launch, 620 -> 900 rank 0's transfer,
+        // 900 -> 950 sync wait, 950 -> 1000 rank 0's step.
+        assert_eq!(
+            kinds(r0),
+            vec![
+                (PathKind::CpuOp, 650),
+                (PathKind::Launch, 20),
+                (PathKind::Kernel, 280),
+                (PathKind::SyncWait, 50)
+            ]
+        );
+    }
+
+    /// Collectives matched in contradicting orders make a cycle: an error, not a panic.
+    #[test]
+    fn contradicting_collective_matches_are_an_error() {
+        let mut b = TraceBuilder::new();
+        let mut ids = Vec::new();
+        for r in 0..2 {
+            b.rank(rank(Some(r), "r"));
+            let gpu = b.queue(0, 7);
+            ids.push(b.span(gpu, Level::DeviceKernel, "ncclKernel_A", 0, 10).id());
+            ids.push(
+                b.span(gpu, Level::DeviceKernel, "ncclKernel_A", 20, 30)
+                    .id(),
+            );
+        }
+        let member = |r: u32, i: usize| CollectiveMember {
+            rank: RankId(r),
+            span: ids[i],
+        };
+        let options = CriticalPathOptions {
+            collectives: Some(vec![
+                CollectiveInstance {
+                    members: vec![member(0, 0), member(1, 3)],
+                },
+                CollectiveInstance {
+                    members: vec![member(0, 1), member(1, 2)],
+                },
+            ]),
+        };
+        let err = critical_path(&b.build(), &options).unwrap_err();
+        assert!(matches!(err, CriticalPathError::Cycle { .. }));
+    }
+
+    #[test]
+    fn empty_rank_has_a_note() {
+        let mut b = TraceBuilder::new();
+        b.rank(rank(Some(0), "empty"));
+        let report = critical_path(&b.build(), &CriticalPathOptions::default()).unwrap();
+        assert!(report.ranks[0].note.is_some());
+        assert_eq!(report.ranks[0].length_ns, 0);
+    }
+
     #[test]
     fn agrees_with_hta_on_its_test_trace() {
         let trace = strato_io::import_file(
