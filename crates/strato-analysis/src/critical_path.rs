@@ -692,12 +692,16 @@ fn add_collectives(options: &CriticalPathOptions, graph: &mut Graph) -> usize {
             .map(|&(r, s, _)| (r, graph.nodes[s as usize].ts))
             .max_by_key(|&(r, ts)| (ts, std::cmp::Reverse(r)))
             .expect("two members");
+        let late_track = members
+            .iter()
+            .find(|&&(r, s, _)| r == last_rank && graph.nodes[s as usize].ts == last_start)
+            .and_then(|&(_, s, _)| graph.nodes[s as usize].track);
         let arrived = graph.nodes.len() as u32;
         graph.nodes.push(Node {
             ts: last_start,
             span: None,
             rank: last_rank,
-            track: None,
+            track: late_track,
         });
         for &(_, s, e) in &members {
             replaced.insert(s);
@@ -867,6 +871,8 @@ fn rank_path(trace: &Trace, rank: RankId, graph: &Graph, search: &Search) -> Ran
 /// the i-th kernel of a given name on every rank form one instance. Ranks with a different
 /// count of a name are matched up to the shortest list.
 pub fn match_collectives_by_name_order(trace: &Trace) -> Vec<CollectiveInstance> {
+    /// One rank's kernels of one name, in start order.
+    type RankKernels = (u32, Vec<(Ns, SpanId)>);
     let mut per_rank: BTreeMap<(String, u32), Vec<(Ns, SpanId)>> = BTreeMap::new();
     for (i, span) in trace.spans.iter().enumerate() {
         if span.level != Level::DeviceKernel {
@@ -888,7 +894,7 @@ pub fn match_collectives_by_name_order(trace: &Trace) -> Vec<CollectiveInstance>
             .or_default()
             .push((span.start, SpanId(i as u32)));
     }
-    let mut by_name: BTreeMap<String, Vec<(u32, Vec<(Ns, SpanId)>)>> = BTreeMap::new();
+    let mut by_name: BTreeMap<String, Vec<RankKernels>> = BTreeMap::new();
     for ((name, rank), mut list) in per_rank {
         list.sort_unstable_by_key(|&(ts, id)| (ts, id.0));
         by_name.entry(name).or_default().push((rank, list));

@@ -109,6 +109,16 @@ Holistic Trace Analysis's window (CPU events before the last ProfilerStep, devic
 correlated to them) and whole-microsecond rounding\n\nExample:\n  strato gpu-time traces/ --window hta --json"
     )]
     GpuTime(crate::commands::gpu_time::GpuTimeArgs),
+    /// Critical path per rank: the longest dependency chain through CPU ops, launches,
+    /// kernels, stream order, synchronisations and (across ranks) collectives; its length and
+    /// its time by kind (cpu_op, launch, kernel, copy, sync_wait, collective_wait, idle).
+    #[command(
+        name = "critical-path",
+        after_help = "See docs/analyses/critical-path.md.\n\nExamples:\n  strato critical-path trace.json.gz\n  \
+strato critical-path traces/ --json\n  \
+strato critical-path trace.json.gz --overlay critical.json   (open in ui.perfetto.dev)"
+    )]
+    CriticalPath(crate::commands::critical_path::CriticalPathArgs),
     /// Export a trace for timeline viewers.
     #[command(
         after_help = "Examples:\n  strato export prof --perfetto out.pftrace   (open in ui.perfetto.dev)\n  \
@@ -252,6 +262,7 @@ fn run(cli: Cli) -> Result<u8> {
         Command::Import(args) => crate::commands::import::run(args, &ctx, &mut out)?,
         Command::Info(args) => crate::commands::info::run(args, &ctx, &mut out)?,
         Command::GpuTime(args) => crate::commands::gpu_time::run(args, &ctx, &mut out)?,
+        Command::CriticalPath(args) => crate::commands::critical_path::run(args, &ctx, &mut out)?,
         Command::Measure(args) => crate::commands::measure::run(args, &mut out)?,
         Command::Iterations(args) => crate::commands::iterations::run(args, &ctx, &mut out)?,
         Command::Kernels(args) => crate::commands::kernels::run(args, &ctx, &mut out)?,

@@ -3,6 +3,7 @@
 
 pub(crate) mod breakdown;
 pub(crate) mod completions;
+pub(crate) mod critical_path;
 pub(crate) mod diff;
 pub(crate) mod export;
 pub(crate) mod gpu_time;

@@ -15,10 +15,40 @@ use std::io::{self, BufWriter, Write};
 
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::de::IgnoredAny;
-use strato_trace::{ArgsId, Level, Ns, RankId, Trace, TrackKind};
+use strato_trace::{ArgsId, Level, Ns, RankId, SpanId, Trace, TrackId, TrackKind};
 
 /// Writes `trace` as Chrome Trace Event JSON to `out`.
 pub fn write<W: Write>(trace: &Trace, out: W) -> io::Result<()> {
+    write_overlaid(trace, &Overlay::default(), out)
+}
+
+/// What an analysis lays over a Chrome export (like HTA's critical-path overlay): spans
+/// marked with `args.<mark> = 1`, and arrows (flow events) between points of tracks.
+#[derive(Debug, Clone, Default)]
+pub struct Overlay {
+    /// The args key set to 1 on marked spans (`"critical"`).
+    pub mark: String,
+    /// The marked spans.
+    pub marked: FxHashSet<SpanId>,
+    pub arrows: Vec<OverlayArrow>,
+}
+
+/// A flow arrow `from` -> `to` (track, time); viewers bind each end to the slice enclosing
+/// it on its track.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OverlayArrow {
+    pub from: (TrackId, Ns),
+    pub to: (TrackId, Ns),
+    /// Flow name and category (`"critical_path"`, `"critical_path_launch"`).
+    pub name: String,
+    pub category: String,
+    /// Integer args written on both ends (`weight_ns`).
+    pub args: Vec<(String, i64)>,
+}
+
+/// Writes `trace` as Chrome Trace Event JSON with `overlay` laid over it: marked spans carry
+/// `args.<mark> = 1`, arrows follow the trace's own flows with fresh ids.
+pub fn write_overlaid<W: Write>(trace: &Trace, overlay: &Overlay, out: W) -> io::Result<()> {
     let mut out = BufWriter::with_capacity(1 << 16, out);
     let layout = Layout::new(trace);
     header(trace, &mut out)?;
@@ -26,8 +56,10 @@ pub fn write<W: Write>(trace: &Trace, out: W) -> io::Result<()> {
         out: &mut out,
         first: true,
     };
-    for span in &trace.spans {
+    for (index, span) in trace.spans.iter().enumerate() {
         let (pid, tid) = layout.place(span.track.0);
+        let mark = (!overlay.marked.is_empty() && overlay.marked.contains(&SpanId(index as u32)))
+            .then_some(overlay.mark.as_str());
         let w = events.next()?;
         w.write_all(b"{\"ph\":\"X\",\"cat\":")?;
         json_str(w, trace.str(span.category))?;
@@ -43,8 +75,8 @@ pub fn write<W: Write>(trace: &Trace, out: W) -> io::Result<()> {
             trace,
             span.args,
             span.level,
-            span.correlation,
-            span.external_id,
+            (span.correlation, span.external_id),
+            mark,
         )?;
         w.write_all(b"}")?;
     }
@@ -58,7 +90,7 @@ pub fn write<W: Write>(trace: &Trace, out: W) -> io::Result<()> {
         write!(w, ",\"pid\":{pid},\"tid\":{tid},\"ts\":")?;
         write_us(w, instant.ts)?;
         w.write_all(b",\"args\":")?;
-        write_args(w, trace, instant.args, instant.level, None, None)?;
+        write_args(w, trace, instant.args, instant.level, (None, None), None)?;
         w.write_all(b"}")?;
     }
     for sample in &trace.counters {
@@ -95,6 +127,38 @@ pub fn write<W: Write>(trace: &Trace, out: W) -> io::Result<()> {
                 w.write_all(b",\"bp\":\"e\"")?;
             }
             w.write_all(b"}")?;
+        }
+    }
+    let first_id = if unique {
+        trace.flows.iter().map(|f| f.id).max().unwrap_or(0) + 1
+    } else {
+        trace.flows.len() as u64 + 1
+    };
+    for (next_id, arrow) in (first_id..).zip(&overlay.arrows) {
+        for (phase, (track, ts)) in [("s", arrow.from), ("f", arrow.to)] {
+            let (pid, tid) = layout.place(track.0);
+            let w = events.next()?;
+            write!(
+                w,
+                "{{\"ph\":\"{phase}\",\"id\":{next_id},\"pid\":{pid},\"tid\":{tid},\"ts\":"
+            )?;
+            write_us(w, ts)?;
+            w.write_all(b",\"cat\":")?;
+            json_str(w, &arrow.category)?;
+            w.write_all(b",\"name\":")?;
+            json_str(w, &arrow.name)?;
+            if phase == "f" {
+                w.write_all(b",\"bp\":\"e\"")?;
+            }
+            w.write_all(b",\"args\":{")?;
+            for (i, (key, value)) in arrow.args.iter().enumerate() {
+                if i > 0 {
+                    w.write_all(b",")?;
+                }
+                json_str(w, key)?;
+                write!(w, ":{value}")?;
+            }
+            w.write_all(b"}}")?;
         }
     }
     // Names last, as Kineto writes them.
@@ -401,14 +465,14 @@ pub fn write_us(w: &mut impl Write, ns: Ns) -> io::Result<()> {
 }
 
 /// The span's args object with `correlation`, `External id` and `level` added where the
-/// object does not already have them.
+/// object does not already have them, and `<mark>: 1` when marked by an overlay.
 fn write_args(
     w: &mut impl Write,
     trace: &Trace,
     args: Option<ArgsId>,
     level: Level,
-    correlation: Option<u64>,
-    external_id: Option<u64>,
+    (correlation, external_id): (Option<u64>, Option<u64>),
+    mark: Option<&str>,
 ) -> io::Result<()> {
     let text = trace.args_text(args).map(str::trim);
     let keys = text.map(serde_json::from_str::<FxHashMap<String, IgnoredAny>>);
@@ -453,5 +517,66 @@ fn write_args(
         comma(w)?;
         write!(w, "\"level\":\"{}\"", level.as_str())?;
     }
+    if let Some(mark) = mark {
+        if !present.contains_key(mark) {
+            comma(w)?;
+            json_str(w, mark)?;
+            w.write_all(b":1")?;
+        }
+    }
     w.write_all(b"}")
+}
+
+#[cfg(test)]
+mod overlay_tests {
+    use super::*;
+    use strato_trace::testing::TraceBuilder;
+
+    #[test]
+    fn overlay_marks_spans_and_adds_arrows_that_import_back() {
+        let mut b = TraceBuilder::new();
+        let cpu = b.thread(1, 1);
+        let gpu = b.queue(0, 7);
+        let launch = b
+            .span(cpu, Level::AcceleratorApi, "cudaLaunchKernel", 10, 20)
+            .args(r#"{"correlation":1}"#)
+            .id();
+        let kernel = b.span(gpu, Level::DeviceKernel, "gemm", 30, 90).id();
+        b.span(cpu, Level::Backend, "aten::add", 0, 100);
+        let trace = b.build();
+        let overlay = Overlay {
+            mark: "critical".into(),
+            marked: [launch, kernel].into_iter().collect(),
+            arrows: vec![OverlayArrow {
+                from: (cpu, 10),
+                to: (gpu, 30),
+                name: "critical_path".into(),
+                category: "critical_path_launch".into(),
+                args: vec![("weight_ns".into(), 20)],
+            }],
+        };
+        let mut bytes = Vec::new();
+        write_overlaid(&trace, &overlay, &mut bytes).unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        let events = doc["traceEvents"].as_array().unwrap();
+        let critical: Vec<&str> = events
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["args"]["critical"] == 1)
+            .map(|e| e["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(critical, vec!["cudaLaunchKernel", "gemm"]);
+        let flows: Vec<&serde_json::Value> = events
+            .iter()
+            .filter(|e| e["cat"] == "critical_path_launch")
+            .collect();
+        assert_eq!(flows.len(), 2);
+        assert_eq!(flows[0]["ph"], "s");
+        assert_eq!(flows[1]["ph"], "f");
+        assert_eq!(flows[0]["id"], flows[1]["id"]);
+        assert_eq!(flows[1]["args"]["weight_ns"], 20);
+        // Without an overlay nothing is marked.
+        let mut plain = Vec::new();
+        write(&trace, &mut plain).unwrap();
+        assert!(!String::from_utf8(plain).unwrap().contains("critical"));
+    }
 }
