@@ -23,6 +23,16 @@
 //!   [`Window::Hta`] keeps HTA's own arithmetic (previous event's end, negative gaps included)
 //!   and still counts the overlaps.
 //!
+//! - exposure (per device that ran work, [`Window::Whole`] only): each instant of the device's
+//!   window (its first event's start to its last event's end) is compute when a computation
+//!   kernel runs (split into with / without a communication kernel beside it), else exposed
+//!   communication when a communication kernel runs, else exposed copy when a copy or memset
+//!   runs, else idle (device-side sync markers count as idle). The five parts add up to the
+//!   window exactly. Where the rank's CPU has `ProfilerStep#N` spans, the same split is made per
+//!   step: a step's device window runs from the first device event launched inside the step to
+//!   the first device event of the next step (the last step: to the end of its last event), so
+//!   the steps' windows tile the device's stepped time without gaps or overlaps.
+//!
 //! Windows: [`Window::Whole`] (ours) takes every device event at full ns resolution.
 //! [`Window::Hta`] reproduces HTA: with two or more `ProfilerStep#N` annotations only CPU events
 //! starting before the last step's start are kept, device events only when their correlation
@@ -30,7 +40,7 @@
 
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
-use strato_trace::{Level, Ns, RankId, Trace, TrackKind};
+use strato_trace::{Level, Ns, RankId, StrId, Trace, TrackKind};
 
 /// Which events and resolution the breakdown uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -91,8 +101,50 @@ pub struct RankGpuTime {
     pub communication_ns: Ns,
     pub comm_comp_overlap_pct: Option<f64>,
     pub streams: Vec<StreamIdle>,
+    /// Exposed communication per device that ran work ([`Window::Whole`] only; `None` in
+    /// [`Window::Hta`], whose output stays HTA's).
+    pub exposure: Option<Vec<DeviceExposure>>,
     /// Set when the rank had no device events in the window.
     pub note: Option<String>,
+}
+
+/// What ran on a device, instant by instant, over a window. `compute_alone_ns +
+/// compute_with_communication_ns + exposed_communication_ns + exposed_copy_ns + idle_ns =
+/// window_end_ns - window_start_ns` exactly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Exposure {
+    pub window_start_ns: Ns,
+    pub window_end_ns: Ns,
+    /// A computation kernel runs and no communication kernel does.
+    pub compute_alone_ns: Ns,
+    /// A computation kernel and a communication kernel run together (communication hidden).
+    pub compute_with_communication_ns: Ns,
+    /// Communication runs with no computation beside it.
+    pub exposed_communication_ns: Ns,
+    /// A copy or memset runs with neither computation nor communication beside it.
+    pub exposed_copy_ns: Ns,
+    /// Nothing of the above runs.
+    pub idle_ns: Ns,
+}
+
+/// One step's exposure on a device.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StepExposure {
+    /// The step annotation's name (`ProfilerStep#12`).
+    pub step: String,
+    #[serde(flatten)]
+    pub exposure: Exposure,
+}
+
+/// The exposure of one device that ran work, whole and per step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeviceExposure {
+    pub device: i64,
+    #[serde(flatten)]
+    pub exposure: Exposure,
+    /// Per `ProfilerStep#N` of the rank's CPU (empty when the trace has no steps or none of
+    /// its device events was launched inside one).
+    pub steps: Vec<StepExposure>,
 }
 
 /// The breakdown of every rank.
@@ -146,9 +198,32 @@ struct DeviceEvent {
     start: Ns,
     end: Ns,
     class: KernelClass,
+    activity: Activity,
     device: i64,
     stream: i64,
     correlation: Option<u64>,
+}
+
+/// What a device event counts as in the exposure split.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Activity {
+    Compute,
+    Communication,
+    Copy,
+    /// Device-side sync markers and other non-work: idle for the exposure split.
+    Nothing,
+}
+
+fn activity(level: Level, class: KernelClass, name: &str) -> Activity {
+    match class {
+        KernelClass::Communication => Activity::Communication,
+        KernelClass::Memory => Activity::Copy,
+        _ if matches!(level, Level::DeviceCopy | Level::DeviceSet) => Activity::Copy,
+        KernelClass::Other if name.contains("Memcpy") || name.contains("Memset") => Activity::Copy,
+        KernelClass::Computation if level == Level::DeviceSync => Activity::Nothing,
+        KernelClass::Computation => Activity::Compute,
+        _ => Activity::Nothing,
+    }
 }
 
 /// Computes the breakdown for every rank of `trace`.
@@ -177,6 +252,8 @@ fn rank_gpu_time(trace: &Trace, rank: RankId, options: &GpuTimeOptions) -> RankG
     let mut kept_correlations: FxHashSet<u64> = FxHashSet::default();
     let mut class_cache: FxHashMap<u32, KernelClass> = FxHashMap::default();
     let mut events = Vec::new();
+    // Step annotations of the rank's CPU (start, end, name), for the per-step exposure.
+    let mut steps: Vec<(Ns, Ns, StrId)> = Vec::new();
     for span in &trace.spans {
         let track = trace.track(span.track);
         if track.rank != rank {
@@ -195,12 +272,16 @@ fn rank_gpu_time(trace: &Trace, rank: RankId, options: &GpuTimeOptions) -> RankG
                     start,
                     end,
                     class,
+                    activity: activity(span.level, class, trace.str(span.name)),
                     device,
                     stream: queue,
                     correlation: span.correlation,
                 });
             }
             _ => {
+                if !hta && trace.str(span.name).starts_with("ProfilerStep#") {
+                    steps.push((span.start, span.end, span.name));
+                }
                 if let Some(cutoff) = cutoff {
                     if span.start >= cutoff {
                         continue;
@@ -243,6 +324,7 @@ fn rank_gpu_time(trace: &Trace, rank: RankId, options: &GpuTimeOptions) -> RankG
         communication_ns: 0,
         comm_comp_overlap_pct: None,
         streams: Vec::new(),
+        exposure: (!hta).then(Vec::new),
         note: None,
     };
     if events.is_empty() {
@@ -292,7 +374,102 @@ fn rank_gpu_time(trace: &Trace, rank: RankId, options: &GpuTimeOptions) -> RankG
         options.kernel_wait_threshold_ns,
         hta,
     );
+    if !hta {
+        result.exposure = Some(device_exposure(trace, &events, &steps, &launch_start));
+    }
     result
+}
+
+/// The exposure split of `events` clipped to `[from, to)` (see [`Exposure`]).
+fn exposure_in(events: &[&DeviceEvent], from: Ns, to: Ns) -> Exposure {
+    let of = |wanted: Activity| {
+        merge(
+            events
+                .iter()
+                .filter(|e| e.activity == wanted)
+                .map(|e| (e.start.max(from), e.end.min(to)))
+                .filter(|(s, e)| e > s),
+        )
+    };
+    let compute = of(Activity::Compute);
+    let communication = of(Activity::Communication);
+    let copy = of(Activity::Copy);
+    let compute_or_comm = merge(compute.iter().chain(&communication).copied());
+    let hidden = intersection_length(&compute, &communication);
+    let copy_beside = intersection_length(&copy, &compute_or_comm);
+    let compute_alone_ns = length(&compute) - hidden;
+    let exposed_communication_ns = length(&communication) - hidden;
+    let exposed_copy_ns = length(&copy) - copy_beside;
+    let window = (to - from).max(0);
+    Exposure {
+        window_start_ns: from,
+        window_end_ns: from + window,
+        compute_alone_ns,
+        compute_with_communication_ns: hidden,
+        exposed_communication_ns,
+        exposed_copy_ns,
+        idle_ns: window - compute_alone_ns - hidden - exposed_communication_ns - exposed_copy_ns,
+    }
+}
+
+/// Exposure per device that ran work, whole and per step (see the module docs).
+fn device_exposure(
+    trace: &Trace,
+    events: &[DeviceEvent],
+    steps: &[(Ns, Ns, StrId)],
+    launch_start: &FxHashMap<u64, Ns>,
+) -> Vec<DeviceExposure> {
+    let mut by_device: std::collections::BTreeMap<i64, Vec<&DeviceEvent>> = Default::default();
+    for e in events {
+        by_device.entry(e.device).or_default().push(e);
+    }
+    let mut steps = steps.to_vec();
+    steps.sort_unstable();
+    // The step whose CPU span holds `ts` (the latest-starting one when steps nest or overlap).
+    let step_of = |ts: Ns| -> Option<usize> {
+        let after = steps.partition_point(|s| s.0 <= ts);
+        (0..after).rev().find(|&i| steps[i].1 > ts)
+    };
+    by_device
+        .into_iter()
+        .filter(|(_, list)| list.iter().any(|e| e.activity != Activity::Nothing))
+        .map(|(device, list)| {
+            let from = list.iter().map(|e| e.start).min().unwrap_or(0);
+            let to = list.iter().map(|e| e.end).max().unwrap_or(from);
+            // Per step: the first start and last end of the device events launched in it.
+            let mut spans: FxHashMap<usize, (Ns, Ns)> = FxHashMap::default();
+            for e in &list {
+                let step = e
+                    .correlation
+                    .and_then(|c| launch_start.get(&c))
+                    .and_then(|&ts| step_of(ts));
+                if let Some(step) = step {
+                    let span = spans.entry(step).or_insert((e.start, e.end));
+                    span.0 = span.0.min(e.start);
+                    span.1 = span.1.max(e.end);
+                }
+            }
+            let mut firsts: Vec<(Ns, usize, Ns)> =
+                spans.into_iter().map(|(i, (s, e))| (s, i, e)).collect();
+            firsts.sort_unstable();
+            let step_exposure = firsts
+                .iter()
+                .enumerate()
+                .map(|(k, &(start, step, last_end))| {
+                    let end = firsts.get(k + 1).map_or(last_end, |next| next.0);
+                    StepExposure {
+                        step: trace.str(steps[step].2).to_owned(),
+                        exposure: exposure_in(&list, start, end),
+                    }
+                })
+                .collect();
+            DeviceExposure {
+                device,
+                exposure: exposure_in(&list, from, to),
+                steps: step_exposure,
+            }
+        })
+        .collect()
 }
 
 /// A microsecond time as HTA holds it: the decimal text parsed into an `f64` (at epoch
@@ -573,6 +750,116 @@ mod tests {
             KernelClass::Computation
         );
         assert_eq!(kernel_class("Event Sync"), KernelClass::Other);
+    }
+
+    #[test]
+    fn exposure_known_by_construction_whole_and_per_step() {
+        // Device 0: gemm [0,100) and [300,400) on stream 7; nccl [50,350) on stream 8;
+        // Memcpy [380,450) and [500,520); a sync marker [600,700) (idle); window 0..700.
+        // Compute alone: [0,50) + [350,400) = 100; compute + comm: [50,100) + [300,350) = 100;
+        // exposed comm: [100,300) = 200; exposed copy: [400,450) + [500,520) = 70; idle: 230.
+        let mut b = TraceBuilder::new();
+        b.rank(rank(Some(0), "synthetic"));
+        let cpu = b.thread(1, 1);
+        b.span(cpu, Level::Operation, "ProfilerStep#1", 0, 200);
+        b.span(cpu, Level::Operation, "ProfilerStep#2", 200, 400);
+        for (c, start) in [(1, 0), (2, 10), (3, 20), (4, 250), (5, 260), (6, 270)] {
+            b.span(
+                cpu,
+                Level::AcceleratorApi,
+                "cudaLaunchKernel",
+                start,
+                start + 1,
+            )
+            .correlation(c);
+        }
+        let s7 = b.queue(0, 7);
+        let s8 = b.queue(0, 8);
+        b.span(s7, Level::DeviceKernel, "gemm", 0, 100)
+            .correlation(1);
+        b.span(s8, Level::DeviceKernel, "ncclKernel_AllReduce", 50, 350)
+            .correlation(2);
+        b.span(s7, Level::DeviceKernel, "gemm", 300, 400)
+            .correlation(4);
+        b.span(
+            s7,
+            Level::DeviceCopy,
+            "Memcpy DtoH (Device -> Pinned)",
+            380,
+            450,
+        )
+        .correlation(5);
+        b.span(
+            s7,
+            Level::DeviceCopy,
+            "Memcpy DtoH (Device -> Pinned)",
+            500,
+            520,
+        )
+        .correlation(6);
+        b.span(s7, Level::DeviceSync, "Event Sync", 600, 700)
+            .correlation(3);
+        // Device 1 only lists a sync marker: it ran no work and is not a device here.
+        let other = b.queue(1, 7);
+        b.span(other, Level::DeviceSync, "Event Sync", 0, 10);
+        let r = &gpu_time(&b.build(), &GpuTimeOptions::default()).ranks[0];
+        let devices = r.exposure.as_ref().unwrap();
+        assert_eq!(devices.len(), 1);
+        let d = &devices[0];
+        let want = Exposure {
+            window_start_ns: 0,
+            window_end_ns: 700,
+            compute_alone_ns: 100,
+            compute_with_communication_ns: 100,
+            exposed_communication_ns: 200,
+            exposed_copy_ns: 70,
+            idle_ns: 230,
+        };
+        assert_eq!(d.exposure, want);
+        // Step 1 launched gemm@0, nccl@50 and the sync@600 -> first device start 0; step 2
+        // launched gemm@300, copies@380,500 -> first start 300, last end 520. Step 1's window
+        // is [0,300), step 2's [300,520).
+        let steps: Vec<(&str, Exposure)> = d
+            .steps
+            .iter()
+            .map(|s| (s.step.as_str(), s.exposure))
+            .collect();
+        assert_eq!(
+            steps,
+            vec![
+                (
+                    "ProfilerStep#1",
+                    Exposure {
+                        window_start_ns: 0,
+                        window_end_ns: 300,
+                        compute_alone_ns: 50,
+                        compute_with_communication_ns: 50,
+                        exposed_communication_ns: 200,
+                        exposed_copy_ns: 0,
+                        idle_ns: 0,
+                    }
+                ),
+                (
+                    "ProfilerStep#2",
+                    Exposure {
+                        window_start_ns: 300,
+                        window_end_ns: 520,
+                        compute_alone_ns: 50,
+                        compute_with_communication_ns: 50,
+                        exposed_communication_ns: 0,
+                        exposed_copy_ns: 70,
+                        idle_ns: 50,
+                    }
+                ),
+            ]
+        );
+        // The HTA window keeps HTA's output: no exposure.
+        let t = trace_with(&[("gemm", 7, 0, 10, None)], &[]);
+        let hta = GpuTimeOptions {
+            window: Window::Hta,
+            ..Default::default()
+        };
+        assert!(gpu_time(&t, &hta).ranks[0].exposure.is_none());
     }
 
     #[test]

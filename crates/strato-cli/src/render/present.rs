@@ -4,7 +4,7 @@ use crate::render::units::ms;
 use std::io::{self, Write};
 
 use serde::Serialize;
-use strato_analysis::gpu_time::{GpuTimeReport, Window};
+use strato_analysis::gpu_time::{DeviceExposure, GpuTimeReport, Window};
 use strato_analysis::info::TraceInfo;
 
 /// `strato info` as text.
@@ -113,6 +113,10 @@ struct RankJson {
     window_start_ns: Option<i64>,
     window_end_ns: Option<i64>,
     streams: Vec<StreamJson>,
+    /// Exposed communication per device that ran work (whole window only: absent with
+    /// `--window hta`, whose output stays HTA's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    exposure: Option<Vec<DeviceExposure>>,
     note: Option<String>,
 }
 
@@ -166,6 +170,7 @@ pub fn gpu_time_json(report: &GpuTimeReport) -> GpuTimeJson {
                         overlapping_events: s.overlapping_events,
                     })
                     .collect(),
+                exposure: r.exposure.clone(),
                 note: r.note.clone(),
             })
             .collect(),
@@ -242,6 +247,54 @@ pub fn gpu_time(out: &mut impl Write, report: &GpuTimeReport) -> io::Result<()> 
 {overlapping} events started before earlier events on their stream had ended \
              (overlapping); {how}"
         )?;
+    }
+    gpu_exposure(out, report)
+}
+
+/// The exposure table of `strato gpu-time` (whole window only): per device that ran work, and
+/// per step, the window split into compute alone / compute with communication beside it /
+/// exposed communication / exposed copy / idle.
+fn gpu_exposure(out: &mut impl Write, report: &GpuTimeReport) -> io::Result<()> {
+    if !report.ranks.iter().any(|r| r.exposure.is_some()) {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "\nexposed communication per device that ran work (parts add up to the device's window)\n"
+    )?;
+    writeln!(
+        out,
+        "{:>5}  {:>6}  {:<18}  {:>14}  {:>14}  {:>14}  {:>14}  {:>14}  {:>14}",
+        "rank",
+        "device",
+        "step",
+        "window",
+        "compute alone",
+        "compute + comm",
+        "exposed comm",
+        "exposed copy",
+        "idle"
+    )?;
+    for r in &report.ranks {
+        for d in r.exposure.iter().flatten() {
+            let rows = std::iter::once(("all", &d.exposure))
+                .chain(d.steps.iter().map(|s| (s.step.as_str(), &s.exposure)));
+            for (step, e) in rows {
+                writeln!(
+                    out,
+                    "{:>5}  {:>6}  {:<18}  {:>14}  {:>14}  {:>14}  {:>14}  {:>14}  {:>14}",
+                    r.rank,
+                    d.device,
+                    crate::render::units::fit(step, 18),
+                    ms(e.window_end_ns - e.window_start_ns),
+                    ms(e.compute_alone_ns),
+                    ms(e.compute_with_communication_ns),
+                    ms(e.exposed_communication_ns),
+                    ms(e.exposed_copy_ns),
+                    ms(e.idle_ns)
+                )?;
+            }
+        }
     }
     Ok(())
 }
