@@ -9,6 +9,7 @@ mod crossstack;
 mod foundation;
 mod input_integrity;
 mod iterations_kernels_memory;
+mod multirank;
 mod nsys_memory;
 mod outputs;
 mod report_diff;
