@@ -27,17 +27,22 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 DATA = os.path.join(ROOT, "..", "shared", "data", "kineto")
 
-# (trace, HTA annotation that spans the work of the trace)
+# (trace, its rank, HTA annotation, HTA instance ids): the annotation instances span the work of
+# the trace (the df_index_resolver steps start 32 ms after its first event, of 1.77 s).
 TRACES = [
-    (os.path.join(DATA, "hta_critical_path", "simple_add_input.json.gz"), "[param|cuda]"),
-    (os.path.join(DATA, "param_dlrm8", "worker0_step_12.1694128201545.pt.trace.json.gz"), "ProfilerStep"),
+    (os.path.join(DATA, "hta_critical_path", "simple_add_input.json.gz"), 0, "[param|cuda]", "0"),
+    (os.path.join(DATA, "param_dlrm8", "worker0_step_12.1694128201545.pt.trace.json.gz"), 0, "ProfilerStep", "0"),
+    (os.path.join(DATA, "hta_df_index_resolver.json.gz"), 1, "ProfilerStep", "0,4"),
 ]
 
 HTA_SNIPPET = """
 import sys
 from hta.trace_analysis import TraceAnalysis
 analyzer = TraceAnalysis(trace_dir=sys.argv[1])
-graph, ok = analyzer.critical_path_analysis(rank=0, annotation=sys.argv[2], instance_id=0)
+ids = tuple(int(i) for i in sys.argv[4].split(","))
+graph, ok = analyzer.critical_path_analysis(
+    rank=int(sys.argv[2]), annotation=sys.argv[3], instance_id=ids[0] if len(ids) == 1 else ids
+)
 assert ok, "HTA's critical path analysis failed"
 print(len(graph.critical_path_nodes), len(graph.critical_path_edges_set))
 """
@@ -73,12 +78,14 @@ def main():
         print(f"(hta skipped: no HTA in {hta_python}; install with: {hta_python} -m pip install holistictraceanalysis)\n")
     print(f"machine: {os.cpu_count()} cores; {args.runs} runs each (HTA {max(1, args.runs // 2)}), fresh process per run\n")
     print(f"{'trace':<48} {'contender':<7} {'median s':>9} {'min s':>8} {'peak RSS MiB':>13} {'time / strato':>14} {'RSS / strato':>13}")
-    for trace, annotation in TRACES:
+    for trace, rank, annotation, ids in TRACES:
         results = {"strato": measure([args.strato, "critical-path", trace, "--json"], args.runs)}
         if has_hta:
             with tempfile.TemporaryDirectory() as d:
                 shutil.copy(trace, os.path.join(d, "rank-0.json.gz"))
-                results["hta"] = measure([hta_python, "-c", HTA_SNIPPET, d, annotation], max(1, args.runs // 2))
+                results["hta"] = measure(
+                    [hta_python, "-c", HTA_SNIPPET, d, str(rank), annotation, ids], max(1, args.runs // 2)
+                )
         base_wall, _, base_rss = results["strato"]
         for name, (wall, best, rss) in results.items():
             label = os.path.relpath(trace, DATA)[-48:]
