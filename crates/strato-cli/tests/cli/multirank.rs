@@ -268,3 +268,65 @@ fn critical_path_bad_input_is_one_clear_error() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(out.stdout.is_empty());
 }
+
+/// The path's answer, less what a layout change may change: (length, by_kind, events as
+/// (name, start - path start, end - path start, kind)).
+fn path_digest(report: &Value) -> Vec<(i64, Value, Vec<(String, i64, i64, String)>)> {
+    report["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let origin = int(r, "start_ns");
+            let mut events: Vec<(String, i64, i64, String)> = r["events"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| {
+                    (
+                        e["name"].as_str().unwrap().to_owned(),
+                        int(e, "start_ns") - origin,
+                        int(e, "end_ns") - origin,
+                        e["kind"].as_str().unwrap().to_owned(),
+                    )
+                })
+                .collect();
+            events.sort();
+            (int(r, "length_ns"), r["by_kind"].clone(), events)
+        })
+        .collect()
+}
+
+#[test]
+fn critical_path_is_unchanged_by_event_order_and_a_clock_shift() {
+    // What a real file may vary without changing its meaning: the order of its events, its
+    // clock's origin, compression. HTA's test trace rewritten each way gives the same path.
+    let input = data("kineto/hta_critical_path/simple_add_input.json.gz");
+    let mut text = Vec::new();
+    flate2::read::MultiGzDecoder::new(std::fs::File::open(&input).unwrap())
+        .read_to_end(&mut text)
+        .unwrap();
+    let original: Value = serde_json::from_slice(&text).unwrap();
+    let baseline = path_digest(&json(&["critical-path", s(&input), "--json"]));
+    let dir = tempfile::tempdir().unwrap();
+    for (variant, shift_us, reverse) in [
+        ("reversed.json", 0, true),
+        ("shifted.json", 1_000_000, false),
+        ("both.json", 7_000_000, true),
+    ] {
+        let mut doc = original.clone();
+        let events = doc["traceEvents"].as_array_mut().unwrap();
+        if reverse {
+            events.reverse();
+        }
+        for e in events.iter_mut() {
+            if let Some(ts) = e.get("ts").and_then(Value::as_i64) {
+                e["ts"] = Value::from(ts + shift_us);
+            }
+        }
+        let path = dir.path().join(variant);
+        std::fs::write(&path, serde_json::to_vec(&doc).unwrap()).unwrap();
+        let report = json(&["critical-path", s(&path), "--json"]);
+        assert_eq!(path_digest(&report), baseline, "{variant}");
+    }
+}
