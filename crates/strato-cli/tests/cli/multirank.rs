@@ -271,14 +271,17 @@ fn critical_path_bad_input_is_one_clear_error() {
 
 /// The path's answer, less what a layout change may change: (length, by_kind, events as
 /// (name, start - path start, end - path start, kind)).
-fn path_digest(report: &Value) -> Vec<(i64, Value, Vec<(String, i64, i64, String)>)> {
+/// An event relative to its path's start: (name, start, end, kind).
+type RelativeEvent = (String, i64, i64, String);
+
+fn path_digest(report: &Value) -> Vec<(i64, Value, Vec<RelativeEvent>)> {
     report["ranks"]
         .as_array()
         .unwrap()
         .iter()
         .map(|r| {
             let origin = int(r, "start_ns");
-            let mut events: Vec<(String, i64, i64, String)> = r["events"]
+            let mut events: Vec<RelativeEvent> = r["events"]
                 .as_array()
                 .unwrap()
                 .iter()
