@@ -8,6 +8,8 @@ pub mod analyzed;
 pub mod breakdown;
 pub mod busy;
 pub mod calibration;
+pub mod clock_align;
+pub mod collectives;
 pub mod devices;
 pub mod diff;
 pub mod gpu_time;
