@@ -317,7 +317,11 @@ pub fn rank_summaries(trace: &Trace) -> Vec<RankCollectives> {
     let mut wanted: FxHashSet<(RankId, u64)> = FxHashSet::default();
     for (i, span) in trace.spans.iter().enumerate() {
         let track = trace.track(span.track);
-        if !track.is_device() || !is_collective_kernel(trace.str(span.name)) {
+        // Kernels only: `gpu_user_annotation` spans named `nccl:*` share the device track.
+        if !track.is_device()
+            || span.level != Level::DeviceKernel
+            || !is_collective_kernel(trace.str(span.name))
+        {
             continue;
         }
         kernels[track.rank.0 as usize].push(SpanId(i as u32));
