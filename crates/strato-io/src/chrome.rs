@@ -243,6 +243,8 @@ struct KnownArgs<'a> {
     memory_device: Option<Loose>,
     #[serde(rename = "Total Allocated")]
     total_allocated: Option<Loose>,
+    /// TraceFuse's rank of an event of a merged multi-rank file (see [`Builder::fused_rank`]).
+    rank: Option<Loose>,
 }
 
 /// A JSON scalar read leniently: integers, floats, or strings holding either (`"stream 7"`
@@ -382,6 +384,9 @@ struct Builder<'p> {
     fatal: Option<Error>,
     /// Counted by the parsing entry (`event` and below).
     parse: ParseCounts,
+    /// Ranks of a TraceFuse-merged file by job rank (see [`Builder::fused_rank`]); empty for
+    /// a single-rank file.
+    fused_ranks: FxHashMap<i64, RankId>,
 }
 
 impl<'p> Builder<'p> {
@@ -418,6 +423,7 @@ impl<'p> Builder<'p> {
             memory: MemoryTracker::new(options.memory_budget_bytes),
             fatal: None,
             parse: ParseCounts::default(),
+            fused_ranks: FxHashMap::default(),
         }
     }
 
@@ -560,6 +566,50 @@ impl<'p> Builder<'p> {
                     TrackKind::Custom { group, name },
                 )
             }
+        }
+    }
+
+    /// Several ranks in one file (TraceLens's TraceFuse): an event's pid is its raw pid +
+    /// rank x 1e8 and its args carry `rank`. Makes `self.rank` the rank of an event with `pid`:
+    /// pid >= 1e8 whose quotient is the event's `args.rank` (or a rank already seen) -> that
+    /// rank, created on first sight (job rank = the quotient, world size and format as the
+    /// file's); any other pid -> the file's first rank (rank 0 keeps its raw pids). Linux pids
+    /// stay below 2^22, so single-rank files never switch. Pids are kept as written (unique per
+    /// rank); the device-track cache, keyed by device and stream alone, is cleared on a switch.
+    fn fused_rank(&mut self, pid: Option<&Loose>, args_rank: Option<&Loose>) {
+        const STRIDE: i64 = 100_000_000;
+        let quotient = pid.and_then(Loose::as_i64).map_or(0, |p| p / STRIDE);
+        let target = if quotient >= 1 {
+            match self.fused_ranks.get(&quotient) {
+                Some(&r) => r,
+                None if args_rank.and_then(Loose::as_i64) == Some(quotient) => {
+                    let base = &self.trace.ranks[0];
+                    let rank = Rank {
+                        rank: Some(quotient),
+                        world_size: base.world_size,
+                        source: format!("{} (rank {quotient})", self.path.display()),
+                        format: if self.kineto {
+                            SourceFormat::Kineto
+                        } else {
+                            SourceFormat::Chrome
+                        },
+                        host: None,
+                        metadata_json: None,
+                        notes: Default::default(),
+                    };
+                    self.trace.ranks[0].rank.get_or_insert(0);
+                    let id = self.trace.add_rank(rank);
+                    self.fused_ranks.insert(quotient, id);
+                    id
+                }
+                None => RankId(0),
+            }
+        } else {
+            RankId(0)
+        };
+        if target != self.rank {
+            self.rank = target;
+            self.device_cache.clear();
         }
     }
 
@@ -760,6 +810,7 @@ impl<'p> Builder<'p> {
         let Some(ph) = raw.ph.as_deref() else {
             return Ok(());
         };
+        self.fused_rank(raw.pid.as_ref(), known.rank.as_ref());
         let ev = EventView {
             name: raw.name.as_deref(),
             cat: raw.cat.as_deref(),
@@ -1145,6 +1196,8 @@ impl<'p> Builder<'p> {
     }
 
     fn finish(mut self) -> Result<Trace> {
+        // The file's metadata belongs to its first rank (a merged file's may end on another).
+        self.fused_rank(None, None);
         let rank = self.rank;
         if self.kineto {
             self.trace.ranks[rank.0 as usize].format = SourceFormat::Kineto;
