@@ -1,7 +1,7 @@
 //! The report's sections, in page order: overview, time breakdown (RL-Scope figure 4 top),
 //! transitions (figure 4 bottom), processes side by side (figure 8), utilization reality check
-//! (F.11), kernel ranking, roofline (XSP), iterations (DeepProf), memory, and the diff with
-//! another profile. Each section draws its plot, puts the table behind it under the plot, and
+//! (F.11), kernel ranking, roofline (XSP), iterations (DeepProf), memory, distributed
+//! (collectives across ranks), and the diff with another profile. Each section draws its plot, puts the table behind it under the plot, and
 //! when the profile has no data for it says why instead.
 //!
 //! One module per section (its writer: `fn(&mut Html, &ReportInput) -> bool`, true when the
@@ -11,6 +11,7 @@
 
 mod breakdown;
 mod diff;
+mod distributed;
 mod iterations;
 mod kernels;
 mod memory;
@@ -74,7 +75,7 @@ type WriteSection = fn(&mut Html, &ReportInput) -> bool;
 
 /// The sections between the overview and the diff, in page order: id, title in the
 /// navigation, writer.
-const SECTIONS: [(&str, &str, WriteSection); 8] = [
+const SECTIONS: [(&str, &str, WriteSection); 9] = [
     ("breakdown", "Breakdown", breakdown::breakdown),
     ("transitions", "Transitions", transitions::transitions),
     ("processes", "Processes", processes::processes),
@@ -83,6 +84,7 @@ const SECTIONS: [(&str, &str, WriteSection); 8] = [
     ("roofline", "Roofline", roofline::roofline),
     ("iterations", "Iterations", iterations::iterations),
     ("memory", "Memory", memory::memory),
+    ("distributed", "Distributed", distributed::distributed),
 ];
 
 // ---------------------------------------------------------------------------------------------
