@@ -272,3 +272,59 @@ fn a_file_that_is_not_a_trace_is_one_clear_error() {
     let err = crate::common::fails(&["collectives", s(&bad)]);
     assert!(err.contains("bad.json"), "{err}");
 }
+
+/// Writes a 128-rank job: the 8 DLRM ranks repeated 16 times, rank r a copy of DLRM rank
+/// r mod 8 with `distributedInfo` rank r of 128.
+fn job_of_128(dlrm_dir: &Path, out: &Path) {
+    let docs: Vec<Value> = rank_files(dlrm_dir)
+        .iter()
+        .map(|p| {
+            let gz = flate2::read::GzDecoder::new(std::fs::File::open(p).unwrap());
+            serde_json::from_reader(gz).unwrap()
+        })
+        .collect();
+    for r in 0..128 {
+        let mut doc = docs[r % docs.len()].clone();
+        doc["distributedInfo"]["rank"] = r.into();
+        doc["distributedInfo"]["world_size"] = 128.into();
+        let f = std::fs::File::create(out.join(format!("rank{r:03}.json"))).unwrap();
+        serde_json::to_writer(std::io::BufWriter::new(f), &doc).unwrap();
+    }
+}
+
+#[test]
+fn a_128_rank_report_stays_under_its_size_bound_and_counts_devices_that_ran_work() {
+    let Some(dir) = dlrm() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let job = tmp.path().join("job");
+    std::fs::create_dir(&job).unwrap();
+    job_of_128(&dir, &job);
+    let html_path = tmp.path().join("job.html");
+    ok(&["report", s(&job), "-o", s(&html_path)]);
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    // The documented bound (strato_report::SIZE_BOUND_BYTES, docs/report.md).
+    assert!(html.len() < 2 * 1024 * 1024, "{} bytes", html.len());
+    // 128 GPUs ran work although every rank lists all 8 GPUs of its node (1024 listed).
+    assert!(
+        html.contains("<b>128</b><span>devices that ran work"),
+        "device card"
+    );
+    assert!(
+        html.contains("<b>128</b><span>processes with spans"),
+        "process card"
+    );
+    // Ranks side by side, details for three of them, the rest folded.
+    assert!(html.contains("128 processes side by side"));
+    for which in ["slowest: rank", "median: rank", "fastest: rank"] {
+        assert!(html.contains(which), "{which}");
+    }
+    assert!(html.contains("id=\"distributed\""));
+    assert!(html.contains("collectives on 128 ranks (8 complete, 0 incomplete"));
+    // The collectives: 8 instances of 128 members each (16 copies of each DLRM rank).
+    let report = json(&["collectives", s(&job), "--json"]);
+    let collectives = report["collectives"].as_array().unwrap();
+    assert_eq!(collectives.len(), 8);
+    assert!(collectives
+        .iter()
+        .all(|c| c["complete"] == true && c["ranks"].as_array().unwrap().len() == 128));
+}

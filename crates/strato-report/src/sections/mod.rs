@@ -65,6 +65,20 @@ fn cell_rows(mut rows: Vec<Vec<String>>) -> Vec<Vec<String>> {
     rows
 }
 
+/// Which of `n` items sorted slowest first get their details in a job-sized report: all of
+/// them when at most three, else the slowest, the median and the fastest (the rest are folded,
+/// shown side by side only). Each with its label (`None` when all are shown).
+fn representatives(n: usize) -> Vec<(usize, Option<&'static str>)> {
+    if n <= 3 {
+        return (0..n).map(|i| (i, None)).collect();
+    }
+    vec![
+        (0, Some("slowest")),
+        (n / 2, Some("median")),
+        (n - 1, Some("fastest")),
+    ]
+}
+
 /// One section: its id, its title in the navigation, and whether it has data.
 struct Toc {
     entries: Vec<(&'static str, &'static str, bool)>,
