@@ -657,11 +657,7 @@ pub fn measure(ranks: &[RankCollectives], instances: &mut [CollectiveInstance]) 
         if !inst.complete {
             continue;
         }
-        let Some(last) = inst
-            .members
-            .iter()
-            .max_by_key(|m| (m.start, std::cmp::Reverse(m.rank)))
-        else {
+        let Some(last) = inst.members.iter().max_by_key(|m| (m.start, m.rank)) else {
             continue;
         };
         let (last_rank, last_arrival, last_end) = (last.rank, last.start, last.end);
@@ -714,7 +710,7 @@ pub struct RankSummary {
     pub collectives: usize,
     /// Of them, in complete instances.
     pub complete: usize,
-    /// Complete instances where it arrived last (ties: the lower input index is not last).
+    /// Complete instances where it arrived last (ties: the later input rank is last).
     pub last_arrivals: usize,
     /// Its waits summed over complete instances; `None` when it has none.
     pub wait_ns: Option<Ns>,

@@ -1381,6 +1381,51 @@ mod tests {
     }
 
     #[test]
+    fn a_tracefuse_merged_file_is_split_into_its_ranks() {
+        // Rank 0 keeps its raw pids; rank 1's are + 1e8 with args.rank. Both use GPU 0 stream 7.
+        let trace = import_text(
+            r#"{"schemaVersion":1,"distributedInfo":{"rank":0,"world_size":2},"traceEvents":[
+            {"ph":"X","cat":"cpu_op","name":"a","pid":10,"tid":11,"ts":100,"dur":10,"args":{"rank":0,"pid_raw":10}},
+            {"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":106,"dur":2,"args":{"device":0,"stream":7,"rank":0,"pid_raw":0}},
+            {"ph":"X","cat":"cpu_op","name":"b","pid":100000010,"tid":11,"ts":100,"dur":10,"args":{"rank":1,"pid_raw":10}},
+            {"ph":"X","cat":"kernel","name":"k","pid":100000000,"tid":7,"ts":107,"dur":2,"args":{"device":0,"stream":7,"rank":1,"pid_raw":0}},
+            {"ph":"X","cat":"kernel","name":"k2","pid":0,"tid":7,"ts":120,"dur":2,"args":{"device":0,"stream":7,"rank":0}}
+            ]}"#,
+        )
+        .unwrap();
+        trace.validate().unwrap();
+        assert_eq!(trace.ranks.len(), 2);
+        assert_eq!(
+            (trace.ranks[0].rank, trace.ranks[1].rank),
+            (Some(0), Some(1))
+        );
+        assert_eq!(trace.ranks[1].world_size, Some(2));
+        let kernels_of = |r: u32| {
+            trace
+                .spans
+                .iter()
+                .filter(|s| {
+                    let t = trace.track(s.track);
+                    t.is_device() && t.rank == RankId(r)
+                })
+                .count()
+        };
+        assert_eq!((kernels_of(0), kernels_of(1)), (2, 1));
+    }
+
+    #[test]
+    fn large_pids_without_a_matching_rank_arg_stay_one_rank() {
+        let trace = import_text(
+            r#"{"traceEvents":[
+            {"ph":"X","cat":"cpu_op","name":"a","pid":300000001,"tid":1,"ts":100,"dur":10},
+            {"ph":"X","cat":"cpu_op","name":"b","pid":100000001,"tid":1,"ts":100,"dur":10,"args":{"rank":7}}
+            ]}"#,
+        )
+        .unwrap();
+        assert_eq!(trace.ranks.len(), 1);
+    }
+
+    #[test]
     fn kineto_events_land_on_the_right_tracks() {
         let trace = import_text(
             r#"{"schemaVersion":1,"distributedInfo":{"rank":3,"world_size":8},"traceEvents":[
