@@ -213,8 +213,11 @@ fn fuse(files: &[PathBuf], out: &Path) {
     f.flush().unwrap();
 }
 
+/// Per member: rank, start, end, wait.
+type MemberTimes = (i64, i64, i64, Option<i64>);
+
 /// What must not depend on the input layout: per instance, kind and per-rank times and waits.
-fn essence(report: &Value) -> Vec<(String, Option<i64>, Vec<(i64, i64, i64, Option<i64>)>)> {
+fn essence(report: &Value) -> Vec<(String, Option<i64>, Vec<MemberTimes>)> {
     report["collectives"]
         .as_array()
         .unwrap()
