@@ -9,7 +9,8 @@ Contenders (each run in a fresh process; wall time and peak RSS from wait4's rus
                       alignment, stragglers with cause (release build)
   hta overlap         HTA 0.5.0 `TraceAnalysis(trace_dir=DIR).get_comm_comp_overlap()` (its
                       multi-rank comm/comp overlap; needs a Python with
-                      `holistictraceanalysis`: HTA_PYTHON, default .venv/bin/python)
+                      `holistictraceanalysis` and `psutil`, which HTA 0.5.0 imports but does
+                      not declare: HTA_PYTHON, default .venv/bin/python)
 
 Also checks that the two tools agree: per rank, strato's `comm_comp_overlap_pct` against HTA's
 `comp_comm_overlap_pctg` (printed side by side; the difference is reported, not hidden).
@@ -71,7 +72,7 @@ def main():
         results["hta overlap"] = measure([hta_python, "-c", HTA_SNIPPET, args.dir], args.runs)
     else:
         print(f"(hta skipped: no {hta_python}; install with: python3 -m venv .venv && "
-              ".venv/bin/pip install holistictraceanalysis==0.5.0)\n")
+              ".venv/bin/pip install holistictraceanalysis==0.5.0 psutil)\n")
 
     base_wall, _, base_rss, _ = results["strato gpu-time"]
     print(f"{'contender':<19} {'median s':>9} {'min s':>8} {'peak RSS MiB':>13} {'time / strato':>14} {'RSS / strato':>13}")
