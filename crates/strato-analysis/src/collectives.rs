@@ -600,11 +600,13 @@ pub fn match_collectives(ranks: &[RankCollectives]) -> Vec<CollectiveInstance> {
         }
     }
     // Expected members and completeness, from the first member's call that says.
+    let rank_index: FxHashMap<RankId, usize> =
+        ranks.iter().enumerate().map(|(i, r)| (r.rank, i)).collect();
     for inst in &mut instances {
         let calls: Vec<&CollectiveCall> = inst
             .members
             .iter()
-            .map(|m| &ranks[ranks.iter().position(|r| r.rank == m.rank).unwrap_or(0)].calls[m.call])
+            .map(|m| &ranks[rank_index[&m.rank]].calls[m.call])
             .collect();
         let present: FxHashSet<i64> = inst.members.iter().map(|m| m.job_rank).collect();
         let distinct = present.len() == inst.members.len();
