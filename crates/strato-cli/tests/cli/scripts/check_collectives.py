@@ -4,7 +4,8 @@ Reads the per-rank trace files itself (no stratoscope code), and checks:
 - per rank, the number of NCCL/RCCL kernels (cat "kernel", name starting nccl/rccl or holding
   ncclKernel) equals the rank's `collectives` count and its members across instances;
 - per instance and rank, the member's local start (start_ns - the rank's clock shift) is the
-  start of one of that rank's collective kernels;
+  start of one of that rank's collective kernels, and (old traces without args, matched by
+  order) the start of the rank's k-th kernel of that kind, k the instance's `ordinal`;
 - who starts last: from the raw kernel starts plus the clock shifts, where the last rank leads
   the second-last by more than twice the alignment error.
 Usage: check_collectives.py REPORT.json TRACE... (trace order = rank order). Prints a summary
@@ -31,6 +32,16 @@ def kernels(path):
             out.append((int(Decimal(e["ts"]) * 1000), name))
     out.sort()
     return rank, out
+
+
+def kind_of(name):
+    n = name.split("(")[0].replace("_", "").lower()
+    for key, kind in (("allreduce", "all_reduce"), ("allgather", "all_gather"),
+                      ("reducescatter", "reduce_scatter"), ("alltoall", "all_to_all"),
+                      ("broadcast", "broadcast"), ("sendrecv", "send/recv")):
+        if key in n:
+            return kind
+    return None
 
 
 def main():
@@ -65,6 +76,11 @@ def main():
             raw = [t for t, _ in per_rank[m["rank"]]]
             if local not in raw:
                 errors.append(f"rank {m['rank']}: no kernel starts at {local} ns")
+            if c.get("matched_by") == "kind_order":
+                of_kind = [t for t, n in per_rank[m["rank"]] if kind_of(n) == c["kind"]]
+                k = c["ordinal"]
+                if k >= len(of_kind) or of_kind[k] != local:
+                    errors.append(f"rank {m['rank']}: {c['kind']} #{k} is not the kernel at {local} ns")
             starts.append((local + shift[m["rank"]], m["rank"]))
         starts.sort()
         if len(starts) >= 2 and starts[-1][0] - starts[-2][0] > 2 * err:
