@@ -11,7 +11,8 @@ use strato_io::ImportOptions;
 use strato_trace::{Ns, RankId, Trace};
 
 fn rank_files() -> Option<Vec<PathBuf>> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/kineto/param_dlrm8");
+    let dir =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/kineto/param_dlrm8");
     if !dir.exists() {
         eprintln!("skipping: shared data not found");
         return None;
@@ -53,10 +54,17 @@ fn kernel_time_is_conserved_on_the_real_ranks() {
         }
     }
     for r in &report.ranks {
-        assert_eq!(r.wait_ns.unwrap() + r.transfer_part_ns.unwrap(), r.kernel_ns);
+        assert_eq!(
+            r.wait_ns.unwrap() + r.transfer_part_ns.unwrap(),
+            r.kernel_ns
+        );
     }
     let waits: Ns = report.ranks.iter().map(|r| r.wait_ns.unwrap()).sum();
-    let imposed: Ns = report.ranks.iter().map(|r| r.imposed_wait_ns.unwrap()).sum();
+    let imposed: Ns = report
+        .ranks
+        .iter()
+        .map(|r| r.imposed_wait_ns.unwrap())
+        .sum();
     assert_eq!(waits, imposed);
 }
 
@@ -78,7 +86,10 @@ fn a_rank_with_a_skewed_clock_gets_the_same_answer() {
         let clock = &skewed.clock.ranks[3];
         assert!(clock.shifted, "{clock:?}");
         let error = skewed.clock.max_error_ns.unwrap();
-        assert!((clock.offset_ns.unwrap() + skew).abs() <= error, "{clock:?}");
+        assert!(
+            (clock.offset_ns.unwrap() + skew).abs() <= error,
+            "{clock:?}"
+        );
         for (a, b) in skewed.instances.iter().zip(&plain.instances) {
             assert_eq!(a.last_rank, b.last_rank);
             for (x, y) in a.members.iter().zip(&b.members) {
@@ -95,14 +106,18 @@ fn a_rank_with_a_skewed_clock_gets_the_same_answer() {
 
 #[test]
 fn a_missing_rank_leaves_every_instance_incomplete() {
-    let Some(mut files) = rank_files() else { return };
+    let Some(mut files) = rank_files() else {
+        return;
+    };
     files.remove(5);
     let report = run(&import(&files));
     assert_eq!(report.instances.len(), 8);
     for inst in &report.instances {
         assert!(!inst.complete);
         assert_eq!((inst.group_size, inst.members.len()), (8, 7));
-        assert!(inst.last_rank.is_none() && inst.transfer_ns.is_none() && inst.busbw_gbps.is_none());
+        assert!(
+            inst.last_rank.is_none() && inst.transfer_ns.is_none() && inst.busbw_gbps.is_none()
+        );
     }
     assert!(report.stragglers.is_empty() && report.worst_rank.is_none());
 }
