@@ -8,6 +8,8 @@ pub mod analyzed;
 pub mod breakdown;
 pub mod busy;
 pub mod calibration;
+pub mod clock_align;
+pub mod collectives;
 pub mod critical_path;
 pub mod devices;
 pub mod diff;

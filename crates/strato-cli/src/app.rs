@@ -143,6 +143,11 @@ strato iterations trace.json.gz --check-steps")]
     #[command(after_help = "Examples:\n  strato kernels trace.json.gz --top 15\n  \
 strato kernels trace.json.gz --csv > kernels.csv")]
     Kernels(crate::commands::kernels::KernelsArgs),
+    /// Collectives of a multi-rank job matched across ranks: per collective arrival, wait,
+    /// transfer, algbw/busbw; stragglers and what the late rank was doing; clock alignment.
+    #[command(after_help = "Examples:\n  strato collectives ranks_dir/\n  \
+strato collectives rank0.json.gz rank1.json.gz --json")]
+    Collectives(crate::commands::collectives::CollectivesArgs),
     /// Device memory over time (peak, top allocating ops) and host<->device copies.
     #[command(after_help = "Examples:\n  strato memory trace.json.gz\n  \
 strato memory trace.json.gz --json")]
@@ -266,6 +271,7 @@ fn run(cli: Cli) -> Result<u8> {
         Command::Measure(args) => crate::commands::measure::run(args, &mut out)?,
         Command::Iterations(args) => crate::commands::iterations::run(args, &ctx, &mut out)?,
         Command::Kernels(args) => crate::commands::kernels::run(args, &ctx, &mut out)?,
+        Command::Collectives(args) => crate::commands::collectives::run(args, &ctx, &mut out)?,
         Command::Memory(args) => crate::commands::memory::run(args, &ctx, &mut out)?,
         Command::Record(args) => status = crate::commands::record::run_record(args, &mut out)?,
         Command::Validate(args) => crate::commands::validate::run(args, &mut out)?,

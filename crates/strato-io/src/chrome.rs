@@ -243,6 +243,8 @@ struct KnownArgs<'a> {
     memory_device: Option<Loose>,
     #[serde(rename = "Total Allocated")]
     total_allocated: Option<Loose>,
+    /// TraceFuse's rank of an event of a merged multi-rank file (see [`Builder::fused_rank`]).
+    rank: Option<Loose>,
 }
 
 /// A JSON scalar read leniently: integers, floats, or strings holding either (`"stream 7"`
@@ -382,6 +384,9 @@ struct Builder<'p> {
     fatal: Option<Error>,
     /// Counted by the parsing entry (`event` and below).
     parse: ParseCounts,
+    /// Ranks of a TraceFuse-merged file by job rank (see [`Builder::fused_rank`]); empty for
+    /// a single-rank file.
+    fused_ranks: FxHashMap<i64, RankId>,
 }
 
 impl<'p> Builder<'p> {
@@ -418,6 +423,7 @@ impl<'p> Builder<'p> {
             memory: MemoryTracker::new(options.memory_budget_bytes),
             fatal: None,
             parse: ParseCounts::default(),
+            fused_ranks: FxHashMap::default(),
         }
     }
 
@@ -560,6 +566,50 @@ impl<'p> Builder<'p> {
                     TrackKind::Custom { group, name },
                 )
             }
+        }
+    }
+
+    /// Several ranks in one file (TraceLens's TraceFuse): an event's pid is its raw pid +
+    /// rank x 1e8 and its args carry `rank`. Makes `self.rank` the rank of an event with `pid`:
+    /// pid >= 1e8 whose quotient is the event's `args.rank` (or a rank already seen) -> that
+    /// rank, created on first sight (job rank = the quotient, world size and format as the
+    /// file's); any other pid -> the file's first rank (rank 0 keeps its raw pids). Linux pids
+    /// stay below 2^22, so single-rank files never switch. Pids are kept as written (unique per
+    /// rank); the device-track cache, keyed by device and stream alone, is cleared on a switch.
+    fn fused_rank(&mut self, pid: Option<&Loose>, args_rank: Option<&Loose>) {
+        const STRIDE: i64 = 100_000_000;
+        let quotient = pid.and_then(Loose::as_i64).map_or(0, |p| p / STRIDE);
+        let target = if quotient >= 1 {
+            match self.fused_ranks.get(&quotient) {
+                Some(&r) => r,
+                None if args_rank.and_then(Loose::as_i64) == Some(quotient) => {
+                    let base = &self.trace.ranks[0];
+                    let rank = Rank {
+                        rank: Some(quotient),
+                        world_size: base.world_size,
+                        source: format!("{} (rank {quotient})", self.path.display()),
+                        format: if self.kineto {
+                            SourceFormat::Kineto
+                        } else {
+                            SourceFormat::Chrome
+                        },
+                        host: None,
+                        metadata_json: None,
+                        notes: Default::default(),
+                    };
+                    self.trace.ranks[0].rank.get_or_insert(0);
+                    let id = self.trace.add_rank(rank);
+                    self.fused_ranks.insert(quotient, id);
+                    id
+                }
+                None => RankId(0),
+            }
+        } else {
+            RankId(0)
+        };
+        if target != self.rank {
+            self.rank = target;
+            self.device_cache.clear();
         }
     }
 
@@ -760,6 +810,7 @@ impl<'p> Builder<'p> {
         let Some(ph) = raw.ph.as_deref() else {
             return Ok(());
         };
+        self.fused_rank(raw.pid.as_ref(), known.rank.as_ref());
         let ev = EventView {
             name: raw.name.as_deref(),
             cat: raw.cat.as_deref(),
@@ -1145,6 +1196,8 @@ impl<'p> Builder<'p> {
     }
 
     fn finish(mut self) -> Result<Trace> {
+        // The file's metadata belongs to its first rank (a merged file's may end on another).
+        self.fused_rank(None, None);
         let rank = self.rank;
         if self.kineto {
             self.trace.ranks[rank.0 as usize].format = SourceFormat::Kineto;
@@ -1325,6 +1378,51 @@ mod tests {
     fn import_text(text: &str) -> Result<Trace> {
         let input = Input::from_reader(Box::new(Cursor::new(text.as_bytes().to_vec())));
         import(Path::new("test.json"), input, &ImportOptions::default())
+    }
+
+    #[test]
+    fn a_tracefuse_merged_file_is_split_into_its_ranks() {
+        // Rank 0 keeps its raw pids; rank 1's are + 1e8 with args.rank. Both use GPU 0 stream 7.
+        let trace = import_text(
+            r#"{"schemaVersion":1,"distributedInfo":{"rank":0,"world_size":2},"traceEvents":[
+            {"ph":"X","cat":"cpu_op","name":"a","pid":10,"tid":11,"ts":100,"dur":10,"args":{"rank":0,"pid_raw":10}},
+            {"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":106,"dur":2,"args":{"device":0,"stream":7,"rank":0,"pid_raw":0}},
+            {"ph":"X","cat":"cpu_op","name":"b","pid":100000010,"tid":11,"ts":100,"dur":10,"args":{"rank":1,"pid_raw":10}},
+            {"ph":"X","cat":"kernel","name":"k","pid":100000000,"tid":7,"ts":107,"dur":2,"args":{"device":0,"stream":7,"rank":1,"pid_raw":0}},
+            {"ph":"X","cat":"kernel","name":"k2","pid":0,"tid":7,"ts":120,"dur":2,"args":{"device":0,"stream":7,"rank":0}}
+            ]}"#,
+        )
+        .unwrap();
+        trace.validate().unwrap();
+        assert_eq!(trace.ranks.len(), 2);
+        assert_eq!(
+            (trace.ranks[0].rank, trace.ranks[1].rank),
+            (Some(0), Some(1))
+        );
+        assert_eq!(trace.ranks[1].world_size, Some(2));
+        let kernels_of = |r: u32| {
+            trace
+                .spans
+                .iter()
+                .filter(|s| {
+                    let t = trace.track(s.track);
+                    t.is_device() && t.rank == RankId(r)
+                })
+                .count()
+        };
+        assert_eq!((kernels_of(0), kernels_of(1)), (2, 1));
+    }
+
+    #[test]
+    fn large_pids_without_a_matching_rank_arg_stay_one_rank() {
+        let trace = import_text(
+            r#"{"traceEvents":[
+            {"ph":"X","cat":"cpu_op","name":"a","pid":300000001,"tid":1,"ts":100,"dur":10},
+            {"ph":"X","cat":"cpu_op","name":"b","pid":100000001,"tid":1,"ts":100,"dur":10,"args":{"rank":7}}
+            ]}"#,
+        )
+        .unwrap();
+        assert_eq!(trace.ranks.len(), 1);
     }
 
     #[test]

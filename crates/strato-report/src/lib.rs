@@ -28,6 +28,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use strato_analysis::analyzed::Analyzed;
 use strato_analysis::breakdown::BreakdownReport;
 use strato_analysis::busy::{busy_series, BusySeries, DEFAULT_BUCKET_NS};
+use strato_analysis::collectives::{collectives, CollectivesOptions, CollectivesReport};
 use strato_analysis::diff::{diff, DiffReport, DiffSide};
 use strato_analysis::info::TraceInfo;
 use strato_analysis::iterations::{iterations, IterationOptions, IterationsReport};
@@ -93,6 +94,8 @@ pub struct ReportInput {
     pub layers: Part<LayersReport>,
     pub iterations: Part<IterationsReport>,
     pub memory: Part<MemoryReport>,
+    /// Collectives matched across ranks, stragglers and their cause (the Distributed section).
+    pub collectives: Part<CollectivesReport>,
     /// A comparison with another profile, when one was asked for.
     pub diff: Option<DiffReport>,
 }
@@ -109,7 +112,7 @@ impl Progress for () {
 }
 
 /// Steps [`ReportInput::from_analyzed`] announces: one per analysis.
-pub const ANALYSIS_STEPS: usize = 7;
+pub const ANALYSIS_STEPS: usize = 8;
 /// Steps [`ReportInput::add_baseline`] announces.
 pub const BASELINE_STEPS: usize = 2;
 
@@ -126,7 +129,7 @@ impl ReportInput {
     /// Runs every analysis the report shows on one profile, in page order, each guarded (a
     /// panic becomes that section's [`PartError`]): overview, breakdown, utilization and busy
     /// series, kernel statistics folded after [`KERNEL_TOP`], layers and roofline, iterations,
-    /// memory downsampled to [`svg::line::MAX_POINTS`]. Announces [`ANALYSIS_STEPS`] steps.
+    /// memory downsampled to [`svg::line::MAX_POINTS`], collectives. Announces [`ANALYSIS_STEPS`] steps.
     pub fn from_analyzed(
         analyzed: &Analyzed,
         options: &ReportOptions,
@@ -167,6 +170,10 @@ impl ReportInput {
                 },
             )
         });
+        progress.step("collectives");
+        let collectives = guarded("collectives", || {
+            collectives(trace, &CollectivesOptions::default())
+        });
         ReportInput {
             title: options.title.clone(),
             generator: options.generator.clone(),
@@ -178,6 +185,7 @@ impl ReportInput {
             layers,
             iterations,
             memory,
+            collectives,
             diff: None,
         }
     }

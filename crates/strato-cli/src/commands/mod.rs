@@ -2,6 +2,7 @@
 //! rendering. Commands are dispatched from [`crate::app`].
 
 pub(crate) mod breakdown;
+pub(crate) mod collectives;
 pub(crate) mod completions;
 pub(crate) mod critical_path;
 pub(crate) mod diff;

@@ -90,6 +90,7 @@ fn report_of_every_dev_trace_is_self_contained_and_bounded() {
             "roofline",
             "iterations",
             "memory",
+            "distributed",
         ] {
             assert!(
                 html.contains(&format!("<h2 id=\"{id}\">")),

@@ -102,3 +102,24 @@ fn diff_of_a_real_pair() {
         shown(&data, &["diff", "--json", a, b])
     );
 }
+
+#[test]
+fn collectives_of_real_rank_directories() {
+    let Some(data) = shared_data() else {
+        eprintln!("skipped: no ../shared/data");
+        return;
+    };
+    for (name, rel) in [
+        ("dlrm8", "kineto/param_dlrm8"),
+        ("hta_trace_filter", "kineto/hta_trace_filter"),
+    ] {
+        insta::assert_snapshot!(
+            format!("{name}__collectives"),
+            shown(&data, &["collectives", rel])
+        );
+        insta::assert_snapshot!(
+            format!("{name}__collectives_json"),
+            shown(&data, &["collectives", "--json", rel])
+        );
+    }
+}

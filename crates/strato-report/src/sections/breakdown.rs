@@ -10,7 +10,10 @@ use strato_analysis::breakdown::{ProcessBreakdown, Resource};
 use strato_trace::{Level, Ns};
 
 use super::palette::{breakdown_legend, fill_of, level_label};
-use super::{analysis_or_close, cell_rows, close, close_empty, name, open, pct, share};
+use super::{
+    analysis_or_close, cell_rows, close, close_empty, name, open, pct, representatives, share,
+};
+use crate::TABLE_ROWS;
 
 /// Time per (resource, CPU level) cell.
 type Cells = BTreeMap<(Resource, Option<Level>), Ns>;
@@ -72,7 +75,6 @@ fn segments(
 }
 
 const BREAKDOWN_BARS: usize = 14;
-const PROCESS_CHARTS: usize = 8;
 
 pub(super) fn breakdown(h: &mut Html, input: &ReportInput) -> bool {
     open(
@@ -101,11 +103,50 @@ pub(super) fn breakdown(h: &mut Html, input: &ReportInput) -> bool {
     levels.dedup();
     let mut processes: Vec<&ProcessBreakdown> = report.processes.iter().collect();
     processes.sort_by_key(|p| std::cmp::Reverse(p.window_ns));
-    for p in processes.iter().take(PROCESS_CHARTS) {
+    let chosen = representatives(processes.len());
+    if chosen.len() < processes.len() {
+        // A job: every process side by side (whole window), details for three of them.
         h.elem(
             "h3",
             &format!(
-                "rank {} · pid {}{} · window {}",
+                "{} processes side by side (longest window first); details below for the \
+                 slowest, median and fastest, the other {} folded",
+                processes.len(),
+                processes.len() - chosen.len()
+            ),
+        );
+        let side: Vec<Bar> = processes
+            .iter()
+            .take(TABLE_ROWS)
+            .map(|p| {
+                let mut whole: Cells = BTreeMap::new();
+                for row in &p.rows {
+                    *whole.entry((row.resource, row.cpu_level)).or_insert(0) += row.time_ns;
+                }
+                let label = format!("rank {} · pid {}", p.rank, p.pid);
+                Bar {
+                    segments: segments(&label, &whole, p.window_ns),
+                    label,
+                    note: fmt_ns(p.window_ns as f64),
+                }
+            })
+            .collect();
+        h.fragment(&bars::stacked(&Chart {
+            aria: "time breakdown of every process".into(),
+            axis: Axis::Duration,
+            axis_title: "time".into(),
+            bars: side,
+            legend: breakdown_legend(&levels),
+            defs: String::new(),
+        }));
+    }
+    for (index, which) in chosen {
+        let p = processes[index];
+        h.elem(
+            "h3",
+            &format!(
+                "{}rank {} · pid {}{} · window {}",
+                which.map(|w| format!("{w}: ")).unwrap_or_default(),
                 p.rank,
                 p.pid,
                 p.name
@@ -227,12 +268,6 @@ pub(super) fn breakdown(h: &mut Html, input: &ReportInput) -> bool {
             &[1, 2, 3, 4, 5, 6, 7],
             &cell_rows(ops_table),
         );
-    }
-    if processes.len() > PROCESS_CHARTS {
-        h.absent(&format!(
-            "{} more processes are not drawn here; see “Processes side by side”.",
-            processes.len() - PROCESS_CHARTS
-        ));
     }
     close(h);
     true

@@ -7,7 +7,7 @@ use crate::svg::{color, fmt_ns};
 use crate::{ReportInput, KERNEL_TOP};
 
 use super::palette::IDLE_COLOR;
-use super::{analysis_or_close, cell_rows, close, close_empty, name, open, pct};
+use super::{analysis_or_close, cell_rows, close, close_empty, name, open, pct, representatives};
 
 pub(super) fn kernels(h: &mut Html, input: &ReportInput) -> bool {
     open(
@@ -20,15 +20,31 @@ pub(super) fn kernels(h: &mut Html, input: &ReportInput) -> bool {
     let Some(report) = analysis_or_close(h, &input.kernels) else {
         return false;
     };
-    let ranks: Vec<_> = report.ranks.iter().filter(|r| r.device_ops > 0).collect();
+    let mut ranks: Vec<_> = report.ranks.iter().filter(|r| r.device_ops > 0).collect();
     if ranks.is_empty() {
         return close_empty(h, "No device ops in this profile: nothing to rank.");
     }
-    for r in ranks.iter().take(4) {
+    // A job: the ranks with the most, the median and the least device time; the rest folded.
+    ranks.sort_by_key(|r| std::cmp::Reverse(r.device_time_ns));
+    let chosen = representatives(ranks.len());
+    if chosen.len() < ranks.len() {
+        h.elem(
+            "p",
+            &format!(
+                "{} ranks ran device work; shown: the ones with the most, the median and the \
+                 least device time; the other {} are folded (`strato kernels` lists every rank).",
+                ranks.len(),
+                ranks.len() - chosen.len()
+            ),
+        );
+    }
+    for (index, which) in chosen {
+        let r = ranks[index];
         h.elem(
             "h3",
             &format!(
-                "rank {} · {} device ops · {} device time",
+                "{}rank {} · {} device ops · {} device time",
+                which.map(|w| format!("{w}: ")).unwrap_or_default(),
                 r.rank,
                 r.device_ops,
                 fmt_ns(r.device_time_ns as f64)

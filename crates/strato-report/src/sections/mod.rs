@@ -1,7 +1,7 @@
 //! The report's sections, in page order: overview, time breakdown (RL-Scope figure 4 top),
 //! transitions (figure 4 bottom), processes side by side (figure 8), utilization reality check
-//! (F.11), kernel ranking, roofline (XSP), iterations (DeepProf), memory, and the diff with
-//! another profile. Each section draws its plot, puts the table behind it under the plot, and
+//! (F.11), kernel ranking, roofline (XSP), iterations (DeepProf), memory, distributed
+//! (collectives across ranks), and the diff with another profile. Each section draws its plot, puts the table behind it under the plot, and
 //! when the profile has no data for it says why instead.
 //!
 //! One module per section (its writer: `fn(&mut Html, &ReportInput) -> bool`, true when the
@@ -11,6 +11,7 @@
 
 mod breakdown;
 mod diff;
+mod distributed;
 mod iterations;
 mod kernels;
 mod memory;
@@ -64,6 +65,20 @@ fn cell_rows(mut rows: Vec<Vec<String>>) -> Vec<Vec<String>> {
     rows
 }
 
+/// Which of `n` items sorted slowest first get their details in a job-sized report: all of
+/// them when at most three, else the slowest, the median and the fastest (the rest are folded,
+/// shown side by side only). Each with its label (`None` when all are shown).
+fn representatives(n: usize) -> Vec<(usize, Option<&'static str>)> {
+    if n <= 3 {
+        return (0..n).map(|i| (i, None)).collect();
+    }
+    vec![
+        (0, Some("slowest")),
+        (n / 2, Some("median")),
+        (n - 1, Some("fastest")),
+    ]
+}
+
 /// One section: its id, its title in the navigation, and whether it has data.
 struct Toc {
     entries: Vec<(&'static str, &'static str, bool)>,
@@ -74,7 +89,7 @@ type WriteSection = fn(&mut Html, &ReportInput) -> bool;
 
 /// The sections between the overview and the diff, in page order: id, title in the
 /// navigation, writer.
-const SECTIONS: [(&str, &str, WriteSection); 8] = [
+const SECTIONS: [(&str, &str, WriteSection); 9] = [
     ("breakdown", "Breakdown", breakdown::breakdown),
     ("transitions", "Transitions", transitions::transitions),
     ("processes", "Processes", processes::processes),
@@ -83,6 +98,7 @@ const SECTIONS: [(&str, &str, WriteSection); 8] = [
     ("roofline", "Roofline", roofline::roofline),
     ("iterations", "Iterations", iterations::iterations),
     ("memory", "Memory", memory::memory),
+    ("distributed", "Distributed", distributed::distributed),
 ];
 
 // ---------------------------------------------------------------------------------------------

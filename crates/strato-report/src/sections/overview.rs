@@ -12,8 +12,15 @@ pub(super) fn overview(h: &mut Html, input: &ReportInput) {
     h.markup("<div class=\"cards\">");
     card(h, &fmt_ns(info.duration_ns as f64), "traced time");
     card(h, &info.spans.to_string(), "spans");
-    card(h, &info.processes.len().to_string(), "processes");
-    card(h, &info.devices.len().to_string(), "devices");
+    // Counted as those that did something: a rank's trace often lists every GPU of its node
+    // and names the GPUs' pids as processes.
+    let processes = info.processes.iter().filter(|p| p.spans > 0).count();
+    let working_devices = info.devices.iter().filter(|d| d.device_ops > 0).count();
+    card(h, &processes.to_string(), "processes with spans");
+    card(h, &working_devices.to_string(), "devices that ran work");
+    if info.sources.len() > 1 {
+        card(h, &info.sources.len().to_string(), "ranks");
+    }
     let device_ops: usize = info.devices.iter().map(|d| d.device_ops).sum();
     card(h, &device_ops.to_string(), "device ops");
     if let Ok(u) = &input.util {
@@ -52,6 +59,7 @@ pub(super) fn overview(h: &mut Html, input: &ReportInput) {
     let devices: Vec<Vec<String>> = info
         .devices
         .iter()
+        .filter(|d| d.device_ops > 0)
         .map(|d| {
             vec![
                 base_name(&d.source).to_owned(),
@@ -64,7 +72,11 @@ pub(super) fn overview(h: &mut Html, input: &ReportInput) {
         .collect();
     if !devices.is_empty() {
         h.details_table(
-            "Devices",
+            &format!(
+                "Devices that ran work ({} of {} listed by the sources)",
+                working_devices,
+                info.devices.len()
+            ),
             &["source", "device", "name", "streams", "device ops"],
             &[1, 3, 4],
             &cell_rows(devices),

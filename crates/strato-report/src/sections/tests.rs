@@ -305,3 +305,12 @@ fn the_page_lists_every_section_and_escapes_the_title() {
     }
     assert!(page.contains(CSS));
 }
+
+#[test]
+fn distributed_says_why_without_collectives() {
+    // The constructed trace has kernels but none of NCCL/RCCL: the section says so (the real
+    // multi-rank files are checked through the CLI: tests/cli/collectives.rs).
+    let (html, has) = section(distributed::distributed, &input(&trace(3)));
+    assert!(!has);
+    assert!(html.contains("No collective"), "{html}");
+}

@@ -1,0 +1,450 @@
+//! `strato collectives`: the collectives of a multi-rank job matched across ranks (issue 15):
+//! per instance arrival, wait, transfer and bandwidth; per rank how often it arrives last and
+//! the wait it imposes; the worst late arrivals with what the late rank was doing; clock
+//! alignment. The analysis is [`strato_analysis::collectives`]; this module only shapes its
+//! output. The JSON keeps the shape the issue names (fields the trace cannot fill are `null`,
+//! never 0) and adds fields beside it.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use crate::render::units::{fit_ascii, us};
+use crate::table::Table;
+use anyhow::Result;
+use clap::Args;
+use serde::Serialize;
+use strato_analysis::clock_align::RankClock;
+use strato_analysis::collectives::{
+    collectives, CollectiveInstance, CollectivesOptions, CollectivesReport, SizeGroup,
+    StragglerCause,
+};
+use strato_trace::{Level, Ns};
+
+/// Arguments of `strato collectives`.
+#[derive(Args, Debug)]
+pub struct CollectivesArgs {
+    /// Per-rank trace files, a directory of ranks, a merged multi-rank trace, or a profile
+    /// directory.
+    #[arg(required = true)]
+    inputs: Vec<PathBuf>,
+    /// How many of the worst late arrivals get a cause.
+    #[arg(long, default_value_t = 5)]
+    stragglers: usize,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct JsonMember {
+    rank: i64,
+    start_ns: Ns,
+    end_ns: Ns,
+    wait_ns: Option<Ns>,
+    device: i64,
+    /// Index of the kernel span in the imported trace.
+    kernel_span: u32,
+}
+
+#[derive(Serialize)]
+struct JsonCollective {
+    kind: &'static str,
+    group: Option<String>,
+    seq: Option<i64>,
+    bytes: Option<u64>,
+    complete: bool,
+    ranks: Vec<JsonMember>,
+    last_rank: Option<i64>,
+    transfer_ns: Option<Ns>,
+    algbw_gbps: Option<f64>,
+    busbw_gbps: Option<f64>,
+    cpu_kind: Option<&'static str>,
+    cpu_name: Option<String>,
+    group_size: usize,
+    matched_by: &'static str,
+    ordinal: usize,
+}
+
+#[derive(Serialize)]
+struct JsonRank {
+    rank: i64,
+    collectives: usize,
+    last_arrivals: usize,
+    wait_ns: Option<Ns>,
+    imposed_wait_ns: Option<Ns>,
+    complete: usize,
+    transfer_part_ns: Option<Ns>,
+    kernel_ns: Ns,
+    clock_shift_ns: Ns,
+}
+
+#[derive(Serialize)]
+struct JsonClockRank {
+    rank: i64,
+    offset_ns: Option<Ns>,
+    error_ns: Option<Ns>,
+    samples: usize,
+    outliers: usize,
+    shifted: bool,
+}
+
+#[derive(Serialize)]
+struct JsonClock {
+    aligned: bool,
+    max_error_ns: Option<Ns>,
+    reference_rank: Option<i64>,
+    note: String,
+    ranks: Vec<JsonClockRank>,
+}
+
+#[derive(Serialize)]
+struct JsonStraggler {
+    /// Index in `collectives`.
+    collective: usize,
+    rank: i64,
+    imposed_wait_ns: Ns,
+    lateness_ns: Ns,
+    cause: JsonCause,
+}
+
+#[derive(Serialize)]
+struct JsonCause {
+    verdict: &'static str,
+    window_ns: Ns,
+    launch_delay_ns: Option<Ns>,
+    cpu_op: Option<String>,
+    cpu_stratum: Option<&'static str>,
+    cpu_op_ns: Option<Ns>,
+    cpu_context: Option<String>,
+    device_busy_ns: Ns,
+    device_op: Option<String>,
+    device_op_ns: Option<Ns>,
+}
+
+#[derive(Serialize)]
+struct JsonSizeGroup {
+    kind: &'static str,
+    bucket_bytes: Option<u64>,
+    count: usize,
+    complete: usize,
+    bytes_total: Option<u64>,
+    transfer_ns_total: Option<Ns>,
+    busbw_gbps_median: Option<f64>,
+    link_gbps: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct JsonReport {
+    collectives: Vec<JsonCollective>,
+    ranks: Vec<JsonRank>,
+    clock: JsonClock,
+    window_ns: Option<(Ns, Ns)>,
+    stragglers: Vec<JsonStraggler>,
+    by_size: Vec<JsonSizeGroup>,
+    worst_rank: Option<i64>,
+}
+
+fn job_rank_of(report: &CollectivesReport, rank: strato_trace::RankId) -> i64 {
+    report
+        .ranks
+        .iter()
+        .find(|r| r.rank == rank)
+        .map_or(rank.0 as i64, |r| r.job_rank)
+}
+
+fn json_collective(report: &CollectivesReport, i: &CollectiveInstance) -> JsonCollective {
+    JsonCollective {
+        kind: i.kind.as_str(),
+        group: i.group.clone(),
+        seq: i.seq,
+        bytes: i.bytes,
+        complete: i.complete,
+        ranks: i
+            .members
+            .iter()
+            .map(|m| JsonMember {
+                rank: m.job_rank,
+                start_ns: m.start,
+                end_ns: m.end,
+                wait_ns: m.wait_ns,
+                device: m.device,
+                kernel_span: m.kernel.0,
+            })
+            .collect(),
+        last_rank: i.last_rank.map(|r| job_rank_of(report, r)),
+        transfer_ns: i.transfer_ns,
+        algbw_gbps: i.algbw_gbps,
+        busbw_gbps: i.busbw_gbps,
+        cpu_kind: i.cpu_kind.map(|k| k.as_str()),
+        cpu_name: i.cpu_name.clone(),
+        group_size: i.group_size,
+        matched_by: i.matched_by.as_str(),
+        ordinal: i.ordinal,
+    }
+}
+
+fn json_cause(c: &StragglerCause) -> JsonCause {
+    JsonCause {
+        verdict: c.verdict,
+        window_ns: (c.window_end - c.window_start).max(0),
+        launch_delay_ns: c.launch_delay_ns,
+        cpu_op: c.cpu_op.clone(),
+        cpu_stratum: c.cpu_level.map(Level::as_str),
+        cpu_op_ns: c.cpu_op_ns,
+        cpu_context: c.cpu_context.clone(),
+        device_busy_ns: c.device_busy_ns,
+        device_op: c.device_op.clone(),
+        device_op_ns: c.device_op_ns,
+    }
+}
+
+fn json_size(g: &SizeGroup) -> JsonSizeGroup {
+    JsonSizeGroup {
+        kind: g.kind.as_str(),
+        bucket_bytes: g.bucket_bytes,
+        count: g.count,
+        complete: g.complete,
+        bytes_total: g.bytes_total,
+        transfer_ns_total: g.transfer_ns_total,
+        busbw_gbps_median: g.busbw_gbps_median,
+        link_gbps: g.link_gbps,
+    }
+}
+
+fn json_clock(report: &CollectivesReport) -> JsonClock {
+    let c = &report.clock;
+    JsonClock {
+        aligned: c.aligned,
+        max_error_ns: c.max_error_ns,
+        reference_rank: c.reference.map(|r| job_rank_of(report, r)),
+        note: c.note.clone(),
+        ranks: c
+            .ranks
+            .iter()
+            .map(|r: &RankClock| JsonClockRank {
+                rank: job_rank_of(report, r.rank),
+                offset_ns: r.offset_ns,
+                error_ns: r.error_ns,
+                samples: r.samples,
+                outliers: r.outliers,
+                shifted: r.shifted,
+            })
+            .collect(),
+    }
+}
+
+fn to_json(report: &CollectivesReport) -> JsonReport {
+    JsonReport {
+        collectives: report
+            .instances
+            .iter()
+            .map(|i| json_collective(report, i))
+            .collect(),
+        ranks: report
+            .ranks
+            .iter()
+            .map(|r| JsonRank {
+                rank: r.job_rank,
+                collectives: r.collectives,
+                last_arrivals: r.last_arrivals,
+                wait_ns: r.wait_ns,
+                imposed_wait_ns: r.imposed_wait_ns,
+                complete: r.complete,
+                transfer_part_ns: r.transfer_part_ns,
+                kernel_ns: r.kernel_ns,
+                clock_shift_ns: r.shift_ns,
+            })
+            .collect(),
+        clock: json_clock(report),
+        window_ns: report.window,
+        stragglers: report
+            .stragglers
+            .iter()
+            .map(|s| JsonStraggler {
+                collective: s.instance,
+                rank: s.job_rank,
+                imposed_wait_ns: s.imposed_wait_ns,
+                lateness_ns: s.lateness_ns,
+                cause: json_cause(&s.cause),
+            })
+            .collect(),
+        by_size: report.by_size.iter().map(json_size).collect(),
+        worst_rank: report.worst_rank.map(|i| report.ranks[i].job_rank),
+    }
+}
+
+fn opt_us(v: Option<Ns>) -> String {
+    v.map_or_else(|| "-".into(), |n| us(n as f64))
+}
+
+fn bytes_text(b: Option<u64>) -> String {
+    match b {
+        None => "?".into(),
+        Some(b) if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64),
+        Some(b) if b >= 1 << 10 => format!("{:.1} KiB", b as f64 / 1024.0),
+        Some(b) => format!("{b} B"),
+    }
+}
+
+/// One sentence of what the late rank was doing.
+pub(crate) fn cause_text(c: &StragglerCause) -> String {
+    let mut parts = Vec::new();
+    match c.verdict {
+        "late_launch" => parts.push(format!(
+            "its CPU launched the collective {} us after the first peer arrived",
+            us(c.launch_delay_ns.unwrap_or(0) as f64)
+        )),
+        "device_busy" => parts.push("launched in time, its device was busy".to_string()),
+        _ => parts.push("neither a late launch nor a busy device".to_string()),
+    }
+    if let Some(op) = &c.cpu_op {
+        let level = c.cpu_level.map_or("?", Level::as_str);
+        parts.push(format!(
+            "CPU: {} [{level}] {} us",
+            fit_ascii(op, 60),
+            us(c.cpu_op_ns.unwrap_or(0) as f64)
+        ));
+        if let Some(ctx) = c.cpu_context.as_ref().filter(|x| *x != op) {
+            parts.push(format!("in {}", fit_ascii(ctx, 40)));
+        }
+    }
+    let window = (c.window_end - c.window_start).max(0);
+    match &c.device_op {
+        Some(op) => parts.push(format!(
+            "device busy {} of {} us, most in {} ({} us)",
+            us(c.device_busy_ns as f64),
+            us(window as f64),
+            fit_ascii(op, 50),
+            us(c.device_op_ns.unwrap_or(0) as f64)
+        )),
+        None => parts.push(format!("device idle for the {} us", us(window as f64))),
+    }
+    parts.join("; ")
+}
+
+fn print_text(report: &CollectivesReport, out: &mut dyn Write) -> Result<()> {
+    let complete = report.instances.iter().filter(|i| i.complete).count();
+    let kernels: usize = report.instances.iter().map(|i| i.members.len()).sum();
+    writeln!(
+        out,
+        "{} collectives ({} complete, {} incomplete: peers not in the input) from {} kernels on {} ranks",
+        report.instances.len(),
+        complete,
+        report.instances.len() - complete,
+        kernels,
+        report.ranks.len()
+    )?;
+    match report.window {
+        Some((a, b)) => writeln!(
+            out,
+            "window: first arrival to last collective kernel end, {} us",
+            us((b - a) as f64)
+        )?,
+        None => writeln!(out, "window: none (no collective kernel in the input)")?,
+    }
+    writeln!(
+        out,
+        "clock: {} (max alignment error {})\n",
+        report.clock.note,
+        report
+            .clock
+            .max_error_ns
+            .map_or("unknown".into(), |e| format!("{} us", us(e as f64)))
+    )?;
+    let mut t = Table::new(&[
+        "rank",
+        "collectives",
+        "complete",
+        "last",
+        "wait us",
+        "imposed us",
+        "kernel us",
+        "shift us",
+    ]);
+    for r in &report.ranks {
+        t.row(vec![
+            r.job_rank.to_string(),
+            r.collectives.to_string(),
+            r.complete.to_string(),
+            r.last_arrivals.to_string(),
+            opt_us(r.wait_ns),
+            opt_us(r.imposed_wait_ns),
+            us(r.kernel_ns as f64),
+            us(r.shift_ns as f64),
+        ]);
+    }
+    t.write(out, false)?;
+    if let Some(w) = report.worst_rank {
+        let r = &report.ranks[w];
+        writeln!(
+            out,
+            "\nstraggler: rank {} arrives last in {} collectives and makes the others wait {} us",
+            r.job_rank,
+            r.last_arrivals,
+            opt_us(r.imposed_wait_ns)
+        )?;
+    }
+    if !report.stragglers.is_empty() {
+        writeln!(out, "\nworst late arrivals:")?;
+        for s in &report.stragglers {
+            let inst = &report.instances[s.instance];
+            writeln!(
+                out,
+                "  #{} {} {}: rank {} late by {} us, others waited {} us\n    {}",
+                s.instance,
+                inst.kind.as_str(),
+                bytes_text(inst.bytes),
+                s.job_rank,
+                us(s.lateness_ns as f64),
+                us(s.imposed_wait_ns as f64),
+                cause_text(&s.cause)
+            )?;
+        }
+    }
+    writeln!(out, "\nby kind and size:")?;
+    let mut t = Table::new(&[
+        "kind",
+        "size >=",
+        "count",
+        "complete",
+        "transfer us",
+        "busbw GB/s",
+        "link GB/s",
+    ]);
+    for g in &report.by_size {
+        t.row(vec![
+            g.kind.as_str().to_string(),
+            bytes_text(g.bucket_bytes),
+            g.count.to_string(),
+            g.complete.to_string(),
+            opt_us(g.transfer_ns_total),
+            g.busbw_gbps_median
+                .map_or("-".into(), |b| format!("{b:.2}")),
+            g.link_gbps.map_or("-".into(), |b| format!("{b:.0}")),
+        ]);
+    }
+    t.write(out, false)?;
+    Ok(())
+}
+
+/// Runs `strato collectives`.
+pub fn run(args: CollectivesArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Result<()> {
+    // Spans with their args (collective args sit on CPU ops and kernels); nothing else.
+    let options = strato_io::ImportOptions {
+        projection: strato_io::Projection::SPANS,
+        ..ctx.import_options(true)?
+    };
+    let trace = crate::input::load(&args.inputs, &options)?;
+    let report = collectives(
+        &trace,
+        &CollectivesOptions {
+            stragglers: args.stragglers,
+        },
+    );
+    if args.json {
+        serde_json::to_writer_pretty(&mut *out, &to_json(&report))?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    print_text(&report, out)
+}
