@@ -866,6 +866,27 @@ fn rank_path(trace: &Trace, rank: RankId, graph: &Graph, search: &Search) -> Ran
     result
 }
 
+/// The cross-rank instances of [`crate::collectives::match_collectives`] as critical-path
+/// input: each matched collective's member kernels (incomplete instances keep the members the
+/// input has; fewer than two add no edge).
+pub fn instances_from_matched(
+    matched: &[crate::collectives::CollectiveInstance],
+) -> Vec<CollectiveInstance> {
+    matched
+        .iter()
+        .map(|instance| CollectiveInstance {
+            members: instance
+                .members
+                .iter()
+                .map(|m| CollectiveMember {
+                    rank: m.rank,
+                    span: m.kernel,
+                })
+                .collect(),
+        })
+        .collect()
+}
+
 /// Fallback collective matching for inputs without a matcher: on each rank, the device spans
 /// whose name contains `ncclKernel` or `ncclDevKernel` (or starts with `rccl`), in start order;
 /// the i-th kernel of a given name on every rank form one instance. Ranks with a different

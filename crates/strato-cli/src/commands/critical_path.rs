@@ -8,8 +8,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use serde::Serialize;
 use strato_analysis::critical_path::{
-    critical_path, match_collectives_by_name_order, CriticalPathOptions, CriticalPathReport,
-    PathKind,
+    critical_path, instances_from_matched, CriticalPathOptions, CriticalPathReport, PathKind,
 };
 use strato_io::export::chrome::{Overlay, OverlayArrow};
 use strato_trace::Ns;
@@ -80,7 +79,12 @@ pub fn run(args: CriticalPathArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()
         json,
     } = args;
     let trace = load(&inputs, &ctx.import_options(true)?)?;
-    let collectives = (trace.ranks.len() > 1).then(|| match_collectives_by_name_order(&trace));
+    // The same matching as `strato collectives` (group + sequence number, else group + kind +
+    // order, else kind + order on each rank).
+    let collectives = (trace.ranks.len() > 1).then(|| {
+        let ranks = strato_analysis::collectives::rank_summaries(&trace);
+        instances_from_matched(&strato_analysis::collectives::match_collectives(&ranks))
+    });
     let instances = collectives.as_ref().map_or(0, Vec::len);
     let options = CriticalPathOptions { collectives };
     let report = critical_path(&trace, &options)
@@ -92,7 +96,7 @@ pub fn run(args: CriticalPathArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()
         })?;
     }
     let collectives = (trace.ranks.len() > 1).then_some(CollectivesJson {
-        method: "NCCL/RCCL kernel name and order on each rank",
+        method: "collectives matcher (group and sequence number, else group, kind and order, else kind and order)",
         instances,
     });
     if json {
