@@ -170,6 +170,76 @@ impl Default for AdviseConfig {
     }
 }
 
+/// Every rule id, in the order the engine runs them.
+pub const RULES: [&str; 10] = [
+    host_sync::ID,
+    sync_copy::ID,
+    gpu_idle::ID,
+    launch_bound::ID,
+    low_util::ID,
+    step_breakdown::ID,
+    small_copies::ID,
+    copy_overlap::ID,
+    multi_rank::STRAGGLER_ID,
+    multi_rank::EXPOSED_ID,
+];
+
+impl AdviseConfig {
+    /// Disables rule `id`; false when no rule has that id.
+    pub fn disable(&mut self, id: &str) -> bool {
+        let flag = match id {
+            host_sync::ID => &mut self.host_sync.enabled,
+            sync_copy::ID => &mut self.sync_copy.enabled,
+            gpu_idle::ID => &mut self.gpu_idle.enabled,
+            launch_bound::ID => &mut self.launch_bound.enabled,
+            low_util::ID => &mut self.low_util.enabled,
+            step_breakdown::ID => &mut self.step_breakdown.enabled,
+            small_copies::ID => &mut self.small_copies.enabled,
+            copy_overlap::ID => &mut self.copy_overlap.enabled,
+            multi_rank::STRAGGLER_ID => &mut self.stragglers.enabled,
+            multi_rank::EXPOSED_ID => &mut self.exposed_comm.enabled,
+            _ => return false,
+        };
+        *flag = false;
+        true
+    }
+
+    /// Checks the thresholds: percentages in `[0, 100]`, durations and sizes non-negative and
+    /// finite. The error names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        let pcts = [
+            ("floor_pct", self.floor_pct),
+            ("low_util.threshold_pct", self.low_util.threshold_pct),
+            ("step_breakdown.bottleneck_pct", self.step_breakdown.bottleneck_pct),
+            ("stragglers.min_excess_pct", self.stragglers.min_excess_pct),
+            ("exposed_comm.min_exposed_pct", self.exposed_comm.min_exposed_pct),
+        ];
+        for (name, v) in pcts {
+            if !(0.0..=100.0).contains(&v) {
+                return Err(format!("{name} must be a percentage in [0, 100], got {v}"));
+            }
+        }
+        let non_negative = [
+            ("host_sync.min_stall_us", self.host_sync.min_stall_us),
+            ("gpu_idle.min_gap_us", self.gpu_idle.min_gap_us),
+            ("launch_bound.max_kernel_us", self.launch_bound.max_kernel_us),
+            ("small_copies.max_unsized_us", self.small_copies.max_unsized_us),
+        ];
+        for (name, v) in non_negative {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(format!("{name} must be a finite duration >= 0, got {v}"));
+            }
+        }
+        if self.small_copies.max_bytes < 0 {
+            return Err("small_copies.max_bytes must be >= 0".into());
+        }
+        if self.low_util.chunks == 0 {
+            return Err("low_util.chunks must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
 /// The result of [`advise`].
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AdviseReport {
