@@ -81,10 +81,10 @@ pub fn run(args: AdviseArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()> {
     config
         .validate()
         .map_err(|e| anyhow!("--floor: {e}"))?;
-    // The rules read spans and their attributes only.
+    // The rules read spans and their attributes (copy sizes, nsys memory kinds) only.
     let import = strato_io::ImportOptions {
         projection: strato_io::Projection::SPANS,
-        ..ctx.import_options(false)?
+        ..ctx.import_options(true)?
     };
     let trace = load(&args.inputs, &import)?;
     let report = advise::advise(&Analyzed::new(&trace), &config, None);
