@@ -100,12 +100,14 @@ formulas.\n\nExample:\n  strato roofline trace.json.gz metrics.csv"
     /// Advice: expert rules over a trace (host syncs, pageable/synchronous copies, GPU idle gaps
     /// and their CPU-side cause, launch-bound stretches, low utilisation, per-step bottlenecks,
     /// small copies, copies not overlapped), each finding with its time at stake and evidence.
-    #[command(after_help = "Thresholds: --rules FILE (TOML; --print-rules writes the defaults); see docs/advise.md.
+    #[command(
+        after_help = "Thresholds: --rules FILE (TOML; --print-rules writes the defaults); see docs/advise.md.
 
 Examples:
   strato advise trace.json.gz
   strato advise trace.json.gz --all --json
-  strato advise prof --disable low-util --rules rules.toml")]
+  strato advise prof --disable low-util --rules rules.toml"
+    )]
     Advise(crate::commands::advise::AdviseArgs),
     /// Summarise a trace: formats, time span, events by level and category, processes, devices.
     #[command(after_help = "Example:\n  strato info trace.json.gz --json")]

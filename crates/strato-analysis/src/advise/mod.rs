@@ -210,9 +210,15 @@ impl AdviseConfig {
         let pcts = [
             ("floor_pct", self.floor_pct),
             ("low_util.threshold_pct", self.low_util.threshold_pct),
-            ("step_breakdown.bottleneck_pct", self.step_breakdown.bottleneck_pct),
+            (
+                "step_breakdown.bottleneck_pct",
+                self.step_breakdown.bottleneck_pct,
+            ),
             ("stragglers.min_excess_pct", self.stragglers.min_excess_pct),
-            ("exposed_comm.min_exposed_pct", self.exposed_comm.min_exposed_pct),
+            (
+                "exposed_comm.min_exposed_pct",
+                self.exposed_comm.min_exposed_pct,
+            ),
         ];
         for (name, v) in pcts {
             if !(0.0..=100.0).contains(&v) {
@@ -222,8 +228,14 @@ impl AdviseConfig {
         let non_negative = [
             ("host_sync.min_stall_us", self.host_sync.min_stall_us),
             ("gpu_idle.min_gap_us", self.gpu_idle.min_gap_us),
-            ("launch_bound.max_kernel_us", self.launch_bound.max_kernel_us),
-            ("small_copies.max_unsized_us", self.small_copies.max_unsized_us),
+            (
+                "launch_bound.max_kernel_us",
+                self.launch_bound.max_kernel_us,
+            ),
+            (
+                "small_copies.max_unsized_us",
+                self.small_copies.max_unsized_us,
+            ),
         ];
         for (name, v) in non_negative {
             if !(v.is_finite() && v >= 0.0) {

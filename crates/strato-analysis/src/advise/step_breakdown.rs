@@ -98,6 +98,9 @@ pub fn run(
     if steps.is_empty() {
         return Err("no steps (ProfilerStep#N spans) in the trace".into());
     }
+    if facts.device_work.is_empty() {
+        return Err("no device work in the trace (nothing to break down per step)".into());
+    }
     let mut out = Vec::new();
     let mut index_cache = super::gpu_idle::ThreadIndex::new(trace);
     for &step in &steps {
@@ -107,6 +110,14 @@ pub fn run(
             continue;
         }
         let rank = trace.track(s.track).rank.0;
+        if facts
+            .device_work
+            .range((rank, i64::MIN)..=(rank, i64::MAX))
+            .next()
+            .is_none()
+        {
+            continue;
+        }
         let mut sets: [Vec<(Ns, Ns)>; 4] = Default::default();
         for (_, ops) in facts.device_work.range((rank, i64::MIN)..=(rank, i64::MAX)) {
             let upto = ops.partition_point(|&o| trace.spans[o as usize].start < b);

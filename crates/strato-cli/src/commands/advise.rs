@@ -78,9 +78,7 @@ pub fn run(args: AdviseArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()> {
         config.floor_pct = floor;
     }
     config.all |= args.all;
-    config
-        .validate()
-        .map_err(|e| anyhow!("--floor: {e}"))?;
+    config.validate().map_err(|e| anyhow!("--floor: {e}"))?;
     // The rules read spans and their attributes (copy sizes, nsys memory kinds) only.
     let import = strato_io::ImportOptions {
         projection: strato_io::Projection::SPANS,
@@ -163,7 +161,11 @@ fn text(out: &mut impl Write, r: &AdviseReport) -> Result<()> {
         writeln!(out)?;
         writeln!(out, "Steps (time in ms per category; bottleneck):")?;
         let header: Vec<&str> = advise::step_breakdown::CATEGORIES.to_vec();
-        writeln!(out, "  rank  step                  {}  bottleneck", header.join(" | "))?;
+        writeln!(
+            out,
+            "  rank  step                  {}  bottleneck",
+            header.join(" | ")
+        )?;
         for s in &r.steps {
             let parts: Vec<String> = s
                 .parts
