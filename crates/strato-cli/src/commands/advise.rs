@@ -44,10 +44,15 @@ pub fn read_rules(path: &Path) -> Result<AdviseConfig> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("{}: cannot read the rules file", path.display()))?;
     let config: AdviseConfig = toml::from_str(&text).map_err(|e| {
+        // One line: the parser's message and where (its Display spans several lines).
+        let line = e
+            .span()
+            .map(|r| text[..r.start.min(text.len())].lines().count().max(1));
         anyhow!(
-            "{}: not a valid rules file (TOML): {}",
+            "{}: not a valid rules file (TOML){}: {}",
             path.display(),
-            e.to_string().trim()
+            line.map(|l| format!(" at line {l}")).unwrap_or_default(),
+            e.message().trim().replace('\n', " ")
         )
     })?;
     config

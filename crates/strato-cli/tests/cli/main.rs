@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used)] // test helpers panic on broken fixtures by design
 
+mod advise;
 mod common;
 mod crossstack;
 mod foundation;
