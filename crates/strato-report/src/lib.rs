@@ -93,6 +93,8 @@ pub struct ReportInput {
     pub layers: Part<LayersReport>,
     pub iterations: Part<IterationsReport>,
     pub memory: Part<MemoryReport>,
+    /// The advice rules' findings (`strato advise` with the default rules), shown first.
+    pub advice: Part<strato_analysis::advise::AdviseReport>,
     /// A comparison with another profile, when one was asked for.
     pub diff: Option<DiffReport>,
 }
@@ -109,7 +111,7 @@ impl Progress for () {
 }
 
 /// Steps [`ReportInput::from_analyzed`] announces: one per analysis.
-pub const ANALYSIS_STEPS: usize = 7;
+pub const ANALYSIS_STEPS: usize = 8;
 /// Steps [`ReportInput::add_baseline`] announces.
 pub const BASELINE_STEPS: usize = 2;
 
@@ -126,7 +128,7 @@ impl ReportInput {
     /// Runs every analysis the report shows on one profile, in page order, each guarded (a
     /// panic becomes that section's [`PartError`]): overview, breakdown, utilization and busy
     /// series, kernel statistics folded after [`KERNEL_TOP`], layers and roofline, iterations,
-    /// memory downsampled to [`svg::line::MAX_POINTS`]. Announces [`ANALYSIS_STEPS`] steps.
+    /// memory downsampled to [`svg::line::MAX_POINTS`], the advice rules' findings. Announces [`ANALYSIS_STEPS`] steps.
     pub fn from_analyzed(
         analyzed: &Analyzed,
         options: &ReportOptions,
@@ -167,6 +169,10 @@ impl ReportInput {
                 },
             )
         });
+        progress.step("advice");
+        let advice = guarded("advice", || {
+            strato_analysis::advise::advise(analyzed, &Default::default(), None)
+        });
         ReportInput {
             title: options.title.clone(),
             generator: options.generator.clone(),
@@ -178,6 +184,7 @@ impl ReportInput {
             layers,
             iterations,
             memory,
+            advice,
             diff: None,
         }
     }
