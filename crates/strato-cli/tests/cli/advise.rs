@@ -149,3 +149,33 @@ fn bad_rules_exit_two_naming_the_file() {
     ]);
     assert!(err.contains("missing.toml"), "{err}");
 }
+
+#[test]
+fn report_opens_with_the_findings_linked_to_their_evidence() {
+    let path = data(RESNET);
+    if !path.exists() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.html");
+    ok(&["report", s(&path), "-o", s(&out)]);
+    let html = std::fs::read_to_string(&out).unwrap();
+    let findings = html.find("<h2 id=\"findings\">").expect("findings section");
+    assert!(findings < html.find("<h2 id=\"overview\">").unwrap());
+    let section = &html[findings..html.find("<h2 id=\"overview\">").unwrap()];
+    for (rule, link) in [
+        ("gpu-idle", "#utilization"),
+        ("sync-copy", "#memory"),
+        ("launch-bound", "#kernels"),
+        ("step-breakdown", "#iterations"),
+    ] {
+        let at = section
+            .find(&format!("] {rule}: "))
+            .unwrap_or_else(|| panic!("{rule}"));
+        let end = section[at..].find("</div>").unwrap() + at;
+        assert!(
+            section[at..end].contains(&format!("href=\"{link}\"")),
+            "{rule} -> {link}"
+        );
+    }
+}
