@@ -465,7 +465,8 @@ fn synthetic_small_copies_and_launch_bound() {
         "{}",
         small[0].message
     );
-    assert_eq!(small[0].time_ns, 100 * 1000);
+    // One burst: first copy start (600) to last copy end (99 * 2000 + 1600).
+    assert_eq!(small[0].intervals, vec![(600, 199_600)]);
     let lb = of(&r, "launch-bound");
     assert_eq!(lb.len(), 1);
     // 30 kernels of 1 us every 5 us: 29 gaps of 4 us.

@@ -6,9 +6,11 @@
 //! [`Config::max_bytes`]; copies without a size count as small when they ran at most
 //! [`Config::max_unsized_us`]. Per device (rank, device index) and direction (host-to-device,
 //! device-to-host; [`crate::memory::copy_direction`] or the OpenCL layer's `direction`
-//! attribute), a finding needs at least [`Config::min_copies`] small copies. Time at stake: the
-//! union of those copies' device time. Evidence: the densest bursts (runs of small copies with
-//! no other device op between them), largest first.
+//! attribute), a finding needs at least [`Config::min_copies`] small copies. A *burst* is a run
+//! of small copies with no other device op of the device between them. Time at stake: the
+//! union of the bursts, each from its first copy's start to its last copy's end (the copies
+//! and the device's idle time between them, which one large copy would not have). Evidence: the
+//! longest bursts first.
 
 use serde::{Deserialize, Serialize};
 use strato_trace::{Level, Ns, Span, Trace};
@@ -109,15 +111,21 @@ pub fn run(analyzed: &Analyzed, facts: &Facts, config: &Config) -> Vec<Draft> {
             if small < config.min_copies.max(1) {
                 continue;
             }
+            // At stake: each burst from its first copy's start to its last copy's end — the
+            // copies and the device's idle time between them (no other op runs there).
             let intervals: Vec<(Ns, Ns)> = bursts
                 .iter()
-                .flatten()
-                .map(|&i| {
-                    let s = &trace.spans[i as usize];
-                    (s.start, s.end)
+                .map(|b| {
+                    (
+                        trace.spans[b[0] as usize].start,
+                        trace.spans[b[b.len() - 1] as usize].end,
+                    )
                 })
                 .collect();
-            let copy_ns = length(&merge(intervals.iter().copied()));
+            let copy_ns = length(&merge(bursts.iter().flatten().map(|&i| {
+                let s = &trace.spans[i as usize];
+                (s.start, s.end)
+            })));
             bursts.sort_by_key(|b| std::cmp::Reverse(b.len()));
             let evidence = bursts
                 .iter()
@@ -136,12 +144,14 @@ pub fn run(analyzed: &Analyzed, facts: &Facts, config: &Config) -> Vec<Draft> {
             drafts.push(Draft {
                 message: format!(
                     "Device {device} of rank {} ran {small} small {} copies (at most {} bytes \
-                     each, {} bytes known in all) taking {} of device time.",
+                     each, {} bytes known in all) in {} bursts: {} of copying spread over {}.",
                     rank_number(trace, rank),
                     dir.label(),
                     config.max_bytes,
                     bytes_known,
-                    human(copy_ns)
+                    bursts.len(),
+                    human(copy_ns),
+                    human(length(&merge(intervals.iter().copied())))
                 ),
                 intervals,
                 evidence,
