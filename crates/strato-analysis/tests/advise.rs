@@ -339,12 +339,19 @@ fn disabled_rules_do_not_run() {
 
 // ---- synthetic traces: the answer is known by construction ----
 
+/// `(launch name, launch [a,b), op level, op name, op [a,b), op args)`.
+type Op<'a> = (
+    &'a str,
+    (i64, i64),
+    Level,
+    &'a str,
+    (i64, i64),
+    Option<&'a str>,
+);
+
 /// One thread launching on one queue: `(launch name, launch [a,b), op level, op name, op
 /// [a,b), args)`.
-fn build(
-    ops: &[(&str, (i64, i64), Level, &str, (i64, i64), Option<&str>)],
-    extra: impl FnOnce(&mut TraceBuilder, strato_trace::TrackId),
-) -> Trace {
+fn build(ops: &[Op], extra: impl FnOnce(&mut TraceBuilder, strato_trace::TrackId)) -> Trace {
     let mut b = TraceBuilder::new();
     let thread = b.thread(1, 1);
     let queue = b.queue(0, 7);
