@@ -4,6 +4,7 @@
 //! Nothing here reads or writes files; every analysis states its window and conserves time
 //! (its parts add up to the whole), which the tests check.
 
+pub mod advise;
 pub mod analyzed;
 pub mod breakdown;
 pub mod busy;

@@ -97,6 +97,18 @@ formulas.\n\nExample:\n  strato roofline trace.json.gz metrics.csv"
         after_help = "Example:\n  strato import ../shared/data/kineto/hta_trace_filter -o prof"
     )]
     Import(crate::commands::import::ImportArgs),
+    /// Advice: expert rules over a trace (host syncs, pageable/synchronous copies, GPU idle gaps
+    /// and their CPU-side cause, launch-bound stretches, low utilisation, per-step bottlenecks,
+    /// small copies, copies not overlapped), each finding with its time at stake and evidence.
+    #[command(
+        after_help = "Thresholds: --rules FILE (TOML; --print-rules writes the defaults); see docs/advise.md.
+
+Examples:
+  strato advise trace.json.gz
+  strato advise trace.json.gz --all --json
+  strato advise prof --disable low-util --rules rules.toml"
+    )]
+    Advise(crate::commands::advise::AdviseArgs),
     /// Summarise a trace: formats, time span, events by level and category, processes, devices.
     #[command(after_help = "Example:\n  strato info trace.json.gz --json")]
     Info(crate::commands::info::InfoArgs),
@@ -265,6 +277,7 @@ fn run(cli: Cli) -> Result<u8> {
         Command::Roofline(args) => crate::commands::roofline::run(args, &ctx, &mut out)?,
         Command::Util(args) => crate::commands::util::run(args, &ctx, &mut out)?,
         Command::Import(args) => crate::commands::import::run(args, &ctx, &mut out)?,
+        Command::Advise(args) => crate::commands::advise::run(args, &ctx, &mut out)?,
         Command::Info(args) => crate::commands::info::run(args, &ctx, &mut out)?,
         Command::GpuTime(args) => crate::commands::gpu_time::run(args, &ctx, &mut out)?,
         Command::CriticalPath(args) => crate::commands::critical_path::run(args, &ctx, &mut out)?,

@@ -96,6 +96,8 @@ pub struct ReportInput {
     pub memory: Part<MemoryReport>,
     /// Collectives matched across ranks, stragglers and their cause (the Distributed section).
     pub collectives: Part<CollectivesReport>,
+    /// The advice rules' findings (`strato advise` with the default rules), shown first.
+    pub advice: Part<strato_analysis::advise::AdviseReport>,
     /// A comparison with another profile, when one was asked for.
     pub diff: Option<DiffReport>,
 }
@@ -112,7 +114,7 @@ impl Progress for () {
 }
 
 /// Steps [`ReportInput::from_analyzed`] announces: one per analysis.
-pub const ANALYSIS_STEPS: usize = 8;
+pub const ANALYSIS_STEPS: usize = 9;
 /// Steps [`ReportInput::add_baseline`] announces.
 pub const BASELINE_STEPS: usize = 2;
 
@@ -129,7 +131,8 @@ impl ReportInput {
     /// Runs every analysis the report shows on one profile, in page order, each guarded (a
     /// panic becomes that section's [`PartError`]): overview, breakdown, utilization and busy
     /// series, kernel statistics folded after [`KERNEL_TOP`], layers and roofline, iterations,
-    /// memory downsampled to [`svg::line::MAX_POINTS`], collectives. Announces [`ANALYSIS_STEPS`] steps.
+    /// memory downsampled to [`svg::line::MAX_POINTS`], collectives, the advice rules' findings.
+    /// Announces [`ANALYSIS_STEPS`] steps.
     pub fn from_analyzed(
         analyzed: &Analyzed,
         options: &ReportOptions,
@@ -174,6 +177,10 @@ impl ReportInput {
         let collectives = guarded("collectives", || {
             collectives(trace, &CollectivesOptions::default())
         });
+        progress.step("advice");
+        let advice = guarded("advice", || {
+            strato_analysis::advise::advise(analyzed, &Default::default(), None)
+        });
         ReportInput {
             title: options.title.clone(),
             generator: options.generator.clone(),
@@ -186,6 +193,7 @@ impl ReportInput {
             iterations,
             memory,
             collectives,
+            advice,
             diff: None,
         }
     }

@@ -1,6 +1,7 @@
 //! One module per `strato` subcommand (or family of subcommands): its arguments, handling and
 //! rendering. Commands are dispatched from [`crate::app`].
 
+pub(crate) mod advise;
 pub(crate) mod breakdown;
 pub(crate) mod collectives;
 pub(crate) mod completions;

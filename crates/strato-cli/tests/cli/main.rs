@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used)] // test helpers panic on broken fixtures by design
 
 mod collectives;
+mod advise;
 mod common;
 mod crossstack;
 mod foundation;

@@ -1,4 +1,4 @@
-//! The report's sections, in page order: overview, time breakdown (RL-Scope figure 4 top),
+//! The report's sections, in page order: findings (`strato advise`), overview, time breakdown (RL-Scope figure 4 top),
 //! transitions (figure 4 bottom), processes side by side (figure 8), utilization reality check
 //! (F.11), kernel ranking, roofline (XSP), iterations (DeepProf), memory, distributed
 //! (collectives across ranks), and the diff with another profile. Each section draws its plot, puts the table behind it under the plot, and
@@ -12,6 +12,7 @@
 mod breakdown;
 mod diff;
 mod distributed;
+mod findings;
 mod iterations;
 mod kernels;
 mod memory;
@@ -110,6 +111,8 @@ pub fn document(input: &ReportInput) -> String {
     let mut toc = Toc {
         entries: Vec::new(),
     };
+    let has = findings::findings(&mut body, input);
+    toc.entries.push(("findings", "Findings", has));
     overview::overview(&mut body, input);
     toc.entries.push(("overview", "Overview", true));
     for (id, title, write) in SECTIONS {

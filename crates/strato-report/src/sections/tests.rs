@@ -314,3 +314,24 @@ fn distributed_says_why_without_collectives() {
     assert!(!has);
     assert!(html.contains("No collective"), "{html}");
 }
+
+#[test]
+fn findings_open_the_page_and_link_to_their_evidence() {
+    let t = trace(3);
+    let report = input(&t);
+    let html = super::document(&report);
+    let findings = html.find("id=\"findings\"").expect("findings section");
+    let overview = html.find("id=\"overview\"").expect("overview section");
+    assert!(findings < overview, "the page opens with the findings");
+    let advice = report.advice.as_ref().expect("advice ran");
+    for f in &advice.findings {
+        assert!(html.contains(&format!("{}: ", f.rule)), "{}", f.rule);
+        for e in &f.evidence {
+            let (id, _) = super::findings::evidence_section(&e.kind);
+            assert!(html.contains(&format!("<a href=\"#{id}\">")), "{id}");
+        }
+    }
+    if advice.findings.is_empty() {
+        assert!(html.contains("No findings at or above"));
+    }
+}

@@ -1,0 +1,249 @@
+//! Rules `stragglers` and `exposed-communication`: the multi-rank slot.
+//!
+//! These rules consume what a cross-rank analysis found, through [`MultiRankEvidence`]; they
+//! do not compare ranks themselves. The cross-rank analyses (step alignment across ranks,
+//! collective matching) are built separately; until one implements the trait and the command
+//! passes it to [`super::advise`], both rules report `evaluated: false` with a note saying so.
+//! The thresholds and the drafting below are real and tested with a hand-made implementation.
+
+use serde::{Deserialize, Serialize};
+use strato_trace::Ns;
+
+use super::{human, Draft, Evidence};
+
+/// Rule id of the straggler rule.
+pub const STRAGGLER_ID: &str = "stragglers";
+/// Rule id of the exposed-communication rule.
+pub const EXPOSED_ID: &str = "exposed-communication";
+
+/// One rank that was slower than the others in one step (or window).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StragglerObservation {
+    pub rank: i64,
+    /// The step (or window) index the analysis aligned across ranks.
+    pub step: usize,
+    pub start_ns: Ns,
+    pub end_ns: Ns,
+    /// This rank's time for the step minus the median over ranks.
+    pub excess_ns: Ns,
+    /// The median step time over ranks.
+    pub median_ns: Ns,
+}
+
+/// Communication on one rank that no computation overlapped.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExposedCommunication {
+    pub rank: i64,
+    /// The collective (kernel) name.
+    pub name: String,
+    /// Exposed (not overlapped) intervals.
+    pub intervals: Vec<(Ns, Ns)>,
+    /// The collective's whole time (exposed + overlapped).
+    pub total_ns: Ns,
+}
+
+/// What the cross-rank analyses provide to the advice rules.
+pub trait MultiRankEvidence {
+    /// Every straggling (rank, step) the analysis found, any excess.
+    fn stragglers(&self) -> Vec<StragglerObservation>;
+    /// Exposed communication per (rank, collective).
+    fn exposed_communication(&self) -> Vec<ExposedCommunication>;
+}
+
+/// Thresholds of [`stragglers`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StragglerConfig {
+    pub enabled: bool,
+    /// A rank is a straggler in a step when it took this much longer than the median (percent).
+    pub min_excess_pct: f64,
+}
+
+impl Default for StragglerConfig {
+    fn default() -> Self {
+        StragglerConfig {
+            enabled: true,
+            min_excess_pct: 10.0,
+        }
+    }
+}
+
+/// Thresholds of [`exposed_communication`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ExposedConfig {
+    pub enabled: bool,
+    /// A collective is reported when at least this share of its time is exposed (percent).
+    pub min_exposed_pct: f64,
+}
+
+impl Default for ExposedConfig {
+    fn default() -> Self {
+        ExposedConfig {
+            enabled: true,
+            min_exposed_pct: 20.0,
+        }
+    }
+}
+
+const MISSING: &str = "needs the cross-rank analysis (not available to this command yet)";
+
+/// The straggler rule: one draft per straggling rank.
+pub fn stragglers(
+    evidence: Option<&dyn MultiRankEvidence>,
+    config: &StragglerConfig,
+) -> Result<Vec<Draft>, String> {
+    let evidence = evidence.ok_or_else(|| MISSING.to_owned())?;
+    let mut by_rank: std::collections::BTreeMap<i64, Vec<StragglerObservation>> =
+        Default::default();
+    for o in evidence.stragglers() {
+        if o.median_ns > 0 && super::pct(o.excess_ns, o.median_ns) >= config.min_excess_pct {
+            by_rank.entry(o.rank).or_default().push(o);
+        }
+    }
+    Ok(by_rank
+        .into_iter()
+        .map(|(rank, mut list)| {
+            list.sort_by_key(|o| std::cmp::Reverse(o.excess_ns));
+            let excess: Ns = list.iter().map(|o| o.excess_ns).sum();
+            Draft {
+                // At stake: the tail of each slow step beyond the median.
+                intervals: list
+                    .iter()
+                    .map(|o| ((o.end_ns - o.excess_ns).max(o.start_ns), o.end_ns))
+                    .collect(),
+                evidence: list
+                    .iter()
+                    .map(|o| Evidence {
+                        kind: "step".into(),
+                        rank,
+                        start_ns: o.start_ns,
+                        end_ns: o.end_ns,
+                        name: format!(
+                            "step {}: {} over the median {}",
+                            o.step,
+                            human(o.excess_ns),
+                            human(o.median_ns)
+                        ),
+                    })
+                    .collect(),
+                message: format!(
+                    "Rank {rank} was a straggler in {} steps ({} beyond the median in all); \
+                     the other ranks wait for it at the next collective.",
+                    list.len(),
+                    human(excess)
+                ),
+                advice: "Find what differs on this rank (its own gpu-idle and host-sync \
+                         findings, data loading, a slower device or host): balance the work \
+                         or the input across ranks."
+                    .into(),
+            }
+        })
+        .collect())
+}
+
+/// The exposed-communication rule: one draft per (rank, collective) above the threshold.
+pub fn exposed_communication(
+    evidence: Option<&dyn MultiRankEvidence>,
+    config: &ExposedConfig,
+) -> Result<Vec<Draft>, String> {
+    let evidence = evidence.ok_or_else(|| MISSING.to_owned())?;
+    Ok(evidence
+        .exposed_communication()
+        .into_iter()
+        .filter_map(|c| {
+            let exposed =
+                crate::gpu_time::length(&crate::gpu_time::merge(c.intervals.iter().copied()));
+            if c.total_ns <= 0 || super::pct(exposed, c.total_ns) < config.min_exposed_pct {
+                return None;
+            }
+            Some(Draft {
+                evidence: c
+                    .intervals
+                    .iter()
+                    .map(|&(a, b)| Evidence {
+                        kind: "communication".into(),
+                        rank: c.rank,
+                        start_ns: a,
+                        end_ns: b,
+                        name: format!("{} not overlapped", c.name),
+                    })
+                    .collect(),
+                message: format!(
+                    "On rank {}, {} of {} in `{}` ({:.0}%) overlapped no computation.",
+                    c.rank,
+                    human(exposed),
+                    human(c.total_ns),
+                    c.name,
+                    super::pct(exposed, c.total_ns)
+                ),
+                intervals: c.intervals,
+                advice: "Overlap communication with computation: bucket gradients so \
+                         all-reduce starts during backward (DDP bucket_cap_mb), prefetch \
+                         parameters (FSDP forward/backward_prefetch), or reduce the volume."
+                    .into(),
+            })
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Fixed;
+    impl MultiRankEvidence for Fixed {
+        fn stragglers(&self) -> Vec<StragglerObservation> {
+            vec![
+                StragglerObservation {
+                    rank: 3,
+                    step: 0,
+                    start_ns: 0,
+                    end_ns: 120,
+                    excess_ns: 20,
+                    median_ns: 100,
+                },
+                StragglerObservation {
+                    rank: 1,
+                    step: 0,
+                    start_ns: 0,
+                    end_ns: 105,
+                    excess_ns: 5,
+                    median_ns: 100,
+                },
+            ]
+        }
+        fn exposed_communication(&self) -> Vec<ExposedCommunication> {
+            vec![
+                ExposedCommunication {
+                    rank: 0,
+                    name: "ncclAllReduce".into(),
+                    intervals: vec![(10, 40)],
+                    total_ns: 50,
+                },
+                ExposedCommunication {
+                    rank: 1,
+                    name: "ncclAllReduce".into(),
+                    intervals: vec![(10, 15)],
+                    total_ns: 50,
+                },
+            ]
+        }
+    }
+
+    #[test]
+    fn without_the_analysis_the_rules_say_so() {
+        assert!(stragglers(None, &Default::default()).is_err());
+        assert!(exposed_communication(None, &Default::default()).is_err());
+    }
+
+    #[test]
+    fn thresholds_select_the_observations() {
+        let s = stragglers(Some(&Fixed), &Default::default()).unwrap();
+        assert_eq!(s.len(), 1, "5% excess is below the 10% default");
+        assert_eq!(s[0].intervals, vec![(100, 120)]);
+        let e = exposed_communication(Some(&Fixed), &Default::default()).unwrap();
+        assert_eq!(e.len(), 1, "10% exposed is below the 20% default");
+        assert_eq!(e[0].intervals, vec![(10, 40)]);
+    }
+}

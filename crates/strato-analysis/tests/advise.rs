@@ -1,0 +1,523 @@
+//! `advise` rules: a positive and a negative real-data case per rule (the files of
+//! `../shared/data`; docs/advise.md's table lists the same expectations), engine invariants on
+//! every file (total at stake = union of the findings, within the window; step breakdowns
+//! conserve time), and synthetic traces whose answer is known by construction.
+
+use std::path::PathBuf;
+
+use strato_analysis::advise::{self, AdviseConfig, AdviseReport, Finding};
+use strato_analysis::analyzed::Analyzed;
+use strato_analysis::gpu_time::{length, merge};
+use strato_io::{import_paths, ImportOptions};
+use strato_trace::testing::TraceBuilder;
+use strato_trace::{Level, Trace};
+
+fn load(rel: &str) -> Option<Trace> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data")
+        .join(rel);
+    if !path.exists() {
+        eprintln!("skipping {rel}: not present");
+        return None;
+    }
+    let options = ImportOptions {
+        keep_args: true,
+        ..ImportOptions::default()
+    };
+    Some(import_paths(&[path], &options).expect("import"))
+}
+
+/// Every finding, none hidden by the floor.
+fn all(trace: &Trace) -> AdviseReport {
+    let config = AdviseConfig {
+        all: true,
+        ..AdviseConfig::default()
+    };
+    advise::advise(&Analyzed::new(trace), &config, None)
+}
+
+fn of<'r>(r: &'r AdviseReport, rule: &str) -> Vec<&'r Finding> {
+    r.findings.iter().filter(|f| f.rule == rule).collect()
+}
+
+fn evaluated(r: &AdviseReport, rule: &str) -> bool {
+    r.rules.iter().any(|s| s.rule == rule && s.evaluated)
+}
+
+const EVENT_SYNC: &str = "kineto/hta_cuda_event_sync_trace.json.gz";
+const RESNET: &str = "kineto/kineto2021_resnet50_worker0.pt.trace.json.gz";
+const CLOVERLEAF: &str = "nsys/pipit_cloverleaf_cuda.sqlite";
+const TRITON: &str = "kineto/hta_triton_example.json.gz";
+const NCCL: &str = "kineto/hta_nccl_data.json.gz";
+const CPU_ONLY: &str = "kineto/hta_cpu_only_rank-34.pt.trace.json.gz";
+const ALEXNET: &str = "kineto/hta_alexnet_trace.json.gz";
+
+const ALL: &[&str] = &[
+    EVENT_SYNC,
+    RESNET,
+    CLOVERLEAF,
+    TRITON,
+    NCCL,
+    CPU_ONLY,
+    ALEXNET,
+    "kineto/hta_trace_filter",
+    TF_WORKERS,
+];
+
+#[test]
+fn engine_invariants_on_every_file() {
+    for rel in ALL {
+        let Some(trace) = load(rel) else { continue };
+        let r = all(&trace);
+        assert_eq!(r.window_ns, r.window_end_ns - r.window_start_ns, "{rel}");
+        let union = length(&merge(
+            r.findings.iter().flat_map(|f| f.intervals.iter().copied()),
+        ));
+        let sum: i64 = r.findings.iter().map(|f| f.time_ns).sum();
+        let max = r.findings.iter().map(|f| f.time_ns).max().unwrap_or(0);
+        assert_eq!(r.total_at_stake_ns, union, "{rel}: total is the union");
+        assert!(r.total_at_stake_ns <= r.window_ns, "{rel}");
+        assert!(
+            max <= r.total_at_stake_ns && r.total_at_stake_ns <= sum,
+            "{rel}"
+        );
+        for f in &r.findings {
+            assert_eq!(f.time_ns, length(&f.intervals), "{rel} {}", f.rule);
+            assert!(f
+                .intervals
+                .iter()
+                .all(|&(a, b)| a >= r.window_start_ns && b <= r.window_end_ns && a < b));
+            assert!(!f.evidence.is_empty(), "{rel} {}: evidence", f.rule);
+            assert_eq!(f.docs, format!("docs/advise.md#{}", f.rule));
+        }
+        for s in &r.steps {
+            let parts: i64 = s.parts.iter().map(|p| p.1).sum();
+            assert_eq!(
+                parts,
+                s.end_ns - s.start_ns,
+                "{rel} {}: step conserves",
+                s.name
+            );
+        }
+        // The floor only hides: the default report is the `all` one minus the small ones.
+        let floored = advise::advise(&Analyzed::new(&trace), &AdviseConfig::default(), None);
+        assert_eq!(
+            floored.findings.len() + floored.hidden_below_floor,
+            r.findings.len(),
+            "{rel}"
+        );
+        assert!(floored.findings.iter().all(|f| f.share_pct >= 1.0));
+        // Multi-rank rules: a documented slot, never evaluated without the analysis.
+        assert!(!evaluated(&r, "stragglers") && !evaluated(&r, "exposed-communication"));
+    }
+}
+
+#[test]
+fn host_sync_finds_every_sync_kind_of_the_event_sync_trace() {
+    let Some(trace) = load(EVENT_SYNC) else {
+        return;
+    };
+    let r = all(&trace);
+    let f = of(&r, "host-sync");
+    assert_eq!(f.len(), 1);
+    for kind in [
+        "event sync",
+        "stream sync",
+        "device sync",
+        "aten::_local_scalar_dense",
+        "pageable host",
+    ] {
+        assert!(f[0].message.contains(kind), "{kind}: {}", f[0].message);
+    }
+    // The longest sync (the .item()) waited for the pageable DtoH copy queued before it.
+    assert_eq!(f[0].evidence[0].kind, "sync");
+    assert_eq!(f[0].evidence[1].kind, "waited_for");
+    assert!(f[0].evidence[1].name.contains("Memcpy DtoH"));
+    // cudaEventSynchronize waited for the spin kernel.
+    let i = f[0]
+        .evidence
+        .iter()
+        .position(|e| e.name.contains("cudaEventSynchronize"))
+        .expect("event sync evidence");
+    assert!(f[0].evidence[i + 1].name.contains("spin_kernel"));
+}
+
+#[test]
+fn host_sync_positive_on_cloverleaf_negative_without_a_device() {
+    if let Some(trace) = load(CLOVERLEAF) {
+        let r = all(&trace);
+        let f = of(&r, "host-sync");
+        assert!(
+            f[0].message.contains("1312 x device sync"),
+            "{}",
+            f[0].message
+        );
+        assert!(f[0].share_pct > 10.0);
+    }
+    if let Some(trace) = load(CPU_ONLY) {
+        assert!(of(&all(&trace), "host-sync").is_empty());
+    }
+}
+
+#[test]
+fn sync_copy_finds_the_twelve_pageable_copies_of_resnet50() {
+    let Some(trace) = load(RESNET) else { return };
+    let r = all(&trace);
+    let f = of(&r, "sync-copy");
+    assert_eq!(f.len(), 1);
+    assert!(
+        f[0].message.starts_with("12 device copies") && f[0].message.contains("12 x pageable copy"),
+        "{}",
+        f[0].message
+    );
+    assert_eq!(f[0].evidence.len(), 12);
+}
+
+#[test]
+fn sync_copy_finds_pageable_synchronous_copies_of_cloverleaf() {
+    let Some(trace) = load(CLOVERLEAF) else {
+        return;
+    };
+    let r = all(&trace);
+    let f = of(&r, "sync-copy");
+    assert_eq!(f.len(), 1);
+    assert!(
+        f[0].message
+            .contains("254 x pageable, synchronous copy `Memcpy HtoD` by cudaMemcpy"),
+        "{}",
+        f[0].message
+    );
+    assert!(f[0]
+        .message
+        .contains("25 x pageable, synchronous copy `Memcpy DtoH`"));
+}
+
+#[test]
+fn sync_copy_negative_on_traces_without_pageable_or_blocking_copies() {
+    for rel in [TRITON, NCCL, CPU_ONLY] {
+        let Some(trace) = load(rel) else { continue };
+        assert!(of(&all(&trace), "sync-copy").is_empty(), "{rel}");
+    }
+}
+
+#[test]
+fn gpu_idle_names_data_loading_on_resnet50() {
+    let Some(trace) = load(RESNET) else { return };
+    let r = all(&trace);
+    let f = of(&r, "gpu-idle");
+    assert_eq!(f.len(), 1);
+    assert!(
+        f[0].message
+            .contains("launching thread was in: data loading"),
+        "{}",
+        f[0].message
+    );
+    assert!(f[0].advice.contains("DataLoader"));
+    assert!(f[0].share_pct > 10.0);
+    // The longest gap ends with the next batch's pageable copy.
+    assert!(f[0].evidence[0]
+        .name
+        .contains("Memcpy HtoD (Pageable -> Device)"));
+}
+
+#[test]
+fn gpu_idle_negative_when_no_gap_reaches_the_threshold() {
+    for rel in [EVENT_SYNC, TRITON] {
+        let Some(trace) = load(rel) else { continue };
+        assert!(of(&all(&trace), "gpu-idle").is_empty(), "{rel}");
+    }
+}
+
+#[test]
+fn launch_bound_positive_on_resnet50_negative_on_cloverleaf_and_alexnet() {
+    if let Some(trace) = load(RESNET) {
+        let r = all(&trace);
+        let f = of(&r, "launch-bound");
+        assert_eq!(f.len(), 1);
+        assert!(f[0].evidence.iter().all(|e| e.kind == "stretch"));
+    }
+    for rel in [CLOVERLEAF, ALEXNET, NCCL] {
+        let Some(trace) = load(rel) else { continue };
+        assert!(of(&all(&trace), "launch-bound").is_empty(), "{rel}");
+    }
+}
+
+#[test]
+fn low_util_positive_on_resnet50_negative_on_cloverleaf() {
+    if let Some(trace) = load(RESNET) {
+        assert_eq!(of(&all(&trace), "low-util").len(), 1);
+    }
+    for rel in [CLOVERLEAF, TRITON] {
+        let Some(trace) = load(rel) else { continue };
+        assert!(of(&all(&trace), "low-util").is_empty(), "{rel}");
+    }
+}
+
+#[test]
+fn step_breakdown_finds_input_bound_steps_on_resnet50() {
+    let Some(trace) = load(RESNET) else { return };
+    let r = all(&trace);
+    assert_eq!(r.steps.len(), 6);
+    let input = of(&r, "step-breakdown")
+        .into_iter()
+        .find(|f| f.message.contains("input-bound"))
+        .expect("input-bound finding");
+    assert!(
+        input.message.starts_with("5 of 6 steps"),
+        "{}",
+        input.message
+    );
+    assert_eq!(
+        r.steps.iter().filter(|s| s.bottleneck == "input").count(),
+        5
+    );
+}
+
+#[test]
+fn step_breakdown_is_not_evaluated_without_steps_or_device() {
+    for rel in [CLOVERLEAF, CPU_ONLY] {
+        let Some(trace) = load(rel) else { continue };
+        let r = all(&trace);
+        assert!(!evaluated(&r, "step-breakdown"), "{rel}");
+        assert!(r.steps.is_empty());
+    }
+}
+
+#[test]
+fn copy_overlap_positive_on_resnet50_negative_without_exposed_copies() {
+    if let Some(trace) = load(RESNET) {
+        let r = all(&trace);
+        let f = of(&r, "copy-overlap");
+        assert_eq!(f.len(), 1);
+        assert!(f[0].message.starts_with("12 host<->device copies"));
+    }
+    for rel in [TRITON, NCCL] {
+        let Some(trace) = load(rel) else { continue };
+        assert!(of(&all(&trace), "copy-overlap").is_empty(), "{rel}");
+    }
+}
+
+const TF_WORKERS: &str = "tf/GPU-multi-worker.trace_viewer.json.gz";
+
+#[test]
+fn small_copies_positive_on_the_tf_workers_negative_elsewhere() {
+    // The TF trace copies its inputs in ~100 tiny HtoD transfers per device (sizes unknown:
+    // the short-duration fallback applies).
+    if let Some(trace) = load(TF_WORKERS) {
+        let r = all(&trace);
+        let f = of(&r, "small-copies");
+        assert!(!f.is_empty());
+        assert!(f.iter().all(|f| f.message.contains("small HtoD copies")));
+        assert!(f
+            .iter()
+            .any(|f| f.message.contains("ran 101 small HtoD copies")));
+    }
+    // resnet50: 12 large copies; cloverleaf: 279 copies above 64 KiB. The OpenCL use-case
+    // recording is the other positive (python/tests/test_advise_opencl.py).
+    for rel in ALL.iter().filter(|r| **r != TF_WORKERS) {
+        let Some(trace) = load(rel) else { continue };
+        assert!(of(&all(&trace), "small-copies").is_empty(), "{rel}");
+    }
+}
+
+#[test]
+fn disabled_rules_do_not_run() {
+    let Some(trace) = load(RESNET) else { return };
+    let mut config = AdviseConfig {
+        all: true,
+        ..AdviseConfig::default()
+    };
+    for id in advise::RULES {
+        assert!(config.disable(id));
+    }
+    assert!(!config.disable("no-such-rule"));
+    let r = advise::advise(&Analyzed::new(&trace), &config, None);
+    assert!(r.findings.is_empty());
+    assert_eq!(r.total_at_stake_ns, 0);
+    assert!(r.rules.iter().all(|s| !s.enabled && !s.evaluated));
+}
+
+// ---- synthetic traces: the answer is known by construction ----
+
+/// `(launch name, launch [a,b), op level, op name, op [a,b), op args)`.
+type Op<'a> = (
+    &'a str,
+    (i64, i64),
+    Level,
+    &'a str,
+    (i64, i64),
+    Option<&'a str>,
+);
+
+/// One thread launching on one queue: `(launch name, launch [a,b), op level, op name, op
+/// [a,b), args)`.
+fn build(ops: &[Op], extra: impl FnOnce(&mut TraceBuilder, strato_trace::TrackId)) -> Trace {
+    let mut b = TraceBuilder::new();
+    let thread = b.thread(1, 1);
+    let queue = b.queue(0, 7);
+    for (k, (launch, (la, lb), level, name, (a, z), args)) in ops.iter().enumerate() {
+        let c = k as u64 + 1;
+        b.span(thread, Level::AcceleratorApi, launch, *la, *lb)
+            .correlation(c);
+        let s = b.span(queue, *level, name, *a, *z).correlation(c);
+        if let Some(args) = args {
+            s.args(args);
+        }
+    }
+    extra(&mut b, thread);
+    b.build()
+}
+
+#[test]
+fn synthetic_sync_gap_and_copies() {
+    // Kernel [0,100), a 10 us pageable sync copy at [5000,15000) launched by cudaMemcpy,
+    // then cudaStreamSynchronize [20000, 30000) while kernel 3 runs [18000, 29000).
+    let trace = build(
+        &[
+            (
+                "cudaLaunchKernel",
+                (0, 10),
+                Level::DeviceKernel,
+                "k1",
+                (0, 100),
+                None,
+            ),
+            (
+                "cudaMemcpy",
+                (4000, 16000),
+                Level::DeviceCopy,
+                "Memcpy HtoD (Pageable -> Device)",
+                (5000, 15000),
+                None,
+            ),
+            (
+                "cudaLaunchKernel",
+                (17000, 17500),
+                Level::DeviceKernel,
+                "k3",
+                (18000, 29000),
+                None,
+            ),
+        ],
+        |b, t| {
+            b.span(
+                t,
+                Level::AcceleratorApi,
+                "cudaStreamSynchronize",
+                20000,
+                30000,
+            );
+            // The thread's Python work before the copy: [100, 4000).
+            b.span(t, Level::Python, "prepare", 100, 4000);
+        },
+    );
+    let r = all(&trace);
+    assert_eq!((r.window_start_ns, r.window_end_ns), (0, 30000));
+    let sync = of(&r, "host-sync");
+    assert_eq!(sync[0].intervals, vec![(20000, 30000)]);
+    assert_eq!(sync[0].evidence[1].name, "queued before: k3");
+    let copy = of(&r, "sync-copy");
+    // Device copy plus its blocking launch call.
+    assert_eq!(copy[0].intervals, vec![(4000, 16000)]);
+    assert!(copy[0].message.contains("pageable, synchronous copy"));
+    // The gap [100, 5000) is 4.9 us: below 1 ms, no gpu-idle finding; at 1 us it is found,
+    // and its cause (the launching thread of the copy) adds up to the gap.
+    assert!(of(&r, "gpu-idle").is_empty());
+    let mut config = AdviseConfig {
+        all: true,
+        ..AdviseConfig::default()
+    };
+    config.gpu_idle.min_gap_us = 1.0;
+    let r = advise::advise(&Analyzed::new(&trace), &config, None);
+    let idle = of(&r, "gpu-idle");
+    assert_eq!(idle[0].intervals, vec![(100, 5000), (15000, 18000)]);
+    assert!(idle[0].message.contains("Python"), "{}", idle[0].message);
+    // Copy not overlapped with compute: the whole copy (no kernel beside it).
+    assert_eq!(of(&r, "copy-overlap")[0].intervals, vec![(5000, 15000)]);
+}
+
+#[test]
+fn synthetic_small_copies_and_launch_bound() {
+    // 100 small HtoD copies of 1 KiB, then 30 kernels of 1 us launched by 5 us calls.
+    let mut ops = Vec::new();
+    let names: Vec<String> = (0..100).map(|_| "WriteBuffer".to_owned()).collect();
+    for (k, name) in names.iter().enumerate() {
+        let t = k as i64 * 2000;
+        ops.push((
+            "clEnqueueWriteBuffer",
+            (t, t + 500),
+            Level::DeviceCopy,
+            name.as_str(),
+            (t + 600, t + 1600),
+            Some(r#"{"bytes": 1024, "direction": "HtoD"}"#),
+        ));
+    }
+    for k in 0..30i64 {
+        let t = 300_000 + k * 5000;
+        ops.push((
+            "cudaLaunchKernel",
+            (t, t + 5000),
+            Level::DeviceKernel,
+            "tiny",
+            (t + 5000, t + 6000),
+            None,
+        ));
+    }
+    let trace = build(&ops, |_, _| {});
+    let r = all(&trace);
+    let small = of(&r, "small-copies");
+    assert_eq!(small.len(), 1);
+    assert!(
+        small[0].message.contains("ran 100 small HtoD copies"),
+        "{}",
+        small[0].message
+    );
+    // One burst: first copy start (600) to last copy end (99 * 2000 + 1600).
+    assert_eq!(small[0].intervals, vec![(600, 199_600)]);
+    let lb = of(&r, "launch-bound");
+    assert_eq!(lb.len(), 1);
+    // 30 kernels of 1 us every 5 us: 29 gaps of 4 us.
+    assert_eq!(lb[0].time_ns, 29 * 4000);
+    // With 1 KiB as the largest small copy excluded, no finding.
+    let mut config = AdviseConfig {
+        all: true,
+        ..AdviseConfig::default()
+    };
+    config.small_copies.max_bytes = 512;
+    config.launch_bound.min_kernels = 31;
+    let r = advise::advise(&Analyzed::new(&trace), &config, None);
+    assert!(of(&r, "small-copies").is_empty());
+    assert!(of(&r, "launch-bound").is_empty());
+}
+
+#[test]
+fn synthetic_step_breakdown_conserves_and_names_the_bottleneck() {
+    // Step [0, 1000): DataLoader [0, 400) (device idle), launch [400, 450), kernel [450, 900),
+    // Python [900, 1000) with the device idle.
+    let trace = build(
+        &[(
+            "cudaLaunchKernel",
+            (400, 450),
+            Level::DeviceKernel,
+            "gemm",
+            (450, 900),
+            None,
+        )],
+        |b, t| {
+            b.span(t, Level::Operation, "ProfilerStep#1", 0, 1000);
+            b.span(t, Level::Python, "enumerate(DataLoader)#_next", 0, 400);
+            b.span(t, Level::Python, "loss", 900, 1000);
+        },
+    );
+    let r = all(&trace);
+    assert_eq!(r.steps.len(), 1);
+    let parts: std::collections::BTreeMap<&str, i64> = r.steps[0].parts.iter().copied().collect();
+    assert_eq!(parts["input"], 400);
+    assert_eq!(parts["launch"], 50);
+    assert_eq!(parts["device compute"], 450);
+    assert_eq!(parts["host compute"], 100);
+    assert_eq!(parts["idle"], 0);
+    assert_eq!(r.steps[0].bottleneck, "input");
+    let f = of(&r, "step-breakdown");
+    assert_eq!(f[0].intervals, vec![(0, 400)]);
+}

@@ -1,0 +1,111 @@
+//! Findings (`strato advise`): the page opens with what the rules found, largest time at stake
+//! first, each finding linking to the sections that hold its evidence (copies to Memory, idle
+//! gaps and low-utilisation windows to Utilization, launch-bound stretches to Kernels, steps to
+//! Iterations, host stalls to Breakdown) with its evidence ranges in a folded table.
+
+use strato_analysis::advise::Finding;
+
+use crate::html::{esc, Html};
+use crate::svg::fmt_ns;
+use crate::ReportInput;
+
+use super::{analysis_or_close, close, close_empty, open};
+
+/// The report section that shows evidence of this kind: (section id, title).
+pub(super) fn evidence_section(kind: &str) -> (&'static str, &'static str) {
+    match kind {
+        "copy" => ("memory", "Memory"),
+        "gap" | "window" => ("utilization", "Utilization"),
+        "stretch" | "communication" => ("kernels", "Kernels"),
+        "step" => ("iterations", "Iterations"),
+        _ => ("breakdown", "Breakdown"),
+    }
+}
+
+fn links(finding: &Finding) -> Vec<(&'static str, &'static str)> {
+    let mut out: Vec<(&'static str, &'static str)> = Vec::new();
+    for e in &finding.evidence {
+        let s = evidence_section(&e.kind);
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    }
+    out
+}
+
+pub(super) fn findings(h: &mut Html, input: &ReportInput) -> bool {
+    open(
+        h,
+        "findings",
+        "Findings",
+        "What the advice rules (strato advise, docs/advise.md) found, largest time at stake \
+         first; findings below 1% of the window are not shown. Findings overlap in time: the \
+         total at stake is the union of their intervals, not their sum.",
+    );
+    let Some(report) = analysis_or_close(h, &input.advice) else {
+        return false;
+    };
+    if report.findings.is_empty() {
+        return close_empty(
+            h,
+            &format!(
+                "No findings at or above {}% of the window ({} below it).",
+                report.floor_pct, report.hidden_below_floor
+            ),
+        );
+    }
+    h.elem(
+        "p",
+        &format!(
+            "{} findings; total at stake {} = {:.1}% of the {} window (union of the findings' \
+             time).",
+            report.findings.len(),
+            fmt_ns(report.total_at_stake_ns as f64),
+            report.total_at_stake_pct,
+            fmt_ns(report.window_ns as f64)
+        ),
+    );
+    for f in &report.findings {
+        h.markup("<div class=\"finding\"><h3>")
+            .text(&format!(
+                "[{}] {}: {} ({:.1}% of the window)",
+                f.severity.as_str(),
+                f.rule,
+                fmt_ns(f.time_ns as f64),
+                f.share_pct
+            ))
+            .markup("</h3>");
+        h.elem("p", &f.message);
+        h.elem_class("p", "lead", &format!("Advice: {}", f.advice));
+        h.markup("<p>Evidence in: ");
+        for (k, (id, title)) in links(f).into_iter().enumerate() {
+            if k > 0 {
+                h.markup(", ");
+            }
+            h.fragment(&format!("<a href=\"#{id}\">{}</a>", esc(title)));
+        }
+        h.markup(" · rule docs: ").text(&f.docs).markup("</p>");
+        let rows: Vec<Vec<String>> = f
+            .evidence
+            .iter()
+            .map(|e| {
+                vec![
+                    e.kind.clone(),
+                    e.rank.to_string(),
+                    e.start_ns.to_string(),
+                    fmt_ns((e.end_ns - e.start_ns) as f64),
+                    e.name.clone(),
+                ]
+            })
+            .collect();
+        h.details_table(
+            &format!("{} evidence ranges", rows.len()),
+            &["kind", "rank", "start (ns)", "duration", "what"],
+            &[1, 2, 3],
+            &rows,
+        );
+        h.markup("</div>");
+    }
+    close(h);
+    true
+}
