@@ -882,4 +882,94 @@ pub(crate) mod tests {
         assert_eq!(report.processes[0].device_ops, 0);
         assert_eq!(report.processes[1].device_ops, 1);
     }
+
+    fn state(s: &mut Synth, tid: i64, name: &str, se: (Ns, Ns)) {
+        let track = s.b.thread(1, tid);
+        s.b.span(track, Level::Os, name, se.0, se.1)
+            .category(THREAD_STATE_CATEGORY);
+    }
+
+    #[test]
+    fn thread_states_split_rows_known_by_construction() {
+        let mut s = Synth::new();
+        s.cpu(1, "load", Level::Operation, (0, 100));
+        s.cpu(1, "step", Level::Operation, (100, 200));
+        // The annotated thread: covered from 10 on (null before), states known by
+        // construction; one state runs past the window's end (clipped).
+        state(&mut s, 1, "running", (10, 30));
+        state(&mut s, 1, "blocked:io", (30, 90));
+        state(&mut s, 1, "runnable", (90, 120));
+        state(&mut s, 1, "running", (120, 250));
+        // Another thread's states are not the annotated thread's.
+        state(&mut s, 2, "blocked:lock", (0, 200));
+        // A slow syscall on the annotated thread is CPU level Os there.
+        let track = s.b.thread(1, 1);
+        s.b.span(track, Level::Os, "fsync", 40, 80)
+            .category(SYSCALL_CATEGORY);
+        let report = breakdown(&Analyzed::new(s.trace()), &BreakdownOptions::default());
+        let p = &report.processes[0];
+        assert_eq!((p.window_start_ns, p.window_end_ns), (0, 200));
+        let mut got: Vec<(String, Option<Level>, Option<String>, Ns)> = p
+            .rows
+            .iter()
+            .map(|r| {
+                (
+                    r.operation.clone(),
+                    r.cpu_level,
+                    r.thread_state.as_str().map(str::to_owned),
+                    r.time_ns,
+                )
+            })
+            .collect();
+        got.sort();
+        let st = |x: &str| Some(x.to_owned());
+        let py = Some(Level::Python);
+        let os = Some(Level::Os);
+        let mut want = vec![
+            ("load".into(), os, st("blocked:io"), 40),
+            ("load".into(), py, None, 10),
+            ("load".into(), py, st("blocked:io"), 20),
+            ("load".into(), py, st("runnable"), 10),
+            ("load".into(), py, st("running"), 20),
+            ("step".into(), py, st("runnable"), 20),
+            ("step".into(), py, st("running"), 80),
+        ];
+        want.sort();
+        assert_eq!(got, want);
+        assert_eq!(p.rows.iter().map(|r| r.time_ns).sum::<Ns>(), p.window_ns);
+        let json = serde_json::to_value(&p.rows).unwrap_or_default();
+        assert!(json
+            .as_array()
+            .is_some_and(|rows| rows.iter().all(|r| r.get("thread_state").is_some())));
+        assert!(json
+            .as_array()
+            .is_some_and(|rows| rows.iter().any(|r| r["thread_state"].is_null())));
+    }
+
+    #[test]
+    fn without_os_data_rows_have_no_thread_state_field() {
+        let mut s = Synth::new();
+        s.cpu(1, "train", Level::Operation, (0, 100));
+        s.cpu(1, "aten::mm", Level::Backend, (10, 40));
+        let report = breakdown(&Analyzed::new(s.trace()), &BreakdownOptions::default());
+        let json = serde_json::to_value(&report.processes[0].rows).unwrap_or_default();
+        assert!(json.as_array().is_some_and(
+            |rows| !rows.is_empty() && rows.iter().all(|r| r.get("thread_state").is_none())
+        ));
+    }
+
+    #[test]
+    fn a_process_with_only_os_spans_has_no_breakdown() {
+        let mut s = Synth::new();
+        s.cpu(1, "train", Level::Operation, (0, 100));
+        let track = s.b.thread(2, 5);
+        s.b.span(track, Level::Os, "running", 0, 50)
+            .category(THREAD_STATE_CATEGORY);
+        let track = s.b.thread(2, 5);
+        s.b.span(track, Level::Os, "execve", 0, 5)
+            .category(SYSCALL_CATEGORY);
+        let report = breakdown(&Analyzed::new(s.trace()), &BreakdownOptions::default());
+        assert_eq!(report.processes.len(), 1);
+        assert_eq!(report.processes[0].pid, 1);
+    }
 }
