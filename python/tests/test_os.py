@@ -102,3 +102,49 @@ def test_slow_syscalls_and_summary_are_recorded(os_run, tmp_path):
     states = [e for e in events if e.get("ph") == "X" and e.get("cat") == "thread_state"
               and (e["pid"], e["tid"]) == (ops[0]["pid"], ops[0]["tid"])]
     assert states
+
+
+def test_not_permitted_says_what_to_change_and_records_on(tmp_path):
+    """As an unprivileged user (perf_event_paranoid 2 here): one message naming the setting,
+    and the program is recorded without the OS level."""
+    import shutil
+    import stat
+    import subprocess
+
+    import stratoscope
+    from stratoscope.cli import strato_binary
+
+    setpriv = shutil.which("setpriv")
+    system_python = "/usr/bin/python3"
+    if os.geteuid() != 0 or setpriv is None or not os.path.exists(system_python):
+        pytest.skip("needs root, setpriv and /usr/bin/python3 to run as an unprivileged user")
+    version = subprocess.run([system_python, "-c", "import sys; print(sys.version_info[:2])"],
+                             capture_output=True, text=True).stdout.strip()
+    if version != str(tuple(sys.version_info[:2])):
+        pytest.skip(f"/usr/bin/python3 is {version}, the extension is built for this Python")
+    if int(Path("/proc/sys/kernel/perf_event_paranoid").read_text()) <= -1:
+        pytest.skip("perf events are permitted to everyone here")
+    # Everything the unprivileged user runs, copied where it may read it.
+    tmp_path.chmod(0o777)
+    pkg = tmp_path / "site" / "stratoscope"
+    shutil.copytree(Path(stratoscope.__file__).parent, pkg,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    binary = tmp_path / "strato"
+    shutil.copy(strato_binary(), binary)
+    for p in [tmp_path / "site", *(tmp_path / "site").rglob("*"), binary]:
+        p.chmod(p.stat().st_mode | stat.S_IROTH | stat.S_IXOTH | (stat.S_IWOTH if p.is_dir() else 0))
+    prof = tmp_path / "prof"
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path / "site"),
+           "STRATOSCOPE_BOOTSTRAP": str(pkg / "_bootstrap"), "HOME": str(tmp_path)}
+    proc = subprocess.run(
+        [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", str(binary), "record",
+         "--os", "-o", str(prof), "--", system_python, "-c",
+         "import stratoscope\nwith stratoscope.operation('x'): pass"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    messages = [line for line in proc.stderr.splitlines() if "--os" in line]
+    assert len(messages) == 1, proc.stderr
+    assert "not permitted" in messages[0] and "perf_event_paranoid" in messages[0]
+    assert "recording goes on without the OS level" in messages[0]
+    files = sorted(p.name for p in prof.glob("*.strato"))
+    assert files and not any(f.endswith("-os.strato") for f in files), files

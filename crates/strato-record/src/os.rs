@@ -161,7 +161,7 @@ impl OsOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum OsError {
     #[error(
-        "perf events are not permitted here ({source}); kernel.perf_event_paranoid is {paranoid}: run as root, give the process CAP_PERFMON, or allow it with `sysctl kernel.perf_event_paranoid=-1` (in a container, the runtime must allow perf_event_open too)"
+        "perf events are not permitted here ({source}); kernel.perf_event_paranoid is {paranoid}: system-wide scheduler tracepoints need root, or CAP_PERFMON with a readable tracefs (/sys/kernel/tracing), or `sysctl kernel.perf_event_paranoid=-1` (in a container, the runtime must allow perf_event_open too)"
     )]
     NotPermitted { paranoid: String, source: io::Error },
     #[error(
@@ -188,6 +188,9 @@ pub struct OsSummary {
     /// Records the kernel dropped because a ring buffer was full (then some states are
     /// missing; the files say so in `strato.os`).
     pub lost: u64,
+    /// CPU time of the collecting thread (reading the ring buffers, writing the files): the
+    /// OS level's own cost outside the kernel.
+    pub collector_cpu_ns: i64,
     pub files: Vec<PathBuf>,
 }
 
@@ -293,10 +296,22 @@ fn tracepoint_format(name: &str) -> Result<Format, OsError> {
         name: name.to_owned(),
         detail,
     };
-    let root = tracefs_root().ok_or_else(|| err("no tracefs found".into()))?;
+    let Some(root) = tracefs_root() else {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 && TRACEFS.iter().any(|r| Path::new(r).exists()) {
+            // There but not ours to read: a permission matter, not a missing mount.
+            return Err(not_permitted(io::Error::from(
+                io::ErrorKind::PermissionDenied,
+            )));
+        }
+        return Err(err("no tracefs found".into()));
+    };
     let dir = Path::new(root).join("events").join(name);
     let id = std::fs::read_to_string(dir.join("id"))
-        .map_err(|e| err(format!("{}: {e}", dir.join("id").display())))?
+        .map_err(|e| match e.kind() {
+            io::ErrorKind::PermissionDenied => not_permitted(e),
+            _ => err(format!("{}: {e}", dir.join("id").display())),
+        })?
         .trim()
         .parse()
         .map_err(|e| err(format!("{}: {e}", dir.join("id").display())))?;
@@ -433,14 +448,18 @@ impl Sources {
     }
 }
 
+fn not_permitted(source: io::Error) -> OsError {
+    OsError::NotPermitted {
+        paranoid: std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_else(|_| "unknown".into()),
+        source,
+    }
+}
+
 fn open_error(e: io::Error, what: &str) -> OsError {
     match e.raw_os_error() {
-        Some(libc::EACCES | libc::EPERM) => OsError::NotPermitted {
-            paranoid: std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-                .map(|s| s.trim().to_owned())
-                .unwrap_or_else(|_| "unknown".into()),
-            source: e,
-        },
+        Some(libc::EACCES | libc::EPERM) => not_permitted(e),
         _ => OsError::Open {
             what: what.to_owned(),
             source: e,
@@ -833,6 +852,7 @@ impl Collector {
         let mut files: Vec<PathBuf> = self.files.values().map(|f| f.path.clone()).collect();
         files.sort();
         summary.files = files;
+        summary.collector_cpu_ns = crate::read_clock(libc::CLOCK_THREAD_CPUTIME_ID);
         summary
     }
 

@@ -175,7 +175,7 @@ impl Launcher<'_> {
         if let Some(os) = os {
             let s = os.stop();
             eprintln!(
-                "strato record --os: {} processes, {} threads: {} context switches, {} wakeups, {} migrations, {} system calls ({} slow), {} thread-state spans{}",
+                "strato record --os: {} processes, {} threads: {} context switches, {} wakeups, {} migrations, {} system calls ({} slow), {} thread-state spans; collector CPU {:.1} ms{}",
                 s.processes,
                 s.threads,
                 s.switches,
@@ -184,6 +184,7 @@ impl Launcher<'_> {
                 s.syscalls,
                 s.slow_syscalls,
                 s.state_spans,
+                s.collector_cpu_ns as f64 / 1e6,
                 if s.lost > 0 {
                     format!("; {} kernel records LOST (ring buffers full): some states are missing", s.lost)
                 } else {
