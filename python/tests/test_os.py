@@ -104,7 +104,7 @@ def test_slow_syscalls_and_summary_are_recorded(os_run, tmp_path):
     assert states
 
 
-def test_not_permitted_says_what_to_change_and_records_on(tmp_path):
+def test_not_permitted_says_what_to_change_and_records_on():
     """As an unprivileged user (perf_event_paranoid 2 here): one message naming the setting,
     and the program is recorded without the OS level."""
     import shutil
@@ -124,7 +124,24 @@ def test_not_permitted_says_what_to_change_and_records_on(tmp_path):
         pytest.skip(f"/usr/bin/python3 is {version}, the extension is built for this Python")
     if int(Path("/proc/sys/kernel/perf_event_paranoid").read_text()) <= -1:
         pytest.skip("perf events are permitted to everyone here")
-    # Everything the unprivileged user runs, copied where it may read it.
+    # Everything the unprivileged user runs, copied where it may read it (pytest's own
+    # temporary directories are private to root).
+    import tempfile
+    tmp_path = Path(tempfile.mkdtemp(prefix="strato-os-test-"))
+    try:
+        _run_unprivileged(tmp_path, setpriv, system_python)
+    finally:
+        shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def _run_unprivileged(tmp_path: Path, setpriv: str, system_python: str) -> None:
+    import shutil
+    import stat
+    import subprocess
+
+    import stratoscope
+    from stratoscope.cli import strato_binary
+
     tmp_path.chmod(0o777)
     pkg = tmp_path / "site" / "stratoscope"
     shutil.copytree(Path(stratoscope.__file__).parent, pkg,
