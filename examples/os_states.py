@@ -75,11 +75,11 @@ def lock_op(seconds: float) -> None:
     done = threading.Event()
 
     def holder() -> None:
-        # Holds the lock 5 ms at a time and takes it back at once: the main thread, woken by
+        # Holds the lock 20 ms at a time and takes it back at once: the main thread, woken by
         # each release, mostly finds it taken again and waits on.
         while not done.is_set():
             with lock:
-                time.sleep(0.005)
+                time.sleep(0.02)
 
     t = threading.Thread(target=holder, name="lock-holder")
     t.start()
