@@ -83,22 +83,23 @@ LEVELS = {0: "uninstrumented", 1: "annotations", 2: "hook-silent", 3: "intercept
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class operation(_native.Operation):
-    """An algorithmic operation (RL-Scope's ``rls.operation``).
+#: An algorithmic operation (RL-Scope's ``rls.operation``): a context manager
+#: (``with operation("inference"): ...``) or a decorator (``@operation("backpropagation")``).
+#: Operations nest; each thread has its own nesting. It is the native class itself: a Python
+#: subclass would cost a Python-level construction on every ``with operation(name):``.
+operation = _native.Operation
 
-    Use as a context manager (``with operation("inference"): ...``) or as a decorator
-    (``@operation("backpropagation")``). Operations nest; each thread has its own nesting.
-    """
 
-    __slots__ = ()
+def _decorate(op: Any, func: F) -> F:
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with op:
+            return func(*args, **kwargs)
 
-    def __call__(self, func: F) -> F:
-        @functools.wraps(func)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with self:
-                return func(*args, **kwargs)
+    return wrapper  # type: ignore[return-value]
 
-        return wrapper  # type: ignore[return-value]
+
+_native._set_decorator(_decorate)
 
 
 def set_phase(name: str) -> None:

@@ -8,8 +8,7 @@ from ._native import Operation
 F = TypeVar("F", bound=Callable[..., Any])
 LEVELS: dict[int, str]
 
-class operation(Operation):
-    def __call__(self, func: F) -> F: ...
+operation = Operation
 
 def set_phase(name: str) -> None: ...
 def set_process_name(name: str) -> None: ...

@@ -12,7 +12,14 @@
 //!   the GPU is active, the operation that launched the earliest-started active device op (so
 //!   GPU-only time after a launch returns belongs to the launching operation); `(none)` outside;
 //! - phase = innermost `Phase` span of any thread of the process;
-//! - resource = `CPU`, `GPU`, `CPU+GPU`, or `idle` (neither active).
+//! - resource = `CPU`, `GPU`, `CPU+GPU`, or `idle` (neither active);
+//! - thread state (only in processes with OS data: `strato record --os`) = the state of the
+//!   annotated thread from its OS-level spans of category [`THREAD_STATE_CATEGORY`]
+//!   (`running`, `runnable`, `blocked:io`, `blocked:lock`, `blocked:sleep`, `blocked:other`),
+//!   or null where no such span covers the piece. Thread-state spans are not CPU spans: they
+//!   neither set the CPU level nor widen the window. A process with no other spans than
+//!   OS-level spans (a child that records nothing itself) has no breakdown; slow system calls
+//!   (category [`SYSCALL_CATEGORY`]) count as CPU level `Os` on the annotated thread only.
 //!
 //! Conservation: rows are integer nanoseconds and sum to `window_ns` exactly.
 //!
@@ -33,6 +40,43 @@ use crate::scope::{effective_level, is_cpu_level, operation_label, AttributedBy,
 
 /// The label used outside any operation or phase.
 pub const NONE: &str = "(none)";
+
+/// The category of the OS level's thread-state spans (`strato_record::os`): their name is the
+/// state.
+pub const THREAD_STATE_CATEGORY: &str = "thread_state";
+
+/// A row's thread-state key: absent (the process has no OS data: the field is not written, so
+/// outputs without OS data stay as they were), null (OS data exists but does not cover the
+/// piece), or the state's name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum ThreadStateKey {
+    #[default]
+    Absent,
+    Uncovered,
+    State(String),
+}
+
+impl ThreadStateKey {
+    pub fn is_absent(&self) -> bool {
+        matches!(self, ThreadStateKey::Absent)
+    }
+    /// The state's name, None when absent or uncovered.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            ThreadStateKey::State(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+impl Serialize for ThreadStateKey {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ThreadStateKey::State(s) => serializer.serialize_str(s),
+            _ => serializer.serialize_none(),
+        }
+    }
+}
 
 /// Options of [`breakdown`].
 #[derive(Debug, Clone, Copy, Default)]
@@ -73,6 +117,10 @@ pub struct Row {
     pub resource: Resource,
     /// `None` when the CPU is not active (resource `GPU` or `idle`).
     pub cpu_level: Option<Level>,
+    /// The annotated thread's OS state (see the module doc); not written when the process has
+    /// no OS data.
+    #[serde(skip_serializing_if = "ThreadStateKey::is_absent")]
+    pub thread_state: ThreadStateKey,
     pub time_ns: Ns,
 }
 
@@ -152,6 +200,7 @@ enum Kind {
     Phase,
     OtherCpu,
     Device,
+    ThreadState,
 }
 
 /// The breakdown of every process (the context's scopes and hierarchy, built once).
@@ -164,6 +213,9 @@ pub fn breakdown(analyzed: &Analyzed, options: &BreakdownOptions) -> BreakdownRe
     }
     let mut processes = Vec::new();
     for (p, scope) in scopes.processes.iter().enumerate() {
+        if os_only(trace, scopes, scope) && per_process[p].is_empty() {
+            continue;
+        }
         let owners: Vec<_> = per_process[p]
             .iter()
             .map(|&i| scopes.device_owners[i])
@@ -185,6 +237,35 @@ pub fn breakdown(analyzed: &Analyzed, options: &BreakdownOptions) -> BreakdownRe
         unattributed_device_ops: scopes.unattributed.len(),
         summary,
     }
+}
+
+/// True when a thread-state span of `s`'s kind: the OS level's per-thread states.
+fn is_thread_state(trace: &Trace, s: &strato_trace::Span) -> bool {
+    s.level == Level::Os && trace.str(s.category) == THREAD_STATE_CATEGORY
+}
+
+/// The category of the OS level's slow system-call spans (`strato_record::os`).
+pub const SYSCALL_CATEGORY: &str = "syscall";
+
+/// True when a slow system call recorded by the OS level.
+fn is_os_syscall(trace: &Trace, s: &strato_trace::Span) -> bool {
+    s.level == Level::Os && trace.str(s.category) == SYSCALL_CATEGORY
+}
+
+/// True when every span of the process comes from the OS level (and there is one): a process
+/// of the tree that records nothing itself.
+fn os_only(trace: &Trace, scopes: &Scopes, scope: &crate::scope::ProcessScope) -> bool {
+    let mut any = false;
+    for &t in &scope.threads {
+        for &i in &scopes.by_track[t.0 as usize] {
+            let s = &trace.spans[i as usize];
+            if !is_thread_state(trace, s) && !is_os_syscall(trace, s) {
+                return false;
+            }
+            any = true;
+        }
+    }
+    any
 }
 
 /// Interned display labels.
@@ -213,6 +294,14 @@ impl Labels {
         self.by_span_name.insert((name.0, per_step), l);
         l
     }
+    /// The label of a plain text (a thread state's name).
+    fn intern(&mut self, text: &str) -> u32 {
+        let next = self.names.len() as u32;
+        *self.index.entry(text.to_owned()).or_insert_with(|| {
+            self.names.push(text.to_owned());
+            next
+        })
+    }
     fn text(&self, l: u32) -> &str {
         if l == NO_LABEL {
             NONE
@@ -238,6 +327,7 @@ fn process_breakdown(
     let rank_number = info.rank.unwrap_or(i64::from(scope.key.rank.0));
     // Boundary events: (time, is_start, kind, span).
     let mut events: Vec<(Ns, bool, Kind, u32)> = Vec::new();
+    let mut state_events: Vec<(Ns, bool, Kind, u32)> = Vec::new();
     let mut lo = Ns::MAX;
     let mut hi = Ns::MIN;
     let push = |events: &mut Vec<(Ns, bool, Kind, u32)>,
@@ -259,6 +349,18 @@ fn process_breakdown(
         let annotated = scope.annotated == Some(t);
         for &i in &scopes.by_track[t.0 as usize] {
             let s = &trace.spans[i as usize];
+            if is_thread_state(trace, s) {
+                if annotated && s.end > s.start {
+                    state_events.push((s.start, true, Kind::ThreadState, i));
+                    state_events.push((s.end, false, Kind::ThreadState, i));
+                }
+                continue;
+            }
+            // Another thread waiting in a system call is not work below the annotated
+            // thread's operation (the recorder's own threads wait in `read` all along).
+            if !annotated && is_os_syscall(trace, s) {
+                continue;
+            }
             let level = effective_level(trace, s);
             let kind = match level {
                 Level::Operation if annotated => Kind::Op,
@@ -282,14 +384,28 @@ fn process_breakdown(
         device_label.insert(o.span, labels.of(trace, o.operation, per_step));
         without_launch += usize::from(o.by == AttributedBy::OnlyProcess);
     }
+    // Thread states inside the window only (they do not widen it).
+    let has_states = !state_events.is_empty();
+    let (w_lo, w_hi) = if lo <= hi { (lo, hi) } else { (0, 0) };
+    for (_, is_start, kind, i) in state_events.into_iter().filter(|e| e.1) {
+        let s = &trace.spans[i as usize];
+        let (from, to) = (s.start.max(w_lo), s.end.min(w_hi));
+        if to > from {
+            events.push((from, is_start, kind, i));
+            events.push((to, false, kind, i));
+        }
+    }
     events.sort_unstable_by_key(|e| (e.0, e.1, e.2, e.3));
+    // The state label of each open thread-state span: the latest started wins.
+    let mut states: Vec<(u32, u32)> = Vec::new();
+    let mut state_label: FxHashMap<u32, u32> = FxHashMap::default();
 
     let mut cpu = crate::scope::Innermost::default();
     let mut ops = crate::scope::Innermost::default();
     let mut phases = crate::scope::Innermost::default();
     let mut other_levels = [0u32; Level::ALL.len()];
     let mut devices: BTreeSet<(Ns, u32)> = BTreeSet::new();
-    let mut rows: FxHashMap<(u32, u32, Resource, Option<Level>), Ns> = FxHashMap::default();
+    let mut rows: FxHashMap<(u32, u32, Resource, Option<Level>, u32), Ns> = FxHashMap::default();
     let (window_start, window_end) = if lo <= hi { (lo, hi) } else { (0, 0) };
     let mut cursor = window_start;
     let mut k = 0;
@@ -298,7 +414,7 @@ fn process_breakdown(
             *rows.entry(key).or_insert(0) += to - from;
         }
     };
-    let mut current_key = (NO_LABEL, NO_LABEL, Resource::Idle, None);
+    let mut current_key = (NO_LABEL, NO_LABEL, Resource::Idle, None, NO_LABEL);
     while k < events.len() {
         let t = events[k].0;
         emit(&mut rows, current_key, cursor, t);
@@ -343,6 +459,16 @@ fn process_breakdown(
                         devices.remove(&(s.start, i));
                     }
                 }
+                Kind::ThreadState => {
+                    if start {
+                        let l = *state_label
+                            .entry(s.name.0)
+                            .or_insert_with(|| labels.intern(trace.str(s.name)));
+                        states.push((i, l));
+                    } else if let Some(at) = states.iter().rposition(|&(j, _)| j == i) {
+                        states.remove(at);
+                    }
+                }
             }
             k += 1;
         }
@@ -372,18 +498,24 @@ fn process_breakdown(
             }
             (false, false) => (Resource::Idle, NO_LABEL),
         };
-        current_key = (phase, op_label, resource, level);
+        let state = states.last().map_or(NO_LABEL, |&(_, l)| l);
+        current_key = (phase, op_label, resource, level, state);
     }
     emit(&mut rows, current_key, cursor, window_end);
 
     // Rows, sorted by time.
     let mut out_rows: Vec<Row> = rows
         .into_iter()
-        .map(|((ph, op, resource, level), time_ns)| Row {
+        .map(|((ph, op, resource, level, state), time_ns)| Row {
             phase: labels.text(ph).to_owned(),
             operation: labels.text(op).to_owned(),
             resource,
             cpu_level: level,
+            thread_state: match (has_states, state) {
+                (false, _) => ThreadStateKey::Absent,
+                (true, NO_LABEL) => ThreadStateKey::Uncovered,
+                (true, l) => ThreadStateKey::State(labels.text(l).to_owned()),
+            },
             time_ns,
         })
         .collect();
@@ -394,6 +526,7 @@ fn process_breakdown(
             .then_with(|| a.resource.cmp(&b.resource))
             .then_with(|| a.cpu_level.cmp(&b.cpu_level))
             .then_with(|| a.phase.cmp(&b.phase))
+            .then_with(|| a.thread_state.cmp(&b.thread_state))
     });
 
     // Operation totals.
@@ -748,5 +881,95 @@ pub(crate) mod tests {
         // The correlation id 1 of rank 1 does not leak into rank 0.
         assert_eq!(report.processes[0].device_ops, 0);
         assert_eq!(report.processes[1].device_ops, 1);
+    }
+
+    fn state(s: &mut Synth, tid: i64, name: &str, se: (Ns, Ns)) {
+        let track = s.b.thread(1, tid);
+        s.b.span(track, Level::Os, name, se.0, se.1)
+            .category(THREAD_STATE_CATEGORY);
+    }
+
+    #[test]
+    fn thread_states_split_rows_known_by_construction() {
+        let mut s = Synth::new();
+        s.cpu(1, "load", Level::Operation, (0, 100));
+        s.cpu(1, "step", Level::Operation, (100, 200));
+        // The annotated thread: covered from 10 on (null before), states known by
+        // construction; one state runs past the window's end (clipped).
+        state(&mut s, 1, "running", (10, 30));
+        state(&mut s, 1, "blocked:io", (30, 90));
+        state(&mut s, 1, "runnable", (90, 120));
+        state(&mut s, 1, "running", (120, 250));
+        // Another thread's states are not the annotated thread's.
+        state(&mut s, 2, "blocked:lock", (0, 200));
+        // A slow syscall on the annotated thread is CPU level Os there.
+        let track = s.b.thread(1, 1);
+        s.b.span(track, Level::Os, "fsync", 40, 80)
+            .category(SYSCALL_CATEGORY);
+        let report = breakdown(&Analyzed::new(s.trace()), &BreakdownOptions::default());
+        let p = &report.processes[0];
+        assert_eq!((p.window_start_ns, p.window_end_ns), (0, 200));
+        let mut got: Vec<(String, Option<Level>, Option<String>, Ns)> = p
+            .rows
+            .iter()
+            .map(|r| {
+                (
+                    r.operation.clone(),
+                    r.cpu_level,
+                    r.thread_state.as_str().map(str::to_owned),
+                    r.time_ns,
+                )
+            })
+            .collect();
+        got.sort();
+        let st = |x: &str| Some(x.to_owned());
+        let py = Some(Level::Python);
+        let os = Some(Level::Os);
+        let mut want = vec![
+            ("load".into(), os, st("blocked:io"), 40),
+            ("load".into(), py, None, 10),
+            ("load".into(), py, st("blocked:io"), 20),
+            ("load".into(), py, st("runnable"), 10),
+            ("load".into(), py, st("running"), 20),
+            ("step".into(), py, st("runnable"), 20),
+            ("step".into(), py, st("running"), 80),
+        ];
+        want.sort();
+        assert_eq!(got, want);
+        assert_eq!(p.rows.iter().map(|r| r.time_ns).sum::<Ns>(), p.window_ns);
+        let json = serde_json::to_value(&p.rows).unwrap_or_default();
+        assert!(json
+            .as_array()
+            .is_some_and(|rows| rows.iter().all(|r| r.get("thread_state").is_some())));
+        assert!(json
+            .as_array()
+            .is_some_and(|rows| rows.iter().any(|r| r["thread_state"].is_null())));
+    }
+
+    #[test]
+    fn without_os_data_rows_have_no_thread_state_field() {
+        let mut s = Synth::new();
+        s.cpu(1, "train", Level::Operation, (0, 100));
+        s.cpu(1, "aten::mm", Level::Backend, (10, 40));
+        let report = breakdown(&Analyzed::new(s.trace()), &BreakdownOptions::default());
+        let json = serde_json::to_value(&report.processes[0].rows).unwrap_or_default();
+        assert!(json.as_array().is_some_and(
+            |rows| !rows.is_empty() && rows.iter().all(|r| r.get("thread_state").is_none())
+        ));
+    }
+
+    #[test]
+    fn a_process_with_only_os_spans_has_no_breakdown() {
+        let mut s = Synth::new();
+        s.cpu(1, "train", Level::Operation, (0, 100));
+        let track = s.b.thread(2, 5);
+        s.b.span(track, Level::Os, "running", 0, 50)
+            .category(THREAD_STATE_CATEGORY);
+        let track = s.b.thread(2, 5);
+        s.b.span(track, Level::Os, "execve", 0, 5)
+            .category(SYSCALL_CATEGORY);
+        let report = breakdown(&Analyzed::new(s.trace()), &BreakdownOptions::default());
+        assert_eq!(report.processes.len(), 1);
+        assert_eq!(report.processes[0].pid, 1);
     }
 }

@@ -360,6 +360,7 @@ mod tests {
                     operation: op.into(),
                     resource,
                     cpu_level,
+                    thread_state: Default::default(),
                     time_ns,
                 })
                 .collect(),

@@ -7,13 +7,16 @@
 
 mod hook;
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple};
 use strato_record::{self as rec, Level, StrRef};
 
@@ -269,9 +272,47 @@ fn clock_sync(
     );
 }
 
-/// An algorithmic operation: `with operation("inference"): ...`. Nesting is allowed; the
-/// Python class `stratoscope.operation` adds decorator use.
-#[pyclass(module = "stratoscope._native", subclass, frozen)]
+/// The names annotations use, interned once per thread: `operation(name)` built on every
+/// iteration then costs a hash lookup in the calling thread's own table instead of the
+/// process-wide interner's lock. Bounded: a program that makes a new name on every call (an
+/// f-string with a counter) clears the table when it reaches [`NAME_CACHE_LIMIT`] entries.
+const NAME_CACHE_LIMIT: usize = 4096;
+
+thread_local! {
+    static NAME_CACHE: RefCell<HashMap<Box<str>, StrRef>> = RefCell::new(HashMap::default());
+}
+
+/// `rec::intern(name)` through the calling thread's cache (ids are process-wide and stable,
+/// so a cached id stays right across sessions and forks).
+fn intern_cached(name: &str) -> StrRef {
+    NAME_CACHE.with(|cache| {
+        let Ok(mut cache) = cache.try_borrow_mut() else {
+            return rec::intern(name);
+        };
+        if let Some(&id) = cache.get(name) {
+            return id;
+        }
+        if cache.len() >= NAME_CACHE_LIMIT {
+            cache.clear();
+        }
+        let id = rec::intern(name);
+        cache.insert(name.into(), id);
+        id
+    })
+}
+
+/// The category of annotations that name none.
+static OPERATION_CATEGORY: OnceLock<StrRef> = OnceLock::new();
+
+/// The Python function that turns an operation into a decorator (`stratoscope` registers it
+/// at import through `_set_decorator`: `functools.wraps` is Python's).
+static DECORATOR: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// An algorithmic operation: `with operation("inference"): ...`, or a decorator
+/// (`@operation("backpropagation")`). Nesting is allowed. `stratoscope.operation` is this class
+/// itself (not a Python subclass): built on each use, as people write it, it costs one native
+/// allocation (from a free list) and a per-thread name lookup.
+#[pyclass(module = "stratoscope._native", subclass, frozen, freelist = 64)]
 struct Operation {
     name: StrRef,
     category: StrRef,
@@ -280,11 +321,14 @@ struct Operation {
 #[pymethods]
 impl Operation {
     #[new]
-    #[pyo3(signature = (name, category="operation"))]
-    fn new(name: &str, category: &str) -> Self {
+    #[pyo3(signature = (name, category=None))]
+    fn new(name: &str, category: Option<&str>) -> Self {
         Operation {
-            name: rec::intern(name),
-            category: rec::intern(category),
+            name: intern_cached(name),
+            category: match category {
+                None => *OPERATION_CATEGORY.get_or_init(|| rec::intern("operation")),
+                Some(c) => intern_cached(c),
+            },
         }
     }
 
@@ -296,13 +340,37 @@ impl Operation {
         slf
     }
 
-    #[pyo3(signature = (*_exc))]
-    fn __exit__(&self, _exc: &Bound<'_, PyTuple>) -> bool {
+    /// Python always passes the three exception values; taking them as three positional
+    /// arguments (no `*args` tuple) keeps leaving cheap.
+    #[pyo3(signature = (_exc_type=None, _exc_value=None, _traceback=None))]
+    fn __exit__(
+        &self,
+        _exc_type: Option<&Bound<'_, PyAny>>,
+        _exc_value: Option<&Bound<'_, PyAny>>,
+        _traceback: Option<&Bound<'_, PyAny>>,
+    ) -> bool {
         if ANNOTATE.load(Ordering::Relaxed) {
             rec::end();
         }
         false
     }
+
+    /// Decorator use: `func` wrapped so that each call runs inside this operation.
+    fn __call__(slf: Bound<'_, Self>, func: Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
+        let Some(decorate) = DECORATOR.get(py) else {
+            return Err(PyRuntimeError::new_err(
+                "stratoscope is not imported: no decorator registered",
+            ));
+        };
+        decorate.bind(py).call1((slf, func)).map(Bound::unbind)
+    }
+}
+
+/// Registers the Python function `decorate(operation, func)` that `Operation.__call__` uses.
+#[pyfunction]
+fn _set_decorator(py: Python<'_>, decorate: Py<PyAny>) {
+    let _ = DECORATOR.set(py, decorate);
 }
 
 // A callable wrapped so that each call is recorded as a span of `level` (see `wrap_module`).
@@ -395,6 +463,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(record_span, m)?)?;
     m.add_function(wrap_pyfunction!(record_device_span, m)?)?;
     m.add_function(wrap_pyfunction!(clock_sync, m)?)?;
+    m.add_function(wrap_pyfunction!(_set_decorator, m)?)?;
     m.add_class::<Operation>()?;
     m.add_class::<Wrapped>()?;
     hook::register(m)?;

@@ -11,6 +11,7 @@
 
 pub mod decode;
 pub mod format;
+pub mod os;
 mod recorder;
 pub mod signals;
 

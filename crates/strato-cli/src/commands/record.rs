@@ -72,6 +72,12 @@ pub struct RecordArgs {
     /// level follows `STRATOSCOPE_OPENCL` (default full) and is off at level 0.
     #[arg(long)]
     pub opencl: bool,
+    /// Also record the OS level of the program's process tree through perf events: thread
+    /// states (running, runnable, blocked by cause), wakeups, migrations, slow system calls,
+    /// page faults (docs/recording.md). When perf events are not permitted, one message says
+    /// what to change and the recording goes on without this level.
+    #[arg(long, conflicts_with_all = ["calibrate", "levels"])]
+    pub os: bool,
     /// Print JSON (the shape of `strato breakdown --json`, plus `validation` / `levels`).
     #[arg(long)]
     pub json: bool,
@@ -110,6 +116,7 @@ impl Launcher<'_> {
         level: u64,
         opencl: Option<&str>,
         output: Output,
+        record_os: bool,
     ) -> Result<ProgramStatus> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("{}: cannot create", dir.display()))?;
@@ -155,10 +162,36 @@ impl Launcher<'_> {
         }
         let shell_signals = crate::shell_signals::ShellSignals::ignore();
         shell_signals.reset_in_child(&mut cmd);
-        let status = cmd
-            .status()
+        let mut child = cmd
+            .spawn()
             .with_context(|| format!("record: cannot run {:?}", self.args.command[0]))?;
+        let os = record_os
+            .then(|| start_os(&dir, child.id(), level))
+            .flatten();
+        let status = child
+            .wait()
+            .with_context(|| format!("record: waiting for {:?}", self.args.command[0]))?;
         drop(shell_signals);
+        if let Some(os) = os {
+            let s = os.stop();
+            eprintln!(
+                "strato record --os: {} processes, {} threads: {} context switches, {} wakeups, {} migrations, {} system calls ({} slow), {} thread-state spans; collector CPU {:.1} ms{}",
+                s.processes,
+                s.threads,
+                s.switches,
+                s.wakeups,
+                s.migrations,
+                s.syscalls,
+                s.slow_syscalls,
+                s.state_spans,
+                s.collector_cpu_ns as f64 / 1e6,
+                if s.lost > 0 {
+                    format!("; {} kernel records LOST (ring buffers full): some states are missing", s.lost)
+                } else {
+                    String::new()
+                }
+            );
+        }
         Ok(ProgramStatus::of(status))
     }
 }
@@ -170,7 +203,7 @@ fn run_once(
     opencl: Option<&str>,
     output: Output,
 ) -> Result<RunResult> {
-    let status = launcher.run(dir, level, opencl, output)?;
+    let status = launcher.run(dir, level, opencl, output, false)?;
     if !status.success() {
         return Err(ProgramFailed {
             code: status.shell_code(),
@@ -300,7 +333,7 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<u8> {
         copy_profile(&held_out[idx[idx.len() / 2]].dir, &dir)?;
         None
     } else {
-        Some(launcher.run(&dir, args.level, None, output)?).filter(|s| !s.success())
+        Some(launcher.run(&dir, args.level, None, output, args.os)?).filter(|s| !s.success())
     };
     if let Some(status) = failed {
         eprintln!(
@@ -347,6 +380,20 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<u8> {
         crate::render::record::print_text(out, &report, &doc, args.top)?;
     }
     Ok(failed.map_or(0, ProgramStatus::shell_code))
+}
+
+/// Starts the OS-level recorder on `pid`; when perf events cannot be opened, says why once and
+/// returns None (the recording goes on without the OS level).
+fn start_os(dir: &Path, pid: u32, level: u64) -> Option<strato_record::os::OsRecorder> {
+    let mut options = strato_record::os::OsOptions::new(dir.to_owned(), pid as i32);
+    options.level = level;
+    match strato_record::os::OsRecorder::start(options) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            eprintln!("strato record --os: {e}; recording goes on without the OS level");
+            None
+        }
+    }
 }
 
 fn copy_profile(from: &Path, dir: &Path) -> Result<()> {

@@ -11,32 +11,35 @@ use crate::render::units::{fit, ms, ms_num, pct};
 use crate::table::Table;
 
 /// The breakdown rows as CSV: one line per (rank, pid, phase, operation, resource, CPU level).
+/// With OS data, a `thread_state` column follows `cpu_level` (empty where no OS data covers
+/// the row).
 pub(crate) fn csv(out: &mut impl Write, report: &BreakdownReport) -> Result<()> {
-    let mut t = Table::with_left(
-        &[
-            "rank",
-            "pid",
-            "phase",
-            "operation",
-            "resource",
-            "cpu_level",
-            "time_ns",
-            "window_ns",
-        ],
-        &[],
-    );
+    let states = report
+        .processes
+        .iter()
+        .any(|p| p.rows.iter().any(|r| !r.thread_state.is_absent()));
+    let mut header = vec!["rank", "pid", "phase", "operation", "resource", "cpu_level"];
+    if states {
+        header.push("thread_state");
+    }
+    header.extend(["time_ns", "window_ns"]);
+    let mut t = Table::with_left(&header, &[]);
     for p in &report.processes {
         for r in &p.rows {
-            t.row(vec![
+            let mut cells = vec![
                 p.rank.to_string(),
                 p.pid.to_string(),
                 r.phase.clone(),
                 r.operation.clone(),
                 r.resource.as_str().to_owned(),
                 r.cpu_level.map_or(String::new(), |l| l.as_str().to_owned()),
-                r.time_ns.to_string(),
-                p.window_ns.to_string(),
-            ]);
+            ];
+            if states {
+                cells.push(r.thread_state.as_str().unwrap_or("").to_owned());
+            }
+            cells.push(r.time_ns.to_string());
+            cells.push(p.window_ns.to_string());
+            t.row(cells);
         }
     }
     t.csv(out)?;
@@ -120,22 +123,48 @@ pub(crate) fn text(out: &mut impl Write, report: &BreakdownReport, top: usize) -
         );
         writeln!(out, "  by operation")?;
         t.print(out, "  ")?;
-        let mut t = Table::with_left(
-            &["phase", "operation", "resource", "CPU level", "ms", "share"],
-            &[0, 1, 2, 3],
-        );
+        // With OS data (`strato record --os`), the thread state is part of the row key.
+        let states = p.rows.iter().any(|r| !r.thread_state.is_absent());
+        let mut t = if states {
+            Table::with_left(
+                &[
+                    "phase",
+                    "operation",
+                    "resource",
+                    "CPU level",
+                    "thread state",
+                    "ms",
+                    "share",
+                ],
+                &[0, 1, 2, 3, 4],
+            )
+        } else {
+            Table::with_left(
+                &["phase", "operation", "resource", "CPU level", "ms", "share"],
+                &[0, 1, 2, 3],
+            )
+        };
         for r in p.rows.iter().take(top) {
-            t.row(vec![
+            let mut cells = vec![
                 fit(&r.phase, 20),
                 fit(&r.operation, 40),
                 r.resource.as_str().to_owned(),
                 r.cpu_level
                     .map_or("-".to_owned(), |l| l.as_str().to_owned()),
-                ms_num(r.time_ns as f64),
-                pct(r.time_ns as f64, w),
-            ]);
+            ];
+            if states {
+                cells.push(r.thread_state.as_str().unwrap_or("-").to_owned());
+            }
+            cells.push(ms_num(r.time_ns as f64));
+            cells.push(pct(r.time_ns as f64, w));
+            t.row(cells);
         }
-        fold(&mut t, p.rows.iter().skip(top).map(|r| r.time_ns), w, 6);
+        fold(
+            &mut t,
+            p.rows.iter().skip(top).map(|r| r.time_ns),
+            w,
+            if states { 7 } else { 6 },
+        );
         writeln!(
             out,
             "\n  rows ({} in all; they sum to the window)",
@@ -197,7 +226,11 @@ fn fold(t: &mut Table, rest: impl Iterator<Item = Ns>, whole: f64, columns: usiz
     let total: Ns = rest.iter().sum();
     let mut row = vec![String::new(); columns];
     row[0] = format!("({} more)", rest.len());
-    let time_col = if columns == 6 { 4 } else { 1 };
+    // Rows tables (6 columns, 7 with thread states) end with time and share.
+    let time_col = match columns {
+        6 | 7 => columns - 2,
+        _ => 1,
+    };
     row[time_col] = ms_num(total as f64);
     row[time_col + 1] = pct(total as f64, whole);
     t.row(row);

@@ -74,6 +74,73 @@ fn segments(
         .collect()
 }
 
+/// Thread states in display order with their fills (the OS level, `strato record --os`);
+/// `None` = no OS data covers the time.
+const STATE_FILLS: [(Option<&str>, &str); 7] = [
+    (Some("running"), "#2e7d32"),
+    (Some("runnable"), "#f9a825"),
+    (Some("blocked:io"), "#1565c0"),
+    (Some("blocked:lock"), "#c62828"),
+    (Some("blocked:sleep"), "#7e57c2"),
+    (Some("blocked:other"), "#6d4c41"),
+    (None, "#bdbdbd"),
+];
+
+/// The annotated thread's states per operation (the breakdown's `thread_state` column), as one
+/// bar per operation; None when the process has no OS data.
+fn thread_state_chart(p: &ProcessBreakdown) -> Option<Chart> {
+    if p.rows.iter().all(|r| r.thread_state.is_absent()) {
+        return None;
+    }
+    let mut ops: BTreeMap<&str, BTreeMap<Option<&str>, Ns>> = BTreeMap::new();
+    for r in &p.rows {
+        *ops.entry(&r.operation)
+            .or_default()
+            .entry(r.thread_state.as_str())
+            .or_insert(0) += r.time_ns;
+    }
+    let mut ops: Vec<_> = ops.into_iter().collect();
+    ops.sort_by_key(|(op, states)| (std::cmp::Reverse(states.values().sum::<Ns>()), *op));
+    let bars: Vec<Bar> = ops
+        .iter()
+        .take(BREAKDOWN_BARS)
+        .map(|(op, states)| {
+            let total: Ns = states.values().sum();
+            Bar {
+                label: (*op).to_owned(),
+                segments: STATE_FILLS
+                    .iter()
+                    .filter_map(|&(state, fill)| {
+                        let ns = *states.get(&state)?;
+                        Some(Segment {
+                            value: ns as f64,
+                            fill: fill.to_owned(),
+                            tip: format!(
+                                "{op}\n{}: {} ({} of the operation)",
+                                state.unwrap_or("no OS data"),
+                                fmt_ns(ns as f64),
+                                pct(share(ns, total))
+                            ),
+                        })
+                    })
+                    .collect(),
+                note: fmt_ns(total as f64),
+            }
+        })
+        .collect();
+    Some(Chart {
+        aria: format!("thread states per operation of pid {}", p.pid),
+        axis: Axis::Duration,
+        axis_title: "time".into(),
+        bars,
+        legend: STATE_FILLS
+            .iter()
+            .map(|&(s, f)| (s.unwrap_or("no OS data").to_owned(), f.to_owned()))
+            .collect(),
+        defs: String::new(),
+    })
+}
+
 const BREAKDOWN_BARS: usize = 14;
 
 pub(super) fn breakdown(h: &mut Html, input: &ReportInput) -> bool {
@@ -209,32 +276,44 @@ pub(super) fn breakdown(h: &mut Html, input: &ReportInput) -> bool {
             legend: breakdown_legend(&levels),
             defs: String::new(),
         }));
+        let states = thread_state_chart(p);
+        if let Some(chart) = &states {
+            h.elem(
+                "p",
+                "Thread states of the annotated thread per operation (OS level, `strato record \
+                 --os`): running, runnable (waiting for a core), blocked by cause.",
+            );
+            h.fragment(&bars::stacked(chart));
+        }
         let mut rows: Vec<_> = p.rows.iter().collect();
         rows.sort_by_key(|r| std::cmp::Reverse(r.time_ns));
         let table: Vec<Vec<String>> = rows
             .iter()
             .map(|r| {
-                vec![
+                let mut cells = vec![
                     name(&r.phase),
                     name(&r.operation),
                     r.resource.as_str().to_owned(),
                     r.cpu_level.map_or("-".into(), |l| l.as_str().to_owned()),
-                    fmt_ns(r.time_ns as f64),
-                    pct(share(r.time_ns, p.window_ns)),
-                ]
+                ];
+                if states.is_some() {
+                    cells.push(r.thread_state.as_str().unwrap_or("-").to_owned());
+                }
+                cells.push(fmt_ns(r.time_ns as f64));
+                cells.push(pct(share(r.time_ns, p.window_ns)));
+                cells
             })
             .collect();
+        let mut headers = vec!["phase", "operation", "resource", "CPU stratum"];
+        if states.is_some() {
+            headers.push("thread state");
+        }
+        headers.extend(["time", "share"]);
+        let numeric = [headers.len() - 2, headers.len() - 1];
         h.details_table(
             &format!("Table: {} rows (they sum to the window)", p.rows.len()),
-            &[
-                "phase",
-                "operation",
-                "resource",
-                "CPU stratum",
-                "time",
-                "share",
-            ],
-            &[4, 5],
+            &headers,
+            &numeric,
             &cell_rows(table),
         );
         let ops_table: Vec<Vec<String>> = p

@@ -1,0 +1,1277 @@
+//! The OS level of a live recording (issue 19): what the kernel says about the recorded
+//! process tree, written as `DIR/<pid>-os.strato` files (one per process of the tree) beside
+//! the recorder's own, so the importer puts every event on the thread's own track.
+//!
+//! This module owns the perf_event side (through the `perf-event2` crate): it is run by the
+//! launcher (`strato record --os`), not inside the recorded program, so a crash of the program
+//! loses nothing here, and every chunk written (every [`OsOptions::flush_interval`]) stays.
+//!
+//! What is opened, per online CPU:
+//! - system-wide tracepoints `sched:sched_switch`, `sched:sched_wakeup`,
+//!   `sched:sched_wakeup_new`, `sched:sched_migrate_task` and `task:task_newtask`, filtered
+//!   here to the threads of the tree (the tree is the root pid plus every task created by one of
+//!   its tasks, `task_newtask`, whose `clone_flags` say thread or process);
+//! - `raw_syscalls:sys_enter` / `sys_exit` on the root process, inherited by every task it
+//!   creates after the recorder attached (the launcher attaches right after it spawns the
+//!   program, before the interpreter has run user code);
+//! - page-fault counters (all, and major) on the root process, inherited.
+//!
+//! What is written, per thread (Level `Os`):
+//! - thread-state spans, category [`THREAD_STATE_CATEGORY`], named by [`ThreadState::as_str`]:
+//!   `running` (switched in to switched out), `runnable` (preempted or woken, until switched
+//!   in), `blocked:io` / `blocked:lock` / `blocked:sleep` / `blocked:other` (switched out
+//!   asleep, until woken; the cause from the system call the thread was in: see
+//!   [`blocked_cause`]; args name the syscall and the waker's tid);
+//! - slow system calls (at least [`OsOptions::slow_syscall_ns`]) as spans of category
+//!   `syscall` named by the call;
+//! - CPU migrations as instants (category `sched`, args `from`/`to`);
+//! - per process, metadata `strato.os`: syscall counts and total time per call, page faults,
+//!   switch / wakeup / migration counts and lost records.
+//!
+//! Clock: every event is opened with `clockid = CLOCK_MONOTONIC`, the recorder's clock
+//! ([`crate::now_ns`]), so both are one clock; alignment error 0 by construction (the kernel
+//! stamps a tracepoint when it fires: a span boundary is off by the tracepoint's own cost,
+//! well under a microsecond). Time before the recorder attached, or of a thread it first sees
+//! switching out, has no state (no span).
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use perf_event::data::Record as PerfRecord;
+use perf_event::events::{Software, Tracepoint};
+use perf_event::{Builder, Clock, Counter, SampleFlag, Sampler};
+use strato_trace::Level;
+
+use crate::format::{frame, tag, Enc, FLAG_ARGS, MAGIC};
+
+/// The category of thread-state spans (the breakdown's `thread_state` key reads them).
+pub const THREAD_STATE_CATEGORY: &str = "thread_state";
+/// The category of slow system-call spans.
+pub const SYSCALL_CATEGORY: &str = "syscall";
+/// The metadata key of each process's OS summary.
+pub const OS_METADATA_KEY: &str = "strato.os";
+
+/// What a thread was doing, as the kernel reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ThreadState {
+    Running,
+    /// Ready to run and waiting for a core (preempted, or woken and not yet switched in).
+    Runnable,
+    BlockedIo,
+    BlockedLock,
+    BlockedSleep,
+    BlockedOther,
+}
+
+impl ThreadState {
+    /// Every state, in display order.
+    pub const ALL: [ThreadState; 6] = [
+        ThreadState::Running,
+        ThreadState::Runnable,
+        ThreadState::BlockedIo,
+        ThreadState::BlockedLock,
+        ThreadState::BlockedSleep,
+        ThreadState::BlockedOther,
+    ];
+
+    /// The span name and the breakdown's `thread_state` value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThreadState::Running => "running",
+            ThreadState::Runnable => "runnable",
+            ThreadState::BlockedIo => "blocked:io",
+            ThreadState::BlockedLock => "blocked:lock",
+            ThreadState::BlockedSleep => "blocked:sleep",
+            ThreadState::BlockedOther => "blocked:other",
+        }
+    }
+
+    /// The state a span name stands for.
+    pub fn from_name(name: &str) -> Option<ThreadState> {
+        ThreadState::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+}
+
+/// The cause of a voluntary switch-out, from the system call the thread was in (by name, so
+/// it holds on every architecture the `syscalls` crate knows): futex-like waits are `lock`,
+/// timed sleeps `sleep`, file and socket transfers and syncs `io`; anything else, or no system
+/// call (e.g. a page fault), is `other`.
+pub fn blocked_cause(syscall: Option<&str>) -> ThreadState {
+    match syscall {
+        Some("futex" | "futex_waitv" | "futex_wait" | "flock" | "semop" | "semtimedop") => {
+            ThreadState::BlockedLock
+        }
+        Some("nanosleep" | "clock_nanosleep" | "pause") => ThreadState::BlockedSleep,
+        Some(
+            "read" | "write" | "pread64" | "pwrite64" | "readv" | "writev" | "preadv" | "pwritev"
+            | "preadv2" | "pwritev2" | "fsync" | "fdatasync" | "sync" | "syncfs"
+            | "sync_file_range" | "open" | "openat" | "openat2" | "close" | "io_getevents"
+            | "io_pgetevents" | "io_uring_enter" | "sendfile" | "copy_file_range" | "splice"
+            | "recvfrom" | "recvmsg" | "recvmmsg" | "sendto" | "sendmsg" | "sendmmsg" | "msync"
+            | "fallocate" | "ftruncate" | "truncate" | "unlink" | "unlinkat" | "rename"
+            | "renameat" | "renameat2" | "getdents64" | "statx" | "newfstatat" | "mkdir"
+            | "mkdirat",
+        ) => ThreadState::BlockedIo,
+        _ => ThreadState::BlockedOther,
+    }
+}
+
+/// The name of system call `id` on this machine's architecture.
+fn syscall_name(id: i64) -> Option<&'static str> {
+    usize::try_from(id)
+        .ok()
+        .and_then(|n| syscalls::Sysno::new(n).map(|s| s.name()))
+}
+
+/// How to record the OS level.
+#[derive(Debug, Clone)]
+pub struct OsOptions {
+    /// The profile directory (the program's recorder writes there too).
+    pub dir: PathBuf,
+    /// The recorded program's pid (the root of the tree).
+    pub root_pid: i32,
+    /// System calls at least this long become spans (all are counted).
+    pub slow_syscall_ns: i64,
+    /// A chunk per process file at least this often.
+    pub flush_interval: Duration,
+    /// The collection level written in each file's START record.
+    pub level: u64,
+}
+
+impl OsOptions {
+    /// Defaults: slow syscalls from 100 µs, a chunk every 100 ms, level 4.
+    pub fn new(dir: PathBuf, root_pid: i32) -> OsOptions {
+        OsOptions {
+            dir,
+            root_pid,
+            slow_syscall_ns: 100_000,
+            flush_interval: Duration::from_millis(100),
+            level: 4,
+        }
+    }
+}
+
+/// Why the OS level cannot be recorded.
+#[derive(Debug, thiserror::Error)]
+pub enum OsError {
+    #[error(
+        "perf events are not permitted here ({source}); kernel.perf_event_paranoid is {paranoid}: system-wide scheduler tracepoints need root, or CAP_PERFMON with a readable tracefs (/sys/kernel/tracing), or `sysctl kernel.perf_event_paranoid=-1` (in a container, the runtime must allow perf_event_open too)"
+    )]
+    NotPermitted { paranoid: String, source: io::Error },
+    #[error(
+        "kernel tracepoint {name} is not available: {detail} (tracefs must be mounted: `mount -t tracefs nodev /sys/kernel/tracing`)"
+    )]
+    Tracepoint { name: String, detail: String },
+    #[error("perf_event_open for {what} failed: {source}")]
+    Open { what: String, source: io::Error },
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+}
+
+/// Counts of what an OS recording saw (for the launcher's one-line summary).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OsSummary {
+    pub processes: usize,
+    pub threads: usize,
+    pub switches: u64,
+    pub wakeups: u64,
+    pub migrations: u64,
+    pub syscalls: u64,
+    pub slow_syscalls: u64,
+    pub state_spans: u64,
+    /// Records the kernel dropped because a ring buffer was full (then some states are
+    /// missing; the files say so in `strato.os`).
+    pub lost: u64,
+    /// CPU time of the collecting thread (reading the ring buffers, writing the files): the
+    /// OS level's own cost outside the kernel.
+    pub collector_cpu_ns: i64,
+    pub files: Vec<PathBuf>,
+}
+
+/// A running OS recording; [`OsRecorder::stop`] ends it.
+#[derive(Debug)]
+pub struct OsRecorder {
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<OsSummary>>,
+}
+
+impl OsRecorder {
+    /// Opens every event (errors come back here, before anything is written) and starts the
+    /// collecting thread.
+    pub fn start(options: OsOptions) -> Result<OsRecorder, OsError> {
+        let sources = Sources::open(options.root_pid)?;
+        std::fs::create_dir_all(&options.dir).map_err(|source| OsError::Io {
+            path: options.dir.clone(),
+            source,
+        })?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut collector = Collector::new(options, sources);
+        let flag = Arc::clone(&stop);
+        let handle = std::thread::Builder::new()
+            .name("strato-os".into())
+            .spawn(move || collector.run(&flag))
+            .map_err(|source| OsError::Io {
+                path: PathBuf::from("(thread)"),
+                source,
+            })?;
+        Ok(OsRecorder {
+            stop,
+            handle: Some(handle),
+        })
+    }
+
+    /// Stops collecting, writes what is left and the STOP records; returns the counts.
+    pub fn stop(mut self) -> OsSummary {
+        self.stop.store(true, Ordering::Release);
+        self.handle
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for OsRecorder {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// A tracepoint's id and the offsets of its fields in the raw sample.
+struct Format {
+    id: u64,
+    fields: HashMap<String, (usize, usize)>,
+}
+
+impl Format {
+    fn field(&self, raw: &[u8], name: &str) -> Option<i64> {
+        let &(offset, size) = self.fields.get(name)?;
+        let bytes = raw.get(offset..offset + size)?;
+        Some(match size {
+            8 => i64::from_ne_bytes(bytes.try_into().ok()?),
+            4 => i64::from(i32::from_ne_bytes(bytes.try_into().ok()?)),
+            2 => i64::from(i16::from_ne_bytes(bytes.try_into().ok()?)),
+            _ => return None,
+        })
+    }
+}
+
+const TRACEFS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
+
+fn tracefs_root() -> Option<&'static str> {
+    let found = || {
+        TRACEFS
+            .into_iter()
+            .find(|r| Path::new(r).join("events").is_dir())
+    };
+    if let Some(r) = found() {
+        return Some(r);
+    }
+    // Not mounted (perf mounts it on demand too): mount it, as root may.
+    let target = c"/sys/kernel/tracing";
+    let fstype = c"tracefs";
+    // SAFETY: plain mount(2) with NUL-terminated constant strings and no data.
+    let _ = unsafe {
+        libc::mount(
+            c"nodev".as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+    found()
+}
+
+fn tracepoint_format(name: &str) -> Result<Format, OsError> {
+    let err = |detail: String| OsError::Tracepoint {
+        name: name.to_owned(),
+        detail,
+    };
+    let Some(root) = tracefs_root() else {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 && TRACEFS.iter().any(|r| Path::new(r).exists()) {
+            // There but not ours to read: a permission matter, not a missing mount.
+            return Err(not_permitted(io::Error::from(
+                io::ErrorKind::PermissionDenied,
+            )));
+        }
+        return Err(err("no tracefs found".into()));
+    };
+    let dir = Path::new(root).join("events").join(name);
+    let id = std::fs::read_to_string(dir.join("id"))
+        .map_err(|e| match e.kind() {
+            io::ErrorKind::PermissionDenied => not_permitted(e),
+            _ => err(format!("{}: {e}", dir.join("id").display())),
+        })?
+        .trim()
+        .parse()
+        .map_err(|e| err(format!("{}: {e}", dir.join("id").display())))?;
+    let text = std::fs::read_to_string(dir.join("format"))
+        .map_err(|e| err(format!("{}: {e}", dir.join("format").display())))?;
+    let mut fields = HashMap::new();
+    for line in text.lines() {
+        // `field:pid_t prev_pid;	offset:24;	size:4;	signed:1;`
+        let mut name = None;
+        let (mut offset, mut size) = (None, None);
+        for part in line.trim().split(';') {
+            let part = part.trim();
+            if let Some(decl) = part.strip_prefix("field:") {
+                let last = decl.split_whitespace().last().unwrap_or("");
+                name = Some(last.split('[').next().unwrap_or(last).to_owned());
+            } else if let Some(v) = part.strip_prefix("offset:") {
+                offset = v.parse().ok();
+            } else if let Some(v) = part.strip_prefix("size:") {
+                size = v.parse().ok();
+            }
+        }
+        if let (Some(n), Some(o), Some(s)) = (name, offset, size) {
+            fields.insert(n, (o, s));
+        }
+    }
+    Ok(Format { id, fields })
+}
+
+fn online_cpus() -> Vec<usize> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    let mut cpus = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        let mut ends = part.split('-').filter_map(|x| x.parse::<usize>().ok());
+        if let Some(a) = ends.next() {
+            let b = ends.next().unwrap_or(a);
+            cpus.extend(a..=b);
+        }
+    }
+    if cpus.is_empty() {
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+        cpus.extend(0..n);
+    }
+    cpus
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Switch,
+    Wakeup,
+    Migrate,
+    NewTask,
+    SysEnter,
+    SysExit,
+}
+
+/// Every open event.
+struct Sources {
+    samplers: Vec<(Kind, Sampler)>,
+    formats: HashMap<u8, Format>,
+    faults: Option<Counter>,
+    major_faults: Option<Counter>,
+}
+
+fn kind_code(k: Kind) -> u8 {
+    k as u8
+}
+
+impl Sources {
+    fn open(root: i32) -> Result<Sources, OsError> {
+        let cpus = online_cpus();
+        let mut samplers = Vec::new();
+        let mut formats = HashMap::new();
+        let system_wide = [
+            (Kind::Switch, "sched/sched_switch", 4 << 20),
+            (Kind::Wakeup, "sched/sched_wakeup", 1 << 20),
+            (Kind::Wakeup, "sched/sched_wakeup_new", 256 << 10),
+            (Kind::Migrate, "sched/sched_migrate_task", 512 << 10),
+            (Kind::NewTask, "task/task_newtask", 256 << 10),
+        ];
+        let per_task = [
+            (Kind::SysEnter, "raw_syscalls/sys_enter", 4 << 20),
+            (Kind::SysExit, "raw_syscalls/sys_exit", 4 << 20),
+        ];
+        for (tree, list) in [(false, &system_wide[..]), (true, &per_task[..])] {
+            for &(kind, name, map_len) in list {
+                let format = tracepoint_format(name)?;
+                let id = format.id;
+                // sched_wakeup and sched_wakeup_new share one layout.
+                formats.entry(kind_code(kind)).or_insert(format);
+                for &cpu in &cpus {
+                    let mut b = Builder::new(Tracepoint::with_id(id));
+                    if tree {
+                        b.observe_pid(root).inherit(true);
+                    } else {
+                        b.any_pid();
+                    }
+                    b.one_cpu(cpu)
+                        .include_kernel()
+                        .sample_period(1)
+                        .sample(
+                            SampleFlag::TID | SampleFlag::TIME | SampleFlag::CPU | SampleFlag::RAW,
+                        )
+                        .clockid(Clock::MONOTONIC)
+                        .wakeup_events(1 << 12);
+                    let counter = b.build().map_err(|e| open_error(e, name))?;
+                    let sampler = counter.sampled(map_len).map_err(|e| open_error(e, name))?;
+                    samplers.push((kind, sampler));
+                }
+            }
+        }
+        let fault_counter = |event: Software| {
+            let mut b = Builder::new(event);
+            b.observe_pid(root).any_cpu().inherit(true).include_kernel();
+            b.build().ok()
+        };
+        let faults = fault_counter(Software::PAGE_FAULTS);
+        let major_faults = fault_counter(Software::PAGE_FAULTS_MAJ);
+        for (_, s) in &mut samplers {
+            s.enable().map_err(|e| open_error(e, "enable"))?;
+        }
+        let mut sources = Sources {
+            samplers,
+            formats,
+            faults,
+            major_faults,
+        };
+        for c in [&mut sources.faults, &mut sources.major_faults]
+            .into_iter()
+            .flatten()
+        {
+            let _ = c.enable();
+        }
+        Ok(sources)
+    }
+}
+
+fn not_permitted(source: io::Error) -> OsError {
+    OsError::NotPermitted {
+        paranoid: std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_else(|_| "unknown".into()),
+        source,
+    }
+}
+
+fn open_error(e: io::Error, what: &str) -> OsError {
+    match e.raw_os_error() {
+        Some(libc::EACCES | libc::EPERM) => not_permitted(e),
+        _ => OsError::Open {
+            what: what.to_owned(),
+            source: e,
+        },
+    }
+}
+
+/// One decoded kernel event.
+#[derive(Debug, Clone, Copy)]
+struct KEvent {
+    ts: i64,
+    /// Order of arrival, to keep equal timestamps stable.
+    seq: u64,
+    /// The task the event fired in (`current`).
+    tid: i32,
+    pid: i32,
+    body: Body,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Body {
+    Switch {
+        prev: i32,
+        prev_state: i64,
+        next: i32,
+    },
+    Wakeup {
+        woken: i32,
+    },
+    Migrate {
+        task: i32,
+        from: i64,
+        to: i64,
+    },
+    NewTask {
+        child: i32,
+        thread: bool,
+    },
+    SysEnter {
+        id: i64,
+    },
+    SysExit {
+        id: i64,
+    },
+}
+
+/// `__trace_sched_switch_state` bits (include/trace/events/sched.h): the task-state index as
+/// one bit, and TASK_REPORT_MAX (0x100 since 4.14) for a preempted task.
+const STATE_EXITING: i64 = 0x10 | 0x20;
+const STATE_PREEMPTED: i64 = 0x100;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Now {
+    /// Not seen yet in a state we can name.
+    Unknown,
+    On(i64),
+    Off {
+        since: i64,
+        state: ThreadState,
+        syscall: Option<&'static str>,
+    },
+}
+
+#[derive(Debug)]
+struct Thread {
+    tgid: i32,
+    now: Now,
+    syscall: Option<(i64, i64)>,
+}
+
+#[derive(Debug, Clone)]
+enum OsEv {
+    Span {
+        tid: i32,
+        start: i64,
+        end: i64,
+        cat: u32,
+        name: u32,
+        args: Option<String>,
+    },
+    Instant {
+        tid: i32,
+        ts: i64,
+        cat: u32,
+        name: u32,
+        args: Option<String>,
+    },
+}
+
+/// One `<pid>-os.strato` file: its own strings and thread tracks, chunks appended on flush.
+#[derive(Debug)]
+struct OsFile {
+    pid: i32,
+    ppid: i32,
+    path: PathBuf,
+    file: Option<File>,
+    first: bool,
+    strings: Vec<String>,
+    string_ids: HashMap<String, u32>,
+    strings_written: usize,
+    tracks: Vec<i32>,
+    track_ids: HashMap<i32, u32>,
+    tracks_written: usize,
+    events: Vec<OsEv>,
+    syscalls: HashMap<&'static str, (u64, i64)>,
+    switches: u64,
+    wakeups: u64,
+    migrations: u64,
+    start_ts: i64,
+    last_ts: i64,
+    level: u64,
+}
+
+impl OsFile {
+    fn open(dir: &Path, pid: i32, ppid: i32, start_ts: i64, level: u64) -> Result<OsFile, OsError> {
+        let path = dir.join(format!("{pid}-os.strato"));
+        let file = OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .open(&path)
+            .map_err(|source| OsError::Io {
+                path: path.clone(),
+                source,
+            })?;
+        Ok(OsFile {
+            pid,
+            ppid,
+            path,
+            file: Some(file),
+            first: true,
+            strings: vec![String::new()],
+            string_ids: HashMap::new(),
+            strings_written: 1,
+            tracks: Vec::new(),
+            track_ids: HashMap::new(),
+            tracks_written: 0,
+            events: Vec::new(),
+            syscalls: HashMap::new(),
+            switches: 0,
+            wakeups: 0,
+            migrations: 0,
+            start_ts,
+            last_ts: start_ts,
+            level,
+        })
+    }
+
+    fn string(&mut self, s: &str) -> u32 {
+        if let Some(&id) = self.string_ids.get(s) {
+            return id;
+        }
+        let id = self.strings.len() as u32;
+        self.strings.push(s.to_owned());
+        self.string_ids.insert(s.to_owned(), id);
+        id
+    }
+
+    fn track(&mut self, tid: i32) -> u32 {
+        if let Some(&id) = self.track_ids.get(&tid) {
+            return id;
+        }
+        let id = self.tracks.len() as u32;
+        self.tracks.push(tid);
+        self.track_ids.insert(tid, id);
+        id
+    }
+
+    /// Appends one chunk with everything new (`stop`: also the summary and the STOP record).
+    fn flush(&mut self, stop: Option<(i64, &str)>) -> io::Result<()> {
+        let mut enc = Enc::default();
+        if self.first {
+            enc.u8(tag::PROCESS);
+            enc.sv(i64::from(self.pid));
+            enc.sv(i64::from(self.ppid));
+            enc.sv(self.start_ts);
+            enc.sv(self.start_ts + wall_minus_mono());
+            enc.text(
+                &std::fs::read_to_string("/proc/sys/kernel/hostname")
+                    .map(|s| s.trim().to_owned())
+                    .unwrap_or_default(),
+            );
+            enc.text("os");
+            enc.text("[]");
+        }
+        let events = std::mem::take(&mut self.events);
+        // Register every track used before writing definitions.
+        let tracks: Vec<u32> = events
+            .iter()
+            .map(|e| match e {
+                OsEv::Span { tid, .. } | OsEv::Instant { tid, .. } => *tid,
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|tid| self.track(tid))
+            .collect();
+        let meta = stop.map(|(_, json)| (self.string(OS_METADATA_KEY), json.to_owned()));
+        for (id, text) in self.strings.iter().enumerate().skip(self.strings_written) {
+            enc.u8(tag::STRING);
+            enc.uv(id as u64);
+            enc.text(text);
+        }
+        self.strings_written = self.strings.len();
+        for (id, tid) in self.tracks.iter().enumerate().skip(self.tracks_written) {
+            enc.u8(tag::THREAD_TRACK);
+            enc.uv(id as u64);
+            enc.sv(i64::from(*tid));
+            enc.uv(0);
+        }
+        self.tracks_written = self.tracks.len();
+        if self.first {
+            enc.u8(tag::START);
+            enc.ts(self.start_ts);
+            enc.uv(self.level);
+        }
+        for (ev, track) in events.iter().zip(tracks) {
+            match ev {
+                OsEv::Span {
+                    start,
+                    end,
+                    cat,
+                    name,
+                    args,
+                    ..
+                } => {
+                    enc.u8(tag::SPAN);
+                    enc.uv(u64::from(track));
+                    enc.ts(*start);
+                    enc.uv(end.saturating_sub(*start).max(0) as u64);
+                    enc.u8(Level::Os.code());
+                    enc.uv(u64::from(*cat));
+                    enc.uv(u64::from(*name));
+                    write_args(&mut enc, args);
+                }
+                OsEv::Instant {
+                    ts,
+                    cat,
+                    name,
+                    args,
+                    ..
+                } => {
+                    enc.u8(tag::INSTANT);
+                    enc.uv(u64::from(track));
+                    enc.ts(*ts);
+                    enc.u8(Level::Os.code());
+                    enc.uv(u64::from(*cat));
+                    enc.uv(u64::from(*name));
+                    write_args(&mut enc, args);
+                }
+            }
+        }
+        if let Some((key, json)) = meta {
+            enc.u8(tag::METADATA);
+            enc.uv(u64::from(key));
+            enc.text(&json);
+        }
+        if let Some((ts, _)) = stop {
+            enc.u8(tag::STOP);
+            enc.ts(ts);
+        }
+        if enc.is_empty() {
+            return Ok(());
+        }
+        let mut out = Vec::with_capacity(enc.buf.len() + 32);
+        if self.first {
+            out.extend_from_slice(MAGIC);
+        }
+        frame(&enc.buf, &mut out);
+        self.first = false;
+        match self.file.as_mut() {
+            Some(f) => f.write_all(&out),
+            None => Ok(()),
+        }
+    }
+}
+
+fn write_args(enc: &mut Enc, args: &Option<String>) {
+    match args {
+        None => enc.u8(0),
+        Some(a) => {
+            enc.u8(FLAG_ARGS);
+            enc.text(a);
+        }
+    }
+}
+
+fn wall_minus_mono() -> i64 {
+    crate::read_clock(libc::CLOCK_REALTIME) - crate::now_ns()
+}
+
+fn ppid_of(pid: i32) -> i32 {
+    // `/proc/PID/stat`: `pid (comm) state ppid ...`; comm may hold spaces or parentheses.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            let rest = &s[s.rfind(')')? + 1..];
+            rest.split_whitespace().nth(1)?.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
+/// The collecting thread's state.
+struct Collector {
+    options: OsOptions,
+    sources: Sources,
+    threads: HashMap<i32, Thread>,
+    files: HashMap<i32, OsFile>,
+    failed: Vec<PathBuf>,
+    pending: Vec<KEvent>,
+    seq: u64,
+    summary: OsSummary,
+    start_ts: i64,
+    cat_state: HashMap<i32, [u32; 3]>,
+}
+
+/// Events younger than this stay pending (another CPU's buffer may still hold older ones).
+const HOLDBACK_NS: i64 = 30_000_000;
+
+impl Collector {
+    fn new(options: OsOptions, sources: Sources) -> Collector {
+        let start_ts = crate::now_ns();
+        let mut c = Collector {
+            options,
+            sources,
+            threads: HashMap::new(),
+            files: HashMap::new(),
+            failed: Vec::new(),
+            pending: Vec::new(),
+            seq: 0,
+            summary: OsSummary::default(),
+            start_ts,
+            cat_state: HashMap::new(),
+        };
+        let root = c.options.root_pid;
+        c.add_thread(root, root, ppid_of(root));
+        c
+    }
+
+    fn add_thread(&mut self, tid: i32, tgid: i32, ppid: i32) {
+        self.threads.insert(
+            tid,
+            Thread {
+                tgid,
+                now: Now::Unknown,
+                syscall: None,
+            },
+        );
+        if !self.files.contains_key(&tgid) {
+            match OsFile::open(
+                &self.options.dir,
+                tgid,
+                ppid,
+                self.start_ts,
+                self.options.level,
+            ) {
+                Ok(f) => {
+                    self.files.insert(tgid, f);
+                }
+                Err(OsError::Io { path, .. }) => self.failed.push(path),
+                Err(_) => {}
+            }
+        }
+    }
+
+    fn run(&mut self, stop: &AtomicBool) -> OsSummary {
+        let mut last_flush = crate::now_ns();
+        loop {
+            let stopping = stop.load(Ordering::Acquire);
+            self.drain();
+            let horizon = if stopping {
+                i64::MAX
+            } else {
+                crate::now_ns() - HOLDBACK_NS
+            };
+            self.process(horizon);
+            let now = crate::now_ns();
+            if stopping {
+                self.finish(now);
+                break;
+            }
+            if now - last_flush >= self.options.flush_interval.as_nanos() as i64 {
+                self.flush_all(None);
+                last_flush = now;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let mut summary = std::mem::take(&mut self.summary);
+        summary.processes = self.files.len();
+        summary.threads = self.threads.len();
+        let mut files: Vec<PathBuf> = self.files.values().map(|f| f.path.clone()).collect();
+        files.sort();
+        summary.files = files;
+        summary.collector_cpu_ns = crate::read_clock(libc::CLOCK_THREAD_CPUTIME_ID);
+        summary
+    }
+
+    fn drain(&mut self) {
+        let Collector {
+            sources,
+            pending,
+            seq,
+            summary,
+            ..
+        } = self;
+        for (kind, sampler) in &mut sources.samplers {
+            let format = &sources.formats[&kind_code(*kind)];
+            while let Some(record) = sampler.next_record() {
+                let Ok(parsed) = record.parse_record() else {
+                    continue;
+                };
+                match parsed {
+                    PerfRecord::Sample(sample) => {
+                        let (Some(raw), Some(ts), Some(tid), Some(pid)) =
+                            (sample.raw(), sample.time(), sample.tid(), sample.pid())
+                        else {
+                            continue;
+                        };
+                        let f = |name: &str| format.field(raw, name);
+                        let body = match kind {
+                            Kind::Switch => Body::Switch {
+                                prev: f("prev_pid").unwrap_or(-1) as i32,
+                                prev_state: f("prev_state").unwrap_or(0),
+                                next: f("next_pid").unwrap_or(-1) as i32,
+                            },
+                            Kind::Wakeup => Body::Wakeup {
+                                woken: f("pid").unwrap_or(-1) as i32,
+                            },
+                            Kind::Migrate => Body::Migrate {
+                                task: f("pid").unwrap_or(-1) as i32,
+                                from: f("orig_cpu").unwrap_or(-1),
+                                to: f("dest_cpu").unwrap_or(-1),
+                            },
+                            Kind::NewTask => Body::NewTask {
+                                child: f("pid").unwrap_or(-1) as i32,
+                                thread: f("clone_flags").unwrap_or(0)
+                                    & i64::from(libc::CLONE_THREAD)
+                                    != 0,
+                            },
+                            Kind::SysEnter => Body::SysEnter {
+                                id: f("id").unwrap_or(-1),
+                            },
+                            Kind::SysExit => Body::SysExit {
+                                id: f("id").unwrap_or(-1),
+                            },
+                        };
+                        *seq += 1;
+                        pending.push(KEvent {
+                            ts: ts as i64,
+                            seq: *seq,
+                            tid: tid as i32,
+                            pid: pid as i32,
+                            body,
+                        });
+                    }
+                    PerfRecord::Lost(lost) => summary.lost += lost.lost,
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    fn process(&mut self, horizon: i64) {
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.sort_unstable_by_key(|e| (e.ts, e.seq));
+        let cut = pending.partition_point(|e| e.ts < horizon);
+        let rest = pending.split_off(cut);
+        for e in pending {
+            self.handle(e);
+        }
+        self.pending = rest;
+    }
+
+    fn strings(&mut self, tgid: i32) -> Option<[u32; 3]> {
+        if let Some(s) = self.cat_state.get(&tgid) {
+            return Some(*s);
+        }
+        let f = self.files.get_mut(&tgid)?;
+        let s = [
+            f.string(THREAD_STATE_CATEGORY),
+            f.string(SYSCALL_CATEGORY),
+            f.string("sched"),
+        ];
+        self.cat_state.insert(tgid, s);
+        Some(s)
+    }
+
+    fn state_span(
+        &mut self,
+        tid: i32,
+        start: i64,
+        end: i64,
+        state: ThreadState,
+        args: Option<String>,
+    ) {
+        let Some(tgid) = self.threads.get(&tid).map(|t| t.tgid) else {
+            return;
+        };
+        let Some([cat, _, _]) = self.strings(tgid) else {
+            return;
+        };
+        if end <= start {
+            return;
+        }
+        if let Some(f) = self.files.get_mut(&tgid) {
+            let name = f.string(state.as_str());
+            f.events.push(OsEv::Span {
+                tid,
+                start,
+                end,
+                cat,
+                name,
+                args,
+            });
+            f.last_ts = f.last_ts.max(end);
+            self.summary.state_spans += 1;
+        }
+    }
+
+    /// Ends `tid`'s current state at `ts` (a span when it is known).
+    fn close_state(&mut self, tid: i32, ts: i64, woken_by: Option<i32>) {
+        let Some(now) = self.threads.get(&tid).map(|t| t.now) else {
+            return;
+        };
+        match now {
+            Now::Unknown => {}
+            Now::On(since) => self.state_span(tid, since, ts, ThreadState::Running, None),
+            Now::Off {
+                since,
+                state,
+                syscall,
+            } => {
+                let mut args = serde_args(syscall, woken_by);
+                if state == ThreadState::Runnable {
+                    args = None;
+                }
+                self.state_span(tid, since, ts, state, args);
+            }
+        }
+    }
+
+    fn handle(&mut self, e: KEvent) {
+        // A task of a known process we had not met (created before the recorder attached).
+        if !self.threads.contains_key(&e.tid) && e.tid > 0 {
+            if let Some(tgid) = self
+                .threads
+                .values()
+                .find(|t| t.tgid == e.pid)
+                .map(|t| t.tgid)
+            {
+                self.add_thread(e.tid, tgid, 0);
+            }
+        }
+        match e.body {
+            Body::Switch {
+                prev,
+                prev_state,
+                next,
+            } => {
+                if self.threads.contains_key(&prev) {
+                    self.close_state(prev, e.ts, None);
+                    if let Some(tgid) = self.threads.get(&prev).map(|t| t.tgid) {
+                        if let Some(f) = self.files.get_mut(&tgid) {
+                            f.switches += 1;
+                        }
+                    }
+                    self.summary.switches += 1;
+                    if prev_state & STATE_EXITING != 0 {
+                        if let Some(t) = self.threads.get_mut(&prev) {
+                            t.now = Now::Unknown;
+                        }
+                    } else {
+                        let syscall = self
+                            .threads
+                            .get(&prev)
+                            .and_then(|t| t.syscall)
+                            .and_then(|(id, _)| syscall_name(id));
+                        // Asleep in a file call (disk, pipe or socket wait) is I/O; asleep
+                        // outside any call (a page fault) is `other`.
+                        let state = if prev_state == 0 || prev_state & STATE_PREEMPTED != 0 {
+                            ThreadState::Runnable
+                        } else {
+                            blocked_cause(syscall)
+                        };
+                        if let Some(t) = self.threads.get_mut(&prev) {
+                            t.now = Now::Off {
+                                since: e.ts,
+                                state,
+                                syscall,
+                            };
+                        }
+                    }
+                }
+                if self.threads.contains_key(&next) {
+                    self.close_state(next, e.ts, None);
+                    if let Some(t) = self.threads.get_mut(&next) {
+                        t.now = Now::On(e.ts);
+                    }
+                }
+            }
+            Body::Wakeup { woken } => {
+                let Some(now) = self.threads.get(&woken).map(|t| t.now) else {
+                    return;
+                };
+                self.summary.wakeups += 1;
+                if let Some(tgid) = self.threads.get(&woken).map(|t| t.tgid) {
+                    if let Some(f) = self.files.get_mut(&tgid) {
+                        f.wakeups += 1;
+                    }
+                }
+                match now {
+                    Now::On(_) => {}
+                    Now::Off {
+                        state: ThreadState::Runnable,
+                        ..
+                    } => {}
+                    _ => {
+                        self.close_state(woken, e.ts, Some(e.tid));
+                        if let Some(t) = self.threads.get_mut(&woken) {
+                            t.now = Now::Off {
+                                since: e.ts,
+                                state: ThreadState::Runnable,
+                                syscall: None,
+                            };
+                        }
+                    }
+                }
+            }
+            Body::Migrate { task, from, to } => {
+                let Some(tgid) = self.threads.get(&task).map(|t| t.tgid) else {
+                    return;
+                };
+                let Some([_, _, sched]) = self.strings(tgid) else {
+                    return;
+                };
+                self.summary.migrations += 1;
+                if let Some(f) = self.files.get_mut(&tgid) {
+                    let name = f.string("migrate");
+                    f.events.push(OsEv::Instant {
+                        tid: task,
+                        ts: e.ts,
+                        cat: sched,
+                        name,
+                        args: Some(format!("{{\"from\":{from},\"to\":{to}}}")),
+                    });
+                    f.migrations += 1;
+                }
+            }
+            Body::NewTask { child, thread } => {
+                let Some(parent_tgid) = self.threads.get(&e.tid).map(|t| t.tgid) else {
+                    return;
+                };
+                let (tgid, ppid) = if thread {
+                    (parent_tgid, 0)
+                } else {
+                    (child, parent_tgid)
+                };
+                self.add_thread(child, tgid, ppid);
+                if let Some(t) = self.threads.get_mut(&child) {
+                    t.now = Now::Off {
+                        since: e.ts,
+                        state: ThreadState::Runnable,
+                        syscall: None,
+                    };
+                }
+            }
+            Body::SysEnter { id } => {
+                if let Some(t) = self.threads.get_mut(&e.tid) {
+                    t.syscall = Some((id, e.ts));
+                }
+            }
+            Body::SysExit { id } => {
+                let Some(t) = self.threads.get_mut(&e.tid) else {
+                    return;
+                };
+                let Some((entered, start)) = t.syscall.take() else {
+                    return;
+                };
+                if entered != id {
+                    return;
+                }
+                let tgid = t.tgid;
+                let name = syscall_name(id).unwrap_or("unknown");
+                self.summary.syscalls += 1;
+                let dur = e.ts - start;
+                let slow = dur >= self.options.slow_syscall_ns;
+                let Some([_, cat, _]) = self.strings(tgid) else {
+                    return;
+                };
+                if let Some(f) = self.files.get_mut(&tgid) {
+                    let entry = f.syscalls.entry(name).or_insert((0, 0));
+                    entry.0 += 1;
+                    entry.1 += dur;
+                    if slow {
+                        let name_id = f.string(name);
+                        f.events.push(OsEv::Span {
+                            tid: e.tid,
+                            start,
+                            end: e.ts,
+                            cat,
+                            name: name_id,
+                            args: None,
+                        });
+                        self.summary.slow_syscalls += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    fn flush_all(&mut self, stop_ts: Option<i64>) {
+        let (faults, major) = (
+            self.sources.faults.as_mut().and_then(|c| c.read().ok()),
+            self.sources
+                .major_faults
+                .as_mut()
+                .and_then(|c| c.read().ok()),
+        );
+        let root = self.options.root_pid;
+        let lost = self.summary.lost;
+        for f in self.files.values_mut() {
+            let meta = stop_ts.map(|ts| {
+                let mut calls: Vec<_> = f.syscalls.iter().collect();
+                calls.sort_by(|a, b| b.1 .1.cmp(&a.1 .1).then(a.0.cmp(b.0)));
+                let calls: Vec<String> = calls
+                    .iter()
+                    .map(|(n, (c, t))| format!("{{\"name\":\"{n}\",\"count\":{c},\"time_ns\":{t}}}"))
+                    .collect();
+                let faults = if f.pid == root {
+                    format!(
+                        ",\"page_faults_tree\":{},\"major_page_faults_tree\":{}",
+                        faults.map_or("null".into(), |v| v.to_string()),
+                        major.map_or("null".into(), |v| v.to_string())
+                    )
+                } else {
+                    String::new()
+                };
+                (
+                    ts,
+                    format!(
+                        "{{\"switches\":{},\"wakeups\":{},\"migrations\":{},\"lost_records_all_processes\":{lost},\"syscalls\":[{}]{faults}}}",
+                        f.switches,
+                        f.wakeups,
+                        f.migrations,
+                        calls.join(",")
+                    ),
+                )
+            });
+            if f.flush(meta.as_ref().map(|(ts, json)| (*ts, json.as_str())))
+                .is_err()
+            {
+                self.failed.push(f.path.clone());
+                f.file = None;
+            }
+        }
+    }
+
+    fn finish(&mut self, now: i64) {
+        // Close every open state at the end of the recording.
+        let tids: Vec<i32> = self.threads.keys().copied().collect();
+        for tid in tids {
+            self.close_state(tid, now, None);
+            if let Some(t) = self.threads.get_mut(&tid) {
+                t.now = Now::Unknown;
+            }
+        }
+        self.flush_all(Some(now));
+        for p in std::mem::take(&mut self.failed) {
+            eprintln!(
+                "strato record --os: cannot write {}; OS events lost",
+                p.display()
+            );
+        }
+    }
+}
+
+fn serde_args(syscall: Option<&str>, woken_by: Option<i32>) -> Option<String> {
+    let mut parts = Vec::new();
+    if let Some(s) = syscall {
+        parts.push(format!("\"syscall\":\"{s}\""));
+    }
+    if let Some(w) = woken_by {
+        parts.push(format!("\"woken_by\":{w}"));
+    }
+    (!parts.is_empty()).then(|| format!("{{{}}}", parts.join(",")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn causes_follow_the_system_call() {
+        assert_eq!(blocked_cause(Some("futex")), ThreadState::BlockedLock);
+        assert_eq!(
+            blocked_cause(Some("clock_nanosleep")),
+            ThreadState::BlockedSleep
+        );
+        assert_eq!(blocked_cause(Some("fsync")), ThreadState::BlockedIo);
+        assert_eq!(blocked_cause(Some("wait4")), ThreadState::BlockedOther);
+        assert_eq!(blocked_cause(None), ThreadState::BlockedOther);
+        for s in ThreadState::ALL {
+            assert_eq!(ThreadState::from_name(s.as_str()), Some(s));
+        }
+    }
+
+    #[test]
+    fn syscall_names_come_from_the_table() {
+        #[cfg(target_arch = "x86_64")]
+        {
+            assert_eq!(syscall_name(202), Some("futex"));
+            assert_eq!(syscall_name(74), Some("fsync"));
+        }
+        assert_eq!(syscall_name(-1), None);
+    }
+}
