@@ -521,3 +521,60 @@ fn synthetic_step_breakdown_conserves_and_names_the_bottleneck() {
     let f = of(&r, "step-breakdown");
     assert_eq!(f[0].intervals, vec![(0, 400)]);
 }
+
+/// The multi-rank rules on the 8 real DLRM ranks: the evidence exists, its parts conserve
+/// (exposed intervals lie inside their kernels and add up to at most their time; a straggler's
+/// excess is within its step), and the straggler the evidence ranks first is the rank the
+/// collectives analysis finds arriving last most often (a different measure: arrival order).
+#[test]
+fn multi_rank_rules_on_the_dlrm_ranks() {
+    let dir =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/kineto/param_dlrm8");
+    if !dir.exists() {
+        eprintln!("skipping param_dlrm8: not present");
+        return;
+    }
+    let options = ImportOptions {
+        keep_args: true,
+        ..ImportOptions::default()
+    };
+    let trace = import_paths(&[dir], &options).expect("import");
+    assert_eq!(trace.ranks.len(), 8);
+    let evidence = advise::CrossRankEvidence::from_trace(&trace).expect("8 ranks");
+    use advise::MultiRankEvidence;
+    let exposed = evidence.exposed_communication();
+    assert!(!exposed.is_empty());
+    for c in &exposed {
+        let merged = merge(c.intervals.iter().copied());
+        assert_eq!(
+            length(&merged),
+            c.intervals.iter().map(|&(a, b)| b - a).sum::<i64>(),
+            "{}",
+            c.name
+        );
+        assert!(length(&merged) <= c.total_ns, "{}", c.name);
+    }
+    let stragglers = evidence.stragglers();
+    assert!(!stragglers.is_empty());
+    for s in &stragglers {
+        assert!(s.excess_ns > 0 && s.excess_ns <= s.end_ns - s.start_ns);
+        assert_eq!(s.step, 10);
+    }
+    let worst = stragglers.iter().max_by_key(|s| s.excess_ns).unwrap();
+    let coll = strato_analysis::collectives::collectives(&trace, &Default::default());
+    let last_most = coll.worst_rank.map(|i| coll.ranks[i].job_rank);
+    eprintln!(
+        "worst straggler rank {} excess {} ns of median {} ns; collectives' worst rank {:?}",
+        worst.rank, worst.excess_ns, worst.median_ns, last_most
+    );
+    assert_eq!(Some(worst.rank), last_most);
+    // Through the rules: both evaluated.
+    let config = AdviseConfig {
+        all: true,
+        ..AdviseConfig::default()
+    };
+    let report = advise::advise(&Analyzed::new(&trace), &config, Some(&evidence));
+    let json = serde_json::to_value(&report).unwrap();
+    let text = json.to_string();
+    assert!(!text.contains("needs two or more ranks"), "{text:.400}");
+}

@@ -179,7 +179,14 @@ impl ReportInput {
         });
         progress.step("advice");
         let advice = guarded("advice", || {
-            strato_analysis::advise::advise(analyzed, &Default::default(), None)
+            let cross_rank = strato_analysis::advise::CrossRankEvidence::from_trace(trace);
+            strato_analysis::advise::advise(
+                analyzed,
+                &Default::default(),
+                cross_rank
+                    .as_ref()
+                    .map(|e| e as &dyn strato_analysis::advise::MultiRankEvidence),
+            )
         });
         ReportInput {
             title: options.title.clone(),

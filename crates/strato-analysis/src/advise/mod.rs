@@ -21,6 +21,7 @@
 //! [`AdviseReport::rules`] instead of producing nothing silently.
 
 pub mod copy_overlap;
+pub mod cross_rank;
 pub mod gpu_idle;
 pub mod host_sync;
 pub mod launch_bound;
@@ -37,6 +38,7 @@ use crate::analyzed::Analyzed;
 use crate::gpu_time::{length, merge};
 use crate::scope::is_device_work;
 
+pub use cross_rank::CrossRankEvidence;
 pub use multi_rank::{ExposedCommunication, MultiRankEvidence, StragglerObservation};
 
 /// Where the rules' docs live; a finding links to `DOCS_PAGE#<rule id>`.

@@ -1,10 +1,10 @@
 //! Rules `stragglers` and `exposed-communication`: the multi-rank slot.
 //!
 //! These rules consume what a cross-rank analysis found, through [`MultiRankEvidence`]; they
-//! do not compare ranks themselves. The cross-rank analyses (step alignment across ranks,
-//! collective matching) are built separately; until one implements the trait and the command
-//! passes it to [`super::advise`], both rules report `evaluated: false` with a note saying so.
-//! The thresholds and the drafting below are real and tested with a hand-made implementation.
+//! do not compare ranks themselves. [`super::CrossRankEvidence`] implements the trait from the
+//! collectives analysis (steps aligned across ranks, collective waits, communication kernels
+//! against computation); with a single rank there is no evidence and both rules report
+//! `evaluated: false` with a note saying so.
 
 use serde::{Deserialize, Serialize};
 use strato_trace::Ns;
@@ -86,7 +86,7 @@ impl Default for ExposedConfig {
     }
 }
 
-const MISSING: &str = "needs the cross-rank analysis (not available to this command yet)";
+const MISSING: &str = "needs two or more ranks in the input";
 
 /// The straggler rule: one draft per straggling rank.
 pub fn stragglers(

@@ -90,7 +90,14 @@ pub fn run(args: AdviseArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()> {
         ..ctx.import_options(true)?
     };
     let trace = load(&args.inputs, &import)?;
-    let report = advise::advise(&Analyzed::new(&trace), &config, None);
+    let cross_rank = advise::CrossRankEvidence::from_trace(&trace);
+    let report = advise::advise(
+        &Analyzed::new(&trace),
+        &config,
+        cross_rank
+            .as_ref()
+            .map(|e| e as &dyn advise::MultiRankEvidence),
+    );
     if args.json {
         crate::render::write_json(out, &report)?;
     } else {

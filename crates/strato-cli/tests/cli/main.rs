@@ -4,8 +4,8 @@
 
 #![allow(clippy::unwrap_used)] // test helpers panic on broken fixtures by design
 
-mod collectives;
 mod advise;
+mod collectives;
 mod common;
 mod crossstack;
 mod foundation;
