@@ -11,6 +11,7 @@ pub mod calibration;
 pub mod devices;
 pub mod diff;
 pub mod gpu_time;
+pub mod graphs;
 pub mod hierarchy;
 pub mod info;
 pub mod iterations;
