@@ -18,6 +18,7 @@ pub mod iterations;
 pub mod kernel_stats;
 pub mod layers;
 pub mod memory;
+pub mod op_diff;
 pub mod overhead;
 pub mod scope;
 pub mod suffix;
