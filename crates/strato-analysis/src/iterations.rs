@@ -918,8 +918,8 @@ pub enum Diagnosis {
     /// The loop is a module's repeated layers inside one step of a trace with at most one
     /// step (inference): not training iterations, and the gaps between them are no stalls.
     LayersInOneStep {
-        /// The module class.
-        module: String,
+        /// The module class, when the iterations line up with one.
+        module: Option<String>,
         iterations: usize,
     },
     /// Iterations hold few of the main stream's ops.
@@ -997,10 +997,17 @@ impl Diagnosis {
             Diagnosis::LayersInOneStep {
                 ref module,
                 iterations,
-            } => format!(
-                "layers, not training iterations: the {iterations} iterations are the {module} \
-                 modules of one step (gaps between them are the layers' own, not stalls)"
-            ),
+            } => match module {
+                Some(module) => format!(
+                    "layers, not training iterations: the {iterations} iterations are the \
+                     {module} modules of one step (gaps between them are the layers' own, not \
+                     stalls)"
+                ),
+                None => format!(
+                    "layers, not training iterations: the {iterations} iterations repeat inside \
+                     one step (gaps between them are the blocks' own, not stalls)"
+                ),
+            },
             Diagnosis::WeakPattern { coverage } => format!(
                 "weak pattern: iterations hold only {:.0}% of the main stream's ops",
                 100.0 * coverage
@@ -1275,7 +1282,7 @@ pub const LINES_UP_SHARE: f64 = 0.9;
 /// level) by name with digit runs as `*`, `nn.Module: NAME_N` frames by class `NAME`.
 fn lines_up_key(trace: &Trace, span: &strato_trace::Span) -> Option<(&'static str, String)> {
     let name = trace.str(span.name);
-    match span.level {
+    match crate::scope::effective_level(trace, span) {
         Level::Operation | Level::Phase => {
             let mut key = String::with_capacity(name.len());
             for c in name.chars() {
@@ -1305,15 +1312,19 @@ fn lines_up_key(trace: &Trace, span: &strato_trace::Span) -> Option<(&'static st
 /// (mined from `analyzed`'s trace), and rewords the loops of one-step traces.
 ///
 /// Rules: each device op of the loop's stream is keyed by the annotations and module frames on
-/// its chain of parents ([`crate::hierarchy`]: launch, then the CPU spans around it). A key
+/// its chain of parents ([`crate::hierarchy`]: launch, then the CPU spans around it) and on the
+/// chain of the operation it belongs to ([`crate::scope`]). A key
 /// *lines up* with the loop when every iteration has one instance (span) of that key owning at
 /// least [`LINES_UP_SHARE`] of the iteration's ops, that instance's ops on the stream are at
-/// least that share inside the iteration, and no instance serves two iterations. Of the keys
+/// least that share inside the iteration (except for the first and last iterations, which the
+/// trace's edges may cut), and no instance serves two iterations. Of the keys
 /// that line up, the one with the highest mean share wins (annotations before modules on a
 /// tie). A loop whose iterations each contain at least two iterations of another loop on the
 /// same stream is *inside* that loop (steps containing layers). When the loop lines up with a
-/// module class and the rank has at most one `ProfilerStep#N`, its between-iteration findings
-/// (CPU/copy-bound, irregular) are replaced by [`Diagnosis::LayersInOneStep`].
+/// module class and the rank has at most one `ProfilerStep#N`, or when (nearly) all its
+/// iterations' ops lie inside one step annotation (a name containing `step`) it does not line
+/// up with, its between-iteration findings (CPU/copy-bound, irregular) are replaced by
+/// [`Diagnosis::LayersInOneStep`].
 pub fn attach_lines_up(analyzed: &crate::analyzed::Analyzed, report: &mut IterationsReport) {
     let trace = analyzed.trace();
     let h = analyzed.hierarchy();
@@ -1336,6 +1347,12 @@ pub fn attach_lines_up(analyzed: &crate::analyzed::Analyzed, report: &mut Iterat
     for v in stream_ops.values_mut() {
         v.sort_by_key(|&i| (trace.spans[i as usize].start, i));
     }
+    let operation_of: FxHashMap<u32, u32> = analyzed
+        .scopes()
+        .device_owners
+        .iter()
+        .filter_map(|o| Some((o.span, o.operation?)))
+        .collect();
     // Per stream: each op's (key, instance) pairs, and each instance's op count.
     type Keys = Vec<((&'static str, String), u32)>;
     let mut keyed: FxHashMap<(u32, i64, i64), (Vec<Keys>, FxHashMap<u32, usize>)> =
@@ -1350,7 +1367,17 @@ pub fn attach_lines_up(analyzed: &crate::analyzed::Analyzed, report: &mut Iterat
         let mut totals: FxHashMap<u32, usize> = FxHashMap::default();
         for &op in ops {
             let mut keys: Keys = Vec::new();
-            for c in h.chain(op).into_iter().skip(1) {
+            // The op's own chain, then the chain of the operation it belongs to (its launch
+            // may be on another thread than the annotations: autograd's backward thread).
+            let own = h.chain(op).into_iter().skip(1);
+            let scoped = operation_of
+                .get(&op)
+                .map(|&o| h.chain(o))
+                .unwrap_or_default();
+            for c in own.chain(scoped) {
+                if keys.iter().any(|k| k.1 == c) {
+                    continue;
+                }
                 if let Some(k) = lines_up_key(trace, &trace.spans[c as usize]) {
                     *totals.entry(c).or_default() += 1;
                     keys.push((k, c));
@@ -1370,6 +1397,7 @@ pub fn attach_lines_up(analyzed: &crate::analyzed::Analyzed, report: &mut Iterat
                 .collect()
         })
         .collect();
+    let mut in_one_step: rustc_hash::FxHashSet<(u32, i64, i64, usize)> = Default::default();
     for seq in report.sequences.iter_mut() {
         let id = (seq.rank_index, seq.device, seq.stream);
         let ops = stream_ops.get(&id).map(Vec::as_slice).unwrap_or(&[]);
@@ -1395,7 +1423,9 @@ pub fn attach_lines_up(analyzed: &crate::analyzed::Analyzed, report: &mut Iterat
             for ((k, c), m) in by_instance {
                 let share = m as f64 / count as f64;
                 let inside = m as f64 / totals[&c].max(1) as f64;
-                if share < LINES_UP_SHARE || inside < LINES_UP_SHARE {
+                // The first and last iterations may be cut by the trace's edges.
+                let edge = j == 0 || j + 1 == n;
+                if share < LINES_UP_SHARE || (inside < LINES_UP_SHARE && !edge) {
                     continue;
                 }
                 let slot = &mut candidates.entry(k.clone()).or_insert_with(|| vec![None; n])[j];
@@ -1429,6 +1459,32 @@ pub fn attach_lines_up(analyzed: &crate::analyzed::Analyzed, report: &mut Iterat
             seq.lines_up_kind = Some(kind);
             seq.lines_up_with = Some(name);
         }
+        // One step annotation instance holding (nearly) all the iterations' ops.
+        let mut in_step: FxHashMap<u32, usize> = FxHashMap::default();
+        let mut inside_ops = 0usize;
+        for it in &seq.iterations {
+            let lo = ops.partition_point(|&o| trace.spans[o as usize].start < it.start_ns);
+            let hi = ops.partition_point(|&o| trace.spans[o as usize].start <= it.end_ns);
+            inside_ops += hi.saturating_sub(lo);
+            for keys in &per_op[lo.min(hi)..hi] {
+                let mut seen: Vec<u32> = Vec::new();
+                for ((kind, name), c) in keys {
+                    if *kind == "annotation"
+                        && name.to_ascii_lowercase().contains("step")
+                        && !seen.contains(c)
+                    {
+                        seen.push(*c);
+                        *in_step.entry(*c).or_default() += 1;
+                    }
+                }
+            }
+        }
+        let single_step = in_step
+            .values()
+            .any(|&m| inside_ops > 0 && m as f64 >= LINES_UP_SHARE * inside_ops as f64);
+        if single_step && seq.lines_up_kind != Some("annotation") && seq.iterations.len() > 1 {
+            in_one_step.insert((seq.rank_index, seq.device, seq.stream, seq.loop_index));
+        }
     }
     // Inside another loop of the same stream: each of its iterations holds >= 2 of ours.
     let ids: Vec<(u32, i64, i64, usize)> = report
@@ -1442,9 +1498,15 @@ pub fn attach_lines_up(analyzed: &crate::analyzed::Analyzed, report: &mut Iterat
             .filter(|&o| o != si && (ids[o].0, ids[o].1, ids[o].2) == id)
             .find(|&o| contains_iterations(&windows[o], &windows[si]))
             .map(|o| ids[o].3);
-        let one_step = steps_per_rank.get(&seq.rank_index).copied().unwrap_or(0) <= 1;
-        if one_step && seq.lines_up_kind == Some("module") {
-            let module = seq.lines_up_with.clone().unwrap_or_default();
+        let one_step = (steps_per_rank.get(&seq.rank_index).copied().unwrap_or(0) <= 1
+            && seq.lines_up_kind == Some("module"))
+            || in_one_step.contains(&(id.0, id.1, id.2, seq.loop_index));
+        if one_step {
+            let module = if seq.lines_up_kind == Some("module") {
+                seq.lines_up_with.clone()
+            } else {
+                None
+            };
             seq.diagnosis.retain(|d| {
                 !matches!(
                     d,
