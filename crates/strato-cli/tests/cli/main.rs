@@ -7,6 +7,7 @@
 mod common;
 mod crossstack;
 mod foundation;
+mod graphs;
 mod input_integrity;
 mod iterations_kernels_memory;
 mod nsys_memory;
