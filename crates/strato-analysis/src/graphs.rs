@@ -558,3 +558,113 @@ pub fn attribute_graphs(
     }
     Ok((trace, coverage))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analyzed::Analyzed;
+    use strato_trace::testing::TraceBuilder;
+
+    /// Capture: three ops a, b, c each launching one kernel between begin/end capture.
+    fn capture() -> Trace {
+        let mut b = TraceBuilder::new();
+        let t = b.thread(1, 1);
+        b.span(t, Level::AcceleratorApi, "cudaStreamBeginCapture", 0, 1);
+        for (k, (op, kernel, grid)) in [
+            ("aten::a", "k1", 1),
+            ("aten::b", "k2", 2),
+            ("aten::c", "k3", 0),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let t0 = 10 + 30 * k as Ns;
+            b.span(t, Level::Backend, op, t0, t0 + 20);
+            let args = if grid > 0 {
+                format!(r#"{{"kernel":"{kernel}","grid":[{grid},1,1],"block":[32,1,1]}}"#)
+            } else {
+                format!(r#"{{"kernel":"{kernel}"}}"#)
+            };
+            b.span(t, Level::AcceleratorApi, "cudaLaunchKernel", t0 + 2, t0 + 4)
+                .correlation(100 + k as u64)
+                .args(&args);
+        }
+        b.span(t, Level::AcceleratorApi, "cudaStreamEndCapture", 100, 101);
+        b.build()
+    }
+
+    /// Replay: one graph launch replaying k1, an uncaptured kx, k2 with another grid, k3.
+    fn replay() -> Trace {
+        let mut b = TraceBuilder::new();
+        let t = b.thread(1, 1);
+        let q = b.queue(0, 7);
+        b.span(t, Level::Operation, "serve", 0, 1000);
+        b.span(t, Level::AcceleratorApi, "cudaGraphLaunch", 100, 200)
+            .correlation(7);
+        let kernels = [
+            ("k1", r#"{"grid":[1,1,1],"block":[32,1,1]}"#),
+            ("kx", "{}"),
+            ("k2", r#"{"grid":[4,1,1],"block":[32,1,1]}"#),
+            ("k3", "{}"),
+        ];
+        for (k, (name, args)) in kernels.into_iter().enumerate() {
+            let t0 = 300 + 10 * k as Ns;
+            b.span(q, Level::DeviceKernel, name, t0, t0 + 10)
+                .correlation(7)
+                .args(args);
+        }
+        b.build()
+    }
+
+    #[test]
+    fn alignment_config_check_and_parents_known_by_construction() {
+        let (trace, c) = attribute_graphs(replay(), &capture(), "cap").unwrap();
+        trace.validate().unwrap();
+        assert_eq!(
+            (c.captured_graphs, c.graph_launches, c.graph_kernels),
+            (1, 1, 4)
+        );
+        // k1 and k3 map; kx was never captured; k2's grid differs.
+        assert_eq!(c.graph_kernels_mapped, 2);
+        assert_eq!(
+            (c.config_checked, c.config_agreed, c.config_rejected),
+            (2, 1, 1)
+        );
+        assert_eq!(c.launches[0].confidence, 0.5);
+        assert_eq!(c.exact_launches, 0);
+        // The copies: three ops and three launches.
+        assert_eq!(c.spans_added, 6);
+        let a = Analyzed::new(&trace);
+        let h = a.hierarchy();
+        let parent_op = |kernel: &str| -> Vec<String> {
+            let i = trace
+                .spans
+                .iter()
+                .position(|s| trace.str(s.name) == kernel)
+                .unwrap() as u32;
+            h.chain(i)
+                .into_iter()
+                .skip(1)
+                .map(|p| trace.str(trace.spans[p as usize].name).to_owned())
+                .collect()
+        };
+        assert_eq!(parent_op("k1")[..2], ["cudaLaunchKernel", "aten::a"]);
+        assert_eq!(parent_op("k3")[..2], ["cudaLaunchKernel", "aten::c"]);
+        assert_eq!(parent_op("kx")[0], "cudaGraphLaunch");
+        assert_eq!(parent_op("k2")[0], "cudaGraphLaunch");
+        let r = crate::hierarchy::report(&a);
+        assert_eq!(
+            (r.total.graph_kernels, r.total.graph_kernels_mapped),
+            (4, 2)
+        );
+        // The copies carry no CPU time: the process's threads are the replay's one thread.
+        assert_eq!(a.scopes().processes[0].threads.len(), 1);
+        // Two flows of category graph_node.
+        let flows = trace
+            .flows
+            .iter()
+            .filter(|f| trace.str(f.category) == GRAPH_NODE_FLOW)
+            .count();
+        assert_eq!(flows, 2);
+    }
+}

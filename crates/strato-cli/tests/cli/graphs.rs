@@ -32,14 +32,26 @@ fn graph_capture_maps_the_vllm_replay_and_bad_captures_exit_2() {
     assert_eq!(after["total"]["graph_kernels"], 421);
     assert_eq!(after["total"]["graph_kernels_mapped"], 421);
     assert_eq!(after["total"]["with_op"], after["total"]["device_ops"]);
-    assert!(err.contains("421 of 421 graph-replayed device ops mapped"), "{err}");
+    assert!(
+        err.contains("421 of 421 graph-replayed device ops mapped"),
+        "{err}"
+    );
 
     // A capture with nothing captured (the replay itself), and a missing file: exit 2, named.
     let (code, _, err) = run(&["hierarchy", &path(REPLAY), "--graph-capture", &path(REPLAY)]);
     assert_eq!(code, 2);
-    assert!(err.contains("vllm_decode_full_graph_execution") && err.contains("no captured kernel launches"), "{err}");
+    assert!(
+        err.contains("vllm_decode_full_graph_execution")
+            && err.contains("no captured kernel launches"),
+        "{err}"
+    );
     assert_eq!(err.lines().count(), 1, "{err}");
-    let (code, _, err) = run(&["hierarchy", &path(REPLAY), "--graph-capture", "/nonexistent/capture.json"]);
+    let (code, _, err) = run(&[
+        "hierarchy",
+        &path(REPLAY),
+        "--graph-capture",
+        "/nonexistent/capture.json",
+    ]);
     assert_eq!(code, 2);
     assert!(err.contains("/nonexistent/capture.json"), "{err}");
 }
@@ -73,6 +85,9 @@ fn iterations_json_says_what_the_loop_lines_up_with() {
     let r: Value = serde_json::from_str(&out).unwrap();
     let s = &r["sequences"][0];
     assert_eq!(s["lines_up_with"], "ViTLayer");
-    assert!(s["diagnosis"][0].as_str().unwrap().starts_with("layers, not training iterations"));
+    assert!(s["diagnosis"][0]
+        .as_str()
+        .unwrap()
+        .starts_with("layers, not training iterations"));
     assert!(s.get("inside_loop").is_some());
 }
