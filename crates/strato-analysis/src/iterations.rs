@@ -1354,9 +1354,11 @@ pub fn attach_lines_up(analyzed: &crate::analyzed::Analyzed, report: &mut Iterat
         .filter_map(|o| Some((o.span, o.operation?)))
         .collect();
     // Per stream: each op's (key, instance) pairs, and each instance's op count.
-    type Keys = Vec<((&'static str, String), u32)>;
-    let mut keyed: FxHashMap<(u32, i64, i64), (Vec<Keys>, FxHashMap<u32, usize>)> =
-        FxHashMap::default();
+    type Key = (&'static str, String);
+    type Keys = Vec<(Key, u32)>;
+    /// Per op of a stream its keyed instances, and each instance's op count.
+    type StreamKeys = (Vec<Keys>, FxHashMap<u32, usize>);
+    let mut keyed: FxHashMap<(u32, i64, i64), StreamKeys> = FxHashMap::default();
     for seq in &report.sequences {
         let id = (seq.rank_index, seq.device, seq.stream);
         if keyed.contains_key(&id) {
@@ -1403,8 +1405,8 @@ pub fn attach_lines_up(analyzed: &crate::analyzed::Analyzed, report: &mut Iterat
         let ops = stream_ops.get(&id).map(Vec::as_slice).unwrap_or(&[]);
         let (per_op, totals) = &keyed[&id];
         // Per key: the dominant instance of each iteration and its share.
-        let mut candidates: FxHashMap<(&'static str, String), Vec<Option<(u32, f64)>>> =
-            FxHashMap::default();
+        // Per key, per iteration: (instance, share) of its dominant instance.
+        let mut candidates: FxHashMap<Key, Vec<Option<(u32, f64)>>> = FxHashMap::default();
         let n = seq.iterations.len();
         for (j, it) in seq.iterations.iter().enumerate() {
             let lo = ops.partition_point(|&o| trace.spans[o as usize].start < it.start_ns);
