@@ -18,8 +18,12 @@
 //! Device ops without a launch that start before their rank's first launch are counted as
 //! `launched_before_trace`: their launch precedes the CPU side of the trace.
 //!
-//! Window: the whole trace. Conservation: `with_annotation = by_containment + by_time` and each
-//! count is at most `device_ops`; per-rank counts add up to the totals.
+//! Device ops whose launch is a graph launch call (`cudaGraphLaunch`, `hipGraphLaunch`) or a
+//! captured launch copied in by [`crate::graphs`] are counted as `graph_kernels`, the latter
+//! also as `graph_kernels_mapped`.
+//!
+//! Window: the whole trace. Conservation: `with_annotation = by_containment + by_time`,
+//! `graph_kernels_mapped <= graph_kernels <= with_launch` and each count is at most `device_ops`; per-rank counts add up to the totals.
 
 use serde::Serialize;
 use strato_trace::{Level, Ns, Trace};
@@ -142,6 +146,11 @@ pub struct Attribution {
     /// no attribution is possible from this trace.
     pub launched_before_trace: usize,
     pub kernels_launched_before_trace: usize,
+    /// Device ops replayed by a CUDA/HIP graph launch ([`crate::graphs`]): their launch is a
+    /// graph launch call, or a captured launch copied in by `--graph-capture`.
+    pub graph_kernels: usize,
+    /// Of those, mapped to a captured launch (their launch is on a graph-capture track).
+    pub graph_kernels_mapped: usize,
 }
 
 impl Attribution {
@@ -157,6 +166,8 @@ impl Attribution {
         self.kernels_with_annotation += o.kernels_with_annotation;
         self.launched_before_trace += o.launched_before_trace;
         self.kernels_launched_before_trace += o.kernels_launched_before_trace;
+        self.graph_kernels += o.graph_kernels;
+        self.graph_kernels_mapped += o.graph_kernels_mapped;
     }
 }
 
@@ -215,6 +226,13 @@ pub fn report(analyzed: &Analyzed) -> HierarchyReport {
         };
         a.with_launch += 1;
         a.kernels_with_launch += usize::from(kernel);
+        let ls = &trace.spans[l as usize];
+        if crate::graphs::is_graph_capture_track(trace.track(ls.track)) {
+            a.graph_kernels += 1;
+            a.graph_kernels_mapped += 1;
+        } else if crate::graphs::is_graph_launch_name(trace.str(ls.name)) {
+            a.graph_kernels += 1;
+        }
         let f = h.flags[l as usize];
         if f & UNDER_BACKEND != 0 {
             a.with_op += 1;

@@ -20,7 +20,12 @@
 //!   (runtime calls preferred); the device op belongs to that span's process and to the
 //!   operation innermost on that process's annotated thread at the launch's start. A device op
 //!   without a launch is given to the rank's only process when the rank has exactly one
-//!   (operation at the device op's own start), else it stays unattributed.
+//!   (operation at the device op's own start), else it stays unattributed;
+//! - graph-capture tracks ([`crate::graphs`]: copies of the ops that captured a CUDA/HIP graph,
+//!   laid out inside the graph launch) belong to their process for attribution only: they are
+//!   not among its `threads` (no CPU time) and never its annotated thread. A device op launched
+//!   from one belongs to the operation innermost on that track at the launch, else to the
+//!   operation on the annotated thread at the launch (as for any launch).
 
 use std::cmp::Reverse;
 use std::collections::BTreeSet;
@@ -88,14 +93,33 @@ pub struct ProcessScope {
     /// Disjoint `[start, end)` segments of the annotated thread with the innermost operation
     /// span active there, sorted by start.
     pub op_segments: Vec<(Ns, Ns, u32)>,
+    /// Graph-capture tracks of the process with their operation segments (see the module docs).
+    pub graph_capture: Vec<(TrackId, Vec<OpSegment>)>,
+}
+
+/// `[start, end)` of a segment and the innermost operation span active there.
+pub type OpSegment = (Ns, Ns, u32);
+
+fn segment_at(segments: &[(Ns, Ns, u32)], t: Ns) -> Option<u32> {
+    let i = segments.partition_point(|s| s.0 <= t);
+    let seg = segments.get(i.checked_sub(1)?)?;
+    (t < seg.1).then_some(seg.2)
 }
 
 impl ProcessScope {
     /// The innermost operation span on the annotated thread at `t`.
     pub fn operation_at(&self, t: Ns) -> Option<u32> {
-        let i = self.op_segments.partition_point(|s| s.0 <= t);
-        let seg = self.op_segments.get(i.checked_sub(1)?)?;
-        (t < seg.1).then_some(seg.2)
+        segment_at(&self.op_segments, t)
+    }
+
+    /// The operation a launch span of this process belongs to: on a graph-capture track, the
+    /// innermost operation on that track at its start, if any; else [`Self::operation_at`].
+    pub fn operation_of_launch(&self, launch: &Span) -> Option<u32> {
+        self.graph_capture
+            .iter()
+            .find(|g| g.0 == launch.track)
+            .and_then(|g| segment_at(&g.1, launch.start))
+            .or_else(|| self.operation_at(launch.start))
     }
 }
 
@@ -234,16 +258,23 @@ impl Scopes {
                         threads: Vec::new(),
                         annotated: None,
                         op_segments: Vec::new(),
+                        graph_capture: Vec::new(),
                     });
                     processes.len() - 1
                 });
-                processes[p].threads.push(TrackId(t as u32));
+                if crate::graphs::is_graph_capture_track(track) {
+                    processes[p]
+                        .graph_capture
+                        .push((TrackId(t as u32), Vec::new()));
+                } else {
+                    processes[p].threads.push(TrackId(t as u32));
+                }
                 process_of_track[t] = Some(p);
             }
         }
         processes.sort_by_key(|p| p.key);
         for (i, p) in processes.iter().enumerate() {
-            for t in &p.threads {
+            for t in p.threads.iter().chain(p.graph_capture.iter().map(|g| &g.0)) {
                 process_of_track[t.0 as usize] = Some(i);
             }
         }
@@ -276,6 +307,16 @@ impl Scopes {
             if let Some((_, t, ops)) = best {
                 p.annotated = Some(t);
                 p.op_segments = flatten_innermost(trace, &ops);
+            }
+            for (t, segments) in &mut p.graph_capture {
+                let ops: Vec<u32> = by_track[t.0 as usize]
+                    .iter()
+                    .copied()
+                    .filter(|&i| {
+                        effective_level(trace, &trace.spans[i as usize]) == Level::Operation
+                    })
+                    .collect();
+                *segments = flatten_innermost(trace, &ops);
             }
         }
         // Launches by correlation: runtime calls preferred over other CPU spans.
@@ -320,7 +361,7 @@ impl Scopes {
                     process_of_track[ls.track.0 as usize].map(|p| DeviceOwner {
                         span: i as u32,
                         process: p,
-                        operation: processes[p].operation_at(ls.start),
+                        operation: processes[p].operation_of_launch(ls),
                         launch: Some(l),
                         by: AttributedBy::Correlation,
                     })

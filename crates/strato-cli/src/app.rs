@@ -44,6 +44,11 @@ struct Cli {
     /// damage are kept, and a warning says what was lost (see docs/import.md).
     #[arg(long, global = true)]
     salvage: bool,
+    /// The trace of the same program profiled while it captured its CUDA/HIP graphs: kernels
+    /// the inputs replay through cudaGraphLaunch/hipGraphLaunch are attributed to the ops and
+    /// modules that captured them (coverage on stderr; see docs/analyses/graphs.md).
+    #[arg(long, global = true, value_name = "FILE")]
+    graph_capture: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -261,7 +266,9 @@ fn run(cli: Cli) -> Result<u8> {
     crate::input::SALVAGE.store(cli.salvage, std::sync::atomic::Ordering::Relaxed);
     let ctx = crate::ctx::Ctx {
         level_map: cli.level_map.clone(),
+        graph_capture: cli.graph_capture.clone(),
     };
+    crate::input::set_graph_capture(ctx.graph_capture.clone());
     crate::table::set_csv_raw(cli.csv_raw);
     crate::input::KEEP_SECRETS.store(cli.keep_secrets, std::sync::atomic::Ordering::Relaxed);
     let stdout = std::io::stdout();

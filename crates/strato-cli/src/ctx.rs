@@ -10,6 +10,9 @@ use anyhow::Result;
 pub struct Ctx {
     /// `--level-map`: level rules over the default category -> level mapping.
     pub level_map: Option<PathBuf>,
+    /// `--graph-capture`: the trace that captured the CUDA/HIP graphs the inputs replay;
+    /// applied by [`crate::input::open_profile`] (see `strato_analysis::graphs`).
+    pub graph_capture: Option<PathBuf>,
 }
 
 impl Ctx {

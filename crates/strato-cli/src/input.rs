@@ -59,6 +59,50 @@ fn warn_import_notes(trace: &Trace) {
     }
 }
 
+/// `--graph-capture` of the running command (set by `run` for each invocation), applied by
+/// [`open_profile`].
+static GRAPH_CAPTURE: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
+
+/// Sets the `--graph-capture` trace [`open_profile`] applies to every profile it opens.
+pub(crate) fn set_graph_capture(path: Option<PathBuf>) {
+    *GRAPH_CAPTURE.lock().unwrap_or_else(|e| e.into_inner()) = path;
+}
+
+fn graph_capture() -> Option<PathBuf> {
+    GRAPH_CAPTURE
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
+}
+
+/// The replayed graph kernels of `trace` attributed to the launches of the capture trace at
+/// `capture` ([`strato_analysis::graphs`]); one coverage line on stderr.
+fn apply_graph_capture(trace: Trace, capture: &Path, options: &ImportOptions) -> Result<Trace> {
+    if !capture.exists() {
+        bail!("{}: no such file or directory", capture.display());
+    }
+    let capture_options = ImportOptions {
+        keep_args: true,
+        ..options.clone()
+    };
+    let capture_trace = strato_io::import_paths(&[capture.to_path_buf()], &capture_options);
+    crate::term::finish_progress();
+    let capture_trace = capture_trace?;
+    let label = capture.display().to_string();
+    let (trace, coverage) =
+        strato_analysis::graphs::attribute_graphs(trace, &capture_trace, &label)
+            .with_context(|| format!("{label}: cannot be used as --graph-capture"))?;
+    eprintln!(
+        "strato: note: --graph-capture {label}: {} of {} graph-replayed device ops mapped to captured launches ({} graph launches, {} replayed exactly as captured, {} captured graphs)",
+        coverage.graph_kernels_mapped,
+        coverage.graph_kernels,
+        coverage.graph_launches,
+        coverage.exact_launches,
+        coverage.captured_graphs,
+    );
+    Ok(trace)
+}
+
 /// Set once from the command line (`--keep-secrets`): [`load`] leaves secrets in metadata.
 pub(crate) static KEEP_SECRETS: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
@@ -106,9 +150,14 @@ impl Profile {
 /// The one way in for every command: one profile directory, or trace files / directories of
 /// ranks. Secrets in the sources' metadata are redacted unless `--keep-secrets`
 /// ([`strato_io::redact`]); sources of one import that claim the same rank are noted once on
-/// stderr; recordings calibrated by `strato record --calibrate` are overhead-corrected.
+/// stderr; recordings calibrated by `strato record --calibrate` are overhead-corrected; with
+/// `--graph-capture`, graph-replayed kernels are attributed to their captured launches.
 pub(crate) fn open_profile(inputs: &[PathBuf], options: &ImportOptions) -> Result<Profile> {
     let mut profile = load_unredacted(inputs, options)?;
+    if let Some(capture) = graph_capture() {
+        let trace = std::mem::take(&mut profile.trace);
+        profile.trace = apply_graph_capture(trace, &capture, options)?;
+    }
     if !KEEP_SECRETS.load(std::sync::atomic::Ordering::Relaxed) {
         strato_io::redact::redact_trace(&mut profile.trace);
     }

@@ -12,6 +12,7 @@ use anyhow::Result;
 use clap::Args;
 use strato_analysis::analyzed::Analyzed;
 use strato_analysis::diff::{self, Change, Delta, DiffReport, DiffSide};
+use strato_analysis::op_diff::{op_diff, KeyDiff, OpDiffReport, OpDiffSide, EXPLAINED_SHARE};
 
 use crate::render::units::{fit, fit_middle};
 use crate::term::{Style, Term};
@@ -29,6 +30,11 @@ pub struct DiffArgs {
     /// Keep ProfilerStep#N apart instead of folding them into ProfilerStep#*.
     #[arg(long)]
     per_step: bool,
+    /// Compare by framework op and module instead of operation and kernel name: the same
+    /// model on two devices (per op/module time on each, ratio, and the ops that account for
+    /// 80 % of the difference; see docs/analyses/diff.md).
+    #[arg(long)]
+    by_op: bool,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -42,6 +48,25 @@ pub fn run(args: DiffArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Result
     let a = crate::input::load(std::slice::from_ref(&args.a), &options)?;
     steps.step("loading B");
     let b = crate::input::load(std::slice::from_ref(&args.b), &options)?;
+    if args.by_op {
+        steps.step("analysing A");
+        let ra = OpDiffSide::of(&Analyzed::new(&a));
+        steps.step("analysing B");
+        let rb = OpDiffSide::of(&Analyzed::new(&b));
+        steps.finish();
+        let report = op_diff(
+            &crate::input::side_label(&args.a),
+            &ra,
+            &crate::input::side_label(&args.b),
+            &rb,
+        );
+        if args.json {
+            serde_json::to_writer_pretty(&mut *out, &report)?;
+            writeln!(out)?;
+            return Ok(());
+        }
+        return op_text(out, &report, args.top);
+    }
     steps.step("analysing A");
     let ra = DiffSide::of(&Analyzed::new(&a), args.per_step);
     steps.step("analysing B");
@@ -59,6 +84,61 @@ pub fn run(args: DiffArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Result
         return Ok(());
     }
     text(out, &report, args.top, &Term::stdout())
+}
+
+/// `strato diff --by-op` as text: totals, then the op and module tables (largest differences
+/// first, the explaining set marked `*`).
+fn op_text(out: &mut dyn Write, r: &OpDiffReport, top: usize) -> Result<()> {
+    writeln!(out, "window: {}", r.window)?;
+    for (tag, s) in [("A", &r.a), ("B", &r.b)] {
+        writeln!(
+            out,
+            "{tag}: {}  {} device ops, {} ms (no framework op {} ms, no module {} ms)",
+            s.label,
+            s.device_ops,
+            ms_num(s.device_ns as f64),
+            ms_num(s.without_op_ns as f64),
+            ms_num(s.without_module_ns as f64)
+        )?;
+    }
+    writeln!(
+        out,
+        "B - A: {} ms{}",
+        signed_ms(r.delta_ns),
+        r.ratio
+            .map_or(String::new(), |x| format!("  (B/A {x:.2}x)"))
+    )?;
+    let section =
+        |out: &mut dyn Write, title: &str, rows: &[KeyDiff], explaining: usize| -> Result<()> {
+            writeln!(
+                out,
+                "\n{title}: {explaining} of {} account for {:.0}% of the difference (*)",
+                rows.len(),
+                100.0 * EXPLAINED_SHARE
+            )?;
+            writeln!(
+                out,
+                "  {:>1} {:>10} {:>10} {:>10} {:>7} {:>6}  name",
+                "", "A ms", "B ms", "B-A ms", "B/A", "cum%"
+            )?;
+            for x in rows.iter().take(top.max(explaining)) {
+                writeln!(
+                    out,
+                    "  {:>1} {:>10} {:>10} {:>10} {:>7} {:>5.0}%  {}",
+                    if x.explains { "*" } else { "" },
+                    ms_num(x.a_ns as f64),
+                    ms_num(x.b_ns as f64),
+                    signed_ms(x.delta_ns),
+                    x.ratio.map_or("new".into(), |v| format!("{v:.2}")),
+                    100.0 * x.cumulative_share,
+                    x.key
+                )?;
+            }
+            Ok(())
+        };
+    section(out, "framework ops", &r.ops, r.ops_explaining.len())?;
+    section(out, "modules", &r.modules, r.modules_explaining.len())?;
+    Ok(())
 }
 
 fn signed_ms(ns: i64) -> String {

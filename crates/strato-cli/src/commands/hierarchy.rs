@@ -152,6 +152,20 @@ fn hierarchy_text(out: &mut impl Write, r: &HierarchyReport) -> Result<()> {
         "\nwith annotation: {} by containment, {} by time on the annotated thread",
         t.with_annotation_by_containment, t.with_annotation_by_time
     )?;
+    if t.graph_kernels > 0 {
+        writeln!(
+            out,
+            "graph kernels (replayed by a graph launch): {}, mapped to captured launches {} ({}){}",
+            t.graph_kernels,
+            t.graph_kernels_mapped,
+            share(t.graph_kernels_mapped, t.graph_kernels),
+            if t.graph_kernels_mapped == 0 {
+                "; give --graph-capture FILE to attribute them"
+            } else {
+                ""
+            }
+        )?;
+    }
     Ok(())
 }
 

@@ -83,7 +83,11 @@ pub fn run(args: IterationsArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> 
         max_loops: args.max_loops.max(1),
         ..IterationOptions::default()
     };
-    let report = iterations(&trace, &options);
+    let mut report = iterations(&trace, &options);
+    strato_analysis::iterations::attach_lines_up(
+        &strato_analysis::analyzed::Analyzed::new(&trace),
+        &mut report,
+    );
     let entries: Vec<Entry<'_>> = report
         .sequences
         .iter()

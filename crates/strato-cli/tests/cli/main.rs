@@ -9,6 +9,7 @@ mod collectives;
 mod common;
 mod crossstack;
 mod foundation;
+mod graphs;
 mod input_integrity;
 mod iterations_kernels_memory;
 mod multirank;

@@ -1,0 +1,108 @@
+//! `lines_up_with` on real traces: the expectations (module instances, step markers) are
+//! counted here from the raw JSON with serde_json, independently of the importer.
+
+#![allow(clippy::unwrap_used)] // test helpers panic on broken fixtures by design
+
+use std::io::Read;
+use std::path::PathBuf;
+
+use serde_json::Value;
+use strato_analysis::analyzed::Analyzed;
+use strato_analysis::iterations::{attach_lines_up, iterations, Diagnosis, IterationOptions};
+use strato_io::{import_paths, ImportOptions};
+
+fn data(rel: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data")
+        .join(rel)
+}
+
+fn raw(rel: &str) -> Vec<Value> {
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(data(rel)).unwrap())
+        .read_to_string(&mut text)
+        .unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    v["traceEvents"].as_array().unwrap().clone()
+}
+
+fn count(events: &[Value], pred: impl Fn(&str) -> bool) -> usize {
+    events
+        .iter()
+        .filter(|e| {
+            // CPU-side spans only: Kineto mirrors annotations on the GPU timeline.
+            e["ph"] == "X"
+                && e["cat"] != "gpu_user_annotation"
+                && e["name"].as_str().is_some_and(&pred)
+        })
+        .count()
+}
+
+fn report(rel: &str) -> strato_analysis::iterations::IterationsReport {
+    let trace = import_paths(&[data(rel)], &ImportOptions::default()).unwrap();
+    let mut r = iterations(&trace, &IterationOptions::default());
+    attach_lines_up(&Analyzed::new(&trace), &mut r);
+    r
+}
+
+fn is_between_finding(d: &Diagnosis) -> bool {
+    matches!(
+        d,
+        Diagnosis::CpuBound { .. } | Diagnosis::CopyBound { .. } | Diagnosis::Irregular { .. }
+    )
+}
+
+#[test]
+fn one_step_inference_loops_are_layers_not_training_iterations() {
+    let rel = "kineto/tracelens/h100_Falconsai_nsfw_image_detection.json.gz";
+    let events = raw(rel);
+    let layers = count(&events, |n| {
+        n.strip_prefix("nn.Module: ViTLayer_")
+            .is_some_and(|i| i.bytes().all(|b| b.is_ascii_digit()))
+    });
+    let steps = count(&events, |n| n.starts_with("ProfilerStep#"));
+    assert_eq!((layers, steps), (12, 1));
+    let r = report(rel);
+    let first = &r.sequences[0];
+    // The miner found the layers; they line up with the module class, one instance each.
+    assert_eq!(first.iterations.len(), layers);
+    assert_eq!(first.lines_up_with.as_deref(), Some("ViTLayer"));
+    assert_eq!(first.lines_up_kind, Some("module"));
+    assert!(matches!(
+        first.diagnosis[0],
+        Diagnosis::LayersInOneStep { .. }
+    ));
+    assert!(!first.diagnosis.iter().any(is_between_finding));
+}
+
+#[test]
+fn training_steps_line_up_with_profiler_steps() {
+    let rel = "kineto/kineto2021_resnet50_worker0.pt.trace.json.gz";
+    let steps = count(&raw(rel), |n| n.starts_with("ProfilerStep#"));
+    let r = report(rel);
+    let first = &r.sequences[0];
+    assert_eq!(first.iterations.len(), steps);
+    assert_eq!(first.lines_up_with.as_deref(), Some("ProfilerStep#*"));
+    assert_eq!(first.lines_up_kind, Some("annotation"));
+    assert!(!first
+        .diagnosis
+        .iter()
+        .any(|d| matches!(d, Diagnosis::LayersInOneStep { .. })));
+}
+
+#[test]
+fn a_decode_step_of_graph_replayed_layers_is_not_called_training() {
+    // sglang decode: one `step[DECODE ...]` annotation, the 36 decoder layers replayed with no
+    // module frames: nothing lines up, but the loop is inside one step.
+    let rel = "kineto/tracelens/sglang_Qwen3-8B_decode.json.gz";
+    let events = raw(rel);
+    assert_eq!(count(&events, |n| n.starts_with("step[")), 1);
+    let r = report(rel);
+    let first = &r.sequences[0];
+    assert_eq!(first.lines_up_with, None);
+    assert!(matches!(
+        first.diagnosis[0],
+        Diagnosis::LayersInOneStep { module: None, .. }
+    ));
+    assert!(!first.diagnosis.iter().any(is_between_finding));
+}
