@@ -327,20 +327,65 @@ pub fn import(path: &Path, input: Input, options: &ImportOptions) -> Result<Trac
 struct Builder<'a> {
     options: &'a ImportOptions,
     index: TrackIndexHandle,
-    /// Record kind -> (category string, level).
-    categories: HashMap<i64, (StrId, Level)>,
+    /// (section, record kind) -> (category string, level).
+    categories: HashMap<(Section, i64), (StrId, Level)>,
     /// (kind, operation) or kernel id -> name string.
     names: HashMap<(i64, i64), StrId>,
 }
 
-/// The name of record kind `kind` as the file spells it (`KERNEL_DISPATCH`), else `kind N`.
-fn kind_name(strings: &Strings, kind: i64) -> String {
+/// The name of record kind `kind` as the file spells it (`KERNEL_DISPATCH`), else the name of
+/// the section the record came from (`KERNEL_DISPATCH`, `HIP_API`, ...: a file without
+/// `strings` still maps to the right levels).
+fn kind_name(strings: &Strings, kind: i64, section: Section) -> String {
     usize::try_from(kind)
         .ok()
         .and_then(|k| strings.buffer_records.get(k))
         .map(|k| k.kind.clone())
         .filter(|k| !k.is_empty())
-        .unwrap_or_else(|| format!("kind {kind}"))
+        .unwrap_or_else(|| section.kind_name().to_owned())
+}
+
+/// The `buffer_records` section a record comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Section {
+    KernelDispatch,
+    MemoryCopy,
+    HipApi,
+    HsaApi,
+    MarkerApi,
+    RcclApi,
+    RocdecodeApi,
+    RocjpegApi,
+}
+
+impl Section {
+    /// The section's key in `buffer_records`.
+    fn key(self) -> &'static str {
+        match self {
+            Section::KernelDispatch => "kernel_dispatch",
+            Section::MemoryCopy => "memory_copy",
+            Section::HipApi => "hip_api",
+            Section::HsaApi => "hsa_api",
+            Section::MarkerApi => "marker_api",
+            Section::RcclApi => "rccl_api",
+            Section::RocdecodeApi => "rocdecode_api",
+            Section::RocjpegApi => "rocjpeg_api",
+        }
+    }
+
+    /// The kind name used when the file's `strings` do not name a record's kind.
+    fn kind_name(self) -> &'static str {
+        match self {
+            Section::KernelDispatch => "KERNEL_DISPATCH",
+            Section::MemoryCopy => "MEMORY_COPY",
+            Section::HipApi => "HIP_API",
+            Section::HsaApi => "HSA_API",
+            Section::MarkerApi => "MARKER_API",
+            Section::RcclApi => "RCCL_API",
+            Section::RocdecodeApi => "ROCDECODE_API",
+            Section::RocjpegApi => "ROCJPEG_API",
+        }
+    }
 }
 
 /// The level of a record kind: the level map's `rocprof` rule, else by the kind's family.
@@ -368,10 +413,16 @@ fn times(what: &str, index: usize, start: i64, end: i64) -> Result<(i64, i64), E
 }
 
 impl Builder<'_> {
-    fn category(&mut self, trace: &mut Trace, strings: &Strings, kind: i64) -> (StrId, Level) {
+    fn category(
+        &mut self,
+        trace: &mut Trace,
+        strings: &Strings,
+        kind: i64,
+        section: Section,
+    ) -> (StrId, Level) {
         let options = self.options;
-        *self.categories.entry(kind).or_insert_with(|| {
-            let name = kind_name(strings, kind);
+        *self.categories.entry((section, kind)).or_insert_with(|| {
+            let name = kind_name(strings, kind, section);
             (trace.intern(&name), kind_level(options, &name))
         })
     }
@@ -382,6 +433,7 @@ impl Builder<'_> {
         strings: &Strings,
         kind: i64,
         operation: i64,
+        section: Section,
     ) -> StrId {
         *self.names.entry((kind, operation)).or_insert_with(|| {
             let name = usize::try_from(kind)
@@ -394,7 +446,12 @@ impl Builder<'_> {
                 })
                 .filter(|n| !n.is_empty())
                 .cloned()
-                .unwrap_or_else(|| format!("{} operation {operation}", kind_name(strings, kind)));
+                .unwrap_or_else(|| {
+                    format!(
+                        "{} operation {operation}",
+                        kind_name(strings, kind, section)
+                    )
+                });
             trace.intern(&name)
         })
     }
@@ -501,7 +558,7 @@ impl Builder<'_> {
                         trace.intern(&format!("kernel {}", info.kernel_id))
                     }
                 });
-            let (category, level) = self.category(trace, &strings, d.kind);
+            let (category, level) = self.category(trace, &strings, d.kind, Section::KernelDispatch);
             let args = self.args(
                 trace,
                 json!({
@@ -548,8 +605,9 @@ impl Builder<'_> {
                     agent_fallback_index(c.dst_agent_id.handle)
                 });
             let track = self.queue_track(trace, rank, device, COPY_QUEUE);
-            let name = self.operation_name(trace, &strings, c.kind, c.operation);
-            let (category, level) = self.category(trace, &strings, c.kind);
+            let name =
+                self.operation_name(trace, &strings, c.kind, c.operation, Section::MemoryCopy);
+            let (category, level) = self.category(trace, &strings, c.kind, Section::MemoryCopy);
             let args = self.args(
                 trace,
                 json!({
@@ -572,16 +630,17 @@ impl Builder<'_> {
             });
         }
 
-        let api_lists: [(&str, &Vec<ApiCall>); 6] = [
-            ("hip_api", &records.hip_api),
-            ("hsa_api", &records.hsa_api),
-            ("marker_api", &records.marker_api),
-            ("rccl_api", &records.rccl_api),
-            ("rocdecode_api", &records.rocdecode_api),
-            ("rocjpeg_api", &records.rocjpeg_api),
+        let api_lists: [(Section, &Vec<ApiCall>); 6] = [
+            (Section::HipApi, &records.hip_api),
+            (Section::HsaApi, &records.hsa_api),
+            (Section::MarkerApi, &records.marker_api),
+            (Section::RcclApi, &records.rccl_api),
+            (Section::RocdecodeApi, &records.rocdecode_api),
+            (Section::RocjpegApi, &records.rocjpeg_api),
         ];
         let mut threads: HashMap<i64, TrackId> = HashMap::new();
-        for (what, list) in api_lists {
+        for (section, list) in api_lists {
+            let what = section.key();
             for (i, call) in list.iter().enumerate() {
                 trace.ranks[rank.0 as usize].notes.events_read += 1;
                 if i % 4096 == 0 {
@@ -600,8 +659,8 @@ impl Builder<'_> {
                         },
                     )
                 });
-                let name = self.operation_name(trace, &strings, call.kind, call.operation);
-                let (category, level) = self.category(trace, &strings, call.kind);
+                let name = self.operation_name(trace, &strings, call.kind, call.operation, section);
+                let (category, level) = self.category(trace, &strings, call.kind, section);
                 trace.spans.push(Span {
                     track,
                     start,

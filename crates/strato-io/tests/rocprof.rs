@@ -358,7 +358,7 @@ fn optional_sections_may_be_absent_and_kinds_unknown() {
     assert_eq!(trace.spans.len(), 2);
     let names: Vec<&str> = trace.spans.iter().map(|s| trace.str(s.name)).collect();
     assert!(names.contains(&"kernel 9"), "{names:?}");
-    assert!(names.contains(&"kind 40 operation 3"), "{names:?}");
+    assert!(names.contains(&"HIP_API operation 3"), "{names:?}");
     assert_eq!(trace.ranks[0].notes.get("dispatches_of_unknown_kernels"), 1);
 }
 
@@ -406,4 +406,112 @@ proptest! {
             records.iter().filter(|r| !r.3).count()
         );
     }
+}
+
+/// The real file's first process, parsed once.
+fn real_process() -> Option<&'static Value> {
+    static PROCESS: std::sync::OnceLock<Option<Value>> = std::sync::OnceLock::new();
+    PROCESS
+        .get_or_init(|| {
+            let path = real_file();
+            path.exists()
+                .then(|| read_json(&path)["rocprofiler-sdk-tool"][0].clone())
+        })
+        .as_ref()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 8, ..ProptestConfig::default() })]
+
+    /// The real file varied as other SDK versions and tools could write it: a subset of its
+    /// dispatches, optional sections and fields dropped, keys reordered, pretty or compact,
+    /// gzip or not. Every dispatch is still one kernel on its queue, with its time.
+    #[test]
+    fn real_file_variations(
+        take in 1usize..400,
+        skip in 0usize..40_000,
+        drop_symbols in proptest::bool::ANY,
+        drop_strings in proptest::bool::ANY,
+        drop_gpu_index in proptest::bool::ANY,
+        drop_product_name in proptest::bool::ANY,
+        reverse_keys in proptest::bool::ANY,
+        pretty in proptest::bool::ANY,
+        gzip in proptest::bool::ANY,
+    ) {
+        let Some(process) = real_process() else {
+            return Ok(());
+        };
+        let all = process["buffer_records"]["kernel_dispatch"].as_array().unwrap();
+        let skip = skip % all.len();
+        let dispatches: Vec<Value> = all.iter().skip(skip).take(take).cloned().collect();
+        let mut p = process.as_object().unwrap().clone();
+        p.insert("buffer_records".into(), json!({"kernel_dispatch": dispatches}));
+        if drop_symbols {
+            p.remove("kernel_symbols");
+        }
+        if drop_strings {
+            p.remove("strings");
+        }
+        let mut agents = p["agents"].as_array().unwrap().clone();
+        for a in &mut agents {
+            let a = a.as_object_mut().unwrap();
+            if drop_gpu_index {
+                a.remove("gpu_index");
+            }
+            if drop_product_name {
+                a.remove("product_name");
+            }
+        }
+        p.insert("agents".into(), Value::Array(agents));
+        if reverse_keys {
+            // serde_json keeps insertion order only with preserve_order; rebuild reversed.
+            let reversed: serde_json::Map<String, Value> =
+                p.clone().into_iter().rev().collect();
+            p = reversed;
+        }
+        let value = json!({"rocprofiler-sdk-tool": [Value::Object(p)]});
+        let text = if pretty {
+            serde_json::to_string_pretty(&value).unwrap()
+        } else {
+            value.to_string()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = if gzip {
+            let path = dir.path().join("v_results.json.gz");
+            let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            enc.write_all(text.as_bytes()).unwrap();
+            std::fs::write(&path, enc.finish().unwrap()).unwrap();
+            path
+        } else {
+            let path = dir.path().join("v_results.json");
+            std::fs::write(&path, &text).unwrap();
+            path
+        };
+        let trace = import_file(&path, &ImportOptions::default()).unwrap();
+        let kernels = device_spans(&trace, Level::DeviceKernel);
+        prop_assert_eq!(kernels.len(), dispatches_len(&value));
+        let busy: i64 = kernels.iter().map(|s| s.end - s.start).sum();
+        let expected: i64 = value["rocprofiler-sdk-tool"][0]["buffer_records"]["kernel_dispatch"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["end_timestamp"].as_i64().unwrap() - d["start_timestamp"].as_i64().unwrap())
+            .sum();
+        prop_assert_eq!(busy, expected);
+        if drop_symbols {
+            prop_assert!(kernels.iter().all(|s| trace.str(s.name).starts_with("kernel ")));
+        }
+        prop_assert_eq!(
+            trace.devices.len(),
+            process["agents"].as_array().unwrap().iter().filter(|a| a["type"] == 2).count()
+        );
+        prop_assert!(trace.devices.iter().all(|d| d.name.is_some() && d.sm_count.is_some()));
+    }
+}
+
+fn dispatches_len(value: &Value) -> usize {
+    value["rocprofiler-sdk-tool"][0]["buffer_records"]["kernel_dispatch"]
+        .as_array()
+        .unwrap()
+        .len()
 }

@@ -240,6 +240,8 @@ fn default_rules() -> Vec<LevelRule> {
         ("rocprof", "RCCL_API", Library),
         ("rocprof", "ROCDECODE_API", Library),
         ("rocprof", "ROCJPEG_API", Library),
+        // The section names rocprof.rs falls back to when a file has no `strings` table.
+        ("rocprof", "MARKER_API", Operation),
         // Perfetto TrackEvent categories as rocprofv3 writes them (a span's `level` debug
         // annotation, as stratoscope's exporter writes it, wins over these).
         ("perfetto", "kernel_dispatch", DeviceKernel),
