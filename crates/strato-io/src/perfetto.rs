@@ -990,6 +990,23 @@ impl<'a> Reader<'a> {
                 to,
             });
         }
+        // Device names the exporter put in its device tracks' names.
+        let mut named: Vec<(i64, String)> = self
+            .descriptors
+            .values()
+            .filter_map(|d| named_device(d.name.as_deref()?))
+            .map(|(name, index)| (index, name.to_owned()))
+            .collect();
+        named.sort();
+        named.dedup_by_key(|(index, _)| *index);
+        for (index, name) in named {
+            self.trace.devices.push(strato_trace::Device {
+                rank: Some(self.rank),
+                index,
+                name: Some(name),
+                ..Default::default()
+            });
+        }
         let open: u64 = self.open.values().map(|v| v.len() as u64).sum();
         let notes = &mut self.trace.ranks[self.rank.0 as usize].notes;
         notes.events_read += self.track_events;
@@ -1079,6 +1096,20 @@ fn device_of_name(name: &str) -> Option<i64> {
     inner[at + "(device ".len()..].trim().parse().ok()
 }
 
+/// The device name and index of a device track named `<name> (device n)` (stratoscope's
+/// exporter, when the exported trace knew the device's name), with an optional ` [rank r]`.
+fn named_device(name: &str) -> Option<(&str, i64)> {
+    let name = match name.rfind(" [rank ") {
+        Some(at) if name.ends_with(']') => &name[..at],
+        _ => name,
+    };
+    let inner = name.strip_suffix(')')?;
+    let at = inner.rfind(" (device ")?;
+    let index = inner[at + " (device ".len()..].trim().parse().ok()?;
+    let device = inner[..at].trim();
+    (!device.is_empty()).then_some((device, index))
+}
+
 /// The number a name ends with (`stream 7`: 7).
 fn trailing_number(name: &str) -> Option<i64> {
     let digits = name
@@ -1115,6 +1146,11 @@ mod tests {
         assert_eq!(device_of_name("GPU 3"), Some(3));
         assert_eq!(device_of_name("NVIDIA A100 (device 1) [rank 2]"), Some(1));
         assert_eq!(device_of_name("python (pid 4)"), None);
+        assert_eq!(
+            named_device("AMD Instinct MI300X (device 2) [rank 1]"),
+            Some(("AMD Instinct MI300X", 2))
+        );
+        assert_eq!(named_device("GPU 2"), None);
         assert_eq!(trailing_number("stream 7"), Some(7));
         assert_eq!(trailing_number("memory copies"), None);
     }

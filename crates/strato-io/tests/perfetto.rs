@@ -229,6 +229,23 @@ fn round_trip(rel: &str) {
         original.instants.len(),
         "{rel}: instants"
     );
+    // Device names the export carried come back on the same device indexes.
+    for d in &original.devices {
+        let Some(name) = &d.name else { continue };
+        let used = original.spans.iter().any(|s| {
+            matches!(original.track(s.track).kind,
+                TrackKind::DeviceQueue { device, .. } if device == d.index)
+        });
+        if used {
+            assert!(
+                back.devices
+                    .iter()
+                    .any(|b| b.index == d.index && b.name.as_deref() == Some(name.as_str())),
+                "{rel}: device {} {name}",
+                d.index
+            );
+        }
+    }
 }
 
 #[test]
