@@ -30,6 +30,7 @@
 //!   the other annotations become the args object when `keep_args` is on;
 //! - flows (`flow_ids`, `terminating_flow_ids`): the first two slices carrying an id are its
 //!   ends.
+//! - devices: a track named `<name> (device n)` (the exporter's device tracks) names device n.
 //!
 //! Timestamps: a packet's clock is its `timestamp_clock_id`, else the sequence's default, else
 //! BOOTTIME. Sequence-scoped clocks (ids 64..127, what the Perfetto SDK writes with incremental
