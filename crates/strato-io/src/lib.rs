@@ -255,6 +255,23 @@ pub fn detect_format(path: &Path, options: &ImportOptions) -> Result<Format> {
 
 /// The format of an opened input, from its buffered head (nothing is consumed).
 fn sniffed_format(path: &Path, input: &mut input::Input) -> Result<Format> {
+    // Protobuf named as such, starting with field 1 length-delimited (`0x0a`, a Perfetto
+    // `Trace.packet` or an `XSpace.planes`): the next byte is a length, which may be `{`, `[`
+    // or whitespace, so the content sniffing below would take it for JSON.
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let stem = name.strip_suffix(".gz").unwrap_or(name);
+    let head = input
+        .reader
+        .fill_buf()
+        .map_err(|e| input::classify(path, e))?;
+    if head.first() == Some(&0x0a) {
+        if PERFETTO_SUFFIXES.iter().any(|s| stem.ends_with(s)) {
+            return Ok(Format::Perfetto);
+        }
+        if stem.ends_with(".pb") {
+            return Ok(Format::XPlane);
+        }
+    }
     match input::sniff(path, input)? {
         input::Sniffed::Json => {
             let head = input
@@ -270,8 +287,6 @@ fn sniffed_format(path: &Path, input: &mut input::Input) -> Result<Format> {
         input::Sniffed::Sqlite => Ok(Format::NsysSqlite),
         input::Sniffed::NcuCsv => Ok(Format::NcuCsv),
         input::Sniffed::Binary => {
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            let stem = name.strip_suffix(".gz").unwrap_or(name);
             if stem.ends_with(".pb") {
                 Ok(Format::XPlane)
             } else if PERFETTO_SUFFIXES.iter().any(|s| stem.ends_with(s)) {

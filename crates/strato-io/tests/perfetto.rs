@@ -292,6 +292,43 @@ fn bad_files_are_one_clear_error() {
     assert!(err.to_string().contains("clock 64"), "{err}");
 }
 
+/// A first packet 123 or 91 bytes long: the file starts `0x0a '{'` / `0x0a '['`, which content
+/// sniffing alone would take for JSON; the `.pftrace` name decides.
+#[test]
+fn first_packet_length_that_looks_like_json() {
+    use prost::Message;
+    use strato_io::export::perfetto_proto::{TracePacket, TrackEvent};
+    let dir = tempfile::tempdir().unwrap();
+    for target in [b'{', b'[', b' '] {
+        let mut name_len = 1;
+        let packet = loop {
+            let packet = TracePacket {
+                timestamp: Some(1_000),
+                track_event: Some(TrackEvent {
+                    name: Some("x".repeat(name_len)),
+                    r#type: Some(3),
+                    ..Default::default()
+                }),
+                trusted_packet_sequence_id: Some(1),
+                ..Default::default()
+            };
+            if packet.encoded_len() == usize::from(target) {
+                break packet;
+            }
+            name_len += 1;
+            assert!(name_len < 200);
+        };
+        let mut bytes = vec![0x0a];
+        packet.encode_length_delimited(&mut bytes).unwrap();
+        assert_eq!(bytes[1], target);
+        let path = dir.path().join(format!("t{target}.pftrace"));
+        std::fs::write(&path, &bytes).unwrap();
+        let trace = import_file(&path, &ImportOptions::default()).unwrap();
+        assert_eq!(trace.instants.len(), 1);
+        assert_eq!(trace.instants[0].ts, 1_000);
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
