@@ -13,6 +13,10 @@ bulk (and the committed corpus stays a few hundred KB):
 - nsys: the Nsight Systems export with each event table cut to its first rows (kernels keep
   their runtime calls), unreferenced strings dropped, 512-byte pages;
 - ncu: the Nsight Compute CSV whole and cut to its first rows.
+- rocprof: the rocprofv3 JSON cut to its first kernel dispatches, and the same with HIP API
+  calls, a marker and memory copies added to the documented schema;
+- perfetto: the rocprofv3-layout test trace of crates/strato-io/tests/data/perfetto/ (and, from
+  scripts/fuzz.sh seeds, a Kineto seed exported by stratoscope's Perfetto exporter).
 
 `recording` and `store` seeds are written by `strato-fuzz seed-recording` / `seed-store` (a real
 recorder run; a real import written as a profile): scripts/fuzz.sh seeds runs all of it.
@@ -309,6 +313,69 @@ def ncu_seeds(data, out):
     (out / "gemm_tiled_head.csv").write_bytes(b"".join(lines[: header + 4]))
 
 
+def rocprof_seeds(data, out, dispatches=24):
+    """The real rocprofv3 JSON cut to its first dispatches (agents, kind names and the kernel
+    symbols they use kept), and the same with HIP API calls, a marker and memory copies added
+    to the documented schema (the real file has none)."""
+    out.mkdir(parents=True, exist_ok=True)
+    with gzip.open(data / "rocprof/tracelens_908_results.json.gz", "rt") as f:
+        doc = json.load(f)
+    process = doc["rocprofiler-sdk-tool"][0]
+    records = process["buffer_records"]["kernel_dispatch"][:dispatches]
+    used = {r["dispatch_info"]["kernel_id"] for r in records}
+    # Agents the dispatches use plus one CPU, their long lists (caches, io_links) cut; kind
+    # names with their first operations (the fuzzer needs the shape, not the whole table).
+    used_agents = {r["dispatch_info"]["agent_id"]["handle"] for r in records}
+    agents = [a for a in process.get("agents", [])
+              if a["id"]["handle"] in used_agents or a.get("type") == 1][:3]
+    for a in agents:
+        for key in ("caches", "io_links", "mem_banks"):
+            if isinstance(a.get(key), list):
+                a[key] = a[key][:2]
+    kinds = [dict(k, operations=k.get("operations", [])[:12])
+             for k in process.get("strings", {}).get("buffer_records", [])]
+    cut = {
+        "metadata": process.get("metadata", {}),
+        "agents": agents,
+        "strings": {"buffer_records": kinds},
+        "kernel_symbols": [k for k in process.get("kernel_symbols", []) if k["kernel_id"] in used],
+        "buffer_records": {"kernel_dispatch": records},
+    }
+    (out / "tracelens_908_head.json").write_text(json.dumps({"rocprofiler-sdk-tool": [cut]}))
+    kinds = [k.get("kind") for k in cut["strings"]["buffer_records"]]
+    hip = kinds.index("HIP_RUNTIME_API") if "HIP_RUNTIME_API" in kinds else 5
+    copy = kinds.index("MEMORY_COPY") if "MEMORY_COPY" in kinds else 10
+    marker = kinds.index("MARKER_CORE_API") if "MARKER_CORE_API" in kinds else 7
+    gpu = next(a for a in cut["agents"] if a.get("type") == 2)["id"]
+    cpu = next((a for a in cut["agents"] if a.get("type") == 1), {"id": gpu})["id"]
+    api, copies = [], []
+    for r in records[:8]:
+        corr = r["correlation_id"]
+        start = r["start_timestamp"] - 2000
+        api.append({"size": 64, "kind": hip, "operation": 1, "thread_id": r.get("thread_id", 1),
+                    "correlation_id": corr, "start_timestamp": start,
+                    "end_timestamp": start + 800})
+        copies.append({"size": 96, "kind": copy, "operation": 2, "thread_id": 1,
+                       "correlation_id": corr, "start_timestamp": r["end_timestamp"] + 10,
+                       "end_timestamp": r["end_timestamp"] + 500, "dst_agent_id": gpu,
+                       "src_agent_id": cpu, "bytes": 4096})
+    first = records[0]["start_timestamp"]
+    markers = [{"size": 64, "kind": marker, "operation": 1, "thread_id": 1,
+                "correlation_id": {"internal": 999999, "external": 0},
+                "start_timestamp": first - 5000, "end_timestamp": records[7]["end_timestamp"]}]
+    cut["buffer_records"] = {"kernel_dispatch": records[:8], "hip_api": api,
+                             "memory_copy": copies, "marker_api": markers}
+    (out / "schema_api_copies.json").write_text(json.dumps({"rocprofiler-sdk-tool": [cut]}))
+
+
+def perfetto_seeds(root, out):
+    """The rocprofv3-layout Perfetto test file (written with Perfetto's own protos by
+    scripts/perfetto-fixture.py); scripts/fuzz.sh seeds adds an export of stratoscope's own."""
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(root / "crates/strato-io/tests/data/perfetto/rocprofv3_like.pftrace",
+                    out / "rocprofv3_like.pftrace")
+
+
 def main():
     root = Path(__file__).resolve().parent.parent
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -322,6 +389,8 @@ def main():
     xplane_seeds(args.data, args.out / "xplane", args.max_bytes * 2)
     nsys_seeds(args.data, args.out / "nsys", args.nsys_rows)
     ncu_seeds(args.data, args.out / "ncu")
+    rocprof_seeds(args.data, args.out / "rocprof")
+    perfetto_seeds(root, args.out / "perfetto")
     for d in sorted(args.out.iterdir()):
         files = list(d.iterdir())
         print(f"{d.name}: {len(files)} files, {sum(f.stat().st_size for f in files)} bytes")

@@ -8,7 +8,7 @@
 #   bash scripts/fuzz.sh seeds              regenerate fuzz/corpus/ from ../shared/data
 #   bash scripts/fuzz.sh replay TARGET FILE...   run inputs through a target (triage)
 #
-# Targets: chrome chrome_chunked tf xplane nsys ncu recording store.
+# Targets: chrome chrome_chunked tf xplane nsys ncu recording store rocprof perfetto.
 # A campaign resumes from its queue (target/fuzz/TARGET/) when run again. Afterwards the
 # script prints executions, crashes and hangs, replays each crash through the (uninstrumented)
 # target to show what broke, and copies crashes and hangs to fuzz/findings/TARGET/ (ignored by
@@ -25,7 +25,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 AFL_VERSION=0.18.2
-TARGETS=(chrome chrome_chunked tf xplane nsys ncu recording store)
+TARGETS=(chrome chrome_chunked tf xplane nsys ncu recording store rocprof perfetto)
 AFL_TARGET_DIR="$PWD/target/afl"
 driver_of() {
   if [[ $1 == store ]]; then echo "$AFL_TARGET_DIR/strato-fuzz-afl-store"; else echo "$AFL_TARGET_DIR/strato-fuzz-afl-core"; fi
@@ -66,6 +66,10 @@ seeds() {
   "$tool" seed-store fuzz/corpus/chrome/hta_cuda_event_sync_trace.json \
     fuzz/corpus/store/hta_cuda_event_sync_trace.profile
   "$tool" seed-store fuzz/corpus/recording/seed.strato fuzz/corpus/store/recording.profile
+  # A second Perfetto writer: stratoscope's exporter, on a Kineto seed.
+  cargo run --locked -q -p strato-cli --bin strato -- export --raw \
+    fuzz/corpus/chrome/hta_cuda_event_sync_trace.json \
+    --perfetto fuzz/corpus/perfetto/hta_cuda_event_sync_trace.pftrace
 }
 
 corpus_of() {
@@ -81,7 +85,7 @@ dictionary_of() {
   dicts=$(dirname "$(dirname "$(command -v afl-fuzz 2>/dev/null || echo /x/x)")")
   for d in "$HOME/.local/share/afl.rs/AFLplusplus/dictionaries" "$dicts/share/afl/dictionaries"; do
     case "$1" in
-      chrome | chrome_chunked | tf | store) [[ -f $d/json.dict ]] && echo "$d/json.dict" && return ;;
+      chrome | chrome_chunked | tf | store | rocprof) [[ -f $d/json.dict ]] && echo "$d/json.dict" && return ;;
       ncu) [[ -f $d/csv.dict ]] && echo "$d/csv.dict" && return ;;
       nsys) [[ -f $d/sql.dict ]] && echo "$d/sql.dict" && return ;;
     esac

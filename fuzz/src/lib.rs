@@ -52,10 +52,14 @@ pub enum Target {
     Recording,
     /// The profile store reader (a profile directory packed by [`pack_store`]).
     Store,
+    /// rocprofv3 JSON (`rocprof.rs`; sniffed from its first key).
+    Rocprof,
+    /// Perfetto protobuf (`perfetto.rs`; recognised by its `.pftrace` name).
+    Perfetto,
 }
 
 /// Every target, in the order the docs and scripts list them.
-pub const TARGETS: [Target; 8] = [
+pub const TARGETS: [Target; 10] = [
     Target::Chrome,
     Target::ChromeChunked,
     Target::Tf,
@@ -64,6 +68,8 @@ pub const TARGETS: [Target; 8] = [
     Target::Ncu,
     Target::Recording,
     Target::Store,
+    Target::Rocprof,
+    Target::Perfetto,
 ];
 
 impl Target {
@@ -78,6 +84,8 @@ impl Target {
             Target::Ncu => "ncu",
             Target::Recording => "recording",
             Target::Store => "store",
+            Target::Rocprof => "rocprof",
+            Target::Perfetto => "perfetto",
         }
     }
 
@@ -95,7 +103,7 @@ impl Target {
     }
 
     /// The file name the bytes are written under (the CLI sniffs content, but XPlane is
-    /// recognised by its `.pb` name and recordings by `.strato`).
+    /// recognised by its `.pb` name, Perfetto by `.pftrace` and recordings by `.strato`).
     fn file_name(self) -> &'static str {
         match self {
             Target::Chrome | Target::ChromeChunked | Target::Tf => "trace.json",
@@ -104,6 +112,8 @@ impl Target {
             Target::Ncu => "metrics.csv",
             Target::Recording => "main.strato",
             Target::Store => "profile",
+            Target::Rocprof => "run_results.json",
+            Target::Perfetto => "trace.pftrace",
         }
     }
 }

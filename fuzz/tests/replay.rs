@@ -138,3 +138,13 @@ fn store_container() {
         strato_fuzz::unpack_store(junk, &out).expect("any bytes make a directory");
     }
 }
+
+#[test]
+fn rocprof() {
+    check(Target::Rocprof);
+}
+
+#[test]
+fn perfetto() {
+    check(Target::Perfetto);
+}

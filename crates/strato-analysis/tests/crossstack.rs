@@ -36,6 +36,8 @@ const ALL: &[&str] = &[
     "ncu/gemm_tiled.csv",
     "tf/GPU-multi-worker.xplane.pb",
     "tf/GPU-multi-worker.trace_viewer.json.gz",
+    "rocprof/tracelens_908_results.json.gz",
+    "xplane_jax/mi300_jax_conv_minimal_08.xplane.pb",
 ];
 
 /// Kineto traces whose runtime calls and device ops carry launch correlation ids.

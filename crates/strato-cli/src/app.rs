@@ -21,7 +21,8 @@ use clap::{Parser, Subcommand};
     version,
     about = "stratoscope: where an ML workload's time goes, across every stratum of its stack",
     after_help = "Inputs: trace files (Kineto/PyTorch profiler JSON[.gz], TensorFlow trace viewer \
-JSON, *.xplane.pb, Nsight Systems SQLite, Nsight Compute CSV), directories of per-rank files, or a \
+JSON, *.xplane.pb, Nsight Systems SQLite, Nsight Compute CSV, rocprofv3 JSON, Perfetto *.pftrace), \
+directories of per-rank files, or a \
 profile directory written by `strato import`.\n\nExamples:\n  strato import traces/ -o prof\n  \
 strato info prof\n  strato gpu-time traces/rank-0.json.gz --window hta\n  strato export prof --perfetto prof.pftrace"
 )]

@@ -8,7 +8,8 @@
 //!
 //! Formats: Kineto / Chrome-trace JSON ([`chrome`]), TensorFlow trace viewer JSON (through
 //! [`chrome`] with [`tf`]'s post-pass), XPlane protobuf ([`xplane`]), Nsight Systems SQLite
-//! ([`nsys`]), Nsight Compute CSV ([`ncu`]). Exporters: [`export`].
+//! ([`nsys`]), Nsight Compute CSV ([`ncu`]), rocprofv3 JSON ([`rocprof`]), Perfetto protobuf
+//! TrackEvent traces ([`perfetto`]). Exporters: [`export`].
 
 pub mod budget;
 pub mod chrome;
@@ -18,11 +19,14 @@ pub mod input;
 pub mod json_split;
 pub mod ncu;
 pub mod nsys;
+pub mod perfetto;
 pub mod recording;
 pub mod redact;
+pub mod rocprof;
 pub mod tf;
 pub mod xplane;
 
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 pub use error::{Error, ErrorKind, Result};
@@ -233,10 +237,17 @@ pub enum Format {
     NcuCsv,
     /// XSpace protobuf (`*.xplane.pb`).
     XPlane,
+    /// rocprofv3 (rocprofiler-sdk) JSON: an object whose first key is `rocprofiler-sdk-tool`.
+    Rocprof,
+    /// Perfetto protobuf trace (`*.pftrace`, `*.perfetto-trace`).
+    Perfetto,
 }
 
+/// File names (after an optional `.gz`) read as Perfetto protobuf traces.
+pub const PERFETTO_SUFFIXES: [&str; 3] = [".pftrace", ".perfetto-trace", ".perfetto"];
+
 /// Sniffs the format of `path` from its content (and, for protobuf, which has no magic bytes,
-/// from the `.pb` name).
+/// from the name: `.pb` is XPlane, [`PERFETTO_SUFFIXES`] are Perfetto).
 pub fn detect_format(path: &Path, options: &ImportOptions) -> Result<Format> {
     let mut input = input::open(path, options.decompression_limit(path)?)?;
     sniffed_format(path, &mut input)
@@ -244,20 +255,49 @@ pub fn detect_format(path: &Path, options: &ImportOptions) -> Result<Format> {
 
 /// The format of an opened input, from its buffered head (nothing is consumed).
 fn sniffed_format(path: &Path, input: &mut input::Input) -> Result<Format> {
+    // Protobuf named as such, starting with field 1 length-delimited (`0x0a`, a Perfetto
+    // `Trace.packet` or an `XSpace.planes`): the next byte is a length, which may be `{`, `[`
+    // or whitespace, so the content sniffing below would take it for JSON.
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let stem = name.strip_suffix(".gz").unwrap_or(name);
+    let head = input
+        .reader
+        .fill_buf()
+        .map_err(|e| input::classify(path, e))?;
+    if head.first() == Some(&0x0a) {
+        if PERFETTO_SUFFIXES.iter().any(|s| stem.ends_with(s)) {
+            return Ok(Format::Perfetto);
+        }
+        if stem.ends_with(".pb") {
+            return Ok(Format::XPlane);
+        }
+    }
     match input::sniff(path, input)? {
-        input::Sniffed::Json => Ok(Format::ChromeJson),
+        input::Sniffed::Json => {
+            let head = input
+                .reader
+                .fill_buf()
+                .map_err(|e| input::classify(path, e))?;
+            if rocprof::is_rocprof_head(head) {
+                Ok(Format::Rocprof)
+            } else {
+                Ok(Format::ChromeJson)
+            }
+        }
         input::Sniffed::Sqlite => Ok(Format::NsysSqlite),
         input::Sniffed::NcuCsv => Ok(Format::NcuCsv),
         input::Sniffed::Binary => {
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            if name.ends_with(".pb") || name.ends_with(".pb.gz") {
+            if stem.ends_with(".pb") {
                 Ok(Format::XPlane)
+            } else if PERFETTO_SUFFIXES.iter().any(|s| stem.ends_with(s)) {
+                Ok(Format::Perfetto)
             } else {
                 Err(Error::new(
                     path,
                     ErrorKind::UnknownFormat(
-                        "expected Chrome/Kineto JSON, TF trace viewer JSON, *.xplane.pb, Nsight \
-                         Systems SQLite or Nsight Compute CSV"
+                        "expected Chrome/Kineto JSON, TF trace viewer JSON, rocprofv3 JSON, \
+                         *.xplane.pb, Perfetto *.pftrace, Nsight Systems SQLite or Nsight \
+                         Compute CSV"
                             .into(),
                     ),
                 ))
@@ -300,6 +340,8 @@ pub fn import_file(path: &Path, options: &ImportOptions) -> Result<Trace> {
         }
         Format::NcuCsv => ncu::import(path, input, options)?,
         Format::XPlane => xplane::import(path, input, options)?,
+        Format::Rocprof => rocprof::import(path, input, options)?,
+        Format::Perfetto => perfetto::import(path, input, options)?,
     };
     trace
         .validate()
@@ -314,9 +356,12 @@ pub fn rank_files(dir: &Path) -> Result<Vec<PathBuf>> {
     for entry in entries {
         let path = entry.map_err(|e| Error::new(dir, e))?.path();
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        let traceish = [".json", ".json.gz", ".sqlite", ".csv", ".pb", ".pb.gz"]
-            .iter()
-            .any(|ext| name.ends_with(ext));
+        let stem = name.strip_suffix(".gz").unwrap_or(name);
+        let traceish = [".sqlite", ".csv"].iter().any(|ext| name.ends_with(ext))
+            || [".json", ".pb"]
+                .iter()
+                .chain(PERFETTO_SUFFIXES.iter())
+                .any(|ext| stem.ends_with(ext));
         if path.is_file() && traceish && !name.starts_with('.') {
             files.push(path);
         }
@@ -326,7 +371,8 @@ pub fn rank_files(dir: &Path) -> Result<Vec<PathBuf>> {
         return Err(Error::new(
             dir,
             ErrorKind::NotATrace(
-                "directory holds no trace files (*.json[.gz], *.sqlite, *.csv, *.pb)".into(),
+                "directory holds no trace files (*.json[.gz], *.sqlite, *.csv, *.pb, *.pftrace)"
+                    .into(),
             ),
         ));
     }

@@ -578,8 +578,14 @@ impl Builder<'_> {
                     let display_name = metadata
                         .map(|m| m.display_name.as_str())
                         .filter(|d| !d.is_empty() && *d != event_name);
-                    args_json(all_stats(), ids.correlation, display_name, &plane)
-                        .map(|text| trace.add_args(&text))
+                    args_json(
+                        all_stats(),
+                        ids.correlation,
+                        display_name,
+                        python_source(event_name),
+                        &plane,
+                    )
+                    .map(|text| trace.add_args(&text))
                 } else {
                     None
                 };
@@ -691,17 +697,52 @@ fn gunzip_text(bytes: &[u8]) -> Option<String> {
     Some(text)
 }
 
+/// Where a Python frame event of the JAX/TF Python tracer (`$file.py:123 function`) points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PythonSource<'a> {
+    pub file: &'a str,
+    pub line: u64,
+    pub function: &'a str,
+}
+
+/// The source file, line and function of a Python tracer event name (`$api.py:3154
+/// block_until_ready`); `None` for any other name.
+pub fn python_source(event_name: &str) -> Option<PythonSource<'_>> {
+    let rest = event_name.strip_prefix('$')?;
+    // The first `:<digits>` followed by a space or the end (file names may hold spaces).
+    rest.match_indices(':').find_map(|(at, _)| {
+        let after = &rest[at + 1..];
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        let tail = &after[digits..];
+        if digits == 0 || !(tail.is_empty() || tail.starts_with(' ')) || at == 0 {
+            return None;
+        }
+        Some(PythonSource {
+            file: &rest[..at],
+            line: after[..digits].parse().ok()?,
+            function: tail.trim(),
+        })
+    })
+}
+
 /// The args object of an event: every stat but the correlation id (which is a span field),
-/// plus the metadata's display name when it differs from the name. `None` when empty.
+/// plus the metadata's display name when it differs from the name and, for Python frames, their
+/// `source_file`, `source_line` and `function`. `None` when empty.
 fn args_json<'s>(
     stats: impl Iterator<Item = &'s proto::XStat>,
     correlation: Option<i64>,
     display_name: Option<&str>,
+    source: Option<PythonSource<'_>>,
     plane: &proto::XPlane,
 ) -> Option<String> {
     let mut map = Map::new();
     if let Some(display) = display_name {
         map.insert("display_name".into(), Value::String(display.into()));
+    }
+    if let Some(source) = source {
+        map.insert("source_file".into(), Value::from(source.file));
+        map.insert("source_line".into(), Value::from(source.line));
+        map.insert("function".into(), Value::from(source.function));
     }
     for stat in stats {
         if Some(stat.metadata_id) == correlation {

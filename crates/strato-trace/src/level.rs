@@ -223,6 +223,35 @@ fn default_rules() -> Vec<LevelRule> {
         ("tf", "name_scope", Operation),
         ("tf", "xla_module", Operation),
         ("tf", "device_derived", Other),
+        // rocprofv3 JSON: the buffer-tracing kind of each record (rocprofiler-sdk's
+        // `ROCPROFILER_BUFFER_TRACING_*` names, as the file's `strings.buffer_records` spells
+        // them).
+        ("rocprof", "KERNEL_DISPATCH", DeviceKernel),
+        ("rocprof", "MEMORY_COPY", DeviceCopy),
+        ("rocprof", "HIP_RUNTIME_API", AcceleratorApi),
+        ("rocprof", "HIP_COMPILER_API", AcceleratorApi),
+        ("rocprof", "HSA_CORE_API", AcceleratorApi),
+        ("rocprof", "HSA_AMD_EXT_API", AcceleratorApi),
+        ("rocprof", "HSA_IMAGE_EXT_API", AcceleratorApi),
+        ("rocprof", "HSA_FINALIZE_EXT_API", AcceleratorApi),
+        ("rocprof", "MARKER_CORE_API", Operation),
+        ("rocprof", "MARKER_CONTROL_API", Other),
+        ("rocprof", "MARKER_NAME_API", Other),
+        ("rocprof", "RCCL_API", Library),
+        ("rocprof", "ROCDECODE_API", Library),
+        ("rocprof", "ROCJPEG_API", Library),
+        // The section names rocprof.rs falls back to when a file has no `strings` table.
+        ("rocprof", "MARKER_API", Operation),
+        // Perfetto TrackEvent categories as rocprofv3 writes them (a span's `level` debug
+        // annotation, as stratoscope's exporter writes it, wins over these).
+        ("perfetto", "kernel_dispatch", DeviceKernel),
+        ("perfetto", "memory_copy", DeviceCopy),
+        ("perfetto", "hip_api", AcceleratorApi),
+        ("perfetto", "hsa_api", AcceleratorApi),
+        ("perfetto", "marker_api", Operation),
+        ("perfetto", "rccl_api", Library),
+        ("perfetto", "rocdecode_api", Library),
+        ("perfetto", "rocjpeg_api", Library),
         // stratoscope's own recorder.
         ("strato", "operation", Operation),
         ("strato", "phase", Phase),

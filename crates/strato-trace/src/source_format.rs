@@ -33,6 +33,11 @@ pub enum SourceFormat {
     Ncu,
     /// A recording of stratoscope's own recorder: `"strato"`.
     Strato,
+    /// A rocprofv3 (rocprofiler-sdk) JSON output: `"rocprof"`.
+    Rocprof,
+    /// A Perfetto protobuf trace (`*.pftrace`), read through its TrackEvent packets:
+    /// `"perfetto"`.
+    Perfetto,
     /// A name no importer of this version writes (a newer or foreign profile), kept verbatim.
     Other(String),
 }
@@ -48,6 +53,8 @@ impl SourceFormat {
             SourceFormat::Nsys => "nsys",
             SourceFormat::Ncu => "ncu",
             SourceFormat::Strato => "strato",
+            SourceFormat::Rocprof => "rocprof",
+            SourceFormat::Perfetto => "perfetto",
             SourceFormat::Other(name) => name,
         }
     }
@@ -62,6 +69,8 @@ impl SourceFormat {
             "nsys" => SourceFormat::Nsys,
             "ncu" => SourceFormat::Ncu,
             "strato" => SourceFormat::Strato,
+            "rocprof" => SourceFormat::Rocprof,
+            "perfetto" => SourceFormat::Perfetto,
             other => SourceFormat::Other(other.to_owned()),
         }
     }
@@ -101,7 +110,7 @@ impl From<SourceFormat> for String {
 mod tests {
     use super::*;
 
-    const KNOWN: [SourceFormat; 7] = [
+    const KNOWN: [SourceFormat; 9] = [
         SourceFormat::Kineto,
         SourceFormat::Chrome,
         SourceFormat::TfTraceViewer,
@@ -109,6 +118,8 @@ mod tests {
         SourceFormat::Nsys,
         SourceFormat::Ncu,
         SourceFormat::Strato,
+        SourceFormat::Rocprof,
+        SourceFormat::Perfetto,
     ];
 
     #[test]
@@ -126,7 +137,7 @@ mod tests {
 
     #[test]
     fn unknown_names_are_kept_verbatim() {
-        for name in ["", "rocprof", "Kineto", "tf_trace_viewer", "ncu "] {
+        for name in ["", "rocprofv2", "Kineto", "tf_trace_viewer", "ncu "] {
             let format = SourceFormat::from_name(name);
             assert_eq!(format, SourceFormat::Other(name.to_owned()));
             assert_eq!(format.as_str(), name);

@@ -16,12 +16,6 @@ use crate::common::{ok, shared_data, strato_command};
 const SIZE_BOUND: u64 = 2 * 1024 * 1024;
 const CHROMIUM: &str = "/usr/bin/chromium";
 
-/// Files in ../shared/data that are not imported yet, each with the issue that will import them.
-const NOT_YET_IMPORTED: &[(&str, &str)] = &[(
-    "tracelens_908_results.json.gz",
-    "rocprofv3 JSON (not a Chrome trace): issue 16",
-)];
-
 /// Checks a report is self-contained: no script, nothing fetched from anywhere.
 fn assert_self_contained(html: &str, what: &str) {
     assert!(html.starts_with("<!DOCTYPE html>"), "{what}");
@@ -51,13 +45,9 @@ fn report_of_every_dev_trace_is_self_contained_and_bounded() {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            if let Some((_, why)) = NOT_YET_IMPORTED.iter().find(|(n, _)| *n == name) {
-                eprintln!("skipped {name}: {why}");
-                continue;
-            }
             if p.is_dir() {
                 stack.push(p);
-            } else if [".json.gz", ".sqlite", ".csv", ".pb"]
+            } else if [".json.gz", ".sqlite", ".csv", ".pb", ".pftrace"]
                 .iter()
                 .any(|x| name.ends_with(x))
             {
