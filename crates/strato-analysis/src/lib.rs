@@ -17,6 +17,8 @@ pub mod iterations;
 pub mod kernel_stats;
 pub mod layers;
 pub mod memory;
+pub mod op_models;
+pub mod ops;
 pub mod overhead;
 pub mod scope;
 pub mod suffix;
