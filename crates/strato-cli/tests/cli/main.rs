@@ -10,6 +10,7 @@ mod foundation;
 mod input_integrity;
 mod iterations_kernels_memory;
 mod nsys_memory;
+mod ops_modules;
 mod outputs;
 mod report_diff;
 mod snapshots;
