@@ -17,6 +17,7 @@ pub mod iterations;
 pub mod kernel_stats;
 pub mod layers;
 pub mod memory;
+pub mod modules;
 pub mod op_models;
 pub mod ops;
 pub mod overhead;

@@ -101,47 +101,6 @@ struct Group {
     devices: FxHashMap<(u32, i64), usize>,
 }
 
-/// Per span of a thread, the innermost framework op on its thread that contains it (for an op,
-/// the op around it; for a launch that is itself an op — a captured op a graph kernel is linked
-/// to — the op itself). By time containment, not the hierarchy's parents: PyTorch records
-/// Python frames *inside* custom ops (`vllm::unified_attention_with_output` > its Python
-/// implementation > the launch), and a Python frame's hierarchy parent skips the op.
-fn ops_around(trace: &strato_trace::Trace, is_op: &[bool]) -> Vec<Option<u32>> {
-    let n = trace.spans.len();
-    let mut around: Vec<Option<u32>> = vec![None; n];
-    let mut by_track: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
-    for (i, s) in trace.spans.iter().enumerate() {
-        if matches!(trace.track(s.track).kind, TrackKind::Thread { .. }) {
-            by_track.entry(s.track.0).or_default().push(i as u32);
-        }
-    }
-    for (_, mut spans) in by_track {
-        // Outer before inner at equal starts; ops before other spans of the same extent.
-        spans.sort_unstable_by_key(|&i| {
-            let s = &trace.spans[i as usize];
-            (s.start, std::cmp::Reverse(s.end), !is_op[i as usize], i)
-        });
-        let mut stack: Vec<u32> = Vec::new();
-        for i in spans {
-            let s = &trace.spans[i as usize];
-            while let Some(&top) = stack.last() {
-                if trace.spans[top as usize].end < s.end {
-                    stack.pop();
-                } else {
-                    break;
-                }
-            }
-            if is_op[i as usize] {
-                around[i as usize] = stack.last().copied();
-                stack.push(i);
-            } else {
-                around[i as usize] = stack.last().copied();
-            }
-        }
-    }
-    around
-}
-
 /// Builds the op table. `device_spec` overrides the detected device row of every device.
 pub fn ops(analyzed: &Analyzed, device_spec: Option<&DeviceSpec>) -> OpsReport {
     let (trace, scopes) = (analyzed.trace(), analyzed.scopes());
@@ -150,7 +109,10 @@ pub fn ops(analyzed: &Analyzed, device_spec: Option<&DeviceSpec>) -> OpsReport {
         .iter()
         .map(|s| effective_level(trace, s) == Level::Backend)
         .collect();
-    let op_around = ops_around(trace, &is_op);
+    // By time containment, not the hierarchy's parents: PyTorch records Python frames inside
+    // custom ops (`vllm::unified_attention_with_output` > its Python code > the launch), and a
+    // Python frame's hierarchy parent skips the op.
+    let op_around = crate::modules::enclosing(trace, &is_op);
     // Per op span, the model result, computed once and only for ops on some launch chain.
     type Modelled = FxHashMap<u32, (Option<OpInputs>, Result<OpCost, String>)>;
     let mut modelled: Modelled = FxHashMap::default();

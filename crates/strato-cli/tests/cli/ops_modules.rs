@@ -189,5 +189,112 @@ fn bad_device_spec_is_one_clear_error() {
     let r = json(&["ops", s(&data(H100)), "--device-spec", s(&good), "--json"]);
     assert_eq!(r["devices"][0]["spec"]["name"], "lab");
     assert_eq!(r["devices"][0]["detected_by"], "user_spec");
-    let _ = CKPT;
+}
+
+/// Independently from the raw JSON: module spans per class, their distinct instances, and the
+/// module spans that run inside an autograd `evaluate_function` span on their thread.
+fn module_census(ev: &[Value]) -> (std::collections::BTreeMap<String, (usize, usize)>, usize) {
+    let mods: Vec<&Value> = ev
+        .iter()
+        .filter(|e| {
+            e["ph"] == "X"
+                && e["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("nn.Module: "))
+        })
+        .collect();
+    let mut per_class: std::collections::BTreeMap<
+        String,
+        (std::collections::BTreeSet<String>, usize),
+    > = Default::default();
+    for m in &mods {
+        let inst = m["name"].as_str().unwrap()["nn.Module: ".len()..].to_owned();
+        let class = match inst.rsplit_once('_') {
+            Some((c, n)) if n.chars().all(|c| c.is_ascii_digit()) && !n.is_empty() => c.to_owned(),
+            _ => inst.clone(),
+        };
+        let e = per_class.entry(class).or_default();
+        e.0.insert(inst);
+        e.1 += 1;
+    }
+    let backward: Vec<&Value> = ev
+        .iter()
+        .filter(|e| {
+            e["ph"] == "X"
+                && e["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("autograd::engine::evaluate_function"))
+        })
+        .collect();
+    let recomputed = mods
+        .iter()
+        .filter(|m| {
+            let (a, b) = ts_ns(m);
+            backward.iter().any(|w| {
+                let (s0, s1) = ts_ns(w);
+                w["tid"] == m["tid"] && w["pid"] == m["pid"] && s0 <= a && b <= s1
+            })
+        })
+        .count();
+    (
+        per_class
+            .into_iter()
+            .map(|(k, (inst, calls))| (k, (inst.len(), calls)))
+            .collect(),
+        recomputed,
+    )
+}
+
+#[test]
+fn module_tree_counts_classes_and_instances_like_the_raw_trace() {
+    if shared_data().is_none() {
+        return;
+    }
+    for rel in [B200, H100, CKPT] {
+        let r = json(&["layers", "--by", "module", s(&data(rel)), "--json"]);
+        let (census, recomputed) = module_census(&events(rel));
+        let got: std::collections::BTreeMap<String, (usize, usize)> = r["modules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                (
+                    m["class"].as_str().unwrap().to_owned(),
+                    (
+                        m["instances"].as_u64().unwrap() as usize,
+                        m["calls"].as_u64().unwrap() as usize,
+                    ),
+                )
+            })
+            .collect();
+        assert_eq!(got, census, "{rel}");
+        assert_eq!(
+            r["recompute"]["calls"].as_u64().unwrap() as usize,
+            recomputed,
+            "{rel}"
+        );
+        // Conservation: device time inside + outside modules = all device time; the tree's
+        // roots add up to the part inside.
+        let dev = r["device_ns"].as_u64().unwrap();
+        let inside = r["device_ns_in_modules"].as_u64().unwrap();
+        assert_eq!(
+            inside + r["device_ns_outside_modules"].as_u64().unwrap(),
+            dev
+        );
+        let roots: u64 = r["tree"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n["parent"].is_null())
+            .map(|n| n["device_ns"].as_u64().unwrap())
+            .sum();
+        assert_eq!(roots, inside, "{rel}");
+    }
+    // Activation checkpointing: the ResNet trace recomputes forward work under backward.
+    let r = json(&["layers", "--by", "module", s(&data(CKPT)), "--json"]);
+    assert!(r["recompute"]["calls"].as_u64().unwrap() > 0);
+    assert!(r["recompute"]["device_ns"].as_u64().unwrap() > 0);
+    // The B200 trace (inference) recomputes nothing.
+    let r = json(&["layers", "--by", "module", s(&data(B200)), "--json"]);
+    assert_eq!(r["recompute"]["calls"], 0);
 }
