@@ -34,6 +34,7 @@ use strato_analysis::iterations::{iterations, IterationOptions, IterationsReport
 use strato_analysis::kernel_stats::{fold_top, KernelStatsReport};
 use strato_analysis::layers::{layers, LayersOptions, LayersReport};
 use strato_analysis::memory::{memory, MemoryOptions, MemoryReport};
+use strato_analysis::modules::{modules, ModulesReport};
 use strato_analysis::util::{util, UtilReport, DEFAULT_PERIODS_S};
 
 /// Kernels shown in the ranking before the rest is folded into one bar.
@@ -91,6 +92,8 @@ pub struct ReportInput {
     /// Kernel statistics, folded after [`KERNEL_TOP`].
     pub kernels: Part<KernelStatsReport>,
     pub layers: Part<LayersReport>,
+    /// The nn.Module tree (`strato_analysis::modules`).
+    pub modules: Part<ModulesReport>,
     pub iterations: Part<IterationsReport>,
     pub memory: Part<MemoryReport>,
     /// A comparison with another profile, when one was asked for.
@@ -109,7 +112,7 @@ impl Progress for () {
 }
 
 /// Steps [`ReportInput::from_analyzed`] announces: one per analysis.
-pub const ANALYSIS_STEPS: usize = 7;
+pub const ANALYSIS_STEPS: usize = 8;
 /// Steps [`ReportInput::add_baseline`] announces.
 pub const BASELINE_STEPS: usize = 2;
 
@@ -153,6 +156,8 @@ impl ReportInput {
         });
         progress.step("layers and roofline");
         let layers = guarded("layers", || layers(analyzed, &LayersOptions::default()));
+        progress.step("module tree");
+        let modules = guarded("module tree", || modules(analyzed));
         progress.step("iterations");
         let iterations = guarded("iterations", || {
             iterations(trace, &IterationOptions::default())
@@ -176,6 +181,7 @@ impl ReportInput {
             busy,
             kernels,
             layers,
+            modules,
             iterations,
             memory,
             diff: None,

@@ -1,6 +1,6 @@
 //! The report's sections, in page order: overview, time breakdown (RL-Scope figure 4 top),
 //! transitions (figure 4 bottom), processes side by side (figure 8), utilization reality check
-//! (F.11), kernel ranking, roofline (XSP), iterations (DeepProf), memory, and the diff with
+//! (F.11), kernel ranking, roofline (XSP), the nn.Module tree (icicle), iterations (DeepProf), memory, and the diff with
 //! another profile. Each section draws its plot, puts the table behind it under the plot, and
 //! when the profile has no data for it says why instead.
 //!
@@ -14,6 +14,7 @@ mod diff;
 mod iterations;
 mod kernels;
 mod memory;
+mod modules;
 mod overview;
 mod palette;
 mod processes;
@@ -74,13 +75,14 @@ type WriteSection = fn(&mut Html, &ReportInput) -> bool;
 
 /// The sections between the overview and the diff, in page order: id, title in the
 /// navigation, writer.
-const SECTIONS: [(&str, &str, WriteSection); 8] = [
+const SECTIONS: [(&str, &str, WriteSection); 9] = [
     ("breakdown", "Breakdown", breakdown::breakdown),
     ("transitions", "Transitions", transitions::transitions),
     ("processes", "Processes", processes::processes),
     ("utilization", "Utilization", utilization::utilization),
     ("kernels", "Kernels", kernels::kernels),
     ("roofline", "Roofline", roofline::roofline),
+    ("modules", "Modules", modules::modules),
     ("iterations", "Iterations", iterations::iterations),
     ("memory", "Memory", memory::memory),
 ];
