@@ -1,15 +1,25 @@
-//! The device table: peak FLOP/s per precision and memory bandwidth of common accelerators,
-//! keyed by device name, for roofline ridge points. Every number is the vendor's published
-//! *dense* peak (no structured sparsity) at boost clock; the source of each row is in
-//! `docs/analyses/layers-roofline.md`. A precision the table does not list is unknown (`None`):
-//! nothing is extrapolated.
+//! The device table: peak FLOP/s per precision, memory bandwidth and link bandwidth of common
+//! accelerators, for roofline ridge points and "% of peak". Every number is the vendor's
+//! published *dense* peak (no structured sparsity) at boost clock; each row names its source
+//! ([`DeviceSpec::source`], also listed in `docs/analyses/layers-roofline.md`). A precision the
+//! table does not list is unknown (`None`): nothing is extrapolated.
+//!
+//! Detection ([`detect`]) reads the trace model's [`Device`] (filled by every importer from
+//! Kineto `deviceProperties`, nsys `TARGET_INFO_*`, XPlane device planes, rocprof agents): by
+//! name first, tolerant of real spellings (`"AMD Instinct MI300X VF"`, `"NVIDIA H100 80GB
+//! HBM3"`); when the name is empty or unknown, by SM/CU count plus memory size (plus compute
+//! capability where it tells vendors apart), and otherwise unknown. A user's file
+//! ([`DeviceSpec::from_json`], `--device-spec FILE`) overrides both.
 //!
 //! No window or conservation rule: this is reference data.
 
-use serde::Serialize;
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
+use strato_trace::Device;
 
 /// Numeric precision of a computation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
     Fp64,
@@ -18,6 +28,7 @@ pub enum Precision {
     Fp16,
     Bf16,
     Fp8,
+    Fp4,
 }
 
 impl Precision {
@@ -29,42 +40,119 @@ impl Precision {
             Precision::Fp16 => "fp16",
             Precision::Bf16 => "bf16",
             Precision::Fp8 => "fp8",
+            Precision::Fp4 => "fp4",
         }
     }
 
-    /// Precision and element size of a PyTorch `Input type` string.
+    /// Precision and element size (bytes) of a PyTorch `Input type` string. FP4 is stored
+    /// packed two to a byte (`Float4_e2m1fn_x2`): one recorded element is one byte holding two
+    /// values.
     pub fn from_torch_type(t: &str) -> Option<(Precision, u64)> {
         match t {
             "float" | "c10::complex<float>" => Some((Precision::Fp32, 4)),
             "double" => Some((Precision::Fp64, 8)),
             "c10::Half" | "half" => Some((Precision::Fp16, 2)),
             "c10::BFloat16" | "bfloat16" => Some((Precision::Bf16, 2)),
-            "c10::Float8_e4m3fn" | "c10::Float8_e5m2" => Some((Precision::Fp8, 1)),
+            "c10::Float8_e4m3fn"
+            | "c10::Float8_e5m2"
+            | "c10::Float8_e4m3fnuz"
+            | "c10::Float8_e5m2fnuz"
+            | "c10::Float8_e8m0fnu" => Some((Precision::Fp8, 1)),
+            "c10::Float4_e2m1fn_x2" => Some((Precision::Fp4, 1)),
+            _ => None,
+        }
+    }
+
+    /// Size in bytes of a non-floating `Input type` that ops move (indices, masks).
+    pub fn other_type_size(t: &str) -> Option<u64> {
+        match t {
+            "long int" | "int64_t" | "long" => Some(8),
+            "int" | "unsigned int" => Some(4),
+            "short int" => Some(2),
+            "bool" | "unsigned char" | "signed char" => Some(1),
             _ => None,
         }
     }
 }
 
-/// Peaks of one device model. FLOP/s values are in TFLOP/s, bandwidth in GB/s (10^9 B/s).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// Peaks of one device model. FLOP/s values are in TFLOP/s, bandwidths in GB/s (10^9 B/s).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DeviceSpec {
-    pub name: &'static str,
+    pub name: Cow<'static, str>,
+    #[serde(default)]
     pub fp64_tflops: Option<f64>,
     /// FP32 on the CUDA/vector cores (not TF32 tensor cores).
+    #[serde(default)]
     pub fp32_tflops: Option<f64>,
+    #[serde(default)]
     pub tf32_tensor_tflops: Option<f64>,
     /// FP16 on tensor/matrix cores with FP32 accumulation where the vendor states it.
+    #[serde(default)]
     pub fp16_tensor_tflops: Option<f64>,
+    #[serde(default)]
     pub bf16_tensor_tflops: Option<f64>,
+    #[serde(default)]
     pub fp8_tensor_tflops: Option<f64>,
+    #[serde(default)]
+    pub fp4_tensor_tflops: Option<f64>,
     pub memory_bandwidth_gbs: f64,
+    /// Peak GPU-to-GPU link bandwidth (NVLink / Infinity Fabric) per direction, all links of
+    /// one device together; `None` where the vendor states none.
+    #[serde(default)]
+    pub link_bandwidth_gbs_per_direction: Option<f64>,
+    /// Where the numbers come from (a vendor datasheet or whitepaper).
+    #[serde(default)]
+    pub source: Cow<'static, str>,
+}
+
+/// Why a `--device-spec` file was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceSpecError {
+    #[error("not a device spec JSON object: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("memory_bandwidth_gbs must be a positive number, got {0}")]
+    Bandwidth(f64),
+    #[error("{field} must be a positive number when given, got {value}")]
+    Peak { field: &'static str, value: f64 },
 }
 
 impl DeviceSpec {
-    /// Peak FLOP/s for a precision, when listed. FP16/BF16 use the tensor (matrix) peak:
-    /// the kernels that reach the roofline's compute roof at those precisions are tensor-core
-    /// GEMMs/convolutions. FP32 uses the vector peak (PyTorch does not use TF32 for matmul by
-    /// default); pass `Tf32` explicitly when it does.
+    /// Parses a user's device spec (the fields of this struct; `name` and
+    /// `memory_bandwidth_gbs` required, every peak optional). Rejects non-positive numbers.
+    pub fn from_json(text: &str) -> Result<DeviceSpec, DeviceSpecError> {
+        let mut s: DeviceSpec = serde_json::from_str(text)?;
+        if !(s.memory_bandwidth_gbs.is_finite() && s.memory_bandwidth_gbs > 0.0) {
+            return Err(DeviceSpecError::Bandwidth(s.memory_bandwidth_gbs));
+        }
+        for (field, value) in [
+            ("fp64_tflops", s.fp64_tflops),
+            ("fp32_tflops", s.fp32_tflops),
+            ("tf32_tensor_tflops", s.tf32_tensor_tflops),
+            ("fp16_tensor_tflops", s.fp16_tensor_tflops),
+            ("bf16_tensor_tflops", s.bf16_tensor_tflops),
+            ("fp8_tensor_tflops", s.fp8_tensor_tflops),
+            ("fp4_tensor_tflops", s.fp4_tensor_tflops),
+            (
+                "link_bandwidth_gbs_per_direction",
+                s.link_bandwidth_gbs_per_direction,
+            ),
+        ] {
+            if let Some(v) = value {
+                if !(v.is_finite() && v > 0.0) {
+                    return Err(DeviceSpecError::Peak { field, value: v });
+                }
+            }
+        }
+        if s.source.is_empty() {
+            s.source = Cow::Borrowed("user's --device-spec file");
+        }
+        Ok(s)
+    }
+
+    /// Peak FLOP/s for a precision, when listed. FP16/BF16/FP8/FP4 use the tensor (matrix)
+    /// peak: the kernels that reach the roofline's compute roof at those precisions are
+    /// tensor-core GEMMs/convolutions. FP32 uses the vector peak (PyTorch does not use TF32 for
+    /// matmul by default); pass `Tf32` explicitly when it does.
     pub fn peak_flops(&self, p: Precision) -> Option<f64> {
         let t = match p {
             Precision::Fp64 => self.fp64_tflops,
@@ -73,6 +161,7 @@ impl DeviceSpec {
             Precision::Fp16 => self.fp16_tensor_tflops,
             Precision::Bf16 => self.bf16_tensor_tflops,
             Precision::Fp8 => self.fp8_tensor_tflops,
+            Precision::Fp4 => self.fp4_tensor_tflops,
         };
         t.map(|t| t * 1e12)
     }
@@ -88,119 +177,212 @@ impl DeviceSpec {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Peaks in TFLOP/s: fp64, fp32 (vector), tf32, fp16, bf16, fp8, fp4 (tensor, dense).
+type Peaks = [Option<f64>; 7];
+
 const fn spec(
     name: &'static str,
-    fp64: Option<f64>,
-    fp32: Option<f64>,
-    tf32: Option<f64>,
-    fp16: Option<f64>,
-    bf16: Option<f64>,
-    fp8: Option<f64>,
+    p: Peaks,
     bw: f64,
+    link: Option<f64>,
+    source: &'static str,
 ) -> DeviceSpec {
     DeviceSpec {
-        name,
-        fp64_tflops: fp64,
-        fp32_tflops: fp32,
-        tf32_tensor_tflops: tf32,
-        fp16_tensor_tflops: fp16,
-        bf16_tensor_tflops: bf16,
-        fp8_tensor_tflops: fp8,
+        name: Cow::Borrowed(name),
+        fp64_tflops: p[0],
+        fp32_tflops: p[1],
+        tf32_tensor_tflops: p[2],
+        fp16_tensor_tflops: p[3],
+        bf16_tensor_tflops: p[4],
+        fp8_tensor_tflops: p[5],
+        fp4_tensor_tflops: p[6],
         memory_bandwidth_gbs: bw,
+        link_bandwidth_gbs_per_direction: link,
+        source: Cow::Borrowed(source),
     }
 }
 
-/// The four A100 boards: the same compute peaks, different memory bandwidths.
-const fn a100(name: &'static str, bw: f64) -> DeviceSpec {
-    spec(
-        name,
-        Some(9.7),
-        Some(19.5),
-        Some(156.0),
-        Some(312.0),
-        Some(312.0),
-        None,
-        bw,
-    )
-}
-
+const A100: Peaks = [
+    Some(9.7),
+    Some(19.5),
+    Some(156.0),
+    Some(312.0),
+    Some(312.0),
+    None,
+    None,
+];
+const A100_SRC: &str = "NVIDIA A100 Tensor Core GPU datasheet (2021), dense figures";
 /// H100 SXM5 and H200 SXM: the same compute peaks, different memory bandwidths.
-const fn hopper_sxm(name: &'static str, bw: f64) -> DeviceSpec {
+const HOPPER_SXM: Peaks = [
+    Some(34.0),
+    Some(67.0),
+    Some(494.7),
+    Some(989.4),
+    Some(989.4),
+    Some(1978.9),
+    None,
+];
+/// MI300X and MI325X: the same CDNA3 compute peaks (FP64 vector; FP32 vector).
+const CDNA3: Peaks = [
+    Some(81.7),
+    Some(163.4),
+    Some(653.7),
+    Some(1307.4),
+    Some(1307.4),
+    Some(2614.9),
+    None,
+];
+
+const fn fp32_only(name: &'static str, fp32: f64, bw: f64) -> DeviceSpec {
     spec(
         name,
-        Some(34.0),
-        Some(67.0),
-        Some(494.7),
-        Some(989.4),
-        Some(989.4),
-        Some(1978.9),
+        [None, Some(fp32), None, None, None, None, None],
         bw,
+        None,
+        "NVIDIA GeForce product specifications (FP32 shader TFLOPS, memory bandwidth)",
     )
 }
 
-/// A board of which the table lists only the FP32 (vector) peak.
-const fn fp32_only(name: &'static str, fp32: f64, bw: f64) -> DeviceSpec {
-    spec(name, None, Some(fp32), None, None, None, None, bw)
-}
-
-/// The table (see `docs/analyses/layers-roofline.md` for sources).
+/// The table (sources on each row and in `docs/analyses/layers-roofline.md`).
 pub const DEVICES: &[DeviceSpec] = &[
     spec(
         "V100 SXM2",
-        Some(7.8),
-        Some(15.7),
-        None,
-        Some(125.0),
-        None,
-        None,
+        [Some(7.8), Some(15.7), None, Some(125.0), None, None, None],
         900.0,
+        Some(150.0),
+        "NVIDIA V100 datasheet (2020): SXM2, NVLink 300 GB/s total",
     ),
     spec(
         "V100 PCIe",
-        Some(7.0),
-        Some(14.0),
-        None,
-        Some(112.0),
-        None,
-        None,
+        [Some(7.0), Some(14.0), None, Some(112.0), None, None, None],
         900.0,
+        None,
+        "NVIDIA V100 datasheet (2020): PCIe",
     ),
     spec(
         "V100S PCIe",
-        Some(8.2),
-        Some(16.4),
-        None,
-        Some(130.0),
-        None,
-        None,
+        [Some(8.2), Some(16.4), None, Some(130.0), None, None, None],
         1134.0,
+        None,
+        "NVIDIA V100S datasheet (2020)",
     ),
-    a100("A100 SXM4 40GB", 1555.0),
-    a100("A100 PCIe 40GB", 1555.0),
-    a100("A100 SXM4 80GB", 2039.0),
-    a100("A100 PCIe 80GB", 1935.0),
-    hopper_sxm("H100 SXM5", 3350.0),
+    spec("A100 SXM4 40GB", A100, 1555.0, Some(300.0), A100_SRC),
+    spec("A100 PCIe 40GB", A100, 1555.0, None, A100_SRC),
+    spec("A100 SXM4 80GB", A100, 2039.0, Some(300.0), A100_SRC),
+    spec("A100 PCIe 80GB", A100, 1935.0, None, A100_SRC),
+    spec(
+        "H100 SXM5",
+        HOPPER_SXM,
+        3350.0,
+        Some(450.0),
+        "NVIDIA H100 Tensor Core GPU datasheet (2023), SXM5, dense; NVLink 900 GB/s total",
+    ),
     spec(
         "H100 PCIe",
-        Some(26.0),
-        Some(51.0),
-        Some(378.0),
-        Some(756.0),
-        Some(756.0),
-        Some(1513.0),
+        [
+            Some(26.0),
+            Some(51.0),
+            Some(378.0),
+            Some(756.0),
+            Some(756.0),
+            Some(1513.0),
+            None,
+        ],
         2000.0,
+        None,
+        "NVIDIA H100 Tensor Core GPU datasheet (2023), PCIe, dense",
     ),
-    hopper_sxm("H200 SXM", 4800.0),
+    spec(
+        "H200 SXM",
+        HOPPER_SXM,
+        4800.0,
+        Some(450.0),
+        "NVIDIA H200 Tensor Core GPU datasheet (2024), SXM, dense; NVLink 900 GB/s total",
+    ),
+    spec(
+        "B200",
+        [
+            Some(37.0),
+            Some(75.0),
+            Some(1125.0),
+            Some(2250.0),
+            Some(2250.0),
+            Some(4500.0),
+            Some(9000.0),
+        ],
+        8000.0,
+        Some(900.0),
+        "NVIDIA HGX B200 specifications (8-GPU board figures / 8; sparse tensor figures halved \
+         to dense); NVLink 5 1.8 TB/s total",
+    ),
+    spec(
+        "GB200",
+        [
+            Some(40.0),
+            Some(80.0),
+            Some(1250.0),
+            Some(2500.0),
+            Some(2500.0),
+            Some(5000.0),
+            Some(10000.0),
+        ],
+        8000.0,
+        Some(900.0),
+        "NVIDIA GB200 NVL72 specifications (72-GPU rack figures / 72; sparse tensor figures \
+         halved to dense); NVLink 5 1.8 TB/s total",
+    ),
+    spec(
+        "L4",
+        [
+            None,
+            Some(30.3),
+            Some(60.0),
+            Some(121.0),
+            Some(121.0),
+            Some(242.5),
+            None,
+        ],
+        300.0,
+        None,
+        "NVIDIA L4 Tensor Core GPU datasheet (2023), dense (sparse figures halved)",
+    ),
+    spec(
+        "L40S",
+        [
+            None,
+            Some(91.6),
+            Some(183.0),
+            Some(362.05),
+            Some(362.05),
+            Some(733.0),
+            None,
+        ],
+        864.0,
+        None,
+        "NVIDIA L40S datasheet (2023), dense (sparse figures halved)",
+    ),
+    spec(
+        "A10G",
+        [None, Some(31.2), None, None, None, None, None],
+        600.0,
+        None,
+        "AWS EC2 G5 (A10G, 24 GB GDDR6, 600 GB/s); NVIDIA publishes no A10G datasheet, FP32 \
+         from the A10 datasheet (same GA102 configuration); tensor peaks unknown",
+    ),
     spec(
         "RTX 4090",
-        None,
-        Some(82.6),
-        Some(82.6),
-        Some(165.2),
-        Some(165.2),
-        None,
+        [
+            None,
+            Some(82.6),
+            Some(82.6),
+            Some(165.2),
+            Some(165.2),
+            Some(330.3),
+            None,
+        ],
         1008.0,
+        None,
+        "NVIDIA Ada Lovelace architecture whitepaper v1.0, RTX 4090, dense, FP32 accumulate",
     ),
     fp32_only("RTX 4080", 48.7, 716.8),
     fp32_only("RTX 4070 Ti", 40.1, 504.2),
@@ -211,23 +393,62 @@ pub const DEVICES: &[DeviceSpec] = &[
     fp32_only("RTX 5070", 30.9, 672.0),
     spec(
         "MI250X",
-        Some(47.9),
-        Some(47.9),
-        None,
-        Some(383.0),
-        Some(383.0),
-        None,
+        [
+            Some(47.9),
+            Some(47.9),
+            None,
+            Some(383.0),
+            Some(383.0),
+            None,
+            None,
+        ],
         3276.8,
+        None,
+        "AMD Instinct MI250X datasheet (FP64/FP32 vector)",
     ),
     spec(
         "MI250",
-        Some(45.3),
-        Some(45.3),
-        None,
-        Some(362.1),
-        Some(362.1),
-        None,
+        [
+            Some(45.3),
+            Some(45.3),
+            None,
+            Some(362.1),
+            Some(362.1),
+            None,
+            None,
+        ],
         3276.8,
+        None,
+        "AMD Instinct MI250 datasheet (FP64/FP32 vector)",
+    ),
+    spec(
+        "MI300X",
+        CDNA3,
+        5300.0,
+        Some(448.0),
+        "AMD Instinct MI300X datasheet (2023), dense; Infinity Fabric 896 GB/s total (7 links)",
+    ),
+    spec(
+        "MI325X",
+        CDNA3,
+        6000.0,
+        Some(448.0),
+        "AMD Instinct MI325X datasheet (2024), dense; Infinity Fabric 896 GB/s total (7 links)",
+    ),
+    spec(
+        "MI355X",
+        [
+            Some(78.6),
+            Some(157.3),
+            None,
+            Some(2516.6),
+            Some(2516.6),
+            Some(5033.2),
+            Some(10066.4),
+        ],
+        8000.0,
+        Some(537.6),
+        "AMD Instinct MI355X datasheet (2025), dense; Infinity Fabric 1075 GB/s total (7 links)",
     ),
 ];
 
@@ -236,21 +457,27 @@ fn by_name(name: &str) -> Option<&'static DeviceSpec> {
 }
 
 /// Finds the spec of a device from its reported name (`"NVIDIA A100-SXM4-80GB"`,
-/// `"Tesla V100-SXM2-32GB"`, `"NVIDIA GeForce RTX 4090"`, `"AMD Instinct MI250X"`) and, to
+/// `"Tesla V100-SXM2-32GB"`, `"NVIDIA GeForce RTX 4090"`, `"AMD Instinct MI300X VF"`) and, to
 /// tell A100 40GB from 80GB boards named only by their board id (`"A100-PG509-200"`), its
-/// memory size. `None` when the device is not in the table.
+/// memory size. `None` when the device is not in the table (an empty name included).
 pub fn lookup(name: &str, total_memory_bytes: Option<i64>) -> Option<&'static DeviceSpec> {
     let n = name.to_ascii_uppercase().replace(['-', '_'], " ");
     let has = |s: &str| n.contains(s);
     let pcie = has("PCIE");
-    if has("MI250X") {
-        return by_name("MI250X");
+    for model in ["MI355X", "MI325X", "MI300X", "MI250X", "MI250"] {
+        if has(model) {
+            return by_name(model);
+        }
     }
-    if has("MI250") {
-        return by_name("MI250");
+    if has("GB200") {
+        return by_name("GB200");
+    }
+    if has("B200") {
+        return by_name("B200");
     }
     if has("H200") {
-        return by_name("H200 SXM");
+        // The H200 NVL (PCIe) has lower peaks: not in the table.
+        return (!has("NVL")).then(|| by_name("H200 SXM")).flatten();
     }
     if has("H100") {
         return by_name(if pcie { "H100 PCIe" } else { "H100 SXM5" });
@@ -270,6 +497,16 @@ pub fn lookup(name: &str, total_memory_bytes: Option<i64>) -> Option<&'static De
     if has("V100") {
         return by_name(if pcie { "V100 PCIe" } else { "V100 SXM2" });
     }
+    if has("L40S") {
+        return by_name("L40S");
+    }
+    if has("A10G") {
+        return by_name("A10G");
+    }
+    // "NVIDIA L4" but not "L40"/"L40S".
+    if n.split_whitespace().any(|w| w == "L4") {
+        return by_name("L4");
+    }
     for model in [
         "RTX 5070 TI",
         "RTX 5070",
@@ -288,6 +525,75 @@ pub fn lookup(name: &str, total_memory_bytes: Option<i64>) -> Option<&'static De
     None
 }
 
+/// How a device's table row was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DetectedBy {
+    /// The user's `--device-spec` file.
+    UserSpec,
+    /// The reported device name.
+    Name,
+    /// SM/CU count and memory size (the name was empty or unknown).
+    SmCountAndMemory,
+}
+
+/// A device's table row and how it was found.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Detected {
+    pub spec: DeviceSpec,
+    pub by: DetectedBy,
+}
+
+/// Boards told apart by (SM/CU count, memory size range in GiB, compute major where it
+/// separates vendors). Real devices report the usable memory, a little under the nominal size.
+const BY_SM_AND_MEMORY: &[(i64, f64, f64, Option<i64>, &str)] = &[
+    (304, 170.0, 200.0, None, "MI300X"),
+    (304, 240.0, 260.0, None, "MI325X"),
+    (256, 270.0, 290.0, None, "MI355X"),
+    (132, 70.0, 82.0, Some(9), "H100 SXM5"),
+    (114, 70.0, 82.0, Some(9), "H100 PCIe"),
+    (132, 130.0, 145.0, Some(9), "H200 SXM"),
+    (148, 170.0, 185.0, Some(10), "B200"),
+    (108, 35.0, 42.0, Some(8), "A100 SXM4 40GB"),
+    (108, 75.0, 82.0, Some(8), "A100 SXM4 80GB"),
+];
+
+/// The table row of a trace device: `override_spec` when given, else by name ([`lookup`]),
+/// else by SM/CU count and memory size ([`BY_SM_AND_MEMORY`]: only exact SM counts and memory
+/// within the row's range), else `None` (unknown).
+pub fn detect(device: &Device, override_spec: Option<&DeviceSpec>) -> Option<Detected> {
+    if let Some(s) = override_spec {
+        return Some(Detected {
+            spec: s.clone(),
+            by: DetectedBy::UserSpec,
+        });
+    }
+    if let Some(s) = device
+        .name
+        .as_deref()
+        .and_then(|n| lookup(n, device.total_memory_bytes))
+    {
+        return Some(Detected {
+            spec: s.clone(),
+            by: DetectedBy::Name,
+        });
+    }
+    let (sms, mem) = (device.sm_count?, device.total_memory_bytes?);
+    let gib = mem as f64 / (1u64 << 30) as f64;
+    BY_SM_AND_MEMORY
+        .iter()
+        .find(|(count, lo, hi, major, _)| {
+            *count == sms
+                && (*lo..=*hi).contains(&gib)
+                && major.is_none_or(|m| device.compute_major.is_none_or(|c| c == m))
+        })
+        .and_then(|row| by_name(row.4))
+        .map(|s| Detected {
+            spec: s.clone(),
+            by: DetectedBy::SmCountAndMemory,
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -304,23 +610,89 @@ mod tests {
             ),
             ("NVIDIA A100-SXM4-80GB", None, "A100 SXM4 80GB"),
             ("NVIDIA H100 PCIe", None, "H100 PCIe"),
+            ("NVIDIA H100 80GB HBM3", None, "H100 SXM5"),
             ("NVIDIA H200", None, "H200 SXM"),
+            ("NVIDIA B200", None, "B200"),
+            ("NVIDIA GB200", None, "GB200"),
+            ("NVIDIA L4", None, "L4"),
+            ("NVIDIA L40S", None, "L40S"),
+            ("NVIDIA A10G", None, "A10G"),
             ("NVIDIA GeForce RTX 4070 Ti", None, "RTX 4070 Ti"),
+            ("NVIDIA GeForce RTX 4090", None, "RTX 4090"),
             ("NVIDIA GeForce RTX 5070", None, "RTX 5070"),
             ("AMD Instinct MI250X", None, "MI250X"),
+            ("AMD Instinct MI300X VF", None, "MI300X"),
+            ("AMD Instinct MI300X", None, "MI300X"),
+            ("AMD Instinct MI325X", None, "MI325X"),
+            ("AMD Instinct MI355X", None, "MI355X"),
         ];
         for (reported, memory, row) in cases {
             assert_eq!(
-                lookup(reported, memory).map(|d| d.name),
+                lookup(reported, memory).map(|d| d.name.as_ref()),
                 Some(row),
                 "{reported}"
             );
         }
-        assert!(lookup("Intel Arc A770", None).is_none());
+        for unknown in ["Intel Arc A770", "", "NVIDIA L40", "NVIDIA H200 NVL"] {
+            assert!(lookup(unknown, None).is_none(), "{unknown}");
+        }
     }
 
     #[test]
-    fn ridge_points() {
+    fn detection_falls_back_to_sm_count_and_memory() {
+        // The vLLM traces' devices: empty name, 304 CUs, 192 GiB (MI300X).
+        let d = Device {
+            name: Some(String::new()),
+            sm_count: Some(304),
+            total_memory_bytes: Some(206_141_652_992),
+            compute_major: Some(9),
+            ..Device::default()
+        };
+        let got = detect(&d, None).unwrap();
+        assert_eq!(
+            (got.spec.name.as_ref(), got.by),
+            ("MI300X", DetectedBy::SmCountAndMemory)
+        );
+        // Same count, a memory size no row has: unknown, not a guess.
+        let odd = Device {
+            total_memory_bytes: Some(100 << 30),
+            ..d.clone()
+        };
+        assert!(detect(&odd, None).is_none());
+        // A name wins over the counts; a user's spec wins over both.
+        let named = Device {
+            name: Some("AMD Instinct MI325X".into()),
+            ..d.clone()
+        };
+        assert_eq!(detect(&named, None).unwrap().spec.name, "MI325X");
+        let user = DeviceSpec::from_json(
+            r#"{"name":"lab board","memory_bandwidth_gbs":100,"bf16_tensor_tflops":50}"#,
+        )
+        .unwrap();
+        let got = detect(&named, Some(&user)).unwrap();
+        assert_eq!(
+            (got.spec.name.as_ref(), got.by),
+            ("lab board", DetectedBy::UserSpec)
+        );
+        assert_eq!(got.spec.peak_flops(Precision::Bf16), Some(50e12));
+        assert_eq!(got.spec.source, "user's --device-spec file");
+    }
+
+    #[test]
+    fn user_specs_are_checked() {
+        for bad in [
+            "{}",
+            r#"{"name":"x"}"#,
+            r#"{"name":"x","memory_bandwidth_gbs":0}"#,
+            r#"{"name":"x","memory_bandwidth_gbs":10,"fp8_tensor_tflops":-1}"#,
+            "[1,2]",
+        ] {
+            assert!(DeviceSpec::from_json(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn every_row_is_consistent() {
         let v100 = lookup("Tesla V100-SXM2-16GB", None).unwrap();
         let r = v100.ridge(Precision::Fp32).unwrap();
         assert!((r - 15.7e12 / 900e9).abs() < 1e-9);
@@ -331,6 +703,26 @@ mod tests {
         for d in DEVICES {
             assert!(
                 d.fp32_tflops.is_some() && d.memory_bandwidth_gbs > 0.0,
+                "{}",
+                d.name
+            );
+            assert!(!d.source.is_empty(), "{} has no source", d.name);
+            // Dense tensor peaks double with each halving of the precision where both are
+            // listed (FP16 -> FP8 -> FP4), the vendors' own ratio: a typo'd sparse figure
+            // breaks it.
+            let pairs = [
+                (d.fp16_tensor_tflops, d.fp8_tensor_tflops),
+                (d.fp8_tensor_tflops, d.fp4_tensor_tflops),
+                (d.tf32_tensor_tflops, d.fp16_tensor_tflops),
+            ];
+            for (lo, hi) in pairs {
+                if let (Some(lo), Some(hi)) = (lo, hi) {
+                    assert!((hi / lo - 2.0).abs() < 0.03, "{}: {lo} -> {hi}", d.name);
+                }
+            }
+            assert_eq!(
+                d.fp16_tensor_tflops.is_some(),
+                d.bf16_tensor_tflops.is_some() || d.name.starts_with("V100"),
                 "{}",
                 d.name
             );

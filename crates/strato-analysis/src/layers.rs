@@ -35,7 +35,7 @@ use serde_json::Value;
 use strato_trace::{Level, Ns, Trace, TrackKind};
 
 use crate::analyzed::Analyzed;
-use crate::devices::{lookup, DeviceSpec, Precision};
+use crate::devices::{detect, DeviceSpec, Precision};
 use crate::hierarchy::UNDER_BACKEND;
 use crate::scope::{effective_level, flatten_innermost, is_device_work, is_step_name, Scopes};
 
@@ -684,10 +684,7 @@ pub fn layers(analyzed: &Analyzed, options: &LayersOptions) -> LayersReport {
                 .iter()
                 .find(|d| d.index == device && d.rank.is_none_or(|r| r.0 == rank));
             let name = d.and_then(|d| d.name.clone());
-            let spec = name
-                .as_deref()
-                .and_then(|nm| lookup(nm, d.and_then(|d| d.total_memory_bytes)))
-                .cloned();
+            let spec = d.and_then(|d| detect(d, None)).map(|found| found.spec);
             RoofDevice {
                 rank: trace.ranks[rank as usize].rank.unwrap_or(i64::from(rank)),
                 device,
@@ -1066,7 +1063,7 @@ mod tests {
 
     #[test]
     fn roofline_classifies_against_the_ridge() {
-        let spec = lookup("Tesla V100-SXM2-32GB", None);
+        let spec = crate::devices::lookup("Tesla V100-SXM2-32GB", None);
         // AI 1 FLOP/byte << ridge 17.4: memory-bound.
         let r = roofline(Some(1e9), Some(1e9), Some(Precision::Fp32), 1_000_000, spec);
         assert_eq!(r.bound, Some(Bound::Memory));

@@ -92,6 +92,15 @@ strato layers trace.json.gz --by annotation --json")]
 formulas.\n\nExample:\n  strato roofline trace.json.gz metrics.csv"
     )]
     Roofline(crate::commands::roofline::RooflineArgs),
+    /// Per-op performance models: ops grouped by (op, input shapes, dtypes) with count, device
+    /// time, TFLOP/s, TB/s, % of the device's peak for the dtype and roofline bound; ops
+    /// without a model say why.
+    #[command(
+        after_help = "See docs/analyses/ops.md for the formulas and their sources.\n\nExamples:\n  \
+strato ops trace.json.gz\n  strato ops trace.json.gz --json\n  \
+strato ops trace.json.gz --device-spec my_gpu.json"
+    )]
+    Ops(crate::commands::ops::OpsArgs),
     /// Utilization reality check (RL-Scope F.11): nvidia-smi's sampled figure beside true
     /// device-busy time, per device.
     #[command(
@@ -283,6 +292,7 @@ fn run(cli: Cli) -> Result<u8> {
         Command::Tree(args) => crate::commands::hierarchy::run_tree(args, &ctx, &mut out)?,
         Command::Layers(args) => crate::commands::layers::run_layers(args, &ctx, &mut out)?,
         Command::Roofline(args) => crate::commands::roofline::run(args, &ctx, &mut out)?,
+        Command::Ops(args) => crate::commands::ops::run(args, &ctx, &mut out)?,
         Command::Util(args) => crate::commands::util::run(args, &ctx, &mut out)?,
         Command::Import(args) => crate::commands::import::run(args, &ctx, &mut out)?,
         Command::Advise(args) => crate::commands::advise::run(args, &ctx, &mut out)?,

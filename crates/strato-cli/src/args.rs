@@ -3,29 +3,34 @@
 use clap::ValueEnum;
 use strato_analysis::layers::{LayerSource, LayersOptions};
 
-/// What a layer is (`--by`), for `strato layers` and `strato roofline`.
-#[derive(Debug, Clone, Copy, ValueEnum)]
+/// What a layer is (`--by`), for `strato layers` and `strato roofline`. `module` (the
+/// nn.Module tree, `strato_analysis::modules`) is a `strato layers` view only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LayerBy {
     Op,
     Annotation,
+    Module,
 }
 
 impl LayerBy {
-    fn source(self) -> LayerSource {
+    /// The layers analysis' source; `None` for `module`, which has its own analysis.
+    fn source(self) -> Option<LayerSource> {
         match self {
-            LayerBy::Op => LayerSource::Op,
-            LayerBy::Annotation => LayerSource::Annotation,
+            LayerBy::Op => Some(LayerSource::Op),
+            LayerBy::Annotation => Some(LayerSource::Annotation),
+            LayerBy::Module => None,
         }
     }
 }
 
 impl LayerBy {
     /// The layers analysis' options for this `--by`, trim fraction and batch size.
-    pub(crate) fn options(self, trim: f64, batch_size: Option<u64>) -> LayersOptions {
-        LayersOptions {
-            source: self.source(),
+    /// `None` for `--by module` (not a layers-analysis source).
+    pub(crate) fn options(self, trim: f64, batch_size: Option<u64>) -> Option<LayersOptions> {
+        Some(LayersOptions {
+            source: self.source()?,
             trim,
             batch_size,
-        }
+        })
     }
 }

@@ -35,6 +35,7 @@ use strato_analysis::iterations::{iterations, IterationOptions, IterationsReport
 use strato_analysis::kernel_stats::{fold_top, KernelStatsReport};
 use strato_analysis::layers::{layers, LayersOptions, LayersReport};
 use strato_analysis::memory::{memory, MemoryOptions, MemoryReport};
+use strato_analysis::modules::{modules, ModulesReport};
 use strato_analysis::util::{util, UtilReport, DEFAULT_PERIODS_S};
 
 /// Kernels shown in the ranking before the rest is folded into one bar.
@@ -92,6 +93,8 @@ pub struct ReportInput {
     /// Kernel statistics, folded after [`KERNEL_TOP`].
     pub kernels: Part<KernelStatsReport>,
     pub layers: Part<LayersReport>,
+    /// The nn.Module tree (`strato_analysis::modules`).
+    pub modules: Part<ModulesReport>,
     pub iterations: Part<IterationsReport>,
     pub memory: Part<MemoryReport>,
     /// Collectives matched across ranks, stragglers and their cause (the Distributed section).
@@ -114,7 +117,7 @@ impl Progress for () {
 }
 
 /// Steps [`ReportInput::from_analyzed`] announces: one per analysis.
-pub const ANALYSIS_STEPS: usize = 9;
+pub const ANALYSIS_STEPS: usize = 10;
 /// Steps [`ReportInput::add_baseline`] announces.
 pub const BASELINE_STEPS: usize = 2;
 
@@ -159,6 +162,8 @@ impl ReportInput {
         });
         progress.step("layers and roofline");
         let layers = guarded("layers", || layers(analyzed, &LayersOptions::default()));
+        progress.step("module tree");
+        let modules = guarded("module tree", || modules(analyzed));
         progress.step("iterations");
         let iterations = guarded("iterations", || {
             iterations(trace, &IterationOptions::default())
@@ -197,6 +202,7 @@ impl ReportInput {
             busy,
             kernels,
             layers,
+            modules,
             iterations,
             memory,
             collectives,

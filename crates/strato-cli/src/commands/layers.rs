@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use strato_analysis::analyzed::Analyzed;
 use strato_analysis::layers::{self, LayerSource, LayersReport};
+use strato_analysis::modules::{self, ModulesReport};
 use strato_trace::Ns;
 
 use crate::args::LayerBy;
@@ -62,7 +63,19 @@ pub fn run_layers(args: LayersArgs, ctx: &crate::ctx::Ctx, out: &mut impl Write)
         bail!("layers: --trim must be in [0, 0.5)");
     }
     let trace = load(&inputs, &ctx.import_options(true)?)?;
-    let report = layers::layers(&Analyzed::new(&trace), &by.options(trim, batch_size));
+    let Some(options) = by.options(trim, batch_size) else {
+        if kernels || steps {
+            bail!("layers: --kernels and --steps do not apply to --by module");
+        }
+        let report = modules::modules(&Analyzed::new(&trace));
+        if json {
+            write_json(out, &report)?;
+        } else {
+            modules_table(out, &report, top, csv)?;
+        }
+        return Ok(());
+    };
+    let report = layers::layers(&Analyzed::new(&trace), &options);
     if json {
         write_json(out, &report)?;
     } else if kernels {
@@ -318,5 +331,80 @@ fn steps_table(out: &mut impl Write, report: &LayersReport, top: usize, csv: boo
     m.print(out, "")?;
     writeln!(out)?;
     notes(out, report)?;
+    Ok(())
+}
+
+/// `--by module`: the classes (instances folded, with their spread), then the recompute line.
+fn modules_table(out: &mut impl Write, r: &ModulesReport, top: usize, csv: bool) -> Result<()> {
+    if !csv {
+        writeln!(
+            out,
+            "{} module calls; device time {} ms, {} ms of it under modules, {} ms outside\n",
+            r.module_calls,
+            ms_num(r.device_ns as f64),
+            ms_num(r.device_ns_in_modules as f64),
+            ms_num(r.device_ns_outside_modules as f64),
+        )?;
+    }
+    let mut t = Table::with_left(
+        &[
+            "class",
+            "instances",
+            "calls",
+            "CPU incl ms",
+            "CPU excl ms",
+            "device ms",
+            "device excl ms",
+            "inst CPU min us",
+            "inst CPU max us",
+            "inst device min us",
+            "inst device max us",
+            "recomputed",
+        ],
+        &[0],
+    );
+    let limit = if csv { usize::MAX } else { top };
+    for m in r.modules.iter().take(limit) {
+        t.row(vec![
+            if csv {
+                m.class.clone()
+            } else {
+                fit(&m.class, 40)
+            },
+            m.instances.to_string(),
+            m.calls.to_string(),
+            ms_num(m.cpu_inclusive_ns as f64),
+            ms_num(m.cpu_exclusive_ns as f64),
+            ms_num(m.device_ns as f64),
+            ms_num(m.device_exclusive_ns as f64),
+            us_num(m.cpu_spread.min_ns as f64),
+            us_num(m.cpu_spread.max_ns as f64),
+            us_num(m.device_spread.min_ns as f64),
+            us_num(m.device_spread.max_ns as f64),
+            m.recomputed_calls.to_string(),
+        ]);
+    }
+    t.write(out, csv)?;
+    if !csv {
+        if r.modules.is_empty() {
+            writeln!(
+                out,
+                "no `nn.Module: ...` spans: record with the PyTorch profiler's with_stack=True"
+            )?;
+        }
+        let rc = &r.recompute;
+        if rc.calls > 0 {
+            writeln!(
+                out,
+                "\nrecomputed forward under backward (activation checkpointing): {} calls ({} \
+                 outermost: {}), CPU {} ms, device {} ms",
+                rc.calls,
+                rc.root_calls,
+                rc.classes.join(", "),
+                ms_num(rc.cpu_ns as f64),
+                ms_num(rc.device_ns as f64),
+            )?;
+        }
+    }
     Ok(())
 }

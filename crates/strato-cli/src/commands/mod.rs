@@ -17,6 +17,7 @@ pub(crate) mod kernels;
 pub(crate) mod layers;
 pub(crate) mod measure;
 pub(crate) mod memory;
+pub(crate) mod ops;
 pub mod overhead;
 pub mod record;
 pub(crate) mod report;

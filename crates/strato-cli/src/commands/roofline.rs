@@ -41,8 +41,11 @@ pub fn run(args: RooflineArgs, ctx: &crate::ctx::Ctx, out: &mut impl Write) -> R
         json,
         csv,
     } = args;
+    let Some(options) = by.options(0.1, None) else {
+        anyhow::bail!("roofline: --by module has no roofline; see `strato layers --by module`");
+    };
     let trace = load(&inputs, &ctx.import_options(true)?)?;
-    let report = layers::layers(&Analyzed::new(&trace), &by.options(0.1, None));
+    let report = layers::layers(&Analyzed::new(&trace), &options);
     let rows = roofline_rows(&report);
     if json {
         write_json(

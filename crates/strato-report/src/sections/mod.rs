@@ -1,7 +1,8 @@
 //! The report's sections, in page order: findings (`strato advise`), overview, time breakdown (RL-Scope figure 4 top),
 //! transitions (figure 4 bottom), processes side by side (figure 8), utilization reality check
-//! (F.11), kernel ranking, roofline (XSP), iterations (DeepProf), memory, distributed
-//! (collectives across ranks), and the diff with another profile. Each section draws its plot, puts the table behind it under the plot, and
+//! (F.11), kernel ranking, roofline (XSP), the nn.Module tree (icicle), iterations (DeepProf),
+//! memory, distributed (collectives across ranks), and the diff with another profile. Each
+//! section draws its plot, puts the table behind it under the plot, and
 //! when the profile has no data for it says why instead.
 //!
 //! One module per section (its writer: `fn(&mut Html, &ReportInput) -> bool`, true when the
@@ -16,6 +17,7 @@ mod findings;
 mod iterations;
 mod kernels;
 mod memory;
+mod modules;
 mod overview;
 mod palette;
 mod processes;
@@ -97,6 +99,7 @@ const SECTIONS: [(&str, &str, WriteSection); 9] = [
     ("utilization", "Utilization", utilization::utilization),
     ("kernels", "Kernels", kernels::kernels),
     ("roofline", "Roofline", roofline::roofline),
+    ("modules", "Modules", modules::modules),
     ("iterations", "Iterations", iterations::iterations),
     ("memory", "Memory", memory::memory),
     ("distributed", "Distributed", distributed::distributed),

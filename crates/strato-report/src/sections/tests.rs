@@ -335,3 +335,41 @@ fn findings_open_the_page_and_link_to_their_evidence() {
         assert!(html.contains("No findings at or above"));
     }
 }
+
+#[test]
+fn module_icicle_is_as_wide_as_device_time() {
+    // Each step's thread span is also `nn.Module: Net_0`; the first half of each step is
+    // `nn.Module: Block_<i % 2>` (launches at +0, +200, +400 ns are inside it).
+    let t = trace_with(3, |b| {
+        for i in 0..ITERATIONS {
+            let t = i * STEP_NS;
+            b.cpu("nn.Module: Net_0", Level::Python, (t, t + 9_000));
+            b.cpu(
+                &format!("nn.Module: Block_{}", i % 2),
+                Level::Python,
+                (t, t + 4_500),
+            );
+        }
+    });
+    let input = input(&t);
+    let r = input.modules.as_ref().unwrap();
+    // 5 us of kernels per step, all launched under Block inside Net.
+    assert_eq!(r.device_ns_in_modules, ITERATIONS as Ns * 5_000);
+    assert_eq!(r.device_ns_outside_modules, 0);
+    let (html, has) = section(modules::modules, &input);
+    assert!(has);
+    // Net spans the full width; Block (its only child, all of its device time) too.
+    assert!(
+        html.contains("<rect x=\"0\" y=\"0\" width=\"999.5\""),
+        "{html}"
+    );
+    assert!(
+        html.contains("<rect x=\"0\" y=\"22\" width=\"999.5\""),
+        "{html}"
+    );
+    assert!(html.contains(">Block<"), "{html}");
+    assert!(html.contains("2 instances"), "{html}");
+    // Without module spans the section says why.
+    let (html, has) = section(modules::modules, &super::tests::input(&trace(3)));
+    assert!(!has && html.contains("nn.Module"), "{html}");
+}
