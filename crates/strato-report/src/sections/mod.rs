@@ -92,7 +92,7 @@ type WriteSection = fn(&mut Html, &ReportInput) -> bool;
 
 /// The sections between the overview and the diff, in page order: id, title in the
 /// navigation, writer.
-const SECTIONS: [(&str, &str, WriteSection); 9] = [
+const SECTIONS: [(&str, &str, WriteSection); 10] = [
     ("breakdown", "Breakdown", breakdown::breakdown),
     ("transitions", "Transitions", transitions::transitions),
     ("processes", "Processes", processes::processes),
