@@ -48,7 +48,7 @@ pub(crate) fn import_options(
 /// One warning line on stderr per import note that passes the warning rule
 /// ([`strato_trace::ImportNotes::warnings`]: a count above 0.1 % of the events read, or any
 /// free-text note); `strato info` lists them all.
-fn warn_import_notes(trace: &Trace) {
+pub(crate) fn warn_import_notes(trace: &Trace) {
     for rank in &trace.ranks {
         for line in rank.notes.warnings() {
             eprintln!(
