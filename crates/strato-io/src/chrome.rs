@@ -117,7 +117,7 @@ pub fn import(path: &Path, input: Input, options: &ImportOptions) -> Result<Trac
 }
 
 /// Where a streaming import puts its events as it reads them: called with the trace being
-/// built whenever it holds [`SINK_EVENTS`] or more events (and once at the end), it takes the
+/// built whenever it holds a batch of events (and once at the end), it takes the
 /// spans, instants, counter samples and args out of it (leaving those vectors empty), as
 /// `strato_store::ProfileWriter::write_events` does. The args ids of the events handed over
 /// index the args handed over with them; spans are handed over in order, so a span's id is its
@@ -125,10 +125,12 @@ pub fn import(path: &Path, input: Input, options: &ImportOptions) -> Result<Trac
 /// error).
 pub type EventSink<'s> = dyn FnMut(&mut Trace) -> std::result::Result<(), String> + 's;
 
-/// Events held before they are handed to an [`EventSink`].
+/// Events held before they are handed to an [`EventSink`], by default: enough to make the
+/// store's 64 Ki-row chunks from whole batches, small beside any trace worth streaming.
 pub const SINK_EVENTS: usize = 64 * 1024;
 
-/// [`import`], handing the events to `sink` as they are read: the trace returned holds every
+/// [`import`], handing the events to `sink` as they are read, in batches of `batch_events`
+/// (spans, instants and counter samples together; at least 1): the trace returned holds every
 /// table but the events (ranks, tracks, strings, processes, devices, and the flows, bound to
 /// spans by their ids among all spans handed over). Memory is what the flows and the string
 /// table need plus 20 bytes per span (its track and times, kept to bind flows), whatever the
@@ -137,21 +139,25 @@ pub fn import_streaming(
     path: &Path,
     input: Input,
     options: &ImportOptions,
+    batch_events: usize,
     sink: &mut EventSink<'_>,
 ) -> Result<Trace> {
-    import_into(path, input, options, Some(sink))
+    import_into(path, input, options, Some((sink, batch_events.max(1))))
 }
 
 fn import_into(
     path: &Path,
     input: Input,
     options: &ImportOptions,
-    sink: Option<&mut EventSink<'_>>,
+    sink: Option<(&mut EventSink<'_>, usize)>,
 ) -> Result<Trace> {
     let mut builder = Builder::new(path, options);
     // Each arm coerces the sink to the builder's (shorter) lifetime.
     builder.sink = match sink {
-        Some(sink) => Some(sink),
+        Some((sink, batch)) => {
+            builder.batch_events = batch;
+            Some(sink)
+        }
         None => None,
     };
     let mut splitter = Splitter::with_chunk_size(input.reader, options.read_size);
@@ -400,6 +406,8 @@ struct Builder<'p, 's> {
     options: &'p ImportOptions,
     /// Set for a streaming import ([`import_streaming`]): events go there in batches.
     sink: Option<&'s mut EventSink<'s>>,
+    /// Events held before they go to the sink.
+    batch_events: usize,
     /// The track and times of every span handed to the sink (only when flows are kept): what
     /// binding flows needs of them.
     handed_spans: HandedSpans,
@@ -448,6 +456,7 @@ impl<'p, 's> Builder<'p, 's> {
             path,
             options,
             sink: None,
+            batch_events: SINK_EVENTS,
             handed_spans: HandedSpans::default(),
             trace,
             rank,
@@ -729,10 +738,10 @@ impl<'p, 's> Builder<'p, 's> {
         })
     }
 
-    /// Hands the events to the sink (streaming import) once [`SINK_EVENTS`] are held.
+    /// Hands the events to the sink (streaming import) once a batch is held.
     fn hand_over_when_full(&mut self) -> Result<()> {
         let held = self.trace.spans.len() + self.trace.instants.len() + self.trace.counters.len();
-        if self.sink.is_some() && held >= SINK_EVENTS {
+        if self.sink.is_some() && held >= self.batch_events {
             self.hand_over()?;
         }
         Ok(())

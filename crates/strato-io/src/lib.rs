@@ -307,8 +307,8 @@ pub fn import_file(path: &Path, options: &ImportOptions) -> Result<Trace> {
     Ok(trace)
 }
 
-/// Imports one file as [`import_paths`] imports it alone, handing its events to `sink` as they
-/// are read ([`chrome::import_streaming`]: the trace returned holds every table but the
+/// Imports one file as [`import_paths`] imports it alone, handing its events to `sink` in
+/// batches of `batch_events` as they are read ([`chrome::import_streaming`]: the trace returned holds every table but the
 /// events). Only a regular Chrome/Kineto JSON file that is not a TensorFlow trace viewer file
 /// streams: for any other input `Ok(None)` is returned before any event is handed over, except
 /// for a trace viewer file, which is known to be one only at its end (its spans are re-classified
@@ -317,6 +317,7 @@ pub fn import_file(path: &Path, options: &ImportOptions) -> Result<Trace> {
 pub fn import_file_streaming(
     path: &Path,
     options: &ImportOptions,
+    batch_events: usize,
     sink: &mut chrome::EventSink<'_>,
 ) -> Result<Option<Trace>> {
     if input::is_stdin(path) || !path.is_file() {
@@ -329,7 +330,7 @@ pub fn import_file_streaming(
     if sniffed_format(path, &mut input)? != Format::ChromeJson {
         return Ok(None);
     }
-    let trace = chrome::import_streaming(path, input, options, sink)?;
+    let trace = chrome::import_streaming(path, input, options, batch_events, sink)?;
     if tf::is_trace_viewer(&trace) {
         return Ok(None);
     }

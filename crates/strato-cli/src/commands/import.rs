@@ -8,7 +8,7 @@ use strato_io::ImportOptions;
 use strato_trace::Trace;
 
 use crate::ctx::Ctx;
-use crate::input::{load, warn_import_notes, KEEP_SECRETS};
+use crate::input::{load, stream_file};
 
 // Arguments of `strato import` (its help text is on the variant in `app.rs`).
 #[derive(clap::Args, Debug)]
@@ -101,18 +101,12 @@ fn import_streaming(
             message
         })
     };
-    let imported = strato_io::import_file_streaming(input, options, &mut sink);
-    crate::term::finish_progress();
-    let mut trace = match imported {
+    let mut trace = match stream_file(input, options, &mut sink) {
         Ok(Some(trace)) => trace,
         // The writer's temporary directory goes with it.
         Ok(None) => return Ok(None),
         Err(e) => return Err(failed.map_or_else(|| e.into(), Into::into)),
     };
-    if !KEEP_SECRETS.load(std::sync::atomic::Ordering::Relaxed) {
-        strato_io::redact::redact_trace(&mut trace);
-    }
-    warn_import_notes(&trace);
     note_redacted(&trace);
     let rows = writer.finish(&mut trace)?;
     Ok(Some(Written {
