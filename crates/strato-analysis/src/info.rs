@@ -65,26 +65,73 @@ pub struct TraceInfo {
     pub devices: Vec<DeviceInfo>,
 }
 
+/// What [`info`] counts of a trace's events (spans, instants, counter samples), gathered batch
+/// by batch: a streaming import hands each batch to [`EventCounts::add`] and drops it, and
+/// [`info_with`] gives the same summary as [`info`] of the whole trace.
+#[derive(Debug, Clone, Default)]
+pub struct EventCounts {
+    time_span: Option<(Ns, Ns)>,
+    spans: usize,
+    instants: usize,
+    counter_samples: usize,
+    by_level: BTreeMap<String, usize>,
+    by_category: BTreeMap<String, usize>,
+    spans_per_track: Vec<usize>,
+}
+
+impl EventCounts {
+    /// Counts the events `trace` holds now (its strings and tracks are those of the whole
+    /// trace so far).
+    pub fn add(&mut self, trace: &Trace) {
+        if let Some((lo, hi)) = trace.time_span() {
+            self.time_span = Some(match self.time_span {
+                None => (lo, hi),
+                Some((a, b)) => (a.min(lo), b.max(hi)),
+            });
+        }
+        self.spans += trace.spans.len();
+        self.instants += trace.instants.len();
+        self.counter_samples += trace.counters.len();
+        if self.spans_per_track.len() < trace.tracks.len() {
+            self.spans_per_track.resize(trace.tracks.len(), 0);
+        }
+        for span in &trace.spans {
+            *self
+                .by_level
+                .entry(span.level.as_str().to_owned())
+                .or_insert(0) += 1;
+            *self
+                .by_category
+                .entry(trace.str(span.category).to_owned())
+                .or_insert(0) += 1;
+            self.spans_per_track[span.track.0 as usize] += 1;
+        }
+        for instant in &trace.instants {
+            *self
+                .by_category
+                .entry(trace.str(instant.category).to_owned())
+                .or_insert(0) += 1;
+        }
+    }
+}
+
 /// Summarises `trace`.
 pub fn info(trace: &Trace) -> TraceInfo {
-    let (start, end) = trace
-        .time_span()
+    let mut counts = EventCounts::default();
+    counts.add(trace);
+    info_with(trace, counts)
+}
+
+/// Summarises `trace` whose events were counted in `counts` (all of them: those `trace` still
+/// holds are not counted again).
+pub fn info_with(trace: &Trace, counts: EventCounts) -> TraceInfo {
+    let (start, end) = counts
+        .time_span
         .map_or((None, None), |(s, e)| (Some(s), Some(e)));
-    let mut by_level = BTreeMap::new();
-    let mut by_category = BTreeMap::new();
-    let mut spans_per_track = vec![0usize; trace.tracks.len()];
-    for span in &trace.spans {
-        *by_level.entry(span.level.as_str().to_owned()).or_insert(0) += 1;
-        *by_category
-            .entry(trace.str(span.category).to_owned())
-            .or_insert(0) += 1;
-        spans_per_track[span.track.0 as usize] += 1;
-    }
-    for instant in &trace.instants {
-        *by_category
-            .entry(trace.str(instant.category).to_owned())
-            .or_insert(0) += 1;
-    }
+    let by_level = counts.by_level;
+    let by_category = counts.by_category;
+    let mut spans_per_track = counts.spans_per_track;
+    spans_per_track.resize(trace.tracks.len().max(spans_per_track.len()), 0);
     let source_of = |rank: strato_trace::RankId| trace.ranks[rank.0 as usize].source.clone();
     let mut processes: Vec<ProcessInfo> = trace
         .processes
@@ -154,9 +201,9 @@ pub fn info(trace: &Trace) -> TraceInfo {
         end_ns: end,
         // Both ends are in the valid time range, so this cannot overflow (saturates anyway).
         duration_ns: end.unwrap_or(0).saturating_sub(start.unwrap_or(0)),
-        spans: trace.spans.len(),
-        instants: trace.instants.len(),
-        counter_samples: trace.counters.len(),
+        spans: counts.spans,
+        instants: counts.instants,
+        counter_samples: counts.counter_samples,
         flows: trace.flows.len(),
         flows_complete: trace
             .flows

@@ -232,6 +232,32 @@ fn load_unredacted(inputs: &[PathBuf], options: &ImportOptions) -> Result<Profil
     Ok(Profile::from_trace(trace, true))
 }
 
+/// One trace file imported as [`open_profile`] imports it alone, its events handed to `sink` as
+/// they are read instead of kept ([`strato_io::import_file_streaming`]: the trace returned
+/// holds every table but the events; secrets redacted unless `--keep-secrets`, import notes
+/// warned about). `None` when the input does not stream (not a regular Chrome/Kineto JSON
+/// file, or a TensorFlow trace viewer file): the caller imports it with [`open_profile`].
+pub(crate) fn stream_file(
+    input: &Path,
+    options: &ImportOptions,
+    sink: &mut strato_io::chrome::EventSink<'_>,
+) -> Result<Option<Trace>, strato_io::Error> {
+    if !input.is_file() {
+        return Ok(None);
+    }
+    let batch = strato_io::chrome::SINK_EVENTS;
+    let imported = strato_io::import_file_streaming(input, options, batch, sink);
+    crate::term::finish_progress();
+    let Some(mut trace) = imported? else {
+        return Ok(None);
+    };
+    if !KEEP_SECRETS.load(std::sync::atomic::Ordering::Relaxed) {
+        strato_io::redact::redact_trace(&mut trace);
+    }
+    warn_import_notes(&trace);
+    Ok(Some(trace))
+}
+
 /// The label of one side of a comparison (`strato diff`, `strato report --baseline`): its path
 /// as given.
 pub(crate) fn side_label(path: &Path) -> String {

@@ -113,7 +113,53 @@ struct ParseCounts {
 
 /// Imports a Chrome-trace JSON document (object with `traceEvents`, or a bare array).
 pub fn import(path: &Path, input: Input, options: &ImportOptions) -> Result<Trace> {
+    import_into(path, input, options, None)
+}
+
+/// Where a streaming import puts its events as it reads them: called with the trace being
+/// built whenever it holds a batch of events (and once at the end), it takes the
+/// spans, instants, counter samples and args out of it (leaving those vectors empty), as
+/// `strato_store::ProfileWriter::write_events` does. The args ids of the events handed over
+/// index the args handed over with them; spans are handed over in order, so a span's id is its
+/// index among all spans handed over. An error stops the import (the message is the import's
+/// error).
+pub type EventSink<'s> = dyn FnMut(&mut Trace) -> std::result::Result<(), String> + 's;
+
+/// Events held before they are handed to an [`EventSink`], by default: enough to make the
+/// store's 64 Ki-row chunks from whole batches, small beside any trace worth streaming.
+pub const SINK_EVENTS: usize = 64 * 1024;
+
+/// [`import`], handing the events to `sink` as they are read, in batches of `batch_events`
+/// (spans, instants and counter samples together; at least 1): the trace returned holds every
+/// table but the events (ranks, tracks, strings, processes, devices, and the flows, bound to
+/// spans by their ids among all spans handed over). Memory is what the flows and the string
+/// table need plus 20 bytes per span (its track and times, kept to bind flows), whatever the
+/// file's size.
+pub fn import_streaming(
+    path: &Path,
+    input: Input,
+    options: &ImportOptions,
+    batch_events: usize,
+    sink: &mut EventSink<'_>,
+) -> Result<Trace> {
+    import_into(path, input, options, Some((sink, batch_events.max(1))))
+}
+
+fn import_into(
+    path: &Path,
+    input: Input,
+    options: &ImportOptions,
+    sink: Option<(&mut EventSink<'_>, usize)>,
+) -> Result<Trace> {
     let mut builder = Builder::new(path, options);
+    // Each arm coerces the sink to the builder's (shorter) lifetime.
+    builder.sink = match sink {
+        Some((sink, batch)) => {
+            builder.batch_events = batch;
+            Some(sink)
+        }
+        None => None,
+    };
     let mut splitter = Splitter::with_chunk_size(input.reader, options.read_size);
     let outcome = splitter.run(|item| match item {
         TopLevel::Key(key, raw) => builder.top_level(key, raw).map(|()| Some(0)),
@@ -150,6 +196,9 @@ pub fn import(path: &Path, input: Input, options: &ImportOptions) -> Result<Trac
     };
     let counts = std::mem::take(&mut builder.parse);
     let rank = builder.rank;
+    if builder.sink.is_some() {
+        builder.hand_over()?;
+    }
     let mut trace = builder.finish()?;
     let notes = &mut trace.ranks[rank.0 as usize].notes;
     notes.count("truncated_strings", counts.truncated_strings);
@@ -354,9 +403,16 @@ struct CategoryInfo {
     on_device: bool,
 }
 
-struct Builder<'p> {
+struct Builder<'p, 's> {
     path: &'p Path,
     options: &'p ImportOptions,
+    /// Set for a streaming import ([`import_streaming`]): events go there in batches.
+    sink: Option<&'s mut EventSink<'s>>,
+    /// Events held before they go to the sink.
+    batch_events: usize,
+    /// The track and times of every span handed to the sink (only when flows are kept): what
+    /// binding flows needs of them.
+    handed_spans: HandedSpans,
     trace: Trace,
     rank: RankId,
     tracks: TrackIndexHandle,
@@ -389,7 +445,7 @@ struct Builder<'p> {
     fused_ranks: FxHashMap<i64, RankId>,
 }
 
-impl<'p> Builder<'p> {
+impl<'p, 's> Builder<'p, 's> {
     fn new(path: &'p Path, options: &'p ImportOptions) -> Self {
         let mut trace = Trace::default();
         let rank = trace.add_rank(Rank {
@@ -404,6 +460,9 @@ impl<'p> Builder<'p> {
         Builder {
             path,
             options,
+            sink: None,
+            batch_events: SINK_EVENTS,
+            handed_spans: HandedSpans::default(),
             trace,
             rank,
             tracks: TrackIndexHandle::default(),
@@ -716,13 +775,40 @@ impl<'p> Builder<'p> {
         } else {
             self.event_lean(bytes, offset, complete)
         };
-        if let Ok(Some(_)) = parsed {
-            self.parse.events += 1;
-        }
+        let parsed = match parsed {
+            Ok(Some(used)) => {
+                self.parse.events += 1;
+                self.hand_over_when_full().map(|()| Some(used))
+            }
+            other => other,
+        };
         parsed.map_err(|e| match e.kind {
             ErrorKind::Json { message, .. } => message,
             other => other.to_string(),
         })
+    }
+
+    /// Hands the events to the sink (streaming import) once a batch is held.
+    fn hand_over_when_full(&mut self) -> Result<()> {
+        let held = self.trace.spans.len() + self.trace.instants.len() + self.trace.counters.len();
+        if self.sink.is_some() && held >= self.batch_events {
+            self.hand_over()?;
+        }
+        Ok(())
+    }
+
+    /// Hands every event held to the sink, keeping what binding flows needs of the spans.
+    fn hand_over(&mut self) -> Result<()> {
+        let Some(sink) = self.sink.as_mut() else {
+            return Ok(());
+        };
+        if self.options.projection.flows {
+            self.handed_spans.keep(&self.trace.spans);
+        }
+        if let Err(message) = sink(&mut self.trace) {
+            return Err(self.fatal(ErrorKind::Output(message)));
+        }
+        Ok(())
     }
 
     /// Parses one event of type `E`: all of `bytes` when `complete` (else an error), or from
@@ -1306,7 +1392,14 @@ impl<'p> Builder<'p> {
             });
         }
         drop(loose_places);
-        bind_flows(&mut self.trace, &resolved);
+        if self.sink.is_some() {
+            let handed = std::mem::take(&mut self.handed_spans);
+            bind_flows(&mut self.trace, &handed, &resolved);
+        } else {
+            let spans = std::mem::take(&mut self.trace.spans);
+            bind_flows(&mut self.trace, &spans[..], &resolved);
+            self.trace.spans = spans;
+        }
         self.trace.clock = ClockInfo::default();
         let open_begins: usize = self.open_begins.values().map(Vec::len).sum();
         self.notes()
@@ -1330,31 +1423,75 @@ struct ResolvedFlowEnd {
     ts: Ns,
 }
 
+/// What binding flows reads of the spans: each one's track, start and end, by span id.
+trait SpanPlaces {
+    fn count(&self) -> usize;
+    fn track(&self, i: usize) -> TrackId;
+    fn times(&self, i: usize) -> (Ns, Ns);
+}
+
+impl SpanPlaces for [Span] {
+    fn count(&self) -> usize {
+        self.len()
+    }
+    fn track(&self, i: usize) -> TrackId {
+        self[i].track
+    }
+    fn times(&self, i: usize) -> (Ns, Ns) {
+        (self[i].start, self[i].end)
+    }
+}
+
+/// The places of the spans a streaming import handed over (20 bytes per span).
+#[derive(Default)]
+struct HandedSpans {
+    tracks: Vec<TrackId>,
+    times: Vec<(Ns, Ns)>,
+}
+
+impl HandedSpans {
+    fn keep(&mut self, spans: &[Span]) {
+        self.tracks.extend(spans.iter().map(|s| s.track));
+        self.times.extend(spans.iter().map(|s| (s.start, s.end)));
+    }
+}
+
+impl SpanPlaces for HandedSpans {
+    fn count(&self) -> usize {
+        self.tracks.len()
+    }
+    fn track(&self, i: usize) -> TrackId {
+        self.tracks[i]
+    }
+    fn times(&self, i: usize) -> (Ns, Ns) {
+        self.times[i]
+    }
+}
+
 /// Binds each flow end to the innermost span containing its timestamp on its track (ties: the
 /// latest-starting, then shortest, span).
-fn bind_flows(trace: &mut Trace, ends: &[ResolvedFlowEnd]) {
+fn bind_flows<S: SpanPlaces + ?Sized>(trace: &mut Trace, spans: &S, ends: &[ResolvedFlowEnd]) {
     if ends.is_empty() {
         return;
     }
     let mut by_track: Vec<Vec<u32>> = vec![Vec::new(); trace.tracks.len()];
-    for (i, span) in trace.spans.iter().enumerate() {
-        by_track[span.track.0 as usize].push(i as u32);
+    for i in 0..spans.count() {
+        by_track[spans.track(i).0 as usize].push(i as u32);
     }
-    let spans = &trace.spans;
     for list in &mut by_track {
         list.sort_unstable_by_key(|&i| {
-            let s = &spans[i as usize];
-            (s.start, std::cmp::Reverse(s.end))
+            let (start, end) = spans.times(i as usize);
+            (start, std::cmp::Reverse(end))
         });
     }
     for end in ends {
         let list = &by_track[end.track.0 as usize];
-        let after = list.partition_point(|&i| spans[i as usize].start <= end.ts);
+        let after = list.partition_point(|&i| spans.times(i as usize).0 <= end.ts);
         let found = list[..after]
             .iter()
             .rev()
             .take(256)
-            .find(|&&i| spans[i as usize].end >= end.ts)
+            .find(|&&i| spans.times(i as usize).1 >= end.ts)
             .map(|&i| SpanId(i));
         let flow = &mut trace.flows[end.flow as usize];
         let slot = if end.is_start {

@@ -30,6 +30,9 @@ pub enum ErrorKind {
     Invalid(String),
     #[error("stopped: the trace would need more than the memory budget of {} MiB (set STRATO_MEMORY_BUDGET, e.g. 16G, to change it)", limit_bytes >> 20)]
     MemoryBudget { limit_bytes: u64 },
+    /// Writing what a streaming import read failed (the message names the output).
+    #[error("{0}")]
+    Output(String),
     /// A setting (environment variable or option) is invalid.
     #[error("{0}")]
     Config(String),

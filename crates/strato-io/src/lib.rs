@@ -349,6 +349,39 @@ pub fn import_file(path: &Path, options: &ImportOptions) -> Result<Trace> {
     Ok(trace)
 }
 
+/// Imports one file as [`import_paths`] imports it alone, handing its events to `sink` in
+/// batches of `batch_events` as they are read ([`chrome::import_streaming`]: the trace returned holds every table but the
+/// events). Only a regular Chrome/Kineto JSON file that is not a TensorFlow trace viewer file
+/// streams: for any other input `Ok(None)` is returned before any event is handed over, except
+/// for a trace viewer file, which is known to be one only at its end (its spans are re-classified
+/// afterwards, [`tf::post_process`]) — `None` then too, after events were handed over: the caller
+/// discards them and imports the file whole.
+pub fn import_file_streaming(
+    path: &Path,
+    options: &ImportOptions,
+    batch_events: usize,
+    sink: &mut chrome::EventSink<'_>,
+) -> Result<Option<Trace>> {
+    if input::is_stdin(path) || !path.is_file() {
+        return Ok(None);
+    }
+    let mut input = open_input(path, options)?;
+    if input.recording || !input.regular_file {
+        return Ok(None);
+    }
+    if sniffed_format(path, &mut input)? != Format::ChromeJson {
+        return Ok(None);
+    }
+    let trace = chrome::import_streaming(path, input, options, batch_events, sink)?;
+    if tf::is_trace_viewer(&trace) {
+        return Ok(None);
+    }
+    // As `import_paths` gathers one file.
+    let mut timeline = Trace::default();
+    timeline.append(trace);
+    Ok(Some(timeline))
+}
+
 /// The files a directory of ranks holds: regular files with a trace-like name, sorted by name.
 pub fn rank_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let entries = std::fs::read_dir(dir).map_err(|e| Error::new(dir, e))?;

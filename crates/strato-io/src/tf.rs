@@ -66,6 +66,17 @@ pub fn post_process(mut trace: Trace, options: &ImportOptions) -> Trace {
     trace
 }
 
+/// Whether [`post_process`] would refine any rank of `trace` (a Chrome JSON rank whose process
+/// names are TensorFlow trace viewer planes).
+pub fn is_trace_viewer(trace: &Trace) -> bool {
+    trace.processes.iter().any(|p| {
+        trace.ranks[p.rank.0 as usize].format == SourceFormat::Chrome
+            && p.name
+                .as_deref()
+                .is_some_and(|name| classify::plane_role(name) != PlaneRole::Other)
+    })
+}
+
 /// Refines one rank if it is a trace viewer trace.
 fn refine_rank(trace: &mut Trace, rank: RankId, options: &ImportOptions) {
     let roles: FxHashMap<i64, (PlaneRole, String)> = trace

@@ -31,6 +31,7 @@ use strato_trace::Trace;
 
 pub use error::{Result, StoreError, StoreErrorKind};
 pub use meta::{Metadata, TableInfo, FORMAT_MARKER, METADATA_FILE, SCHEMA_VERSION};
+pub use write::{ProfileWriter, WrittenRows};
 
 /// Writes `trace` as a profile directory at `dir`, atomically: see the crate docs.
 pub fn write(trace: &Trace, dir: &Path) -> Result<(), StoreError> {

@@ -1,6 +1,7 @@
 //! The writer: turns a [`Trace`] into the Parquet tables of a profile directory, chunk by
 //! chunk (bounded memory), and installs the directory atomically (temp sibling, fsync,
-//! rename; `metadata.json` last).
+//! rename; `metadata.json` last). [`ProfileWriter`] does the same for a trace that is still
+//! being read: its events are written as they arrive, so a streaming import never holds them.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -13,13 +14,16 @@ use arrow::array::{
     ArrayRef, DictionaryArray, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray,
     UInt32Array, UInt64Array,
 };
-use arrow::datatypes::Int32Type;
+use arrow::datatypes::{Int32Type, SchemaRef};
 use arrow::error::ArrowError;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, Encoding};
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
-use strato_trace::{FlowEnd, Level, Trace, Track, TrackKind};
+use strato_trace::{
+    ArgsId, ArgsTable, CounterSample, FlowEnd, Instant, Level, Span, StrId, StringTable, Trace,
+    Track, TrackKind,
+};
 
 use crate::error::{Result, StoreError, StoreErrorKind};
 use crate::meta::{self, Metadata, TableInfo};
@@ -42,22 +46,256 @@ pub(crate) fn write(trace: &Trace, dir: &Path) -> Result<()> {
     trace
         .validate()
         .map_err(|e| StoreError::new(dir, StoreErrorKind::InvalidTrace(e.to_string())))?;
-    check_target(dir)?;
-    remove_stale_siblings(dir);
-    let tmp = sibling(dir, "tmp")?;
-    if let Some(parent) = tmp.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(|e| StoreError::new(parent, e))?;
+    let mut writer = ProfileWriter::create(dir)?;
+    writer.append(trace)?;
+    writer.finish_tables(trace).map(|_| ())
+}
+
+/// A profile directory written while a trace is still being read: the event tables (spans,
+/// instants, counter samples, args) are written in chunks as the events arrive
+/// ([`ProfileWriter::write_events`], which takes them out of the trace), the other tables
+/// (strings, ranks, processes, tracks, flows, devices) and `metadata.json` by
+/// [`ProfileWriter::finish`], which installs the directory as [`crate::write`] does. Memory is
+/// one chunk per event table plus the Parquet writers' open row groups, whatever the trace's
+/// size. The files are the same, byte for byte, as [`crate::write`] writes for the whole trace.
+///
+/// Rules: the trace handed to each call is the same one, growing (strings, tracks and ranks
+/// are only ever appended); the args ids of the events of one call index the blobs of that
+/// call (the writer renumbers them); flows refer to spans by their index among all spans
+/// written. Dropping the writer without `finish` removes the temporary directory.
+pub struct ProfileWriter {
+    dir: PathBuf,
+    tmp: PathBuf,
+    ctx: Ctx,
+    spans: EventTable<Span>,
+    instants: EventTable<Instant>,
+    counters: EventTable<CounterSample>,
+    args: ArgsWriter,
+    /// Blobs received so far: added to the args ids of the next call's events.
+    args_received: usize,
+    installed: bool,
+}
+
+/// The rows [`ProfileWriter::finish`] wrote per table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WrittenRows {
+    pub spans: u64,
+    pub instants: u64,
+    pub counter_samples: u64,
+    pub flows: u64,
+    pub args: u64,
+}
+
+impl ProfileWriter {
+    /// Starts a profile at `dir`: refuses a target [`crate::write`] would refuse, and creates
+    /// the temporary sibling the tables are written into.
+    pub fn create(dir: &Path) -> Result<ProfileWriter> {
+        check_target(dir)?;
+        remove_stale_siblings(dir);
+        let tmp = sibling(dir, "tmp")?;
+        if let Some(parent) = tmp.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| StoreError::new(parent, e))?;
+        }
+        if tmp.symlink_metadata().is_ok() {
+            // A leftover of an earlier write by a process with our pid: ours by name.
+            std::fs::remove_dir_all(&tmp).map_err(|e| StoreError::new(&tmp, e))?;
+        }
+        std::fs::create_dir(&tmp).map_err(|e| StoreError::new(&tmp, e))?;
+        let open = || -> Result<ProfileWriter> {
+            let ctx = Ctx::new(&tmp);
+            Ok(ProfileWriter {
+                spans: EventTable::create(&ctx, &schema::SPANS)?,
+                instants: EventTable::create(&ctx, &schema::INSTANTS)?,
+                counters: EventTable::create(&ctx, &schema::COUNTERS)?,
+                args: ArgsWriter {
+                    file: TableFile::create(&ctx, &schema::ARGS)?,
+                    pending: ArgsTable::default(),
+                },
+                ctx,
+                dir: dir.to_path_buf(),
+                tmp: tmp.clone(),
+                args_received: 0,
+                installed: false,
+            })
+        };
+        open().inspect_err(|_| {
+            let _ = std::fs::remove_dir_all(&tmp);
+        })
     }
-    if tmp.symlink_metadata().is_ok() {
-        // A leftover of an earlier write by a process with our pid: ours by name.
-        std::fs::remove_dir_all(&tmp).map_err(|e| StoreError::new(&tmp, e))?;
+
+    /// Writes the spans, instants, counter samples and args `trace` holds and takes them out
+    /// of it (the vectors are left empty; their capacity is kept for the next events). They
+    /// are checked first, as [`crate::write`] checks a whole trace.
+    pub fn write_events(&mut self, trace: &mut Trace) -> Result<()> {
+        let flows = std::mem::take(&mut trace.flows);
+        let valid = trace.validate();
+        trace.flows = flows;
+        valid
+            .map_err(|e| StoreError::new(&self.dir, StoreErrorKind::InvalidTrace(e.to_string())))?;
+        let base = self.args_received;
+        let received = trace.args.len();
+        if u32::try_from(base + received).is_err() {
+            return Err(StoreError::new(
+                &self.dir,
+                StoreErrorKind::InvalidTrace("more than 2^32 args blobs".into()),
+            ));
+        }
+        if base > 0 {
+            let shift = |a: &mut Option<ArgsId>| {
+                if let Some(a) = a {
+                    a.0 += base as u32;
+                }
+            };
+            trace.spans.iter_mut().for_each(|s| shift(&mut s.args));
+            trace.instants.iter_mut().for_each(|i| shift(&mut i.args));
+        }
+        self.append(trace)?;
+        self.args_received += received;
+        trace.spans.clear();
+        trace.instants.clear();
+        trace.counters.clear();
+        trace.args = ArgsTable::default();
+        Ok(())
     }
-    std::fs::create_dir(&tmp).map_err(|e| StoreError::new(&tmp, e))?;
-    let result = write_tables(trace, &tmp).and_then(|()| install(&tmp, dir));
-    if result.is_err() {
-        let _ = std::fs::remove_dir_all(&tmp);
+
+    /// Writes the events of `trace` (args ids already global), leaving `trace` as it is.
+    fn append(&mut self, trace: &Trace) -> Result<()> {
+        self.ctx.sync(trace)?;
+        let (ctx, strings) = (&self.ctx, &trace.strings);
+        self.spans.put(&trace.spans, |rows, first| {
+            span_columns(rows, first, ctx, strings)
+        })?;
+        self.instants.put(&trace.instants, |rows, first| {
+            instant_columns(rows, first, ctx, strings)
+        })?;
+        self.counters
+            .put(&trace.counters, |rows, _| counter_columns(rows, ctx))?;
+        self.args.put(&trace.args)
     }
-    result
+
+    /// Writes what `trace` still holds of events, then every other table and
+    /// `metadata.json`, and installs the profile at its directory (atomically, see
+    /// [`crate::write`]). `trace` holds the flows, whose span ids count every span written.
+    pub fn finish(mut self, trace: &mut Trace) -> Result<WrittenRows> {
+        self.write_events(trace)?;
+        self.finish_tables(trace)
+    }
+
+    fn finish_tables(mut self, trace: &Trace) -> Result<WrittenRows> {
+        let result = self.write_rest(trace);
+        if result.is_ok() {
+            install(&self.tmp, &self.dir)?;
+            self.installed = true;
+        }
+        result
+    }
+
+    fn write_rest(&mut self, trace: &Trace) -> Result<WrittenRows> {
+        self.ctx.sync(trace)?;
+        let ctx = &self.ctx;
+        let strings = &trace.strings;
+        let spans = self
+            .spans
+            .close(|rows, first| span_columns(rows, first, ctx, strings))?;
+        let instants = self
+            .instants
+            .close(|rows, first| instant_columns(rows, first, ctx, strings))?;
+        let counters = self.counters.close(|rows, _| counter_columns(rows, ctx))?;
+        let args = self.args.close()?;
+        check_flows(trace, spans)
+            .map_err(|e| StoreError::new(&self.dir, StoreErrorKind::InvalidTrace(e.to_string())))?;
+        let mut tables = BTreeMap::new();
+        for (def, rows) in [
+            (&schema::SPANS, spans),
+            (&schema::INSTANTS, instants),
+            (&schema::COUNTERS, counters),
+            (&schema::ARGS, args),
+        ] {
+            put_table(&mut tables, def, rows);
+        }
+        write_other_tables(trace, ctx, &mut tables)?;
+        let metadata = Metadata::new(trace.clock.clone(), tables);
+        let path = ctx.dir.join(meta::METADATA_FILE);
+        let text = serde_json::to_string_pretty(&metadata)
+            .map_err(|e| StoreError::new(&path, StoreErrorKind::Metadata(e.to_string())))?;
+        let mut file = File::create(&path).map_err(|e| StoreError::new(&path, e))?;
+        file.write_all(text.as_bytes())
+            .and_then(|()| file.write_all(b"\n"))
+            .and_then(|()| file.sync_all())
+            .map_err(|e| StoreError::new(&path, e))?;
+        sync_dir(&ctx.dir)?;
+        Ok(WrittenRows {
+            spans: spans as u64,
+            instants: instants as u64,
+            counter_samples: counters as u64,
+            flows: trace.flows.len() as u64,
+            args: args as u64,
+        })
+    }
+}
+
+impl std::fmt::Debug for ProfileWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProfileWriter")
+            .field("dir", &self.dir)
+            .field("tmp", &self.tmp)
+            .field("spans", &self.spans.file.rows)
+            .field("instants", &self.instants.file.rows)
+            .field("counters", &self.counters.file.rows)
+            .field("args", &self.args.file.rows)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for ProfileWriter {
+    fn drop(&mut self) {
+        if !self.installed {
+            let _ = std::fs::remove_dir_all(&self.tmp);
+        }
+    }
+}
+
+/// The checks [`Trace::validate`] makes of flows, with `spans` spans written (the trace
+/// itself no longer holds them).
+fn check_flows(trace: &Trace, spans: usize) -> std::result::Result<(), String> {
+    for (i, f) in trace.flows.iter().enumerate() {
+        if f.category.0 as usize >= trace.strings.len() {
+            return Err(format!(
+                "flow {i} refers to string {} which does not exist",
+                f.category.0
+            ));
+        }
+        for end in [&f.from, &f.to].into_iter().flatten() {
+            if end.track.0 as usize >= trace.tracks.len() {
+                return Err(format!(
+                    "flow {i} refers to track {} which does not exist",
+                    end.track.0
+                ));
+            }
+            if !strato_trace::time_in_range(end.ts) {
+                return Err(format!("flow {i} has a time out of range: {}", end.ts));
+            }
+            if let Some(s) = end.span {
+                if s.0 as usize >= spans {
+                    return Err(format!(
+                        "flow {i} refers to span {} which does not exist",
+                        s.0
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn put_table(tables: &mut BTreeMap<String, TableInfo>, def: &TableDef, rows: usize) {
+    tables.insert(
+        def.name.to_owned(),
+        TableInfo {
+            file: def.file(),
+            rows: rows as u64,
+        },
+    );
 }
 
 /// The names of the files a profile directory holds (the tables and `metadata.json`).
@@ -314,20 +552,299 @@ fn sync_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Writes every table, then `metadata.json`, into `dir`.
-fn write_tables(trace: &Trace, dir: &Path) -> Result<()> {
-    let ctx = Ctx::new(trace, dir)?;
-    let mut tables = BTreeMap::new();
-    let mut put = |def: &TableDef, rows: usize| {
-        tables.insert(
-            def.name.to_owned(),
-            TableInfo {
-                file: def.file(),
-                rows: rows as u64,
-            },
-        );
-    };
-    ctx.table(&schema::STRINGS, trace.strings.len(), |r| {
+/// One Parquet file being written: rows go in as record batches of up to [`CHUNK_ROWS`]; a row
+/// group is closed early once its buffered pages pass [`ROW_GROUP_BYTES`].
+struct TableFile {
+    path: PathBuf,
+    schema: SchemaRef,
+    writer: ArrowWriter<File>,
+    rows: usize,
+}
+
+impl TableFile {
+    fn create(ctx: &Ctx, def: &TableDef) -> Result<TableFile> {
+        let path = ctx.dir.join(def.file());
+        let schema = def.schema();
+        let file = File::create(&path).map_err(|e| StoreError::new(&path, e))?;
+        let writer = ArrowWriter::try_new(file, schema.clone(), Some(ctx.props.clone()))
+            .map_err(|e| StoreError::new(&path, StoreErrorKind::Parquet(e.to_string())))?;
+        Ok(TableFile {
+            path,
+            schema,
+            writer,
+            rows: 0,
+        })
+    }
+
+    fn parquet_err(&self, e: impl std::fmt::Display) -> StoreError {
+        StoreError::new(&self.path, StoreErrorKind::Parquet(e.to_string()))
+    }
+
+    /// Writes one chunk of rows, given as its columns.
+    fn write(&mut self, columns: Result<Vec<ArrayRef>, ArrowError>) -> Result<()> {
+        let columns = columns.map_err(|e| self.parquet_err(e))?;
+        let batch =
+            RecordBatch::try_new(self.schema.clone(), columns).map_err(|e| self.parquet_err(e))?;
+        self.writer.write(&batch).map_err(|e| self.parquet_err(e))?;
+        // The writer holds the open row group's encoded pages: close it early when wide
+        // rows (args texts) would make it large.
+        if self.writer.memory_size() > ROW_GROUP_BYTES {
+            self.writer.flush().map_err(|e| self.parquet_err(e))?;
+        }
+        self.rows += batch.num_rows();
+        Ok(())
+    }
+
+    /// Finishes the file (footer) and fsyncs it; returns its row count.
+    fn close(&mut self) -> Result<usize> {
+        self.writer.finish().map_err(|e| self.parquet_err(e))?;
+        self.writer
+            .inner()
+            .sync_all()
+            .map_err(|e| StoreError::new(&self.path, e))?;
+        Ok(self.rows)
+    }
+}
+
+/// An event table written as events arrive: rows are written in chunks of exactly
+/// [`CHUNK_ROWS`] (the last one shorter), whatever the batches they arrive in, so the file is
+/// the one a single pass over all the rows writes; the rest waits in `pending`.
+struct EventTable<T> {
+    file: TableFile,
+    pending: Vec<T>,
+}
+
+impl<T: Clone> EventTable<T> {
+    fn create(ctx: &Ctx, def: &TableDef) -> Result<Self> {
+        Ok(EventTable {
+            file: TableFile::create(ctx, def)?,
+            pending: Vec::new(),
+        })
+    }
+
+    /// Adds `rows`; `columns(chunk, first_id)` encodes one chunk.
+    fn put(
+        &mut self,
+        mut rows: &[T],
+        columns: impl Fn(&[T], usize) -> Result<Vec<ArrayRef>, ArrowError>,
+    ) -> Result<()> {
+        if !self.pending.is_empty() {
+            let take = (CHUNK_ROWS - self.pending.len()).min(rows.len());
+            self.pending.extend_from_slice(&rows[..take]);
+            rows = &rows[take..];
+            if self.pending.len() < CHUNK_ROWS {
+                return Ok(());
+            }
+            let first = self.file.rows;
+            self.file.write(columns(&self.pending, first))?;
+            self.pending.clear();
+        }
+        let mut chunks = rows.chunks_exact(CHUNK_ROWS);
+        for chunk in &mut chunks {
+            let first = self.file.rows;
+            self.file.write(columns(chunk, first))?;
+        }
+        self.pending.extend_from_slice(chunks.remainder());
+        Ok(())
+    }
+
+    /// Writes what is pending and finishes the file; returns its row count.
+    fn close(
+        &mut self,
+        columns: impl Fn(&[T], usize) -> Result<Vec<ArrayRef>, ArrowError>,
+    ) -> Result<usize> {
+        if !self.pending.is_empty() {
+            let first = self.file.rows;
+            self.file.write(columns(&self.pending, first))?;
+            self.pending = Vec::new();
+        }
+        self.file.close()
+    }
+}
+
+/// The args table, written as [`EventTable`] writes events (blobs instead of rows).
+struct ArgsWriter {
+    file: TableFile,
+    pending: ArgsTable,
+}
+
+impl ArgsWriter {
+    fn put(&mut self, blobs: &ArgsTable) -> Result<()> {
+        let mut next = 0;
+        if !self.pending.is_empty() {
+            while next < blobs.len() && self.pending.len() < CHUNK_ROWS {
+                self.pending.push(blobs.get(next).unwrap_or_default());
+                next += 1;
+            }
+            if self.pending.len() < CHUNK_ROWS {
+                return Ok(());
+            }
+            let pending = std::mem::take(&mut self.pending);
+            self.write_chunk(&pending, 0..pending.len())?;
+        }
+        while blobs.len() - next >= CHUNK_ROWS {
+            self.write_chunk(blobs, next..next + CHUNK_ROWS)?;
+            next += CHUNK_ROWS;
+        }
+        for i in next..blobs.len() {
+            self.pending.push(blobs.get(i).unwrap_or_default());
+        }
+        Ok(())
+    }
+
+    fn write_chunk(&mut self, blobs: &ArgsTable, range: Range<usize>) -> Result<()> {
+        let first = self.file.rows;
+        let columns = vec![
+            ids(first..first + range.len()),
+            Arc::new(StringArray::from_iter_values(blobs.range(range))) as ArrayRef,
+        ];
+        self.file.write(Ok(columns))
+    }
+
+    fn close(&mut self) -> Result<usize> {
+        if !self.pending.is_empty() {
+            let pending = std::mem::take(&mut self.pending);
+            self.write_chunk(&pending, 0..pending.len())?;
+        }
+        self.file.close()
+    }
+}
+
+/// The name/category texts one chunk uses, as the dictionary its columns share: a chunk's
+/// dictionary holds only what it uses, so the writer never copies the whole string table
+/// (the Parquet files do not depend on it: the encoder reads values, not keys).
+struct ChunkStrings<'s> {
+    strings: &'s StringTable,
+    keys: std::collections::HashMap<u32, u32>,
+    values: Vec<&'s str>,
+}
+
+impl<'s> ChunkStrings<'s> {
+    fn new(strings: &'s StringTable) -> Self {
+        ChunkStrings {
+            strings,
+            keys: Default::default(),
+            values: Vec::new(),
+        }
+    }
+
+    fn key(&mut self, id: StrId) -> Option<u32> {
+        let values = &mut self.values;
+        let strings = self.strings;
+        Some(*self.keys.entry(id.0).or_insert_with(|| {
+            values.push(strings.get(id));
+            (values.len() - 1) as u32
+        }))
+    }
+
+    fn keyed(&mut self, ids: impl Iterator<Item = StrId>) -> Vec<Option<u32>> {
+        ids.map(|id| self.key(id)).collect()
+    }
+
+    fn dictionary(&self) -> ArrayRef {
+        Arc::new(StringArray::from_iter_values(self.values.iter()))
+    }
+}
+
+fn span_columns(
+    rows: &[Span],
+    first: usize,
+    ctx: &Ctx,
+    strings: &StringTable,
+) -> Result<Vec<ArrayRef>, ArrowError> {
+    let loc: Vec<&Location> = rows.iter().map(|s| ctx.location(s.track.0)).collect();
+    let mut texts = ChunkStrings::new(strings);
+    let names = texts.keyed(rows.iter().map(|s| s.name));
+    let categories = texts.keyed(rows.iter().map(|s| s.category));
+    let dictionary = texts.dictionary();
+    Ok(vec![
+        ids(first..first + rows.len()),
+        u32s(rows.iter().map(|s| Some(s.track.0))),
+        i64s(rows.iter().map(|s| Some(s.start))),
+        i64s(rows.iter().map(|s| Some(s.end))),
+        i64s(rows.iter().map(|s| Some(s.end.saturating_sub(s.start)))),
+        dict(names.into_iter(), &dictionary)?,
+        dict(categories.into_iter(), &dictionary)?,
+        dict(rows.iter().map(|s| Some(level_code(s.level))), &ctx.levels)?,
+        u64s(rows.iter().map(|s| s.correlation)),
+        u64s(rows.iter().map(|s| s.external_id)),
+        u32s(rows.iter().map(|s| s.args.map(|a| a.0))),
+        u32s(loc.iter().map(|l| Some(l.rank))),
+        i64s(loc.iter().map(|l| l.pid)),
+        i64s(loc.iter().map(|l| l.tid)),
+        i64s(loc.iter().map(|l| l.device)),
+        i64s(loc.iter().map(|l| l.queue)),
+    ])
+}
+
+fn instant_columns(
+    rows: &[Instant],
+    first: usize,
+    ctx: &Ctx,
+    strings: &StringTable,
+) -> Result<Vec<ArrayRef>, ArrowError> {
+    let loc: Vec<&Location> = rows.iter().map(|s| ctx.location(s.track.0)).collect();
+    let mut texts = ChunkStrings::new(strings);
+    let names = texts.keyed(rows.iter().map(|s| s.name));
+    let categories = texts.keyed(rows.iter().map(|s| s.category));
+    let dictionary = texts.dictionary();
+    Ok(vec![
+        ids(first..first + rows.len()),
+        u32s(rows.iter().map(|s| Some(s.track.0))),
+        i64s(rows.iter().map(|s| Some(s.ts))),
+        dict(names.into_iter(), &dictionary)?,
+        dict(categories.into_iter(), &dictionary)?,
+        dict(rows.iter().map(|s| Some(level_code(s.level))), &ctx.levels)?,
+        u32s(rows.iter().map(|s| s.args.map(|a| a.0))),
+        u32s(loc.iter().map(|l| Some(l.rank))),
+        i64s(loc.iter().map(|l| l.pid)),
+        i64s(loc.iter().map(|l| l.tid)),
+        i64s(loc.iter().map(|l| l.device)),
+        i64s(loc.iter().map(|l| l.queue)),
+    ])
+}
+
+fn counter_columns(rows: &[CounterSample], ctx: &Ctx) -> Result<Vec<ArrayRef>, ArrowError> {
+    let loc: Vec<&Location> = rows.iter().map(|s| ctx.location(s.track.0)).collect();
+    Ok(vec![
+        u32s(rows.iter().map(|c| Some(c.track.0))),
+        i64s(rows.iter().map(|c| Some(c.ts))),
+        Arc::new(Float64Array::from_iter_values(rows.iter().map(|c| c.value))),
+        dict(counter_keys(rows, &loc), &ctx.counter_names)?,
+        dict(counter_keys(rows, &loc), &ctx.counter_units)?,
+        u32s(loc.iter().map(|l| Some(l.rank))),
+        i64s(loc.iter().map(|l| l.pid)),
+        i64s(loc.iter().map(|l| l.device)),
+    ])
+}
+
+/// Writes a table that is not an event table, whole, in chunks.
+fn table(
+    ctx: &Ctx,
+    tables: &mut BTreeMap<String, TableInfo>,
+    def: &TableDef,
+    rows: usize,
+    columns: impl Fn(Range<usize>) -> Result<Vec<ArrayRef>, ArrowError>,
+) -> Result<()> {
+    let mut file = TableFile::create(ctx, def)?;
+    let mut start = 0;
+    while start < rows {
+        let end = rows.min(start + CHUNK_ROWS);
+        file.write(columns(start..end))?;
+        start = end;
+    }
+    let written = file.close()?;
+    put_table(tables, def, written);
+    Ok(())
+}
+
+/// Writes the strings, ranks, processes, tracks, flows and devices tables.
+fn write_other_tables(
+    trace: &Trace,
+    ctx: &Ctx,
+    tables: &mut BTreeMap<String, TableInfo>,
+) -> Result<()> {
+    table(ctx, tables, &schema::STRINGS, trace.strings.len(), |r| {
         Ok(vec![
             ids(r.clone()),
             Arc::new(StringArray::from_iter_values(
@@ -340,17 +857,7 @@ fn write_tables(trace: &Trace, dir: &Path) -> Result<()> {
             )),
         ])
     })?;
-    put(&schema::STRINGS, trace.strings.len());
-
-    ctx.table(&schema::ARGS, trace.args.len(), |r| {
-        Ok(vec![
-            ids(r.clone()),
-            Arc::new(StringArray::from_iter_values(trace.args.range(r.clone()))),
-        ])
-    })?;
-    put(&schema::ARGS, trace.args.len());
-
-    ctx.table(&schema::RANKS, trace.ranks.len(), |r| {
+    table(ctx, tables, &schema::RANKS, trace.ranks.len(), |r| {
         let rows = &trace.ranks[r.clone()];
         let notes: Vec<Option<String>> = rows
             .iter()
@@ -367,20 +874,24 @@ fn write_tables(trace: &Trace, dir: &Path) -> Result<()> {
             strs(notes.iter().map(Option::as_deref)),
         ])
     })?;
-    put(&schema::RANKS, trace.ranks.len());
 
-    ctx.table(&schema::PROCESSES, trace.processes.len(), |r| {
-        let rows = &trace.processes[r];
-        Ok(vec![
-            u32s(rows.iter().map(|x| Some(x.rank.0))),
-            i64s(rows.iter().map(|x| Some(x.pid))),
-            strs(rows.iter().map(|x| x.name.as_deref())),
-            strs(rows.iter().map(|x| x.labels.as_deref())),
-        ])
-    })?;
-    put(&schema::PROCESSES, trace.processes.len());
+    table(
+        ctx,
+        tables,
+        &schema::PROCESSES,
+        trace.processes.len(),
+        |r| {
+            let rows = &trace.processes[r];
+            Ok(vec![
+                u32s(rows.iter().map(|x| Some(x.rank.0))),
+                i64s(rows.iter().map(|x| Some(x.pid))),
+                strs(rows.iter().map(|x| x.name.as_deref())),
+                strs(rows.iter().map(|x| x.labels.as_deref())),
+            ])
+        },
+    )?;
 
-    ctx.table(&schema::TRACKS, trace.tracks.len(), |r| {
+    table(ctx, tables, &schema::TRACKS, trace.tracks.len(), |r| {
         let rows = &trace.tracks[r.clone()];
         let loc: Vec<Location> = rows.iter().map(Location::of).collect();
         let kinds = rows.iter().map(|t| Some(kind_code(&t.kind)));
@@ -412,69 +923,8 @@ fn write_tables(trace: &Trace, dir: &Path) -> Result<()> {
             i64s(rows.iter().map(|t| t.sort_index)),
         ])
     })?;
-    put(&schema::TRACKS, trace.tracks.len());
 
-    ctx.table(&schema::SPANS, trace.spans.len(), |r| {
-        let rows = &trace.spans[r.clone()];
-        let loc: Vec<&Location> = rows.iter().map(|s| ctx.location(s.track.0)).collect();
-        Ok(vec![
-            ids(r),
-            u32s(rows.iter().map(|s| Some(s.track.0))),
-            i64s(rows.iter().map(|s| Some(s.start))),
-            i64s(rows.iter().map(|s| Some(s.end))),
-            i64s(rows.iter().map(|s| Some(s.end.saturating_sub(s.start)))),
-            dict(rows.iter().map(|s| Some(s.name.0)), &ctx.strings)?,
-            dict(rows.iter().map(|s| Some(s.category.0)), &ctx.strings)?,
-            dict(rows.iter().map(|s| Some(level_code(s.level))), &ctx.levels)?,
-            u64s(rows.iter().map(|s| s.correlation)),
-            u64s(rows.iter().map(|s| s.external_id)),
-            u32s(rows.iter().map(|s| s.args.map(|a| a.0))),
-            u32s(loc.iter().map(|l| Some(l.rank))),
-            i64s(loc.iter().map(|l| l.pid)),
-            i64s(loc.iter().map(|l| l.tid)),
-            i64s(loc.iter().map(|l| l.device)),
-            i64s(loc.iter().map(|l| l.queue)),
-        ])
-    })?;
-    put(&schema::SPANS, trace.spans.len());
-
-    ctx.table(&schema::INSTANTS, trace.instants.len(), |r| {
-        let rows = &trace.instants[r.clone()];
-        let loc: Vec<&Location> = rows.iter().map(|s| ctx.location(s.track.0)).collect();
-        Ok(vec![
-            ids(r),
-            u32s(rows.iter().map(|s| Some(s.track.0))),
-            i64s(rows.iter().map(|s| Some(s.ts))),
-            dict(rows.iter().map(|s| Some(s.name.0)), &ctx.strings)?,
-            dict(rows.iter().map(|s| Some(s.category.0)), &ctx.strings)?,
-            dict(rows.iter().map(|s| Some(level_code(s.level))), &ctx.levels)?,
-            u32s(rows.iter().map(|s| s.args.map(|a| a.0))),
-            u32s(loc.iter().map(|l| Some(l.rank))),
-            i64s(loc.iter().map(|l| l.pid)),
-            i64s(loc.iter().map(|l| l.tid)),
-            i64s(loc.iter().map(|l| l.device)),
-            i64s(loc.iter().map(|l| l.queue)),
-        ])
-    })?;
-    put(&schema::INSTANTS, trace.instants.len());
-
-    ctx.table(&schema::COUNTERS, trace.counters.len(), |r| {
-        let rows = &trace.counters[r];
-        let loc: Vec<&Location> = rows.iter().map(|s| ctx.location(s.track.0)).collect();
-        Ok(vec![
-            u32s(rows.iter().map(|c| Some(c.track.0))),
-            i64s(rows.iter().map(|c| Some(c.ts))),
-            Arc::new(Float64Array::from_iter_values(rows.iter().map(|c| c.value))),
-            dict(counter_keys(rows, &loc), &ctx.counter_names)?,
-            dict(counter_keys(rows, &loc), &ctx.counter_units)?,
-            u32s(loc.iter().map(|l| Some(l.rank))),
-            i64s(loc.iter().map(|l| l.pid)),
-            i64s(loc.iter().map(|l| l.device)),
-        ])
-    })?;
-    put(&schema::COUNTERS, trace.counters.len());
-
-    ctx.table(&schema::FLOWS, trace.flows.len(), |r| {
+    table(ctx, tables, &schema::FLOWS, trace.flows.len(), |r| {
         let rows = &trace.flows[r];
         let end = |pick: fn(&strato_trace::Flow) -> Option<&FlowEnd>| {
             (
@@ -488,9 +938,11 @@ fn write_tables(trace: &Trace, dir: &Path) -> Result<()> {
         };
         let (from_track, from_ts, from_span) = end(|f| f.from.as_ref());
         let (to_track, to_ts, to_span) = end(|f| f.to.as_ref());
+        let mut texts = ChunkStrings::new(&trace.strings);
+        let categories = texts.keyed(rows.iter().map(|f| f.category));
         Ok(vec![
             u64s(rows.iter().map(|f| Some(f.id))),
-            dict(rows.iter().map(|f| Some(f.category.0)), &ctx.strings)?,
+            dict(categories.into_iter(), &texts.dictionary())?,
             from_track,
             from_ts,
             from_span,
@@ -499,9 +951,8 @@ fn write_tables(trace: &Trace, dir: &Path) -> Result<()> {
             to_span,
         ])
     })?;
-    put(&schema::FLOWS, trace.flows.len());
 
-    ctx.table(&schema::DEVICES, trace.devices.len(), |r| {
+    table(ctx, tables, &schema::DEVICES, trace.devices.len(), |r| {
         let rows = &trace.devices[r];
         Ok(vec![
             u32s(rows.iter().map(|d| d.rank.map(|x| x.0))),
@@ -518,18 +969,8 @@ fn write_tables(trace: &Trace, dir: &Path) -> Result<()> {
             strs(rows.iter().map(|d| d.extra_json.as_deref())),
         ])
     })?;
-    put(&schema::DEVICES, trace.devices.len());
 
-    let metadata = Metadata::new(trace.clock.clone(), tables);
-    let path = dir.join(meta::METADATA_FILE);
-    let text = serde_json::to_string_pretty(&metadata)
-        .map_err(|e| StoreError::new(&path, StoreErrorKind::Metadata(e.to_string())))?;
-    let mut file = File::create(&path).map_err(|e| StoreError::new(&path, e))?;
-    file.write_all(text.as_bytes())
-        .and_then(|()| file.write_all(b"\n"))
-        .and_then(|()| file.sync_all())
-        .map_err(|e| StoreError::new(&path, e))?;
-    sync_dir(dir)
+    Ok(())
 }
 
 /// Where a track is, flattened for the convenience columns.
@@ -575,12 +1016,12 @@ impl Location {
     }
 }
 
-/// What every table writer shares: the target directory, the dictionaries, track locations.
+/// What every table writer shares: the target directory, the fixed dictionaries, and what is
+/// known of the tracks so far (their locations and counter names), kept in step with the
+/// trace by [`Ctx::sync`].
 struct Ctx {
     dir: PathBuf,
     props: WriterProperties,
-    /// The whole string table: the dictionary of name/category columns, keyed by `StrId`.
-    strings: ArrayRef,
     /// Level names keyed by [`level_code`].
     levels: ArrayRef,
     /// Track kind names keyed by [`kind_code`].
@@ -592,14 +1033,38 @@ struct Ctx {
 }
 
 impl Ctx {
-    fn new(trace: &Trace, dir: &Path) -> Result<Ctx> {
+    fn new(dir: &Path) -> Ctx {
+        let empty: ArrayRef = Arc::new(StringArray::from_iter_values(std::iter::empty::<&str>()));
+        Ctx {
+            dir: dir.to_path_buf(),
+            props: writer_properties(),
+            levels: Arc::new(StringArray::from_iter_values(
+                Level::ALL.iter().map(|l| l.as_str()),
+            )),
+            kinds: Arc::new(StringArray::from_iter_values(KINDS)),
+            counter_names: empty.clone(),
+            counter_units: empty,
+            locations: Vec::new(),
+        }
+    }
+
+    /// Catches up with the tracks `trace` has now (tracks are only ever appended, and a
+    /// track's kind never changes).
+    fn sync(&mut self, trace: &Trace) -> Result<()> {
         if i32::try_from(trace.strings.len()).is_err() || i32::try_from(trace.tracks.len()).is_err()
         {
             return Err(StoreError::new(
-                dir,
+                &self.dir,
                 StoreErrorKind::InvalidTrace("more than 2^31 strings or tracks".into()),
             ));
         }
+        if trace.tracks.len() == self.locations.len() {
+            return Ok(());
+        }
+        let known = self.locations.len().min(trace.tracks.len());
+        self.locations.truncate(known);
+        self.locations
+            .extend(trace.tracks[known..].iter().map(Location::of));
         let counter_field = |f: for<'x> fn(&'x str, &'x str) -> &'x str| -> ArrayRef {
             Arc::new(StringArray::from_iter_values(trace.tracks.iter().map(
                 |t| match &t.kind {
@@ -608,20 +1073,9 @@ impl Ctx {
                 },
             )))
         };
-        Ok(Ctx {
-            dir: dir.to_path_buf(),
-            props: writer_properties(),
-            strings: Arc::new(StringArray::from_iter_values(
-                trace.strings.iter().map(|(_, s)| s),
-            )),
-            levels: Arc::new(StringArray::from_iter_values(
-                Level::ALL.iter().map(|l| l.as_str()),
-            )),
-            kinds: Arc::new(StringArray::from_iter_values(KINDS)),
-            counter_names: counter_field(|name, _| name),
-            counter_units: counter_field(|_, unit| unit),
-            locations: trace.tracks.iter().map(Location::of).collect(),
-        })
+        self.counter_names = counter_field(|name, _| name);
+        self.counter_units = counter_field(|_, unit| unit);
+        Ok(())
     }
 
     fn location(&self, track: u32) -> &Location {
@@ -635,42 +1089,6 @@ impl Ctx {
             counter: false,
         };
         self.locations.get(track as usize).unwrap_or(&NOWHERE)
-    }
-
-    /// Writes `def` with `rows` rows, asking `columns` for one chunk of rows at a time, and
-    /// fsyncs the file. A table with no rows is still written, with its full schema.
-    fn table(
-        &self,
-        def: &TableDef,
-        rows: usize,
-        columns: impl Fn(Range<usize>) -> Result<Vec<ArrayRef>, ArrowError>,
-    ) -> Result<()> {
-        let path = self.dir.join(def.file());
-        let parquet_err = |e: parquet::errors::ParquetError| {
-            StoreError::new(&path, StoreErrorKind::Parquet(e.to_string()))
-        };
-        let arrow_err =
-            |e: ArrowError| StoreError::new(&path, StoreErrorKind::Parquet(e.to_string()));
-        let schema = def.schema();
-        let file = File::create(&path).map_err(|e| StoreError::new(&path, e))?;
-        let mut writer = ArrowWriter::try_new(file, schema.clone(), Some(self.props.clone()))
-            .map_err(parquet_err)?;
-        let mut start = 0;
-        while start < rows {
-            let end = rows.min(start + CHUNK_ROWS);
-            let batch =
-                RecordBatch::try_new(schema.clone(), columns(start..end).map_err(arrow_err)?)
-                    .map_err(arrow_err)?;
-            writer.write(&batch).map_err(parquet_err)?;
-            // The writer holds the open row group's encoded pages: close it early when wide
-            // rows (args texts) would make it large.
-            if writer.memory_size() > ROW_GROUP_BYTES {
-                writer.flush().map_err(parquet_err)?;
-            }
-            start = end;
-        }
-        let file = writer.into_inner().map_err(parquet_err)?;
-        file.sync_all().map_err(|e| StoreError::new(&path, e))
     }
 }
 

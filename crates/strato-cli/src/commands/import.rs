@@ -1,12 +1,14 @@
 //! `strato import`: traces into a profile directory (Parquet tables + metadata.json), secrets
 //! redacted unless `--keep-secrets`.
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
+use strato_io::ImportOptions;
+use strato_trace::Trace;
 
 use crate::ctx::Ctx;
-use crate::input::load;
+use crate::input::{load, stream_file};
 
 // Arguments of `strato import` (its help text is on the variant in `app.rs`).
 #[derive(clap::Args, Debug)]
@@ -22,8 +24,51 @@ pub struct ImportArgs {
 /// Runs `strato import`.
 pub fn run(args: ImportArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()> {
     let ImportArgs { inputs, output } = args;
-    let trace = load(&inputs, &ctx.import_options(true)?)?;
-    let redacted = strato_io::redact::redacted_names(&trace);
+    let options = ctx.import_options(true)?;
+    if let [input] = inputs.as_slice() {
+        if let Some(written) = import_streaming(input, &output, &options)? {
+            return report(out, &output, &written);
+        }
+    }
+    let trace = load(&inputs, &options)?;
+    note_redacted(&trace);
+    strato_store::write(&trace, &output)?;
+    let written = Written {
+        ranks: trace.ranks.len(),
+        rows: strato_store::WrittenRows {
+            spans: trace.spans.len() as u64,
+            instants: trace.instants.len() as u64,
+            counter_samples: trace.counters.len() as u64,
+            flows: trace.flows.len() as u64,
+            args: trace.args.len() as u64,
+        },
+    };
+    report(out, &output, &written)
+}
+
+/// What was written: the summary line's figures.
+struct Written {
+    ranks: usize,
+    rows: strato_store::WrittenRows,
+}
+
+fn report(out: &mut impl Write, output: &Path, written: &Written) -> Result<()> {
+    let rows = &written.rows;
+    writeln!(
+        out,
+        "wrote {}: {} ranks, {} spans, {} instants, {} counter samples, {} flows",
+        output.display(),
+        written.ranks,
+        rows.spans,
+        rows.instants,
+        rows.counter_samples,
+        rows.flows
+    )?;
+    Ok(())
+}
+
+fn note_redacted(trace: &Trace) {
+    let redacted = strato_io::redact::redacted_names(trace);
     if !redacted.is_empty() {
         eprintln!(
             "strato: note: redacted secret-looking values in the sources' metadata: {} \
@@ -31,16 +76,41 @@ pub fn run(args: ImportArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()> {
             redacted.join(", ")
         );
     }
-    strato_store::write(&trace, &output)?;
-    writeln!(
-        out,
-        "wrote {}: {} ranks, {} spans, {} instants, {} counter samples, {} flows",
-        output.display(),
-        trace.ranks.len(),
-        trace.spans.len(),
-        trace.instants.len(),
-        trace.counters.len(),
-        trace.flows.len()
-    )?;
-    Ok(())
+}
+
+/// Imports one Chrome/Kineto JSON file straight into the profile: its events go to the
+/// store's row groups as they are read ([`strato_io::import_file_streaming`],
+/// [`strato_store::ProfileWriter`]), so the whole trace is never held. The profile is the one
+/// the in-memory path writes, byte for byte. `None` for an input that does not stream (not a
+/// regular Chrome JSON file, or a TensorFlow trace viewer file): nothing is left behind and
+/// the caller imports it whole.
+fn import_streaming(
+    input: &Path,
+    output: &Path,
+    options: &ImportOptions,
+) -> Result<Option<Written>> {
+    if !input.is_file() {
+        return Ok(None);
+    }
+    let mut writer = strato_store::ProfileWriter::create(output)?;
+    let mut failed: Option<strato_store::StoreError> = None;
+    let mut sink = |trace: &mut Trace| {
+        writer.write_events(trace).map_err(|e| {
+            let message = e.to_string();
+            failed = Some(e);
+            message
+        })
+    };
+    let mut trace = match stream_file(input, options, &mut sink) {
+        Ok(Some(trace)) => trace,
+        // The writer's temporary directory goes with it.
+        Ok(None) => return Ok(None),
+        Err(e) => return Err(failed.map_or_else(|| e.into(), Into::into)),
+    };
+    note_redacted(&trace);
+    let rows = writer.finish(&mut trace)?;
+    Ok(Some(Written {
+        ranks: trace.ranks.len(),
+        rows,
+    }))
 }

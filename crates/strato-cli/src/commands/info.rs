@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use anyhow::Result;
 
 use crate::ctx::Ctx;
-use crate::input::load;
+use strato_analysis::info::{info_with, EventCounts, TraceInfo};
+
+use crate::input::{load, stream_file};
 
 // Arguments of `strato info` (its help text is on the variant in `app.rs`).
 #[derive(clap::Args, Debug)]
@@ -18,11 +20,36 @@ pub struct InfoArgs {
     json: bool,
 }
 
+/// The trace (for its tables) and its summary. One Chrome/Kineto JSON file streams: its
+/// events are counted as they are read ([`EventCounts`]) and never kept.
+fn summarise(
+    inputs: &[PathBuf],
+    options: &strato_io::ImportOptions,
+) -> Result<(strato_trace::Trace, TraceInfo)> {
+    if let [input] = inputs {
+        let mut counts = EventCounts::default();
+        let mut sink = |trace: &mut strato_trace::Trace| {
+            counts.add(trace);
+            trace.spans.clear();
+            trace.instants.clear();
+            trace.counters.clear();
+            trace.args = Default::default();
+            Ok(())
+        };
+        if let Some(trace) = stream_file(input, options, &mut sink)? {
+            let info = info_with(&trace, counts);
+            return Ok((trace, info));
+        }
+    }
+    let trace = load(inputs, options)?;
+    let info = strato_analysis::info::info(&trace);
+    Ok((trace, info))
+}
+
 /// Runs `strato info`.
 pub fn run(args: InfoArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()> {
     let InfoArgs { inputs, json } = args;
-    let trace = load(&inputs, &ctx.import_options(false)?)?;
-    let info = strato_analysis::info::info(&trace);
+    let (trace, info) = summarise(&inputs, &ctx.import_options(false)?)?;
     let redacted = strato_io::redact::redacted_names(&trace);
     let shared_ranks = crate::input::shared_rank_claims(&trace);
     if json {
