@@ -241,7 +241,8 @@ mod tests {
     #[test]
     fn a_single_rank_gives_no_evidence() {
         let mut b = TraceBuilder::new();
-        let d = b.device_queue(rank(0), 0, 7);
+        b.rank(rank(Some(0), "r0"));
+        let d = b.queue(0, 7);
         b.span(d, Level::DeviceKernel, "ncclKernel_AllReduce", 0, 10);
         assert!(CrossRankEvidence::from_trace(&b.build()).is_none());
     }
@@ -251,12 +252,14 @@ mod tests {
         // Rank 0, device 0: all-reduce [0, 100) beside a gemm [20, 50) on another stream:
         // 70 exposed of 100. Rank 1: all-reduce [0, 100) under a gemm [0, 100): none exposed.
         let mut b = TraceBuilder::new();
-        let a7 = b.device_queue(rank(0), 0, 7);
-        let a8 = b.device_queue(rank(0), 0, 8);
+        b.rank(rank(Some(0), "r0"));
+        let a7 = b.queue(0, 7);
+        let a8 = b.queue(0, 8);
         b.span(a8, Level::DeviceKernel, "ncclKernel_AllReduce", 0, 100);
         b.span(a7, Level::DeviceKernel, "gemm", 20, 50);
-        let b7 = b.device_queue(rank(1), 0, 7);
-        let b8 = b.device_queue(rank(1), 0, 8);
+        b.rank(rank(Some(1), "r1"));
+        let b7 = b.queue(0, 7);
+        let b8 = b.queue(0, 8);
         b.span(b8, Level::DeviceKernel, "ncclKernel_AllReduce", 0, 100);
         b.span(b7, Level::DeviceKernel, "gemm", 0, 100);
         let evidence = CrossRankEvidence::from_trace(&b.build()).expect("two ranks");
