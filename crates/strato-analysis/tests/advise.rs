@@ -524,8 +524,9 @@ fn synthetic_step_breakdown_conserves_and_names_the_bottleneck() {
 
 /// The multi-rank rules on the 8 real DLRM ranks: the evidence exists, its parts conserve
 /// (exposed intervals lie inside their kernels and add up to at most their time; a straggler's
-/// excess is within its step), and the straggler the evidence ranks first is the rank the
-/// collectives analysis finds arriving last most often (a different measure: arrival order).
+/// excess is within its step), and the straggler the evidence ranks first is the rank that
+/// imposes the most wait in `strato collectives` (lateness beyond the median arrival there,
+/// waits imposed on every peer here).
 #[test]
 fn multi_rank_rules_on_the_dlrm_ranks() {
     let dir =
@@ -558,7 +559,7 @@ fn multi_rank_rules_on_the_dlrm_ranks() {
     assert!(!stragglers.is_empty());
     for s in &stragglers {
         assert!(s.excess_ns > 0 && s.excess_ns <= s.end_ns - s.start_ns);
-        assert_eq!(s.step, 10);
+        assert!(s.median_ns > 0);
     }
     let worst = stragglers.iter().max_by_key(|s| s.excess_ns).unwrap();
     let coll = strato_analysis::collectives::collectives(&trace, &Default::default());

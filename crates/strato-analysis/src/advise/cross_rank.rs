@@ -1,15 +1,15 @@
 //! [`CrossRankEvidence`]: the [`MultiRankEvidence`] the multi-rank rules consume, computed
 //! from a trace of several ranks with the collectives analysis ([`crate::collectives`]).
 //!
-//! - **Stragglers** compare ranks step by step. Steps are the `ProfilerStep#N` spans of each
-//!   rank's CPU, aligned across ranks by their name (the same `N`). A straggler is not the
-//!   rank with the longest step — in synchronous data parallelism every rank's step lasts as
-//!   long as the slowest one's, because the others wait for it in the collectives — but the
-//!   rank that *worked* longest: a rank's work in a step is the step's duration minus the time
-//!   its collective kernels waited for the last peer (the collectives analysis's `wait_ns`,
-//!   on the aligned clock), collectives assigned to the step their CPU launch (else their
-//!   kernel start) falls in. The excess is the work minus the median work of the ranks that
-//!   have the step; steps present on fewer than two ranks are skipped.
+//! - **Stragglers** are the ranks the others wait for. Step durations alone cannot name them:
+//!   in synchronous data parallelism every rank's step lasts as long as the slowest one's,
+//!   and a rank's lateness can build up between its step annotations. So the evidence comes
+//!   from the collectives matched across ranks (the collectives analysis, on its aligned
+//!   clock): in each complete instance the last rank's lateness is its arrival minus the
+//!   median arrival of the other members; lateness is summed per (rank, step), the step being that
+//!   rank's `ProfilerStep#N` span holding the collective's CPU launch (else its kernel start;
+//!   outside every step, the step before), and compared with the median duration of that step
+//!   (same `N`) over the ranks. A rank without steps has one window, its whole extent.
 //! - **Exposed communication** is, for each communication kernel (HTA's classes,
 //!   [`crate::gpu_time::kernel_class`]), the part of it that no computation kernel of the same
 //!   rank and device overlapped (any stream), grouped per (rank, kernel name).
@@ -63,89 +63,125 @@ fn job_rank(trace: &Trace, rank: strato_trace::RankId) -> i64 {
 }
 
 fn stragglers(trace: &Trace) -> Vec<StragglerObservation> {
-    // Steps per rank: name -> (start, end).
+    // Steps per rank, in time order: (start, end, name). A rank without steps has one window:
+    // the extent of its spans.
     let mut steps: Vec<Vec<(Ns, Ns, String)>> = vec![Vec::new(); trace.ranks.len()];
+    let mut extent: Vec<Option<(Ns, Ns)>> = vec![None; trace.ranks.len()];
     for span in &trace.spans {
         let track = trace.track(span.track);
+        let r = track.rank.0 as usize;
+        if let Some(e) = extent.get_mut(r) {
+            let w = e.get_or_insert((span.start, span.end));
+            w.0 = w.0.min(span.start);
+            w.1 = w.1.max(span.end);
+        }
         if track.is_device() {
             continue;
         }
         let name = trace.str(span.name);
-        if name.starts_with("ProfilerStep#") {
-            if let Some(list) = steps.get_mut(track.rank.0 as usize) {
+        if name.starts_with(STEP_PREFIX) {
+            if let Some(list) = steps.get_mut(r) {
                 list.push((span.start, span.end, name.to_owned()));
             }
         }
     }
-    for list in &mut steps {
+    for (r, list) in steps.iter_mut().enumerate() {
         list.sort_by_key(|s| (s.0, s.1));
-    }
-    // Collective waits charged to the step of each member's launch (else kernel start).
-    let mut waited: Vec<Vec<Ns>> = steps.iter().map(|l| vec![0; l.len()]).collect();
-    let report = collectives(trace, &CollectivesOptions::default());
-    for instance in &report.instances {
-        for m in &instance.members {
-            let Some(wait) = m.wait_ns else { continue };
-            let at = m
-                .launch
-                .map(|id| trace.spans[id.0 as usize].start)
-                .unwrap_or(trace.spans[m.kernel.0 as usize].start);
-            let Some(list) = steps.get(m.rank.0 as usize) else {
-                continue;
-            };
-            let k = list.partition_point(|s| s.0 <= at);
-            if k > 0 && at < list[k - 1].1 {
-                waited[m.rank.0 as usize][k - 1] += wait;
+        if list.is_empty() {
+            if let Some((start, end)) = extent[r] {
+                list.push((start, end, WINDOW.to_owned()));
             }
         }
     }
-    // Work per (step name, rank).
-    let mut by_step: FxHashMap<&str, Vec<(usize, usize, Ns)>> = FxHashMap::default();
-    for (r, list) in steps.iter().enumerate() {
-        for (k, (start, end, name)) in list.iter().enumerate() {
-            let work = end
-                .saturating_sub(*start)
-                .saturating_sub(waited[r][k])
-                .max(0);
-            by_step.entry(name.as_str()).or_default().push((r, k, work));
-        }
-    }
-    let mut out = Vec::new();
-    for (name, mut ranks) in by_step {
-        if ranks.len() < 2 {
+    // Lateness of each complete instance's last rank (its arrival minus the median arrival of
+    // the other members), charged to that rank's step holding the launch (else the kernel start).
+    let mut late: FxHashMap<(usize, usize), Ns> = FxHashMap::default();
+    let report = collectives(trace, &CollectivesOptions::default());
+    for instance in report.instances.iter().filter(|i| i.complete) {
+        let (Some(last_rank), Some(last_arrival)) = (instance.last_rank, instance.last_arrival)
+        else {
+            continue;
+        };
+        let Some(member) = instance.members.iter().find(|m| m.rank == last_rank) else {
+            continue;
+        };
+        let mut others: Vec<Ns> = instance
+            .members
+            .iter()
+            .filter(|m| m.rank != last_rank)
+            .map(|m| m.start)
+            .collect();
+        if others.is_empty() {
             continue;
         }
-        let step: usize = name
-            .trim_start_matches("ProfilerStep#")
-            .parse()
-            .unwrap_or_default();
-        let mut works: Vec<Ns> = ranks.iter().map(|r| r.2).collect();
-        works.sort_unstable();
-        let n = works.len();
-        let median = if n % 2 == 1 {
-            works[n / 2]
-        } else {
-            works[n / 2 - 1] + (works[n / 2] - works[n / 2 - 1]) / 2
-        };
-        ranks.sort_unstable_by_key(|r| r.0);
-        for (r, k, work) in ranks {
-            let excess = work - median;
-            if excess <= 0 {
-                continue;
-            }
-            let (start, end, _) = &steps[r][k];
-            out.push(StragglerObservation {
+        others.sort_unstable();
+        let lateness = last_arrival - median(&others);
+        if lateness <= 0 {
+            continue;
+        }
+        let at = member
+            .launch
+            .map(|id| trace.spans[id.0 as usize].start)
+            .unwrap_or(trace.spans[member.kernel.0 as usize].start);
+        let r = last_rank.0 as usize;
+        let Some(list) = steps.get(r) else { continue };
+        let k = list.partition_point(|s| s.0 <= at);
+        // Outside every step: the nearest step before (or the first).
+        let k = k.saturating_sub(1);
+        if !list.is_empty() {
+            *late.entry((r, k)).or_default() += lateness;
+        }
+    }
+    // Median step duration per step name over the ranks that have it.
+    let mut durations: FxHashMap<&str, Vec<Ns>> = FxHashMap::default();
+    for list in &steps {
+        for (start, end, name) in list {
+            durations
+                .entry(name.as_str())
+                .or_default()
+                .push(end - start);
+        }
+    }
+    let medians: FxHashMap<&str, Ns> = durations
+        .into_iter()
+        .map(|(name, mut d)| {
+            d.sort_unstable();
+            (name, median(&d))
+        })
+        .collect();
+    let mut out: Vec<StragglerObservation> = late
+        .into_iter()
+        .map(|((r, k), excess)| {
+            let (start, end, name) = &steps[r][k];
+            StragglerObservation {
                 rank: job_rank(trace, strato_trace::RankId(r as u32)),
-                step,
+                step: name
+                    .strip_prefix(STEP_PREFIX)
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(k),
                 start_ns: *start,
                 end_ns: *end,
                 excess_ns: excess.min(end - start),
-                median_ns: median,
-            });
-        }
-    }
+                median_ns: medians.get(name.as_str()).copied().unwrap_or(end - start),
+            }
+        })
+        .collect();
     out.sort_by_key(|o| (o.rank, o.step));
     out
+}
+
+const STEP_PREFIX: &str = "ProfilerStep#";
+/// The pseudo-step of a rank without `ProfilerStep#N` spans: its whole extent.
+const WINDOW: &str = "(whole trace)";
+
+/// Median of a sorted, non-empty slice (the lower middle's midpoint for even lengths).
+fn median(sorted: &[Ns]) -> Ns {
+    let n = sorted.len();
+    if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        sorted[n / 2 - 1] + (sorted[n / 2] - sorted[n / 2 - 1]) / 2
+    }
 }
 
 fn exposed(trace: &Trace) -> Vec<ExposedCommunication> {
@@ -245,6 +281,51 @@ mod tests {
         let d = b.queue(0, 7);
         b.span(d, Level::DeviceKernel, "ncclKernel_AllReduce", 0, 10);
         assert!(CrossRankEvidence::from_trace(&b.build()).is_none());
+    }
+
+    #[test]
+    fn the_late_rank_is_the_straggler_by_construction() {
+        // Three ranks, one step [0, 1100 us) each; an all-reduce whose kernels all end at
+        // 1000 us (clocks agree) and start at 100, 120 and 600 us: rank 2 is late by
+        // 600 - median(100, 120) = 490 us, against a median step of 1100 us.
+        const US: Ns = 1_000;
+        let mut b = TraceBuilder::new();
+        for (r, start) in [(0i64, 100 * US), (1, 120 * US), (2, 600 * US)] {
+            let mut info = rank(Some(r), &format!("rank{r}"));
+            info.world_size = Some(3);
+            b.rank(info);
+            let cpu = b.thread(100 + r, 1);
+            let gpu = b.queue(r, 20);
+            b.span(cpu, Level::Operation, "ProfilerStep#1", 0, 1100 * US);
+            b.span(
+                cpu,
+                Level::AcceleratorApi,
+                "cudaLaunchKernel",
+                start - 10 * US,
+                start - 9 * US,
+            )
+            .correlation(1);
+            b.span(
+                gpu,
+                Level::DeviceKernel,
+                "ncclKernel_AllReduce_RING_LL_Sum_float",
+                start,
+                1000 * US,
+            )
+            .correlation(1);
+        }
+        let evidence = CrossRankEvidence::from_trace(&b.build()).expect("three ranks");
+        assert_eq!(
+            evidence.stragglers,
+            vec![StragglerObservation {
+                rank: 2,
+                step: 1,
+                start_ns: 0,
+                end_ns: 1100 * US,
+                excess_ns: 490 * US,
+                median_ns: 1100 * US,
+            }]
+        );
     }
 
     #[test]
