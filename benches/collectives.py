@@ -32,6 +32,8 @@ import gzip
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+
+from _measure import measure  # noqa: E402  (benches/ is the script directory)
 DEFAULT_DIR = os.path.join(ROOT, "..", "shared", "data", "kineto", "param_dlrm8")
 
 HTA_SNIPPET = """
@@ -41,20 +43,6 @@ df = TraceAnalysis(trace_dir=sys.argv[1]).get_comm_comp_overlap(visualize=False)
 print(json.dumps({int(r): float(p) for r, p in zip(df["rank"], df["comp_comm_overlap_pctg"])}))
 """
 
-
-def measure(cmd, runs):
-    """Runs cmd `runs` times; returns (median wall s, min wall s, max peak RSS MiB, last stdout)."""
-    walls, rss, out = [], [], b""
-    for _ in range(runs):
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        out = proc.stdout.read()
-        _, status, usage = os.wait4(proc.pid, 0)
-        walls.append(time.perf_counter() - start)
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise SystemExit(f"failed: {' '.join(cmd)}")
-        rss.append(usage.ru_maxrss / 1024.0)
-    return statistics.median(walls), min(walls), max(rss), out.decode(errors="replace")
 
 
 def main():

@@ -22,6 +22,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+
+from _measure import measure  # noqa: E402  (benches/ is the script directory)
 DEFAULT_TRACE = os.path.join(ROOT, "..", "shared", "data", "kineto", "hta_df_index_resolver.json.gz")
 
 HTA_SNIPPET = """
@@ -39,20 +41,6 @@ with opener(sys.argv[1], 'rb') as f:
 print(len(doc['traceEvents']))
 """
 
-
-def measure(cmd, runs):
-    """Runs cmd `runs` times; returns (median wall s, min wall s, max peak RSS MiB, last stdout)."""
-    walls, rss, out = [], [], b""
-    for _ in range(runs):
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        out = proc.stdout.read()
-        _, status, usage = os.wait4(proc.pid, 0)
-        walls.append(time.perf_counter() - start)
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise SystemExit(f"failed: {' '.join(cmd)}")
-        rss.append(usage.ru_maxrss / 1024.0)
-    return statistics.median(walls), min(walls), max(rss), out.decode(errors="replace")
 
 
 def main():
