@@ -579,3 +579,54 @@ fn multi_rank_rules_on_the_dlrm_ranks() {
     let text = json.to_string();
     assert!(!text.contains("needs two or more ranks"), "{text:.400}");
 }
+
+/// The same trace recorded with another clock origin: every timestamp (spans, instants,
+/// counters, flow ends) shifted by an odd constant gives the same findings — same rules,
+/// times, shares, messages and evidence, the evidence moved by the shift. Over the real files
+/// whose rules fire most.
+#[test]
+fn findings_do_not_depend_on_the_clock_origin() {
+    const SHIFT: i64 = 1_000_000_007;
+    for rel in [
+        "kineto/kineto2021_resnet50_worker0.pt.trace.json.gz",
+        "kineto/hta_cuda_event_sync_trace.json.gz",
+        "nsys/pipit_cloverleaf_cuda.sqlite",
+    ] {
+        let Some(trace) = load(rel) else { continue };
+        let mut shifted = trace.clone();
+        for s in &mut shifted.spans {
+            s.start += SHIFT;
+            s.end += SHIFT;
+        }
+        for i in &mut shifted.instants {
+            i.ts += SHIFT;
+        }
+        for c in &mut shifted.counters {
+            c.ts += SHIFT;
+        }
+        for f in &mut shifted.flows {
+            for end in [&mut f.from, &mut f.to].into_iter().flatten() {
+                end.ts += SHIFT;
+            }
+        }
+        let (a, b) = (all(&trace), all(&shifted));
+        assert!(!a.findings.is_empty(), "{rel}");
+        assert_eq!(a.findings.len(), b.findings.len(), "{rel}");
+        for (x, y) in a.findings.iter().zip(&b.findings) {
+            assert_eq!(
+                (x.rule, x.time_ns, x.share_pct.to_bits(), &x.message),
+                (y.rule, y.time_ns, y.share_pct.to_bits(), &y.message),
+                "{rel}"
+            );
+            assert_eq!(x.evidence.len(), y.evidence.len(), "{rel} {}", x.rule);
+            for (e, f) in x.evidence.iter().zip(&y.evidence) {
+                assert_eq!(
+                    (e.start_ns + SHIFT, e.end_ns + SHIFT, &e.name, &e.kind),
+                    (f.start_ns, f.end_ns, &f.name, &f.kind),
+                    "{rel} {}",
+                    x.rule
+                );
+            }
+        }
+    }
+}
