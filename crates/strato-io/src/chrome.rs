@@ -509,10 +509,17 @@ impl<'p, 's> Builder<'p, 's> {
                     rank: Option<Loose>,
                     world_size: Option<Loose>,
                 }
+                // The file's own (first) rank, wherever the key stands: in a merged file the
+                // events before it may have switched `self.rank` to another rank.
                 if let Ok(d) = serde_json::from_str::<Dist>(&text) {
-                    let rank = &mut self.trace.ranks[self.rank.0 as usize];
+                    let rank = &mut self.trace.ranks[0];
                     rank.rank = d.rank.and_then(|r| r.as_i64());
                     rank.world_size = d.world_size.and_then(|w| w.as_i64());
+                    let world = rank.world_size;
+                    for &id in self.fused_ranks.values() {
+                        let fused = &mut self.trace.ranks[id.0 as usize];
+                        fused.world_size = fused.world_size.or(world);
+                    }
                 }
             }
             "deviceProperties" => {
@@ -524,7 +531,7 @@ impl<'p, 's> Builder<'p, 's> {
             }
             "host_name" | "hostname" => {
                 if let Ok(host) = serde_json::from_str::<String>(&text) {
-                    self.trace.ranks[self.rank.0 as usize].host = Some(host);
+                    self.trace.ranks[0].host = Some(host);
                 }
             }
             _ => {}
@@ -1548,6 +1555,30 @@ mod tests {
                 .count()
         };
         assert_eq!((kernels_of(0), kernels_of(1)), (2, 1));
+    }
+
+    #[test]
+    fn a_merged_files_distributed_info_after_its_events_is_the_first_ranks() {
+        // The last event is rank 1's; `distributedInfo` and `hostname` follow the events.
+        let trace = import_text(
+            r#"{"schemaVersion":1,"traceEvents":[
+            {"ph":"X","cat":"cpu_op","name":"a","pid":10,"tid":11,"ts":100,"dur":10,"args":{"rank":0,"pid_raw":10}},
+            {"ph":"X","cat":"cpu_op","name":"b","pid":100000010,"tid":11,"ts":100,"dur":10,"args":{"rank":1,"pid_raw":10}}
+            ],"distributedInfo":{"rank":0,"world_size":2},"hostname":"node0"}"#,
+        )
+        .unwrap();
+        trace.validate().unwrap();
+        assert_eq!(trace.ranks.len(), 2);
+        assert_eq!(
+            (trace.ranks[0].rank, trace.ranks[1].rank),
+            (Some(0), Some(1))
+        );
+        assert_eq!(
+            (trace.ranks[0].world_size, trace.ranks[1].world_size),
+            (Some(2), Some(2))
+        );
+        assert_eq!(trace.ranks[0].host.as_deref(), Some("node0"));
+        assert_eq!(trace.ranks[1].host, None);
     }
 
     #[test]
