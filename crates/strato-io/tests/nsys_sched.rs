@@ -17,9 +17,12 @@ fn real_file() -> PathBuf {
         .join("../../../shared/data/nsys/pipit_cloverleaf_cuda.sqlite")
 }
 
+/// Thread-state spans of each thread `(pid, tid)`: (start, end, name).
+type StatesByThread = BTreeMap<(i64, i64), Vec<(i64, i64, String)>>;
+
 /// Thread-state spans per thread `(pid, tid)`, sorted by start: (start, end, name).
-fn states(trace: &Trace) -> BTreeMap<(i64, i64), Vec<(i64, i64, String)>> {
-    let mut out: BTreeMap<(i64, i64), Vec<(i64, i64, String)>> = BTreeMap::new();
+fn states(trace: &Trace) -> StatesByThread {
+    let mut out: StatesByThread = BTreeMap::new();
     for s in &trace.spans {
         if trace.str(s.category) != nsys::THREAD_STATE_CATEGORY {
             continue;
@@ -65,11 +68,7 @@ fn expected_from_sql(path: &Path) -> (BTreeMap<i64, (i64, i64)>, i64) {
 
 /// The states of each thread follow each other without gap or overlap from its first to its
 /// last event (less the time after a switch-out that ended the thread).
-fn assert_tiles(
-    states: &BTreeMap<(i64, i64), Vec<(i64, i64, String)>>,
-    bounds: &BTreeMap<i64, (i64, i64)>,
-    offset: i64,
-) {
+fn assert_tiles(states: &StatesByThread, bounds: &BTreeMap<i64, (i64, i64)>, offset: i64) {
     for ((_, tid), spans) in states {
         for w in spans.windows(2) {
             assert_eq!(w[0].1, w[1].0, "tid {tid}: gap or overlap at {}", w[0].1);
@@ -203,7 +202,7 @@ fn nsys_synthetic_sched_events_give_the_states_known_by_construction() {
     trace.validate().unwrap();
     let got = states(&trace);
     let s = |a: i64, b: i64, n: &str| (a, b, n.to_owned());
-    let want: BTreeMap<(i64, i64), Vec<(i64, i64, String)>> = [
+    let want: StatesByThread = [
         (
             (42, 42),
             vec![
