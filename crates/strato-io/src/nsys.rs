@@ -2,8 +2,9 @@
 //!
 //! This module owns reading one nsys SQLite database into a [`Trace`] (one [`Rank`]): CUDA
 //! runtime calls, kernels, memcpys, memsets and synchronizations (CUPTI tables), CUDA memory
-//! allocations and frees, NVTX ranges and marks, OS runtime calls, profiler overhead, CPU
-//! samples, GPUs, thread and process names, the export metadata and the session clock. The
+//! allocations and frees, NVTX ranges and marks, OS runtime calls, thread states from the
+//! scheduling events (`SCHED_EVENTS`, as the live recorder's OS level writes them), profiler
+//! overhead, CPU samples, GPUs, thread and process names, the export metadata and the session clock. The
 //! table -> level mapping, the columns read and the clock convention are documented in
 //! `docs/formats/nsys.md`.
 //!
