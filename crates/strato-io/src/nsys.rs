@@ -927,8 +927,6 @@ impl<'a> Importer<'a> {
     /// (`sched_in_without_sched_out`) and a sched-out while the thread is already off CPU
     /// (`sched_out_without_sched_in`) are dropped and counted; so are rows without a thread
     /// (`sched_events_without_thread`) or a direction (`sched_events_without_direction`).
-    /// Switch-outs whose state and block reason say nothing (`blocked:other` by default) are
-    /// counted as `sched_out_cause_unknown`.
     fn sched_events(&mut self) -> rusqlite::Result<()> {
         let Some(mut q) = self.schema.select(SCHED) else {
             return Ok(());
@@ -1009,36 +1007,20 @@ impl<'a> Importer<'a> {
                     a
                 });
                 match now {
-                    OnCpu::On { since, args: on } => {
-                        emit(self, since, "running", on);
+                    // After running, or the thread's first event: its off-CPU state starts here.
+                    OnCpu::On { .. } | OnCpu::Unknown => {
+                        if let OnCpu::On { since, args: on } = now {
+                            emit(self, since, "running", on);
+                        }
                         match off {
                             OffCpu::Ended => OnCpu::Ended,
-                            OffCpu::State { state, known } => {
-                                if !known {
-                                    self.notes().count("sched_out_cause_unknown", 1);
-                                }
-                                OnCpu::Off {
-                                    since: ts,
-                                    state,
-                                    args,
-                                }
-                            }
-                        }
-                    }
-                    // The thread's first event: its off-CPU state starts here.
-                    OnCpu::Unknown => match off {
-                        OffCpu::Ended => OnCpu::Ended,
-                        OffCpu::State { state, known } => {
-                            if !known {
-                                self.notes().count("sched_out_cause_unknown", 1);
-                            }
-                            OnCpu::Off {
+                            OffCpu::State(state) => OnCpu::Off {
                                 since: ts,
                                 state,
                                 args,
-                            }
+                            },
                         }
-                    },
+                    }
                     off @ (OnCpu::Off { .. } | OnCpu::Ended) => {
                         self.notes().count("sched_out_without_sched_in", 1);
                         off
@@ -1827,9 +1809,8 @@ enum OnCpu {
 /// What a switch-out says about the time until the next switch-in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum OffCpu {
-    /// A thread-state name; `known` is false when neither the state nor the block reason said
-    /// anything (the `blocked:other` default).
-    State { state: &'static str, known: bool },
+    /// A thread-state name.
+    State(&'static str),
     /// The thread ended: no state after it.
     Ended,
 }
@@ -1839,7 +1820,7 @@ enum OffCpu {
 /// not the ids, so it holds when an export renumbers them). A block reason that names a cause
 /// wins; else the state: `Running` (switched out while runnable: preempted) is `runnable`,
 /// `Terminated` ends the thread, anything else (`Interruptible`, `Uninterruptible`, `Waiting`,
-/// `Unknown`, missing) is `blocked:other`. Block reasons:
+/// `Unknown`, missing: off CPU, cause not told) is `blocked:other`. Block reasons:
 /// - `runnable`: `NonBlocked`, `Preempted`, `QuantumEnd`, `DispatchInt`, `YieldExecution`,
 ///   `DeferredPreempt`, `ReadyToRun`;
 /// - `blocked:sleep`: `Nanosleep`, `DelayExecution`;
@@ -1867,19 +1848,9 @@ fn off_cpu_state(thread_state: Option<&str>, thread_block: Option<&str>) -> OffC
     };
     match (thread_state, by_block) {
         (Some("Terminated"), _) => OffCpu::Ended,
-        (_, Some(state)) => OffCpu::State { state, known: true },
-        (Some("Running"), None) => OffCpu::State {
-            state: "runnable",
-            known: true,
-        },
-        (Some("Interruptible" | "Uninterruptible" | "Waiting"), None) => OffCpu::State {
-            state: "blocked:other",
-            known: true,
-        },
-        _ => OffCpu::State {
-            state: "blocked:other",
-            known: false,
-        },
+        (_, Some(state)) => OffCpu::State(state),
+        (Some("Running"), None) => OffCpu::State("runnable"),
+        _ => OffCpu::State("blocked:other"),
     }
 }
 

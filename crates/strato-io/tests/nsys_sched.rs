@@ -125,17 +125,30 @@ fn nsys_real_sched_events_become_thread_states() {
     let notes = &trace.ranks[0].notes;
     assert_eq!(notes.get("sched_in_without_sched_out"), 0);
     assert_eq!(notes.get("sched_out_without_sched_in"), 0);
+    // Off-CPU spans: one per sched-out followed by a sched-in on the thread (none is
+    // Terminated), all `blocked:other` since no switch-out tells a cause.
     let conn = Connection::open(&path).unwrap();
-    let unknown: i64 = conn
+    let (off, unknown): (i64, i64) = conn
         .query_row(
-            "SELECT count(*) FROM SCHED_EVENTS s JOIN ENUM_SAMPLING_THREAD_STATE e \
-             ON e.id = s.threadState WHERE isSchedIn = 0 AND e.name = 'Unknown' \
-             AND threadBlock IS NULL",
+            "SELECT count(*), sum(e.name = 'Unknown' AND o.block IS NULL) FROM \
+             (SELECT isSchedIn AS i, threadState AS st, threadBlock AS block, lead(isSchedIn) \
+             OVER (PARTITION BY globalTid ORDER BY start, rowid) AS next FROM SCHED_EVENTS) o \
+             LEFT JOIN ENUM_SAMPLING_THREAD_STATE e ON e.id = o.st WHERE i = 0 AND next != 0",
             [],
-            |r| r.get(0),
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .unwrap();
-    assert_eq!(notes.get("sched_out_cause_unknown"), unknown as u64);
+    let blocked_other = states
+        .values()
+        .flatten()
+        .filter(|s| s.2 == "blocked:other")
+        .count() as i64;
+    assert_eq!(off, unknown);
+    assert_eq!(blocked_other, off);
+    assert_eq!(
+        running + off,
+        states.values().map(Vec::len).sum::<usize>() as i64
+    );
 }
 
 const G: i64 = 16_777_216 * 42;
@@ -230,11 +243,6 @@ fn nsys_synthetic_sched_events_give_the_states_known_by_construction() {
     let notes = &trace.ranks[0].notes;
     assert_eq!(notes.get("sched_in_without_sched_out"), 1);
     assert_eq!(notes.get("sched_out_without_sched_in"), 1);
-    assert_eq!(
-        notes.get("sched_out_cause_unknown"),
-        1,
-        "700 (990 is dropped)"
-    );
     assert_eq!(notes.get("sched_events_without_thread"), 1);
     assert_eq!(notes.get("sched_events_without_direction"), 1);
     assert_eq!(notes.events_read, 16);
@@ -245,7 +253,7 @@ fn nsys_synthetic_sched_events_give_the_states_known_by_construction() {
 #[test]
 fn nsys_sched_events_without_enums_or_columns_still_import() {
     // An export without the ENUM tables and without threadState/threadBlock columns: every
-    // off-CPU gap is blocked:other, counted as of unknown cause.
+    // off-CPU gap is blocked:other.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bare.sqlite");
     let conn = Connection::open(&path).unwrap();
@@ -267,5 +275,5 @@ fn nsys_sched_events_without_enums_or_columns_still_import() {
             (35, 40, "running".to_owned())
         ]
     );
-    assert_eq!(trace.ranks[0].notes.get("sched_out_cause_unknown"), 2);
+    assert!(trace.ranks[0].notes.is_empty());
 }
