@@ -68,3 +68,53 @@ fn nsys_sched_events_split_breakdown_rows_by_thread_state() {
     let rows = json["rows"].as_array().unwrap();
     assert!(rows.iter().all(|r| r.get("thread_state").is_some()));
 }
+
+#[test]
+fn nsys_thread_states_are_no_parents_in_the_hierarchy() {
+    // The same file with and without its SCHED_EVENTS: every other span keeps its parent, and
+    // the breakdown's transitions (which read the parents) are the same.
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data/nsys/pipit_cloverleaf_cuda.sqlite");
+    let with = import_paths(&[path], &ImportOptions::default()).unwrap();
+    let mut without = with.clone();
+    let keep: Vec<bool> = with
+        .spans
+        .iter()
+        .map(|s| with.str(s.category) != THREAD_STATE_CATEGORY)
+        .collect();
+    let mut k = keep.iter();
+    without.spans.retain(|_| *k.next().unwrap());
+    // Flows point at runtime calls and device ops, imported before the thread states, so their
+    // span indexes stay valid; map the other indexes.
+    let mut new_index = vec![None; keep.len()];
+    let mut n = 0u32;
+    for (i, &k) in keep.iter().enumerate() {
+        if k {
+            new_index[i] = Some(n);
+            n += 1;
+        }
+    }
+    let first_state = keep.iter().position(|k| !k).unwrap();
+    assert!(with.flows.iter().all(|f| [&f.from, &f.to].iter().all(|e| e
+        .as_ref()
+        .and_then(|e| e.span)
+        .is_none_or(|s| (s.0 as usize) < first_state))));
+    let a = Analyzed::new(&with);
+    let b = Analyzed::new(&without);
+    let (ha, hb) = (a.hierarchy(), b.hierarchy());
+    for (i, &k) in keep.iter().enumerate() {
+        if k {
+            let mapped = ha.parent[i].map(|p| new_index[p as usize].expect("parent is no state"));
+            assert_eq!(
+                mapped,
+                hb.parent[new_index[i].unwrap() as usize],
+                "span {i}"
+            );
+        } else {
+            assert_eq!(ha.parent[i], None);
+        }
+    }
+    let ta = &breakdown(&a, &BreakdownOptions::default()).processes[0].transitions;
+    let tb = &breakdown(&b, &BreakdownOptions::default()).processes[0].transitions;
+    assert_eq!(ta, tb);
+}
