@@ -277,3 +277,97 @@ fn nsys_sched_events_without_enums_or_columns_still_import() {
     );
     assert!(trace.ranks[0].notes.is_empty());
 }
+
+/// Copies the real file's `SCHED_EVENTS` (and the enums and thread names) into a new database, keeping each row
+/// with probability `keep_per_mille` / 1000 and writing them in a shuffled order (`seed`).
+fn real_rows_shuffled(path: &Path, seed: u64, keep_per_mille: u64) {
+    let src = Connection::open(real_file()).unwrap();
+    let mut rows: Vec<[Option<i64>; 6]> = Vec::new();
+    let mut stmt = src
+        .prepare(
+            "SELECT start, cpu, isSchedIn, globalTid, threadState, threadBlock FROM SCHED_EVENTS",
+        )
+        .unwrap();
+    let mut it = stmt.query([]).unwrap();
+    while let Some(r) = it.next().unwrap() {
+        rows.push(std::array::from_fn(|i| r.get(i).unwrap()));
+    }
+    // A small LCG: deterministic per seed, no extra dependency.
+    let mut state = seed | 1;
+    let mut next = move || {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        state >> 33
+    };
+    rows.retain(|_| next() % 1000 < keep_per_mille);
+    for i in (1..rows.len()).rev() {
+        rows.swap(i, (next() as usize) % (i + 1));
+    }
+    let mut conn = Connection::open(path).unwrap();
+    conn.execute_batch(&format!(
+        "ATTACH '{}' AS src;
+         CREATE TABLE ENUM_SAMPLING_THREAD_STATE AS SELECT * FROM src.ENUM_SAMPLING_THREAD_STATE;
+         CREATE TABLE ENUM_SCHEDULING_THREAD_BLOCK AS
+             SELECT * FROM src.ENUM_SCHEDULING_THREAD_BLOCK;
+         CREATE TABLE ThreadNames AS SELECT * FROM src.ThreadNames;
+         CREATE TABLE SCHED_EVENTS AS SELECT * FROM src.SCHED_EVENTS WHERE 0;
+         DETACH src;",
+        real_file().display()
+    ))
+    .unwrap();
+    let tx = conn.transaction().unwrap();
+    for r in &rows {
+        tx.execute(
+            "INSERT INTO SCHED_EVENTS VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            rusqlite::params_from_iter(r.iter()),
+        )
+        .unwrap();
+    }
+    tx.commit().unwrap();
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 12, ..Default::default() })]
+
+    /// Subsets of the real rows in any file order: per thread the states never overlap and stay
+    /// within its first and last event, `running` spans are the SQL count of sched-ins followed
+    /// by a sched-out, and the dropped double sched-ins are the SQL count of sched-ins followed
+    /// by a sched-in.
+    #[test]
+    fn nsys_real_sched_rows_subsets_and_orders(seed in proptest::prelude::any::<u64>(),
+                                              keep in 500u64..=1000) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("variant.sqlite");
+        real_rows_shuffled(&path, seed, keep);
+        let trace = nsys::import(&path, &ImportOptions::default()).unwrap();
+        trace.validate().unwrap();
+        let states = states(&trace);
+        let (bounds, paired) = expected_from_sql(&path);
+        let conn = Connection::open(&path).unwrap();
+        let double_in: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM (SELECT isSchedIn AS i, lead(isSchedIn) OVER \
+                 (PARTITION BY globalTid ORDER BY start, rowid) AS next FROM SCHED_EVENTS) \
+                 WHERE i != 0 AND next != 0",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        let offset = trace.clock.sources[0].offset_ns;
+        let running = states.values().flatten().filter(|s| s.2 == "running").count() as i64;
+        proptest::prop_assert_eq!(running, paired);
+        proptest::prop_assert_eq!(
+            trace.ranks[0].notes.get("sched_in_without_sched_out") as i64,
+            double_in
+        );
+        for ((_, tid), spans) in &states {
+            let (first, last) = bounds[tid];
+            for w in spans.windows(2) {
+                proptest::prop_assert!(w[0].1 <= w[1].0, "tid {} overlap at {}", tid, w[0].1);
+            }
+            proptest::prop_assert!(spans[0].0 >= first + offset);
+            proptest::prop_assert!(spans.last().unwrap().1 <= last + offset);
+        }
+    }
+}
