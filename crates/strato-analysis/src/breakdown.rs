@@ -240,7 +240,7 @@ pub fn breakdown(analyzed: &Analyzed, options: &BreakdownOptions) -> BreakdownRe
 }
 
 /// True when a thread-state span of `s`'s kind: the OS level's per-thread states.
-fn is_thread_state(trace: &Trace, s: &strato_trace::Span) -> bool {
+pub(crate) fn is_thread_state(trace: &Trace, s: &strato_trace::Span) -> bool {
     s.level == Level::Os && trace.str(s.category) == THREAD_STATE_CATEGORY
 }
 

@@ -5,6 +5,9 @@
 //! - the parent of a device op is its launch: the CPU span of the same rank with the same
 //!   correlation id ([`crate::scope`]); without one, the innermost span containing it on its
 //!   device queue (a `gpu_user_annotation`), if any;
+//! - thread-state spans of the OS level (category
+//!   [`crate::breakdown::THREAD_STATE_CATEGORY`]) are states, not calls: they have no parent and
+//!   are no span's parent;
 //! - the parent of any other span is the innermost span on the same track that contains it
 //!   (`start <= child.start`, `end >= child.end`) at the same or a higher stratum (effective
 //!   level, so step markers count as operations). Same-level nesting (`aten::linear` >
@@ -72,7 +75,13 @@ impl Hierarchy {
         for t in order {
             let device = trace.tracks[t].is_device();
             sorted.clear();
-            sorted.extend_from_slice(&scopes.by_track[t]);
+            // Thread-state spans (the OS level's `running`, `blocked:*`, ...) are states of the
+            // thread, not calls: no span's parent and without one.
+            sorted.extend(
+                scopes.by_track[t].iter().copied().filter(|&i| {
+                    !crate::breakdown::is_thread_state(trace, &trace.spans[i as usize])
+                }),
+            );
             sorted.sort_unstable_by_key(|&i| {
                 let s = &trace.spans[i as usize];
                 (

@@ -2,8 +2,9 @@
 //!
 //! This module owns reading one nsys SQLite database into a [`Trace`] (one [`Rank`]): CUDA
 //! runtime calls, kernels, memcpys, memsets and synchronizations (CUPTI tables), CUDA memory
-//! allocations and frees, NVTX ranges and marks, OS runtime calls, profiler overhead, CPU
-//! samples, GPUs, thread and process names, the export metadata and the session clock. The
+//! allocations and frees, NVTX ranges and marks, OS runtime calls, thread states from the
+//! scheduling events (`SCHED_EVENTS`, as the live recorder's OS level writes them), profiler
+//! overhead, CPU samples, GPUs, thread and process names, the export metadata and the session clock. The
 //! table -> level mapping, the columns read and the clock convention are documented in
 //! `docs/formats/nsys.md`.
 //!
@@ -61,6 +62,13 @@ const ENUM_MEM_KIND: &str = "ENUM_CUDA_MEM_KIND";
 const ENUM_MEM_OPER: &str = "ENUM_CUDA_DEV_MEM_EVENT_OPER";
 const ENUM_SYNC: &str = "ENUM_CUPTI_SYNC_TYPE";
 const ENUM_THREAD_STATE: &str = "ENUM_SAMPLING_THREAD_STATE";
+const SCHED: &str = "SCHED_EVENTS";
+const ENUM_THREAD_BLOCK: &str = "ENUM_SCHEDULING_THREAD_BLOCK";
+
+/// The category of the OS level's thread-state spans: the name the live recorder writes
+/// (`strato_record::os::THREAD_STATE_CATEGORY`) and the breakdown's `thread_state` key reads
+/// (`strato_analysis::breakdown::THREAD_STATE_CATEGORY`); the span's name is the state.
+pub const THREAD_STATE_CATEGORY: &str = "thread_state";
 
 /// Tables of which at least one must exist for a database to be taken as an nsys export.
 const NSYS_TABLES: [&str; 16] = [
@@ -84,7 +92,7 @@ const NSYS_TABLES: [&str; 16] = [
 
 /// The other tables this importer reads: with [`NSYS_TABLES`], every table whose columns are
 /// probed.
-const OTHER_READ_TABLES: [&str; 8] = [
+const OTHER_READ_TABLES: [&str; 10] = [
     OVERHEAD,
     CALLCHAINS,
     SYSTEM_ENV,
@@ -93,6 +101,8 @@ const OTHER_READ_TABLES: [&str; 8] = [
     ENUM_MEM_OPER,
     ENUM_SYNC,
     ENUM_THREAD_STATE,
+    SCHED,
+    ENUM_THREAD_BLOCK,
 ];
 
 /// NVTX event types (`ENUM_NSYS_EVENT_TYPE`).
@@ -582,6 +592,7 @@ struct Importer<'a> {
     mem_opers: Enum,
     sync_types: Enum,
     thread_states: Enum,
+    thread_blocks: Enum,
     memory: MemoryTracker,
     /// Set (to the budget) once what the import keeps would pass the memory budget: every
     /// later row is skipped and [`import`] fails.
@@ -665,6 +676,7 @@ impl<'a> Importer<'a> {
             mem_opers: Enum::load(conn, &schema, ENUM_MEM_OPER)?,
             sync_types: Enum::load(conn, &schema, ENUM_SYNC)?,
             thread_states: Enum::load(conn, &schema, ENUM_THREAD_STATE)?,
+            thread_blocks: Enum::load(conn, &schema, ENUM_THREAD_BLOCK)?,
             schema,
             memory: MemoryTracker::new(options.memory_budget_bytes),
             over_budget: None,
@@ -681,6 +693,7 @@ impl<'a> Importer<'a> {
         self.memory_events()?;
         self.nvtx()?;
         self.host_calls(OSRT, Level::Os, false)?;
+        self.sched_events()?;
         self.host_calls(OVERHEAD, Level::Overhead, false)?;
         self.samples()?;
         self.devices()?;
@@ -902,6 +915,119 @@ impl<'a> Importer<'a> {
             if let Some(c) = correlation {
                 self.launches.insert((process_key(g), c), id);
             }
+        })
+    }
+
+    /// `SCHED_EVENTS` -> thread-state spans on each thread's own track (see
+    /// [`off_cpu_state`] and `docs/formats/nsys.md`): `running` from a sched-in to the next
+    /// sched-out of the thread, the off-CPU state from a sched-out to the next sched-in; no state
+    /// before a thread's first event, after its last, or after a switch-out that ended the
+    /// thread. Rows are read sorted by (thread, time, file order) by SQLite, so one thread's
+    /// state is kept at a time. A sched-in followed by another sched-in
+    /// (`sched_in_without_sched_out`) and a sched-out while the thread is already off CPU
+    /// (`sched_out_without_sched_in`) are dropped and counted; so are rows without a thread
+    /// (`sched_events_without_thread`) or a direction (`sched_events_without_direction`).
+    fn sched_events(&mut self) -> rusqlite::Result<()> {
+        let Some(mut q) = self.schema.select(SCHED) else {
+            return Ok(());
+        };
+        let start = q.col("start");
+        let cpu = q.col("cpu");
+        let is_in = q.col("isSchedIn");
+        let gtid = q.col("globalTid");
+        let state = q.col("threadState");
+        let block = q.col("threadBlock");
+        let mut order: Vec<String> = ["globalTid", "start"]
+            .iter()
+            .filter(|c| self.schema.has_col(SCHED, c))
+            .map(|c| format!("t.{}", quote(c)))
+            .collect();
+        order.push("t.rowid".into());
+        q.tail = format!(" ORDER BY {}", order.join(", "));
+        let sql = q.sql();
+        let level = self
+            .options
+            .level_map
+            .level(FORMAT.as_str(), SCHED)
+            .unwrap_or(Level::Os);
+        let category = self.trace.intern(THREAD_STATE_CATEGORY);
+        let mut names: FxHashMap<&'static str, StrId> = FxHashMap::default();
+        // The thread being read and its current state.
+        let mut current: Option<(i64, OnCpu)> = None;
+        for_each_row(self.conn, &sql, |row| {
+            if !self.row_read() {
+                return;
+            }
+            let Some(g) = int(row, gtid) else {
+                self.notes().count("sched_events_without_thread", 1);
+                return;
+            };
+            let Some(incoming) = int(row, is_in).map(|v| v != 0) else {
+                self.notes().count("sched_events_without_direction", 1);
+                return;
+            };
+            let Some(ts) = self.instant_time(int(row, start)) else {
+                return;
+            };
+            let now = match current.take() {
+                Some((thread, now)) if thread == g => now,
+                _ => OnCpu::Unknown,
+            };
+            let track = self.thread_track(g);
+            let mut emit = |me: &mut Self, from: i64, state: &'static str, args| {
+                let name = *names.entry(state).or_insert_with(|| me.trace.intern(state));
+                me.span(track, (from, ts), name, category, level, None, args);
+            };
+            let next = if incoming {
+                match now {
+                    OnCpu::On { .. } => self.notes().count("sched_in_without_sched_out", 1),
+                    OnCpu::Off { since, state, args } => emit(self, since, state, args),
+                    OnCpu::Unknown | OnCpu::Ended => {}
+                }
+                let args = self.options.keep_args.then(|| {
+                    let mut a = Map::new();
+                    put_int(&mut a, "cpu", row, cpu);
+                    a
+                });
+                OnCpu::On { since: ts, args }
+            } else {
+                let (thread_state, thread_block) = (int(row, state), int(row, block));
+                let off = off_cpu_state(
+                    thread_state.and_then(|s| self.thread_states.name(s)),
+                    thread_block.and_then(|b| self.thread_blocks.name(b)),
+                );
+                let args = self.options.keep_args.then(|| {
+                    let mut a = Map::new();
+                    if let Some(s) = thread_state {
+                        a.insert("threadState".into(), self.thread_states.label_value(s));
+                    }
+                    if let Some(b) = thread_block {
+                        a.insert("threadBlock".into(), self.thread_blocks.label_value(b));
+                    }
+                    a
+                });
+                match now {
+                    // After running, or the thread's first event: its off-CPU state starts here.
+                    OnCpu::On { .. } | OnCpu::Unknown => {
+                        if let OnCpu::On { since, args: on } = now {
+                            emit(self, since, "running", on);
+                        }
+                        match off {
+                            OffCpu::Ended => OnCpu::Ended,
+                            OffCpu::State(state) => OnCpu::Off {
+                                since: ts,
+                                state,
+                                args,
+                            },
+                        }
+                    }
+                    off @ (OnCpu::Off { .. } | OnCpu::Ended) => {
+                        self.notes().count("sched_out_without_sched_in", 1);
+                        off
+                    }
+                }
+            };
+            current = Some((g, next));
         })
     }
 
@@ -1660,6 +1786,74 @@ impl<'a> Importer<'a> {
 
 /// The export metadata table (`META_DATA_EXPORT`, 2024+, or `EXPORT_META_DATA`, <=2023) as a
 /// JSON object of name -> value.
+/// A thread's state while its `SCHED_EVENTS` are read.
+#[derive(Debug, Clone)]
+enum OnCpu {
+    /// Before the thread's first event.
+    Unknown,
+    /// Switched in at `since`.
+    On {
+        since: i64,
+        args: Option<Map<String, Value>>,
+    },
+    /// Switched out at `since`, in `state`.
+    Off {
+        since: i64,
+        state: &'static str,
+        args: Option<Map<String, Value>>,
+    },
+    /// Switched out for the last time (the thread ended).
+    Ended,
+}
+
+/// What a switch-out says about the time until the next switch-in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OffCpu {
+    /// A thread-state name.
+    State(&'static str),
+    /// The thread ended: no state after it.
+    Ended,
+}
+
+/// The off-CPU state after a switch-out, from the `ENUM_SAMPLING_THREAD_STATE` name of its
+/// `threadState` and the `ENUM_SCHEDULING_THREAD_BLOCK` name of its `threadBlock` (the names,
+/// not the ids, so it holds when an export renumbers them). A block reason that names a cause
+/// wins; else the state: `Running` (switched out while runnable: preempted) is `runnable`,
+/// `Terminated` ends the thread, anything else (`Interruptible`, `Uninterruptible`, `Waiting`,
+/// `Unknown`, missing: off CPU, cause not told) is `blocked:other`. Block reasons:
+/// - `runnable`: `NonBlocked`, `Preempted`, `QuantumEnd`, `DispatchInt`, `YieldExecution`,
+///   `DeferredPreempt`, `ReadyToRun`;
+/// - `blocked:sleep`: `Nanosleep`, `DelayExecution`;
+/// - `blocked:lock`: `Mutex`, `CondVar`, `Sem`, `Join`, `WaitThread`, `PushLock`,
+///   `WindowsMutex`, `FastMutex`, `GuardedMutex`, `KeyedEvent`, `EventPair`, `Rendezvous`,
+///   `AlertByThreadId`;
+/// - `blocked:io`: `PageIn`, `PageOut`, `NetSend`, `NetReply`;
+/// - `blocked:other`: every other reason (`Unknown`, signals, stops, message passing, paging
+///   and memory waits other than page in/out, ...).
+fn off_cpu_state(thread_state: Option<&str>, thread_block: Option<&str>) -> OffCpu {
+    let by_block = match thread_block {
+        Some(
+            "NonBlocked" | "Preempted" | "QuantumEnd" | "DispatchInt" | "YieldExecution"
+            | "DeferredPreempt" | "ReadyToRun",
+        ) => Some("runnable"),
+        Some("Nanosleep" | "DelayExecution") => Some("blocked:sleep"),
+        Some(
+            "Mutex" | "CondVar" | "Sem" | "Join" | "WaitThread" | "PushLock" | "WindowsMutex"
+            | "FastMutex" | "GuardedMutex" | "KeyedEvent" | "EventPair" | "Rendezvous"
+            | "AlertByThreadId",
+        ) => Some("blocked:lock"),
+        Some("PageIn" | "PageOut" | "NetSend" | "NetReply") => Some("blocked:io"),
+        Some("Unknown") | None => None,
+        Some(_) => Some("blocked:other"),
+    };
+    match (thread_state, by_block) {
+        (Some("Terminated"), _) => OffCpu::Ended,
+        (_, Some(state)) => OffCpu::State(state),
+        (Some("Running"), None) => OffCpu::State("runnable"),
+        _ => OffCpu::State("blocked:other"),
+    }
+}
+
 fn read_metadata(conn: &Connection, schema: &Schema) -> rusqlite::Result<Map<String, Value>> {
     let mut out = Map::new();
     for table in [META_NEW, META_OLD] {

@@ -46,7 +46,14 @@ fn nsys_real_file_counts_levels_and_links() {
     assert_eq!(overhead.len(), 47);
     assert_eq!(spans_of(&trace, "CUPTI_ACTIVITY_KIND_MEMSET").len(), 0);
     assert_eq!(spans_of(&trace, "NVTX_EVENTS").len(), 0);
-    assert_eq!(trace.spans.len(), 1312 + 279 + 3048 + 1831 + 1312 + 47);
+    // SCHED_EVENTS: 627 sched-ins each followed by a sched-out (running) and 619 sched-outs
+    // followed by a sched-in (off CPU); see tests/nsys_sched.rs.
+    let states = spans_of(&trace, nsys::THREAD_STATE_CATEGORY);
+    assert_eq!(states.len(), 627 + 619);
+    assert_eq!(
+        trace.spans.len(),
+        1312 + 279 + 3048 + 1831 + 1312 + 47 + 627 + 619
+    );
     // One instant per CPU sample (COMPOSITE_EVENTS rows).
     assert_eq!(trace.instants.len(), 1531);
 
@@ -129,7 +136,8 @@ fn nsys_real_file_counts_levels_and_links() {
         .iter()
         .filter(|t| matches!(t.kind, TrackKind::Thread { .. }))
         .collect();
-    assert_eq!(threads.len(), 7);
+    // 7 threads with calls or samples, 2 more that only switch in and out (SCHED_EVENTS).
+    assert_eq!(threads.len(), 9);
     assert!(threads.iter().all(|t| t.pid() == Some(1701896)));
     let main = threads
         .iter()
