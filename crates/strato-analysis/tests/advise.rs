@@ -630,3 +630,28 @@ fn findings_do_not_depend_on_the_clock_origin() {
         }
     }
 }
+
+/// The straggler rule's real negative: `hta_trace_filter` holds 2 ranks of a 128-rank job, so
+/// every collective misses peers — nobody can be named late (both rules are evaluated; the
+/// exposed communication of its all-reduces is still found).
+#[test]
+fn no_straggler_is_named_from_incomplete_collectives() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data/kineto/hta_trace_filter");
+    if !dir.exists() {
+        eprintln!("skipping hta_trace_filter: not present");
+        return;
+    }
+    let trace = import_paths(&[dir], &ImportOptions::default()).expect("import");
+    assert_eq!(trace.ranks.len(), 2);
+    let evidence = advise::CrossRankEvidence::from_trace(&trace).expect("2 ranks");
+    use advise::MultiRankEvidence;
+    assert!(evidence.stragglers().is_empty());
+    let report = advise::advise(
+        &Analyzed::new(&trace),
+        &AdviseConfig::default(),
+        Some(&evidence),
+    );
+    assert!(of(&report, "stragglers").is_empty());
+    assert!(!of(&report, "exposed-communication").is_empty());
+}
