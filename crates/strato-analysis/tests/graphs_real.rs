@@ -6,8 +6,8 @@
 
 #![allow(clippy::unwrap_used)] // test helpers panic on broken fixtures by design
 
-use std::io::Read;
-use std::path::PathBuf;
+mod common;
+use common::{data, raw};
 
 use serde_json::Value;
 use strato_analysis::analyzed::Analyzed;
@@ -18,23 +18,8 @@ use strato_analysis::layers::{layers, LayersOptions};
 use strato_io::{import_paths, ImportOptions};
 use strato_trace::{Level, Trace};
 
-fn data(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data")
-        .join(rel)
-}
-
 const REPLAY: &str = "kineto/tracelens/vllm_decode_full_graph_execution.json.gz";
 const CAPTURE: &str = "kineto/tracelens/vllm_decode_full_graph_capture_rank_0.pt.trace.json.gz";
-
-fn raw(rel: &str) -> Vec<Value> {
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(data(rel)).unwrap())
-        .read_to_string(&mut text)
-        .unwrap();
-    let v: Value = serde_json::from_str(&text).unwrap();
-    v["traceEvents"].as_array().unwrap().clone()
-}
 
 fn import(rel: &str) -> Trace {
     let options = ImportOptions {

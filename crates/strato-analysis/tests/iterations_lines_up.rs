@@ -3,28 +3,13 @@
 
 #![allow(clippy::unwrap_used)] // test helpers panic on broken fixtures by design
 
-use std::io::Read;
-use std::path::PathBuf;
+mod common;
+use common::{data, raw};
 
 use serde_json::Value;
 use strato_analysis::analyzed::Analyzed;
 use strato_analysis::iterations::{attach_lines_up, iterations, Diagnosis, IterationOptions};
 use strato_io::{import_paths, ImportOptions};
-
-fn data(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data")
-        .join(rel)
-}
-
-fn raw(rel: &str) -> Vec<Value> {
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(data(rel)).unwrap())
-        .read_to_string(&mut text)
-        .unwrap();
-    let v: Value = serde_json::from_str(&text).unwrap();
-    v["traceEvents"].as_array().unwrap().clone()
-}
 
 fn count(events: &[Value], pred: impl Fn(&str) -> bool) -> usize {
     events

@@ -6,9 +6,9 @@
 
 #![allow(clippy::unwrap_used)] // test helpers panic on broken fixtures by design
 
+mod common;
+use common::{data, raw};
 use std::collections::BTreeMap;
-use std::io::Read;
-use std::path::PathBuf;
 
 use serde_json::Value;
 use strato_analysis::analyzed::Analyzed;
@@ -17,21 +17,6 @@ use strato_io::{import_paths, ImportOptions};
 
 const H100: &str = "kineto/tracelens/h100_Falconsai_nsfw_image_detection.json.gz";
 const MI300: &str = "kineto/tracelens/mi300_Falconsai_nsfw_image_detection.json.gz";
-
-fn data(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data")
-        .join(rel)
-}
-
-fn raw(rel: &str) -> Vec<Value> {
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(data(rel)).unwrap())
-        .read_to_string(&mut text)
-        .unwrap();
-    let v: Value = serde_json::from_str(&text).unwrap();
-    v["traceEvents"].as_array().unwrap().clone()
-}
 
 fn ts(e: &Value) -> f64 {
     e["ts"].as_f64().unwrap()
