@@ -184,7 +184,12 @@ impl ReportInput {
         });
         progress.step("advice");
         let advice = guarded("advice", || {
-            let cross_rank = strato_analysis::advise::CrossRankEvidence::from_trace(trace);
+            let cross_rank = match &collectives {
+                Ok(report) => {
+                    strato_analysis::advise::CrossRankEvidence::from_collectives(trace, report)
+                }
+                Err(_) => strato_analysis::advise::CrossRankEvidence::from_trace(trace),
+            };
             strato_analysis::advise::advise(
                 analyzed,
                 &Default::default(),

@@ -21,7 +21,7 @@ use rustc_hash::FxHashMap;
 use strato_trace::{Level, Ns, Trace};
 
 use super::multi_rank::{ExposedCommunication, MultiRankEvidence, StragglerObservation};
-use crate::collectives::{collectives, CollectivesOptions};
+use crate::collectives::{collectives, CollectivesOptions, CollectivesReport};
 use crate::gpu_time::{kernel_class, merge, KernelClass};
 
 /// What the cross-rank analyses found, ready for the multi-rank rules.
@@ -46,8 +46,21 @@ impl CrossRankEvidence {
         if trace.ranks.len() < 2 {
             return None;
         }
+        let report = collectives(trace, &CollectivesOptions::default());
+        Self::from_collectives(trace, &report)
+    }
+
+    /// The same from a collectives analysis already run on `trace` (the report runs it for its
+    /// Distributed section: not twice).
+    pub fn from_collectives(
+        trace: &Trace,
+        report: &CollectivesReport,
+    ) -> Option<CrossRankEvidence> {
+        if trace.ranks.len() < 2 {
+            return None;
+        }
         Some(CrossRankEvidence {
-            stragglers: stragglers(trace),
+            stragglers: stragglers(trace, report),
             exposed: exposed(trace),
         })
     }
@@ -62,7 +75,7 @@ fn job_rank(trace: &Trace, rank: strato_trace::RankId) -> i64 {
         .unwrap_or(i64::from(rank.0))
 }
 
-fn stragglers(trace: &Trace) -> Vec<StragglerObservation> {
+fn stragglers(trace: &Trace, report: &CollectivesReport) -> Vec<StragglerObservation> {
     // Steps per rank, in time order: (start, end, name). A rank without steps has one window:
     // the extent of its spans.
     let mut steps: Vec<Vec<(Ns, Ns, String)>> = vec![Vec::new(); trace.ranks.len()];
@@ -96,7 +109,6 @@ fn stragglers(trace: &Trace) -> Vec<StragglerObservation> {
     // Lateness of each complete instance's last rank (its arrival minus the median arrival of
     // the other members), charged to that rank's step holding the launch (else the kernel start).
     let mut late: FxHashMap<(usize, usize), Ns> = FxHashMap::default();
-    let report = collectives(trace, &CollectivesOptions::default());
     for instance in report.instances.iter().filter(|i| i.complete) {
         let (Some(last_rank), Some(last_arrival)) = (instance.last_rank, instance.last_arrival)
         else {
