@@ -7,7 +7,9 @@ set -euo pipefail
 SUDO=""
 if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
 
-apt_packages=(pocl-opencl-icd ocl-icd-opencl-dev ocl-icd-libopencl1 opencl-headers clinfo chromium)
+# openjdk-17-jre-headless: the Java runtime of pyspark (the Spark test of the shipped SQL).
+apt_packages=(pocl-opencl-icd ocl-icd-opencl-dev ocl-icd-libopencl1 opencl-headers clinfo chromium
+  openjdk-17-jre-headless)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

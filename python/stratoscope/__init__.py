@@ -374,3 +374,14 @@ def _autostart() -> None:
 
 
 _autostart()
+
+
+def sql(query: str | None, *paths: str | os.PathLike[str], analysis: str | None = None) -> Any:
+    """SQL over a profile as a ``pyarrow.Table`` (runs the packaged ``strato sql``; see
+    ``docs/sql.md`` and :mod:`stratoscope._sql`)."""
+    from ._sql import sql as _sql
+
+    return _sql(query, *paths, analysis=analysis)
+
+
+from ._sql import SqlError  # noqa: E402  (re-exported; importing it loads no engine)

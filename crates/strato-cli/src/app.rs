@@ -170,6 +170,16 @@ strato iterations trace.json.gz --check-steps")]
     #[command(after_help = "Examples:\n  strato kernels trace.json.gz --top 15\n  \
 strato kernels trace.json.gz --csv > kernels.csv")]
     Kernels(crate::commands::kernels::KernelsArgs),
+    /// SQL over the profile's tables (spans, tracks, ranks, counters, flows, ...) and the
+    /// analyses' views (kernels, device_events) on an embedded DataFusion; the shipped
+    /// cross-rank analyses (--analysis). Schema: docs/sql.md.
+    #[command(
+        after_help = "Examples:\n  strato sql \"SELECT rank, COUNT(*) FROM kernels GROUP BY rank\" ranks_dir/\n  \
+strato sql \"SELECT name, SUM(end_ns - start_ns) AS ns FROM kernels GROUP BY name ORDER BY ns DESC LIMIT 5\" trace.json.gz --format json\n  \
+strato sql --analysis gpu_busy prof/ --format csv\n  strato sql --show gpu_busy > gpu_busy.sql"
+    )]
+    #[cfg(feature = "sql")]
+    Sql(crate::commands::sql::SqlArgs),
     /// Collectives of a multi-rank job matched across ranks: per collective arrival, wait,
     /// transfer, algbw/busbw; stragglers and what the late rank was doing; clock alignment.
     #[command(after_help = "Examples:\n  strato collectives ranks_dir/\n  \
@@ -302,6 +312,8 @@ fn run(cli: Cli) -> Result<u8> {
         Command::Measure(args) => crate::commands::measure::run(args, &mut out)?,
         Command::Iterations(args) => crate::commands::iterations::run(args, &ctx, &mut out)?,
         Command::Kernels(args) => crate::commands::kernels::run(args, &ctx, &mut out)?,
+        #[cfg(feature = "sql")]
+        Command::Sql(args) => crate::commands::sql::run(args, &ctx, &mut out)?,
         Command::Collectives(args) => crate::commands::collectives::run(args, &ctx, &mut out)?,
         Command::Memory(args) => crate::commands::memory::run(args, &ctx, &mut out)?,
         Command::Record(args) => status = crate::commands::record::run_record(args, &mut out)?,

@@ -214,8 +214,19 @@ fn load_unredacted(inputs: &[PathBuf], options: &ImportOptions) -> Result<Profil
         // A stored profile is analysed as it was stored.
         return Ok(Profile::from_trace(trace, false));
     }
-    if inputs.iter().any(|p| strato_store::is_profile_dir(p)) {
-        bail!("a profile directory must be given alone");
+    if inputs.len() == 1 && strato_store::partitioned::is_store_dir(&inputs[0]) {
+        let read = strato_store::ReadOptions {
+            args: options.keep_args,
+        };
+        let trace = strato_store::partitioned::read_store(&inputs[0], &read)?;
+        warn_import_notes(&trace);
+        return Ok(Profile::from_trace(trace, false));
+    }
+    if inputs
+        .iter()
+        .any(|p| strato_store::is_profile_dir(p) || strato_store::partitioned::is_store_dir(p))
+    {
+        bail!("a profile directory or store must be given alone");
     }
     let trace = strato_io::import_paths(inputs, options);
     crate::term::finish_progress();

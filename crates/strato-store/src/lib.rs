@@ -21,6 +21,7 @@
 
 mod error;
 mod meta;
+pub mod partitioned;
 mod read;
 mod schema;
 mod write;
@@ -89,4 +90,23 @@ pub fn remove_profile_files(dir: &Path) -> Result<(), StoreError> {
 /// `<name>.parquet`).
 pub fn table_names() -> impl Iterator<Item = &'static str> {
     schema::ALL.iter().map(|t| t.name)
+}
+
+/// One table of a profile as Arrow record batches: the schema and rows of `<name>.parquet`
+/// (`docs/profile-format.md`), kept in memory.
+#[derive(Debug, Clone)]
+pub struct ArrowTable {
+    /// The table's name (`spans`, `tracks`, ...).
+    pub name: &'static str,
+    pub schema: arrow::datatypes::SchemaRef,
+    /// The rows, in the order the file stores them, in batches of at most 65,536 rows.
+    pub batches: Vec<arrow::array::RecordBatch>,
+}
+
+/// Every table of the profile `trace` would be written as (same schemas, same rows, same
+/// order as [`write`] writes; [`table_names`] order), as Arrow record batches in memory: for
+/// engines that query a trace without a profile directory (`strato sql`). The trace is
+/// checked as [`write`] checks it.
+pub fn arrow_tables(trace: &Trace) -> Result<Vec<ArrowTable>, StoreError> {
+    write::arrow_tables(trace)
 }

@@ -818,24 +818,109 @@ fn counter_columns(rows: &[CounterSample], ctx: &Ctx) -> Result<Vec<ArrayRef>, A
     ])
 }
 
-/// Writes a table that is not an event table, whole, in chunks.
-fn table(
-    ctx: &Ctx,
-    tables: &mut BTreeMap<String, TableInfo>,
-    def: &TableDef,
-    rows: usize,
-    columns: impl Fn(Range<usize>) -> Result<Vec<ArrayRef>, ArrowError>,
-) -> Result<()> {
-    let mut file = TableFile::create(ctx, def)?;
-    let mut start = 0;
-    while start < rows {
-        let end = rows.min(start + CHUNK_ROWS);
-        file.write(columns(start..end))?;
-        start = end;
+/// The columns of rows `range` of a table (one chunk).
+type ChunkColumns<'a> = dyn Fn(Range<usize>) -> Result<Vec<ArrayRef>, ArrowError> + 'a;
+
+/// Where [`other_tables`] puts each table: Parquet files ([`FileSink`]) or Arrow record
+/// batches in memory ([`crate::arrow_tables`]).
+trait TableSink {
+    /// Takes table `def`, `rows` rows long, whose chunks `columns` encodes.
+    fn table(&mut self, def: &TableDef, rows: usize, columns: &ChunkColumns<'_>) -> Result<()>;
+}
+
+/// Writes each table as its Parquet file in the directory being written.
+struct FileSink<'a> {
+    ctx: &'a Ctx,
+    tables: &'a mut BTreeMap<String, TableInfo>,
+}
+
+impl TableSink for FileSink<'_> {
+    fn table(&mut self, def: &TableDef, rows: usize, columns: &ChunkColumns<'_>) -> Result<()> {
+        let mut file = TableFile::create(self.ctx, def)?;
+        let mut start = 0;
+        while start < rows {
+            let end = rows.min(start + CHUNK_ROWS);
+            file.write(columns(start..end))?;
+            start = end;
+        }
+        let written = file.close()?;
+        put_table(self.tables, def, written);
+        Ok(())
     }
-    let written = file.close()?;
-    put_table(tables, def, written);
-    Ok(())
+}
+
+/// Keeps each table as record batches of [`CHUNK_ROWS`] rows (see [`crate::arrow_tables`]).
+struct MemorySink {
+    out: Vec<crate::ArrowTable>,
+}
+
+impl TableSink for MemorySink {
+    fn table(&mut self, def: &TableDef, rows: usize, columns: &ChunkColumns<'_>) -> Result<()> {
+        let mut table = crate::ArrowTable {
+            name: def.name,
+            schema: def.schema(),
+            batches: Vec::new(),
+        };
+        let mut start = 0;
+        while start < rows {
+            let end = rows.min(start + CHUNK_ROWS);
+            table.batches.push(batch(def, columns(start..end))?);
+            start = end;
+        }
+        self.out.push(table);
+        Ok(())
+    }
+}
+
+/// One chunk of `def` as a record batch (errors name the table: there is no file).
+fn batch(def: &TableDef, columns: Result<Vec<ArrayRef>, ArrowError>) -> Result<RecordBatch> {
+    let fail = |e: ArrowError| {
+        StoreError::new(
+            Path::new(def.name),
+            StoreErrorKind::InvalidTrace(e.to_string()),
+        )
+    };
+    RecordBatch::try_new(def.schema(), columns.map_err(fail)?).map_err(fail)
+}
+
+/// See [`crate::arrow_tables`]: every table of the profile `trace` would be written as, in
+/// [`schema::ALL`] order.
+pub(crate) fn arrow_tables(trace: &Trace) -> Result<Vec<crate::ArrowTable>> {
+    trace.validate().map_err(|e| {
+        StoreError::new(
+            Path::new("trace"),
+            StoreErrorKind::InvalidTrace(e.to_string()),
+        )
+    })?;
+    let mut ctx = Ctx::new(Path::new("trace"));
+    ctx.sync(trace)?;
+    let mut sink = MemorySink { out: Vec::new() };
+    let strings = &trace.strings;
+    let ctx = &ctx;
+    sink.table(&schema::SPANS, trace.spans.len(), &|r: Range<usize>| {
+        span_columns(&trace.spans[r.clone()], r.start, ctx, strings)
+    })?;
+    sink.table(&schema::INSTANTS, trace.instants.len(), &|r: Range<
+        usize,
+    >| {
+        instant_columns(&trace.instants[r.clone()], r.start, ctx, strings)
+    })?;
+    sink.table(&schema::COUNTERS, trace.counters.len(), &|r: Range<
+        usize,
+    >| {
+        counter_columns(&trace.counters[r], ctx)
+    })?;
+    sink.table(&schema::ARGS, trace.args.len(), &|r: Range<usize>| {
+        Ok(vec![
+            ids(r.clone()),
+            Arc::new(StringArray::from_iter_values(trace.args.range(r))) as ArrayRef,
+        ])
+    })?;
+    other_tables(trace, ctx, &mut sink)?;
+    let mut out = sink.out;
+    let order = |name: &str| schema::ALL.iter().position(|d| d.name == name);
+    out.sort_by_key(|t| order(t.name));
+    Ok(out)
 }
 
 /// Writes the strings, ranks, processes, tracks, flows and devices tables.
@@ -844,7 +929,12 @@ fn write_other_tables(
     ctx: &Ctx,
     tables: &mut BTreeMap<String, TableInfo>,
 ) -> Result<()> {
-    table(ctx, tables, &schema::STRINGS, trace.strings.len(), |r| {
+    other_tables(trace, ctx, &mut FileSink { ctx, tables })
+}
+
+/// Hands the strings, ranks, processes, tracks, flows and devices tables to `sink`.
+fn other_tables(trace: &Trace, ctx: &Ctx, sink: &mut dyn TableSink) -> Result<()> {
+    sink.table(&schema::STRINGS, trace.strings.len(), &|r| {
         Ok(vec![
             ids(r.clone()),
             Arc::new(StringArray::from_iter_values(
@@ -857,7 +947,7 @@ fn write_other_tables(
             )),
         ])
     })?;
-    table(ctx, tables, &schema::RANKS, trace.ranks.len(), |r| {
+    sink.table(&schema::RANKS, trace.ranks.len(), &|r| {
         let rows = &trace.ranks[r.clone()];
         let notes: Vec<Option<String>> = rows
             .iter()
@@ -875,23 +965,17 @@ fn write_other_tables(
         ])
     })?;
 
-    table(
-        ctx,
-        tables,
-        &schema::PROCESSES,
-        trace.processes.len(),
-        |r| {
-            let rows = &trace.processes[r];
-            Ok(vec![
-                u32s(rows.iter().map(|x| Some(x.rank.0))),
-                i64s(rows.iter().map(|x| Some(x.pid))),
-                strs(rows.iter().map(|x| x.name.as_deref())),
-                strs(rows.iter().map(|x| x.labels.as_deref())),
-            ])
-        },
-    )?;
+    sink.table(&schema::PROCESSES, trace.processes.len(), &|r| {
+        let rows = &trace.processes[r];
+        Ok(vec![
+            u32s(rows.iter().map(|x| Some(x.rank.0))),
+            i64s(rows.iter().map(|x| Some(x.pid))),
+            strs(rows.iter().map(|x| x.name.as_deref())),
+            strs(rows.iter().map(|x| x.labels.as_deref())),
+        ])
+    })?;
 
-    table(ctx, tables, &schema::TRACKS, trace.tracks.len(), |r| {
+    sink.table(&schema::TRACKS, trace.tracks.len(), &|r| {
         let rows = &trace.tracks[r.clone()];
         let loc: Vec<Location> = rows.iter().map(Location::of).collect();
         let kinds = rows.iter().map(|t| Some(kind_code(&t.kind)));
@@ -924,7 +1008,7 @@ fn write_other_tables(
         ])
     })?;
 
-    table(ctx, tables, &schema::FLOWS, trace.flows.len(), |r| {
+    sink.table(&schema::FLOWS, trace.flows.len(), &|r| {
         let rows = &trace.flows[r];
         let end = |pick: fn(&strato_trace::Flow) -> Option<&FlowEnd>| {
             (
@@ -952,7 +1036,7 @@ fn write_other_tables(
         ])
     })?;
 
-    table(ctx, tables, &schema::DEVICES, trace.devices.len(), |r| {
+    sink.table(&schema::DEVICES, trace.devices.len(), &|r| {
         let rows = &trace.devices[r];
         Ok(vec![
             u32s(rows.iter().map(|d| d.rank.map(|x| x.0))),

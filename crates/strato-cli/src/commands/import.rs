@@ -19,12 +19,33 @@ pub struct ImportArgs {
     /// The profile directory to write (replaced atomically if it is already a profile).
     #[arg(short, long)]
     output: PathBuf,
+    /// Write a partitioned store (schema version 2, docs/profile-format.md): one profile per
+    /// rank under OUTPUT/job=JOB/host=HOST/rank=RANK/, added to the store if it exists.
+    #[arg(long, requires = "job")]
+    partitioned: bool,
+    /// The job name of a partitioned import.
+    #[arg(long, requires = "partitioned")]
+    job: Option<String>,
 }
 
 /// Runs `strato import`.
 pub fn run(args: ImportArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()> {
-    let ImportArgs { inputs, output } = args;
+    let ImportArgs {
+        inputs,
+        output,
+        partitioned,
+        job,
+    } = args;
     let options = ctx.import_options(true)?;
+    if partitioned {
+        return import_partitioned(
+            &inputs,
+            &output,
+            job.as_deref().unwrap_or(""),
+            &options,
+            out,
+        );
+    }
     if let [input] = inputs.as_slice() {
         if let Some(written) = import_streaming(input, &output, &options)? {
             return report(out, &output, &written);
@@ -44,6 +65,51 @@ pub fn run(args: ImportArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()> {
         },
     };
     report(out, &output, &written)
+}
+
+/// `--partitioned`: every input file (directories: their rank files) imported alone and
+/// written as one leaf of the store at `output` (its rank: the source's, else its position
+/// among the files).
+fn import_partitioned(
+    inputs: &[PathBuf],
+    output: &Path,
+    job: &str,
+    options: &ImportOptions,
+    out: &mut impl Write,
+) -> Result<()> {
+    if job.is_empty() {
+        anyhow::bail!("--job: the job name must not be empty");
+    }
+    let mut files = Vec::new();
+    for input in inputs {
+        if input.is_dir() {
+            files.extend(strato_io::rank_files(input)?);
+        } else {
+            files.push(input.clone());
+        }
+    }
+    let mut spans = 0;
+    for (position, file) in files.iter().enumerate() {
+        let trace = load(std::slice::from_ref(file), options)?;
+        if trace.ranks.len() != 1 {
+            anyhow::bail!(
+                "{}: holds {} ranks; a partitioned import takes one rank per file",
+                file.display(),
+                trace.ranks.len()
+            );
+        }
+        note_redacted(&trace);
+        let rank = trace.ranks[0].rank.unwrap_or(position as i64);
+        strato_store::partitioned::write_partition(output, job, rank, &trace)?;
+        spans += trace.spans.len();
+    }
+    writeln!(
+        out,
+        "wrote {}: {} partitions of job {job}, {spans} spans",
+        output.display(),
+        files.len()
+    )?;
+    Ok(())
 }
 
 /// What was written: the summary line's figures.

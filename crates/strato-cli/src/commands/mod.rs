@@ -22,5 +22,7 @@ pub mod overhead;
 pub mod record;
 pub(crate) mod report;
 pub(crate) mod roofline;
+#[cfg(feature = "sql")]
+pub(crate) mod sql;
 pub(crate) mod util;
 pub(crate) mod validate;

@@ -18,4 +18,5 @@ mod ops_modules;
 mod outputs;
 mod report_diff;
 mod snapshots;
+mod sql;
 mod time_arith;

@@ -1,0 +1,161 @@
+//! `strato sql`: SQL over a profile's tables and the analyses' views (crate `strato-sql`, an
+//! embedded Apache DataFusion). Inputs are anything the other commands take; the tables are
+//! the profile store's (`docs/profile-format.md`), the views and shipped analyses those of
+//! `docs/sql.md`. Output: a table, CSV, a JSON array of row objects, Parquet or an Arrow IPC
+//! stream.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use strato_sql::{Format, Session};
+
+/// Output format of `strato sql`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SqlFormat {
+    /// An aligned text table.
+    Table,
+    /// CSV with a header row.
+    Csv,
+    /// A JSON array of row objects.
+    Json,
+    /// A Parquet file.
+    Parquet,
+    /// An Arrow IPC stream.
+    Arrow,
+}
+
+impl From<SqlFormat> for Format {
+    fn from(f: SqlFormat) -> Format {
+        match f {
+            SqlFormat::Table => Format::Table,
+            SqlFormat::Csv => Format::Csv,
+            SqlFormat::Json => Format::Json,
+            SqlFormat::Parquet => Format::Parquet,
+            SqlFormat::Arrow => Format::Arrow,
+        }
+    }
+}
+
+/// Arguments of `strato sql`.
+#[derive(Args, Debug)]
+pub struct SqlArgs {
+    /// The query (one read-only statement), then the inputs: trace files, directories of
+    /// ranks, a profile directory or store, a recording. With --analysis, all are inputs.
+    #[arg(value_name = "QUERY | INPUT")]
+    args: Vec<String>,
+    /// Run the shipped analysis NAME (see --list) instead of a query.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["show", "list"])]
+    analysis: Option<String>,
+    /// Print the SQL text of the view or analysis NAME and exit.
+    #[arg(long, value_name = "NAME", conflicts_with = "list")]
+    show: Option<String>,
+    /// List the tables, views and analyses and exit.
+    #[arg(long)]
+    list: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = SqlFormat::Table)]
+    format: SqlFormat,
+    /// Write the result to FILE instead of stdout (written beside it, then renamed).
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+}
+
+/// Runs `strato sql`.
+pub fn run(args: SqlArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Result<()> {
+    if args.list {
+        writeln!(out, "SQL schema version {}", strato_sql::SQL_SCHEMA_VERSION)?;
+        writeln!(
+            out,
+            "tables: {}",
+            strato_store::table_names().collect::<Vec<_>>().join(", ")
+        )?;
+        let views: Vec<&str> = strato_sql::VIEWS.iter().map(|(n, _)| *n).collect();
+        writeln!(out, "views: {}", views.join(", "))?;
+        let store: Vec<&str> = strato_sql::STORE_VIEWS.iter().map(|(n, _)| *n).collect();
+        writeln!(out, "store views (for other engines): {}", store.join(", "))?;
+        let analyses: Vec<&str> = strato_sql::ANALYSES.iter().map(|(n, _)| *n).collect();
+        writeln!(out, "analyses: {}", analyses.join(", "))?;
+        return Ok(());
+    }
+    if let Some(name) = &args.show {
+        let text = strato_sql::sql_text(name)
+            .with_context(|| format!("--show {name}: no such view or analysis (see --list)"))?;
+        write!(out, "{text}")?;
+        return Ok(());
+    }
+    let (query, inputs): (String, Vec<PathBuf>) = match &args.analysis {
+        Some(name) => {
+            let text = strato_sql::ANALYSES
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, text)| *text)
+                .with_context(|| format!("--analysis {name}: no such analysis (see --list)"))?;
+            (
+                text.to_owned(),
+                args.args.iter().map(PathBuf::from).collect(),
+            )
+        }
+        None => match args.args.split_first() {
+            Some((query, inputs)) => (query.clone(), inputs.iter().map(PathBuf::from).collect()),
+            None => bail!("no query: strato sql \"SELECT ...\" INPUT..."),
+        },
+    };
+    if inputs.is_empty() {
+        bail!("no inputs: strato sql \"SELECT ...\" INPUT... (trace files, rank directories, a profile)");
+    }
+    let format = Format::from(args.format);
+    if format.is_binary() && args.output.is_none() && std::io::stdout().is_terminal() {
+        bail!(
+            "--format {:?} writes binary data: use -o FILE or redirect stdout",
+            args.format
+        );
+    }
+    let trace = crate::input::load(&inputs, &ctx.import_options(true)?)?;
+    let tables = strato_store::arrow_tables(&trace)
+        .context("the trace cannot be turned into the profile's tables")?;
+    drop(trace);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let session = Session::new(tables, threads)?;
+    let result = session.query(&query)?;
+    match &args.output {
+        None => strato_sql::write_result(&result, format, out)?,
+        Some(path) => write_file(path, |file| {
+            strato_sql::write_result(&result, format, file).map_err(Into::into)
+        })?,
+    }
+    Ok(())
+}
+
+/// Writes `path` through a sibling temp file renamed into place: a failed write leaves no
+/// partial file under the name asked for.
+fn write_file(
+    path: &std::path::Path,
+    write: impl FnOnce(&mut dyn Write) -> Result<()>,
+) -> Result<()> {
+    let name = path
+        .file_name()
+        .with_context(|| format!("{}: not a file name", path.display()))?;
+    let tmp = path.with_file_name(format!(
+        ".{}.tmp-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let result = (|| -> Result<()> {
+        let mut file = std::io::BufWriter::new(
+            std::fs::File::create(&tmp)
+                .with_context(|| format!("{}: cannot create", tmp.display()))?,
+        );
+        write(&mut file)?;
+        file.into_inner()
+            .map_err(|e| e.into_error())
+            .and_then(|f| f.sync_all())
+            .with_context(|| format!("{}: cannot write", tmp.display()))?;
+        std::fs::rename(&tmp, path).with_context(|| format!("{}: cannot write", path.display()))
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
