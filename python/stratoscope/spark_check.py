@@ -35,11 +35,14 @@ def _strato(*args: str) -> str:
 def spark_session(master: str = "local[2]") -> Any:
     from pyspark.sql import SparkSession
 
-    return (SparkSession.builder.master(master).appName("stratoscope-sql-check")
-            .config("spark.ui.enabled", "false")
-            .config("spark.sql.shuffle.partitions", "4")
-            .config("spark.driver.memory", "1g")
-            .getOrCreate())
+    spark = (SparkSession.builder.master(master).appName("stratoscope-sql-check")
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "4")
+             .config("spark.driver.memory", "1g")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
 
 
 def register_store(spark: Any, store: str) -> None:
