@@ -261,11 +261,8 @@ pub fn write_result(
                 .build::<_, arrow::json::writer::JsonArray>(&mut *out);
             let refs: Vec<&RecordBatch> = batches.batches.iter().collect();
             writer.write_batches(&refs).map_err(|e| fail(&e))?;
+            // Without rows the writer prints `[]`.
             writer.finish().map_err(|e| fail(&e))?;
-            if batches.batches.is_empty() {
-                // The writer prints nothing without rows: an empty array.
-                write!(out, "[]").map_err(|e| fail(&e))?;
-            }
             writeln!(out).map_err(|e| fail(&e))?;
         }
         Format::Parquet => {

@@ -142,20 +142,25 @@ fn write_file(
         name.to_string_lossy(),
         std::process::id()
     ));
-    let result = (|| -> Result<()> {
-        let mut file = std::io::BufWriter::new(
-            std::fs::File::create(&tmp)
-                .with_context(|| format!("{}: cannot create", tmp.display()))?,
-        );
-        write(&mut file)?;
-        file.into_inner()
-            .map_err(|e| e.into_error())
-            .and_then(|f| f.sync_all())
-            .with_context(|| format!("{}: cannot write", tmp.display()))?;
-        std::fs::rename(&tmp, path).with_context(|| format!("{}: cannot write", path.display()))
-    })();
+    let result = write_then_rename(&tmp, path, write);
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+fn write_then_rename(
+    tmp: &std::path::Path,
+    path: &std::path::Path,
+    write: impl FnOnce(&mut dyn Write) -> Result<()>,
+) -> Result<()> {
+    let file =
+        std::fs::File::create(tmp).with_context(|| format!("{}: cannot create", tmp.display()))?;
+    let mut file = std::io::BufWriter::new(file);
+    write(&mut file)?;
+    file.into_inner()
+        .map_err(|e| e.into_error())
+        .and_then(|f| f.sync_all())
+        .with_context(|| format!("{}: cannot write", tmp.display()))?;
+    std::fs::rename(tmp, path).with_context(|| format!("{}: cannot write", path.display()))
 }
