@@ -57,7 +57,8 @@ pub struct SqlArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = SqlFormat::Table)]
     format: SqlFormat,
-    /// Write the result to FILE instead of stdout (written beside it, then renamed).
+    /// Write the result to FILE instead of stdout (`-`: stdout; a file is written beside and
+    /// renamed; a device or FIFO is written directly: docs/export.md, "Output paths").
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
 }
@@ -121,46 +122,10 @@ pub fn run(args: SqlArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Result<
     let result = session.query(&query)?;
     match &args.output {
         None => strato_sql::write_result(&result, format, out)?,
-        Some(path) => write_file(path, |file| {
-            strato_sql::write_result(&result, format, file).map_err(Into::into)
+        // The shared output rules: atomic for a file, direct to a device or FIFO.
+        Some(path) => crate::output::write_output(path, |file| {
+            strato_sql::write_result(&result, format, file).map_err(std::io::Error::other)
         })?,
     }
     Ok(())
-}
-
-/// Writes `path` through a sibling temp file renamed into place: a failed write leaves no
-/// partial file under the name asked for.
-fn write_file(
-    path: &std::path::Path,
-    write: impl FnOnce(&mut dyn Write) -> Result<()>,
-) -> Result<()> {
-    let name = path
-        .file_name()
-        .with_context(|| format!("{}: not a file name", path.display()))?;
-    let tmp = path.with_file_name(format!(
-        ".{}.tmp-{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = write_then_rename(&tmp, path, write);
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
-}
-
-fn write_then_rename(
-    tmp: &std::path::Path,
-    path: &std::path::Path,
-    write: impl FnOnce(&mut dyn Write) -> Result<()>,
-) -> Result<()> {
-    let file =
-        std::fs::File::create(tmp).with_context(|| format!("{}: cannot create", tmp.display()))?;
-    let mut file = std::io::BufWriter::new(file);
-    write(&mut file)?;
-    file.into_inner()
-        .map_err(|e| e.into_error())
-        .and_then(|f| f.sync_all())
-        .with_context(|| format!("{}: cannot write", tmp.display()))?;
-    std::fs::rename(tmp, path).with_context(|| format!("{}: cannot write", path.display()))
 }
