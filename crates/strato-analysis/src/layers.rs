@@ -563,7 +563,10 @@ pub fn layers(analyzed: &Analyzed, options: &LayersOptions) -> LayersReport {
         Some(d) if d.spec.is_none() => notes.push(format!(
             "device {} ({}) is not in the device table: ridge points and bounds are unknown",
             d.device,
-            d.name.as_deref().unwrap_or("unnamed")
+            d.name
+                .as_deref()
+                .filter(|n| !n.trim().is_empty())
+                .unwrap_or("unnamed")
         )),
         None => notes.push("no device work: no roofline".into()),
         _ => {}
