@@ -24,8 +24,11 @@ fn import(path: &Path) -> Trace {
     import_paths(&[path.to_path_buf()], &ImportOptions::default()).unwrap()
 }
 
+/// A device's reported name, and its detected row with how it was found.
+type Found = (Option<String>, Option<(String, DetectedBy)>);
+
 /// Every device of the trace with its detected row and how it was found.
-fn detected(trace: &Trace) -> Vec<(Option<String>, Option<(String, DetectedBy)>)> {
+fn detected(trace: &Trace) -> Vec<Found> {
     trace
         .devices
         .iter()
