@@ -204,6 +204,9 @@ pub const NESTED_COVER: f64 = 0.3;
 pub const NESTED_MIN_LEN: usize = 8;
 /// Largest count of nested iterations tried per outer iteration.
 pub const NESTED_MAX_I: usize = 128;
+/// Longest outer pattern searched for a nested loop (up to [`NESTED_MAX_I`] suffix arrays of
+/// it are built): bounds the extra time on very long iterations.
+pub const NESTED_MAX_LEN: usize = 1 << 16;
 
 /// The loop inside `outer`'s iterations (see [`mine`]), or `None`.
 fn mine_nested(
@@ -215,7 +218,7 @@ fn mine_nested(
 ) -> Option<MinedLoop> {
     let min_len = options.min_pattern_len.max(1);
     let (p0, len) = (outer.pattern_start, outer.pattern_len);
-    if len < 2 * NESTED_MIN_LEN.max(min_len) || outer.matches.len() < 2 {
+    if len < 2 * NESTED_MIN_LEN.max(min_len) || len > NESTED_MAX_LEN || outer.matches.len() < 2 {
         return None;
     }
     // 1. The loop of one exact occurrence of the outer pattern.
