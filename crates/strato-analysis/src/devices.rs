@@ -545,22 +545,45 @@ pub struct Detected {
 }
 
 /// Boards told apart by (SM/CU count, memory size range in GiB, compute major where it
-/// separates vendors). Real devices report the usable memory, a little under the nominal size.
-const BY_SM_AND_MEMORY: &[(i64, f64, f64, Option<i64>, &str)] = &[
-    (304, 170.0, 200.0, None, "MI300X"),
-    (304, 240.0, 260.0, None, "MI325X"),
-    (256, 270.0, 290.0, None, "MI355X"),
-    (132, 70.0, 82.0, Some(9), "H100 SXM5"),
-    (114, 70.0, 82.0, Some(9), "H100 PCIe"),
-    (132, 130.0, 145.0, Some(9), "H200 SXM"),
-    (148, 170.0, 185.0, Some(10), "B200"),
-    (108, 35.0, 42.0, Some(8), "A100 SXM4 40GB"),
-    (108, 75.0, 82.0, Some(8), "A100 SXM4 80GB"),
+/// separates vendors, least peak engine clock in MHz where a board outside the table shares
+/// the counts). Real devices report the usable memory, a little under the nominal size.
+/// MI355X and MI350X (not in the table) both have 256 CUs and 288 GB; AMD's MI350 series
+/// data sheets give peak engine clocks of 2400 MHz (MI355X) and 2200 MHz (MI350X), so only a
+/// recorded clock of at least 2300 MHz says MI355X.
+type CountsRow = (i64, f64, f64, Option<i64>, Option<i64>, &'static str);
+const BY_SM_AND_MEMORY: &[CountsRow] = &[
+    (304, 170.0, 200.0, None, None, "MI300X"),
+    (304, 240.0, 260.0, None, None, "MI325X"),
+    (256, 270.0, 290.0, None, Some(2300), "MI355X"),
+    (132, 70.0, 82.0, Some(9), None, "H100 SXM5"),
+    (114, 70.0, 82.0, Some(9), None, "H100 PCIe"),
+    (132, 130.0, 145.0, Some(9), None, "H200 SXM"),
+    (148, 170.0, 185.0, Some(10), None, "B200"),
+    (108, 35.0, 42.0, Some(8), None, "A100 SXM4 40GB"),
+    (108, 75.0, 82.0, Some(8), None, "A100 SXM4 80GB"),
 ];
 
+/// True when `name` says nothing about the board: absent, empty, or an architecture id
+/// (`gfx950`, `sm_90`) rather than a product name. Only then do counts stand in for it.
+fn names_no_product(name: Option<&str>) -> bool {
+    let Some(n) = name.map(str::trim) else {
+        return true;
+    };
+    let lower = n.to_ascii_lowercase();
+    let arch = |prefix: &str| {
+        lower
+            .strip_prefix(prefix)
+            .is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_alphanumeric()))
+    };
+    n.is_empty() || arch("gfx") || arch("sm_")
+}
+
 /// The table row of a trace device: `override_spec` when given, else by name ([`lookup`]),
-/// else by SM/CU count and memory size ([`BY_SM_AND_MEMORY`]: only exact SM counts and memory
-/// within the row's range), else `None` (unknown).
+/// else, when the name names no product ([`names_no_product`]: absent, empty, `gfx950`), by
+/// SM/CU count and memory size ([`BY_SM_AND_MEMORY`]: only exact SM counts, memory within the
+/// row's range, and the clock where the row needs one), else `None` (unknown). A product name
+/// the table lacks ("AMD Instinct MI350X", "NVIDIA H200 NVL") is unknown, never matched by
+/// counts: a board outside the table may share them with one inside (MI350X with MI355X).
 pub fn detect(device: &Device, override_spec: Option<&DeviceSpec>) -> Option<Detected> {
     if let Some(s) = override_spec {
         return Some(Detected {
@@ -578,16 +601,21 @@ pub fn detect(device: &Device, override_spec: Option<&DeviceSpec>) -> Option<Det
             by: DetectedBy::Name,
         });
     }
+    if !names_no_product(device.name.as_deref()) {
+        return None;
+    }
     let (sms, mem) = (device.sm_count?, device.total_memory_bytes?);
     let gib = mem as f64 / (1u64 << 30) as f64;
+    let clock_mhz = device.clock_rate_khz.map(|k| k / 1000);
     BY_SM_AND_MEMORY
         .iter()
-        .find(|(count, lo, hi, major, _)| {
+        .find(|(count, lo, hi, major, min_clock, _)| {
             *count == sms
                 && (*lo..=*hi).contains(&gib)
                 && major.is_none_or(|m| device.compute_major.is_none_or(|c| c == m))
+                && min_clock.is_none_or(|m| clock_mhz.is_some_and(|c| c >= m))
         })
-        .and_then(|row| by_name(row.4))
+        .and_then(|row| by_name(row.5))
         .map(|s| Detected {
             spec: s.clone(),
             by: DetectedBy::SmCountAndMemory,
@@ -676,6 +704,24 @@ mod tests {
         );
         assert_eq!(got.spec.peak_flops(Precision::Bf16), Some(50e12));
         assert_eq!(got.spec.source, "user's --device-spec file");
+        // A product name the table lacks is unknown even when its counts fit a row; an
+        // architecture id is no product name, so counts decide.
+        let nvl = Device {
+            name: Some("NVIDIA H200 NVL".into()),
+            sm_count: Some(132),
+            total_memory_bytes: Some(150_000_000_000),
+            compute_major: Some(9),
+            ..Device::default()
+        };
+        assert!(detect(&nvl, None).is_none());
+        let gfx = Device {
+            name: Some("gfx942".into()),
+            ..d.clone()
+        };
+        assert_eq!(detect(&gfx, None).unwrap().spec.name, "MI300X");
+        assert!(names_no_product(None) && names_no_product(Some(" ")));
+        assert!(names_no_product(Some("sm_90")) && !names_no_product(Some("gfx")));
+        assert!(!names_no_product(Some("AMD Instinct MI350X")));
     }
 
     #[test]

@@ -45,6 +45,8 @@ pub struct IterationOptions {
     pub max_loops: usize,
     /// Shortest pattern accepted.
     pub min_pattern_len: usize,
+    /// Also mine the loop inside each loop's iterations (layers inside steps); see [`mine`].
+    pub nested: bool,
 }
 
 impl Default for IterationOptions {
@@ -55,6 +57,7 @@ impl Default for IterationOptions {
             k0: None,
             max_loops: 3,
             min_pattern_len: 2,
+            nested: true,
         }
     }
 }
@@ -82,6 +85,8 @@ pub struct MinedLoop {
     /// Exact occurrences of the pattern (suffix tree count).
     pub exact_occurrences: usize,
     pub matches: Vec<Match>,
+    /// The loop (index in [`mine`]'s result) whose iterations hold this loop's: a nested loop.
+    pub inside: Option<usize>,
 }
 
 /// A view of part of S for one round: the symbols, and each one's index in S (separators:
@@ -95,6 +100,14 @@ struct Round {
 
 /// Mines the loops of a symbol sequence. `gap_before[k]` (optional) is the device idle time
 /// before op k, used to break ties between rotations of a loop.
+///
+/// Nested loops (`options.nested`): after the rounds, for each loop found by them that has no
+/// other loop inside it already, the loop of its pattern's first exact occurrence is mined
+/// (i estimated) as if that occurrence were the whole sequence; when it repeats at least twice
+/// and its matches cover at least [`NESTED_COVER`] of the occurrence, its pattern is matched
+/// (same Algorithm 1) inside every iteration of the outer loop, and the result is one more
+/// loop with [`MinedLoop::inside`] set: layers inside steps. Its matches never cross an outer
+/// iteration's boundary.
 pub fn mine(
     symbols: &[u32],
     gap_before: Option<&[Ns]>,
@@ -158,7 +171,140 @@ pub fn mine(
         }
         loops.push(found);
     }
+    if options.nested {
+        let outer_count = loops.len();
+        for outer in 0..outer_count {
+            let holds_one = (0..loops.len()).any(|o| {
+                o != outer
+                    && loops[o].matches.iter().all(|m| {
+                        loops[outer]
+                            .matches
+                            .iter()
+                            .any(|om| om.start <= m.start && m.end <= om.end)
+                    })
+            });
+            if holds_one {
+                continue;
+            }
+            if let Some(mut inner) = mine_nested(symbols, &loops[outer], upper, gap_before, options)
+            {
+                inner.inside = Some(outer);
+                loops.push(inner);
+            }
+        }
+    }
     loops
+}
+
+/// Smallest share of an outer iteration a nested loop's matches must cover.
+pub const NESTED_COVER: f64 = 0.3;
+/// Shortest pattern of a nested loop: a layer launches several kernels (GEMMs, a norm, an
+/// activation); shorter repeats inside an iteration are per-parameter optimizer updates or
+/// paired elementwise ops, not layers.
+pub const NESTED_MIN_LEN: usize = 8;
+/// Largest count of nested iterations tried per outer iteration.
+pub const NESTED_MAX_I: usize = 128;
+/// Longest outer pattern searched for a nested loop (up to [`NESTED_MAX_I`] suffix arrays of
+/// it are built): bounds the extra time on very long iterations.
+pub const NESTED_MAX_LEN: usize = 1 << 16;
+
+/// The loop inside `outer`'s iterations (see [`mine`]), or `None`.
+fn mine_nested(
+    symbols: &[u32],
+    outer: &MinedLoop,
+    upper: u32,
+    gap_before: Option<&[Ns]>,
+    options: &IterationOptions,
+) -> Option<MinedLoop> {
+    let min_len = options.min_pattern_len.max(1);
+    let (p0, len) = (outer.pattern_start, outer.pattern_len);
+    if len < 2 * NESTED_MIN_LEN.max(min_len) || len > NESTED_MAX_LEN || outer.matches.len() < 2 {
+        return None;
+    }
+    // 1. The loop of one exact occurrence of the outer pattern.
+    let one = Round {
+        symbols: symbols[p0..p0 + len].to_vec(),
+        origin: (p0..p0 + len).collect(),
+        separator_from: upper + 1,
+    };
+    let gap = |k: usize| -> Ns {
+        let o = one.origin[k];
+        gap_before.and_then(|g| g.get(o).copied()).unwrap_or(0)
+    };
+    // Every count i that leaves room for NESTED_MIN_LEN ops per iteration: the loop with
+    // the best coverage of the occurrence wins (then the longer pattern, then the smaller i).
+    let mut best: Option<(usize, MinedLoop)> = None;
+    for i in 2..=(len / NESTED_MIN_LEN).min(NESTED_MAX_I) {
+        let Some(found) = mine_round(&one, Some(i), &gap, options) else {
+            continue;
+        };
+        if found.pattern_len < NESTED_MIN_LEN || found.matches.len() < 2 {
+            continue;
+        }
+        let covered: usize = found.matches.iter().map(|m| m.end - m.start + 1).sum();
+        let better = best
+            .as_ref()
+            .is_none_or(|(c, b)| (covered, found.pattern_len) > (*c, b.pattern_len));
+        if better {
+            best = Some((covered, found));
+        }
+    }
+    let (covered, found) = best?;
+    if (covered as f64) < NESTED_COVER * len as f64 {
+        return None;
+    }
+    let pattern = one.origin[found.pattern_start];
+    let m = found.pattern_len;
+    // 2. That pattern matched inside every outer iteration (segments joined by separators).
+    let mut joined = Round {
+        symbols: Vec::new(),
+        origin: Vec::new(),
+        separator_from: upper + 1,
+    };
+    let mut separator = upper + 1;
+    for om in &outer.matches {
+        if !joined.symbols.is_empty() {
+            joined.symbols.push(separator);
+            joined.origin.push(usize::MAX);
+            separator += 1;
+        }
+        joined
+            .symbols
+            .extend_from_slice(&symbols[om.start..=om.end]);
+        joined.origin.extend(om.start..=om.end);
+    }
+    // The pattern's own copy must be inside an outer iteration (it is, unless the outer
+    // matching skipped its first exact occurrence).
+    let q = joined.origin.iter().position(|&o| o == pattern)?;
+    if joined.origin.get(q + m - 1) != Some(&(pattern + m - 1)) {
+        return None;
+    }
+    let top = joined.symbols.iter().copied().max().unwrap_or(0);
+    let sa = suffix_array(&joined.symbols, top);
+    let rank = rank_of(&sa);
+    let lcp = lcp_array(&joined.symbols, &sa, &rank);
+    drop(sa);
+    let lce = Lce::new(rank, lcp);
+    let mut matches =
+        approximate_matches(&joined.symbols, &lce, q, m, found.k0, joined.separator_from);
+    if matches.len() < 2 {
+        return None;
+    }
+    for x in &mut matches {
+        x.start = joined.origin[x.start];
+        x.end = joined.origin[x.end];
+    }
+    Some(MinedLoop {
+        pattern_start: pattern,
+        pattern_len: m,
+        i: matches.len(),
+        i_estimated: true,
+        epsilon: found.epsilon,
+        k0: found.k0,
+        exact_occurrences: matches.iter().filter(|x| x.inserted == 0).count(),
+        matches,
+        inside: None,
+    })
 }
 
 /// The uncovered segments of S (at least `4 * min_len` long) joined by unique separators, or
@@ -361,6 +507,7 @@ fn mine_round(
         k0,
         exact_occurrences: chosen.count,
         matches,
+        inside: None,
     })
 }
 
@@ -423,6 +570,10 @@ fn approximate_matches(
         }
         let (mut i, mut j, mut k) = (x, 0usize, 0usize);
         let ok = loop {
+            // An insertion may have stepped past the end of S.
+            if i >= n {
+                break false;
+            }
             let l = lce.lce(i, p0 + j, n).min(m - j);
             i += l;
             j += l;
@@ -529,7 +680,8 @@ pub struct LoopReport {
     /// `"annotation"` or `"module"` when `lines_up_with` is set.
     pub lines_up_kind: Option<&'static str>,
     /// The loop (its `loop` index, same device and stream) whose iterations contain these:
-    /// layers inside steps. Set by [`attach_lines_up`].
+    /// layers inside steps. Set by the miner for the nested loops it mines
+    /// ([`MinedLoop::inside`]) and by [`attach_lines_up`] for loops found apart that nest.
     pub inside_loop: Option<usize>,
 }
 
@@ -739,7 +891,7 @@ pub fn iterations(trace: &Trace, options: &IterationOptions) -> IterationsReport
                 diagnosis,
                 lines_up_with: None,
                 lines_up_kind: None,
-                inside_loop: None,
+                inside_loop: found.inside,
             });
         }
     }
@@ -1496,10 +1648,13 @@ pub fn attach_lines_up(analyzed: &crate::analyzed::Analyzed, report: &mut Iterat
         .collect();
     for (si, seq) in report.sequences.iter_mut().enumerate() {
         let id = (seq.rank_index, seq.device, seq.stream);
-        seq.inside_loop = (0..windows.len())
-            .filter(|&o| o != si && (ids[o].0, ids[o].1, ids[o].2) == id)
-            .find(|&o| contains_iterations(&windows[o], &windows[si]))
-            .map(|o| ids[o].3);
+        let mined = seq.inside_loop;
+        seq.inside_loop = mined.or_else(|| {
+            (0..windows.len())
+                .filter(|&o| o != si && (ids[o].0, ids[o].1, ids[o].2) == id)
+                .find(|&o| contains_iterations(&windows[o], &windows[si]))
+                .map(|o| ids[o].3)
+        });
         let one_step = (steps_per_rank.get(&seq.rank_index).copied().unwrap_or(0) <= 1
             && seq.lines_up_kind == Some("module"))
             || in_one_step.contains(&(id.0, id.1, id.2, seq.loop_index));
@@ -1717,6 +1872,40 @@ mod tests {
             assert_eq!((loops[1].pattern_len, loops[1].matches.len()), (30, 20));
             assert_eq!(loops[1].matches[0].start, 2400);
         }
+    }
+
+    #[test]
+    fn layers_inside_steps_are_a_nested_loop() {
+        // 5 steps of: 10 prologue ops, 6 layers of 10 ops, 8 epilogue ops (all distinct
+        // symbols apart from the layers' repeats): the steps, then 30 layers inside them.
+        let layer: Vec<u32> = (200..210).collect();
+        let mut step: Vec<u32> = (100..110).collect();
+        for _ in 0..6 {
+            step.extend_from_slice(&layer);
+        }
+        step.extend(300..308);
+        let s: Vec<u32> = step.iter().copied().cycle().take(5 * step.len()).collect();
+        let loops = mine(&s, None, &opts(&[]));
+        assert_eq!(loops.len(), 2, "{loops:?}");
+        assert_eq!((loops[0].pattern_len, loops[0].matches.len()), (78, 5));
+        assert_eq!(loops[0].inside, None);
+        let inner = &loops[1];
+        assert_eq!(inner.inside, Some(0));
+        assert_eq!((inner.pattern_len, inner.matches.len()), (10, 30));
+        let want: Vec<usize> = (0..5)
+            .flat_map(|k| (0..6).map(move |j| k * 78 + 10 + 10 * j))
+            .collect();
+        let got: Vec<usize> = inner.matches.iter().map(|m| m.start).collect();
+        assert_eq!(got, want);
+        // Off: no nested loop; a loop too short to hold layers gets none either.
+        let off = IterationOptions {
+            nested: false,
+            ..Default::default()
+        };
+        assert_eq!(mine(&s, None, &off).len(), 1);
+        let short: Vec<u32> = layer.iter().copied().cycle().take(200).collect();
+        let loops = mine(&short, None, &opts(&[]));
+        assert!(loops.iter().all(|l| l.inside.is_none()), "{loops:?}");
     }
 
     #[test]

@@ -17,9 +17,11 @@
 //!   on any thread, that start in the step); per process the step throughput.
 //!
 //! FLOPs and bytes (see `docs/analyses/layers-roofline.md`): an op's `flops` arg (PyTorch
-//! `with_flops`), else the formula for matmul/linear/conv ops from `Input Dims` (conv only with
-//! stride/padding/dilation in `Concrete Inputs`); bytes are the compulsory traffic (each input
-//! read once, the output written once) when element types are known. Only ops that launched
+//! `with_flops`), else the FLOP-carrying per-op models of [`crate::op_models`] (GEMM family,
+//! attention, convolution forward/backward; the same formulas `strato ops` uses, from
+//! `Input Dims`, `Input type` and `Concrete Inputs`); bytes are the compulsory traffic (each
+//! input read once, the output written once) when element types are known. Ops modelled by
+//! bytes only do not enter the layer roofline (it needs FLOPs). Only ops that launched
 //! device work (themselves or through a descendant) count. A layer whose own cost is unknown
 //! sums its descendants' known costs. Kernel FLOPs and DRAM bytes come only from
 //! Nsight Compute. Anything missing stays `None` ("unknown"): nothing is guessed.
@@ -37,6 +39,7 @@ use strato_trace::{Level, Ns, Trace, TrackKind};
 use crate::analyzed::Analyzed;
 use crate::devices::{detect, DeviceSpec, Precision};
 use crate::hierarchy::UNDER_BACKEND;
+use crate::op_models::{self, OpInputs};
 use crate::scope::{effective_level, flatten_innermost, is_device_work, is_step_name, Scopes};
 
 /// What a layer is.
@@ -308,171 +311,34 @@ impl Cost {
     }
 }
 
-fn dims_of(args: &Value) -> Option<Vec<Vec<i64>>> {
-    let d = args.get("Input Dims").or_else(|| args.get("Input dims"))?;
-    d.as_array()?
-        .iter()
-        .map(|x| {
-            x.as_array()
-                .map(|v| v.iter().filter_map(Value::as_i64).collect())
-                .or_else(|| Some(Vec::new()))
-        })
-        .collect()
-}
-
-fn prod(v: &[i64]) -> f64 {
-    v.iter().map(|&x| x as f64).product()
-}
-
-/// Parses `"[1, 2]"` / `"2"` concrete inputs into integers.
-fn ints(text: &str) -> Option<Vec<i64>> {
-    let t = text.trim().trim_start_matches('[').trim_end_matches(']');
-    if t.trim().is_empty() {
-        return None;
-    }
-    t.split(',').map(|x| x.trim().parse().ok()).collect()
-}
-
-/// The documented FLOP formulas (see the module docs). Shapes must be consistent (inner
-/// dimensions equal, no extra inputs): some traces record `Input Dims` lists that do not match
-/// the op's signature (`hta_trace_filter` has `aten::linear` with six tensors), and those stay
-/// unknown.
+/// The cost of one op for the layer roofline: the op's `flops` arg (PyTorch `with_flops`)
+/// when recorded, else the FLOP-carrying models of [`crate::op_models`] (the one source of the
+/// formulas, shared with `strato ops`). Ops modelled by bytes only (elementwise, norms, ...)
+/// and ops without a model give `None` here: the layer roofline needs FLOPs, and a layer whose
+/// own FLOPs are unknown sums its descendants' known costs instead.
 fn op_cost(name: &str, args: &Value) -> Option<Cost> {
-    let types: Vec<&str> = args
-        .get("Input type")
-        .and_then(Value::as_array)
-        .map(|v| v.iter().map(|x| x.as_str().unwrap_or("")).collect())
-        .unwrap_or_default();
-    let first_type = |i: usize| types.get(i).and_then(|t| Precision::from_torch_type(t));
     if let Some(f) = args.get("flops").and_then(Value::as_f64) {
-        let precision = (0..types.len()).find_map(first_type).map(|p| p.0);
+        let precision = args
+            .get("Input type")
+            .and_then(Value::as_array)
+            .and_then(|v| {
+                v.iter()
+                    .find_map(|t| Precision::from_torch_type(t.as_str()?))
+            })
+            .map(|p| p.0);
         return Some(Cost {
             flops: Some(f),
             bytes: None,
             precision,
         });
     }
-    let dims = dims_of(args)?;
-    let d = |i: usize| dims.get(i).map(Vec::as_slice).unwrap_or(&[]);
-    // (flops, element counts of the tensors read and written, index of a typed input).
-    let (flops, elements, typed): (f64, f64, usize) = match name {
-        "aten::mm" => {
-            let (a, b) = (d(0), d(1));
-            if dims.len() != 2 || a.len() != 2 || b.len() != 2 || a[1] != b[0] {
-                return None;
-            }
-            let (m, k, n) = (a[0] as f64, a[1] as f64, b[1] as f64);
-            (2.0 * m * k * n, m * k + k * n + m * n, 0)
-        }
-        "aten::addmm" => {
-            let (c, a, b) = (d(0), d(1), d(2));
-            if a.len() != 2 || b.len() != 2 || a[1] != b[0] || c.len() > 2 {
-                return None;
-            }
-            let (m, k, n) = (a[0] as f64, a[1] as f64, b[1] as f64);
-            (2.0 * m * k * n, prod(c) + m * k + k * n + m * n, 1)
-        }
-        "aten::bmm" | "aten::baddbmm" => {
-            let off = usize::from(name == "aten::baddbmm");
-            let (a, b) = (d(off), d(off + 1));
-            if a.len() != 3 || b.len() != 3 || a[0] != b[0] || a[2] != b[1] {
-                return None;
-            }
-            let (bt, m, k, n) = (a[0] as f64, a[1] as f64, a[2] as f64, b[2] as f64);
-            let bias = if off == 1 { prod(d(0)) } else { 0.0 };
-            (
-                2.0 * bt * m * k * n,
-                bias + bt * (m * k + k * n + m * n),
-                off,
-            )
-        }
-        "aten::linear" => {
-            let (x, w) = (d(0), d(1));
-            if dims.len() > 3 || x.is_empty() || w.len() != 2 || x[x.len() - 1] != w[1] {
-                return None;
-            }
-            let rows = prod(&x[..x.len() - 1]);
-            let (k, n) = (w[1] as f64, w[0] as f64);
-            (
-                2.0 * rows * k * n,
-                prod(x) + prod(w) + prod(d(2)) + rows * n,
-                0,
-            )
-        }
-        "aten::matmul" => {
-            let (a, b) = (d(0), d(1));
-            if dims.len() != 2 || a.len() < 2 || b.len() != 2 || a[a.len() - 1] != b[0] {
-                return None;
-            }
-            let rows = prod(&a[..a.len() - 1]);
-            let (k, n) = (b[0] as f64, b[1] as f64);
-            (2.0 * rows * k * n, prod(a) + prod(b) + rows * n, 0)
-        }
-        "aten::conv1d"
-        | "aten::conv2d"
-        | "aten::conv3d"
-        | "aten::convolution"
-        | "aten::_convolution"
-        | "aten::cudnn_convolution" => {
-            let (x, w) = (d(0), d(1));
-            if x.len() < 3 || w.len() != x.len() || w[0] <= 0 || w[1] <= 0 || x[1] % w[1] != 0 {
-                return None;
-            }
-            let spatial = x.len() - 2;
-            let concrete: Vec<&str> = args
-                .get("Concrete Inputs")?
-                .as_array()?
-                .iter()
-                .map(|v| v.as_str().unwrap_or(""))
-                .collect();
-            // conv{1,2,3}d(input, weight, bias, stride, padding, dilation, groups);
-            // convolution/_convolution(input, weight, bias, stride, padding, dilation,
-            // transposed, ...); cudnn_convolution(input, weight, padding, stride, dilation, ...).
-            let (si, pi, di) = if name == "aten::cudnn_convolution" {
-                (3, 2, 4)
-            } else {
-                (3, 4, 5)
-            };
-            if name.ends_with("convolution") && name != "aten::cudnn_convolution" {
-                let transposed = concrete.get(6).map(|t| t.trim());
-                if transposed != Some("False") && transposed != Some("false") {
-                    return None;
-                }
-            }
-            let expand = |v: Vec<i64>| -> Option<Vec<i64>> {
-                match v.len() {
-                    1 => Some(vec![v[0]; spatial]),
-                    l if l == spatial => Some(v),
-                    _ => None,
-                }
-            };
-            let stride = expand(ints(concrete.get(si)?)?)?;
-            let pad = expand(ints(concrete.get(pi)?)?)?;
-            let dil = expand(ints(concrete.get(di)?)?)?;
-            let mut out = Vec::with_capacity(spatial);
-            for i in 0..spatial {
-                let (inp, k) = (x[2 + i], w[2 + i]);
-                if stride[i] <= 0 {
-                    return None;
-                }
-                let o = (inp + 2 * pad[i] - dil[i] * (k - 1) - 1) / stride[i] + 1;
-                if o <= 0 {
-                    return None;
-                }
-                out.push(o);
-            }
-            let (n, kout) = (x[0] as f64, w[0] as f64);
-            let per_out = prod(&w[1..]);
-            let outputs = n * kout * prod(&out);
-            (2.0 * outputs * per_out, prod(x) + prod(w) + outputs, 0)
-        }
-        _ => return None,
-    };
-    let typed = first_type(typed);
+    let inputs = OpInputs::from_args(args)?;
+    let c = op_models::model(name, Some(&inputs)).ok()?;
+    c.flops?;
     Some(Cost {
-        flops: Some(flops),
-        bytes: typed.map(|(_, size)| elements * size as f64),
-        precision: typed.map(|(p, _)| p),
+        flops: c.flops,
+        bytes: c.bytes,
+        precision: c.precision,
     })
 }
 
@@ -697,7 +563,10 @@ pub fn layers(analyzed: &Analyzed, options: &LayersOptions) -> LayersReport {
         Some(d) if d.spec.is_none() => notes.push(format!(
             "device {} ({}) is not in the device table: ridge points and bounds are unknown",
             d.device,
-            d.name.as_deref().unwrap_or("unnamed")
+            d.name
+                .as_deref()
+                .filter(|n| !n.trim().is_empty())
+                .unwrap_or("unnamed")
         )),
         None => notes.push("no device work: no roofline".into()),
         _ => {}
@@ -1045,6 +914,26 @@ mod tests {
         assert!(op_cost("aten::linear", &bad).is_none());
         let bad = json!({"Input Dims": [[2, 3], [4, 5]]});
         assert!(op_cost("aten::mm", &bad).is_none());
+        // One source of formulas: the layer roofline takes the FLOP models of `op_models`
+        // (attention included); byte-only models (softmax) stay out of it.
+        let bf = "c10::BFloat16";
+        let sdpa = json!({
+            "Input Dims": [[4, 12, 197, 64], [4, 12, 197, 64], [4, 12, 197, 64], [], [], [], [], []],
+            "Input type": [bf, bf, bf, "", "Scalar", "Scalar", "", "Scalar"],
+            "Concrete Inputs": ["", "", "", "", "0.", "False", "", "False"]});
+        let c = op_cost("aten::scaled_dot_product_attention", &sdpa).unwrap();
+        let inputs = OpInputs::from_args(&sdpa).unwrap();
+        let m = op_models::model("aten::scaled_dot_product_attention", Some(&inputs)).unwrap();
+        assert_eq!(
+            (c.flops, c.bytes, c.precision),
+            (m.flops, m.bytes, m.precision)
+        );
+        assert!(c.flops.is_some());
+        let soft =
+            json!({"Input Dims": [[8, 16], [], []], "Input type": ["float", "Scalar", "Scalar"]});
+        let inputs = OpInputs::from_args(&soft).unwrap();
+        assert!(op_models::model("aten::_softmax", Some(&inputs)).is_ok_and(|m| m.flops.is_none()));
+        assert_eq!(op_cost("aten::_softmax", &soft), None);
         let flops = json!({"flops": 1234.0});
         assert_eq!(
             op_cost("aten::anything", &flops).unwrap().flops,
