@@ -1487,9 +1487,11 @@ fn hash_text(text: &str) -> u64 {
 /// Where binding flows looks a flow end up.
 trait SpanIndex {
     /// The innermost span of `track` containing `ts`: of the spans sorted by start, then
-    /// longer first, then by id (a stable sort of spans in id order, so that both indexes
-    /// below agree on ties), the last one starting at or before `ts` that has not ended
-    /// before it, among the last 256 starting at or before `ts`.
+    /// longer first, the last one starting at or before `ts` that has not ended before it,
+    /// among the last 256 starting at or before `ts`. Equal spans are in the order an
+    /// unstable sort of their indexes (in id order) leaves them: both indexes below sort the
+    /// same `u32` lists by the same keys, so they agree with each other and with earlier
+    /// versions.
     fn find(&self, track: TrackId, ts: Ns) -> Option<SpanId>;
 }
 
@@ -1523,7 +1525,7 @@ impl<'a> HeldSpans<'a> {
             by_track[span.track.0 as usize].push(i as u32);
         }
         for list in &mut by_track {
-            list.sort_by_key(|&i| {
+            list.sort_unstable_by_key(|&i| {
                 let s = &spans[i as usize];
                 (s.start, std::cmp::Reverse(s.end))
             });
@@ -1594,13 +1596,43 @@ impl HandedSpans {
         }
     }
 
-    /// Sorts each track's spans as [`HeldSpans`] does (the lists are in id order).
+    /// Sorts each track's spans as [`HeldSpans`] does.
     fn sort(&mut self) {
         let mut by_track = std::mem::take(&mut self.by_track);
         for list in &mut by_track {
-            list.sort_by_key(|s| (s.start, std::cmp::Reverse(self.end(s))));
+            // The permutation [`HeldSpans`] makes of this track's span ids (in id order, as
+            // `list` is), applied in place: 4 bytes per span of one track at a time.
+            let mut order: Vec<u32> = (0..list.len() as u32).collect();
+            order.sort_unstable_by_key(|&i| {
+                let s = &list[i as usize];
+                (s.start, std::cmp::Reverse(self.end(s)))
+            });
+            permute(list, &mut order);
         }
         self.by_track = by_track;
+    }
+}
+
+/// Rearranges `list` so that `list[k]` becomes the old `list[order[k]]` (`order` is a
+/// permutation; it is used up).
+fn permute<T: Copy>(list: &mut [T], order: &mut [u32]) {
+    const DONE: u32 = u32::MAX;
+    for start in 0..list.len() {
+        if order[start] == DONE {
+            continue;
+        }
+        let first = list[start];
+        let mut at = start;
+        loop {
+            let from = order[at] as usize;
+            order[at] = DONE;
+            if from == start {
+                list[at] = first;
+                break;
+            }
+            list[at] = list[from];
+            at = from;
+        }
     }
 }
 
