@@ -13,6 +13,8 @@
 //! streamed results must equal those of the whole trace. One test function: tests of one
 //! binary run in parallel threads and would share the allocator's peak.
 #![allow(clippy::unwrap_used)]
+// The counting allocator wraps the system one: `GlobalAlloc` is an unsafe trait.
+#![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::Write;
