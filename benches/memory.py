@@ -3,16 +3,17 @@
 
 For each trace size, generates (or reuses) a Kineto trace with `benches/gen_kineto.py` and
 runs the release `strato` on it in fresh processes: `info`, `gpu-time`, `kernels`,
-`breakdown`, `import -o`, `report -o`, and `info` and `gpu-time` on the stored profile that
-`import -o` wrote. Peak RSS is `wait4`'s `ru_maxrss` (the figure `/usr/bin/time -v` prints as
+`breakdown`, `import -o`, `report -o`, and `info`, `gpu-time`, `kernels` and `breakdown` on the
+stored profile that `import -o` wrote. Peak RSS is `wait4`'s `ru_maxrss` (the figure `/usr/bin/time -v` prints as
 "Maximum resident set size"); wall time from a monotonic clock. Prints a Markdown table with
 the ratio peak RSS / trace size (the uncompressed JSON), the figure issue 11 bounds
 (target <= 0.15x for import and single-pass analyses).
 
 Usage: python3 benches/memory.py [--events N ...] [--dir /tmp/strato-mem] [--strato PATH]
                                  [--only info,gpu-time,...] [--keep]
-Default sizes: 250k, 1M and 4M events (about 70 MB, 280 MB and 1.1 GB). The issue's figures
-were taken at about 1.55 GB: `--events 5600000`. Generated files are kept in --dir for the
+Default sizes: 250k, 1M and 4M events (about 70 MB, 280 MB and 1.1 GB). The long runs of
+docs/benchmarks.md: `--events 7000000 --decimal-times` (about 2 GB, every command) and
+`--events 36000000 --decimal-times --only "import -o"` (about 10 GB; needs ~12 GB of disk). Generated files are kept in --dir for the
 next run (delete them yourself); profiles written by `import -o` are removed unless --keep.
 """
 import argparse
@@ -36,6 +37,8 @@ def commands(trace, store, html):
         ("report", ["report", trace, "-o", html]),
         ("info (profile)", ["info", store]),
         ("gpu-time (profile)", ["gpu-time", store]),
+        ("kernels (profile)", ["kernels", store]),
+        ("breakdown (profile)", ["breakdown", store]),
     ]
 
 

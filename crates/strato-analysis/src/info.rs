@@ -65,15 +65,19 @@ pub struct TraceInfo {
     pub devices: Vec<DeviceInfo>,
 }
 
-/// What [`info`] counts of a trace's events (spans, instants, counter samples), gathered batch
-/// by batch: a streaming import hands each batch to [`EventCounts::add`] and drops it, and
-/// [`info_with`] gives the same summary as [`info`] of the whole trace.
+/// What [`info`] counts of a trace's events (spans, instants, counter samples, flows), gathered
+/// batch by batch: a streaming import hands each batch to [`EventCounts::add`] and drops it
+/// (flows too, when the import only counts them: `strato_io::Projection::COUNTS`; the flows
+/// left in the trace at the end go to [`EventCounts::add_flows`]), and [`info_with`] gives the
+/// same summary as [`info`] of the whole trace.
 #[derive(Debug, Clone, Default)]
 pub struct EventCounts {
     time_span: Option<(Ns, Ns)>,
     spans: usize,
     instants: usize,
     counter_samples: usize,
+    flows: usize,
+    flows_complete: usize,
     by_level: BTreeMap<String, usize>,
     by_category: BTreeMap<String, usize>,
     spans_per_track: Vec<usize>,
@@ -92,6 +96,7 @@ impl EventCounts {
         self.spans += trace.spans.len();
         self.instants += trace.instants.len();
         self.counter_samples += trace.counters.len();
+        self.add_flows(&trace.flows);
         if self.spans_per_track.len() < trace.tracks.len() {
             self.spans_per_track.resize(trace.tracks.len(), 0);
         }
@@ -112,6 +117,17 @@ impl EventCounts {
                 .entry(trace.str(instant.category).to_owned())
                 .or_insert(0) += 1;
         }
+    }
+}
+
+impl EventCounts {
+    /// Counts `flows` (all of them, and those with both ends).
+    pub fn add_flows(&mut self, flows: &[strato_trace::Flow]) {
+        self.flows += flows.len();
+        self.flows_complete += flows
+            .iter()
+            .filter(|f| f.from.is_some() && f.to.is_some())
+            .count();
     }
 }
 
@@ -204,12 +220,8 @@ pub fn info_with(trace: &Trace, counts: EventCounts) -> TraceInfo {
         spans: counts.spans,
         instants: counts.instants,
         counter_samples: counts.counter_samples,
-        flows: trace.flows.len(),
-        flows_complete: trace
-            .flows
-            .iter()
-            .filter(|f| f.from.is_some() && f.to.is_some())
-            .count(),
+        flows: counts.flows,
+        flows_complete: counts.flows_complete,
         tracks: trace.tracks.len(),
         spans_by_level: by_level,
         events_by_category: by_category,

@@ -67,7 +67,7 @@ pub struct KernelStatsReport {
     pub ranks: Vec<RankKernelStats>,
 }
 
-#[derive(Default, Clone, Copy)]
+#[derive(Debug, Default, Clone, Copy)]
 struct Acc {
     count: u64,
     total: i128,
@@ -164,46 +164,107 @@ fn latency(mut values: Vec<Ns>) -> Option<Latency> {
 
 /// Computes the statistics of every rank. `top` folds each table after that many rows (0: all).
 pub fn kernel_stats(trace: &Trace, top: usize) -> KernelStatsReport {
-    let ranks = (0..trace.ranks.len())
-        .map(|r| rank_stats(trace, RankId(r as u32), top))
-        .collect();
-    KernelStatsReport { ranks }
+    let mut stream = KernelStatsStream::default();
+    stream.add(trace);
+    stream.finish(trace, top)
+}
+
+/// A CPU span in the launch sweep: start, end, is an API call, name id, correlation.
+type SweepSpan = (Ns, Ns, bool, u32, u64);
+
+/// A device op whose launching operation is looked up at the end: start, duration and launch
+/// correlation (32 bytes).
+type PendingOp = (Ns, Ns, Option<u64>);
+
+/// [`kernel_stats`] gathered batch by batch, so that a streaming import never holds the
+/// trace's spans: [`KernelStatsStream::add`] reads one batch of events (the trace as it is
+/// then: its tracks, strings and args are those of the whole trace so far, its spans the
+/// batch's, in the trace's order, and their args ids index the batch's args) and keeps only
+/// what the statistics need: per kernel name the running sums, per device op its start,
+/// duration and correlation (the launching op is known only once every CPU span is read), and
+/// per CPU thread the framework ops and correlated API calls (start, end, name, correlation).
+/// [`KernelStatsStream::finish`] gives what [`kernel_stats`] gives for the whole trace.
+#[derive(Debug, Default)]
+pub struct KernelStatsStream {
+    ranks: Vec<RankStream>,
+}
+
+#[derive(Debug, Default)]
+struct RankStream {
+    /// Framework ops (Backend) and correlated API calls of each CPU track, in trace order.
+    sweep: FxHashMap<u32, Vec<SweepSpan>>,
+    by_name: FxHashMap<u32, Acc>,
+    ops: Vec<PendingOp>,
+    queue_lat: Vec<Ns>,
+    submit_lat: Vec<Ns>,
+    device_time: Ns,
+}
+
+impl KernelStatsStream {
+    /// Reads the spans `trace` holds now (see [`KernelStatsStream`]).
+    pub fn add(&mut self, trace: &Trace) {
+        if self.ranks.len() < trace.ranks.len() {
+            self.ranks
+                .resize_with(trace.ranks.len(), RankStream::default);
+        }
+        for span in &trace.spans {
+            let t = trace.track(span.track);
+            let rank = &mut self.ranks[t.rank.0 as usize];
+            if !t.is_device() {
+                let entry = match span.level {
+                    Level::Backend => (span.start, span.end, false, span.name.0, 0),
+                    Level::AcceleratorApi => match span.correlation {
+                        Some(c) => (span.start, span.end, true, span.name.0, c),
+                        None => continue,
+                    },
+                    _ => continue,
+                };
+                rank.sweep.entry(span.track.0).or_default().push(entry);
+            }
+            if !matches!(t.kind, TrackKind::DeviceQueue { .. })
+                || !span.level.is_device_op()
+                || span.level == Level::DeviceSync
+            {
+                continue;
+            }
+            let d = span.duration();
+            rank.device_time += d;
+            rank.by_name.entry(span.name.0).or_default().add(d);
+            rank.ops.push((span.start, d, span.correlation));
+            if let Some(text) = trace.args_text(span.args) {
+                if text.contains("queued") || text.contains("submitted") {
+                    let queued = arg_i64(Some(text), &["queued"]);
+                    let submitted = arg_i64(Some(text), &["submitted"]);
+                    if let (Some(q), Some(s)) = (queued, submitted) {
+                        rank.queue_lat.push(s - q);
+                    }
+                    if let Some(s) = submitted {
+                        rank.submit_lat.push(span.start - s);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The statistics of every rank of `trace` (the whole trace's tables; its events are not
+    /// read). `top` folds each table after that many rows (0: all).
+    pub fn finish(mut self, trace: &Trace, top: usize) -> KernelStatsReport {
+        self.ranks
+            .resize_with(trace.ranks.len().max(self.ranks.len()), RankStream::default);
+        let ranks = self
+            .ranks
+            .into_iter()
+            .take(trace.ranks.len())
+            .enumerate()
+            .map(|(r, stream)| rank_stats(trace, RankId(r as u32), stream, top))
+            .collect();
+        KernelStatsReport { ranks }
+    }
 }
 
 /// Innermost Backend span around each AcceleratorApi span with a correlation, per thread:
 /// correlation -> (api end, op name id or u32::MAX).
-/// A CPU span in the launch sweep: start, end, is an API call, name id, correlation.
-type SweepSpan = (Ns, Ns, bool, u32, u64);
-
-fn launches(trace: &Trace, rank: RankId) -> FxHashMap<u64, (Ns, u32)> {
-    let mut per_track: FxHashMap<u32, Vec<SweepSpan>> = FxHashMap::default();
-    for span in &trace.spans {
-        let t = trace.track(span.track);
-        if t.rank != rank || t.is_device() {
-            continue;
-        }
-        match span.level {
-            Level::Backend => per_track.entry(span.track.0).or_default().push((
-                span.start,
-                span.end,
-                false,
-                span.name.0,
-                0,
-            )),
-            Level::AcceleratorApi => {
-                if let Some(c) = span.correlation {
-                    per_track.entry(span.track.0).or_default().push((
-                        span.start,
-                        span.end,
-                        true,
-                        span.name.0,
-                        c,
-                    ));
-                }
-            }
-            _ => {}
-        }
-    }
+fn launches(per_track: FxHashMap<u32, Vec<SweepSpan>>) -> FxHashMap<u64, (Ns, u32)> {
     let mut out = FxHashMap::default();
     for (_, mut list) in per_track {
         // Parents first: by start, longer first, ops before API calls at equal times.
@@ -226,49 +287,31 @@ fn launches(trace: &Trace, rank: RankId) -> FxHashMap<u64, (Ns, u32)> {
     out
 }
 
-fn rank_stats(trace: &Trace, rank: RankId, top: usize) -> RankKernelStats {
-    let launch = launches(trace, rank);
-    let mut by_name: FxHashMap<u32, Acc> = FxHashMap::default();
+fn rank_stats(trace: &Trace, rank: RankId, stream: RankStream, top: usize) -> RankKernelStats {
+    let RankStream {
+        sweep,
+        by_name,
+        ops: pending,
+        queue_lat,
+        submit_lat,
+        device_time,
+    } = stream;
+    let launch = launches(sweep);
     let mut by_op: FxHashMap<u32, Acc> = FxHashMap::default();
     let mut launch_lat = Vec::new();
-    let (mut queue_lat, mut submit_lat) = (Vec::new(), Vec::new());
-    let mut device_time: Ns = 0;
-    let mut device_ops = 0u64;
     const NO_LAUNCH: u32 = u32::MAX - 1;
-    for span in &trace.spans {
-        let t = trace.track(span.track);
-        if t.rank != rank
-            || !matches!(t.kind, TrackKind::DeviceQueue { .. })
-            || !span.level.is_device_op()
-            || span.level == Level::DeviceSync
-        {
-            continue;
-        }
-        let d = span.duration();
-        device_time += d;
-        device_ops += 1;
-        by_name.entry(span.name.0).or_default().add(d);
-        let op = match span.correlation.and_then(|c| launch.get(&c)) {
+    let device_ops = pending.len() as u64;
+    for (start, d, correlation) in pending {
+        let op = match correlation.and_then(|c| launch.get(&c)) {
             Some(&(api_end, op)) => {
-                launch_lat.push(span.start - api_end);
+                launch_lat.push(start - api_end);
                 op
             }
             None => NO_LAUNCH,
         };
         by_op.entry(op).or_default().add(d);
-        if let Some(text) = trace.args_text(span.args) {
-            if text.contains("queued") || text.contains("submitted") {
-                let queued = arg_i64(Some(text), &["queued"]);
-                let submitted = arg_i64(Some(text), &["submitted"]);
-                if let (Some(q), Some(s)) = (queued, submitted) {
-                    queue_lat.push(s - q);
-                }
-                if let Some(s) = submitted {
-                    submit_lat.push(span.start - s);
-                }
-            }
-        }
     }
+    drop(launch);
     let mut kernels: Vec<StatRow> = by_name
         .iter()
         .map(|(&id, a)| {

@@ -68,7 +68,7 @@ pub(crate) fn set_graph_capture(path: Option<PathBuf>) {
     *GRAPH_CAPTURE.lock().unwrap_or_else(|e| e.into_inner()) = path;
 }
 
-fn graph_capture() -> Option<PathBuf> {
+pub(crate) fn graph_capture() -> Option<PathBuf> {
     GRAPH_CAPTURE
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -262,6 +262,13 @@ pub(crate) fn stream_file(
     let Some(mut trace) = imported? else {
         return Ok(None);
     };
+    for (rank, sources) in shared_rank_claims(&trace) {
+        eprintln!(
+            "strato: note: {} sources all claim rank {rank} ({}): kept apart as separate sources",
+            sources.len(),
+            sources.join(", ")
+        );
+    }
     if !KEEP_SECRETS.load(std::sync::atomic::Ordering::Relaxed) {
         strato_io::redact::redact_trace(&mut trace);
     }

@@ -125,15 +125,16 @@ pub fn import(path: &Path, input: Input, options: &ImportOptions) -> Result<Trac
 /// error).
 pub type EventSink<'s> = dyn FnMut(&mut Trace) -> std::result::Result<(), String> + 's;
 
-/// Events held before they are handed to an [`EventSink`], by default: enough to make the
-/// store's 64 Ki-row chunks from whole batches, small beside any trace worth streaming.
-pub const SINK_EVENTS: usize = 64 * 1024;
+/// Events held before they are handed to an [`EventSink`], by default: as many as the store
+/// writes per chunk (16 Ki rows), small beside any trace worth streaming (a batch with its
+/// args is a few MB).
+pub const SINK_EVENTS: usize = 16 * 1024;
 
 /// [`import`], handing the events to `sink` as they are read, in batches of `batch_events`
 /// (spans, instants and counter samples together; at least 1): the trace returned holds every
 /// table but the events (ranks, tracks, strings, processes, devices, and the flows, bound to
 /// spans by their ids among all spans handed over). Memory is what the flows and the string
-/// table need plus 20 bytes per span (its track and times, kept to bind flows), whatever the
+/// table need plus 16 bytes per span (its track and times, kept to bind flows), whatever the
 /// file's size.
 pub fn import_streaming(
     path: &Path,
@@ -374,25 +375,28 @@ impl<'de> Deserialize<'de> for Loose {
 /// A `B` event waiting for its `E`: start, name, category and args text.
 type OpenBegin = (Ns, StrId, CategoryInfo, Option<String>);
 
-/// A flow end seen in the file, bound to a span after all spans are read (40 bytes: one is
+/// A flow end seen in the file, bound to a span after all spans are read (16 bytes: one is
 /// kept per flow event until the end of the import, so it is kept compact).
 struct PendingFlowEnd {
-    /// Index in `Trace::flows`, or [`NO_FLOW`] when flows are not kept (the end is then only
-    /// resolved to its track, which may create one, as when flows are kept).
+    /// Index in `Trace::flows`.
     flow: u32,
-    is_start: bool,
-    place: FlowPlace,
+    /// [`FLOW_START`] for an `s` end, or-ed with where the end is: its index in
+    /// `Builder::flow_places` while the file is read, its track once every span is read.
+    place: u32,
     ts: Ns,
 }
 
-/// `PendingFlowEnd::flow` of an end whose flow is not kept ([`crate::Projection::flows`] off).
-const NO_FLOW: u32 = u32::MAX;
+/// The bit of `PendingFlowEnd::place` that marks an `s` (start) end; places and track ids
+/// stay below it (an import refuses more than 2^31 tracks long before).
+const FLOW_START: u32 = 1 << 31;
 
-/// Where a flow end is, as written: integer pid and tid (nearly always), else the raw values in
-/// `Builder::loose_places` (so the common case holds no strings).
-enum FlowPlace {
-    Ints(i64, i64),
-    Loose(u32),
+impl PendingFlowEnd {
+    fn is_start(&self) -> bool {
+        self.place & FLOW_START != 0
+    }
+    fn place(&self) -> u32 {
+        self.place & !FLOW_START
+    }
 }
 
 /// Per-category facts, computed once per distinct category.
@@ -428,11 +432,16 @@ struct Builder<'p, 's> {
     /// read leaves the map (a later event with its id starts a new flow either way), so the
     /// map holds the open flows only, not every flow of the file.
     flows: FxHashMap<(StrId, String), usize>,
+    /// The open flows themselves when flow ends are not placed
+    /// ([`crate::Projection::flow_ends`] off): a flow leaves for `Trace::flows` once complete.
+    open_flows: FxHashMap<(StrId, String), Flow>,
     flow_ends: Vec<PendingFlowEnd>,
-    /// The pid/tid of flow ends that are not both integers (see [`FlowPlace::Loose`]).
-    loose_places: Vec<(Option<Loose>, Option<Loose>)>,
-    /// Integer places of flow ends already remembered when flows are not kept.
-    unkept_flow_places: rustc_hash::FxHashSet<(i64, i64)>,
+    /// Where flow ends are (pid, tid as written), in the order first seen: each integer place
+    /// once (`flow_place_ids`), any other once per end. Resolved to tracks at the end, in this
+    /// order (resolving may create a track; the tracks must be those of a full import, whether
+    /// flows are kept or not).
+    flow_places: Vec<(Option<Loose>, Option<Loose>)>,
+    flow_place_ids: FxHashMap<(i64, i64), u32>,
     memory_tracks: FxHashMap<(i64, i64), TrackId>,
     memory: MemoryTracker,
     /// The error that stopped the import when it is not a JSON syntax error (an event's times,
@@ -475,9 +484,10 @@ impl<'p, 's> Builder<'p, 's> {
             thread_names: Vec::new(),
             open_begins: FxHashMap::default(),
             flows: FxHashMap::default(),
+            open_flows: FxHashMap::default(),
             flow_ends: Vec::new(),
-            loose_places: Vec::new(),
-            unkept_flow_places: Default::default(),
+            flow_places: Vec::new(),
+            flow_place_ids: FxHashMap::default(),
             memory_tracks: FxHashMap::default(),
             memory: MemoryTracker::new(options.memory_budget_bytes),
             fatal: None,
@@ -809,10 +819,21 @@ impl<'p, 's> Builder<'p, 's> {
         let Some(sink) = self.sink.as_mut() else {
             return Ok(());
         };
-        if self.options.projection.flows {
+        let places_flows = self.options.projection.flows && self.options.projection.flow_ends;
+        if places_flows {
             self.handed_spans.keep(&self.trace.spans);
         }
-        if let Err(message) = sink(&mut self.trace) {
+        // Placed flows are still being filled in (by index): the sink does not see them.
+        let held_flows = if places_flows {
+            std::mem::take(&mut self.trace.flows)
+        } else {
+            Vec::new()
+        };
+        let outcome = sink(&mut self.trace);
+        if places_flows {
+            self.trace.flows = held_flows;
+        }
+        if let Err(message) = outcome {
             return Err(self.fatal(ErrorKind::Output(message)));
         }
         Ok(())
@@ -1182,26 +1203,25 @@ impl<'p, 's> Builder<'p, 's> {
             ev.pid.and_then(Loose::as_i64),
             ev.tid.and_then(Loose::as_i64),
         ) {
-            (Some(pid), Some(tid)) => FlowPlace::Ints(pid, tid),
+            (Some(pid), Some(tid)) => match self.flow_place_ids.get(&(pid, tid)) {
+                Some(&place) => place,
+                None => {
+                    let place = self.flow_places.len() as u32;
+                    self.flow_place_ids.insert((pid, tid), place);
+                    self.flow_places
+                        .push((Some(Loose::Int(pid)), Some(Loose::Int(tid))));
+                    place
+                }
+            },
             _ => {
-                self.loose_places.push((ev.pid.cloned(), ev.tid.cloned()));
-                FlowPlace::Loose((self.loose_places.len() - 1) as u32)
+                self.flow_places.push((ev.pid.cloned(), ev.tid.cloned()));
+                (self.flow_places.len() - 1) as u32
             }
         };
-        if !self.options.projection.flows {
-            // Each distinct place is remembered once, in file order: resolving it at the end
-            // may create a track, and the tracks must be those of a full import.
-            let first = match place {
-                FlowPlace::Ints(pid, tid) => self.unkept_flow_places.insert((pid, tid)),
-                FlowPlace::Loose(_) => true,
-            };
-            if first {
-                self.flow_ends.push(PendingFlowEnd {
-                    flow: NO_FLOW,
-                    is_start,
-                    place,
-                    ts,
-                });
+        let projection = self.options.projection;
+        if !projection.flows || !projection.flow_ends {
+            if projection.flows {
+                self.count_flow(cat.id, id, is_start, ts);
             }
             return Ok(());
         }
@@ -1254,11 +1274,56 @@ impl<'p, 's> Builder<'p, 's> {
         }
         self.flow_ends.push(PendingFlowEnd {
             flow: index as u32,
-            is_start,
-            place,
+            place: if is_start { place | FLOW_START } else { place },
             ts,
         });
         Ok(())
+    }
+
+    /// A flow event when flow ends are not placed ([`crate::Projection::flow_ends`] off): the
+    /// same flows as [`Builder::flow_event`] makes (an end joins the open flow of its key when
+    /// that end is still missing, else starts a new flow), held in `open_flows` until complete
+    /// and then added to `Trace::flows`; a flow whose key a new flow takes can no longer
+    /// complete and is added then.
+    fn count_flow(&mut self, category: StrId, id: &Loose, is_start: bool, ts: Ns) {
+        let key_text = id.text();
+        let numeric = id
+            .as_i64()
+            .map(|v| v as u64)
+            .unwrap_or_else(|| hash_text(&key_text));
+        let end = Some(FlowEnd {
+            track: TrackId(0),
+            ts,
+            span: None,
+        });
+        let key = (category, key_text);
+        let joins = self.open_flows.get(&key).is_some_and(|flow| {
+            if is_start {
+                flow.from.is_none()
+            } else {
+                flow.to.is_none()
+            }
+        });
+        if joins {
+            let mut flow = self.open_flows.remove(&key).expect("checked above");
+            if is_start {
+                flow.from = end;
+            } else {
+                flow.to = end;
+            }
+            // Both ends now: a flow in `open_flows` had exactly one.
+            self.trace.flows.push(flow);
+            return;
+        }
+        let flow = Flow {
+            id: numeric,
+            category,
+            from: if is_start { end.clone() } else { None },
+            to: if is_start { None } else { end },
+        };
+        if let Some(stale) = self.open_flows.insert(key, flow) {
+            self.trace.flows.push(stale);
+        }
     }
 
     fn metadata_event(&mut self, ev: &EventView<'_>, known: &KnownArgs<'_>) {
@@ -1364,24 +1429,21 @@ impl<'p, 's> Builder<'p, 's> {
         }
         // The flow-id map is no longer needed: free it before binding allocates.
         drop(std::mem::take(&mut self.flows));
-        let ends = std::mem::take(&mut self.flow_ends);
-        let loose_places = std::mem::take(&mut self.loose_places);
-        let mut resolved = Vec::with_capacity(ends.len());
-        for end in ends {
-            let track = match end.place {
-                FlowPlace::Ints(pid, tid) => {
-                    self.existing_track(Some(&Loose::Int(pid)), Some(&Loose::Int(tid)))
-                }
-                FlowPlace::Loose(i) => {
-                    let (pid, tid) = &loose_places[i as usize];
-                    self.existing_track(pid.as_ref(), tid.as_ref())
-                }
-            };
-            if end.flow == NO_FLOW {
-                continue;
-            }
+        let open_flows = std::mem::take(&mut self.open_flows);
+        self.trace.flows.extend(open_flows.into_values());
+        let places = std::mem::take(&mut self.flow_places);
+        drop(std::mem::take(&mut self.flow_place_ids));
+        let place_tracks: Vec<TrackId> = places
+            .iter()
+            .map(|(pid, tid)| self.existing_track(pid.as_ref(), tid.as_ref()))
+            .collect();
+        drop(places);
+        // Each end's place becomes its track, in place (no second list of ends).
+        let mut ends = std::mem::take(&mut self.flow_ends);
+        for end in &mut ends {
+            let track = place_tracks[end.place() as usize];
             let flow = &mut self.trace.flows[end.flow as usize];
-            let slot = if end.is_start {
+            let slot = if end.is_start() {
                 &mut flow.from
             } else {
                 &mut flow.to
@@ -1391,20 +1453,20 @@ impl<'p, 's> Builder<'p, 's> {
                     e.track = track;
                 }
             }
-            resolved.push(ResolvedFlowEnd {
-                flow: end.flow,
-                is_start: end.is_start,
-                track,
-                ts: end.ts,
-            });
+            end.place = (end.place & FLOW_START) | track.0;
         }
-        drop(loose_places);
-        if self.sink.is_some() {
-            let handed = std::mem::take(&mut self.handed_spans);
-            bind_flows(&mut self.trace, &handed, &resolved);
+        drop(place_tracks);
+        if ends.is_empty() {
+            // Nothing to bind.
+        } else if self.sink.is_some() {
+            let mut handed = std::mem::take(&mut self.handed_spans);
+            handed.sort();
+            bind_flows(&mut self.trace, &handed, &ends);
         } else {
             let spans = std::mem::take(&mut self.trace.spans);
-            bind_flows(&mut self.trace, &spans[..], &resolved);
+            let index = HeldSpans::new(&spans, self.trace.tracks.len());
+            bind_flows(&mut self.trace, &index, &ends);
+            drop(index);
             self.trace.spans = spans;
         }
         self.trace.clock = ClockInfo::default();
@@ -1422,92 +1484,179 @@ fn hash_text(text: &str) -> u64 {
     h.finish()
 }
 
-/// A flow end with its track known.
-struct ResolvedFlowEnd {
-    flow: u32,
-    is_start: bool,
-    track: TrackId,
+/// Where binding flows looks a flow end up.
+trait SpanIndex {
+    /// The innermost span of `track` containing `ts`: of the spans sorted by start, then
+    /// longer first, the last one starting at or before `ts` that has not ended before it,
+    /// among the last 256 starting at or before `ts`. Equal spans are in the order an
+    /// unstable sort of their indexes (in id order) leaves them: both indexes below sort the
+    /// same `u32` lists by the same keys, so they agree with each other and with earlier
+    /// versions.
+    fn find(&self, track: TrackId, ts: Ns) -> Option<SpanId>;
+}
+
+/// [`SpanIndex::find`] over one track's sorted list.
+fn find_in<T>(
+    list: &[T],
     ts: Ns,
+    start: impl Fn(&T) -> Ns,
+    end_id: impl Fn(&T) -> (Ns, u32),
+) -> Option<SpanId> {
+    let after = list.partition_point(|x| start(x) <= ts);
+    list[..after]
+        .iter()
+        .rev()
+        .take(256)
+        .map(&end_id)
+        .find(|&(end, _)| end >= ts)
+        .map(|(_, id)| SpanId(id))
 }
 
-/// What binding flows reads of the spans: each one's track, start and end, by span id.
-trait SpanPlaces {
-    fn count(&self) -> usize;
-    fn track(&self, i: usize) -> TrackId;
-    fn times(&self, i: usize) -> (Ns, Ns);
+/// The index of a trace's own spans (an import that keeps them): span ids by track.
+struct HeldSpans<'a> {
+    spans: &'a [Span],
+    by_track: Vec<Vec<u32>>,
 }
 
-impl SpanPlaces for [Span] {
-    fn count(&self) -> usize {
-        self.len()
-    }
-    fn track(&self, i: usize) -> TrackId {
-        self[i].track
-    }
-    fn times(&self, i: usize) -> (Ns, Ns) {
-        (self[i].start, self[i].end)
+impl<'a> HeldSpans<'a> {
+    fn new(spans: &'a [Span], tracks: usize) -> Self {
+        let mut by_track: Vec<Vec<u32>> = vec![Vec::new(); tracks];
+        for (i, span) in spans.iter().enumerate() {
+            by_track[span.track.0 as usize].push(i as u32);
+        }
+        for list in &mut by_track {
+            list.sort_unstable_by_key(|&i| {
+                let s = &spans[i as usize];
+                (s.start, std::cmp::Reverse(s.end))
+            });
+        }
+        HeldSpans { spans, by_track }
     }
 }
 
-/// The places of the spans a streaming import handed over (20 bytes per span).
+impl SpanIndex for HeldSpans<'_> {
+    fn find(&self, track: TrackId, ts: Ns) -> Option<SpanId> {
+        let spans = self.spans;
+        find_in(
+            &self.by_track[track.0 as usize],
+            ts,
+            |&i| spans[i as usize].start,
+            |&i| (spans[i as usize].end, i),
+        )
+    }
+}
+
+/// The places of the spans a streaming import handed over, by track (16 bytes per span: the
+/// spans themselves are gone).
 #[derive(Default)]
 struct HandedSpans {
-    tracks: Vec<TrackId>,
-    times: Vec<(Ns, Ns)>,
+    by_track: Vec<Vec<HandedSpan>>,
+    count: u32,
+    /// The ends of spans longer than `u32::MAX` ns, by span id.
+    long_ends: FxHashMap<u32, Ns>,
+}
+
+#[derive(Clone, Copy)]
+struct HandedSpan {
+    start: Ns,
+    id: u32,
+    /// The duration, or `u32::MAX` when the end is in `HandedSpans::long_ends`.
+    dur: u32,
 }
 
 impl HandedSpans {
     fn keep(&mut self, spans: &[Span]) {
-        self.tracks.extend(spans.iter().map(|s| s.track));
-        self.times.extend(spans.iter().map(|s| (s.start, s.end)));
+        for span in spans {
+            let id = self.count;
+            self.count += 1;
+            let dur = match u32::try_from(span.end.saturating_sub(span.start)) {
+                Ok(d) if d < u32::MAX => d,
+                _ => {
+                    self.long_ends.insert(id, span.end);
+                    u32::MAX
+                }
+            };
+            let track = span.track.0 as usize;
+            if self.by_track.len() <= track {
+                self.by_track.resize_with(track + 1, Vec::new);
+            }
+            self.by_track[track].push(HandedSpan {
+                start: span.start,
+                id,
+                dur,
+            });
+        }
+    }
+
+    fn end(&self, s: &HandedSpan) -> Ns {
+        if s.dur == u32::MAX {
+            self.long_ends[&s.id]
+        } else {
+            s.start + Ns::from(s.dur)
+        }
+    }
+
+    /// Sorts each track's spans as [`HeldSpans`] does.
+    fn sort(&mut self) {
+        let mut by_track = std::mem::take(&mut self.by_track);
+        for list in &mut by_track {
+            // The permutation [`HeldSpans`] makes of this track's span ids (in id order, as
+            // `list` is), applied in place: 4 bytes per span of one track at a time.
+            let mut order: Vec<u32> = (0..list.len() as u32).collect();
+            order.sort_unstable_by_key(|&i| {
+                let s = &list[i as usize];
+                (s.start, std::cmp::Reverse(self.end(s)))
+            });
+            permute(list, &mut order);
+        }
+        self.by_track = by_track;
     }
 }
 
-impl SpanPlaces for HandedSpans {
-    fn count(&self) -> usize {
-        self.tracks.len()
-    }
-    fn track(&self, i: usize) -> TrackId {
-        self.tracks[i]
-    }
-    fn times(&self, i: usize) -> (Ns, Ns) {
-        self.times[i]
+/// Rearranges `list` so that `list[k]` becomes the old `list[order[k]]` (`order` is a
+/// permutation; it is used up).
+fn permute<T: Copy>(list: &mut [T], order: &mut [u32]) {
+    const DONE: u32 = u32::MAX;
+    for start in 0..list.len() {
+        if order[start] == DONE {
+            continue;
+        }
+        let first = list[start];
+        let mut at = start;
+        loop {
+            let from = order[at] as usize;
+            order[at] = DONE;
+            if from == start {
+                list[at] = first;
+                break;
+            }
+            list[at] = list[from];
+            at = from;
+        }
     }
 }
 
-/// Binds each flow end to the innermost span containing its timestamp on its track (ties: the
-/// latest-starting, then shortest, span).
-fn bind_flows<S: SpanPlaces + ?Sized>(trace: &mut Trace, spans: &S, ends: &[ResolvedFlowEnd]) {
-    if ends.is_empty() {
-        return;
+impl SpanIndex for HandedSpans {
+    fn find(&self, track: TrackId, ts: Ns) -> Option<SpanId> {
+        let list = self.by_track.get(track.0 as usize)?;
+        find_in(list, ts, |s| s.start, |s| (self.end(s), s.id))
     }
-    let mut by_track: Vec<Vec<u32>> = vec![Vec::new(); trace.tracks.len()];
-    for i in 0..spans.count() {
-        by_track[spans.track(i).0 as usize].push(i as u32);
-    }
-    for list in &mut by_track {
-        list.sort_unstable_by_key(|&i| {
-            let (start, end) = spans.times(i as usize);
-            (start, std::cmp::Reverse(end))
-        });
-    }
+}
+
+/// Binds each flow end to the innermost span containing its timestamp on its track
+/// ([`SpanIndex::find`]). `ends` hold their tracks (see [`PendingFlowEnd::place`]).
+fn bind_flows(trace: &mut Trace, spans: &impl SpanIndex, ends: &[PendingFlowEnd]) {
     for end in ends {
-        let list = &by_track[end.track.0 as usize];
-        let after = list.partition_point(|&i| spans.times(i as usize).0 <= end.ts);
-        let found = list[..after]
-            .iter()
-            .rev()
-            .take(256)
-            .find(|&&i| spans.times(i as usize).1 >= end.ts)
-            .map(|&i| SpanId(i));
+        let track = TrackId(end.place());
+        let found = spans.find(track, end.ts);
         let flow = &mut trace.flows[end.flow as usize];
-        let slot = if end.is_start {
+        let slot = if end.is_start() {
             &mut flow.from
         } else {
             &mut flow.to
         };
         if let Some(e) = slot {
-            if e.ts == end.ts && e.track == end.track {
+            if e.ts == end.ts && e.track == track {
                 e.span = found;
             }
         }

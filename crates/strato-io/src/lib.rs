@@ -95,6 +95,14 @@ pub struct Projection {
     pub counters: bool,
     /// Flows (`s`/`t`/`f`).
     pub flows: bool,
+    /// With `flows`: each flow end placed (its track resolved, bound to the innermost span
+    /// containing it), which keeps every flow end, and each span's track and times, until the
+    /// end of the import. Off (what `info` needs: flows counted, complete or not): only the
+    /// open flows are held; a flow is added to `Trace::flows` once it is complete (or can no
+    /// longer complete: a later event took its place), the rest at the end, so `Trace::flows`
+    /// is in that order and its ends carry no track or span (`TrackId(0)`, `None`); a streaming
+    /// import's sink sees the flows added since its last call and may take them.
+    pub flow_ends: bool,
 }
 
 impl Projection {
@@ -104,6 +112,12 @@ impl Projection {
         instants: true,
         counters: true,
         flows: true,
+        flow_ends: true,
+    };
+    /// Every event, flows only counted (see [`Projection::flow_ends`]): `info`.
+    pub const COUNTS: Projection = Projection {
+        flow_ends: false,
+        ..Projection::ALL
     };
     /// Every span and nothing else: analyses of spans alone (`kernels`, `breakdown`).
     pub const SPANS: Projection = Projection {
@@ -111,6 +125,7 @@ impl Projection {
         instants: false,
         counters: false,
         flows: false,
+        flow_ends: false,
     };
     /// What the device time breakdown (`gpu-time`) reads: device spans, the host spans that
     /// carry a launch correlation, and `ProfilerStep#` spans (see [`SpanProjection`]).
@@ -119,6 +134,7 @@ impl Projection {
         instants: false,
         counters: false,
         flows: false,
+        flow_ends: false,
     };
 }
 

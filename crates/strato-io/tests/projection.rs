@@ -113,3 +113,91 @@ fn projections_keep_exactly_what_their_rule_selects() {
     // The rule must leave something out on real Kineto traces, or this test checks nothing.
     assert!(left_out > 0, "no projection left out any span");
 }
+
+/// The flows as text, in a canonical order: id, category, each end's time.
+fn flow_texts(trace: &Trace) -> Vec<String> {
+    let mut flows: Vec<String> = trace
+        .flows
+        .iter()
+        .map(|f| {
+            format!(
+                "{} {} {:?} {:?}",
+                f.id,
+                trace.str(f.category),
+                f.from.as_ref().map(|e| e.ts),
+                f.to.as_ref().map(|e| e.ts)
+            )
+        })
+        .collect();
+    flows.sort();
+    flows
+}
+
+/// `Projection::COUNTS` (what `info` imports with) keeps every event of a full import and the
+/// same flows (ids, categories, end times; complete or not), without placing their ends; a
+/// streaming import hands each flow to the sink once (as it completes, or at the end).
+#[test]
+fn counting_flows_keeps_the_flows_of_a_full_import() {
+    let files = json_files();
+    let mut flows_seen = 0usize;
+    for path in &files {
+        let full = import(path, Projection::ALL);
+        let counted = import(path, Projection::COUNTS);
+        let what = path.display().to_string();
+        assert_eq!(counted.tracks, full.tracks, "{what}: tracks");
+        assert_eq!(counted.processes, full.processes, "{what}: processes");
+        assert_eq!(counted.ranks, full.ranks, "{what}: ranks and notes");
+        assert_eq!(counted.spans, full.spans, "{what}: spans");
+        assert_eq!(counted.instants, full.instants, "{what}: instants");
+        assert_eq!(counted.counters, full.counters, "{what}: counters");
+        assert_eq!(flow_texts(&counted), flow_texts(&full), "{what}: flows");
+        assert!(
+            counted
+                .flows
+                .iter()
+                .flat_map(|f| [&f.from, &f.to])
+                .flatten()
+                .all(|e| e.span.is_none()),
+            "{what}: counted flows are not bound"
+        );
+        flows_seen += full.flows.len();
+        // Streaming, in odd batches: the sink takes the flows as they are handed over.
+        for batch in [7, 4093] {
+            let options = ImportOptions {
+                keep_args: false,
+                projection: Projection::COUNTS,
+                ..ImportOptions::default()
+            };
+            let mut handed = Trace::default();
+            let mut sink = |t: &mut Trace| {
+                for f in t.flows.drain(..) {
+                    let category = t.strings.get(f.category).to_owned();
+                    let category = handed.intern(&category);
+                    handed.flows.push(strato_trace::Flow { category, ..f });
+                }
+                t.spans.clear();
+                t.instants.clear();
+                t.counters.clear();
+                Ok(())
+            };
+            let Some(rest) = strato_io::import_file_streaming(path, &options, batch, &mut sink)
+                .unwrap_or_else(|e| panic!("{what}: {e}"))
+            else {
+                continue; // not streamed (a TensorFlow trace viewer file)
+            };
+            for f in &rest.flows {
+                let category = handed.intern(rest.str(f.category));
+                handed.flows.push(strato_trace::Flow {
+                    category,
+                    ..f.clone()
+                });
+            }
+            assert_eq!(
+                flow_texts(&handed),
+                flow_texts(&full),
+                "{what}: flows streamed in batches of {batch}"
+            );
+        }
+    }
+    assert!(flows_seen > 0, "no flows in the shared data's JSON traces");
+}

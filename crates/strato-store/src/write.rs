@@ -30,11 +30,11 @@ use crate::meta::{self, Metadata, TableInfo};
 use crate::schema::{self, TableDef};
 
 /// Rows per Arrow record batch handed to the Parquet writer.
-const CHUNK_ROWS: usize = 64 * 1024;
+const CHUNK_ROWS: usize = 16 * 1024;
 /// Rows per Parquet row group (at most).
 const ROW_GROUP_ROWS: usize = 1 << 20;
 /// Buffered bytes at which a row group is closed before it has [`ROW_GROUP_ROWS`] rows.
-const ROW_GROUP_BYTES: usize = 32 << 20;
+const ROW_GROUP_BYTES: usize = 8 << 20;
 
 /// A temp or old sibling (`DIR.tmp-PID`, `DIR.old-PID`) left by a process that is gone is
 /// removed by a later write once nothing in it changed for this long: PIDs are reused, and a

@@ -147,6 +147,7 @@ fn more_rows_than_a_row_group() {
     let file = std::fs::File::open(dir.join("counters.parquet")).unwrap();
     let reader = parquet::file::serialized_reader::SerializedFileReader::new(file).unwrap();
     use parquet::file::reader::FileReader;
-    assert_eq!(reader.metadata().num_row_groups(), 2);
+    // At least one row group per 2^20 rows (a group also closes early at 8 MiB of pages).
+    assert!(reader.metadata().num_row_groups() >= 2);
     assert_eq!(strato_store::read(&dir).unwrap(), trace);
 }

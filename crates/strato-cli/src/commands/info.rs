@@ -21,7 +21,8 @@ pub struct InfoArgs {
 }
 
 /// The trace (for its tables) and its summary. One Chrome/Kineto JSON file streams: its
-/// events are counted as they are read ([`EventCounts`]) and never kept.
+/// events are counted as they are read ([`EventCounts`]) and never kept; its flows are only
+/// counted ([`strato_io::Projection::COUNTS`]: not bound to spans).
 fn summarise(
     inputs: &[PathBuf],
     options: &strato_io::ImportOptions,
@@ -30,13 +31,19 @@ fn summarise(
         let mut counts = EventCounts::default();
         let mut sink = |trace: &mut strato_trace::Trace| {
             counts.add(trace);
+            trace.flows.clear();
             trace.spans.clear();
             trace.instants.clear();
             trace.counters.clear();
             trace.args = Default::default();
             Ok(())
         };
-        if let Some(trace) = stream_file(input, options, &mut sink)? {
+        let counting = strato_io::ImportOptions {
+            projection: strato_io::Projection::COUNTS,
+            ..options.clone()
+        };
+        if let Some(trace) = stream_file(input, &counting, &mut sink)? {
+            counts.add_flows(&trace.flows);
             let info = info_with(&trace, counts);
             return Ok((trace, info));
         }

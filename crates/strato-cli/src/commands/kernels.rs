@@ -10,7 +10,9 @@ use crate::render::units::us;
 use crate::table::Table;
 use anyhow::Result;
 use clap::Args;
-use strato_analysis::kernel_stats::{kernel_stats, Latency, StatRow};
+use strato_analysis::kernel_stats::{
+    kernel_stats, KernelStatsReport, KernelStatsStream, Latency, StatRow,
+};
 
 /// Arguments of `strato kernels`.
 #[derive(Args, Debug)]
@@ -70,6 +72,33 @@ fn latency_line(label: &str, l: &Option<Latency>) -> String {
     }
 }
 
+/// The statistics of one Chrome/Kineto JSON file gathered while it streams
+/// ([`KernelStatsStream`]: its spans are never all held); `None` when the input does not
+/// stream (it is then loaded whole) or `--graph-capture` rewrites the trace first.
+fn streamed_stats(
+    inputs: &[std::path::PathBuf],
+    options: &strato_io::ImportOptions,
+    top: usize,
+) -> Result<Option<KernelStatsReport>> {
+    let [input] = inputs else { return Ok(None) };
+    if crate::input::graph_capture().is_some() {
+        return Ok(None);
+    }
+    let mut stream = KernelStatsStream::default();
+    let mut sink = |trace: &mut strato_trace::Trace| {
+        stream.add(trace);
+        trace.spans.clear();
+        trace.instants.clear();
+        trace.counters.clear();
+        trace.args = Default::default();
+        Ok(())
+    };
+    let Some(trace) = crate::input::stream_file(input, options, &mut sink)? else {
+        return Ok(None);
+    };
+    Ok(Some(stream.finish(&trace, top)))
+}
+
 /// Runs `strato kernels`.
 pub fn run(args: KernelsArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Result<()> {
     // Only spans are read, and only device ops' args (queue times, copy bytes): CPU ops' args,
@@ -79,8 +108,10 @@ pub fn run(args: KernelsArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Res
         projection: strato_io::Projection::SPANS,
         ..ctx.import_options(true)?
     };
-    let trace = crate::input::load(&args.inputs, &options)?;
-    let report = kernel_stats(&trace, args.top);
+    let report = match streamed_stats(&args.inputs, &options, args.top)? {
+        Some(report) => report,
+        None => kernel_stats(&crate::input::load(&args.inputs, &options)?, args.top),
+    };
     if args.json {
         serde_json::to_writer_pretty(&mut *out, &report)?;
         writeln!(out)?;
