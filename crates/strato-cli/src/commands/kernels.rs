@@ -10,7 +10,7 @@ use crate::render::units::us;
 use crate::table::Table;
 use anyhow::Result;
 use clap::Args;
-use strato_analysis::kernel_stats::{kernel_stats, Latency, StatRow};
+use strato_analysis::kernel_stats::{kernel_stats, KernelStatsReport, Latency, StatRow};
 
 /// Arguments of `strato kernels`.
 #[derive(Args, Debug)]
@@ -79,8 +79,27 @@ pub fn run(args: KernelsArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Res
         projection: strato_io::Projection::SPANS,
         ..ctx.import_options(true)?
     };
-    let trace = crate::input::load(&args.inputs, &options)?;
-    let report = kernel_stats(&trace, args.top);
+    // Rank by rank: each rank file's statistics computed as it is imported, its events dropped.
+    let streamed = crate::rank_stream::map_ranks(&args.inputs, &options, |trace| {
+        kernel_stats(trace, args.top).ranks
+    })?;
+    let report = match streamed {
+        Some(streamed) => {
+            let offsets = streamed.offsets();
+            let mut ranks = Vec::new();
+            for (part, (first_rank, _)) in streamed.parts.into_iter().zip(offsets) {
+                for (local, mut rank) in part.value.into_iter().enumerate() {
+                    // A rank known by its position: its position in the whole input.
+                    if part.job_ranks[local].is_none() {
+                        rank.rank = i64::from(first_rank) + local as i64;
+                    }
+                    ranks.push(rank);
+                }
+            }
+            KernelStatsReport { ranks }
+        }
+        None => kernel_stats(&crate::input::load(&args.inputs, &options)?, args.top),
+    };
     if args.json {
         serde_json::to_writer_pretty(&mut *out, &report)?;
         writeln!(out)?;
