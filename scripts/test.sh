@@ -17,6 +17,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo test"
 cargo test --workspace --locked
 
+echo "== job-scale benchmark, bounded (the full run: benches/job_scale.py, docs/benchmarks.md)"
+python3 benches/job_scale.py --ci
+
 if [[ -f pyproject.toml ]]; then
   echo "== pip install . (the stratoscope Python package and the strato command)"
   python3 -m pip install --quiet --disable-pip-version-check .

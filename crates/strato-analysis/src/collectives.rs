@@ -819,9 +819,66 @@ pub fn link_bandwidth_gbps(device_name: &str) -> Option<f64> {
     }
 }
 
-/// Runs the whole analysis (see the module docs).
+/// The device of a rank and its link bandwidth: what the size groups read of a trace's
+/// devices (kept per rank when ranks are summarised one by one).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeviceLink {
+    pub rank: RankId,
+    pub device: i64,
+    /// [`link_bandwidth_gbps`] of the device's name; `None` when unnamed or unknown.
+    pub link_gbps: Option<f64>,
+}
+
+/// The devices of `trace` in its order, with their link bandwidths.
+pub fn device_links(trace: &Trace) -> Vec<DeviceLink> {
+    trace
+        .devices
+        .iter()
+        .filter_map(|d| {
+            Some(DeviceLink {
+                rank: d.rank?,
+                device: d.index,
+                link_gbps: d.name.as_deref().and_then(link_bandwidth_gbps),
+            })
+        })
+        .collect()
+}
+
+/// What the straggler analysis asks of the late rank's events: what it was doing in
+/// `[window_start, window_end)` (its own clock) before `call` ([`straggler_cause`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CauseRequest<'a> {
+    pub rank: RankId,
+    pub call: &'a CollectiveCall,
+    pub window_start: Ns,
+    pub window_end: Ns,
+}
+
+/// Runs the whole analysis (see the module docs) on a trace held whole.
 pub fn collectives(trace: &Trace, options: &CollectivesOptions) -> CollectivesReport {
-    let ranks = rank_summaries(trace);
+    collectives_of_summaries(
+        rank_summaries(trace),
+        &device_links(trace),
+        options,
+        |requests| {
+            requests
+                .iter()
+                .map(|r| straggler_cause(trace, r.rank, r.call, r.window_start, r.window_end))
+                .collect()
+        },
+    )
+}
+
+/// The analysis from per-rank summaries alone ([`rank_summaries`], [`device_links`]): what the
+/// rank-by-rank import keeps. The causes of the worst late arrivals are asked of `causes`
+/// once, for all of them together (one [`StragglerCause`] per request, in order), so a caller
+/// that dropped the ranks' events re-reads only the late ranks.
+pub fn collectives_of_summaries(
+    ranks: Vec<RankCollectives>,
+    links: &[DeviceLink],
+    options: &CollectivesOptions,
+    causes: impl FnOnce(&[CauseRequest<'_>]) -> Vec<StragglerCause>,
+) -> CollectivesReport {
     let mut instances = match_collectives(&ranks);
     let clock = measure(&ranks, &mut instances);
     let window =
@@ -882,12 +939,24 @@ pub fn collectives(trace: &Trace, options: &CollectivesOptions) -> CollectivesRe
         .filter(|(_, w)| *w > 0)
         .collect();
     candidates.sort_by_key(|(k, w)| (std::cmp::Reverse(*w), *k));
-    let stragglers = candidates
+    let late: Vec<(Straggler, CauseRequest<'_>)> = candidates
         .into_iter()
         .take(options.stragglers)
-        .filter_map(|(k, imposed)| straggler(trace, &ranks, &instances, k, imposed, &clock))
+        .filter_map(|(k, imposed)| straggler(&ranks, &instances, k, imposed, &clock))
         .collect();
-    let by_size = size_groups(trace, &instances);
+    let requests: Vec<CauseRequest<'_>> = late.iter().map(|(_, r)| r.clone()).collect();
+    let found = causes(&requests);
+    assert_eq!(
+        found.len(),
+        requests.len(),
+        "one straggler cause per request"
+    );
+    let stragglers = late
+        .into_iter()
+        .zip(found)
+        .map(|((s, _), cause)| Straggler { cause, ..s })
+        .collect();
+    let by_size = size_groups(links, &instances);
     CollectivesReport {
         window,
         instances,
@@ -899,14 +968,14 @@ pub fn collectives(trace: &Trace, options: &CollectivesOptions) -> CollectivesRe
     }
 }
 
-fn straggler(
-    trace: &Trace,
-    ranks: &[RankCollectives],
+/// The straggler of instance `index` without its cause, and the request for the cause.
+fn straggler<'a>(
+    ranks: &'a [RankCollectives],
     instances: &[CollectiveInstance],
     index: usize,
     imposed: Ns,
     clock: &ClockAlignment,
-) -> Option<Straggler> {
+) -> Option<(Straggler, CauseRequest<'a>)> {
     let inst = &instances[index];
     let last = inst
         .members
@@ -928,19 +997,46 @@ fn straggler(
         .iter()
         .find(|r| r.rank == last.rank)
         .map(|r| &r.calls[last.call])?;
-    let cause = cause(trace, last.rank, call, window_start, window_end);
-    Some(Straggler {
+    let request = CauseRequest {
+        rank: last.rank,
+        call,
+        window_start,
+        window_end,
+    };
+    let straggler = Straggler {
         instance: index,
         rank: last.rank,
         job_rank: last.job_rank,
         imposed_wait_ns: imposed,
         lateness_ns: last.start - second_last,
-        cause,
-    })
+        cause: StragglerCause::unknown(window_start, window_end),
+    };
+    Some((straggler, request))
 }
 
-/// What rank `rank` did in `[window_start, window_end)` (its own clock) before `call`.
-fn cause(
+impl StragglerCause {
+    /// Nothing known yet about the window (filled by [`straggler_cause`]).
+    fn unknown(window_start: Ns, window_end: Ns) -> StragglerCause {
+        StragglerCause {
+            verdict: "other",
+            window_start,
+            window_end,
+            launch_delay_ns: None,
+            cpu_op: None,
+            cpu_level: None,
+            cpu_op_ns: None,
+            cpu_context: None,
+            device_busy_ns: 0,
+            device_op: None,
+            device_op_ns: None,
+        }
+    }
+}
+
+/// What rank `rank` did in `[window_start, window_end)` (its own clock) before `call`: its
+/// device ops on the call's device in the window, and the CPU ops of the launching thread
+/// before the launch. `call`'s span ids are `trace`'s.
+pub fn straggler_cause(
     trace: &Trace,
     rank: RankId,
     call: &CollectiveCall,
@@ -1064,15 +1160,13 @@ fn cause(
     }
 }
 
-fn size_groups(trace: &Trace, instances: &[CollectiveInstance]) -> Vec<SizeGroup> {
+fn size_groups(links: &[DeviceLink], instances: &[CollectiveInstance]) -> Vec<SizeGroup> {
     let link = |inst: &CollectiveInstance| {
         inst.members.iter().find_map(|m| {
-            trace
-                .devices
+            links
                 .iter()
-                .find(|d| d.rank == Some(m.rank) && d.index == m.device)
-                .and_then(|d| d.name.as_deref())
-                .and_then(link_bandwidth_gbps)
+                .find(|d| d.rank == m.rank && d.device == m.device)
+                .and_then(|d| d.link_gbps)
         })
     };
     let mut groups: std::collections::BTreeMap<

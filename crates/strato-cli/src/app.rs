@@ -50,6 +50,10 @@ struct Cli {
     /// modules that captured them (coverage on stderr; see docs/analyses/graphs.md).
     #[arg(long, global = true, value_name = "FILE")]
     graph_capture: Option<PathBuf>,
+    /// How many rank files are imported at once (default: `STRATO_JOBS`, else all cores).
+    /// Results never depend on it (see docs/scale.md).
+    #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    jobs: Option<u64>,
     #[command(subcommand)]
     command: Command,
 }
@@ -284,6 +288,10 @@ where
 /// program).
 fn run(cli: Cli) -> Result<u8> {
     crate::input::SALVAGE.store(cli.salvage, std::sync::atomic::Ordering::Relaxed);
+    crate::input::JOBS.store(
+        cli.jobs.map_or(0, |n| n as usize),
+        std::sync::atomic::Ordering::Relaxed,
+    );
     let ctx = crate::ctx::Ctx {
         level_map: cli.level_map.clone(),
         graph_capture: cli.graph_capture.clone(),

@@ -16,6 +16,9 @@ use strato_trace::{LevelMap, LevelRule, Trace};
 pub(crate) static SALVAGE: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
 
+/// `--jobs` of the running command (0: not given; then `STRATO_JOBS`, else all cores).
+pub(crate) static JOBS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 pub(crate) fn import_options(
     cli_level_map: Option<&Path>,
     keep_args: bool,
@@ -35,7 +38,12 @@ pub(crate) fn import_options(
         }
     };
     let memory_budget_bytes = strato_io::budget::memory_budget_from_env()?;
+    let jobs = match JOBS.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => strato_io::ranks::jobs_from_env()?,
+        n => n,
+    };
     Ok(ImportOptions {
+        jobs,
         level_map,
         keep_args,
         memory_budget_bytes,
@@ -49,14 +57,33 @@ pub(crate) fn import_options(
 /// ([`strato_trace::ImportNotes::warnings`]: a count above 0.1 % of the events read, or any
 /// free-text note); `strato info` lists them all.
 fn warn_import_notes(trace: &Trace) {
+    for line in import_warnings(trace) {
+        eprintln!("{line}");
+    }
+}
+
+/// The warning lines [`warn_import_notes`] prints for `trace`, in order.
+pub(crate) fn import_warnings(trace: &Trace) -> Vec<String> {
+    let mut out = Vec::new();
     for rank in &trace.ranks {
         for line in rank.notes.warnings() {
-            eprintln!(
+            out.push(format!(
                 "strato: warning: {}: {line} (see `strato info`)",
                 rank.source
-            );
+            ));
         }
     }
+    out
+}
+
+/// Whether `--keep-secrets` was given.
+pub(crate) fn keep_secrets() -> bool {
+    KEEP_SECRETS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Whether `--graph-capture` was given.
+pub(crate) fn graph_capture_set() -> bool {
+    graph_capture().is_some()
 }
 
 /// `--graph-capture` of the running command (set by `run` for each invocation), applied by

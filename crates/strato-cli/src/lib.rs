@@ -11,6 +11,7 @@ mod ctx;
 mod input;
 mod launch;
 mod output;
+mod rank_stream;
 mod render;
 // signal(2) through `libc` around a recorded program's run, confined to this module.
 #[allow(unsafe_code)]

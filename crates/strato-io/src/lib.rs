@@ -20,6 +20,7 @@ pub mod json_split;
 pub mod ncu;
 pub mod nsys;
 pub mod perfetto;
+pub mod ranks;
 pub mod recording;
 pub mod redact;
 pub mod rocprof;
@@ -68,6 +69,10 @@ pub struct ImportOptions {
     /// so far; for progress bars. Formats read through a stream (JSON, CSV, protobuf) report;
     /// SQLite does not.
     pub progress: Option<ProgressHook>,
+    /// How many rank files [`import_paths`] (and the rank-by-rank analyses) import at once;
+    /// 0: all cores. Results never depend on it ([`ranks`]). The CLI reads `--jobs` /
+    /// `STRATO_JOBS` ([`ranks::jobs_from_env`]).
+    pub jobs: usize,
 }
 
 /// Which events' attributes (`args`) an import keeps, when it keeps any.
@@ -238,6 +243,7 @@ impl Default for ImportOptions {
             read_size: json_split::DEFAULT_CHUNK_SIZE,
             salvage: false,
             progress: None,
+            jobs: 0,
         }
     }
 }
@@ -429,29 +435,21 @@ pub fn rank_files(dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// Imports files and directories of per-rank files into one trace: each file becomes a rank.
+/// Files are imported in parallel ([`ImportOptions::jobs`] at once) and appended in the order
+/// given, so the trace does not depend on the number of jobs ([`ranks`]).
 /// Nsight Compute metrics imported beside a timeline are attached to its kernels
 /// ([`ncu::attach`]); imported alone they stand as their own trace.
 pub fn import_paths(paths: &[PathBuf], options: &ImportOptions) -> Result<Trace> {
-    let mut files = Vec::new();
-    let mut recorded = Vec::new();
-    for path in paths {
-        if input::is_stdin(path) {
-            files.push(path.clone());
-        } else if recording::is_recording_dir(path) {
-            recorded.push(recording::import_dir(path, options)?);
-        } else if path.is_dir() {
-            files.extend(rank_files(path)?);
-        } else {
-            files.push(path.clone());
-        }
-    }
+    let inputs = ranks::expand_inputs(paths)?;
     let mut timeline = Trace::default();
-    let mut metrics = Vec::new();
-    for trace in recorded {
-        timeline.append(trace);
+    for dir in &inputs.recordings {
+        timeline.append(recording::import_dir(dir, options)?);
     }
-    for file in &files {
-        let trace = import_file(file, options)?;
+    let traces = ranks::map_files(&inputs.files, options.effective_jobs(), |_, file| {
+        import_file(file, options)
+    })?;
+    let mut metrics = Vec::new();
+    for trace in traces {
         if trace.ranks.iter().all(|r| r.format == SourceFormat::Ncu) {
             metrics.push(trace);
         } else {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::ValueEnum;
-use strato_analysis::gpu_time::{GpuTimeOptions, Window};
+use strato_analysis::gpu_time::{GpuTimeOptions, GpuTimeReport, Window};
 
 use crate::ctx::Ctx;
 use crate::input::load;
@@ -44,7 +44,6 @@ pub fn run(args: GpuTimeArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()> {
         projection: strato_io::Projection::DEVICE_TIME,
         ..ctx.import_options(false)?
     };
-    let trace = load(&inputs, &import)?;
     let options = GpuTimeOptions {
         window: match window {
             WindowArg::Whole => Window::Whole,
@@ -52,7 +51,30 @@ pub fn run(args: GpuTimeArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()> {
         },
         kernel_wait_threshold_ns: (kernel_wait_us * 1000.0).round() as i64,
     };
-    let report = strato_analysis::gpu_time::gpu_time(&trace, &options);
+    // Rank by rank: each rank file's breakdown computed as it is imported, its events dropped.
+    let streamed = crate::rank_stream::map_ranks(&inputs, &import, |trace| {
+        strato_analysis::gpu_time::gpu_time(trace, &options).ranks
+    })?;
+    let report = match streamed {
+        Some(streamed) => {
+            let offsets = streamed.offsets();
+            let mut ranks = Vec::new();
+            for (part, (first_rank, _)) in streamed.parts.into_iter().zip(offsets) {
+                for (local, mut rank) in part.value.into_iter().enumerate() {
+                    // A rank known by its position: its position in the whole input.
+                    if part.job_ranks[local].is_none() {
+                        rank.rank = i64::from(first_rank) + local as i64;
+                    }
+                    ranks.push(rank);
+                }
+            }
+            GpuTimeReport {
+                window: options.window,
+                ranks,
+            }
+        }
+        None => strato_analysis::gpu_time::gpu_time(&load(&inputs, &import)?, &options),
+    };
     if json {
         serde_json::to_writer_pretty(&mut *out, &crate::render::present::gpu_time_json(&report))?;
         writeln!(out)?;

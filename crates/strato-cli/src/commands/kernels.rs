@@ -108,12 +108,38 @@ pub fn run(args: KernelsArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Res
         projection: strato_io::Projection::SPANS,
         ..ctx.import_options(true)?
     };
-    let report = match streamed_stats(&args.inputs, &options, args.top)? {
-        Some(report) => report,
+    // One file: its statistics gathered while it streams (its spans never all held).
+    if let Some(report) = streamed_stats(&args.inputs, &options, args.top)? {
+        return present(&report, &args, out);
+    }
+    // Rank by rank: each rank file's statistics computed as it is imported, its events dropped.
+    let streamed = crate::rank_stream::map_ranks(&args.inputs, &options, |trace| {
+        kernel_stats(trace, args.top).ranks
+    })?;
+    let report = match streamed {
+        Some(streamed) => {
+            let offsets = streamed.offsets();
+            let mut ranks = Vec::new();
+            for (part, (first_rank, _)) in streamed.parts.into_iter().zip(offsets) {
+                for (local, mut rank) in part.value.into_iter().enumerate() {
+                    // A rank known by its position: its position in the whole input.
+                    if part.job_ranks[local].is_none() {
+                        rank.rank = i64::from(first_rank) + local as i64;
+                    }
+                    ranks.push(rank);
+                }
+            }
+            KernelStatsReport { ranks }
+        }
         None => kernel_stats(&crate::input::load(&args.inputs, &options)?, args.top),
     };
+    present(&report, &args, out)
+}
+
+/// Writes the statistics as `--json`, `--csv` or the tables.
+fn present(report: &KernelStatsReport, args: &KernelsArgs, out: &mut dyn Write) -> Result<()> {
     if args.json {
-        serde_json::to_writer_pretty(&mut *out, &report)?;
+        serde_json::to_writer_pretty(&mut *out, report)?;
         writeln!(out)?;
         return Ok(());
     }

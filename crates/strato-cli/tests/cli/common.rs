@@ -27,6 +27,7 @@ pub fn strato_command() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_strato"));
     cmd.env_remove("STRATO_MAX_DECOMPRESSED_BYTES")
         .env_remove("STRATO_MEMORY_BUDGET")
+        .env_remove("STRATO_JOBS")
         .env_remove("NO_COLOR");
     cmd
 }

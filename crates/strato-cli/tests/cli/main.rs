@@ -16,6 +16,7 @@ mod multirank;
 mod nsys_memory;
 mod ops_modules;
 mod outputs;
+mod ranks;
 mod report_diff;
 mod snapshots;
 mod sql;

@@ -1,0 +1,156 @@
+//! Rank-by-rank analyses: each rank file of the inputs imported on its own (in parallel,
+//! [`strato_io::ranks`]), reduced to what the analysis keeps of it, and dropped, so memory is
+//! what the analyses keep plus at most `--jobs` ranks in flight instead of every event of
+//! every rank. `gpu-time`, `kernels` and `collectives` run this way.
+//!
+//! The answer is the one [`crate::input::open_profile`] + the analysis of the whole trace
+//! give: each file is imported as `import_paths` imports it, redacted the same way, its import
+//! notes warned about in the same order, shared rank claims noted the same way; rank and span
+//! ids are those of the whole trace (file `k`'s ids shifted by the ranks and spans of the files
+//! before it). Inputs this path does not cover (standard input, a profile directory, a
+//! recording, Nsight Compute metrics to attach, `--graph-capture`) give `None`: the caller
+//! then opens the profile whole.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use strato_io::ImportOptions;
+use strato_trace::{SourceFormat, Trace};
+
+/// What a rank file gave: the analysis' value and what the whole-trace path would have kept
+/// of its ranks to present them.
+pub(crate) struct FilePart<T> {
+    pub value: T,
+    /// Per rank of the file: the job rank when the source says (`None`: the rank is known by
+    /// its position in the input).
+    pub job_ranks: Vec<Option<i64>>,
+    /// Sources and formats of the file's ranks (for the shared-rank note).
+    sources: Vec<(Option<i64>, String, SourceFormat)>,
+    /// Warning lines of the import notes, as [`crate::input`] prints them.
+    warnings: Vec<String>,
+    /// Spans the file's trace held (to shift span ids to the whole trace's).
+    pub spans: u32,
+}
+
+/// The files read and their parts, in input order.
+pub(crate) struct Streamed<T> {
+    pub files: Vec<PathBuf>,
+    pub parts: Vec<FilePart<T>>,
+}
+
+impl<T> Streamed<T> {
+    /// The first rank index and first span id of each file in the whole trace.
+    pub fn offsets(&self) -> Vec<(u32, u32)> {
+        let mut out = Vec::with_capacity(self.parts.len());
+        let (mut ranks, mut spans) = (0u32, 0u32);
+        for p in &self.parts {
+            out.push((ranks, spans));
+            ranks += p.job_ranks.len() as u32;
+            spans += p.spans;
+        }
+        out
+    }
+}
+
+enum Failure {
+    Import(strato_io::Error),
+    /// The file needs the whole-trace path (Nsight Compute metrics, a recording).
+    Whole,
+}
+
+/// Whether `inputs` can be read rank by rank, and the rank files when so.
+pub(crate) fn rank_files(inputs: &[PathBuf]) -> Option<Vec<PathBuf>> {
+    if crate::input::graph_capture_set() {
+        return None;
+    }
+    for input in inputs {
+        if strato_io::input::is_stdin(input)
+            || !input.exists()
+            || strato_store::is_profile_dir(input)
+            || strato_io::recording::is_recording_dir(input)
+        {
+            return None;
+        }
+    }
+    let expanded = strato_io::ranks::expand_inputs(inputs).ok()?;
+    if !expanded.recordings.is_empty() || expanded.files.is_empty() {
+        return None;
+    }
+    Some(expanded.files)
+}
+
+/// One rank file imported as the whole-trace path imports it (redacted unless
+/// `--keep-secrets`); `None` when it must be read whole with the others.
+pub(crate) fn import_one(
+    path: &Path,
+    options: &ImportOptions,
+) -> Result<Option<Trace>, strato_io::Error> {
+    let mut trace = strato_io::import_file(path, options)?;
+    if trace
+        .ranks
+        .iter()
+        .any(|r| matches!(r.format, SourceFormat::Ncu | SourceFormat::Strato))
+    {
+        return Ok(None);
+    }
+    if !crate::input::keep_secrets() {
+        strato_io::redact::redact_trace(&mut trace);
+    }
+    Ok(Some(trace))
+}
+
+/// Runs `analyse` on each rank file of `inputs` on its own (see the module docs); `None` when
+/// the inputs need the whole-trace path.
+pub(crate) fn map_ranks<T, F>(
+    inputs: &[PathBuf],
+    options: &ImportOptions,
+    analyse: F,
+) -> Result<Option<Streamed<T>>>
+where
+    T: Send,
+    F: Fn(&Trace) -> T + Sync,
+{
+    let Some(files) = rank_files(inputs) else {
+        return Ok(None);
+    };
+    let parts = strato_io::ranks::map_files(&files, options.effective_jobs(), |_, file| {
+        let trace = import_one(file, options)
+            .map_err(Failure::Import)?
+            .ok_or(Failure::Whole)?;
+        let value = analyse(&trace);
+        Ok(FilePart {
+            value,
+            job_ranks: trace.ranks.iter().map(|r| r.rank).collect(),
+            sources: trace
+                .ranks
+                .iter()
+                .map(|r| (r.rank, r.source.clone(), r.format.clone()))
+                .collect(),
+            warnings: crate::input::import_warnings(&trace),
+            spans: trace.spans.len() as u32,
+        })
+    });
+    crate::term::finish_progress();
+    let parts = match parts {
+        Ok(parts) => parts,
+        Err(Failure::Whole) => return Ok(None),
+        Err(Failure::Import(e)) => return Err(e.into()),
+    };
+    let mut by_rank: std::collections::BTreeMap<i64, Vec<String>> = Default::default();
+    for (rank, source, format) in parts.iter().flat_map(|p| p.sources.iter()) {
+        if let (Some(n), false) = (rank, *format == SourceFormat::Ncu) {
+            by_rank.entry(*n).or_default().push(source.clone());
+        }
+    }
+    for (rank, sources) in by_rank.into_iter().filter(|(_, s)| s.len() > 1) {
+        eprintln!(
+            "strato: note: {} sources all claim rank {rank} ({}): kept apart as separate sources",
+            sources.len(),
+            sources.join(", ")
+        );
+    }
+    for line in parts.iter().flat_map(|p| p.warnings.iter()) {
+        eprintln!("{line}");
+    }
+    Ok(Some(Streamed { files, parts }))
+}
