@@ -35,7 +35,7 @@
 use std::borrow::Cow;
 use std::path::Path;
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -389,6 +389,8 @@ struct PendingFlowEnd {
 /// The bit of `PendingFlowEnd::place` that marks an `s` (start) end; places and track ids
 /// stay below it (an import refuses more than 2^31 tracks long before).
 const FLOW_START: u32 = 1 << 31;
+/// TraceFuse adds rank x this to every pid of a merged file (see `Builder::fused_rank`).
+const FUSED_PID_STRIDE: i64 = 100_000_000;
 
 impl PendingFlowEnd {
     fn is_start(&self) -> bool {
@@ -421,7 +423,8 @@ struct Builder<'p, 's> {
     rank: RankId,
     tracks: TrackIndexHandle,
     thread_cache: FxHashMap<(i64, i64), TrackId>,
-    device_cache: FxHashMap<(i64, i64), TrackId>,
+    /// Device-queue tracks by (rank, device, queue).
+    device_cache: FxHashMap<(RankId, i64, i64), TrackId>,
     categories: FxHashMap<String, CategoryInfo>,
     metadata: Vec<(String, String)>,
     kineto: bool,
@@ -651,9 +654,9 @@ impl<'p, 's> Builder<'p, 's> {
     /// rank, created on first sight (job rank = the quotient, world size and format as the
     /// file's); any other pid -> the file's first rank (rank 0 keeps its raw pids). Linux pids
     /// stay below 2^22, so single-rank files never switch. Pids are kept as written (unique per
-    /// rank); the device-track cache, keyed by device and stream alone, is cleared on a switch.
+    /// rank).
     fn fused_rank(&mut self, pid: Option<&Loose>, args_rank: Option<&Loose>) {
-        const STRIDE: i64 = 100_000_000;
+        const STRIDE: i64 = FUSED_PID_STRIDE;
         let quotient = pid.and_then(Loose::as_i64).map_or(0, |p| p / STRIDE);
         let target = if quotient >= 1 {
             match self.fused_ranks.get(&quotient) {
@@ -683,19 +686,33 @@ impl<'p, 's> Builder<'p, 's> {
         } else {
             RankId(0)
         };
-        if target != self.rank {
-            self.rank = target;
-            self.device_cache.clear();
+        self.rank = target;
+    }
+
+    /// The rank a pid as written belongs to and the pid the rank's own trace had: a merged
+    /// file's pid >= 1e8 of a rank seen -> (that rank, pid - rank x 1e8); else (the file's
+    /// first rank, pid).
+    fn pid_rank(&self, pid: i64) -> (RankId, i64) {
+        match self.fused_ranks.get(&(pid / FUSED_PID_STRIDE)) {
+            Some(&rank) if pid >= FUSED_PID_STRIDE => (rank, pid % FUSED_PID_STRIDE),
+            _ => (RankId(0), pid),
         }
     }
 
+    /// The device-queue track a (pid, tid) as written names (Kineto writes a GPU's stream
+    /// events at pid = device, tid = stream; a merged file's pid has the rank x 1e8 added).
+    fn known_device_track(&self, pid: i64, tid: i64) -> Option<TrackId> {
+        let (rank, device) = self.pid_rank(pid);
+        self.device_cache.get(&(rank, device, tid)).copied()
+    }
+
     fn device_track(&mut self, device: i64, queue: i64) -> TrackId {
-        if let Some(&id) = self.device_cache.get(&(device, queue)) {
+        if let Some(&id) = self.device_cache.get(&(self.rank, device, queue)) {
             return id;
         }
         let kind = TrackKind::DeviceQueue { device, queue };
         let id = self.trace.track_for(&mut self.tracks, self.rank, kind);
-        self.device_cache.insert((device, queue), id);
+        self.device_cache.insert((self.rank, device, queue), id);
         id
     }
 
@@ -710,7 +727,7 @@ impl<'p, 's> Builder<'p, 's> {
             if let Some(&id) = self.thread_cache.get(&(p, t)) {
                 return id;
             }
-            if let Some(&id) = self.device_cache.get(&(p, t)) {
+            if let Some(id) = self.known_device_track(p, t) {
                 return id;
             }
         }
@@ -1378,10 +1395,10 @@ impl<'p, 's> Builder<'p, 's> {
         // queue of the same numbers, or are dropped.
         for (pid, tid, name, sort) in std::mem::take(&mut self.thread_names) {
             let track = match (
-                self.thread_cache.get(&(pid, tid)),
-                self.device_cache.get(&(pid, tid)),
+                self.thread_cache.get(&(pid, tid)).copied(),
+                self.known_device_track(pid, tid),
             ) {
-                (Some(&t), _) | (None, Some(&t)) => t,
+                (Some(t), _) | (None, Some(t)) => t,
                 (None, None) => continue,
             };
             let t = &mut self.trace.tracks[track.0 as usize];
@@ -1392,36 +1409,57 @@ impl<'p, 's> Builder<'p, 's> {
                 t.sort_index = sort;
             }
         }
-        // Device queues that show up only as tracks get a device entry.
-        let mut device_ids: Vec<i64> = self
+        // Device queues that show up only as tracks get a device entry, in the queue's rank (a
+        // merged file's ranks each have their own devices).
+        let mut device_ids: Vec<(RankId, i64)> = self
             .trace
             .tracks
             .iter()
             .filter_map(|t| match t.kind {
-                TrackKind::DeviceQueue { device, .. } => Some(device),
+                TrackKind::DeviceQueue { device, .. } => Some((t.rank, device)),
                 _ => None,
             })
             .collect();
         device_ids.sort_unstable();
         device_ids.dedup();
-        for index in device_ids {
-            if !self.trace.devices.iter().any(|d| d.index == index) {
+        for (device_rank, index) in device_ids {
+            if !self
+                .trace
+                .devices
+                .iter()
+                .any(|d| d.index == index && d.rank.unwrap_or(rank) == device_rank)
+            {
                 self.trace.devices.push(Device {
-                    rank: Some(rank),
+                    rank: Some(device_rank),
                     index,
                     ..Device::default()
                 });
             }
         }
-        // Processes: every pid with a thread, named where the file names it.
-        let mut pids: Vec<i64> = self.trace.tracks.iter().filter_map(|t| t.pid()).collect();
+        // Processes: every pid with a thread, named where the file names it, in the rank the
+        // pid belongs to (a merged file's ranks: see `pid_rank`). A named pid without a thread
+        // that is one of its rank's devices (Kineto names every GPU as a process: pid = device,
+        // `process_labels` "GPU N") is that device, not a process.
+        let with_threads: FxHashSet<i64> =
+            self.trace.tracks.iter().filter_map(|t| t.pid()).collect();
+        let mut pids: Vec<i64> = with_threads.iter().copied().collect();
         pids.extend(self.process_names.keys().copied());
         pids.sort_unstable();
         pids.dedup();
         for pid in pids {
             let (name, labels) = self.process_names.remove(&pid).unwrap_or_default();
+            let (pid_rank, raw_pid) = self.pid_rank(pid);
+            let is_device = !with_threads.contains(&pid)
+                && (labels.as_deref().is_some_and(|l| l.starts_with("GPU"))
+                    || self.trace.tracks.iter().any(|t| {
+                        t.rank == pid_rank
+                            && matches!(t.kind, TrackKind::DeviceQueue { device, .. } if device == raw_pid)
+                    }));
+            if is_device {
+                continue;
+            }
             self.trace.processes.push(Process {
-                rank,
+                rank: pid_rank,
                 pid,
                 name,
                 labels,
@@ -1704,6 +1742,55 @@ mod tests {
                 .count()
         };
         assert_eq!((kernels_of(0), kernels_of(1)), (2, 1));
+    }
+
+    /// A merged file's processes belong to their ranks, and its device pids (Kineto names every
+    /// GPU as a process "GPU N"; TraceFuse adds rank x 1e8) are devices, not processes; a flow
+    /// end and a stream name at a fused device pid land on that rank's device queue (no empty
+    /// thread track is made for them).
+    #[test]
+    fn a_merged_files_device_pids_are_not_processes() {
+        let trace = import_text(
+            r#"{"schemaVersion":1,"traceEvents":[
+            {"ph":"M","name":"process_name","pid":10,"tid":0,"args":{"name":"python3","rank":0,"pid_raw":10}},
+            {"ph":"M","name":"process_name","pid":0,"tid":0,"args":{"name":"python3","rank":0,"pid_raw":0}},
+            {"ph":"M","name":"process_labels","pid":0,"tid":0,"args":{"labels":"GPU 0","rank":0,"pid_raw":0}},
+            {"ph":"M","name":"process_name","pid":1,"tid":0,"args":{"name":"python3","rank":0,"pid_raw":1}},
+            {"ph":"M","name":"process_labels","pid":1,"tid":0,"args":{"labels":"GPU 1","rank":0,"pid_raw":1}},
+            {"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":10,"tid":11,"ts":100,"dur":5,"args":{"rank":0,"pid_raw":10,"correlation":1}},
+            {"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":106,"dur":2,"args":{"device":0,"stream":7,"rank":0,"pid_raw":0,"correlation":1}},
+            {"ph":"M","name":"process_name","pid":100000010,"tid":0,"args":{"name":"python3","rank":1,"pid_raw":10}},
+            {"ph":"M","name":"process_name","pid":100000001,"tid":0,"args":{"name":"python3","rank":1,"pid_raw":1}},
+            {"ph":"M","name":"process_labels","pid":100000001,"tid":0,"args":{"labels":"GPU 1","rank":1,"pid_raw":1}},
+            {"ph":"M","name":"thread_name","pid":100000001,"tid":7,"args":{"name":"stream 7","rank":1,"pid_raw":1}},
+            {"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":100000010,"tid":11,"ts":100,"dur":5,"args":{"rank":1,"pid_raw":10,"correlation":100000001}},
+            {"ph":"s","id":100000001,"pid":100000010,"tid":11,"ts":100,"cat":"ac2g","name":"ac2g","args":{"rank":1}},
+            {"ph":"X","cat":"kernel","name":"k","pid":100000001,"tid":7,"ts":107,"dur":2,"args":{"device":1,"stream":7,"rank":1,"pid_raw":1,"correlation":100000001}},
+            {"ph":"f","id":100000001,"pid":100000001,"tid":7,"ts":107,"cat":"ac2g","name":"ac2g","bp":"e","args":{"rank":1}}
+            ]}"#,
+        )
+        .unwrap();
+        trace.validate().unwrap();
+        assert_eq!(trace.ranks.len(), 2);
+        let processes: Vec<(RankId, i64)> =
+            trace.processes.iter().map(|p| (p.rank, p.pid)).collect();
+        assert_eq!(processes, vec![(RankId(0), 10), (RankId(1), 100_000_010)]);
+        // Only the two CPU threads and the two device queues: no track for a fused device pid.
+        assert_eq!(trace.tracks.len(), 4, "{:?}", trace.tracks);
+        let queue = trace
+            .tracks
+            .iter()
+            .find(|t| t.rank == RankId(1) && t.is_device())
+            .unwrap();
+        assert_eq!(queue.name.as_deref(), Some("stream 7"));
+        let flow = trace.flows.last().unwrap();
+        let to = flow.to.as_ref().unwrap();
+        assert!(trace.track(to.track).is_device());
+        assert_eq!(trace.track(to.track).rank, RankId(1));
+        let devices: Vec<(Option<RankId>, i64)> =
+            trace.devices.iter().map(|d| (d.rank, d.index)).collect();
+        assert!(devices.contains(&(Some(RankId(1)), 1)), "{devices:?}");
+        assert!(!devices.contains(&(Some(RankId(0)), 1)), "{devices:?}");
     }
 
     #[test]

@@ -193,9 +193,7 @@ impl ReportInput {
             strato_analysis::advise::advise(
                 analyzed,
                 &Default::default(),
-                cross_rank
-                    .as_ref()
-                    .map(|e| e as &dyn strato_analysis::advise::MultiRankEvidence),
+                Some(&cross_rank as &dyn strato_analysis::advise::MultiRankEvidence),
             )
         });
         ReportInput {

@@ -14,8 +14,10 @@
 //!   [`crate::gpu_time::kernel_class`]), the part of it that no computation kernel of the same
 //!   rank and device overlapped (any stream), grouped per (rank, kernel name).
 //!
-//! With a single rank there is nothing to compare: [`CrossRankEvidence::from_trace`] returns
-//! `None` and both rules say so.
+//! Exposure needs no peer, so it is computed for every trace, single-rank included. With a
+//! single rank there is nothing to compare: the collectives analysis is not run, no straggler
+//! is looked for, and [`MultiRankEvidence::compares_ranks`] is `false` (the straggler rule
+//! says it was not evaluated).
 
 use rustc_hash::FxHashMap;
 use strato_trace::{Level, Ns, Trace};
@@ -27,11 +29,16 @@ use crate::gpu_time::{kernel_class, merge, KernelClass};
 /// What the cross-rank analyses found, ready for the multi-rank rules.
 #[derive(Debug, Clone, Default)]
 pub struct CrossRankEvidence {
+    /// Two or more ranks were compared (else `stragglers` is empty and means nothing).
+    pub compares_ranks: bool,
     pub stragglers: Vec<StragglerObservation>,
     pub exposed: Vec<ExposedCommunication>,
 }
 
 impl MultiRankEvidence for CrossRankEvidence {
+    fn compares_ranks(&self) -> bool {
+        self.compares_ranks
+    }
     fn stragglers(&self) -> Vec<StragglerObservation> {
         self.stragglers.clone()
     }
@@ -41,10 +48,15 @@ impl MultiRankEvidence for CrossRankEvidence {
 }
 
 impl CrossRankEvidence {
-    /// The evidence of a trace with two or more ranks; `None` for a single rank.
-    pub fn from_trace(trace: &Trace) -> Option<CrossRankEvidence> {
+    /// The evidence of a trace: exposure always, stragglers with two or more ranks (the
+    /// collectives analysis runs only then).
+    pub fn from_trace(trace: &Trace) -> CrossRankEvidence {
         if trace.ranks.len() < 2 {
-            return None;
+            return CrossRankEvidence {
+                compares_ranks: false,
+                stragglers: Vec::new(),
+                exposed: exposed(trace),
+            };
         }
         let report = collectives(trace, &CollectivesOptions::default());
         Self::from_collectives(trace, &report)
@@ -52,17 +64,17 @@ impl CrossRankEvidence {
 
     /// The same from a collectives analysis already run on `trace` (the report runs it for its
     /// Distributed section: not twice).
-    pub fn from_collectives(
-        trace: &Trace,
-        report: &CollectivesReport,
-    ) -> Option<CrossRankEvidence> {
-        if trace.ranks.len() < 2 {
-            return None;
-        }
-        Some(CrossRankEvidence {
-            stragglers: stragglers(trace, report),
+    pub fn from_collectives(trace: &Trace, report: &CollectivesReport) -> CrossRankEvidence {
+        let compares_ranks = trace.ranks.len() >= 2;
+        CrossRankEvidence {
+            compares_ranks,
+            stragglers: if compares_ranks {
+                stragglers(trace, report)
+            } else {
+                Vec::new()
+            },
             exposed: exposed(trace),
-        })
+        }
     }
 }
 
@@ -287,12 +299,15 @@ mod tests {
     }
 
     #[test]
-    fn a_single_rank_gives_no_evidence() {
+    fn a_single_rank_gives_exposure_but_compares_no_ranks() {
         let mut b = TraceBuilder::new();
         b.rank(rank(Some(0), "r0"));
         let d = b.queue(0, 7);
         b.span(d, Level::DeviceKernel, "ncclKernel_AllReduce", 0, 10);
-        assert!(CrossRankEvidence::from_trace(&b.build()).is_none());
+        let evidence = CrossRankEvidence::from_trace(&b.build());
+        assert!(!evidence.compares_ranks && evidence.stragglers.is_empty());
+        assert_eq!(evidence.exposed.len(), 1);
+        assert_eq!(evidence.exposed[0].intervals, vec![(0, 10)]);
     }
 
     #[test]
@@ -326,7 +341,8 @@ mod tests {
             )
             .correlation(1);
         }
-        let evidence = CrossRankEvidence::from_trace(&b.build()).expect("three ranks");
+        let evidence = CrossRankEvidence::from_trace(&b.build());
+        assert!(evidence.compares_ranks);
         assert_eq!(
             evidence.stragglers,
             vec![StragglerObservation {
@@ -355,7 +371,7 @@ mod tests {
         let b8 = b.queue(0, 8);
         b.span(b8, Level::DeviceKernel, "ncclKernel_AllReduce", 0, 100);
         b.span(b7, Level::DeviceKernel, "gemm", 0, 100);
-        let evidence = CrossRankEvidence::from_trace(&b.build()).expect("two ranks");
+        let evidence = CrossRankEvidence::from_trace(&b.build());
         assert_eq!(evidence.exposed.len(), 2);
         let r0 = &evidence.exposed[0];
         assert_eq!(

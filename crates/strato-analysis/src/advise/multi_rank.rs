@@ -2,9 +2,14 @@
 //!
 //! These rules consume what a cross-rank analysis found, through [`MultiRankEvidence`]; they
 //! do not compare ranks themselves. [`super::CrossRankEvidence`] implements the trait from the
-//! collectives analysis (steps aligned across ranks, collective waits, communication kernels
-//! against computation); with a single rank there is no evidence and both rules report
-//! `evaluated: false` with a note saying so.
+//! collectives analysis (steps aligned across ranks, collective waits) and from the
+//! communication kernels against computation of each rank.
+//!
+//! - `stragglers` compares ranks: with a single rank (or without the evidence) it reports
+//!   `evaluated: false` with a note saying so.
+//! - `exposed-communication` needs no peer (a rank's communication kernels against its own
+//!   computation): it is evaluated on any trace the evidence was computed for, single-rank
+//!   included; without evidence it is not evaluated.
 
 use serde::{Deserialize, Serialize};
 use strato_trace::Ns;
@@ -44,6 +49,11 @@ pub struct ExposedCommunication {
 
 /// What the cross-rank analyses provide to the advice rules.
 pub trait MultiRankEvidence {
+    /// Whether ranks could be compared (two or more in the input). When `false` the straggler
+    /// rule is not evaluated (it says so) and [`Self::stragglers`] is not consulted.
+    fn compares_ranks(&self) -> bool {
+        true
+    }
     /// Every straggling (rank, step) the analysis found, any excess.
     fn stragglers(&self) -> Vec<StragglerObservation>;
     /// Exposed communication per (rank, collective).
@@ -87,13 +97,16 @@ impl Default for ExposedConfig {
 }
 
 const MISSING: &str = "needs two or more ranks in the input";
+const NO_EXPOSURE: &str = "needs the exposure evidence (communication against computation)";
 
 /// The straggler rule: one draft per straggling rank.
 pub fn stragglers(
     evidence: Option<&dyn MultiRankEvidence>,
     config: &StragglerConfig,
 ) -> Result<Vec<Draft>, String> {
-    let evidence = evidence.ok_or_else(|| MISSING.to_owned())?;
+    let evidence = evidence
+        .filter(|e| e.compares_ranks())
+        .ok_or_else(|| MISSING.to_owned())?;
     let mut by_rank: std::collections::BTreeMap<i64, Vec<StragglerObservation>> =
         Default::default();
     for o in evidence.stragglers() {
@@ -147,7 +160,7 @@ pub fn exposed_communication(
     evidence: Option<&dyn MultiRankEvidence>,
     config: &ExposedConfig,
 ) -> Result<Vec<Draft>, String> {
-    let evidence = evidence.ok_or_else(|| MISSING.to_owned())?;
+    let evidence = evidence.ok_or_else(|| NO_EXPOSURE.to_owned())?;
     Ok(evidence
         .exposed_communication()
         .into_iter()
@@ -235,6 +248,30 @@ mod tests {
     fn without_the_analysis_the_rules_say_so() {
         assert!(stragglers(None, &Default::default()).is_err());
         assert!(exposed_communication(None, &Default::default()).is_err());
+    }
+
+    /// One rank: exposure is evaluated, stragglers are not.
+    struct SingleRank;
+    impl MultiRankEvidence for SingleRank {
+        fn compares_ranks(&self) -> bool {
+            false
+        }
+        fn stragglers(&self) -> Vec<StragglerObservation> {
+            Fixed.stragglers()
+        }
+        fn exposed_communication(&self) -> Vec<ExposedCommunication> {
+            Fixed.exposed_communication()
+        }
+    }
+
+    #[test]
+    fn a_single_rank_evaluates_exposure_only() {
+        assert_eq!(
+            stragglers(Some(&SingleRank), &Default::default()).unwrap_err(),
+            MISSING
+        );
+        let e = exposed_communication(Some(&SingleRank), &Default::default()).unwrap();
+        assert_eq!(e.len(), 1);
     }
 
     #[test]

@@ -94,9 +94,7 @@ pub fn run(args: AdviseArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()> {
     let report = advise::advise(
         &Analyzed::new(&trace),
         &config,
-        cross_rank
-            .as_ref()
-            .map(|e| e as &dyn advise::MultiRankEvidence),
+        Some(&cross_rank as &dyn advise::MultiRankEvidence),
     );
     if args.json {
         crate::render::write_json(out, &report)?;
