@@ -504,6 +504,9 @@ impl SampleFile {
     }
 }
 
+/// One sample as read: pid, tid, time, instruction pointer, call chain.
+type RawSample = (i32, i32, i64, Option<u64>, Option<Vec<u64>>);
+
 /// `PERF_CONTEXT_MAX` as u64: call-chain entries at or above it are context markers.
 const PERF_CONTEXT_MAX: u64 = -4095i64 as u64;
 
@@ -514,7 +517,7 @@ struct Collector {
     maps: HashMap<i32, Maps>,
     files: HashMap<i32, SampleFile>,
     threads: HashMap<i32, ()>,
-    /// `(module, offset, leaf)` -> frame label.
+    /// `(module, offset)` -> frame label.
     labels: HashMap<(u32, u64), String>,
     summary: SampleSummary,
     start_ts: i64,
@@ -600,7 +603,9 @@ impl Collector {
         };
         match read_maps(pid, &mut self.modules) {
             Some(m) => {
-                self.maps.get_mut(&pid).map(|e| e.mappings = m);
+                if let Some(e) = self.maps.get_mut(&pid) {
+                    e.mappings = m;
+                }
                 true
             }
             None => false,
@@ -672,7 +677,7 @@ impl Collector {
     }
 
     fn drain(&mut self) {
-        let mut raw: Vec<(i32, i32, i64, Option<u64>, Option<Vec<u64>>)> = Vec::new();
+        let mut raw: Vec<RawSample> = Vec::new();
         for sampler in &mut self.samplers {
             while let Some(record) = sampler.next_record() {
                 let Ok(parsed) = record.parse_record() else {
@@ -739,7 +744,7 @@ mod tests {
         // This test binary's own function: its address maps to its own name.
         let mut modules = ModuleTable::default();
         let maps = read_maps(std::process::id() as i32, &mut modules).unwrap();
-        let addr = own_symbols_resolve_through_maps as usize as u64;
+        let addr = own_symbols_resolve_through_maps as *const () as usize as u64;
         let m = maps
             .iter()
             .find(|m| m.start <= addr && addr < m.end)
