@@ -61,6 +61,9 @@ pub const SAMPLE_METADATA_KEY: &str = "strato.samples";
 pub const DEFAULT_FREQUENCY_HZ: u64 = 99;
 /// How often at most a process's `/proc/<pid>/maps` is re-read after an address was not found.
 pub const MAPS_REREAD_NS: i64 = 50_000_000;
+/// The symbol of an address no symbol of its module covers (a static function of a stripped
+/// library).
+pub const UNKNOWN_SYMBOL: &str = "??";
 /// The frame separator in folded stacks.
 pub const FRAME_SEPARATOR: char = ';';
 
@@ -273,7 +276,8 @@ impl Module {
         module
     }
 
-    /// The symbol at file offset `offset`, or `+0x...` relative to the module.
+    /// The symbol at file offset `offset`, or [`UNKNOWN_SYMBOL`] (one frame per module, so
+    /// that the stacks of a stripped library do not split by address).
     fn symbol(&self, offset: u64) -> String {
         let vaddr = self
             .segments
@@ -287,7 +291,7 @@ impl Module {
         });
         match found {
             Some(name) => demangle(name),
-            None => format!("+{offset:#x}"),
+            None => UNKNOWN_SYMBOL.to_owned(),
         }
     }
 }
@@ -764,6 +768,9 @@ mod tests {
         assert!(Module::load("/nonexistent/libpython3.11.so.1.0").interpreter);
         assert!(!Module::load("/nonexistent/libopenblas.so").interpreter);
         // An unreadable file still names its frames by offset.
-        assert_eq!(Module::load("/nonexistent/x.so").symbol(0x10), "+0x10");
+        assert_eq!(
+            Module::load("/nonexistent/x.so").symbol(0x10),
+            UNKNOWN_SYMBOL
+        );
     }
 }

@@ -17,5 +17,6 @@ mod nsys_memory;
 mod ops_modules;
 mod outputs;
 mod report_diff;
+mod samples;
 mod snapshots;
 mod time_arith;

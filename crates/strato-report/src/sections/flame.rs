@@ -174,7 +174,7 @@ pub(super) fn flame_svg(op: &OperationSamples) -> String {
 
 /// Python frames warm, native frames cool, the interpreter grey, unknowns pale.
 fn frame_color(label: &str) -> &'static str {
-    if label == PYTHON_NOT_SAMPLED || label.starts_with('[') || label.starts_with('+') {
+    if label == PYTHON_NOT_SAMPLED || label.starts_with('[') || label.starts_with("??") {
         "#d9d9d9"
     } else if label.ends_with(".py)") || label.ends_with(">)") {
         "#f28e2b"
