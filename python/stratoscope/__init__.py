@@ -39,6 +39,7 @@ import threading
 from typing import Any, Callable, Iterable, TypeVar
 
 from . import _native
+from . import _stacks
 from ._native import (  # noqa: F401  (re-exported API)
     flush,
     is_recording,
@@ -124,6 +125,8 @@ def _thread_bootstrap(frame: Any, event: str, arg: Any) -> None:
 
 def _child_after_fork() -> None:
     _native.after_fork_child()
+    if _native.is_recording():
+        _stacks._after_fork_child()
 
 
 def _register_mp_finalizer(_anchor: Any) -> None:
@@ -239,6 +242,8 @@ def start(dir: str | os.PathLike[str] | None = None, level: int | None = None, *
                 util.register_after_fork(_after_fork_anchor, _register_mp_finalizer)
             except Exception:  # pragma: no cover
                 pass
+    if lvl >= 1:
+        _stacks.start_if_asked()
     if lvl >= 4:
         for name in filter(None, os.environ.get(ENV_WRAP, "").split(",")):
             mod_name, _, lvl_name = name.partition(":")
@@ -256,6 +261,7 @@ def stop() -> str | None:
     """Stops recording, writes the last chunk and returns the file written."""
     with _lock:
         threading.setprofile(None)  # type: ignore[arg-type]
+        _stacks.stop()
         _stop_torch()
         path = _native.stop()
     return None if path is None else os.fspath(path)

@@ -221,6 +221,24 @@ fn record_span(
     Ok(())
 }
 
+/// Records the Python stack seen on thread `tid` at `ts_ns` (folded, outermost frame first,
+/// `;`-separated): an instant of category `python_stack` (Level Python) on that thread's track.
+/// Written by `stratoscope`'s stack sampler under `strato record --sample`; the analysis joins
+/// it with the launcher's native CPU samples of the same thread (docs/recording.md).
+#[pyfunction]
+fn record_python_stack(tid: i64, ts_ns: i64, stack: &str) {
+    if let Some(track) = rec::thread_track_of(tid) {
+        rec::instant(
+            track,
+            ts_ns,
+            Level::Python,
+            rec::intern(strato_record::sample::PYTHON_STACK_CATEGORY),
+            rec::intern(stack),
+            None,
+        );
+    }
+}
+
 /// Records a complete span on a named track of this process (`queue` numbers the track):
 /// used for framework-profiler device activity.
 #[pyfunction]
@@ -462,6 +480,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(metadata, m)?)?;
     m.add_function(wrap_pyfunction!(record_span, m)?)?;
     m.add_function(wrap_pyfunction!(record_device_span, m)?)?;
+    m.add_function(wrap_pyfunction!(record_python_stack, m)?)?;
     m.add_function(wrap_pyfunction!(clock_sync, m)?)?;
     m.add_function(wrap_pyfunction!(_set_decorator, m)?)?;
     m.add_class::<Operation>()?;

@@ -13,6 +13,7 @@ pub mod decode;
 pub mod format;
 pub mod os;
 mod recorder;
+pub mod sample;
 pub mod signals;
 
 pub use decode::{

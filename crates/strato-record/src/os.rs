@@ -340,7 +340,7 @@ fn tracepoint_format(name: &str) -> Result<Format, OsError> {
     Ok(Format { id, fields })
 }
 
-fn online_cpus() -> Vec<usize> {
+pub(crate) fn online_cpus() -> Vec<usize> {
     let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
     let mut cpus = Vec::new();
     for part in text.trim().split(',').filter(|p| !p.is_empty()) {
@@ -750,7 +750,7 @@ fn wall_minus_mono() -> i64 {
     crate::read_clock(libc::CLOCK_REALTIME) - crate::now_ns()
 }
 
-fn ppid_of(pid: i32) -> i32 {
+pub(crate) fn ppid_of(pid: i32) -> i32 {
     // `/proc/PID/stat`: `pid (comm) state ppid ...`; comm may hold spaces or parentheses.
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()

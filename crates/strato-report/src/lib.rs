@@ -101,6 +101,8 @@ pub struct ReportInput {
     pub collectives: Part<CollectivesReport>,
     /// The advice rules' findings (`strato advise` with the default rules), shown first.
     pub advice: Part<strato_analysis::advise::AdviseReport>,
+    /// CPU samples per operation (`strato_analysis::samples`), the flame graphs.
+    pub samples: Part<strato_analysis::samples::CpuSamples>,
     /// A comparison with another profile, when one was asked for.
     pub diff: Option<DiffReport>,
 }
@@ -117,7 +119,7 @@ impl Progress for () {
 }
 
 /// Steps [`ReportInput::from_analyzed`] announces: one per analysis.
-pub const ANALYSIS_STEPS: usize = 10;
+pub const ANALYSIS_STEPS: usize = 11;
 /// Steps [`ReportInput::add_baseline`] announces.
 pub const BASELINE_STEPS: usize = 2;
 
@@ -196,6 +198,10 @@ impl ReportInput {
                 Some(&cross_rank as &dyn strato_analysis::advise::MultiRankEvidence),
             )
         });
+        progress.step("cpu samples");
+        let samples = guarded("cpu samples", || {
+            strato_analysis::samples::cpu_samples(trace, &Default::default())
+        });
         ReportInput {
             title: options.title.clone(),
             generator: options.generator.clone(),
@@ -210,6 +216,7 @@ impl ReportInput {
             memory,
             collectives,
             advice,
+            samples,
             diff: None,
         }
     }

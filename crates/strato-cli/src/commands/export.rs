@@ -30,6 +30,13 @@ pub struct ExportArgs {
     /// under each device.
     #[arg(long, conflicts_with = "raw")]
     iterations: bool,
+    /// Write the CPU samples (`strato record --sample`) as folded stacks here, one line per
+    /// distinct stack, the operation as the root frame (flamegraph.pl, inferno, speedscope).
+    #[arg(long, value_name = "OUT")]
+    folded: Option<PathBuf>,
+    /// Write the CPU samples in the Firefox Profiler's format here (profiler.firefox.com).
+    #[arg(long, value_name = "OUT")]
+    firefox: Option<PathBuf>,
 }
 
 /// Runs `strato export`.
@@ -40,9 +47,11 @@ pub fn run(args: ExportArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Resu
         chrome,
         raw,
         iterations,
+        folded,
+        firefox,
     } = args;
-    if perfetto.is_none() && chrome.is_none() {
-        bail!("export: say where to write: --perfetto OUT and/or --chrome OUT");
+    if perfetto.is_none() && chrome.is_none() && folded.is_none() && firefox.is_none() {
+        bail!("export: say where to write: --perfetto OUT, --chrome OUT, --folded OUT and/or --firefox OUT");
     }
     let trace = load(&inputs, &ctx.import_options(true)?)?;
     if let Some(path) = perfetto {
@@ -59,6 +68,14 @@ pub fn run(args: ExportArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Resu
     if let Some(path) = chrome {
         crate::output::write_output(&path, |w| strato_io::export::chrome::write(&trace, w))?;
         writeln!(out, "wrote {}", path.display())?;
+    }
+    if let Some(path) = folded {
+        let lines = super::export_samples::write_folded(&trace, &path)?;
+        writeln!(out, "wrote {} ({lines} stacks)", path.display())?;
+    }
+    if let Some(path) = firefox {
+        let samples = super::export_samples::write_firefox(&trace, &path)?;
+        writeln!(out, "wrote {} ({samples} samples)", path.display())?;
     }
     Ok(())
 }

@@ -8,6 +8,7 @@ pub(crate) mod completions;
 pub(crate) mod critical_path;
 pub(crate) mod diff;
 pub(crate) mod export;
+pub(crate) mod export_samples;
 pub(crate) mod gpu_time;
 pub(crate) mod hierarchy;
 pub(crate) mod import;
@@ -20,6 +21,7 @@ pub(crate) mod memory;
 pub(crate) mod ops;
 pub mod overhead;
 pub mod record;
+pub(crate) mod record_sample;
 pub(crate) mod report;
 pub(crate) mod roofline;
 #[cfg(feature = "sql")]

@@ -78,6 +78,14 @@ pub struct RecordArgs {
     /// what to change and the recording goes on without this level.
     #[arg(long, conflicts_with_all = ["calibrate", "levels"])]
     pub os: bool,
+    /// Also sample the CPU with stacks (issue 19): native stacks of the process tree through
+    /// perf events at HZ samples per CPU-second (default 99; `--sample=999` for more), joined
+    /// with the Python stack the program's recorder samples (docs/recording.md); flame graphs
+    /// per operation in the report, `strato export --folded/--firefox`. When perf events are
+    /// not permitted, one message says what to change and the recording goes on without.
+    #[arg(long, value_name = "HZ", num_args = 0..=1, require_equals = true,
+          default_missing_value = "99", conflicts_with_all = ["calibrate", "levels"])]
+    pub sample: Option<u64>,
     /// Print JSON (the shape of `strato breakdown --json`, plus `validation` / `levels`).
     #[arg(long)]
     pub json: bool,
@@ -137,6 +145,12 @@ impl Launcher<'_> {
             .env("STRATOSCOPE_OUT", &dir)
             .env("STRATOSCOPE_LEVEL", level.to_string())
             .env("PYTHONPATH", pythonpath);
+        if let Some(hz) = self.args.sample {
+            cmd.env(
+                crate::commands::record_sample::ENV_SAMPLE_HZ,
+                hz.to_string(),
+            );
+        }
         if self.args.torch && level >= 4 {
             cmd.env("STRATOSCOPE_TORCH", "1");
         }
@@ -168,10 +182,17 @@ impl Launcher<'_> {
         let os = record_os
             .then(|| start_os(&dir, child.id(), level))
             .flatten();
+        let sampler = self
+            .args
+            .sample
+            .and_then(|hz| crate::commands::record_sample::start(&dir, child.id(), hz, level));
         let status = child
             .wait()
             .with_context(|| format!("record: waiting for {:?}", self.args.command[0]))?;
         drop(shell_signals);
+        if let Some(sampler) = sampler {
+            crate::commands::record_sample::stop(sampler);
+        }
         if let Some(os) = os {
             let s = os.stop();
             eprintln!(

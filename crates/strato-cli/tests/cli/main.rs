@@ -18,6 +18,7 @@ mod ops_modules;
 mod outputs;
 mod ranks;
 mod report_diff;
+mod samples;
 mod snapshots;
 mod sql;
 mod time_arith;

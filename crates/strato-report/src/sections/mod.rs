@@ -1,7 +1,8 @@
 //! The report's sections, in page order: findings (`strato advise`), overview, time breakdown (RL-Scope figure 4 top),
 //! transitions (figure 4 bottom), processes side by side (figure 8), utilization reality check
 //! (F.11), kernel ranking, roofline (XSP), the nn.Module tree (icicle), iterations (DeepProf),
-//! memory, distributed (collectives across ranks), and the diff with another profile. Each
+//! memory, distributed (collectives across ranks), CPU samples (a flame graph per operation),
+//! and the diff with another profile. Each
 //! section draws its plot, puts the table behind it under the plot, and
 //! when the profile has no data for it says why instead.
 //!
@@ -14,6 +15,7 @@ mod breakdown;
 mod diff;
 mod distributed;
 mod findings;
+mod flame;
 mod iterations;
 mod kernels;
 mod memory;
@@ -92,7 +94,7 @@ type WriteSection = fn(&mut Html, &ReportInput) -> bool;
 
 /// The sections between the overview and the diff, in page order: id, title in the
 /// navigation, writer.
-const SECTIONS: [(&str, &str, WriteSection); 10] = [
+const SECTIONS: [(&str, &str, WriteSection); 11] = [
     ("breakdown", "Breakdown", breakdown::breakdown),
     ("transitions", "Transitions", transitions::transitions),
     ("processes", "Processes", processes::processes),
@@ -103,6 +105,7 @@ const SECTIONS: [(&str, &str, WriteSection); 10] = [
     ("iterations", "Iterations", iterations::iterations),
     ("memory", "Memory", memory::memory),
     ("distributed", "Distributed", distributed::distributed),
+    ("flame", "CPU samples", flame::flame),
 ];
 
 // ---------------------------------------------------------------------------------------------

@@ -1,0 +1,232 @@
+//! CPU samples per operation (issue 19, item 3): one flame graph per operation, drawn as an
+//! icicle (the operation on top, callers above callees; each frame as wide as its samples),
+//! from `strato_analysis::samples` (native stacks by perf events joined with the Python stack
+//! the recorder sampled). Size is bounded: at most [`MAX_OPERATIONS`] graphs, [`MAX_DEPTH`]
+//! rows each, and frames narrower than [`MIN_WIDTH`] px are left out (their samples stay in
+//! their parent's width).
+
+use std::collections::BTreeMap;
+
+use strato_analysis::samples::{CpuSamples, OperationSamples, PYTHON_NOT_SAMPLED};
+
+use crate::html::Html;
+use crate::svg::{Svg, WIDTH};
+use crate::ReportInput;
+
+use super::{analysis_or_close, card, cell_rows, close, close_empty, name, open, pct, share};
+
+const ROW: f64 = 18.0;
+/// Flame graphs drawn (the operations with the most samples; the rest in the table).
+pub(super) const MAX_OPERATIONS: usize = 8;
+/// Rows drawn per graph (deeper frames are folded into their ancestor).
+pub(super) const MAX_DEPTH: usize = 40;
+/// Frames narrower than this (px of the 1000-px plot) are not drawn.
+pub(super) const MIN_WIDTH: f64 = 0.5;
+
+pub(super) fn flame(h: &mut Html, input: &ReportInput) -> bool {
+    open(
+        h,
+        "flame",
+        "CPU samples",
+        "Sampled stacks per operation (`strato record --sample`): native stacks from perf events \
+         joined with the Python stack the recorder sampled on the same thread. Each graph is an \
+         icicle: the operation on top, callers above callees, each frame as wide as its share \
+         of the operation's samples. Hover a frame for its count.",
+    );
+    let Some(r) = analysis_or_close(h, &input.samples) else {
+        return false;
+    };
+    if r.samples == 0 {
+        return close_empty(
+            h,
+            "No CPU samples in this profile (record with `strato record --sample`).",
+        );
+    }
+    cards(h, r);
+    for op in r.operations.iter().take(MAX_OPERATIONS) {
+        h.elem(
+            "h3",
+            &format!(
+                "{} — {} samples ({})",
+                name(&op.operation),
+                op.samples,
+                pct(share(op.samples as i64, r.samples as i64))
+            ),
+        );
+        h.fragment(&flame_svg(op));
+    }
+    let rows: Vec<Vec<String>> = r
+        .operations
+        .iter()
+        .map(|op| {
+            vec![
+                name(&op.operation),
+                op.samples.to_string(),
+                pct(share(op.samples as i64, r.samples as i64)),
+                pct(share(op.python_joined as i64, op.samples as i64)),
+                name(&top_leaf(op)),
+            ]
+        })
+        .collect();
+    h.table(
+        &[
+            "operation",
+            "samples",
+            "share",
+            "with Python stack",
+            "hottest leaf frame",
+        ],
+        &[1, 2, 3],
+        &cell_rows(rows),
+    );
+    close(h);
+    true
+}
+
+fn cards(h: &mut Html, r: &CpuSamples) {
+    h.markup("<div class=\"cards\">");
+    card(h, &r.samples.to_string(), "CPU samples");
+    card(h, &r.operations.len().to_string(), "operations sampled");
+    card(
+        h,
+        &pct(share(r.python_joined as i64, r.samples as i64)),
+        "joined with a Python stack",
+    );
+    h.markup("</div>");
+}
+
+/// The leaf frame with the most samples (self time).
+fn top_leaf(op: &OperationSamples) -> String {
+    let mut leaves: BTreeMap<&str, u64> = BTreeMap::new();
+    for (stack, n) in &op.stacks {
+        let leaf = stack.rsplit(';').next().unwrap_or(stack);
+        *leaves.entry(leaf).or_default() += n;
+    }
+    leaves
+        .into_iter()
+        .max_by_key(|&(leaf, n)| (n, std::cmp::Reverse(leaf)))
+        .map(|(leaf, _)| leaf.to_owned())
+        .unwrap_or_default()
+}
+
+/// A frame of the merged call tree.
+#[derive(Default)]
+struct Node {
+    samples: u64,
+    children: BTreeMap<String, Node>,
+}
+
+impl Node {
+    fn add(&mut self, frames: &[&str], n: u64) {
+        self.samples += n;
+        if let Some((first, rest)) = frames.split_first() {
+            self.children
+                .entry((*first).to_owned())
+                .or_default()
+                .add(rest, n);
+        }
+    }
+
+    fn depth(&self) -> usize {
+        1 + self.children.values().map(Node::depth).max().unwrap_or(0)
+    }
+}
+
+/// The flame graph (icicle) of one operation.
+pub(super) fn flame_svg(op: &OperationSamples) -> String {
+    let mut root = Node::default();
+    for (stack, n) in &op.stacks {
+        let frames: Vec<&str> = stack.split(';').collect();
+        root.add(&frames, *n);
+    }
+    let depth = root.depth().min(MAX_DEPTH);
+    let mut svg = Svg::new(
+        depth as f64 * ROW + 2.0,
+        &format!("flame graph of {}", op.operation),
+    );
+    let total = root.samples.max(1) as f64;
+    // (label, node, depth, x, width)
+    let mut todo: Vec<(&str, &Node, usize, f64)> = vec![(&op.operation, &root, 0, 0.0)];
+    while let Some((label, node, d, x)) = todo.pop() {
+        let w = WIDTH * node.samples as f64 / total;
+        if d >= MAX_DEPTH || w < MIN_WIDTH {
+            continue;
+        }
+        let y = d as f64 * ROW;
+        let tip = format!(
+            "{label}\n{} samples ({} of the operation)",
+            node.samples,
+            pct(node.samples as f64 / total)
+        );
+        svg.rect(x, y, w - 0.3, ROW - 1.0, frame_color(label), Some(&tip));
+        if w > 40.0 {
+            let chars = ((w - 4.0) / 6.0) as usize;
+            svg.text(x + 2.0, y + 13.0, "start", "lbl", &fit(label, chars), None);
+        }
+        let mut cx = x;
+        for (child_label, child) in &node.children {
+            todo.push((child_label, child, d + 1, cx));
+            cx += WIDTH * child.samples as f64 / total;
+        }
+    }
+    svg.finish()
+}
+
+/// Python frames warm, native frames cool, the interpreter grey, unknowns pale.
+fn frame_color(label: &str) -> &'static str {
+    if label == PYTHON_NOT_SAMPLED || label.starts_with('[') || label.starts_with("??") {
+        "#d9d9d9"
+    } else if label.ends_with(".py)") || label.ends_with(">)") {
+        "#f28e2b"
+    } else if label.contains("[python") || label.contains("[libpython") {
+        "#bab0ac"
+    } else if label.ends_with(']') {
+        "#4e79a7"
+    } else {
+        "#edc948"
+    }
+}
+
+fn fit(text: &str, chars: usize) -> String {
+    if text.chars().count() <= chars {
+        text.to_owned()
+    } else {
+        let mut s: String = text.chars().take(chars.saturating_sub(1)).collect();
+        s.push('…');
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn graph_is_bounded_and_names_its_frames() {
+        let mut stacks = vec![("main (a.py);spin (a.py);eval [python3.11]".to_owned(), 90)];
+        // A very deep stack and many thin ones: neither grows the graph past its bounds.
+        let deep: Vec<String> = (0..200).map(|i| format!("f{i} (a.py)")).collect();
+        stacks.push((deep.join(";"), 9));
+        for i in 0..5000 {
+            stacks.push((format!("thin{i} (a.py)"), 1));
+        }
+        let op = OperationSamples {
+            operation: "op".into(),
+            samples: stacks.iter().map(|s| s.1).sum(),
+            python_joined: 0,
+            stacks,
+        };
+        let svg = flame_svg(&op);
+        assert!(svg.contains("spin (a.py)"), "{svg}");
+        assert!(svg.contains("eval [python3.11]"));
+        assert!(
+            !svg.contains("thin17 (a.py)"),
+            "sub-pixel frames are left out"
+        );
+        assert!(
+            !svg.contains("f45 (a.py)"),
+            "rows past MAX_DEPTH are left out"
+        );
+        assert!(svg.len() < 200_000, "{} bytes", svg.len());
+    }
+}
