@@ -279,6 +279,8 @@ struct Builder<'o> {
     syscalls: BTreeMap<String, (u64, i64)>,
     counts: BTreeMap<&'static str, u64>,
     memory: MemoryTracker,
+    /// Estimated heap bytes of `pending`.
+    pending_bytes: usize,
     over_budget: Option<u64>,
 }
 
@@ -310,6 +312,7 @@ impl<'o> Builder<'o> {
             syscalls: BTreeMap::new(),
             counts: BTreeMap::new(),
             memory: MemoryTracker::new(options.memory_budget_bytes),
+            pending_bytes: 0,
             over_budget: None,
         }
     }
@@ -336,10 +339,18 @@ impl<'o> Builder<'o> {
         self.states[i]
     }
 
+    /// Keeps an output event. What is kept (the events waiting for their tracks, their args,
+    /// and the trace's strings) counts against the memory budget: once over it, the import
+    /// stops reading and fails ([`ErrorKind::MemoryBudget`]).
     fn push(&mut self, p: Pending) {
-        if self.pending.len() % 4096 == 0 {
-            if let Err(e) = self.memory.check(&self.trace) {
-                self.over_budget = Some(e.limit_bytes);
+        self.pending_bytes +=
+            std::mem::size_of::<Pending>() + p.args.as_ref().map_or(0, String::len);
+        if self.pending.len().is_multiple_of(256) {
+            let over = self.memory.check(&self.trace).is_err()
+                || (self.pending_bytes as u64).saturating_add(self.trace.strings.len() as u64 * 32)
+                    > self.options.memory_budget_bytes;
+            if over {
+                self.over_budget = Some(self.options.memory_budget_bytes);
             }
         }
         self.pending.push(p);

@@ -305,6 +305,15 @@ fn damaged_perf_inputs_are_one_clear_error() {
             ),
         }
     }
+    // Over the memory budget: one error, not an import that fills memory.
+    for input in [&run.data, &run.text] {
+        let small = ImportOptions {
+            memory_budget_bytes: 20_000,
+            ..ImportOptions::default()
+        };
+        let err = import_file(input, &small).unwrap_err();
+        assert!(matches!(err.kind, ErrorKind::MemoryBudget { .. }), "{err}");
+    }
     // A text with a line that is not perf script output, in the middle.
     let text = std::fs::read_to_string(&run.text).unwrap();
     let mut lines: Vec<&str> = text.lines().collect();
