@@ -8,8 +8,9 @@ SUDO=""
 if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
 
 # openjdk-17-jre-headless: the Java runtime of pyspark (the Spark test of the shipped SQL).
+# linux-perf: the `perf` tool, which records the real perf.data inputs of the perf importer's tests.
 apt_packages=(pocl-opencl-icd ocl-icd-opencl-dev ocl-icd-libopencl1 opencl-headers clinfo chromium
-  openjdk-17-jre-headless)
+  openjdk-17-jre-headless linux-perf)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -8,7 +8,7 @@
 //! notes warned about in the same order, shared rank claims noted the same way; rank and span
 //! ids are those of the whole trace (file `k`'s ids shifted by the ranks and spans of the files
 //! before it). Inputs this path does not cover (standard input, a profile directory, a
-//! recording, Nsight Compute metrics to attach, `--graph-capture`) give `None`: the caller
+//! recording, Nsight Compute metrics to attach, perf recordings to join, `--graph-capture`) give `None`: the caller
 //! then opens the profile whole.
 
 use std::path::{Path, PathBuf};
@@ -86,11 +86,12 @@ pub(crate) fn import_one(
     options: &ImportOptions,
 ) -> Result<Option<Trace>, strato_io::Error> {
     let mut trace = strato_io::import_file(path, options)?;
-    if trace
-        .ranks
-        .iter()
-        .any(|r| matches!(r.format, SourceFormat::Ncu | SourceFormat::Strato))
-    {
+    if trace.ranks.iter().any(|r| {
+        matches!(
+            r.format,
+            SourceFormat::Ncu | SourceFormat::Strato | SourceFormat::Perf
+        )
+    }) {
         return Ok(None);
     }
     if !crate::input::keep_secrets() {

@@ -26,6 +26,9 @@ pub enum ErrorKind {
     Csv(String),
     #[error("protobuf: {0}")]
     Protobuf(String),
+    /// A `perf.data` file or `perf script` output that cannot be read.
+    #[error("perf: {0}")]
+    Perf(String),
     #[error("invalid trace: {0}")]
     Invalid(String),
     #[error("stopped: the trace would need more than the memory budget of {} MiB (set STRATO_MEMORY_BUDGET, e.g. 16G, to change it)", limit_bytes >> 20)]

@@ -19,6 +19,7 @@ pub mod input;
 pub mod json_split;
 pub mod ncu;
 pub mod nsys;
+pub mod perf;
 pub mod perfetto;
 pub mod ranks;
 pub mod recording;
@@ -263,6 +264,10 @@ pub enum Format {
     Rocprof,
     /// Perfetto protobuf trace (`*.pftrace`, `*.perfetto-trace`).
     Perfetto,
+    /// Linux `perf.data` (magic `PERFILE2`).
+    PerfData,
+    /// `perf script` text output.
+    PerfScript,
 }
 
 /// File names (after an optional `.gz`) read as Perfetto protobuf traces.
@@ -286,6 +291,9 @@ fn sniffed_format(path: &Path, input: &mut input::Input) -> Result<Format> {
         .reader
         .fill_buf()
         .map_err(|e| input::classify(path, e))?;
+    if perf::is_perf_data_head(head) {
+        return Ok(Format::PerfData);
+    }
     if head.first() == Some(&0x0a) {
         if PERFETTO_SUFFIXES.iter().any(|s| stem.ends_with(s)) {
             return Ok(Format::Perfetto);
@@ -309,17 +317,23 @@ fn sniffed_format(path: &Path, input: &mut input::Input) -> Result<Format> {
         input::Sniffed::Sqlite => Ok(Format::NsysSqlite),
         input::Sniffed::NcuCsv => Ok(Format::NcuCsv),
         input::Sniffed::Binary => {
+            let head = input
+                .reader
+                .fill_buf()
+                .map_err(|e| input::classify(path, e))?;
             if stem.ends_with(".pb") {
                 Ok(Format::XPlane)
             } else if PERFETTO_SUFFIXES.iter().any(|s| stem.ends_with(s)) {
                 Ok(Format::Perfetto)
+            } else if perf::is_perf_script_head(head) {
+                Ok(Format::PerfScript)
             } else {
                 Err(Error::new(
                     path,
                     ErrorKind::UnknownFormat(
                         "expected Chrome/Kineto JSON, TF trace viewer JSON, rocprofv3 JSON, \
-                         *.xplane.pb, Perfetto *.pftrace, Nsight Systems SQLite or Nsight \
-                         Compute CSV"
+                         *.xplane.pb, Perfetto *.pftrace, Nsight Systems SQLite, Nsight \
+                         Compute CSV, perf.data or `perf script` output"
                             .into(),
                     ),
                 ))
@@ -364,6 +378,14 @@ pub fn import_file(path: &Path, options: &ImportOptions) -> Result<Trace> {
         Format::XPlane => xplane::import(path, input, options)?,
         Format::Rocprof => rocprof::import(path, input, options)?,
         Format::Perfetto => perfetto::import(path, input, options)?,
+        Format::PerfData => {
+            if !input.regular_file || input.gzip {
+                return Err(needs_regular("a perf.data file (not compressed)"));
+            }
+            drop(input);
+            perf::import_data(path, options)?
+        }
+        Format::PerfScript => perf::import_script(path, input, options)?,
     };
     trace
         .validate()
@@ -449,12 +471,18 @@ pub fn import_paths(paths: &[PathBuf], options: &ImportOptions) -> Result<Trace>
         import_file(file, options)
     })?;
     let mut metrics = Vec::new();
+    let mut os_traces = Vec::new();
     for trace in traces {
         if trace.ranks.iter().all(|r| r.format == SourceFormat::Ncu) {
             metrics.push(trace);
+        } else if trace.ranks.iter().all(|r| r.format == SourceFormat::Perf) {
+            os_traces.push(trace);
         } else {
             timeline.append(trace);
         }
+    }
+    for os in os_traces {
+        perf::join(&mut timeline, os)?;
     }
     if timeline.ranks.is_empty() {
         for m in metrics {

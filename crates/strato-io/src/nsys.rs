@@ -593,6 +593,10 @@ struct Importer<'a> {
     sync_types: Enum,
     thread_states: Enum,
     thread_blocks: Enum,
+    /// `OSRT_API` calls per thread (global tid), on the reference clock: (start, end, name),
+    /// read by [`Importer::sched_events`] to tell the cause of a switch-out the export does
+    /// not name (see [`osrt_cause`]).
+    osrt_calls: FxHashMap<i64, OsrtCalls>,
     memory: MemoryTracker,
     /// Set (to the budget) once what the import keeps would pass the memory budget: every
     /// later row is skipped and [`import`] fails.
@@ -677,6 +681,7 @@ impl<'a> Importer<'a> {
             sync_types: Enum::load(conn, &schema, ENUM_SYNC)?,
             thread_states: Enum::load(conn, &schema, ENUM_THREAD_STATE)?,
             thread_blocks: Enum::load(conn, &schema, ENUM_THREAD_BLOCK)?,
+            osrt_calls: FxHashMap::default(),
             schema,
             memory: MemoryTracker::new(options.memory_budget_bytes),
             over_budget: None,
@@ -910,6 +915,16 @@ impl<'a> Importer<'a> {
                 put_int(&mut a, "callchainId", row, callchain);
                 a
             });
+            if table == OSRT {
+                if let Some(cause) = raw.as_deref().and_then(osrt_cause) {
+                    self.osrt_calls.entry(g).or_default().calls.push(OsrtCall {
+                        start: times.0,
+                        end: times.1,
+                        name: name_id,
+                        cause,
+                    });
+                }
+            }
             let correlation = if runtime { int(row, corr) } else { None };
             let id = self.span(track, times, name_id, category, level, correlation, args);
             if let Some(c) = correlation {
@@ -952,6 +967,11 @@ impl<'a> Importer<'a> {
             .unwrap_or(Level::Os);
         let category = self.trace.intern(THREAD_STATE_CATEGORY);
         let mut names: FxHashMap<&'static str, StrId> = FxHashMap::default();
+        let osrt_calls = std::mem::take(&mut self.osrt_calls);
+        let osrt_calls: FxHashMap<i64, OsrtCalls> = osrt_calls
+            .into_iter()
+            .map(|(g, calls)| (g, calls.indexed()))
+            .collect();
         // The thread being read and its current state.
         let mut current: Option<(i64, OnCpu)> = None;
         for_each_row(self.conn, &sql, |row| {
@@ -992,12 +1012,26 @@ impl<'a> Importer<'a> {
                 OnCpu::On { since: ts, args }
             } else {
                 let (thread_state, thread_block) = (int(row, state), int(row, block));
-                let off = off_cpu_state(
-                    thread_state.and_then(|s| self.thread_states.name(s)),
-                    thread_block.and_then(|b| self.thread_blocks.name(b)),
-                );
+                let state_name = thread_state.and_then(|s| self.thread_states.name(s));
+                let block_name = thread_block.and_then(|b| self.thread_blocks.name(b));
+                let mut off = off_cpu_state(state_name, block_name);
+                // Cause not told by the export: the OS runtime call the thread was in.
+                let inferred = (off == OffCpu::State("blocked:other")
+                    && block_name.is_none_or(|b| b == "Unknown"))
+                .then(|| osrt_calls.get(&g).and_then(|c| c.covering(ts)))
+                .flatten();
+                if let Some(call) = inferred {
+                    off = OffCpu::State(call.cause);
+                }
+                let call_name = inferred.map(|c| c.name);
                 let args = self.options.keep_args.then(|| {
                     let mut a = Map::new();
+                    if let Some(n) = call_name {
+                        a.insert(
+                            "osrtCall".into(),
+                            Value::String(self.trace.str(n).to_owned()),
+                        );
+                    }
                     if let Some(s) = thread_state {
                         a.insert("threadState".into(), self.thread_states.label_value(s));
                     }
@@ -1806,6 +1840,98 @@ enum OnCpu {
     Ended,
 }
 
+/// One `OSRT_API` call whose name tells a blocking cause ([`osrt_cause`]).
+#[derive(Debug, Clone, Copy)]
+struct OsrtCall {
+    start: i64,
+    end: i64,
+    name: StrId,
+    cause: &'static str,
+}
+
+/// One thread's `OSRT_API` calls: gathered in file order, then [`OsrtCalls::indexed`] (sorted
+/// by start, with the running maximum of ends) for [`OsrtCalls::covering`].
+#[derive(Debug, Default)]
+struct OsrtCalls {
+    calls: Vec<OsrtCall>,
+    max_end: Vec<i64>,
+}
+
+impl OsrtCalls {
+    fn indexed(mut self) -> OsrtCalls {
+        self.calls
+            .sort_by_key(|c| (c.start, std::cmp::Reverse(c.end)));
+        let mut max = i64::MIN;
+        self.max_end = self
+            .calls
+            .iter()
+            .map(|c| {
+                max = max.max(c.end);
+                max
+            })
+            .collect();
+        self
+    }
+
+    /// The innermost call (the latest to start) with `start <= ts < end`.
+    fn covering(&self, ts: i64) -> Option<&OsrtCall> {
+        let mut i = self.calls.partition_point(|c| c.start <= ts);
+        while i > 0 {
+            i -= 1;
+            if self.max_end[i] <= ts {
+                return None;
+            }
+            if self.calls[i].end > ts {
+                return Some(&self.calls[i]);
+            }
+        }
+        None
+    }
+}
+
+/// The blocking cause an OS runtime call (`OSRT_API` name, a libc function) stands for, when it
+/// names one: lock and condition waits, semaphores and joins are `blocked:lock`; sleeps
+/// `blocked:sleep`; file, pipe, socket and device calls (`read`, `write`, `poll`, `fopen`,
+/// `ioctl`, ...) `blocked:io`. Anything else (`mmap`, `pipe2`, `pthread_create`, ...) names no
+/// cause (`None`: the state stays `blocked:other`). A `64` suffix (`fopen64`, `open64`) and
+/// glibc's `__` prefix are ignored.
+fn osrt_cause(name: &str) -> Option<&'static str> {
+    let base = name.trim_start_matches("__");
+    let base = base.strip_suffix("64").unwrap_or(base);
+    match base {
+        "pthread_mutex_lock"
+        | "pthread_mutex_timedlock"
+        | "pthread_cond_wait"
+        | "pthread_cond_timedwait"
+        | "pthread_cond_clockwait"
+        | "pthread_rwlock_rdlock"
+        | "pthread_rwlock_wrlock"
+        | "pthread_rwlock_timedrdlock"
+        | "pthread_rwlock_timedwrlock"
+        | "pthread_spin_lock"
+        | "pthread_barrier_wait"
+        | "pthread_join"
+        | "pthread_timedjoin_np"
+        | "sem_wait"
+        | "sem_timedwait"
+        | "sem_clockwait"
+        | "semop"
+        | "semtimedop"
+        | "futex"
+        | "flock"
+        | "lockf" => Some("blocked:lock"),
+        "sleep" | "usleep" | "nanosleep" | "clock_nanosleep" | "pause" => Some("blocked:sleep"),
+        "read" | "write" | "pread" | "pwrite" | "readv" | "writev" | "preadv" | "pwritev"
+        | "fread" | "fwrite" | "fgets" | "fputs" | "fflush" | "fopen" | "fdopen" | "freopen"
+        | "fclose" | "open" | "openat" | "creat" | "close" | "fsync" | "fdatasync" | "sync"
+        | "msync" | "poll" | "ppoll" | "select" | "pselect" | "epoll_wait" | "epoll_pwait"
+        | "recv" | "recvfrom" | "recvmsg" | "send" | "sendto" | "sendmsg" | "accept"
+        | "accept4" | "connect" | "ioctl" | "getline" | "getc" | "fgetc" | "fputc" | "fprintf"
+        | "fscanf" | "sendfile" | "splice" | "aio_suspend" | "io_getevents" => Some("blocked:io"),
+        _ => None,
+    }
+}
+
 /// What a switch-out says about the time until the next switch-in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum OffCpu {
@@ -1897,6 +2023,44 @@ fn read_session_start(conn: &Connection, schema: &Schema) -> rusqlite::Result<Op
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn osrt_calls_name_their_cause() {
+        assert_eq!(osrt_cause("pthread_cond_wait"), Some("blocked:lock"));
+        assert_eq!(osrt_cause("sem_timedwait"), Some("blocked:lock"));
+        assert_eq!(osrt_cause("nanosleep"), Some("blocked:sleep"));
+        assert_eq!(osrt_cause("read"), Some("blocked:io"));
+        assert_eq!(osrt_cause("poll"), Some("blocked:io"));
+        assert_eq!(osrt_cause("fopen64"), Some("blocked:io"));
+        assert_eq!(osrt_cause("mmap64"), None);
+        assert_eq!(osrt_cause("pipe2"), None);
+    }
+
+    #[test]
+    fn the_innermost_covering_call_is_found() {
+        let call = |start, end, cause| OsrtCall {
+            start,
+            end,
+            name: StrId(0),
+            cause,
+        };
+        let calls = OsrtCalls {
+            calls: vec![
+                call(50, 60, "blocked:sleep"),
+                call(0, 100, "blocked:io"),
+                call(10, 20, "blocked:lock"),
+            ],
+            max_end: vec![],
+        }
+        .indexed();
+        assert_eq!(calls.covering(15).map(|c| c.cause), Some("blocked:lock"));
+        assert_eq!(calls.covering(20).map(|c| c.cause), Some("blocked:io"));
+        assert_eq!(calls.covering(55).map(|c| c.cause), Some("blocked:sleep"));
+        assert_eq!(calls.covering(99).map(|c| c.cause), Some("blocked:io"));
+        assert!(calls.covering(100).is_none());
+        assert!(calls.covering(-1).is_none());
+        assert!(OsrtCalls::default().indexed().covering(5).is_none());
+    }
 
     #[test]
     fn runtime_names_lose_their_abi_version() {

@@ -38,6 +38,8 @@ pub enum SourceFormat {
     /// A Perfetto protobuf trace (`*.pftrace`), read through its TrackEvent packets:
     /// `"perfetto"`.
     Perfetto,
+    /// Linux `perf`: a `perf.data` file or `perf script` text output: `"perf"`.
+    Perf,
     /// A name no importer of this version writes (a newer or foreign profile), kept verbatim.
     Other(String),
 }
@@ -55,6 +57,7 @@ impl SourceFormat {
             SourceFormat::Strato => "strato",
             SourceFormat::Rocprof => "rocprof",
             SourceFormat::Perfetto => "perfetto",
+            SourceFormat::Perf => "perf",
             SourceFormat::Other(name) => name,
         }
     }
@@ -71,6 +74,7 @@ impl SourceFormat {
             "strato" => SourceFormat::Strato,
             "rocprof" => SourceFormat::Rocprof,
             "perfetto" => SourceFormat::Perfetto,
+            "perf" => SourceFormat::Perf,
             other => SourceFormat::Other(other.to_owned()),
         }
     }
@@ -110,7 +114,7 @@ impl From<SourceFormat> for String {
 mod tests {
     use super::*;
 
-    const KNOWN: [SourceFormat; 9] = [
+    const KNOWN: [SourceFormat; 10] = [
         SourceFormat::Kineto,
         SourceFormat::Chrome,
         SourceFormat::TfTraceViewer,
@@ -120,6 +124,7 @@ mod tests {
         SourceFormat::Strato,
         SourceFormat::Rocprof,
         SourceFormat::Perfetto,
+        SourceFormat::Perf,
     ];
 
     #[test]

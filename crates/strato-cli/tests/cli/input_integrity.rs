@@ -214,3 +214,39 @@ fn fifo_pipe_and_stdin_read_once() {
         text(&out.stderr)
     );
 }
+
+/// Issue 19: the committed perf fixtures import through the binary (`info --json` names the
+/// format), and a truncated `perf.data` or a bad `perf script` line is one line naming the
+/// file, exit 2.
+#[test]
+fn perf_inputs_import_and_damaged_ones_exit_2() {
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/perf");
+    for name in ["switch_events.perf.data", "cpu_samples.perf-script.txt"] {
+        let path = fixtures.join(name);
+        let out = strato(&["info", "--json", path.to_str().unwrap()]);
+        let info = info_json(&out);
+        assert!(info.to_string().contains("\"perf\""), "{name}: {info}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let good = std::fs::read(fixtures.join("switch_events.perf.data")).unwrap();
+    let cut = dir.path().join("cut.perf.data");
+    std::fs::write(&cut, &good[..good.len() / 3]).unwrap();
+    let out = strato(&["info", cut.to_str().unwrap()]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("cut.perf.data") && stderr.contains("perf"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    let script = std::fs::read_to_string(fixtures.join("cpu_samples.perf-script.txt")).unwrap();
+    let bad = dir.path().join("bad.txt");
+    std::fs::write(&bad, format!("{script}\nnot an event line\n")).unwrap();
+    let out = strato(&["info", bad.to_str().unwrap()]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("bad.txt") && stderr.contains("line "),
+        "{stderr}"
+    );
+}

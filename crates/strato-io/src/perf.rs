@@ -1,0 +1,1536 @@
+//! Linux `perf` traces recorded elsewhere (issue 19, item 4): a `perf.data` file (read through
+//! the `linux-perf-data` crate) or the text `perf script` prints, put on the same OS level that
+//! `strato record --os` fills, so a trace taken with the tools people already have joins the
+//! profile of a recording ([`join`]).
+//!
+//! This module owns the reading of both forms into one event stream ([`Ev`]) and the thread
+//! state machine over it ([`Builder`]), the same rules as the live recorder
+//! (`strato_record::os`):
+//! - `sched:sched_switch` ends the previous task's state and starts the next one's `running`;
+//!   the previous task goes `runnable` when preempted (`prev_state` `R`/`R+`), else blocked with
+//!   the cause of the system call it was in ([`blocked_cause`]: futex -> lock, nanosleep ->
+//!   sleep, read/write/fsync/... -> io, none or another call -> other); a dead task (`X`/`Z`)
+//!   has no state after it;
+//! - `sched:sched_wakeup` / `sched_wakeup_new` end a blocked state (the state goes `runnable`);
+//! - `PERF_RECORD_SWITCH` (`perf record --switch-events`; in text with
+//!   `perf script --show-switch-events`) is a switch-out
+//!   (preempted or not) or a switch-in of the task it belongs to;
+//! - any event that fires in a task's own context (a sample, a system call, a page fault, the
+//!   waker of a wakeup) shows the task running: when its switch-in was not recorded (a per-task
+//!   `perf record` sees its tasks switch out but not in), its off-CPU state ends there and the
+//!   count `switch_in_not_recorded` says how often (record with `-a` or `--switch-events` for
+//!   exact switch-ins);
+//! - `raw_syscalls:sys_enter`/`sys_exit` (names from this machine's system-call table) and
+//!   `syscalls:sys_enter_NAME`/`sys_exit_NAME`: system calls of at least
+//!   [`SLOW_SYSCALL_NS`] become spans (category `syscall`), all are counted in the rank's
+//!   metadata;
+//! - `sched:sched_migrate_task`: instants (category `sched`, name `migrate`);
+//! - page-fault events (`page-faults`, `major-faults`, `minor-faults`,
+//!   `exceptions:page_fault_user`/`_kernel`): instants, category `page_fault`;
+//! - any other sampled event (`cpu-clock`, `cycles`, ...): CPU samples, instants of category
+//!   `cpu_sample` named by the leaf symbol, with the call stack (`perf script` text) in args.
+//!
+//! Thread states are spans of category [`THREAD_STATE_CATEGORY`] on the thread's own track
+//! (`Thread { pid, tid }`), Level `Os`; no state before a thread's first event or after its
+//! last. Task 0 (the idle task) has none.
+//!
+//! Clock: `perf` stamps events with its default clock (the kernel's `local_clock`, not
+//! `CLOCK_MONOTONIC`) unless recorded with `-k mono` (`--clockid`). The clock is read from the
+//! `perf.data` attributes (`use_clockid`/`clockid`), or from the `# clockid:` line of
+//! `perf script --header`; a text without it is on an unknown clock. Only a trace on
+//! `CLOCK_MONOTONIC` — the recorder's clock — joins a recording's threads ([`join`]), with
+//! alignment error 0 by construction (plus the text's resolution: 1 µs, or 1 ns with
+//! `perf script --ns`), and [`join`] checks that the joined events fall in the recording's
+//! window. Anything else stays its own rank, and a note says why.
+//!
+//! Bad input (truncated `perf.data`, a record that does not parse, a text line that is not an
+//! event line) is one error naming the file and, for text, the line.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+
+use linux_perf_data::linux_perf_event_reader::{
+    ClockId, CommonData, ContextSwitchRecord, EventRecord, PerfClock, PerfEventType, RecordType,
+    TaskWasPreempted,
+};
+use linux_perf_data::{Feature, PerfFileReader, PerfFileRecord};
+use rustc_hash::FxHashMap;
+use strato_record::os::{blocked_cause, ThreadState};
+use strato_trace::{
+    ClockDomain, ClockInfo, ClockSource, Instant, Level, MemoryTracker, Process, Rank, RankId,
+    SourceFormat, Span, StrId, Trace, Track, TrackId, TrackKind,
+};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::input::{classify, Input};
+use crate::ImportOptions;
+
+/// The category of thread-state spans (as the live recorder and the nsys importer write them).
+pub const THREAD_STATE_CATEGORY: &str = strato_record::os::THREAD_STATE_CATEGORY;
+/// System calls at least this long become spans (the live recorder's default too).
+pub const SLOW_SYSCALL_NS: i64 = 100_000;
+/// Joined events outside the recording's window by more than this are counted as misaligned.
+pub const JOIN_SLACK_NS: i64 = 1_000_000_000;
+
+/// Whether `head` starts a `perf.data` file (file or pipe mode, either byte order).
+pub fn is_perf_data_head(head: &[u8]) -> bool {
+    head.starts_with(b"PERFILE2") || head.starts_with(b"2ELIFREP")
+}
+
+/// Whether `head` looks like `perf script` output: its first line that is neither empty nor a
+/// `#` comment parses as an event line (`COMM PID[/TID] [CPU] SECONDS: ...`).
+pub fn is_perf_script_head(head: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(head);
+    let mut header = HeaderBlock::default();
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if header.skip(line) || trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        return !line.starts_with('\t') && parse_line(line).is_some();
+    }
+    false
+}
+
+/// The `# ========` block `perf script --header` prints first: every line inside it is skipped
+/// (its `# cmdline` may span lines that do not start with `#`, when the recorded command had
+/// newlines in an argument).
+#[derive(Debug, Default)]
+struct HeaderBlock {
+    seen_start: bool,
+    done: bool,
+}
+
+impl HeaderBlock {
+    /// Whether `line` belongs to the header block (the delimiters included).
+    fn skip(&mut self, line: &str) -> bool {
+        if self.done {
+            return false;
+        }
+        let delimiter = line.trim_end() == "# ========";
+        if !self.seen_start {
+            if delimiter {
+                self.seen_start = true;
+                return true;
+            }
+            if !line.trim().is_empty() {
+                // No header block: the text starts with events or plain comments.
+                self.done = true;
+            }
+            return false;
+        }
+        if delimiter {
+            self.done = true;
+        }
+        true
+    }
+}
+
+/// How the task that switched out left the CPU (`prev_state` of `sched_switch`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Left {
+    /// Preempted or yielded while runnable (`R`, `R+`).
+    Runnable,
+    /// Asleep (`S`, `D`, `I`, stopped, ...): blocked, cause from its system call.
+    Asleep,
+    /// Exiting (`X`, `Z`): no state after it.
+    Dead,
+}
+
+/// `prev_state` as `perf script` prints it (`R`, `R+`, `S`, `D`, `X`, `Z`, `T`, `t`, `I`,
+/// `P`, combinations like `D|K`).
+fn left_from_letters(state: &str) -> Left {
+    let s = state.trim();
+    if s.is_empty() || s.starts_with('R') {
+        Left::Runnable
+    } else if s.contains('X') || s.contains('Z') {
+        Left::Dead
+    } else {
+        Left::Asleep
+    }
+}
+
+/// `prev_state` as the kernel writes it: the task-state index as one bit, and
+/// `TASK_REPORT_MAX` (0x100 since 4.14) for a preempted task; 0 is runnable.
+fn left_from_bits(state: i64) -> Left {
+    if state == 0 || state & 0x100 != 0 {
+        Left::Runnable
+    } else if state & (0x10 | 0x20) != 0 {
+        Left::Dead
+    } else {
+        Left::Asleep
+    }
+}
+
+/// One event of either form, in the context of the task it fired in.
+#[derive(Debug, Clone, PartialEq)]
+enum Ev {
+    Switch {
+        prev: i32,
+        left: Left,
+        next: i32,
+    },
+    SwitchOut {
+        preempted: bool,
+    },
+    SwitchIn,
+    Wakeup {
+        woken: i32,
+    },
+    Migrate {
+        task: i32,
+        from: i64,
+        to: i64,
+    },
+    SysEnter {
+        name: String,
+    },
+    SysExit {
+        name: Option<String>,
+    },
+    PageFault {
+        event: String,
+    },
+    Sample {
+        event: String,
+        stack: Vec<String>,
+    },
+    Exit,
+    /// A task was created (`tid` of process `pid`).
+    Fork {
+        pid: i32,
+        tid: i32,
+    },
+    /// A record perf adds beside the samples (`COMM`, `MMAP`, ...): says nothing of the state.
+    SideBand,
+    /// An event this importer does not use (counted in the metadata).
+    Other,
+}
+
+/// Where and when an event fired.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Header {
+    ts: i64,
+    pid: Option<i32>,
+    tid: i32,
+}
+
+/// The name of system call `nr` on this machine's architecture (`syscall_NR` when unknown).
+fn syscall_name(nr: i64) -> String {
+    usize::try_from(nr)
+        .ok()
+        .and_then(syscalls::Sysno::new)
+        .map_or_else(|| format!("syscall_{nr}"), |s| s.name().to_owned())
+}
+
+fn is_page_fault(event: &str) -> bool {
+    matches!(
+        event,
+        "page-faults" | "faults" | "major-faults" | "minor-faults"
+    ) || event.starts_with("exceptions:page_fault")
+}
+
+// ---------------------------------------------------------------------------------------------
+// The thread state machine.
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Now {
+    Unknown,
+    On(i64),
+    Off { since: i64, state: ThreadState },
+}
+
+#[derive(Debug)]
+struct ThreadSt {
+    pid: Option<i32>,
+    comm: Option<String>,
+    now: Now,
+    /// The system call the thread is in: (name, entry time).
+    syscall: Option<(String, i64)>,
+    /// The call it was in when it switched out (for the span's args).
+    blocked_in: Option<String>,
+}
+
+/// An event of the output, before its track is known.
+#[derive(Debug)]
+struct Pending {
+    tid: i32,
+    start: i64,
+    end: Option<i64>,
+    name: StrId,
+    category: StrId,
+    args: Option<String>,
+}
+
+/// Builds the trace of one perf input from its events (see the module docs).
+struct Builder<'o> {
+    options: &'o ImportOptions,
+    trace: Trace,
+    rank: RankId,
+    cat_state: StrId,
+    cat_syscall: StrId,
+    cat_sched: StrId,
+    cat_fault: StrId,
+    cat_sample: StrId,
+    states: [StrId; 6],
+    threads: FxHashMap<i32, ThreadSt>,
+    pending: Vec<Pending>,
+    syscalls: BTreeMap<String, (u64, i64)>,
+    counts: BTreeMap<&'static str, u64>,
+    memory: MemoryTracker,
+    /// Estimated heap bytes of `pending`.
+    pending_bytes: usize,
+    over_budget: Option<u64>,
+}
+
+impl<'o> Builder<'o> {
+    fn new(path: &Path, options: &'o ImportOptions) -> Builder<'o> {
+        let mut trace = Trace::default();
+        let rank = trace.add_rank(Rank {
+            rank: None,
+            world_size: None,
+            source: path.display().to_string(),
+            format: SourceFormat::Perf,
+            host: None,
+            metadata_json: None,
+            notes: Default::default(),
+        });
+        let states = ThreadState::ALL.map(|s| trace.intern(s.as_str()));
+        Builder {
+            options,
+            cat_state: trace.intern(THREAD_STATE_CATEGORY),
+            cat_syscall: trace.intern(strato_record::os::SYSCALL_CATEGORY),
+            cat_sched: trace.intern("sched"),
+            cat_fault: trace.intern("page_fault"),
+            cat_sample: trace.intern("cpu_sample"),
+            states,
+            trace,
+            rank,
+            threads: FxHashMap::default(),
+            pending: Vec::new(),
+            syscalls: BTreeMap::new(),
+            counts: BTreeMap::new(),
+            memory: MemoryTracker::new(options.memory_budget_bytes),
+            pending_bytes: 0,
+            over_budget: None,
+        }
+    }
+
+    fn count(&mut self, what: &'static str) {
+        *self.counts.entry(what).or_default() += 1;
+    }
+
+    fn thread(&mut self, tid: i32) -> &mut ThreadSt {
+        self.threads.entry(tid).or_insert(ThreadSt {
+            pid: None,
+            comm: None,
+            now: Now::Unknown,
+            syscall: None,
+            blocked_in: None,
+        })
+    }
+
+    fn state_id(&self, state: ThreadState) -> StrId {
+        let i = ThreadState::ALL
+            .iter()
+            .position(|s| *s == state)
+            .unwrap_or(ThreadState::ALL.len() - 1);
+        self.states[i]
+    }
+
+    /// Keeps an output event. What is kept (the events waiting for their tracks, their args,
+    /// and the trace's strings) counts against the memory budget: once over it, the import
+    /// stops reading and fails ([`ErrorKind::MemoryBudget`]).
+    fn push(&mut self, p: Pending) {
+        self.pending_bytes +=
+            std::mem::size_of::<Pending>() + p.args.as_ref().map_or(0, String::len);
+        if self.pending.len().is_multiple_of(256) {
+            let over = self.memory.check(&self.trace).is_err()
+                || (self.pending_bytes as u64).saturating_add(self.trace.strings.len() as u64 * 32)
+                    > self.options.memory_budget_bytes;
+            if over {
+                self.over_budget = Some(self.options.memory_budget_bytes);
+            }
+        }
+        self.pending.push(p);
+    }
+
+    /// Ends `tid`'s current state at `ts` (a span when it is known).
+    fn close(&mut self, tid: i32, ts: i64, woken_by: Option<i32>) {
+        let Some(t) = self.threads.get_mut(&tid) else {
+            return;
+        };
+        let (since, state) = match t.now {
+            Now::Unknown => return,
+            Now::On(since) => (since, ThreadState::Running),
+            Now::Off { since, state } => (since, state),
+        };
+        let blocked_in = t.blocked_in.take();
+        if ts <= since {
+            return;
+        }
+        let args = if self.options.keep_args
+            && !matches!(state, ThreadState::Running | ThreadState::Runnable)
+        {
+            let mut a = serde_json::Map::new();
+            if let Some(call) = blocked_in {
+                a.insert("syscall".into(), call.into());
+            }
+            if let Some(w) = woken_by {
+                a.insert("woken_by".into(), w.into());
+            }
+            (!a.is_empty()).then(|| serde_json::Value::Object(a).to_string())
+        } else {
+            None
+        };
+        let name = self.state_id(state);
+        let category = self.cat_state;
+        self.push(Pending {
+            tid,
+            start: since,
+            end: Some(ts),
+            name,
+            category,
+            args,
+        });
+    }
+
+    fn switch_out(&mut self, tid: i32, ts: i64, left: Left) {
+        if tid == 0 {
+            return;
+        }
+        self.close(tid, ts, None);
+        self.count("switches");
+        let t = self.thread(tid);
+        match left {
+            Left::Dead => {
+                t.now = Now::Unknown;
+            }
+            Left::Runnable => {
+                t.now = Now::Off {
+                    since: ts,
+                    state: ThreadState::Runnable,
+                };
+            }
+            Left::Asleep => {
+                let call = t.syscall.as_ref().map(|(n, _)| n.clone());
+                t.now = Now::Off {
+                    since: ts,
+                    state: blocked_cause(call.as_deref()),
+                };
+                t.blocked_in = call;
+            }
+        }
+    }
+
+    fn switch_in(&mut self, tid: i32, ts: i64) {
+        if tid == 0 || matches!(self.thread(tid).now, Now::On(_)) {
+            return;
+        }
+        self.close(tid, ts, None);
+        self.thread(tid).now = Now::On(ts);
+    }
+
+    fn handle(&mut self, h: Header, ev: Ev) {
+        self.trace.ranks[self.rank.0 as usize].notes.events_read += 1;
+        if self.over_budget.is_some() {
+            return;
+        }
+        let tid = h.tid;
+        if tid != 0 {
+            let t = self.thread(tid);
+            if let Some(pid) = h.pid {
+                t.pid = Some(pid);
+            }
+            // The task the event fired in is running (see the module docs).
+            let own = !matches!(ev, Ev::SwitchIn | Ev::Exit | Ev::Fork { .. } | Ev::SideBand);
+            match t.now {
+                Now::Unknown if own => t.now = Now::On(h.ts),
+                Now::Off { .. } if own => {
+                    self.close(tid, h.ts, None);
+                    self.thread(tid).now = Now::On(h.ts);
+                    self.count("switch_in_not_recorded");
+                }
+                _ => {}
+            }
+        }
+        match ev {
+            Ev::Switch { prev, left, next } => {
+                self.switch_out(prev, h.ts, left);
+                self.switch_in(next, h.ts);
+            }
+            Ev::SwitchOut { preempted } => {
+                let left = if preempted {
+                    Left::Runnable
+                } else {
+                    Left::Asleep
+                };
+                self.switch_out(tid, h.ts, left);
+            }
+            Ev::SwitchIn => self.switch_in(tid, h.ts),
+            Ev::Wakeup { woken } => {
+                if woken == 0 {
+                    return;
+                }
+                self.count("wakeups");
+                let now = self.thread(woken).now;
+                match now {
+                    Now::On(_) => {}
+                    Now::Off {
+                        state: ThreadState::Runnable,
+                        ..
+                    } => {}
+                    Now::Unknown | Now::Off { .. } => {
+                        self.close(woken, h.ts, Some(tid));
+                        self.thread(woken).now = Now::Off {
+                            since: h.ts,
+                            state: ThreadState::Runnable,
+                        };
+                    }
+                }
+            }
+            Ev::Migrate { task, from, to } => {
+                self.count("migrations");
+                let args = self
+                    .options
+                    .keep_args
+                    .then(|| format!("{{\"from\":{from},\"to\":{to}}}"));
+                let (name, category) = (self.trace.intern("migrate"), self.cat_sched);
+                self.push(Pending {
+                    tid: task,
+                    start: h.ts,
+                    end: None,
+                    name,
+                    category,
+                    args,
+                });
+            }
+            Ev::SysEnter { name } => {
+                self.thread(tid).syscall = Some((name, h.ts));
+            }
+            Ev::SysExit { name } => {
+                let Some((entered, start)) = self.thread(tid).syscall.take() else {
+                    return;
+                };
+                if name.as_ref().is_some_and(|n| *n != entered) {
+                    return;
+                }
+                let dur = h.ts - start;
+                let slot = self.syscalls.entry(entered.clone()).or_insert((0, 0));
+                slot.0 += 1;
+                slot.1 += dur;
+                if dur >= SLOW_SYSCALL_NS {
+                    let (name, category) = (self.trace.intern(&entered), self.cat_syscall);
+                    self.push(Pending {
+                        tid,
+                        start,
+                        end: Some(h.ts),
+                        name,
+                        category,
+                        args: None,
+                    });
+                }
+            }
+            Ev::PageFault { event } => {
+                self.count("page_faults");
+                let (name, category) = (self.trace.intern(&event), self.cat_fault);
+                self.push(Pending {
+                    tid,
+                    start: h.ts,
+                    end: None,
+                    name,
+                    category,
+                    args: None,
+                });
+            }
+            Ev::Sample { event, stack } => {
+                if tid == 0 {
+                    return;
+                }
+                self.count("cpu_samples");
+                let name = self
+                    .trace
+                    .intern(stack.first().map_or(event.as_str(), String::as_str));
+                let args = (self.options.keep_args)
+                    .then(|| serde_json::json!({"event": event, "stack": stack}).to_string());
+                let category = self.cat_sample;
+                self.push(Pending {
+                    tid,
+                    start: h.ts,
+                    end: None,
+                    name,
+                    category,
+                    args,
+                });
+            }
+            Ev::Exit => {
+                self.close(tid, h.ts, None);
+                self.thread(tid).now = Now::Unknown;
+            }
+            Ev::Fork { pid, tid } => self.thread(tid).pid = Some(pid),
+            Ev::Other => self.count("other_events"),
+            Ev::SideBand => {}
+        }
+    }
+
+    /// The trace: tracks per thread (pid from the events, else the tid), processes, metadata.
+    fn finish(
+        mut self,
+        path: &Path,
+        clock: ClockInfo,
+        meta: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Trace> {
+        if let Some(limit) = self.over_budget {
+            return Err(Error::new(
+                path,
+                ErrorKind::MemoryBudget { limit_bytes: limit },
+            ));
+        }
+        let mut tracks: FxHashMap<i32, TrackId> = FxHashMap::default();
+        let mut pids: BTreeMap<i32, Option<String>> = BTreeMap::new();
+        let pending = std::mem::take(&mut self.pending);
+        for p in pending {
+            let track = match tracks.get(&p.tid) {
+                Some(&t) => t,
+                None => {
+                    let (pid, comm) = self
+                        .threads
+                        .get(&p.tid)
+                        .map_or((p.tid, None), |t| (t.pid.unwrap_or(p.tid), t.comm.clone()));
+                    if pid == p.tid || !pids.contains_key(&pid) {
+                        let name = if pid == p.tid { comm.clone() } else { None };
+                        let slot = pids.entry(pid).or_default();
+                        if slot.is_none() {
+                            *slot = name;
+                        }
+                    }
+                    let id = self.trace.add_track(Track {
+                        rank: self.rank,
+                        kind: TrackKind::Thread {
+                            pid: i64::from(pid),
+                            tid: i64::from(p.tid),
+                        },
+                        name: comm,
+                        sort_index: None,
+                    });
+                    tracks.insert(p.tid, id);
+                    id
+                }
+            };
+            let args = p.args.map(|a| self.trace.add_args(&a));
+            match p.end {
+                Some(end) => self.trace.spans.push(Span {
+                    track,
+                    start: p.start,
+                    end,
+                    name: p.name,
+                    category: p.category,
+                    level: Level::Os,
+                    correlation: None,
+                    external_id: None,
+                    args,
+                }),
+                None => self.trace.instants.push(Instant {
+                    track,
+                    ts: p.start,
+                    name: p.name,
+                    category: p.category,
+                    level: Level::Os,
+                    args,
+                }),
+            }
+        }
+        for (pid, name) in pids {
+            self.trace.processes.push(Process {
+                rank: self.rank,
+                pid: i64::from(pid),
+                name,
+                labels: None,
+            });
+        }
+        let mut meta = meta;
+        let calls: Vec<serde_json::Value> = self
+            .syscalls
+            .iter()
+            .map(|(n, (c, t))| serde_json::json!({"name": n, "count": c, "time_ns": t}))
+            .collect();
+        meta.insert("syscalls".into(), calls.into());
+        for (k, v) in &self.counts {
+            if *k != "switch_in_not_recorded" {
+                meta.insert((*k).into(), (*v).into());
+            }
+        }
+        let notes = &mut self.trace.ranks[self.rank.0 as usize].notes;
+        notes.count(
+            "switch_in_not_recorded",
+            self.counts
+                .get("switch_in_not_recorded")
+                .copied()
+                .unwrap_or(0),
+        );
+        self.trace.ranks[self.rank.0 as usize].metadata_json =
+            Some(serde_json::Value::Object(meta).to_string());
+        self.trace.clock = clock;
+        Ok(self.trace)
+    }
+}
+
+/// The clock of a perf trace: `clockid` (None: perf's default clock) and the timestamps'
+/// resolution in ns.
+fn clock_info(clockid: Option<ClockId>, resolution_ns: i64, how: &str) -> ClockInfo {
+    let (reference, domain) = match clockid {
+        Some(ClockId::Monotonic) => (ClockDomain::Monotonic, ClockDomain::Monotonic),
+        Some(ClockId::MonotonicRaw) => (ClockDomain::MonotonicRaw, ClockDomain::MonotonicRaw),
+        Some(ClockId::Realtime) => (ClockDomain::Realtime, ClockDomain::Realtime),
+        Some(other) => (
+            ClockDomain::Unknown,
+            ClockDomain::Device(format!("{other:?}").to_lowercase()),
+        ),
+        None => (
+            ClockDomain::Unknown,
+            ClockDomain::Device("perf_clock".into()),
+        ),
+    };
+    let method = match clockid {
+        Some(c) => format!("perf clockid {c:?} ({how})"),
+        None => format!(
+            "perf's default clock (kernel local_clock), not CLOCK_MONOTONIC ({how}); \
+             record with `perf record -k mono` to join a recording"
+        ),
+    };
+    ClockInfo {
+        reference,
+        sources: vec![ClockSource {
+            name: "perf".into(),
+            domain,
+            offset_ns: 0,
+            drift_ppb: 0.0,
+            anchor_ns: 0,
+            error_ns: Some(resolution_ns),
+            method,
+        }],
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// `perf script` text.
+
+/// One parsed event line: header, event name, the rest (tracepoint fields or the sample's ip
+/// and symbol).
+#[derive(Debug, PartialEq)]
+struct Line<'a> {
+    comm: &'a str,
+    header: Header,
+    /// Digits after the decimal point of the time (6: µs, 9: ns).
+    digits: u32,
+    event: &'a str,
+    rest: &'a str,
+}
+
+/// Parses `COMM PID[/TID] [CPU] SECONDS.FRACTION: [PERIOD] EVENT: REST`.
+fn parse_line(line: &str) -> Option<Line<'_>> {
+    // The time is the first token that is `digits.digits:`.
+    let mut offset = 0;
+    let mut tokens: Vec<(usize, &str)> = Vec::new();
+    for tok in line.split_whitespace() {
+        let at = offset + line[offset..].find(tok)?;
+        offset = at + tok.len();
+        tokens.push((at, tok));
+        if tokens.len() > 64 {
+            return None;
+        }
+    }
+    let time_i = tokens.iter().position(|(_, t)| {
+        t.strip_suffix(':').is_some_and(|t| {
+            let mut parts = t.splitn(2, '.');
+            let (a, b) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+            !a.is_empty()
+                && !b.is_empty()
+                && a.bytes().all(|c| c.is_ascii_digit())
+                && b.bytes().all(|c| c.is_ascii_digit())
+        })
+    })?;
+    let mut i = time_i;
+    // Optional [cpu].
+    if i > 0 && tokens[i - 1].1.starts_with('[') && tokens[i - 1].1.ends_with(']') {
+        i -= 1;
+    }
+    if i == 0 {
+        return None;
+    }
+    let id = tokens[i - 1].1;
+    let (pid, tid) = match id.split_once('/') {
+        Some((p, t)) => (Some(p.parse::<i32>().ok()?), t.parse::<i32>().ok()?),
+        None => (None, id.parse::<i32>().ok()?),
+    };
+    let comm_end = tokens[i - 1].0;
+    let comm = line[..comm_end].trim();
+    let time = tokens[time_i].1.trim_end_matches(':');
+    let (secs, frac) = time.split_once('.')?;
+    let digits = u32::try_from(frac.len()).ok().filter(|d| *d <= 9)?;
+    let secs: i64 = secs.parse().ok()?;
+    let frac: i64 = frac.parse().ok()?;
+    let ts = secs
+        .checked_mul(1_000_000_000)?
+        .checked_add(frac * 10_i64.pow(9 - digits))?;
+    // Then an optional period and the event name (`name:`).
+    let mut j = time_i + 1;
+    if tokens
+        .get(j)
+        .is_some_and(|(_, t)| t.bytes().all(|c| c.is_ascii_digit()))
+    {
+        j += 1;
+    }
+    let (at, ev) = *tokens.get(j)?;
+    // Side-band records printed with `--show-switch-events` / `--show-task-events` carry no
+    // colon (`PERF_RECORD_SWITCH OUT preempt`).
+    let event = match ev.strip_suffix(':') {
+        Some(e) => e,
+        None if ev.starts_with("PERF_RECORD_") => {
+            let end = ev
+                .find(|c: char| !(c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
+                .unwrap_or(ev.len());
+            &ev[..end]
+        }
+        None => return None,
+    };
+    if event.is_empty() {
+        return None;
+    }
+    let rest = line[at + event.len()..]
+        .trim()
+        .trim_start_matches(':')
+        .trim();
+    Some(Line {
+        comm,
+        header: Header { ts, pid, tid },
+        digits,
+        event,
+        rest,
+    })
+}
+
+/// The value of `key=` in tracepoint fields (up to the next space).
+fn field<'a>(rest: &'a str, key: &str) -> Option<&'a str> {
+    let mut from = 0;
+    while let Some(at) = rest[from..].find(key) {
+        let at = from + at;
+        let before_ok = at == 0 || rest.as_bytes()[at - 1] == b' ';
+        let after = at + key.len();
+        if before_ok && rest[after..].starts_with('=') {
+            let v = &rest[after + 1..];
+            return Some(v.split_whitespace().next().unwrap_or(""));
+        }
+        from = after;
+    }
+    None
+}
+
+fn int_field(rest: &str, key: &str) -> Option<i64> {
+    field(rest, key).and_then(|v| v.parse().ok())
+}
+
+/// The event of a text line (`None`: a known event whose fields do not parse).
+fn text_event(line: &Line<'_>, stack: Vec<String>) -> Option<Ev> {
+    let e = line.event;
+    let r = line.rest;
+    Some(if e.starts_with("PERF_RECORD_SWITCH") {
+        match r.split_whitespace().next() {
+            Some("OUT") => Ev::SwitchOut {
+                preempted: r.contains("preempt"),
+            },
+            Some("IN") => Ev::SwitchIn,
+            _ => return None,
+        }
+    } else if e == "PERF_RECORD_EXIT" {
+        Ev::Exit
+    } else if e == "PERF_RECORD_FORK" {
+        // `(PID:TID):(PPID:PTID)`: the new task and its process.
+        let (pid, tid) = r.strip_prefix('(')?.split_once(')')?.0.split_once(':')?;
+        Ev::Fork {
+            pid: pid.parse().ok()?,
+            tid: tid.parse().ok()?,
+        }
+    } else if e.starts_with("PERF_RECORD_") {
+        Ev::SideBand
+    } else if e.ends_with("sched_switch") {
+        // Only `==>` separates the two tasks; the fields are looked up by name.
+        let (before, after) = r.split_once("==>")?;
+        Ev::Switch {
+            prev: i32::try_from(int_field(before, "prev_pid")?).ok()?,
+            left: left_from_letters(field(before, "prev_state")?),
+            next: i32::try_from(int_field(after, "next_pid")?).ok()?,
+        }
+    } else if e.ends_with("sched_wakeup") || e.ends_with("sched_wakeup_new") {
+        Ev::Wakeup {
+            woken: i32::try_from(int_field(r, "pid")?).ok()?,
+        }
+    } else if e.ends_with("sched_migrate_task") {
+        Ev::Migrate {
+            task: i32::try_from(int_field(r, "pid")?).ok()?,
+            from: int_field(r, "orig_cpu")?,
+            to: int_field(r, "dest_cpu")?,
+        }
+    } else if e == "raw_syscalls:sys_enter" {
+        let nr = r
+            .strip_prefix("NR ")?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()?;
+        Ev::SysEnter {
+            name: syscall_name(nr),
+        }
+    } else if e == "raw_syscalls:sys_exit" {
+        let nr = r
+            .strip_prefix("NR ")?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()?;
+        Ev::SysExit {
+            name: Some(syscall_name(nr)),
+        }
+    } else if let Some(name) = e.strip_prefix("syscalls:sys_enter_") {
+        Ev::SysEnter {
+            name: name.to_owned(),
+        }
+    } else if let Some(name) = e.strip_prefix("syscalls:sys_exit_") {
+        Ev::SysExit {
+            name: Some(name.to_owned()),
+        }
+    } else if is_page_fault(e.split(':').next().unwrap_or(e)) || is_page_fault(e) {
+        Ev::PageFault {
+            event: e.to_owned(),
+        }
+    } else if e
+        .split_once(':')
+        .is_some_and(|(_, m)| !m.chars().all(|c| "ukhGHpPSDIeW".contains(c)))
+    {
+        // A tracepoint this importer does not use (`cpu-clock:ppp` is a sampled event with
+        // modifiers; `sched:sched_stat_runtime` a tracepoint).
+        Ev::Other
+    } else {
+        // A sampled hardware or software event (`cycles`, `cpu-clock:ppp`, ...): its leaf
+        // is the symbol on the line itself when no call stack follows.
+        let mut stack = stack;
+        if stack.is_empty() {
+            if let Some(sym) = sample_symbol(r) {
+                stack.push(sym);
+            }
+        }
+        Ev::Sample {
+            event: e.to_owned(),
+            stack,
+        }
+    })
+}
+
+/// The symbol of a sample line or a call-stack line: `ADDR SYMBOL+0xOFF (DSO)` -> `SYMBOL`
+/// (`[unknown]` kept; an address alone is `None`).
+fn sample_symbol(text: &str) -> Option<String> {
+    let mut it = text.split_whitespace();
+    let first = it.next()?;
+    let rest: Vec<&str> = it.collect();
+    let body = if first.bytes().all(|c| c.is_ascii_hexdigit()) {
+        rest.join(" ")
+    } else {
+        text.to_owned()
+    };
+    let body = match body.rfind(" (") {
+        Some(i) if body.ends_with(')') => body[..i].to_owned(),
+        _ => body,
+    };
+    let sym = match body.rfind("+0x") {
+        Some(i) => &body[..i],
+        None => body.as_str(),
+    };
+    let sym = sym.trim();
+    (!sym.is_empty()).then(|| sym.to_owned())
+}
+
+/// Imports `perf script` text output (see the module docs); `input` is the opened file.
+pub fn import_script(path: &Path, input: Input, options: &ImportOptions) -> Result<Trace> {
+    let mut reader = BufReader::new(input.reader);
+    let mut builder = Builder::new(path, options);
+    let mut clockid: Option<ClockId> = None;
+    let mut meta = serde_json::Map::new();
+    let mut digits = 9;
+    let mut line = String::new();
+    let mut number = 0u64;
+    let mut header_block = HeaderBlock::default();
+    // The event line waiting for its call stack (the indented lines after it).
+    let mut held: Option<(String, u64)> = None;
+    let mut stack: Vec<String> = Vec::new();
+    let bad = |n: u64, what: &str| {
+        Error::new(
+            path,
+            ErrorKind::Perf(format!("line {n}: {what} (expected `perf script` output)")),
+        )
+    };
+    let flush = |builder: &mut Builder<'_>,
+                 held: &mut Option<(String, u64)>,
+                 stack: &mut Vec<String>,
+                 digits: &mut u32|
+     -> Result<()> {
+        if let Some((text, n)) = held.take() {
+            let parsed = parse_line(&text).ok_or_else(|| bad(n, "not an event line"))?;
+            *digits = (*digits).min(parsed.digits);
+            let ev = text_event(&parsed, std::mem::take(stack))
+                .ok_or_else(|| bad(n, &format!("the fields of {} do not parse", parsed.event)))?;
+            let comm = parsed.comm.to_owned();
+            let h = parsed.header;
+            if h.tid != 0 {
+                let t = builder.thread(h.tid);
+                if t.comm.is_none() && !comm.is_empty() {
+                    t.comm = Some(comm);
+                }
+            }
+            builder.handle(h, ev);
+        }
+        stack.clear();
+        Ok(())
+    };
+    loop {
+        line.clear();
+        let n = reader.read_line(&mut line).map_err(|e| classify(path, e))?;
+        if n == 0 {
+            break;
+        }
+        number += 1;
+        let text = line.trim_end_matches(['\n', '\r']);
+        let in_header = header_block.skip(text);
+        if in_header && !text.starts_with('#') {
+            continue;
+        }
+        if text.trim().is_empty() {
+            flush(&mut builder, &mut held, &mut stack, &mut digits)?;
+            continue;
+        }
+        if let Some(comment) = text.strip_prefix('#') {
+            let comment = comment.trim();
+            if let Some(v) = comment.strip_prefix("clockid:") {
+                clockid = match v.split_whitespace().next() {
+                    Some("monotonic") => Some(ClockId::Monotonic),
+                    Some("monotonic_raw") => Some(ClockId::MonotonicRaw),
+                    Some("realtime") => Some(ClockId::Realtime),
+                    Some("boottime") => Some(ClockId::Boottime),
+                    _ => None,
+                };
+            } else if let Some((k, v)) = comment.split_once(" : ") {
+                let k = k.trim();
+                if ["hostname", "os release", "perf version", "arch", "cmdline"].contains(&k) {
+                    meta.insert(k.replace(' ', "_"), v.trim().into());
+                }
+            }
+            continue;
+        }
+        if text.starts_with('\t')
+            || (text.starts_with(' ') && held.is_some() && parse_line(text).is_none())
+        {
+            if held.is_none() {
+                return Err(bad(number, "a call-stack line without its event line"));
+            }
+            if let Some(sym) = sample_symbol(text) {
+                stack.push(sym);
+            }
+            continue;
+        }
+        flush(&mut builder, &mut held, &mut stack, &mut digits)?;
+        if parse_line(text).is_none() {
+            return Err(bad(number, "not an event line"));
+        }
+        held = Some((text.to_owned(), number));
+    }
+    flush(&mut builder, &mut held, &mut stack, &mut digits)?;
+    if builder.trace.ranks[0].notes.events_read == 0 {
+        return Err(Error::new(
+            path,
+            ErrorKind::Perf("no events (expected `perf script` output)".into()),
+        ));
+    }
+    if let Some(host) = meta.get("hostname").and_then(|v| v.as_str()) {
+        builder.trace.ranks[0].host = Some(host.to_owned());
+    }
+    let resolution = 10_i64.pow(9 - digits.min(9));
+    let clock = clock_info(clockid, resolution, "`perf script` text");
+    builder.finish(path, clock, meta)
+}
+
+// ---------------------------------------------------------------------------------------------
+// `perf.data`.
+
+/// One tracepoint's field layout, from the format text in the file's tracing data.
+#[derive(Debug, Default, Clone)]
+struct Format {
+    fields: FxHashMap<String, (usize, usize, bool)>,
+}
+
+impl Format {
+    fn int(&self, raw: &[u8], name: &str, little: bool) -> Option<i64> {
+        let &(off, size, signed) = self.fields.get(name)?;
+        let b = raw.get(off..off + size)?;
+        let mut v: u64 = 0;
+        for i in 0..size {
+            let byte = if little { b[size - 1 - i] } else { b[i] };
+            v = (v << 8) | u64::from(byte);
+        }
+        Some(match (size, signed) {
+            (1, true) => i64::from(v as u8 as i8),
+            (2, true) => i64::from(v as u16 as i16),
+            (4, true) => i64::from(v as u32 as i32),
+            _ => v as i64,
+        })
+    }
+}
+
+/// Parses the format text of event `id` from the tracing data (`ID: N` then `field:` lines).
+fn tracepoint_format(tracing: &[u8], id: u64) -> Option<Format> {
+    let needle = format!("\nID: {id}\n");
+    let at = memchr::memmem::find(tracing, needle.as_bytes())?;
+    let end = memchr::memmem::find(&tracing[at..], b"print fmt:").map_or(tracing.len(), |e| at + e);
+    let text = String::from_utf8_lossy(&tracing[at..end]);
+    let mut f = Format::default();
+    for line in text.lines() {
+        let line = line.trim();
+        let Some(decl) = line.strip_prefix("field:") else {
+            continue;
+        };
+        let mut parts = decl.split(';').map(str::trim);
+        let decl = parts.next()?;
+        let name = decl
+            .split_whitespace()
+            .last()?
+            .split('[')
+            .next()?
+            .to_owned();
+        let mut off = None;
+        let mut size = None;
+        let mut signed = false;
+        for p in parts {
+            if let Some(v) = p.strip_prefix("offset:") {
+                off = v.parse().ok();
+            } else if let Some(v) = p.strip_prefix("size:") {
+                size = v.parse().ok();
+            } else if let Some(v) = p.strip_prefix("signed:") {
+                signed = v == "1";
+            }
+        }
+        if let (Some(o), Some(s)) = (off, size) {
+            f.fields.insert(name, (o, s, signed));
+        }
+    }
+    Some(f)
+}
+
+/// What an attribute (event) of a `perf.data` file is to this importer.
+#[derive(Debug, Clone)]
+enum AttrKind {
+    Switch(Format),
+    Wakeup(Format),
+    Migrate(Format),
+    SysEnterRaw(Format),
+    SysExitRaw(Format),
+    SysEnter(String),
+    SysExit(String),
+    PageFault(String),
+    Sample(String),
+    Other,
+}
+
+/// Imports a `perf.data` file (file mode; see the module docs).
+pub fn import_data(path: &Path, options: &ImportOptions) -> Result<Trace> {
+    let perr = |what: String| Error::new(path, ErrorKind::Perf(what));
+    let file = std::fs::File::open(path).map_err(|e| Error::new(path, e))?;
+    let reader = BufReader::with_capacity(1 << 20, file);
+    let PerfFileReader {
+        mut perf_file,
+        mut record_iter,
+    } = PerfFileReader::parse_file(reader)
+        .map_err(|e| perr(format!("not a readable perf.data file: {e}")))?;
+    let little = matches!(
+        perf_file.endian(),
+        linux_perf_data::Endianness::LittleEndian
+    );
+    let tracing = perf_file
+        .feature_section_data(Feature::TRACING_DATA)
+        .map(<[u8]>::to_vec)
+        .unwrap_or_default();
+    let mut clockid: Option<ClockId> = None;
+    let mut kinds = Vec::new();
+    for attr in perf_file.event_attributes() {
+        let name = attr.name().unwrap_or("").to_owned();
+        let a = attr.attributes();
+        if let PerfClock::ClockId(c) = a.clock {
+            clockid = Some(c);
+        }
+        let tp = |what: &str| -> Result<Format> {
+            match a.type_ {
+                PerfEventType::Tracepoint(id) => tracepoint_format(&tracing, id).ok_or_else(|| {
+                    perr(format!(
+                        "event {name}: its format (tracepoint id {id}) is not in the file's \
+                         tracing data; {what} cannot be read"
+                    ))
+                }),
+                _ => Err(perr(format!("event {name} is not a tracepoint"))),
+            }
+        };
+        let kind = if name.ends_with("sched_switch") {
+            AttrKind::Switch(tp("switches")?)
+        } else if name.ends_with("sched_wakeup") || name.ends_with("sched_wakeup_new") {
+            AttrKind::Wakeup(tp("wakeups")?)
+        } else if name.ends_with("sched_migrate_task") {
+            AttrKind::Migrate(tp("migrations")?)
+        } else if name == "raw_syscalls:sys_enter" {
+            AttrKind::SysEnterRaw(tp("system calls")?)
+        } else if name == "raw_syscalls:sys_exit" {
+            AttrKind::SysExitRaw(tp("system calls")?)
+        } else if let Some(n) = name.strip_prefix("syscalls:sys_enter_") {
+            AttrKind::SysEnter(n.to_owned())
+        } else if let Some(n) = name.strip_prefix("syscalls:sys_exit_") {
+            AttrKind::SysExit(n.to_owned())
+        } else if is_page_fault(&name) {
+            AttrKind::PageFault(name.clone())
+        } else if matches!(a.type_, PerfEventType::Tracepoint(_)) {
+            AttrKind::Other
+        } else {
+            AttrKind::Sample(if name.is_empty() {
+                "sample".into()
+            } else {
+                name.clone()
+            })
+        };
+        kinds.push(kind);
+    }
+    let mut meta = serde_json::Map::new();
+    for (key, value) in [
+        ("hostname", perf_file.hostname().ok().flatten()),
+        ("os_release", perf_file.os_release().ok().flatten()),
+        ("perf_version", perf_file.perf_version().ok().flatten()),
+        ("arch", perf_file.arch().ok().flatten()),
+    ] {
+        if let Some(v) = value {
+            meta.insert(key.into(), v.into());
+        }
+    }
+    let host = perf_file.hostname().ok().flatten().map(str::to_owned);
+    if let Ok(Some(cd)) = perf_file.clock_data() {
+        meta.insert(
+            "clock_data".into(),
+            serde_json::json!({"clockid": cd.clockid, "wall_clock_ns": cd.wall_clock_ns,
+                "clockid_time_ns": cd.clockid_time_ns}),
+        );
+    }
+    let mut builder = Builder::new(path, options);
+    builder.trace.ranks[0].host = host;
+    let mut comms: FxHashMap<i32, String> = FxHashMap::default();
+    loop {
+        let record = record_iter.next_record(&mut perf_file).map_err(|e| {
+            perr(format!(
+                "a record cannot be read (truncated or corrupt?): {e}"
+            ))
+        })?;
+        let Some(record) = record else { break };
+        let PerfFileRecord::EventRecord { attr_index, record } = record else {
+            continue;
+        };
+        let record_type = record.record_type;
+        let common: CommonData = match record.common_data() {
+            Ok(c) => c,
+            Err(_) => continue,
+        };
+        let parsed = record
+            .parse()
+            .map_err(|e| perr(format!("a {record_type:?} record does not parse: {e}")))?;
+        let Some(ts) = common.timestamp.and_then(|t| i64::try_from(t).ok()) else {
+            if record_type == RecordType::SAMPLE {
+                builder.count("records_without_time");
+            }
+            continue;
+        };
+        let header = |tid: Option<i32>| Header {
+            ts,
+            pid: common.pid,
+            tid: tid.or(common.tid).unwrap_or(-1),
+        };
+        let ev = match parsed {
+            EventRecord::Sample(s) => {
+                let raw: Vec<u8> = s.raw.map(|r| r.as_slice().into_owned()).unwrap_or_default();
+                let kind = kinds.get(attr_index).cloned().unwrap_or(AttrKind::Other);
+                let int = |f: &Format, name: &str| f.int(&raw, name, little);
+                let missing = |what: &str| perr(format!("a {what} sample lacks its fields"));
+                match kind {
+                    AttrKind::Switch(f) => Ev::Switch {
+                        prev: int(&f, "prev_pid").ok_or_else(|| missing("sched_switch"))? as i32,
+                        left: left_from_bits(
+                            int(&f, "prev_state").ok_or_else(|| missing("sched_switch"))?,
+                        ),
+                        next: int(&f, "next_pid").ok_or_else(|| missing("sched_switch"))? as i32,
+                    },
+                    AttrKind::Wakeup(f) => Ev::Wakeup {
+                        woken: int(&f, "pid").ok_or_else(|| missing("sched_wakeup"))? as i32,
+                    },
+                    AttrKind::Migrate(f) => Ev::Migrate {
+                        task: int(&f, "pid").ok_or_else(|| missing("sched_migrate_task"))? as i32,
+                        from: int(&f, "orig_cpu").unwrap_or(-1),
+                        to: int(&f, "dest_cpu").unwrap_or(-1),
+                    },
+                    AttrKind::SysEnterRaw(f) => Ev::SysEnter {
+                        name: syscall_name(int(&f, "id").ok_or_else(|| missing("sys_enter"))?),
+                    },
+                    AttrKind::SysExitRaw(f) => Ev::SysExit {
+                        name: Some(syscall_name(
+                            int(&f, "id").ok_or_else(|| missing("sys_exit"))?,
+                        )),
+                    },
+                    AttrKind::SysEnter(n) => Ev::SysEnter { name: n },
+                    AttrKind::SysExit(n) => Ev::SysExit { name: Some(n) },
+                    AttrKind::PageFault(n) => Ev::PageFault { event: n },
+                    AttrKind::Sample(n) => Ev::Sample {
+                        event: n,
+                        stack: Vec::new(),
+                    },
+                    AttrKind::Other => Ev::Other,
+                }
+            }
+            EventRecord::ContextSwitch(cs) => match cs {
+                ContextSwitchRecord::Out { preempted, .. } => Ev::SwitchOut {
+                    preempted: preempted == TaskWasPreempted::Yes,
+                },
+                ContextSwitchRecord::In { .. } => Ev::SwitchIn,
+            },
+            EventRecord::Comm(c) => {
+                let name = String::from_utf8_lossy(&c.name.as_slice()).into_owned();
+                comms.insert(c.tid, name);
+                let t = builder.thread(c.tid);
+                t.pid = Some(c.pid);
+                continue;
+            }
+            EventRecord::Fork(f) => {
+                builder.handle(
+                    header(None),
+                    Ev::Fork {
+                        pid: f.pid,
+                        tid: f.tid,
+                    },
+                );
+                continue;
+            }
+            EventRecord::Exit(f) => {
+                builder.handle(header(Some(f.tid)), Ev::Exit);
+                continue;
+            }
+            EventRecord::Lost(l) => {
+                builder.trace.ranks[0].notes.count("lost_records", l.count);
+                continue;
+            }
+            _ => continue,
+        };
+        builder.handle(header(None), ev);
+    }
+    for (tid, name) in comms {
+        if let Some(t) = builder.threads.get_mut(&tid) {
+            t.comm = Some(name);
+        }
+    }
+    if builder.trace.ranks[0].notes.events_read == 0 {
+        return Err(perr(
+            "no sample records (an empty or unfinished recording?)".into(),
+        ));
+    }
+    let clock = clock_info(clockid, 1, "perf.data attributes");
+    builder.finish(path, clock, meta)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Joining a recording.
+
+/// Adds `perf` (one imported perf trace) to `timeline`. When both are on `CLOCK_MONOTONIC` and
+/// `timeline` holds stratoscope recordings, each perf thread whose tid is a thread of a
+/// recording has its events moved onto that thread's own track (same rank, same pid), so the
+/// breakdown reads its states; other threads stay on the perf rank. The join is checked: at
+/// least half of the joined events must fall within the recording's window (±
+/// [`JOIN_SLACK_NS`]), else the clocks disagree and it is an error naming the file. A perf
+/// trace on another clock is kept as its own rank, with a note saying why it was not joined.
+pub fn join(timeline: &mut Trace, perf: Trace) -> Result<()> {
+    let source = perf
+        .ranks
+        .first()
+        .map(|r| r.source.clone())
+        .unwrap_or_default();
+    let recorded: Vec<RankId> = timeline
+        .ranks
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.format == SourceFormat::Strato)
+        .map(|(i, _)| RankId(i as u32))
+        .collect();
+    let monotonic = perf.clock.reference == ClockDomain::Monotonic;
+    let base = timeline.ranks.len();
+    let spans_base = timeline.spans.len();
+    let instants_base = timeline.instants.len();
+    timeline.append(perf);
+    if recorded.is_empty() {
+        return Ok(());
+    }
+    let perf_rank = RankId(base as u32);
+    if !monotonic {
+        timeline.ranks[base].notes.note(
+            "not joined to the recording: the perf trace is not on CLOCK_MONOTONIC \
+             (record with `perf record -k mono`)",
+        );
+        return Ok(());
+    }
+    // The recordings' thread tracks by tid, and their window.
+    let mut by_tid: FxHashMap<i64, TrackId> = FxHashMap::default();
+    for (i, t) in timeline.tracks.iter().enumerate() {
+        if let TrackKind::Thread { tid, .. } = t.kind {
+            if recorded.contains(&t.rank) {
+                by_tid.entry(tid).or_insert(TrackId(i as u32));
+            }
+        }
+    }
+    let (mut lo, mut hi) = (i64::MAX, i64::MIN);
+    for s in &timeline.spans[..spans_base] {
+        if recorded.contains(&timeline.tracks[s.track.0 as usize].rank) {
+            lo = lo.min(s.start);
+            hi = hi.max(s.end);
+        }
+    }
+    let mut remap: FxHashMap<TrackId, TrackId> = FxHashMap::default();
+    for (i, t) in timeline.tracks.iter().enumerate() {
+        if t.rank != perf_rank {
+            continue;
+        }
+        if let TrackKind::Thread { tid, .. } = t.kind {
+            if let Some(&target) = by_tid.get(&tid) {
+                remap.insert(TrackId(i as u32), target);
+            }
+        }
+    }
+    let (mut joined, mut inside) = (0u64, 0u64);
+    let within = |t: i64| lo <= hi && t >= lo - JOIN_SLACK_NS && t <= hi + JOIN_SLACK_NS;
+    for s in &mut timeline.spans[spans_base..] {
+        if let Some(&to) = remap.get(&s.track) {
+            s.track = to;
+            joined += 1;
+            inside += u64::from(within(s.start) && within(s.end));
+        }
+    }
+    for e in &mut timeline.instants[instants_base..] {
+        if let Some(&to) = remap.get(&e.track) {
+            e.track = to;
+            joined += 1;
+            inside += u64::from(within(e.ts));
+        }
+    }
+    if joined > 0 && inside * 2 < joined {
+        return Err(Error::new(
+            source,
+            ErrorKind::Perf(format!(
+                "clock mismatch: only {inside} of {joined} events of the recording's threads \
+                 fall within the recording's window; was it recorded with `perf record -k mono` \
+                 on the same machine?"
+            )),
+        ));
+    }
+    let rank = &mut timeline.ranks[base];
+    rank.notes
+        .count("events_outside_recording_window", joined - inside);
+    let mut meta: serde_json::Map<String, serde_json::Value> = rank
+        .metadata_json
+        .as_deref()
+        .and_then(|m| serde_json::from_str(m).ok())
+        .unwrap_or_default();
+    meta.insert(
+        "joined".into(),
+        serde_json::json!({"threads": remap.len(), "events": joined}),
+    );
+    rank.metadata_json = Some(serde_json::Value::Object(meta).to_string());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_lines_parse_with_and_without_cpu_pid_and_period() {
+        let l = parse_line("  lto cgu.07 25554 [001] 49049.128030:     sched:sched_switch: prev_comm=x prev_pid=1 prev_prio=120 prev_state=S ==> next_comm=y next_pid=2 next_prio=120").unwrap();
+        assert_eq!(l.comm, "lto cgu.07");
+        assert_eq!(
+            l.header,
+            Header {
+                ts: 49_049_128_030_000,
+                pid: None,
+                tid: 25554
+            }
+        );
+        assert_eq!(l.event, "sched:sched_switch");
+        assert_eq!(l.digits, 6);
+        let l = parse_line("python3 10/11 49049.124111123:          1            page-faults:  ffffffff81775b9a elf_load+0x28a ([kernel.kallsyms])").unwrap();
+        assert_eq!(
+            l.header,
+            Header {
+                ts: 49_049_124_111_123,
+                pid: Some(10),
+                tid: 11
+            }
+        );
+        assert_eq!(l.event, "page-faults");
+        assert_eq!(l.digits, 9);
+        assert!(parse_line("hello world").is_none());
+        assert!(
+            parse_line("\tffffffff815fa26d unmap_page_range+0x51d ([kernel.kallsyms])").is_none()
+        );
+    }
+
+    #[test]
+    fn switch_fields_and_states_parse() {
+        let l = parse_line("bash 7 [000] 1.000001: sched:sched_switch: prev_comm=a b prev_pid=7 prev_prio=120 prev_state=R+ ==> next_comm=c next_pid=9 next_prio=120").unwrap();
+        assert_eq!(
+            text_event(&l, vec![]),
+            Some(Ev::Switch {
+                prev: 7,
+                left: Left::Runnable,
+                next: 9
+            })
+        );
+        assert_eq!(left_from_letters("S"), Left::Asleep);
+        assert_eq!(left_from_letters("D|K"), Left::Asleep);
+        assert_eq!(left_from_letters("X"), Left::Dead);
+        assert_eq!(left_from_bits(0), Left::Runnable);
+        assert_eq!(left_from_bits(0x100), Left::Runnable);
+        assert_eq!(left_from_bits(1), Left::Asleep);
+        assert_eq!(left_from_bits(0x20), Left::Dead);
+    }
+
+    #[test]
+    fn symbols_come_off_stack_lines() {
+        assert_eq!(
+            sample_symbol("\tffffffff815fa26d unmap_page_range+0x51d ([kernel.kallsyms])")
+                .as_deref(),
+            Some("unmap_page_range")
+        );
+        assert_eq!(
+            sample_symbol("  7f00 [unknown] (/usr/bin/python3)").as_deref(),
+            Some("[unknown]")
+        );
+        assert_eq!(sample_symbol("   42776").as_deref(), None);
+    }
+
+    #[test]
+    fn tracepoint_formats_parse() {
+        let text = b"name: sched_switch\nID: 372\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n\nprint fmt: \"x\"\n";
+        let mut blob = b"junk\n".to_vec();
+        blob.extend_from_slice(text);
+        let f = tracepoint_format(&blob, 372).unwrap();
+        assert_eq!(f.fields["prev_pid"], (24, 4, true));
+        assert_eq!(f.fields["prev_comm"], (8, 16, false));
+        let mut raw = vec![0u8; 28];
+        raw[24..28].copy_from_slice(&(-5i32).to_le_bytes());
+        assert_eq!(f.int(&raw, "prev_pid", true), Some(-5));
+        assert!(tracepoint_format(&blob, 373).is_none());
+    }
+}
