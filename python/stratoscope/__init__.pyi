@@ -32,3 +32,18 @@ class profile:
                  torch: bool = False) -> None: ...
     def __enter__(self) -> "profile": ...
     def __exit__(self, *exc: Any) -> None: ...
+
+# The analysis API (stratoscope._analysis, loaded on first use; docs/python-api.md).
+from ._analysis import (
+    AnalysisError as AnalysisError,
+    InputNotFound as InputNotFound,
+    InvalidOption as InvalidOption,
+    MemoryBudgetError as MemoryBudgetError,
+    Profile as Profile,
+    ProfileStoreError as ProfileStoreError,
+    ReadError as ReadError,
+    StratoscopeError as StratoscopeError,
+    Table as Table,
+    TraceFormatError as TraceFormatError,
+    open as open,
+)
