@@ -236,3 +236,20 @@ def test_the_recorder_does_not_load_the_analysis_module(tmp_path):
         print("stratoscope._analysis" in sys.modules)
     """)
     assert proc.stdout.split() == ["False", "True"]
+
+
+def test_a_recording_opens_as_the_cli_opens_it(tmp_path):
+    from conftest import run_script
+    rec = tmp_path / "rec"
+    run_script(tmp_path, f"""
+        import json, stratoscope
+        stratoscope.start({str(rec)!r})
+        with stratoscope.operation("work"):
+            json.dumps(list(range(200000)))
+        stratoscope.stop()
+    """)
+    profile = stratoscope.open(rec)
+    assert profile.rank_count >= 1
+    doc = cli("breakdown", str(rec))
+    assert_table_is(profile.breakdown(), expected_rows(doc, ["processes", "rows"], ["rank", "pid"]))
+    assert "work" in pa.table(profile.breakdown()).column("operation").to_pylist()
