@@ -130,53 +130,37 @@ pub fn flows(trace: &Trace) -> RecordBatch {
     let strings = string_table(trace);
     let n = trace.flows.len();
     let mut id = UInt64Builder::with_capacity(n);
-    let mut ends: Vec<(UInt32Builder, Int64Builder, UInt32Builder)> = (0..2)
-        .map(|_| {
-            (
-                UInt32Builder::with_capacity(n),
-                Int64Builder::with_capacity(n),
-                UInt32Builder::with_capacity(n),
-            )
-        })
-        .collect();
+    let (mut from_track, mut from_ts, mut from_span) = (
+        UInt32Builder::with_capacity(n),
+        Int64Builder::with_capacity(n),
+        UInt32Builder::with_capacity(n),
+    );
+    let (mut to_track, mut to_ts, mut to_span) = (
+        UInt32Builder::with_capacity(n),
+        Int64Builder::with_capacity(n),
+        UInt32Builder::with_capacity(n),
+    );
     for f in &trace.flows {
         id.append_value(f.id);
-        for (end, b) in [&f.from, &f.to].into_iter().zip(ends.iter_mut()) {
-            b.0.append_option(end.as_ref().map(|e| e.track.0));
-            b.1.append_option(end.as_ref().map(|e| e.ts));
-            b.2.append_option(end.as_ref().and_then(|e| e.span).map(|s| s.0));
-        }
+        from_track.append_option(f.from.as_ref().map(|e| e.track.0));
+        from_ts.append_option(f.from.as_ref().map(|e| e.ts));
+        from_span.append_option(f.from.as_ref().and_then(|e| e.span).map(|s| s.0));
+        to_track.append_option(f.to.as_ref().map(|e| e.track.0));
+        to_ts.append_option(f.to.as_ref().map(|e| e.ts));
+        to_span.append_option(f.to.as_ref().and_then(|e| e.span).map(|s| s.0));
     }
-    let mut to = ends.pop();
-    let mut from = ends.pop();
-    let take = |b: &mut Option<(UInt32Builder, Int64Builder, UInt32Builder)>| -> [ArrayRef; 3] {
-        match b.as_mut() {
-            Some((t, ts, s)) => [
-                Arc::new(t.finish()),
-                Arc::new(ts.finish()),
-                Arc::new(s.finish()),
-            ],
-            None => [
-                Arc::new(UInt32Array::from(Vec::<u32>::new())),
-                Arc::new(Int64Builder::new().finish()),
-                Arc::new(UInt32Array::from(Vec::<u32>::new())),
-            ],
-        }
-    };
-    let [ft, fts, fs] = take(&mut from);
-    let [tt, tts, ts] = take(&mut to);
     batch(vec![
         ("id", Arc::new(id.finish())),
         (
             "category",
             texts(&strings, trace.flows.iter().map(|f| f.category)),
         ),
-        ("from_track", ft),
-        ("from_ts_ns", fts),
-        ("from_span", fs),
-        ("to_track", tt),
-        ("to_ts_ns", tts),
-        ("to_span", ts),
+        ("from_track", Arc::new(from_track.finish())),
+        ("from_ts_ns", Arc::new(from_ts.finish())),
+        ("from_span", Arc::new(from_span.finish())),
+        ("to_track", Arc::new(to_track.finish())),
+        ("to_ts_ns", Arc::new(to_ts.finish())),
+        ("to_span", Arc::new(to_span.finish())),
     ])
 }
 
