@@ -46,6 +46,14 @@ PROGRAMS = [
     ("strato-measure", "--bin", "strato-measure-worker", "strato-measure-worker"),
     ("strato-opencl-layer", "--lib", "strato_opencl_layer", "libstrato_opencl_layer.so"),
 ]
+# Extension modules beside maturin's (cargo package, library target name, module file in the
+# wheel's stratoscope/): the analysis API (`stratoscope._analysis`), kept out of the recorder
+# extension loaded into every recorded process. Staged next to the Python sources (git-ignored)
+# where the `[tool.maturin] include` pattern picks it up.
+EXTENSIONS = [
+    ("strato-python-analysis", "_analysis", "_analysis.so"),
+]
+PACKAGE = ROOT / "python" / "stratoscope"
 
 
 def _cargo_build() -> dict[str, Path]:
@@ -59,6 +67,8 @@ def _cargo_build() -> dict[str, Path]:
         cmd += ["-p", package, selection]
         if selection == "--bin":
             cmd.append(target)
+    for package, _, _ in EXTENSIONS:
+        cmd += ["-p", package, "--lib"]
     print("stratoscope build: " + " ".join(cmd), file=sys.stderr, flush=True)
     proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     if proc.returncode != 0:
@@ -90,12 +100,19 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
             if target not in artifacts:
                 raise RuntimeError(f"stratoscope build: cargo reported no artifact for {target}")
             shutil.copy2(artifacts[target], STAGE / file_name)
+        for _, target, file_name in EXTENSIONS:
+            if target not in artifacts:
+                raise RuntimeError(f"stratoscope build: cargo reported no artifact for {target}")
+            shutil.copy2(artifacts[target], PACKAGE / file_name)
         wheel_name = _maturin_build_wheel(wheel_directory, config_settings, metadata_directory)
     finally:
         shutil.rmtree(STAGE, ignore_errors=True)
+        for _, _, file_name in EXTENSIONS:
+            (PACKAGE / file_name).unlink(missing_ok=True)
     with zipfile.ZipFile(Path(wheel_directory) / wheel_name) as wheel:
         names = set(wheel.namelist())
     missing = [f for *_, f in PROGRAMS if f"stratoscope/_bin/{f}" not in names]
+    missing += [f for *_, f in EXTENSIONS if f"stratoscope/{f}" not in names]
     if missing:
         raise RuntimeError(f"stratoscope build: the wheel {wheel_name} lacks {missing}")
     return wheel_name

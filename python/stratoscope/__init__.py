@@ -373,6 +373,23 @@ class profile:
         self.path = stop()
 
 
+#: The analysis API (docs/python-api.md), in its own extension module (``_analysis``: the
+#: importers and analyses), loaded on first use so that a recorded process, which imports
+#: stratoscope, never loads it.
+_ANALYSIS_NAMES = frozenset({
+    "open", "Profile", "Table", "StratoscopeError", "InputNotFound", "TraceFormatError",
+    "ProfileStoreError", "MemoryBudgetError", "InvalidOption", "AnalysisError", "ReadError",
+})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _ANALYSIS_NAMES:
+        from . import _analysis
+
+        return getattr(_analysis, name)
+    raise AttributeError(f"module 'stratoscope' has no attribute {name!r}")
+
+
 def _autostart() -> None:
     """Starts recording if the environment asks for it (``STRATOSCOPE_OUT``)."""
     if os.environ.get(ENV_OUT) and not _native.is_recording():

@@ -36,3 +36,17 @@ class profile:
 class SqlError(RuntimeError): ...
 
 def sql(query: str | None, *paths: str | PathLike[str], analysis: str | None = None) -> Any: ...
+# The analysis API (stratoscope._analysis, loaded on first use; docs/python-api.md).
+from ._analysis import (
+    AnalysisError as AnalysisError,
+    InputNotFound as InputNotFound,
+    InvalidOption as InvalidOption,
+    MemoryBudgetError as MemoryBudgetError,
+    Profile as Profile,
+    ProfileStoreError as ProfileStoreError,
+    ReadError as ReadError,
+    StratoscopeError as StratoscopeError,
+    Table as Table,
+    TraceFormatError as TraceFormatError,
+    open as open,
+)

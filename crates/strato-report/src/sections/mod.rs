@@ -36,7 +36,7 @@ use crate::html::{esc_capped, shorten, Html};
 use crate::{Part, ReportInput, NAME_CHARS, TABLE_ROWS};
 
 /// The page's style sheet.
-const CSS: &str = include_str!("report.css");
+pub const CSS: &str = include_str!("report.css");
 
 // ---------------------------------------------------------------------------------------------
 // Helpers.

@@ -1,0 +1,407 @@
+//! From an analysis's JSON shape to Arrow: the one place that turns `strato <command> --json`
+//! documents into tables, so a method's columns are the command's fields by construction.
+//!
+//! An analysis report is serialised exactly as the command serialises it (its serde shape) and
+//! read back as an [`Ordered`] value, which keeps the fields in their declared order (the
+//! workspace's `serde_json` sorts object keys). A [`Shape`] then names the list the rows come
+//! from (e.g. `ranks` -> `kernels`) and the fields of enclosing objects each row carries (e.g.
+//! `rank`). Rules of a row:
+//! - scalar fields become columns, in declaration order (inherited fields first);
+//! - nested objects are flattened, their fields named `outer.inner`;
+//! - lists are left out (each has its own table, i.e. its own [`Shape`]).
+//!
+//! Column types follow the values: all integers -> int64 (uint64 when a value does not fit),
+//! any float -> float64, strings -> utf8, booleans -> bool, only nulls -> null; a column whose
+//! values mix kinds holds their JSON text.
+
+use std::fmt;
+use std::sync::Arc;
+
+use arrow::array::{
+    ArrayRef, BooleanBuilder, Float64Builder, Int64Builder, NullArray, StringBuilder, UInt64Builder,
+};
+use arrow::datatypes::{DataType, Field, Schema};
+use arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+
+/// A JSON value whose objects keep their fields in document order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ordered {
+    Null,
+    Bool(bool),
+    Int(i64),
+    UInt(u64),
+    Float(f64),
+    Text(String),
+    List(Vec<Ordered>),
+    Object(Vec<(String, Ordered)>),
+}
+
+impl Ordered {
+    /// The value of `value` as its serde JSON shape (what `--json` prints).
+    pub fn of<T: serde::Serialize>(value: &T) -> Ordered {
+        // Serialising our own report types cannot fail (no maps with non-string keys); a
+        // failure would be a bug, surfaced as a null document rather than a panic.
+        serde_json::to_string(value)
+            .ok()
+            .and_then(|text| serde_json::from_str(&text).ok())
+            .unwrap_or(Ordered::Null)
+    }
+
+    /// The field `key` of an object.
+    pub fn get(&self, key: &str) -> Option<&Ordered> {
+        match self {
+            Ordered::Object(fields) => fields.iter().find(|(k, _)| k == key).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+
+    fn is_scalar(&self) -> bool {
+        !matches!(self, Ordered::List(_) | Ordered::Object(_))
+    }
+
+    fn json_text(&self) -> String {
+        match self {
+            Ordered::Null => "null".into(),
+            Ordered::Bool(b) => b.to_string(),
+            Ordered::Int(i) => i.to_string(),
+            Ordered::UInt(u) => u.to_string(),
+            Ordered::Float(f) => f.to_string(),
+            Ordered::Text(s) => serde_json::Value::String(s.clone()).to_string(),
+            Ordered::List(items) => {
+                let inner: Vec<String> = items.iter().map(Ordered::json_text).collect();
+                format!("[{}]", inner.join(","))
+            }
+            Ordered::Object(fields) => {
+                let inner: Vec<String> = fields
+                    .iter()
+                    .map(|(k, v)| {
+                        format!("{}:{}", serde_json::Value::String(k.clone()), v.json_text())
+                    })
+                    .collect();
+                format!("{{{}}}", inner.join(","))
+            }
+        }
+    }
+}
+
+struct OrderedVisitor;
+
+impl<'de> Visitor<'de> for OrderedVisitor {
+    type Value = Ordered;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_unit<E>(self) -> Result<Ordered, E> {
+        Ok(Ordered::Null)
+    }
+    fn visit_none<E>(self) -> Result<Ordered, E> {
+        Ok(Ordered::Null)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Ordered, D::Error> {
+        Ordered::deserialize(d)
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Ordered, E> {
+        Ok(Ordered::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Ordered, E> {
+        Ok(Ordered::Int(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Ordered, E> {
+        Ok(i64::try_from(v).map_or(Ordered::UInt(v), Ordered::Int))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Ordered, E> {
+        Ok(Ordered::Float(v))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Ordered, E> {
+        Ok(Ordered::Text(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Ordered, E> {
+        Ok(Ordered::Text(v))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Ordered, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Ordered::List(items))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Ordered, A::Error> {
+        let mut fields = Vec::new();
+        while let Some((key, value)) = map.next_entry::<String, Ordered>()? {
+            fields.push((key, value));
+        }
+        Ok(Ordered::Object(fields))
+    }
+}
+
+impl<'de> Deserialize<'de> for Ordered {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Ordered, D::Error> {
+        d.deserialize_any(OrderedVisitor)
+    }
+}
+
+/// Where a table's rows are in a document: the path of list fields from the root (empty: the
+/// root object is the one row), and the fields of enclosing objects each row carries.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape {
+    pub path: &'static [&'static str],
+    pub inherit: &'static [&'static str],
+}
+
+/// One row: (column, value) in column order.
+type Row = Vec<(String, Ordered)>;
+
+fn flatten_into(prefix: &str, value: &Ordered, row: &mut Row) {
+    match value {
+        Ordered::Object(fields) => {
+            for (k, v) in fields {
+                let name = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                flatten_into(&name, v, row);
+            }
+        }
+        Ordered::List(_) => {}
+        scalar => row.push((prefix.to_owned(), scalar.clone())),
+    }
+}
+
+fn collect(node: &Ordered, path: &[&str], shape: &Shape, carried: &Row, out: &mut Vec<Row>) {
+    let mut carried = carried.clone();
+    for key in shape.inherit {
+        if let Some(v) = node.get(key).filter(|v| v.is_scalar()) {
+            carried.retain(|(k, _)| k != key);
+            carried.push(((*key).to_owned(), v.clone()));
+        }
+    }
+    match path.split_first() {
+        None => {
+            let mut own = Row::new();
+            flatten_into("", node, &mut own);
+            let mut row: Row = carried
+                .into_iter()
+                .filter(|(k, _)| !own.iter().any(|(o, _)| o == k))
+                .collect();
+            row.extend(own);
+            out.push(row);
+        }
+        Some((first, rest)) => {
+            if let Some(Ordered::List(items)) = node.get(first) {
+                for item in items {
+                    collect(item, rest, shape, &carried, out);
+                }
+            }
+        }
+    }
+}
+
+/// The rows of `doc` at `shape`.
+pub fn rows(doc: &Ordered, shape: &Shape) -> Vec<Row> {
+    let mut out = Vec::new();
+    collect(doc, shape.path, shape, &Row::new(), &mut out);
+    out
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Null,
+    Bool,
+    Int,
+    UInt,
+    Float,
+    Text,
+    Mixed,
+}
+
+fn kind_of(v: &Ordered) -> Kind {
+    match v {
+        Ordered::Null => Kind::Null,
+        Ordered::Bool(_) => Kind::Bool,
+        Ordered::Int(_) => Kind::Int,
+        Ordered::UInt(_) => Kind::UInt,
+        Ordered::Float(_) => Kind::Float,
+        Ordered::Text(_) => Kind::Text,
+        Ordered::List(_) | Ordered::Object(_) => Kind::Mixed,
+    }
+}
+
+fn join(a: Kind, b: Kind) -> Kind {
+    use Kind::*;
+    match (a, b) {
+        (x, y) if x == y => x,
+        (Null, y) | (y, Null) => y,
+        (Int, UInt) | (UInt, Int) => UInt,
+        (Int | UInt | Float, Int | UInt | Float) => Float,
+        _ => Mixed,
+    }
+}
+
+fn column(kind: Kind, values: &[Option<&Ordered>]) -> (DataType, ArrayRef) {
+    match kind {
+        Kind::Null => (DataType::Null, Arc::new(NullArray::new(values.len()))),
+        Kind::Bool => {
+            let mut b = BooleanBuilder::with_capacity(values.len());
+            for v in values {
+                b.append_option(match v {
+                    Some(Ordered::Bool(x)) => Some(*x),
+                    _ => None,
+                });
+            }
+            (DataType::Boolean, Arc::new(b.finish()))
+        }
+        Kind::Int => {
+            let mut b = Int64Builder::with_capacity(values.len());
+            for v in values {
+                b.append_option(match v {
+                    Some(Ordered::Int(x)) => Some(*x),
+                    _ => None,
+                });
+            }
+            (DataType::Int64, Arc::new(b.finish()))
+        }
+        Kind::UInt => {
+            let mut b = UInt64Builder::with_capacity(values.len());
+            for v in values {
+                b.append_option(match v {
+                    Some(Ordered::UInt(x)) => Some(*x),
+                    Some(Ordered::Int(x)) => u64::try_from(*x).ok(),
+                    _ => None,
+                });
+            }
+            (DataType::UInt64, Arc::new(b.finish()))
+        }
+        Kind::Float => {
+            let mut b = Float64Builder::with_capacity(values.len());
+            for v in values {
+                b.append_option(match v {
+                    Some(Ordered::Float(x)) => Some(*x),
+                    Some(Ordered::Int(x)) => Some(*x as f64),
+                    Some(Ordered::UInt(x)) => Some(*x as f64),
+                    _ => None,
+                });
+            }
+            (DataType::Float64, Arc::new(b.finish()))
+        }
+        Kind::Text | Kind::Mixed => {
+            let mut b = StringBuilder::with_capacity(values.len(), values.len() * 16);
+            for v in values {
+                match v {
+                    None | Some(Ordered::Null) => b.append_null(),
+                    Some(Ordered::Text(s)) => b.append_value(s),
+                    Some(other) => b.append_value(other.json_text()),
+                }
+            }
+            (DataType::Utf8, Arc::new(b.finish()))
+        }
+    }
+}
+
+/// The rows as one record batch (columns in first-seen order; a row without a column has a
+/// null there).
+pub fn batch(rows: &[Row]) -> RecordBatch {
+    let mut names: Vec<&str> = Vec::new();
+    for row in rows {
+        for (k, _) in row {
+            if !names.contains(&k.as_str()) {
+                names.push(k);
+            }
+        }
+    }
+    let mut fields = Vec::with_capacity(names.len());
+    let mut arrays = Vec::with_capacity(names.len());
+    for name in &names {
+        let values: Vec<Option<&Ordered>> = rows
+            .iter()
+            .map(|r| r.iter().find(|(k, _)| k == name).map(|(_, v)| v))
+            .collect();
+        let kind = values
+            .iter()
+            .flatten()
+            .map(|v| kind_of(v))
+            .fold(Kind::Null, join);
+        let (data_type, array) = column(kind, &values);
+        fields.push(Field::new(*name, data_type, true));
+        arrays.push(array);
+    }
+    let options = RecordBatchOptions::new().with_row_count(Some(rows.len()));
+    // The arrays are built from the same rows with the field types just chosen: they agree.
+    RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), arrays, &options)
+        .unwrap_or_else(|_| RecordBatch::new_empty(Arc::new(Schema::empty())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Array, AsArray};
+    use arrow::datatypes::Int64Type;
+
+    #[test]
+    fn nested_rows_carry_their_parents_fields_and_keep_the_field_order() {
+        let doc: Ordered = serde_json::from_str(
+            r#"{"window":"whole","ranks":[
+                {"rank":0,"zeta":1.5,"alpha":{"x":1,"y":null},"streams":[{"stream":7,"n":2},{"stream":8,"n":3}]},
+                {"rank":1,"zeta":2,"alpha":{"x":2,"y":"b"},"streams":[{"stream":9,"n":4}]}]}"#,
+        )
+        .expect("valid JSON");
+        let ranks = batch(&rows(
+            &doc,
+            &Shape {
+                path: &["ranks"],
+                inherit: &["window"],
+            },
+        ));
+        let names: Vec<&str> = ranks
+            .schema_ref()
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
+        assert_eq!(names, ["window", "rank", "zeta", "alpha.x", "alpha.y"]);
+        assert_eq!(ranks.num_rows(), 2);
+        // 1.5 and 2 share a float column; "y" is text with a null.
+        assert_eq!(ranks.column(2).data_type(), &DataType::Float64);
+        assert_eq!(ranks.column(4).null_count(), 1);
+        let streams = batch(&rows(
+            &doc,
+            &Shape {
+                path: &["ranks", "streams"],
+                inherit: &["rank"],
+            },
+        ));
+        assert_eq!(streams.num_rows(), 3);
+        let rank = streams.column(0).as_primitive::<Int64Type>();
+        assert_eq!(rank.values().to_vec(), vec![0, 0, 1]);
+    }
+
+    #[test]
+    fn an_empty_list_is_an_empty_table_and_mixed_values_keep_their_text() {
+        let doc: Ordered =
+            serde_json::from_str(r#"{"rows":[{"v":1},{"v":"a"},{"v":[1]}],"none":[]}"#)
+                .expect("valid JSON");
+        let empty = batch(&rows(
+            &doc,
+            &Shape {
+                path: &["none"],
+                inherit: &[],
+            },
+        ));
+        assert_eq!(empty.num_rows(), 0);
+        let mixed = batch(&rows(
+            &doc,
+            &Shape {
+                path: &["rows"],
+                inherit: &[],
+            },
+        ));
+        assert_eq!(mixed.column(0).data_type(), &DataType::Utf8);
+        let text = mixed.column(0).as_string::<i32>();
+        assert_eq!(text.value(0), "1");
+        assert_eq!(text.value(1), "a");
+        // A list is left out of the row: that row has no value there.
+        assert!(text.is_null(2));
+    }
+}

@@ -1,0 +1,150 @@
+"""Type stub of ``stratoscope._analysis``: the analysis API (docs/python-api.md).
+
+``open(...)`` returns a :class:`Profile`; every analysis method returns a :class:`Table`, an
+Arrow table exported through the Arrow PyCapsule interface (``pyarrow.table(t)``,
+``polars.from_arrow(t)``, ``t.to_pandas()``). Each method's columns are the fields of the
+named ``strato <command> --json`` list (nested objects flattened as ``outer.inner``; nested
+lists in their own methods), with the command's defaults.
+
+Errors: every exception derives from :class:`StratoscopeError`; messages name the file.
+"""
+
+from os import PathLike
+from typing import Any, Sequence
+
+_Path = str | PathLike[str]
+
+class StratoscopeError(Exception):
+    """Base class of stratoscope's analysis errors."""
+
+class InputNotFound(StratoscopeError):
+    """An input path does not exist."""
+
+class TraceFormatError(StratoscopeError):
+    """An input is not a readable trace (invalid JSON, corrupt gzip, unknown format, an
+    invalid trace, SQLite / CSV / protobuf errors)."""
+
+class ProfileStoreError(StratoscopeError):
+    """A profile directory cannot be read (damaged, or a newer schema)."""
+
+class MemoryBudgetError(StratoscopeError):
+    """The import would pass the memory budget (``STRATO_MEMORY_BUDGET``)."""
+
+class InvalidOption(StratoscopeError):
+    """An option or setting is invalid (level map, memory budget variable, graph capture
+    trace without captured launches, an analysis option out of range)."""
+
+class AnalysisError(StratoscopeError):
+    """An analysis cannot run on this profile (e.g. a cycle in the critical-path graph)."""
+
+class ReadError(StratoscopeError):
+    """Reading an input failed (an I/O error other than a missing path)."""
+
+class Table:
+    """One result as an Arrow table (one record batch)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def num_rows(self) -> int: ...
+    @property
+    def column_names(self) -> list[str]: ...
+    @property
+    def svg(self) -> str | None:
+        """The report's SVG plot of the result, when it has one."""
+    def __len__(self) -> int: ...
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object: ...
+    def to_pyarrow(self) -> Any:
+        """A ``pyarrow.Table`` (zero-copy)."""
+    def to_pandas(self) -> Any:
+        """A ``pandas.DataFrame`` (through pyarrow)."""
+    def to_polars(self) -> Any:
+        """A ``polars.DataFrame`` (zero-copy)."""
+    def _repr_html_(self) -> str: ...
+
+class Profile:
+    """A profile opened for analysis."""
+
+    @property
+    def label(self) -> str: ...
+    @property
+    def corrected(self) -> bool:
+        """Whether a recording's calibration was applied (overhead-corrected)."""
+    @property
+    def rank_count(self) -> int: ...
+    @property
+    def span_count(self) -> int: ...
+
+    # Analyses (each: the rows of one list of `strato <command> --json`).
+    def gpu_time(self, *, window: str = "whole", kernel_wait_us: float = 30.0) -> Table:
+        """`strato gpu-time`: one row per rank (scalar fields of `ranks[]`)."""
+    def gpu_time_streams(self, *, window: str = "whole", kernel_wait_us: float = 30.0) -> Table:
+        """`strato gpu-time`: `ranks[].streams[]` with `rank`."""
+    def gpu_time_exposure(self, *, window: str = "whole", kernel_wait_us: float = 30.0) -> Table:
+        """`strato gpu-time`: `ranks[].exposure[]` with `rank`."""
+    def breakdown(self, *, per_step: bool = False) -> Table:
+        """`strato breakdown`: `processes[].rows[]` with `rank` and `pid`."""
+    def breakdown_processes(self, *, per_step: bool = False) -> Table:
+        """`strato breakdown`: `processes[]`."""
+    def operations(self, *, per_step: bool = False) -> Table:
+        """`strato breakdown`: `processes[].operations[]` with `rank` and `pid`."""
+    def transitions(self, *, per_step: bool = False) -> Table:
+        """`strato breakdown`: `processes[].transitions[]` with `rank` and `pid`."""
+    def hierarchy(self) -> Table:
+        """`strato hierarchy`: `ranks[]`."""
+    def kernels(self, *, top: int = 20) -> Table:
+        """`strato kernels`: `ranks[].kernels[]` with `rank` (one row per (rank, kernel
+        name); past `top`, one `(other N)` row; 0: all)."""
+    def kernel_ops(self, *, top: int = 20) -> Table:
+        """`strato kernels`: `ranks[].ops[]` with `rank`."""
+    def kernel_latencies(self, *, top: int = 20) -> Table:
+        """`strato kernels`: `ranks[]` (device ops, time, launch/queue/submit latencies)."""
+    def layers(self, *, by: str = "op", trim: float = 0.1, batch_size: int | None = None) -> Table:
+        """`strato layers --by op|annotation`: `layers[]`."""
+    def layer_kernels(self, *, by: str = "op", trim: float = 0.1,
+                      batch_size: int | None = None) -> Table:
+        """`strato layers`: `kernels[]`."""
+    def modules(self) -> Table:
+        """`strato layers --by module`: `modules[]`."""
+    def iterations(self, *, iterations: Sequence[int] | None = None, k0: int | None = None,
+                   epsilon: int | None = None, max_loops: int = 3) -> Table:
+        """`strato iterations`: `sequences[].iterations[]` with the sequence's rank, pid,
+        device, stream and loop."""
+    def iteration_loops(self, *, iterations: Sequence[int] | None = None, k0: int | None = None,
+                        epsilon: int | None = None, max_loops: int = 3) -> Table:
+        """`strato iterations`: `sequences[]`."""
+    def memory(self, *, top: int = 20, max_points: int = 512, bins: int = 50) -> Table:
+        """`strato memory`: `devices[]`."""
+    def memory_copies(self, *, top: int = 20, max_points: int = 512, bins: int = 50) -> Table:
+        """`strato memory`: `copies[]`."""
+    def collectives(self, *, stragglers: int = 5) -> Table:
+        """`strato collectives`: `collectives[]`."""
+    def collectives_ranks(self, *, stragglers: int = 5) -> Table:
+        """`strato collectives`: `ranks[]`."""
+    def stragglers(self, *, stragglers: int = 5) -> Table:
+        """`strato collectives`: `stragglers[]`."""
+    def critical_path(self) -> Table:
+        """`strato critical-path`: `ranks[]` (`by_kind.<kind>` columns)."""
+    def critical_path_events(self) -> Table:
+        """`strato critical-path`: `ranks[].events[]`."""
+    def findings(self, *, floor: float | None = None, all: bool = False,
+                 disable: Sequence[str] = ()) -> Table:
+        """`strato advise`: `findings[]`."""
+    def diff(self, other: "Profile", *, per_step: bool = False) -> Table:
+        """`strato diff SELF OTHER`: `operations[]`."""
+    def diff_kernels(self, other: "Profile", *, per_step: bool = False) -> Table:
+        """`strato diff SELF OTHER`: `kernels[]`."""
+
+    # The trace's own tables.
+    def spans(self, *, args: bool = False) -> Table: ...
+    def flows(self) -> Table: ...
+    def counters(self) -> Table: ...
+    def tracks(self) -> Table: ...
+    def ranks(self) -> Table: ...
+    def _repr_html_(self) -> str: ...
+
+def open(*paths: _Path, level_map: _Path | None = None, salvage: bool = False,
+         keep_secrets: bool = False, graph_capture: _Path | None = None) -> Profile:
+    """Opens trace files, a directory of ranks, a profile directory or a recording, as the
+    `strato` command's inputs (and its `--level-map`, `--salvage`, `--keep-secrets`,
+    `--graph-capture` options) do."""
