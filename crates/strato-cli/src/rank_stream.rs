@@ -8,8 +8,8 @@
 //! notes warned about in the same order, shared rank claims noted the same way; rank and span
 //! ids are those of the whole trace (file `k`'s ids shifted by the ranks and spans of the files
 //! before it). Inputs this path does not cover (standard input, a profile directory, a
-//! recording, Nsight Compute metrics to attach, perf recordings to join, `--graph-capture`) give `None`: the caller
-//! then opens the profile whole.
+//! recording, Nsight Compute metrics to attach, perf recordings to join, `--graph-capture`)
+//! give `None`: the caller then opens the profile whole.
 
 use std::path::{Path, PathBuf};
 
