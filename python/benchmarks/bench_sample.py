@@ -12,25 +12,11 @@ Run: python python/benchmarks/bench_sample.py [--rounds 5] [--level 1] [--rates 
 from __future__ import annotations
 
 import argparse
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def run(cmd: list[str]) -> tuple[float, float]:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu
+from _timing import REPO, run
 
 
 def main() -> None:

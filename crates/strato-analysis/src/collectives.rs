@@ -1016,7 +1016,7 @@ fn straggler<'a>(
 
 impl StragglerCause {
     /// Nothing known yet about the window (filled by [`straggler_cause`]).
-    fn unknown(window_start: Ns, window_end: Ns) -> StragglerCause {
+    pub fn unknown(window_start: Ns, window_end: Ns) -> StragglerCause {
         StragglerCause {
             verdict: "other",
             window_start,

@@ -52,6 +52,24 @@ impl<T> Streamed<T> {
     }
 }
 
+impl<R> Streamed<Vec<R>> {
+    /// Every file's per-rank rows in input order, one list; `set_rank` gives a rank the source
+    /// did not number its position in the whole input (as the whole-trace path numbers it).
+    pub fn into_ranks(self, set_rank: impl Fn(&mut R, i64)) -> Vec<R> {
+        let offsets = self.offsets();
+        let mut ranks = Vec::new();
+        for (part, (first_rank, _)) in self.parts.into_iter().zip(offsets) {
+            for (local, mut rank) in part.value.into_iter().enumerate() {
+                if part.job_ranks[local].is_none() {
+                    set_rank(&mut rank, i64::from(first_rank) + local as i64);
+                }
+                ranks.push(rank);
+            }
+        }
+        ranks
+    }
+}
+
 enum Failure {
     Import(strato_io::Error),
     /// The file needs the whole-trace path (Nsight Compute metrics, a recording).

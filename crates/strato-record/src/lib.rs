@@ -14,6 +14,7 @@ pub mod format;
 pub mod os;
 mod recorder;
 pub mod sample;
+mod side_file;
 pub mod signals;
 
 pub use decode::{

@@ -35,12 +35,9 @@
 //! switching out, has no state (no span).
 
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use perf_event::data::Record as PerfRecord;
@@ -48,7 +45,8 @@ use perf_event::events::{Software, Tracepoint};
 use perf_event::{Builder, Clock, Counter, SampleFlag, Sampler};
 use strato_trace::Level;
 
-use crate::format::{frame, tag, Enc, FLAG_ARGS, MAGIC};
+use crate::format::{tag, Enc, FLAG_ARGS};
+use crate::side_file::{CollectorThread, SideFile};
 
 /// The category of thread-state spans (the breakdown's `thread_state` key reads them).
 pub const THREAD_STATE_CATEGORY: &str = "thread_state";
@@ -197,8 +195,7 @@ pub struct OsSummary {
 /// A running OS recording; [`OsRecorder::stop`] ends it.
 #[derive(Debug)]
 pub struct OsRecorder {
-    stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<OsSummary>>,
+    collector: CollectorThread<OsSummary>,
 }
 
 impl OsRecorder {
@@ -210,38 +207,18 @@ impl OsRecorder {
             path: options.dir.clone(),
             source,
         })?;
-        let stop = Arc::new(AtomicBool::new(false));
         let mut collector = Collector::new(options, sources);
-        let flag = Arc::clone(&stop);
-        let handle = std::thread::Builder::new()
-            .name("strato-os".into())
-            .spawn(move || collector.run(&flag))
+        let collector = CollectorThread::spawn("strato-os", move |stop| collector.run(stop))
             .map_err(|source| OsError::Io {
                 path: PathBuf::from("(thread)"),
                 source,
             })?;
-        Ok(OsRecorder {
-            stop,
-            handle: Some(handle),
-        })
+        Ok(OsRecorder { collector })
     }
 
     /// Stops collecting, writes what is left and the STOP records; returns the counts.
-    pub fn stop(mut self) -> OsSummary {
-        self.stop.store(true, Ordering::Release);
-        self.handle
-            .take()
-            .and_then(|h| h.join().ok())
-            .unwrap_or_default()
-    }
-}
-
-impl Drop for OsRecorder {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
+    pub fn stop(self) -> OsSummary {
+        self.collector.stop()
     }
 }
 
@@ -549,132 +526,46 @@ enum OsEv {
     },
 }
 
-/// One `<pid>-os.strato` file: its own strings and thread tracks, chunks appended on flush.
+/// One `<pid>-os.strato` file: the side file and the OS events and counts not yet written.
 #[derive(Debug)]
 struct OsFile {
-    pid: i32,
-    ppid: i32,
-    path: PathBuf,
-    file: Option<File>,
-    first: bool,
-    strings: Vec<String>,
-    string_ids: HashMap<String, u32>,
-    strings_written: usize,
-    tracks: Vec<i32>,
-    track_ids: HashMap<i32, u32>,
-    tracks_written: usize,
+    side: SideFile,
     events: Vec<OsEv>,
     syscalls: HashMap<&'static str, (u64, i64)>,
     switches: u64,
     wakeups: u64,
     migrations: u64,
-    start_ts: i64,
     last_ts: i64,
-    level: u64,
 }
 
 impl OsFile {
     fn open(dir: &Path, pid: i32, ppid: i32, start_ts: i64, level: u64) -> Result<OsFile, OsError> {
-        let path = dir.join(format!("{pid}-os.strato"));
-        let file = OpenOptions::new()
-            .create(true)
-            .write(true)
-            .truncate(true)
-            .open(&path)
-            .map_err(|source| OsError::Io {
-                path: path.clone(),
-                source,
-            })?;
+        let path = SideFile::path_in(dir, pid, "os");
+        let side = SideFile::create(path.clone(), pid, ppid, "os", start_ts, level)
+            .map_err(|source| OsError::Io { path, source })?;
         Ok(OsFile {
-            pid,
-            ppid,
-            path,
-            file: Some(file),
-            first: true,
-            strings: vec![String::new()],
-            string_ids: HashMap::new(),
-            strings_written: 1,
-            tracks: Vec::new(),
-            track_ids: HashMap::new(),
-            tracks_written: 0,
+            side,
             events: Vec::new(),
             syscalls: HashMap::new(),
             switches: 0,
             wakeups: 0,
             migrations: 0,
-            start_ts,
             last_ts: start_ts,
-            level,
         })
-    }
-
-    fn string(&mut self, s: &str) -> u32 {
-        if let Some(&id) = self.string_ids.get(s) {
-            return id;
-        }
-        let id = self.strings.len() as u32;
-        self.strings.push(s.to_owned());
-        self.string_ids.insert(s.to_owned(), id);
-        id
-    }
-
-    fn track(&mut self, tid: i32) -> u32 {
-        if let Some(&id) = self.track_ids.get(&tid) {
-            return id;
-        }
-        let id = self.tracks.len() as u32;
-        self.tracks.push(tid);
-        self.track_ids.insert(tid, id);
-        id
     }
 
     /// Appends one chunk with everything new (`stop`: also the summary and the STOP record).
     fn flush(&mut self, stop: Option<(i64, &str)>) -> io::Result<()> {
-        let mut enc = Enc::default();
-        if self.first {
-            enc.u8(tag::PROCESS);
-            enc.sv(i64::from(self.pid));
-            enc.sv(i64::from(self.ppid));
-            enc.sv(self.start_ts);
-            enc.sv(self.start_ts + wall_minus_mono());
-            enc.text(
-                &std::fs::read_to_string("/proc/sys/kernel/hostname")
-                    .map(|s| s.trim().to_owned())
-                    .unwrap_or_default(),
-            );
-            enc.text("os");
-            enc.text("[]");
-        }
         let events = std::mem::take(&mut self.events);
-        // Register every track used before writing definitions.
+        // Register every track used before the chunk writes the definitions.
         let tracks: Vec<u32> = events
             .iter()
             .map(|e| match e {
-                OsEv::Span { tid, .. } | OsEv::Instant { tid, .. } => *tid,
+                OsEv::Span { tid, .. } | OsEv::Instant { tid, .. } => self.side.track(*tid),
             })
-            .collect::<Vec<_>>()
-            .into_iter()
-            .map(|tid| self.track(tid))
             .collect();
-        let meta = stop.map(|(_, json)| (self.string(OS_METADATA_KEY), json.to_owned()));
-        for (id, text) in self.strings.iter().enumerate().skip(self.strings_written) {
-            enc.u8(tag::STRING);
-            enc.uv(id as u64);
-            enc.text(text);
-        }
-        self.strings_written = self.strings.len();
-        for (id, tid) in self.tracks.iter().enumerate().skip(self.tracks_written) {
-            enc.u8(tag::THREAD_TRACK);
-            enc.uv(id as u64);
-            enc.sv(i64::from(*tid));
-            enc.uv(0);
-        }
-        self.tracks_written = self.tracks.len();
-        if self.first {
-            enc.u8(tag::START);
-            enc.ts(self.start_ts);
-            enc.uv(self.level);
-        }
+        let meta = stop.map(|(_, json)| (self.side.string(OS_METADATA_KEY), json));
+        let mut enc = self.side.begin_chunk();
         for (ev, track) in events.iter().zip(tracks) {
             match ev {
                 OsEv::Span {
@@ -711,28 +602,7 @@ impl OsFile {
                 }
             }
         }
-        if let Some((key, json)) = meta {
-            enc.u8(tag::METADATA);
-            enc.uv(u64::from(key));
-            enc.text(&json);
-        }
-        if let Some((ts, _)) = stop {
-            enc.u8(tag::STOP);
-            enc.ts(ts);
-        }
-        if enc.is_empty() {
-            return Ok(());
-        }
-        let mut out = Vec::with_capacity(enc.buf.len() + 32);
-        if self.first {
-            out.extend_from_slice(MAGIC);
-        }
-        frame(&enc.buf, &mut out);
-        self.first = false;
-        match self.file.as_mut() {
-            Some(f) => f.write_all(&out),
-            None => Ok(()),
-        }
+        self.side.end_chunk(enc, meta, stop.map(|(ts, _)| ts))
     }
 }
 
@@ -744,10 +614,6 @@ fn write_args(enc: &mut Enc, args: &Option<String>) {
             enc.text(a);
         }
     }
-}
-
-fn wall_minus_mono() -> i64 {
-    crate::read_clock(libc::CLOCK_REALTIME) - crate::now_ns()
 }
 
 pub(crate) fn ppid_of(pid: i32) -> i32 {
@@ -849,7 +715,7 @@ impl Collector {
         let mut summary = std::mem::take(&mut self.summary);
         summary.processes = self.files.len();
         summary.threads = self.threads.len();
-        let mut files: Vec<PathBuf> = self.files.values().map(|f| f.path.clone()).collect();
+        let mut files: Vec<PathBuf> = self.files.values().map(|f| f.side.path.clone()).collect();
         files.sort();
         summary.files = files;
         summary.collector_cpu_ns = crate::read_clock(libc::CLOCK_THREAD_CPUTIME_ID);
@@ -938,9 +804,9 @@ impl Collector {
         }
         let f = self.files.get_mut(&tgid)?;
         let s = [
-            f.string(THREAD_STATE_CATEGORY),
-            f.string(SYSCALL_CATEGORY),
-            f.string("sched"),
+            f.side.string(THREAD_STATE_CATEGORY),
+            f.side.string(SYSCALL_CATEGORY),
+            f.side.string("sched"),
         ];
         self.cat_state.insert(tgid, s);
         Some(s)
@@ -964,7 +830,7 @@ impl Collector {
             return;
         }
         if let Some(f) = self.files.get_mut(&tgid) {
-            let name = f.string(state.as_str());
+            let name = f.side.string(state.as_str());
             f.events.push(OsEv::Span {
                 tid,
                 start,
@@ -1096,7 +962,7 @@ impl Collector {
                 };
                 self.summary.migrations += 1;
                 if let Some(f) = self.files.get_mut(&tgid) {
-                    let name = f.string("migrate");
+                    let name = f.side.string("migrate");
                     f.events.push(OsEv::Instant {
                         tid: task,
                         ts: e.ts,
@@ -1153,7 +1019,7 @@ impl Collector {
                     entry.0 += 1;
                     entry.1 += dur;
                     if slow {
-                        let name_id = f.string(name);
+                        let name_id = f.side.string(name);
                         f.events.push(OsEv::Span {
                             tid: e.tid,
                             start,
@@ -1187,7 +1053,7 @@ impl Collector {
                     .iter()
                     .map(|(n, (c, t))| format!("{{\"name\":\"{n}\",\"count\":{c},\"time_ns\":{t}}}"))
                     .collect();
-                let faults = if f.pid == root {
+                let faults = if f.side.pid == root {
                     format!(
                         ",\"page_faults_tree\":{},\"major_page_faults_tree\":{}",
                         faults.map_or("null".into(), |v| v.to_string()),
@@ -1210,8 +1076,8 @@ impl Collector {
             if f.flush(meta.as_ref().map(|(ts, json)| (*ts, json.as_str())))
                 .is_err()
             {
-                self.failed.push(f.path.clone());
-                f.file = None;
+                self.failed.push(f.side.path.clone());
+                f.side.file = None;
             }
         }
     }

@@ -34,12 +34,9 @@
 //! (rate, samples, lost records, unresolved frames).
 
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use perf_event::data::Record as PerfRecord;
@@ -47,7 +44,8 @@ use perf_event::events::Software;
 use perf_event::{Builder, Clock, SampleFlag, Sampler};
 use strato_trace::Level;
 
-use crate::format::{frame, tag, Enc, MAGIC};
+use crate::format::tag;
+use crate::side_file::{CollectorThread, SideFile};
 
 /// The category of native CPU-sample instants.
 pub const CPU_SAMPLE_CATEGORY: &str = "cpu_sample";
@@ -128,8 +126,7 @@ pub struct SampleSummary {
 /// A running sampler; [`SampleRecorder::stop`] ends it.
 #[derive(Debug)]
 pub struct SampleRecorder {
-    stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<SampleSummary>>,
+    collector: CollectorThread<SampleSummary>,
 }
 
 impl SampleRecorder {
@@ -141,38 +138,18 @@ impl SampleRecorder {
             path: options.dir.clone(),
             source,
         })?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
         let mut collector = Collector::new(options, samplers);
-        let handle = std::thread::Builder::new()
-            .name("strato-sample".into())
-            .spawn(move || collector.run(&flag))
+        let collector = CollectorThread::spawn("strato-sample", move |stop| collector.run(stop))
             .map_err(|source| SampleError::Io {
                 path: PathBuf::from("(thread)"),
                 source,
             })?;
-        Ok(SampleRecorder {
-            stop,
-            handle: Some(handle),
-        })
+        Ok(SampleRecorder { collector })
     }
 
     /// Stops sampling, writes what is left and the STOP records; returns the counts.
-    pub fn stop(mut self) -> SampleSummary {
-        self.stop.store(true, Ordering::Release);
-        self.handle
-            .take()
-            .and_then(|h| h.join().ok())
-            .unwrap_or_default()
-    }
-}
-
-impl Drop for SampleRecorder {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
+    pub fn stop(self) -> SampleSummary {
+        self.collector.stop()
     }
 }
 
@@ -365,118 +342,38 @@ impl ModuleTable {
     }
 }
 
-/// One `<pid>-samples.strato` file.
+/// One `<pid>-samples.strato` file: the side file and the samples not yet written.
 #[derive(Debug)]
 struct SampleFile {
-    pid: i32,
-    ppid: i32,
-    path: PathBuf,
-    file: File,
-    first: bool,
-    strings: Vec<String>,
-    string_ids: HashMap<String, u32>,
-    strings_written: usize,
-    tracks: Vec<i32>,
-    track_ids: HashMap<i32, u32>,
-    tracks_written: usize,
+    side: SideFile,
     /// `(track, ts, name)` not yet written.
     events: Vec<(u32, i64, u32)>,
     category: u32,
     samples: u64,
     unresolved: u64,
-    start_ts: i64,
-    level: u64,
 }
 
 impl SampleFile {
     fn open(dir: &Path, pid: i32, start_ts: i64, level: u64) -> io::Result<SampleFile> {
-        let path = dir.join(format!("{pid}-samples.strato"));
-        let file = OpenOptions::new()
-            .create(true)
-            .write(true)
-            .truncate(true)
-            .open(&path)?;
-        let mut f = SampleFile {
-            pid,
-            ppid: crate::os::ppid_of(pid),
-            path,
-            file,
-            first: true,
-            strings: vec![String::new()],
-            string_ids: HashMap::new(),
-            strings_written: 1,
-            tracks: Vec::new(),
-            track_ids: HashMap::new(),
-            tracks_written: 0,
+        let path = SideFile::path_in(dir, pid, "samples");
+        let ppid = crate::os::ppid_of(pid);
+        let mut side = SideFile::create(path, pid, ppid, "samples", start_ts, level)?;
+        let category = side.string(CPU_SAMPLE_CATEGORY);
+        Ok(SampleFile {
+            side,
             events: Vec::new(),
-            category: 0,
+            category,
             samples: 0,
             unresolved: 0,
-            start_ts,
-            level,
-        };
-        f.category = f.string(CPU_SAMPLE_CATEGORY);
-        Ok(f)
-    }
-
-    fn string(&mut self, s: &str) -> u32 {
-        if let Some(&id) = self.string_ids.get(s) {
-            return id;
-        }
-        let id = self.strings.len() as u32;
-        self.strings.push(s.to_owned());
-        self.string_ids.insert(s.to_owned(), id);
-        id
-    }
-
-    fn track(&mut self, tid: i32) -> u32 {
-        if let Some(&id) = self.track_ids.get(&tid) {
-            return id;
-        }
-        let id = self.tracks.len() as u32;
-        self.tracks.push(tid);
-        self.track_ids.insert(tid, id);
-        id
+        })
     }
 
     /// Appends one chunk with everything new (`stop`: also the summary and the STOP record).
     fn flush(&mut self, stop: Option<(i64, &str)>) -> io::Result<()> {
-        let mut enc = Enc::default();
-        if self.first {
-            enc.u8(tag::PROCESS);
-            enc.sv(i64::from(self.pid));
-            enc.sv(i64::from(self.ppid));
-            enc.sv(self.start_ts);
-            enc.sv(self.start_ts + crate::read_clock(libc::CLOCK_REALTIME) - crate::now_ns());
-            enc.text(
-                &std::fs::read_to_string("/proc/sys/kernel/hostname")
-                    .map(|s| s.trim().to_owned())
-                    .unwrap_or_default(),
-            );
-            enc.text("samples");
-            enc.text("[]");
-        }
         let mut events = std::mem::take(&mut self.events);
         events.sort_by_key(|e| e.1);
-        let meta = stop.map(|(_, json)| (self.string(SAMPLE_METADATA_KEY), json.to_owned()));
-        for (id, text) in self.strings.iter().enumerate().skip(self.strings_written) {
-            enc.u8(tag::STRING);
-            enc.uv(id as u64);
-            enc.text(text);
-        }
-        self.strings_written = self.strings.len();
-        for (id, tid) in self.tracks.iter().enumerate().skip(self.tracks_written) {
-            enc.u8(tag::THREAD_TRACK);
-            enc.uv(id as u64);
-            enc.sv(i64::from(*tid));
-            enc.uv(0);
-        }
-        self.tracks_written = self.tracks.len();
-        if self.first {
-            enc.u8(tag::START);
-            enc.ts(self.start_ts);
-            enc.uv(self.level);
-        }
+        let meta = stop.map(|(_, json)| (self.side.string(SAMPLE_METADATA_KEY), json));
+        let mut enc = self.side.begin_chunk();
         for (track, ts, name) in events {
             enc.u8(tag::INSTANT);
             enc.uv(u64::from(track));
@@ -486,25 +383,7 @@ impl SampleFile {
             enc.uv(u64::from(name));
             enc.u8(0);
         }
-        if let Some((key, json)) = meta {
-            enc.u8(tag::METADATA);
-            enc.uv(u64::from(key));
-            enc.text(&json);
-        }
-        if let Some((ts, _)) = stop {
-            enc.u8(tag::STOP);
-            enc.ts(ts);
-        }
-        if enc.is_empty() {
-            return Ok(());
-        }
-        let mut out = Vec::with_capacity(enc.buf.len() + 32);
-        if self.first {
-            out.extend_from_slice(MAGIC);
-        }
-        frame(&enc.buf, &mut out);
-        self.first = false;
-        self.file.write_all(&out)
+        self.side.end_chunk(enc, meta, stop.map(|(ts, _)| ts))
     }
 }
 
@@ -560,7 +439,7 @@ impl Collector {
             if now - last_flush >= self.options.flush_interval.as_nanos() as i64 {
                 for f in self.files.values_mut() {
                     if f.flush(None).is_err() {
-                        self.failed.push(f.path.clone());
+                        self.failed.push(f.side.path.clone());
                     }
                 }
                 last_flush = now;
@@ -570,7 +449,7 @@ impl Collector {
         let mut summary = std::mem::take(&mut self.summary);
         summary.processes = self.files.len();
         summary.threads = self.threads.len();
-        let mut files: Vec<PathBuf> = self.files.values().map(|f| f.path.clone()).collect();
+        let mut files: Vec<PathBuf> = self.files.values().map(|f| f.side.path.clone()).collect();
         files.sort();
         summary.files = files;
         summary.collector_cpu_ns = crate::read_clock(libc::CLOCK_THREAD_CPUTIME_ID);
@@ -590,7 +469,7 @@ impl Collector {
             })
             .to_string();
             if f.flush(Some((now, &json))).is_err() {
-                self.failed.push(f.path.clone());
+                self.failed.push(f.side.path.clone());
             }
         }
     }
@@ -727,8 +606,8 @@ impl Collector {
             let Some(f) = self.files.get_mut(&pid) else {
                 continue;
             };
-            let name = f.string(&stack);
-            let track = f.track(tid);
+            let name = f.side.string(&stack);
+            let track = f.side.track(tid);
             f.events.push((track, ts, name));
             f.samples += 1;
             if !resolved {

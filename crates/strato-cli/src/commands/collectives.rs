@@ -552,29 +552,13 @@ fn rank_by_rank(
         }
         out.into_iter()
             .zip(requests)
-            .map(|(c, r)| c.unwrap_or_else(|| unread_cause(r.window_start, r.window_end)))
+            .map(|(c, r)| {
+                c.unwrap_or_else(|| StragglerCause::unknown(r.window_start, r.window_end))
+            })
             .collect()
     });
     match failure {
         Some(e) => Err(e),
         None => Ok(Some(report)),
-    }
-}
-
-/// The cause of a late arrival whose rank could not be re-read (the run fails then; this only
-/// fills the slot).
-fn unread_cause(window_start: Ns, window_end: Ns) -> StragglerCause {
-    StragglerCause {
-        verdict: "other",
-        window_start,
-        window_end,
-        launch_delay_ns: None,
-        cpu_op: None,
-        cpu_level: None,
-        cpu_op_ns: None,
-        cpu_context: None,
-        device_busy_ns: 0,
-        device_op: None,
-        device_op_ns: None,
     }
 }

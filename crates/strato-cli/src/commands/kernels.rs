@@ -118,17 +118,7 @@ pub fn run(args: KernelsArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Res
     })?;
     let report = match streamed {
         Some(streamed) => {
-            let offsets = streamed.offsets();
-            let mut ranks = Vec::new();
-            for (part, (first_rank, _)) in streamed.parts.into_iter().zip(offsets) {
-                for (local, mut rank) in part.value.into_iter().enumerate() {
-                    // A rank known by its position: its position in the whole input.
-                    if part.job_ranks[local].is_none() {
-                        rank.rank = i64::from(first_rank) + local as i64;
-                    }
-                    ranks.push(rank);
-                }
-            }
+            let ranks = streamed.into_ranks(|rank, position| rank.rank = position);
             KernelStatsReport { ranks }
         }
         None => kernel_stats(&crate::input::load(&args.inputs, &options)?, args.top),
