@@ -1016,5 +1016,12 @@ mod tests {
         assert_eq!(info.processes[1].thread_cpu_ns(), Some(40));
         // The child has no CPU times: no CPU basis.
         assert_eq!(cpu_basis(&trace, &info), None);
+        // No OS level recorded: no collector cost; with it, the root OS file's metadata.
+        assert_eq!(os_collector_cpu_ns(&trace), None);
+        trace.ranks[0].metadata_json = Some(
+            r#"{"processes":[],"metadata":{"strato.os.collector":{"cpu_ns":1250,"records":9}}}"#
+                .into(),
+        );
+        assert_eq!(os_collector_cpu_ns(&trace), Some(1250.0));
     }
 }
