@@ -154,6 +154,9 @@ pub struct RunMeasure {
     pub cpu: Option<CpuMeasure>,
     /// The OpenCL layer traced device commands (API calls inflated: difference of averages).
     pub device_tracing: bool,
+    /// CPU time of the OS level's collector thread (in the launcher, outside the program's
+    /// threads), when the run recorded the OS level.
+    pub os_collector_cpu_ns: Option<f64>,
 }
 
 /// The CPU basis of a recording; None when some process has no CPU times (or none recorded).
@@ -167,12 +170,42 @@ pub fn cpu_basis(trace: &Trace, info: &RecordingInfo) -> Option<CpuMeasure> {
         .map(|p| Some(((p.pid, p.cpu_tid()?), p.thread_cpu_ns()? as f64)))
         .collect::<Option<_>>()?;
     let ids: Vec<(i64, i64)> = threads.iter().map(|t| t.0).collect();
+    let mut counts = overhead::count_threads(trace, &ids);
+    // OS events of each recording thread while its CPU time was measured (START to STOP).
+    counts.os_event = info
+        .processes
+        .iter()
+        .zip(&ids)
+        .map(|(p, &(pid, tid))| {
+            let end = p.stop_ns.unwrap_or(p.last_ns.max(p.start_ns));
+            overhead::count_os_events(trace, |a, b| (a, b) == (pid, tid), Some((p.start_ns, end)))
+        })
+        .sum();
     Some(CpuMeasure {
         time_ns: threads.iter().map(|t| t.1).sum(),
-        counts: overhead::count_threads(trace, &ids),
+        counts,
         api: overhead::api_calls(trace, Some(&ids)),
     })
 }
+
+/// The OS level's collector cost stored with a recording (`strato.os.collector` metadata of
+/// the root's OS file, under the rank metadata's `metadata`): its thread's CPU time in ns;
+/// None without OS data.
+pub fn os_collector_cpu_ns(trace: &Trace) -> Option<f64> {
+    trace.ranks.iter().find_map(|r| {
+        if r.format != strato_trace::SourceFormat::Strato {
+            return None;
+        }
+        let meta: serde_json::Value = serde_json::from_str(r.metadata_json.as_deref()?).ok()?;
+        meta.get("metadata")?
+            .get(OS_COLLECTOR_METADATA_KEY)?
+            .get("cpu_ns")?
+            .as_f64()
+    })
+}
+
+/// The metadata key of the OS collector's own cost (`strato_record::os` writes it).
+pub const OS_COLLECTOR_METADATA_KEY: &str = "strato.os.collector";
 
 /// Measures one run's recording; None when no process was recorded.
 pub fn measure_run(trace: &Trace, device_tracing: bool) -> Option<RunMeasure> {
@@ -186,12 +219,15 @@ pub fn measure_run(trace: &Trace, device_tracing: bool) -> Option<RunMeasure> {
             _ => None,
         })
         .collect();
+    let mut counts = overhead::count(trace, Some(pid));
+    counts.os_event = overhead::count_os_events(trace, |p, _| p == pid, Some((start, end)));
     Some(RunMeasure {
         time_ns: (end - start) as f64,
-        counts: overhead::count(trace, Some(pid)),
+        counts,
         api: overhead::api_calls(trace, Some(&root_threads)),
         cpu: cpu_basis(trace, &info),
         device_tracing,
+        os_collector_cpu_ns: os_collector_cpu_ns(trace),
     })
 }
 
@@ -533,25 +569,104 @@ pub fn held_out_validation(
     v
 }
 
+/// The OS level's part of a held-out validation (`strato record --os --calibrate`), so the
+/// correction for it is reported, never hidden: what its events cost, how much of the
+/// correction is theirs, and where the figure would be without it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OsValidation {
+    /// Fitted cost of one OS book-keeping event (`os_event`), ns.
+    pub os_event_cost_ns: f64,
+    /// Mean over the kept held-out runs (the validation's statistic) of their OS events on
+    /// the fit's basis, and of the cost removed for them, s.
+    pub events: f64,
+    pub removed_s: f64,
+    /// The held-out bias with only the other levels' costs removed (percent), beside the
+    /// validation's `bias_pct` with every cost removed.
+    pub bias_without_os_pct: f64,
+    /// Mean CPU time of the collector thread over the held-out runs, s (None when no run has
+    /// it). It runs in the launcher, not in the program's threads, so no program time
+    /// contains it and nothing is removed for it; on a machine without a spare core it slows
+    /// the program by taking a core (threads `runnable` in the OS data).
+    pub collector_cpu_s: Option<f64>,
+    /// `collector_cpu_s` over the uninstrumented time of the fit's basis, percent.
+    pub collector_cpu_pct: Option<f64>,
+}
+
+/// The OS part of `fit`'s held-out validation ([`OsValidation`]); None when no held-out run
+/// recorded OS events.
+pub fn os_validation(fit: &Fit, held_out: &[RunMeasure], basis: Basis) -> Option<OsValidation> {
+    let key = |r: &RunMeasure| basis.of_run(r).0;
+    if !held_out.iter().any(|r| basis.of_run(r).1.os_event > 0) {
+        return None;
+    }
+    let cost = fit
+        .calibration
+        .costs_ns
+        .get(overhead::OS_EVENT)
+        .copied()
+        .unwrap_or(0.0);
+    let events = mean_over_kept(held_out, key, |r| basis.of_run(r).1.os_event as f64);
+    let removed = events * cost;
+    let collector: Vec<f64> = held_out
+        .iter()
+        .filter_map(|r| r.os_collector_cpu_ns)
+        .collect();
+    let collector_ns =
+        (!collector.is_empty()).then(|| collector.iter().sum::<f64>() / collector.len() as f64);
+    Some(OsValidation {
+        os_event_cost_ns: cost,
+        events,
+        removed_s: removed / 1e9,
+        bias_without_os_pct: (fit.instrumented_ns
+            - (fit.removed_ns - removed)
+            - fit.uninstrumented_ns)
+            / fit.uninstrumented_ns
+            * 100.0,
+        collector_cpu_s: collector_ns.map(|c| c / 1e9),
+        collector_cpu_pct: collector_ns.map(|c| c / fit.uninstrumented_ns * 100.0),
+    })
+}
+
 /// One configuration's runs as stored in `calibration.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StoredRuns {
     pub level: u64,
     pub name: String,
     pub opencl: Option<String>,
+    /// The runs recorded the OS level (`--os`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub os: bool,
+    /// The OS collector thread's CPU time per run (runs with `os` only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub os_collector_cpu_s: Vec<Option<f64>>,
     pub times_s: Vec<f64>,
     pub robust_s: f64,
     pub cpu_times_s: Vec<Option<f64>>,
     pub counts: Vec<Counts>,
+    /// On the fit's basis: the configuration's robust time, and the robust time with its
+    /// calibrated cost removed ([`corrected_figures`]; the per-level table's corrected column).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basis_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub corrected_s: Option<f64>,
 }
 
 impl StoredRuns {
     /// The stored summary of `runs` of one configuration.
     pub fn of(level: u64, name: &str, opencl: Option<&str>, runs: &[RunMeasure]) -> Self {
+        let os = runs.iter().any(|r| r.os_collector_cpu_ns.is_some());
         StoredRuns {
             level,
             name: name.to_owned(),
             opencl: opencl.map(str::to_owned),
+            os,
+            os_collector_cpu_s: if os {
+                runs.iter()
+                    .map(|r| r.os_collector_cpu_ns.map(|c| c / 1e9))
+                    .collect()
+            } else {
+                Vec::new()
+            },
             times_s: runs.iter().map(|r| r.time_ns / 1e9).collect(),
             robust_s: robust(runs, |r| r.time_ns) / 1e9,
             cpu_times_s: runs
@@ -559,12 +674,26 @@ impl StoredRuns {
                 .map(|r| r.cpu.as_ref().map(|c| c.time_ns / 1e9))
                 .collect(),
             counts: runs.iter().map(|r| r.counts).collect(),
+            basis_s: None,
+            corrected_s: None,
         }
     }
 }
 
+/// A configuration's robust time on `basis` and its robust corrected time: the mean over the
+/// runs [`kept`] by time of the time, and of the time minus the run's calibrated cost
+/// ([`modelled_cost`]), in ns.
+pub fn corrected_figures(runs: &[RunMeasure], cal: &Calibration, basis: Basis) -> (f64, f64) {
+    let key = |r: &RunMeasure| basis.of_run(r).0;
+    let corrected = mean_over_kept(runs, key, |r| {
+        let (time, counts, api) = basis.of_run(r);
+        time - modelled_cost(cal, &counts, api, r.device_tracing)
+    });
+    (mean_over_kept(runs, key, key), corrected)
+}
+
 /// How the costs were fitted (the `method` field of the file).
-pub const METHOD: &str = "joint non-negative least squares over levels 0-4, one equation per run (fastest 60% of each configuration's interleaved repeats), per-run counts; with --opencl, per-call inflation of OpenCL API calls under device tracing by difference of averages (layer api vs the recorded level, annotations on), taken off the traced runs' times before the fit; times are the CPU time of each process's recording thread when every run has it (basis thread_cpu), else the root process's wall-clock region";
+pub const METHOD: &str = "joint non-negative least squares over levels 0-4, one equation per run (fastest 60% of each configuration's interleaved repeats), per-run counts; with --os, OS book-keeping events (a traced system call or switch out in the thread, counted while its CPU time was measured) are one more cost, fitted with an extra configuration (annotations + OS level); with --opencl, per-call inflation of OpenCL API calls under device tracing by difference of averages (layer api vs the recorded level, annotations on), taken off the traced runs' times before the fit; times are the CPU time of each process's recording thread when every run has it (basis thread_cpu), else the root process's wall-clock region";
 
 /// `calibration.json`, written by `strato record --calibrate` beside the recording (the
 /// importer copies it into the rank's metadata under `calibration`). Keys are written sorted.
@@ -586,6 +715,9 @@ pub struct CalibrationFile {
     /// One entry per configuration in the order they ran, the held-out runs last.
     pub runs: Vec<StoredRuns>,
     pub validation: Validation,
+    /// The OS level's part of the validation (recordings with `--os`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os: Option<OsValidation>,
 }
 
 /// Errors reading or writing `calibration.json`.
@@ -684,6 +816,7 @@ mod tests {
                 api: BTreeMap::new(),
             }),
             device_tracing: false,
+            os_collector_cpu_ns: None,
         }
     }
 
@@ -722,6 +855,67 @@ mod tests {
         let fit_wall = fit_and_validate(&configs, &held, Basis::Wall);
         assert!((fit_wall.uninstrumented_ns - (1e6 + 1000.0)).abs() < 1e-6);
         assert!((fit_wall.calibration.costs_ns["hook_span"] - 900.0).abs() < 1e-6);
+    }
+
+    /// A run at the OS level: `base + 500 x annotations + 1500 x os_events` ns exactly.
+    fn os_run(base: f64, annotations: u64, os_events: u64, collector_ns: f64) -> RunMeasure {
+        let counts = Counts {
+            annotation: annotations,
+            os_event: os_events,
+            ..Counts::default()
+        };
+        let t = base + 500.0 * annotations as f64 + 1500.0 * os_events as f64;
+        RunMeasure {
+            time_ns: t,
+            counts,
+            api: BTreeMap::new(),
+            cpu: Some(CpuMeasure {
+                time_ns: t,
+                counts,
+                api: BTreeMap::new(),
+            }),
+            device_tracing: false,
+            os_collector_cpu_ns: (os_events > 0).then_some(collector_ns),
+        }
+    }
+
+    #[test]
+    fn os_events_get_their_cost_and_the_os_part_is_reported() {
+        // 10 ms base; annotations 500 ns; OS events 1.5 us. Only runs with the OS level count
+        // OS events (without it nothing is traced, so nothing costs).
+        let l0: Vec<_> = (0..3).map(|_| os_run(1e7, 0, 0, 0.0)).collect();
+        let l1: Vec<_> = (0..3).map(|i| os_run(1e7, 200 + i, 0, 0.0)).collect();
+        let l1_os: Vec<_> = (0..3)
+            .map(|i| os_run(1e7, 200, 4000 + 10 * i, 2e6))
+            .collect();
+        // Held out: 200 annotations, 4000 OS events: 0.1 ms + 6 ms over the 10 ms base.
+        let held: Vec<_> = (0..3).map(|_| os_run(1e7, 200, 4000, 3e6)).collect();
+        let configs: Vec<ConfigRuns<'_>> = vec![(0, None, &l0), (1, None, &l1), (1, None, &l1_os)];
+        let fit = fit_and_validate(&configs, &held, Basis::ThreadCpu);
+        assert!((fit.calibration.costs_ns["os_event"] - 1500.0).abs() < 1e-6);
+        assert!((fit.calibration.costs_ns["annotation"] - 500.0).abs() < 1e-6);
+        assert!(fit.bias_pct().abs() < 1e-9, "{}", fit.bias_pct());
+        let os = os_validation(&fit, &held, Basis::ThreadCpu).unwrap();
+        assert_eq!(os.events, 4000.0);
+        assert!((os.removed_s - 6e-3).abs() < 1e-9);
+        // Without the OS part the 6 ms stay: +60 % of the 10 ms base.
+        assert!((os.bias_without_os_pct - 60.0).abs() < 1e-6, "{os:?}");
+        assert_eq!(os.collector_cpu_s, Some(3e-3));
+        assert!((os.collector_cpu_pct.unwrap() - 30.0).abs() < 1e-9);
+        // No OS events held out: no OS part.
+        assert_eq!(os_validation(&fit, &l1, Basis::ThreadCpu), None);
+        // Stored runs say which ran with the OS level.
+        let stored = StoredRuns::of(1, "annotations + os", None, &l1_os);
+        assert!(stored.os);
+        assert_eq!(stored.os_collector_cpu_s, vec![Some(2e-3); 3]);
+        assert!(!StoredRuns::of(1, "annotations", None, &l1).os);
+        // Corrected per configuration: every configuration comes back to the 10 ms base.
+        for runs in [&l0, &l1, &l1_os, &held] {
+            let (_, corrected) = corrected_figures(runs, &fit.calibration, Basis::ThreadCpu);
+            assert!((corrected - 1e7).abs() < 1e-6, "{corrected}");
+        }
+        let (time, _) = corrected_figures(&held, &fit.calibration, Basis::ThreadCpu);
+        assert!((time - 1.61e7).abs() < 1e-6, "{time}");
     }
 
     #[test]
@@ -782,6 +976,7 @@ mod tests {
                 bootstrap_samples: Some(BOOTSTRAP_SAMPLES),
                 ..v
             },
+            os: None,
         };
         let text = file.to_json();
         // Sorted keys, explicit nulls where the format always had them.
@@ -821,5 +1016,12 @@ mod tests {
         assert_eq!(info.processes[1].thread_cpu_ns(), Some(40));
         // The child has no CPU times: no CPU basis.
         assert_eq!(cpu_basis(&trace, &info), None);
+        // No OS level recorded: no collector cost; with it, the root OS file's metadata.
+        assert_eq!(os_collector_cpu_ns(&trace), None);
+        trace.ranks[0].metadata_json = Some(
+            r#"{"processes":[],"metadata":{"strato.os.collector":{"cpu_ns":1250,"records":9}}}"#
+                .into(),
+        );
+        assert_eq!(os_collector_cpu_ns(&trace), Some(1250.0));
     }
 }

@@ -12,7 +12,13 @@
 //!   `python`), including both hook invocations (call and return);
 //! - `wrapper_span`: one span recorded by a `wrap_module`/`wrap_env` wrapper (categories
 //!   `*_wrap`);
-//! - `opencl_api_span`: one API call recorded by the OpenCL layer (category `opencl`).
+//! - `opencl_api_span`: one API call recorded by the OpenCL layer (category `opencl`);
+//! - `os_event`: one record the OS level (`strato record --os`) made the kernel write in the
+//!   thread's own context: a system call (its `sys_enter` + `sys_exit` tracepoints) or a switch
+//!   out (`sched_switch`), counted per thread by the counter tracks `os_events/<tid>` the
+//!   collector writes (cumulative, sampled at each switch out and at least every millisecond
+//!   of system calls). The collector thread's own CPU time is not one of these: it runs in the
+//!   launcher, outside the program's threads (`strato_analysis::calibration` reports it).
 //!
 //! Difference of averages (RL-Scope C.2): where tracing changes an API call's own cost (the
 //! OpenCL layer's device tracing forces profiling and creates events inside `clEnqueue*`, and
@@ -22,7 +28,8 @@
 //!
 //! Placement: a span's cost is split in four equal parts: before and after its start, before
 //! and after its end; untraced hook calls are placed just before the record that reported them
-//! (they happened between the previous record of the thread and that one). Every time `t` on a
+//! (they happened between the previous record of the thread and that one), and so are OS
+//! events (just before the counter sample that reported them). Every time `t` on a
 //! thread maps to `t - C(t)`, where `C(t)` is the cost removed at or before `t`. At most the gap
 //! between two consecutive distinct times on a thread is removed there, so order is kept and no
 //! span gets a negative length; cost that does not fit (the book-keeping really ran outside
@@ -55,6 +62,11 @@ impl Calibration {
     }
 }
 
+/// The book-keeping type of the OS level's events in a thread.
+pub const OS_EVENT: &str = "os_event";
+/// Name prefix of the per-thread OS-event counters (`strato_record::os` writes them).
+pub const OS_EVENTS_COUNTER_PREFIX: &str = "os_events/";
+
 /// The category of the OpenCL layer's API-call spans.
 pub const OPENCL_API_CATEGORY: &str = "opencl";
 
@@ -67,17 +79,20 @@ pub struct Counts {
     pub wrapper_span: u64,
     #[serde(default)]
     pub opencl_api_span: u64,
+    #[serde(default)]
+    pub os_event: u64,
 }
 
 impl Counts {
     /// `(key, count)` pairs in calibration order.
-    pub fn pairs(&self) -> [(&'static str, u64); 5] {
+    pub fn pairs(&self) -> [(&'static str, u64); 6] {
         [
             ("annotation", self.annotation),
             ("untraced_hook", self.untraced_hook),
             ("hook_span", self.hook_span),
             ("wrapper_span", self.wrapper_span),
             ("opencl_api_span", self.opencl_api_span),
+            (OS_EVENT, self.os_event),
         ]
     }
 }
@@ -102,17 +117,61 @@ fn strato_rank(trace: &Trace, track: TrackId) -> bool {
 }
 
 fn untraced_tid(trace: &Trace, track: TrackId) -> Option<(i64, i64)> {
+    counter_tid(trace, track, "untraced_hook_calls/")
+}
+
+fn os_events_tid(trace: &Trace, track: TrackId) -> Option<(i64, i64)> {
+    counter_tid(trace, track, OS_EVENTS_COUNTER_PREFIX)
+}
+
+/// `(pid, tid)` of a per-thread counter named `<prefix><tid>`.
+fn counter_tid(trace: &Trace, track: TrackId, prefix: &str) -> Option<(i64, i64)> {
     match &trace.track(track).kind {
         TrackKind::Counter {
             pid: Some(pid),
             name,
             ..
         } => name
-            .strip_prefix("untraced_hook_calls/")
+            .strip_prefix(prefix)
             .and_then(|t| t.parse().ok())
             .map(|tid| (*pid, tid)),
         _ => None,
     }
+}
+
+/// OS book-keeping events of the `(pid, tid)` threads `keep` accepts, within `window`
+/// (`(from, to]`, None: the whole recording): per thread, its counter's value at its last
+/// sample at or before `to` minus the value at its last sample at or before `from`. The
+/// counter is sampled at each switch out and at least every millisecond of system calls, so a
+/// window boundary is off by at most the events of one such interval.
+pub fn count_os_events(
+    trace: &Trace,
+    keep: impl Fn(i64, i64) -> bool,
+    window: Option<(Ns, Ns)>,
+) -> u64 {
+    // Per counter track: value at or before `from`, and at or before `to`.
+    let mut at: FxHashMap<TrackId, (f64, f64)> = FxHashMap::default();
+    for c in &trace.counters {
+        let Some((p, t)) = os_events_tid(trace, c.track) else {
+            continue;
+        };
+        if !strato_rank(trace, c.track) || !keep(p, t) {
+            continue;
+        }
+        let e = at.entry(c.track).or_insert((0.0, 0.0));
+        match window {
+            None => e.1 = e.1.max(c.value),
+            Some((from, to)) => {
+                if c.ts <= from {
+                    e.0 = e.0.max(c.value);
+                }
+                if c.ts <= to {
+                    e.1 = e.1.max(c.value);
+                }
+            }
+        }
+    }
+    at.values().map(|(a, b)| (b - a).max(0.0) as u64).sum()
 }
 
 /// Counts book-keeping events, optionally only those of process `pid`.
@@ -152,6 +211,7 @@ fn count_where(trace: &Trace, keep: impl Fn(i64, i64) -> bool) -> Counts {
         }
     }
     counts.untraced_hook = last.values().map(|v| *v as u64).sum();
+    counts.os_event = count_os_events(trace, keep, None);
     counts
 }
 
@@ -480,8 +540,15 @@ pub fn correct(trace: &Trace, cal: &Calibration) -> (Trace, CorrectionSummary) {
     let mut counter_thread: FxHashMap<TrackId, TrackId> = FxHashMap::default();
     let mut last_value: FxHashMap<TrackId, f64> = FxHashMap::default();
     let untraced_cost = cost("untraced_hook");
+    let os_event_cost = cost(OS_EVENT);
     for c in &trace.counters {
-        let Some(key) = untraced_tid(trace, c.track) else {
+        if !strato_rank(trace, c.track) {
+            continue;
+        }
+        let Some((key, per_event)) = untraced_tid(trace, c.track)
+            .map(|k| (k, untraced_cost))
+            .or_else(|| os_events_tid(trace, c.track).map(|k| (k, os_event_cost)))
+        else {
             continue;
         };
         let Some(&thread) = thread_of.get(&key) else {
@@ -493,7 +560,7 @@ pub fn correct(trace: &Trace, cal: &Calibration) -> (Trace, CorrectionSummary) {
         points
             .entry(thread)
             .or_default()
-            .push((c.ts, n * untraced_cost, 0.0));
+            .push((c.ts, n * per_event, 0.0));
     }
     let mut mappings: FxHashMap<TrackId, Mapping> = FxHashMap::default();
     let mut summary = CorrectionSummary::default();
@@ -684,6 +751,7 @@ mod tests {
                 hook_span: 1,
                 wrapper_span: 0,
                 opencl_api_span: 0,
+                os_event: 0,
             }
         );
         let cal = Calibration {
@@ -707,6 +775,50 @@ mod tests {
         // dot loses its inner quarters (20 + 20) and the untraced calls reported at its end.
         assert_eq!(dot.end - dot.start, 200 - 40 - 50);
         assert_eq!(removed_before(&t, &cal, 1, 1, 2000), 170);
+    }
+
+    #[test]
+    fn os_events_are_counted_per_window_and_removed_where_the_counter_grew() {
+        let mut b = TraceBuilder::new();
+        b.rank(strato_trace::Rank {
+            format: SourceFormat::Strato,
+            ..rank(None, "x")
+        });
+        let cpu = b.thread(1, 1);
+        let other = b.thread(1, 2);
+        let os = b.counter_track(Some(1), None, "os_events/1", "count");
+        let os_other = b.counter_track(Some(1), None, "os_events/2", "count");
+        b.span(cpu, Level::Operation, "step", 0, 10_000)
+            .category("operation");
+        b.span(cpu, Level::Os, "running", 0, 6_000)
+            .category("thread_state");
+        b.span(other, Level::Os, "running", 0, 500)
+            .category("thread_state");
+        // Thread 1: 4 events by 2000, 10 by 6000, none after; thread 2: 3 events by 500.
+        b.counter(os, 2_000, 4.0);
+        b.counter(os, 6_000, 10.0);
+        b.counter(os, 9_000, 10.0);
+        b.counter(os_other, 500, 3.0);
+        let t = b.build();
+        assert_eq!(count(&t, None).os_event, 13);
+        assert_eq!(count_threads(&t, &[(1, 1)]).os_event, 10);
+        let only_1 = |p: i64, tid: i64| (p, tid) == (1, 1);
+        assert_eq!(count_os_events(&t, only_1, Some((2_000, 9_000))), 6);
+        assert_eq!(count_os_events(&t, only_1, Some((0, 1_999))), 0);
+        assert_eq!(count_os_events(&t, only_1, Some((-5, 6_000))), 10);
+        let cal = Calibration {
+            costs_ns: [(OS_EVENT.to_string(), 100.0)].into_iter().collect(),
+            ..Calibration::default()
+        };
+        let (out, summary) = correct(&t, &cal);
+        // 400 ns just before 2000, 600 ns just before 6000: the step and the running span end
+        // 1000 ns earlier; thread 2 loses its 300 ns inside its running span.
+        assert_eq!(summary.removed(1, 1), 1_000);
+        assert_eq!(summary.removed(1, 2), 300);
+        assert_eq!((out.spans[0].start, out.spans[0].end), (0, 9_000));
+        assert_eq!((out.spans[1].start, out.spans[1].end), (0, 5_000));
+        assert_eq!(out.spans[2].end, 200);
+        assert_eq!(removed_before(&t, &cal, 1, 1, 3_000), 400);
     }
 
     #[test]
@@ -769,6 +881,7 @@ mod tests {
                 hook_span: h,
                 wrapper_span: 0,
                 opencl_api_span: 0,
+                os_event: 0,
             },
         };
         let runs = [

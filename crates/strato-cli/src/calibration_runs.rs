@@ -37,16 +37,35 @@ pub(crate) struct Measured {
     pub(crate) level: u64,
     /// The OpenCL layer's level for this configuration (None: the recorded run's).
     pub(crate) opencl: Option<&'static str>,
+    /// The runs record the OS level too (`--os`: its book-keeping is one more cost).
+    pub(crate) os: bool,
     pub(crate) runs: Vec<RunResult>,
 }
 
 impl Measured {
     pub(crate) fn name(&self) -> String {
         let base = LEVEL_NAMES[self.level as usize];
-        match self.opencl {
+        let name = match self.opencl {
             Some(l) => format!("{base}, opencl {l}"),
             None => base.to_owned(),
+        };
+        if self.os {
+            name + " + os"
+        } else {
+            name
         }
+    }
+
+    /// The configuration's directory under `.runs`: `level-N[-opencl-L][-os]`.
+    pub(crate) fn dir_name(&self) -> String {
+        let mut dir = format!("level-{}", self.level);
+        if let Some(layer) = self.opencl {
+            dir += &format!("-opencl-{layer}");
+        }
+        if self.os {
+            dir += "-os";
+        }
+        dir
     }
 }
 
@@ -85,10 +104,17 @@ pub(crate) fn fit_runs(
         .map(|(m, runs)| StoredRuns::of(m.level, &m.name(), m.opencl, runs))
         .collect();
     runs.push(StoredRuns::of(level, "held-out", None, &held));
+    // Each configuration's robust time and corrected time on the fit's basis.
+    for (stored, measures) in runs.iter_mut().zip(configs_runs.iter().chain([&held])) {
+        let (time, corrected) = calibration::corrected_figures(measures, &cal, basis);
+        stored.basis_s = Some(time / 1e9);
+        stored.corrected_s = Some(corrected / 1e9);
+    }
     // Held-out runs at the recorded level, not used by the fit: mean over the fastest 60%
     // of their instrumented and corrected times, on the fit's basis and on wall time.
     let validation =
         calibration::held_out_validation(&fit, basis, uninstrumented, &held, &removed, interval);
+    let os = calibration::os_validation(&fit, &held, basis);
     Ok(CalibrationFile {
         costs_ns: cal.costs_ns,
         api_inflation_ns: cal.api_inflation_ns,
@@ -100,5 +126,6 @@ pub(crate) fn fit_runs(
         uninstrumented_cpu_s: (basis == Basis::ThreadCpu).then_some(fit.uninstrumented_ns / 1e9),
         runs,
         validation,
+        os,
     })
 }

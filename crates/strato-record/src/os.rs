@@ -26,7 +26,16 @@
 //!   `syscall` named by the call;
 //! - CPU migrations as instants (category `sched`, args `from`/`to`);
 //! - per process, metadata `strato.os`: syscall counts and total time per call, page faults,
-//!   switch / wakeup / migration counts and lost records.
+//!   switch / wakeup / migration counts and lost records;
+//! - per thread, the OS level's own book-keeping in the thread: a cumulative counter
+//!   [`OS_EVENTS_COUNTER_PREFIX`]`<tid>` of the records the kernel wrote in that thread's
+//!   context (one per system call, for its `sys_enter` + `sys_exit` pair, and one per switch
+//!   out), sampled at each switch out, at least every [`OS_EVENTS_SAMPLE_NS`] of the thread's
+//!   system calls, and at the end. Overhead calibration fits a cost per such event and the
+//!   correction removes it where the counter grew (`strato_analysis::overhead`);
+//! - in the root process's file, metadata [`OS_COLLECTOR_METADATA_KEY`]: the collector
+//!   thread's CPU time and the records it read (its cost runs in the launcher, outside the
+//!   program's threads).
 //!
 //! Clock: every event is opened with `clockid = CLOCK_MONOTONIC`, the recorder's clock
 //! ([`crate::now_ns`]), so both are one clock; alignment error 0 by construction (the kernel
@@ -54,6 +63,12 @@ pub const THREAD_STATE_CATEGORY: &str = "thread_state";
 pub const SYSCALL_CATEGORY: &str = "syscall";
 /// The metadata key of each process's OS summary.
 pub const OS_METADATA_KEY: &str = "strato.os";
+/// The metadata key of the collector's own cost, `{"cpu_ns":N,"records":N}` (root file only).
+pub const OS_COLLECTOR_METADATA_KEY: &str = "strato.os.collector";
+/// Name prefix of the per-thread counters of OS book-keeping events (`os_events/<tid>`).
+pub const OS_EVENTS_COUNTER_PREFIX: &str = "os_events/";
+/// A thread's OS-event counter is sampled at least this often while it makes system calls.
+pub const OS_EVENTS_SAMPLE_NS: i64 = 1_000_000;
 
 /// What a thread was doing, as the kernel reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -189,6 +204,14 @@ pub struct OsSummary {
     /// CPU time of the collecting thread (reading the ring buffers, writing the files): the
     /// OS level's own cost outside the kernel.
     pub collector_cpu_ns: i64,
+    /// Kernel records the collector read (every CPU's, before filtering to the tree).
+    pub records_read: u64,
+    /// Times the kernel throttled an event (more samples a tick than
+    /// `kernel.perf_event_max_sample_rate` allows): its records until unthrottled are missing
+    /// (system-call-dense programs: more than about 100,000 calls a second).
+    pub throttled: u64,
+    /// OS book-keeping events in the tree's threads (a system call, a switch out).
+    pub os_events: u64,
     pub files: Vec<PathBuf>,
 }
 
@@ -505,6 +528,10 @@ struct Thread {
     tgid: i32,
     now: Now,
     syscall: Option<(i64, i64)>,
+    /// OS book-keeping events in this thread so far, and what its counter last showed (count,
+    /// time).
+    os_events: u64,
+    sampled: (u64, i64),
 }
 
 #[derive(Debug, Clone)]
@@ -524,6 +551,8 @@ enum OsEv {
         name: u32,
         args: Option<String>,
     },
+    /// A sample of the thread's cumulative OS-event counter.
+    OsEvents { tid: i32, ts: i64, count: u64 },
 }
 
 /// One `<pid>-os.strato` file: the side file and the OS events and counts not yet written.
@@ -555,16 +584,24 @@ impl OsFile {
     }
 
     /// Appends one chunk with everything new (`stop`: also the summary and the STOP record).
-    fn flush(&mut self, stop: Option<(i64, &str)>) -> io::Result<()> {
+    fn flush(&mut self, stop: Option<(i64, &[(&str, String)])>) -> io::Result<()> {
         let events = std::mem::take(&mut self.events);
         // Register every track used before the chunk writes the definitions.
         let tracks: Vec<u32> = events
             .iter()
             .map(|e| match e {
                 OsEv::Span { tid, .. } | OsEv::Instant { tid, .. } => self.side.track(*tid),
+                OsEv::OsEvents { tid, .. } => self
+                    .side
+                    .counter_track(&format!("{OS_EVENTS_COUNTER_PREFIX}{tid}"), "count"),
             })
             .collect();
-        let meta = stop.map(|(_, json)| (self.side.string(OS_METADATA_KEY), json));
+        let meta: Vec<(u32, String)> = stop
+            .map(|(_, json)| json)
+            .into_iter()
+            .flatten()
+            .map(|(key, json)| (self.side.string(key), json.clone()))
+            .collect();
         let mut enc = self.side.begin_chunk();
         for (ev, track) in events.iter().zip(tracks) {
             match ev {
@@ -600,9 +637,15 @@ impl OsFile {
                     enc.uv(u64::from(*name));
                     write_args(&mut enc, args);
                 }
+                OsEv::OsEvents { ts, count, .. } => {
+                    enc.u8(tag::COUNTER);
+                    enc.uv(u64::from(track));
+                    enc.ts(*ts);
+                    enc.f64(*count as f64);
+                }
             }
         }
-        self.side.end_chunk(enc, meta, stop.map(|(ts, _)| ts))
+        self.side.end_chunk(enc, &meta, stop.map(|(ts, _)| ts))
     }
 }
 
@@ -671,6 +714,8 @@ impl Collector {
                 tgid,
                 now: Now::Unknown,
                 syscall: None,
+                os_events: 0,
+                sampled: (0, i64::MIN),
             },
         );
         if !self.files.contains_key(&tgid) {
@@ -707,7 +752,7 @@ impl Collector {
                 break;
             }
             if now - last_flush >= self.options.flush_interval.as_nanos() as i64 {
-                self.flush_all(None);
+                self.flush_all(None, None);
                 last_flush = now;
             }
             std::thread::sleep(Duration::from_millis(10));
@@ -738,6 +783,7 @@ impl Collector {
                 };
                 match parsed {
                     PerfRecord::Sample(sample) => {
+                        summary.records_read += 1;
                         let (Some(raw), Some(ts), Some(tid), Some(pid)) =
                             (sample.raw(), sample.time(), sample.tid(), sample.pid())
                         else {
@@ -781,6 +827,7 @@ impl Collector {
                         });
                     }
                     PerfRecord::Lost(lost) => summary.lost += lost.lost,
+                    PerfRecord::Throttle(_) => summary.throttled += 1,
                     _ => {}
                 }
             }
@@ -844,6 +891,33 @@ impl Collector {
         }
     }
 
+    /// Counts one OS book-keeping event in `tid` (a system call, a switch out).
+    fn count_os_event(&mut self, tid: i32) {
+        if let Some(t) = self.threads.get_mut(&tid) {
+            t.os_events += 1;
+            self.summary.os_events += 1;
+        }
+    }
+
+    /// Writes `tid`'s OS-event counter at `ts` when it grew since its last sample (always when
+    /// `force`, else only [`OS_EVENTS_SAMPLE_NS`] after that sample).
+    fn sample_os_events(&mut self, tid: i32, ts: i64, force: bool) {
+        let Some(t) = self.threads.get_mut(&tid) else {
+            return;
+        };
+        if t.os_events == t.sampled.0
+            || (!force && ts.saturating_sub(t.sampled.1) < OS_EVENTS_SAMPLE_NS)
+        {
+            return;
+        }
+        t.sampled = (t.os_events, ts);
+        let (count, tgid) = (t.os_events, t.tgid);
+        if let Some(f) = self.files.get_mut(&tgid) {
+            f.events.push(OsEv::OsEvents { tid, ts, count });
+            f.last_ts = f.last_ts.max(ts);
+        }
+    }
+
     /// Ends `tid`'s current state at `ts` (a span when it is known).
     fn close_state(&mut self, tid: i32, ts: i64, woken_by: Option<i32>) {
         let Some(now) = self.threads.get(&tid).map(|t| t.now) else {
@@ -886,6 +960,8 @@ impl Collector {
             } => {
                 if self.threads.contains_key(&prev) {
                     self.close_state(prev, e.ts, None);
+                    self.count_os_event(prev);
+                    self.sample_os_events(prev, e.ts, true);
                     if let Some(tgid) = self.threads.get(&prev).map(|t| t.tgid) {
                         if let Some(f) = self.files.get_mut(&tgid) {
                             f.switches += 1;
@@ -995,8 +1071,10 @@ impl Collector {
                 if let Some(t) = self.threads.get_mut(&e.tid) {
                     t.syscall = Some((id, e.ts));
                 }
+                self.count_os_event(e.tid);
             }
             Body::SysExit { id } => {
+                self.sample_os_events(e.tid, e.ts, false);
                 let Some(t) = self.threads.get_mut(&e.tid) else {
                     return;
                 };
@@ -1035,7 +1113,7 @@ impl Collector {
         }
     }
 
-    fn flush_all(&mut self, stop_ts: Option<i64>) {
+    fn flush_all(&mut self, stop_ts: Option<i64>, collector: Option<String>) {
         let (faults, major) = (
             self.sources.faults.as_mut().and_then(|c| c.read().ok()),
             self.sources
@@ -1047,6 +1125,7 @@ impl Collector {
         let lost = self.summary.lost;
         for f in self.files.values_mut() {
             let meta = stop_ts.map(|ts| {
+                let mut meta = Vec::new();
                 let mut calls: Vec<_> = f.syscalls.iter().collect();
                 calls.sort_by(|a, b| b.1 .1.cmp(&a.1 .1).then(a.0.cmp(b.0)));
                 let calls: Vec<String> = calls
@@ -1062,8 +1141,8 @@ impl Collector {
                 } else {
                     String::new()
                 };
-                (
-                    ts,
+                meta.push((
+                    OS_METADATA_KEY,
                     format!(
                         "{{\"switches\":{},\"wakeups\":{},\"migrations\":{},\"lost_records_all_processes\":{lost},\"syscalls\":[{}]{faults}}}",
                         f.switches,
@@ -1071,11 +1150,13 @@ impl Collector {
                         f.migrations,
                         calls.join(",")
                     ),
-                )
+                ));
+                if let Some(c) = collector.as_ref().filter(|_| f.side.pid == root) {
+                    meta.push((OS_COLLECTOR_METADATA_KEY, c.clone()));
+                }
+                (ts, meta)
             });
-            if f.flush(meta.as_ref().map(|(ts, json)| (*ts, json.as_str())))
-                .is_err()
-            {
+            if f.flush(meta.as_ref().map(|(ts, m)| (*ts, &m[..]))).is_err() {
                 self.failed.push(f.side.path.clone());
                 f.side.file = None;
             }
@@ -1087,11 +1168,18 @@ impl Collector {
         let tids: Vec<i32> = self.threads.keys().copied().collect();
         for tid in tids {
             self.close_state(tid, now, None);
+            self.sample_os_events(tid, now, true);
             if let Some(t) = self.threads.get_mut(&tid) {
                 t.now = Now::Unknown;
             }
         }
-        self.flush_all(Some(now));
+        // The collector's own cost so far (what is left to write is a small part of it).
+        let collector = format!(
+            "{{\"cpu_ns\":{},\"records\":{}}}",
+            crate::read_clock(libc::CLOCK_THREAD_CPUTIME_ID),
+            self.summary.records_read
+        );
+        self.flush_all(Some(now), Some(collector));
         for p in std::mem::take(&mut self.failed) {
             eprintln!(
                 "strato record --os: cannot write {}; OS events lost",

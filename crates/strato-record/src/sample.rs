@@ -372,7 +372,10 @@ impl SampleFile {
     fn flush(&mut self, stop: Option<(i64, &str)>) -> io::Result<()> {
         let mut events = std::mem::take(&mut self.events);
         events.sort_by_key(|e| e.1);
-        let meta = stop.map(|(_, json)| (self.side.string(SAMPLE_METADATA_KEY), json));
+        let meta: Vec<(u32, String)> = stop
+            .map(|(_, json)| (self.side.string(SAMPLE_METADATA_KEY), json.to_owned()))
+            .into_iter()
+            .collect();
         let mut enc = self.side.begin_chunk();
         for (track, ts, name) in events {
             enc.u8(tag::INSTANT);
@@ -383,7 +386,7 @@ impl SampleFile {
             enc.uv(u64::from(name));
             enc.u8(0);
         }
-        self.side.end_chunk(enc, meta, stop.map(|(ts, _)| ts))
+        self.side.end_chunk(enc, &meta, stop.map(|(ts, _)| ts))
     }
 }
 

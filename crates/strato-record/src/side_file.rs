@@ -18,6 +18,13 @@ use std::thread::JoinHandle;
 
 use crate::format::{frame, tag, Enc, MAGIC};
 
+/// A track of a side file: a thread's own track, or a counter (name and unit string ids).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum SideTrack {
+    Thread(i32),
+    Counter { name: u32, unit: u32 },
+}
+
 /// One side file of process `pid`: its tables and what of them is already written.
 #[derive(Debug)]
 pub(crate) struct SideFile {
@@ -32,8 +39,8 @@ pub(crate) struct SideFile {
     strings: Vec<String>,
     string_ids: HashMap<String, u32>,
     strings_written: usize,
-    tracks: Vec<i32>,
-    track_ids: HashMap<i32, u32>,
+    tracks: Vec<SideTrack>,
+    track_ids: HashMap<SideTrack, u32>,
     tracks_written: usize,
     pub start_ts: i64,
     level: u64,
@@ -90,12 +97,23 @@ impl SideFile {
 
     /// The id of thread `tid`'s track in this file.
     pub fn track(&mut self, tid: i32) -> u32 {
-        if let Some(&id) = self.track_ids.get(&tid) {
+        self.track_id(SideTrack::Thread(tid))
+    }
+
+    /// The id of the counter track `name` (values in `unit`) in this file.
+    pub fn counter_track(&mut self, name: &str, unit: &str) -> u32 {
+        let name = self.string(name);
+        let unit = self.string(unit);
+        self.track_id(SideTrack::Counter { name, unit })
+    }
+
+    fn track_id(&mut self, track: SideTrack) -> u32 {
+        if let Some(&id) = self.track_ids.get(&track) {
             return id;
         }
         let id = self.tracks.len() as u32;
-        self.tracks.push(tid);
-        self.track_ids.insert(tid, id);
+        self.tracks.push(track);
+        self.track_ids.insert(track, id);
         id
     }
 
@@ -124,11 +142,22 @@ impl SideFile {
             enc.text(text);
         }
         self.strings_written = self.strings.len();
-        for (id, tid) in self.tracks.iter().enumerate().skip(self.tracks_written) {
-            enc.u8(tag::THREAD_TRACK);
-            enc.uv(id as u64);
-            enc.sv(i64::from(*tid));
-            enc.uv(0);
+        for (id, track) in self.tracks.iter().enumerate().skip(self.tracks_written) {
+            match *track {
+                SideTrack::Thread(tid) => {
+                    enc.u8(tag::THREAD_TRACK);
+                    enc.uv(id as u64);
+                    enc.sv(i64::from(tid));
+                    enc.uv(0);
+                }
+                SideTrack::Counter { name, unit } => {
+                    enc.u8(tag::COUNTER_TRACK);
+                    enc.uv(id as u64);
+                    enc.uv(u64::from(name));
+                    enc.uv(u64::from(unit));
+                    enc.sv(-1);
+                }
+            }
         }
         self.tracks_written = self.tracks.len();
         if self.first {
@@ -139,17 +168,17 @@ impl SideFile {
         enc
     }
 
-    /// Ends the chunk (`metadata`: key string id and JSON; `stop_ts`: the STOP record) and
-    /// appends it to the file; an empty chunk writes nothing.
+    /// Ends the chunk (`metadata`: key string ids and JSON texts; `stop_ts`: the STOP record)
+    /// and appends it to the file; an empty chunk writes nothing.
     pub fn end_chunk(
         &mut self,
         mut enc: Enc,
-        metadata: Option<(u32, &str)>,
+        metadata: &[(u32, String)],
         stop_ts: Option<i64>,
     ) -> io::Result<()> {
-        if let Some((key, json)) = metadata {
+        for (key, json) in metadata {
             enc.u8(tag::METADATA);
-            enc.uv(u64::from(key));
+            enc.uv(u64::from(*key));
             enc.text(json);
         }
         if let Some(ts) = stop_ts {

@@ -76,7 +76,10 @@ pub struct RecordArgs {
     /// states (running, runnable, blocked by cause), wakeups, migrations, slow system calls,
     /// page faults (docs/recording.md). When perf events are not permitted, one message says
     /// what to change and the recording goes on without this level.
-    #[arg(long, conflicts_with_all = ["calibrate", "levels"])]
+    /// With `--calibrate`, the OS level's own book-keeping (each traced system call and switch
+    /// in the program's threads) is calibrated and corrected like the other levels', with one
+    /// more configuration (annotations + OS level); the collector thread's CPU time is reported.
+    #[arg(long)]
     pub os: bool,
     /// Also sample the CPU with stacks (issue 19): native stacks of the process tree through
     /// perf events at HZ samples per CPU-second (default 99; `--sample=999` for more), joined
@@ -117,7 +120,9 @@ impl Launcher<'_> {
     }
 
     /// Runs the command once at `level` into `dir` (its *.strato files removed first); with
-    /// `--opencl`, `opencl` sets the layer's level (None: `STRATOSCOPE_OPENCL` or full).
+    /// `--opencl`, `opencl` sets the layer's level (None: `STRATOSCOPE_OPENCL` or full); with
+    /// `record_os`, the OS level too (its summary line printed unless `output` is Null: the
+    /// calibration runs).
     fn run(
         &self,
         dir: &Path,
@@ -195,6 +200,9 @@ impl Launcher<'_> {
         }
         if let Some(os) = os {
             let s = os.stop();
+            if output == Output::Null {
+                return Ok(ProgramStatus::of(status));
+            }
             eprintln!(
                 "strato record --os: {} processes, {} threads: {} context switches, {} wakeups, {} migrations, {} system calls ({} slow), {} thread-state spans; collector CPU {:.1} ms{}",
                 s.processes,
@@ -212,6 +220,12 @@ impl Launcher<'_> {
                     String::new()
                 }
             );
+            if s.throttled > 0 {
+                eprintln!(
+                    "strato record --os: the kernel throttled the OS events {} times (more than kernel.perf_event_max_sample_rate a second): some system calls and states are missing",
+                    s.throttled
+                );
+            }
         }
         Ok(ProgramStatus::of(status))
     }
@@ -223,8 +237,9 @@ fn run_once(
     level: u64,
     opencl: Option<&str>,
     output: Output,
+    record_os: bool,
 ) -> Result<RunResult> {
-    let status = launcher.run(dir, level, opencl, output, false)?;
+    let status = launcher.run(dir, level, opencl, output, record_os)?;
     if !status.success() {
         return Err(ProgramFailed {
             code: status.shell_code(),
@@ -270,8 +285,26 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<u8> {
     measured.extend(wanted.iter().map(|&level| Measured {
         level,
         opencl: None,
+        os: false,
         runs: Vec::new(),
     }));
+    if args.calibrate && args.os {
+        // The OS level's book-keeping: annotations with the OS level on, beside annotations
+        // without it (the held-out runs record it too, as the profile does).
+        let at = measured
+            .iter()
+            .position(|m| m.level == 1)
+            .map_or(0, |i| i + 1);
+        measured.insert(
+            at,
+            Measured {
+                level: 1,
+                opencl: None,
+                os: true,
+                runs: Vec::new(),
+            },
+        );
+    }
     if args.calibrate && args.opencl {
         // The OpenCL layer's own costs: its API spans (layer `api` vs `off`, with annotations
         // only), and the inflation of API calls under device tracing (`api` vs the recorded
@@ -283,6 +316,7 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<u8> {
                 Measured {
                     level: 1,
                     opencl: Some(layer),
+                    os: false,
                     runs: Vec::new(),
                 },
             );
@@ -310,17 +344,26 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<u8> {
     // load affect every configuration alike instead of biasing the ones run last.
     for rep in 0..if wanted.is_empty() { 0 } else { repeat } {
         for m in &mut measured {
-            let config = match m.opencl {
-                Some(layer) => format!("level-{}-opencl-{layer}", m.level),
-                None => format!("level-{}", m.level),
-            };
-            let d = work.join(config).join(format!("run-{rep}"));
-            m.runs
-                .push(run_once(&launcher, &d, m.level, m.opencl, Output::Null)?);
+            let d = work.join(m.dir_name()).join(format!("run-{rep}"));
+            m.runs.push(run_once(
+                &launcher,
+                &d,
+                m.level,
+                m.opencl,
+                Output::Null,
+                m.os,
+            )?);
         }
         if args.calibrate {
             let d = work.join("recorded").join(format!("run-{rep}"));
-            held_out.push(run_once(&launcher, &d, args.level, None, Output::Null)?);
+            held_out.push(run_once(
+                &launcher,
+                &d,
+                args.level,
+                None,
+                Output::Null,
+                args.os,
+            )?);
         }
     }
     let mut calibration_json = None;
@@ -390,6 +433,9 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<u8> {
         }
         doc["validation"] = serde_json::to_value(&cj.validation)?;
         doc["calibration"] = json!({"costs_ns": c.costs_ns, "api_inflation_ns": c.api_inflation_ns, "repeat": repeat});
+        if let Some(os) = &cj.os {
+            doc["calibration"]["os"] = serde_json::to_value(os)?;
+        }
     }
     if args.levels {
         doc["levels"] = leveled(&launcher, &work, &measured)?;
@@ -447,7 +493,7 @@ fn leveled(launcher: &Launcher<'_>, work: &Path, measured: &[Measured]) -> Resul
     let mut chosen: std::collections::BTreeMap<Level, (u64, i64)> = Default::default();
     for m in measured
         .iter()
-        .filter(|m| m.level != 2 && m.opencl.is_none())
+        .filter(|m| m.level != 2 && m.opencl.is_none() && !m.os)
     {
         let t = robust(&m.runs, |r| r.measure.time_ns);
         runs.push(json!({

@@ -53,7 +53,7 @@ pub fn run(args: ValidateArgs, out: &mut impl Write) -> Result<()> {
 }
 
 /// `strato validate --refit`: the runs of every configuration stored by `strato record
-/// --calibrate` (`.runs/level-N[-opencl-L]/run-K`, `.runs/recorded/run-K`) measured and fitted
+/// --calibrate` (`.runs/level-N[-opencl-L][-os]/run-K`, `.runs/recorded/run-K`) measured and fitted
 /// again as the recording did; prints the figures and whether they equal the stored ones.
 fn refit(args: &ValidateArgs, stored: &CalibrationFile, out: &mut impl Write) -> Result<()> {
     let work = args.profile.join(".runs");
@@ -84,15 +84,14 @@ fn refit(args: &ValidateArgs, stored: &CalibrationFile, out: &mut impl Write) ->
                 args.profile.display()
             ),
         };
-        let config = match opencl {
-            Some(layer) => format!("level-{}-opencl-{layer}", c.level),
-            None => format!("level-{}", c.level),
-        };
-        measured.push(Measured {
+        let mut m = Measured {
             level: c.level,
             opencl,
-            runs: load_runs(&config, c.level, opencl, c.times_s.len())?,
-        });
+            os: c.os,
+            runs: Vec::new(),
+        };
+        m.runs = load_runs(&m.dir_name(), c.level, opencl, c.times_s.len())?;
+        measured.push(m);
     }
     let held_out = load_runs("recorded", held_entry.level, None, held_entry.times_s.len())?;
     let mut file = fit_runs(

@@ -41,6 +41,24 @@ pub(crate) fn print_text(
                 c["api_inflation_ns"]
             )?;
         }
+        if let Some(os) = c.get("os") {
+            let f = |k: &str| os[k].as_f64().unwrap_or(0.0);
+            writeln!(
+                out,
+                "OS level: {:.0} events (system calls, switches) per held-out run at {:.0} ns each: {:.4} s removed; bias without it {:+.1}%",
+                f("events"),
+                f("os_event_cost_ns"),
+                f("removed_s"),
+                f("bias_without_os_pct")
+            )?;
+            if let Some(cpu) = os["collector_cpu_s"].as_f64() {
+                writeln!(
+                    out,
+                    "OS collector thread (in strato, outside the program's threads, not removed): {cpu:.4} s CPU per run, {:.1}% of the uninstrumented time",
+                    f("collector_cpu_pct")
+                )?;
+            }
+        }
     }
     if let Some(l) = doc.get("levels") {
         writeln!(out, "\nleveled experimentation:")?;
