@@ -425,15 +425,26 @@ fn device_exposure(
     }
     let mut steps = steps.to_vec();
     steps.sort_unstable();
+    // The latest end among steps[..=i]: the backward search below stops where no earlier step
+    // can still hold `ts`, so a launch outside every step costs O(log n), not a scan of all
+    // earlier steps (which made the analysis quadratic in the steps).
+    let ends_so_far = running_max_end(steps.iter().map(|s| s.1));
     // The step whose CPU span holds `ts` (the latest-starting one when steps nest or overlap).
     let step_of = |ts: Ns| -> Option<usize> {
         let after = steps.partition_point(|s| s.0 <= ts);
-        (0..after).rev().find(|&i| steps[i].1 > ts)
+        (0..after)
+            .rev()
+            .take_while(|&i| ends_so_far[i] > ts)
+            .find(|&i| steps[i].1 > ts)
     };
     by_device
         .into_iter()
         .filter(|(_, list)| list.iter().any(|e| e.activity != Activity::Nothing))
-        .map(|(device, list)| {
+        .map(|(device, mut list)| {
+            // Sorted by start, with the running latest end, so that each step's window reads
+            // only the events that can reach it (`overlapping`), not every event of the device.
+            list.sort_by_key(|e| e.start);
+            let list_ends = running_max_end(list.iter().map(|e| e.end));
             let from = list.iter().map(|e| e.start).min().unwrap_or(0);
             let to = list.iter().map(|e| e.end).max().unwrap_or(from);
             // Per step: the first start and last end of the device events launched in it.
@@ -459,7 +470,11 @@ fn device_exposure(
                     let end = firsts.get(k + 1).map_or(last_end, |next| next.0);
                     StepExposure {
                         step: trace.str(steps[step].2).to_owned(),
-                        exposure: exposure_in(&list, start, end),
+                        exposure: exposure_in(
+                            overlapping(&list, &list_ends, start, end),
+                            start,
+                            end,
+                        ),
                     }
                 })
                 .collect();
@@ -470,6 +485,31 @@ fn device_exposure(
             }
         })
         .collect()
+}
+
+/// The running maximum of `ends`: element `i` is the latest end among the first `i + 1`.
+fn running_max_end(ends: impl Iterator<Item = Ns>) -> Vec<Ns> {
+    ends.scan(Ns::MIN, |latest, end| {
+        *latest = (*latest).max(end);
+        Some(*latest)
+    })
+    .collect()
+}
+
+/// The slice of `events` (sorted by start; `ends` = [`running_max_end`] of their ends) that
+/// holds every event overlapping `[from, to)`: from the first event whose running latest end
+/// passes `from` to the last one starting before `to`. Events in it that do not overlap are
+/// clipped away by the caller ([`exposure_in`] drops empty intervals), so the result is the
+/// same as with every event, at the cost of the window's events only.
+fn overlapping<'e, 'd>(
+    events: &'e [&'d DeviceEvent],
+    ends: &[Ns],
+    from: Ns,
+    to: Ns,
+) -> &'e [&'d DeviceEvent] {
+    let lo = ends.partition_point(|&end| end <= from);
+    let hi = events.partition_point(|e| e.start < to);
+    &events[lo..hi.max(lo)]
 }
 
 /// A microsecond time as HTA holds it: the decimal text parsed into an `f64` (at epoch

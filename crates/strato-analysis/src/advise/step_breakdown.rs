@@ -101,6 +101,23 @@ pub fn run(
     if facts.device_work.is_empty() {
         return Err("no device work in the trace (nothing to break down per step)".into());
     }
+    // Per device work list (sorted by start), the running latest end: a step reads only the
+    // ops from the first one whose running end passes the step's start, instead of every op
+    // that started before the step's end (which made the rule quadratic in steps x ops).
+    let latest_ends: std::collections::BTreeMap<(u32, i64), Vec<Ns>> = facts
+        .device_work
+        .iter()
+        .map(|(&key, ops)| {
+            let ends = ops
+                .iter()
+                .scan(Ns::MIN, |latest, &o| {
+                    *latest = (*latest).max(trace.spans[o as usize].end);
+                    Some(*latest)
+                })
+                .collect();
+            (key, ends)
+        })
+        .collect();
     let mut out = Vec::new();
     let mut index_cache = super::gpu_idle::ThreadIndex::new(trace);
     for &step in &steps {
@@ -119,9 +136,13 @@ pub fn run(
             continue;
         }
         let mut sets: [Vec<(Ns, Ns)>; 4] = Default::default();
-        for (_, ops) in facts.device_work.range((rank, i64::MIN)..=(rank, i64::MAX)) {
+        let rank_work = facts.device_work.range((rank, i64::MIN)..=(rank, i64::MAX));
+        let rank_ends = latest_ends.range((rank, i64::MIN)..=(rank, i64::MAX));
+        for ((_, ops), (_, ends)) in rank_work.zip(rank_ends) {
+            // Ops before `from` end by `a` (skipped below anyway); ops from `upto` start at `b`.
+            let from = ends.partition_point(|&end| end <= a);
             let upto = ops.partition_point(|&o| trace.spans[o as usize].start < b);
-            for &o in ops[..upto].iter() {
+            for &o in ops[from.min(upto)..upto].iter() {
                 let d = &trace.spans[o as usize];
                 if d.end <= a {
                     continue;
