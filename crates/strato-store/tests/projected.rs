@@ -154,7 +154,7 @@ fn expected_spans(full: &Trace, read: &ReadOptions) -> (Vec<String>, Vec<Option<
     let mut new_ids = Vec::new();
     for s in &full.spans {
         let kept = read.spans == SpanSelection::All || device_time_keeps(full, s);
-        new_ids.push(kept.then(|| SpanId(texts.len() as u32)));
+        new_ids.push(kept.then_some(SpanId(texts.len() as u32)));
         if kept {
             let mut s = s.clone();
             let device_args = read.args_scope == ArgsSelection::All || is_device_op(full, &s);
@@ -239,7 +239,8 @@ fn projected_reads_hold_the_full_read_filtered_and_what_the_json_import_holds() 
     }
     let (mut compared, mut left_out, mut blobs_left_out) = (0, 0usize, 0usize);
     for path in &files {
-        let Ok(mut whole) = strato_io::import_paths(&[path.clone()], &ImportOptions::default())
+        let Ok(mut whole) =
+            strato_io::import_paths(std::slice::from_ref(path), &ImportOptions::default())
         else {
             continue; // not a trace this test is about (the import tests cover errors)
         };
