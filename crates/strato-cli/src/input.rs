@@ -218,6 +218,29 @@ pub(crate) fn shared_rank_claims(trace: &Trace) -> Vec<(i64, Vec<String>)> {
     by_rank.into_iter().filter(|(_, s)| s.len() > 1).collect()
 }
 
+/// What reading a stored profile loads for a command importing with `options`: the tables,
+/// spans and args blobs its projection and args scope keep (so the command holds what it
+/// would hold importing the JSON the profile was made from).
+pub(crate) fn store_read_options(options: &ImportOptions) -> strato_store::ReadOptions {
+    let projection = options.projection;
+    strato_store::ReadOptions {
+        args: options.keep_args,
+        args_scope: match options.args_scope {
+            strato_io::ArgsScope::All => strato_store::ArgsSelection::All,
+            strato_io::ArgsScope::DeviceOps => strato_store::ArgsSelection::DeviceOps,
+        },
+        spans: match projection.spans {
+            strato_io::SpanProjection::All => strato_store::SpanSelection::All,
+            strato_io::SpanProjection::DeviceAndLaunches => {
+                strato_store::SpanSelection::DeviceAndLaunches
+            }
+        },
+        instants: projection.instants,
+        counters: projection.counters,
+        flows: projection.flows,
+    }
+}
+
 fn load_unredacted(inputs: &[PathBuf], options: &ImportOptions) -> Result<Profile> {
     for input in inputs {
         if !strato_io::input::is_stdin(input) && !input.exists() {
@@ -233,18 +256,14 @@ fn load_unredacted(inputs: &[PathBuf], options: &ImportOptions) -> Result<Profil
         bail!("-: standard input can be given only once");
     }
     if inputs.len() == 1 && strato_store::is_profile_dir(&inputs[0]) {
-        let read = strato_store::ReadOptions {
-            args: options.keep_args,
-        };
+        let read = store_read_options(options);
         let trace = strato_store::read_with(&inputs[0], &read)?;
         warn_import_notes(&trace);
         // A stored profile is analysed as it was stored.
         return Ok(Profile::from_trace(trace, false));
     }
     if inputs.len() == 1 && strato_store::partitioned::is_store_dir(&inputs[0]) {
-        let read = strato_store::ReadOptions {
-            args: options.keep_args,
-        };
+        let read = store_read_options(options);
         let trace = strato_store::partitioned::read_store(&inputs[0], &read)?;
         warn_import_notes(&trace);
         return Ok(Profile::from_trace(trace, false));

@@ -81,7 +81,7 @@ pub fn open(inputs: &[PathBuf], options: &OpenOptions) -> Result<Opened, OpenErr
     }
     let import = import_options(options)?;
     let mut opened = if inputs.len() == 1 && strato_store::is_profile_dir(&inputs[0]) {
-        let read = strato_store::ReadOptions { args: true };
+        let read = strato_store::ReadOptions::default();
         // A stored profile is analysed as it was stored.
         Opened {
             trace: strato_store::read_with(&inputs[0], &read)?,

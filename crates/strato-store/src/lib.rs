@@ -44,19 +44,71 @@ pub fn read(dir: &Path) -> Result<Trace, StoreError> {
     read::read(dir, &ReadOptions::default())
 }
 
-/// What [`read_with`] loads.
+/// What [`read_with`] loads: the columns and rows a command reads, so that reading a stored
+/// profile holds what importing its JSON with the same projection would hold
+/// (`strato_io::Projection`, `strato_io::ArgsScope`). A table not asked for is not opened; a
+/// column not asked for is not decoded (Parquet column projection); left-out spans are
+/// dropped batch by batch as the spans table is read, and only the row groups of
+/// `args.parquet` holding a kept blob are read (see [`ArgsSelection::DeviceOps`]).
+/// [`ReadOptions::default`] reads everything (what [`read`] does).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadOptions {
     /// Load the attribute blobs (`args.parquet`). When off, that table is not opened, and
     /// every span and instant comes back with `args: None` (so no id dangles): analyses that
     /// read only times, names and correlations keep far less in memory.
     pub args: bool,
+    /// With `args`: whose blobs are kept.
+    pub args_scope: ArgsSelection,
+    /// Which spans are kept.
+    pub spans: SpanSelection,
+    /// Read `instants.parquet` (else no instant).
+    pub instants: bool,
+    /// Read `counters.parquet` (else no counter sample).
+    pub counters: bool,
+    /// Read `flows.parquet` (else no flow). With a [`SpanSelection`] that leaves spans out,
+    /// a flow end on a left-out span keeps its track and time but no span.
+    pub flows: bool,
 }
 
 impl Default for ReadOptions {
     fn default() -> Self {
-        ReadOptions { args: true }
+        ReadOptions {
+            args: true,
+            args_scope: ArgsSelection::All,
+            spans: SpanSelection::All,
+            instants: true,
+            counters: true,
+            flows: true,
+        }
     }
+}
+
+/// Whose attribute blobs a read keeps (with [`ReadOptions::args`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ArgsSelection {
+    /// Every blob, with the ids the profile stores.
+    #[default]
+    All,
+    /// Only the blobs of the spans and instants kept that are device operations (a device
+    /// level, or on a device queue track): what `kernels` and `iterations` read (queue times,
+    /// copy bytes). The blobs are renumbered in the order of their ids (`ArgsId`s differ from
+    /// the profile's); only the row groups of `args.parquet` that hold one are read.
+    DeviceOps,
+}
+
+/// Which spans a read keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SpanSelection {
+    /// Every span.
+    #[default]
+    All,
+    /// What the device time breakdown (`gpu-time`) reads, by the rule of the Chrome importer's
+    /// `strato_io::SpanProjection::DeviceAndLaunches`: of ranks imported from Chrome/Kineto
+    /// JSON, the spans of Kineto's host categories (`cpu_op`, `user_annotation`,
+    /// `python_function`, `Trace`, `Operator`, `fwdbwd`) are left out unless they carry a
+    /// launch correlation, are `ProfilerStep#` steps, are device operations or lie on a device
+    /// queue. Spans of ranks of other formats are all kept (their importers keep everything).
+    DeviceAndLaunches,
 }
 
 /// Reads the profile directory at `dir`, the parts `options` asks for.

@@ -10,7 +10,9 @@ use arrow::array::{
     Array, ArrayRef, ArrowPrimitiveType, DictionaryArray, PrimitiveArray, RecordBatch, StringArray,
 };
 use arrow::datatypes::{DataType, Float64Type, Int32Type, Int64Type, UInt32Type, UInt64Type};
-use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use parquet::arrow::arrow_reader::{
+    ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
+};
 use parquet::arrow::ProjectionMask;
 use strato_trace::{
     ArgsId, ClockInfo, CounterSample, Device, Flow, FlowEnd, ImportNotes, Instant, Level, Process,
@@ -24,7 +26,8 @@ use crate::schema::{self, TableDef};
 /// Rows per record batch while reading.
 const BATCH_ROWS: usize = 64 * 1024;
 
-/// See [`crate::read`].
+/// See [`crate::read`]; `options` says which tables, columns and rows (see
+/// [`crate::ReadOptions`]).
 pub(crate) fn read(dir: &Path, options: &crate::ReadOptions) -> Result<Trace> {
     let meta = Metadata::read(dir)?;
     let mut trace = Trace {
@@ -32,21 +35,128 @@ pub(crate) fn read(dir: &Path, options: &crate::ReadOptions) -> Result<Trace> {
         ..Trace::default()
     };
     trace.strings = read_strings(dir, &meta)?;
-    if options.args {
+    let args = match (options.args, options.args_scope) {
+        (false, _) => ArgsRead::None,
+        (true, crate::ArgsSelection::All) => ArgsRead::All,
+        (true, crate::ArgsSelection::DeviceOps) => ArgsRead::DeviceOps,
+    };
+    if args == ArgsRead::All {
         read_args(dir, &meta, &mut trace)?;
     }
     read_ranks(dir, &meta, &mut trace)?;
     read_processes(dir, &meta, &mut trace)?;
     read_tracks(dir, &meta, &mut trace)?;
-    read_spans(dir, &meta, options.args, &mut trace)?;
-    read_instants(dir, &meta, options.args, &mut trace)?;
-    read_counters(dir, &meta, &mut trace)?;
-    read_flows(dir, &meta, &mut trace)?;
+    let span_ids = read_spans(dir, &meta, options, args, &mut trace)?;
+    if options.instants {
+        read_instants(dir, &meta, args, &mut trace)?;
+    }
+    if options.counters {
+        read_counters(dir, &meta, &mut trace)?;
+    }
+    if options.flows {
+        read_flows(dir, &meta, span_ids.as_deref(), &mut trace)?;
+    }
     read_devices(dir, &meta, &mut trace)?;
+    if args == ArgsRead::DeviceOps {
+        read_device_args(dir, &meta, &mut trace)?;
+    }
     trace
         .validate()
         .map_err(|e| StoreError::new(dir, StoreErrorKind::InvalidTrace(e.to_string())))?;
     Ok(trace)
+}
+
+/// Which args blobs a read loads (from [`crate::ReadOptions`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ArgsRead {
+    /// None: `args.parquet` is not opened, every args id is dropped.
+    None,
+    /// Every blob, with the stored ids.
+    All,
+    /// The device operations' blobs: their stored ids are kept on the events while the tables
+    /// are read, then [`read_device_args`] loads those blobs and renumbers them.
+    DeviceOps,
+}
+
+impl ArgsRead {
+    /// The args id an event keeps, of its stored `id`; `device_op`: whether the event is a
+    /// device operation.
+    fn keep(self, id: Option<u32>, device_op: bool) -> Option<ArgsId> {
+        match self {
+            ArgsRead::None => None,
+            ArgsRead::All => id.map(ArgsId),
+            ArgsRead::DeviceOps => id.filter(|_| device_op).map(ArgsId),
+        }
+    }
+}
+
+/// Kineto's host categories (as the Chrome importer's `DeviceAndLaunches` projection knows
+/// them): their spans are what [`crate::SpanSelection::DeviceAndLaunches`] leaves out.
+const KINETO_HOST_CATEGORIES: &[&str] = &[
+    "cpu_op",
+    "user_annotation",
+    "python_function",
+    "Trace",
+    "Operator",
+    "fwdbwd",
+];
+
+/// Decides, span by span, whether a [`crate::SpanSelection`] keeps it.
+struct SpanRule {
+    /// Per track: its spans may be left out (a host track of a Chrome/Kineto rank).
+    host_track_of_chrome_rank: Vec<bool>,
+    /// The string ids of [`KINETO_HOST_CATEGORIES`] in this profile.
+    host_categories: Vec<StrId>,
+}
+
+impl SpanRule {
+    /// `None` for [`crate::SpanSelection::All`] (every span kept).
+    fn new(selection: crate::SpanSelection, trace: &Trace) -> Option<SpanRule> {
+        if selection == crate::SpanSelection::All {
+            return None;
+        }
+        let host_track_of_chrome_rank = trace
+            .tracks
+            .iter()
+            .map(|t| {
+                !t.is_device()
+                    && trace.ranks.get(t.rank.0 as usize).is_some_and(|r| {
+                        matches!(r.format, SourceFormat::Kineto | SourceFormat::Chrome)
+                    })
+            })
+            .collect();
+        let host_categories = KINETO_HOST_CATEGORIES
+            .iter()
+            .filter_map(|c| trace.strings.lookup(c))
+            .collect();
+        Some(SpanRule {
+            host_track_of_chrome_rank,
+            host_categories,
+        })
+    }
+
+    fn keeps(&self, trace: &Trace, s: &Span) -> bool {
+        let may_leave_out = self
+            .host_track_of_chrome_rank
+            .get(s.track.0 as usize)
+            .copied()
+            .unwrap_or(false);
+        !may_leave_out
+            || s.correlation.is_some()
+            || s.level.is_device_op()
+            || !self.host_categories.contains(&s.category)
+            || trace.str(s.name).starts_with("ProfilerStep#")
+    }
+}
+
+/// Whether an event on `track` at `level` is a device operation (whose args
+/// [`crate::ArgsSelection::DeviceOps`] keeps).
+fn is_device_op(trace: &Trace, track: TrackId, level: Level) -> bool {
+    level.is_device_op()
+        || trace
+            .tracks
+            .get(track.0 as usize)
+            .is_some_and(Track::is_device)
 }
 
 fn read_strings(dir: &Path, meta: &Metadata) -> Result<StringTable> {
@@ -174,21 +284,40 @@ fn read_tracks(dir: &Path, meta: &Metadata, trace: &mut Trace) -> Result<()> {
     })
 }
 
-/// Reads the spans; `with_args` false drops their args ids (the blobs were not read).
-fn read_spans(dir: &Path, meta: &Metadata, with_args: bool, trace: &mut Trace) -> Result<()> {
+/// Reads the spans `options` keeps (args ids as `args` says). With a selection that leaves
+/// spans out and flows to read, returns each stored span's new id (`u32::MAX`: left out), for
+/// the flows' ends.
+fn read_spans(
+    dir: &Path,
+    meta: &Metadata,
+    options: &crate::ReadOptions,
+    args: ArgsRead,
+    trace: &mut Trace,
+) -> Result<Option<Vec<u32>>> {
     let (mut names, mut categories) = (IdColumn::new("name"), IdColumn::new("category"));
-    trace.spans.reserve(table_rows(meta, &schema::SPANS));
-    Table::open(dir, meta, &schema::SPANS)?.for_each(|rows| {
+    let rule = SpanRule::new(options.spans, trace);
+    let mut new_ids = (rule.is_some() && options.flows).then(Vec::new);
+    if rule.is_none() {
+        trace.spans.reserve(table_rows(meta, &schema::SPANS));
+    }
+    let skip: &[&str] = match args {
+        ArgsRead::None => &["args_id"],
+        _ => &[],
+    };
+    Table::open_columns(dir, meta, &schema::SPANS, skip)?.for_each(|rows| {
         let (id, track) = (rows.u32("id")?, rows.u32("track")?);
         let (start, end) = (rows.i64("start_ns")?, rows.i64("end_ns")?);
         let name = names.resolve(rows, &trace.strings)?;
         let category = categories.resolve(rows, &trace.strings)?;
         let level = rows.text("level")?;
         let (correlation, external_id) = (rows.u64("correlation")?, rows.u64("external_id")?);
-        let args = rows.u32("args_id")?;
+        let args_id = match args {
+            ArgsRead::None => None,
+            _ => Some(rows.u32("args_id")?),
+        };
         for i in 0..rows.len() {
             rows.check_id(&id, i)?;
-            trace.spans.push(Span {
+            let mut span = Span {
                 track: TrackId(track.req(i)?),
                 start: start.req(i)?,
                 end: end.req(i)?,
@@ -197,35 +326,115 @@ fn read_spans(dir: &Path, meta: &Metadata, with_args: bool, trace: &mut Trace) -
                 level: parse_level(rows, &level, i)?,
                 correlation: correlation.opt(i),
                 external_id: external_id.opt(i),
-                args: args.opt(i).filter(|_| with_args).map(ArgsId),
+                args: None,
+            };
+            let kept = rule.as_ref().is_none_or(|r| r.keeps(trace, &span));
+            if let Some(new_ids) = new_ids.as_mut() {
+                new_ids.push(match kept {
+                    true => trace.spans.len() as u32,
+                    false => u32::MAX,
+                });
+            }
+            if kept {
+                let device_op =
+                    args == ArgsRead::DeviceOps && is_device_op(trace, span.track, span.level);
+                span.args = args.keep(args_id.as_ref().and_then(|a| a.opt(i)), device_op);
+                trace.spans.push(span);
+            }
+        }
+        Ok(())
+    })?;
+    Ok(new_ids)
+}
+
+/// Reads the instants; `args` as for [`read_spans`].
+fn read_instants(dir: &Path, meta: &Metadata, args: ArgsRead, trace: &mut Trace) -> Result<()> {
+    let (mut names, mut categories) = (IdColumn::new("name"), IdColumn::new("category"));
+    trace.instants.reserve(table_rows(meta, &schema::INSTANTS));
+    let skip: &[&str] = match args {
+        ArgsRead::None => &["args_id"],
+        _ => &[],
+    };
+    Table::open_columns(dir, meta, &schema::INSTANTS, skip)?.for_each(|rows| {
+        let (id, track, ts) = (rows.u32("id")?, rows.u32("track")?, rows.i64("ts_ns")?);
+        let name = names.resolve(rows, &trace.strings)?;
+        let category = categories.resolve(rows, &trace.strings)?;
+        let level = rows.text("level")?;
+        let args_id = match args {
+            ArgsRead::None => None,
+            _ => Some(rows.u32("args_id")?),
+        };
+        for i in 0..rows.len() {
+            rows.check_id(&id, i)?;
+            let (track, level) = (TrackId(track.req(i)?), parse_level(rows, &level, i)?);
+            let device_op = args == ArgsRead::DeviceOps && is_device_op(trace, track, level);
+            trace.instants.push(Instant {
+                track,
+                ts: ts.req(i)?,
+                name: name[i],
+                category: category[i],
+                level,
+                args: args.keep(args_id.as_ref().and_then(|a| a.opt(i)), device_op),
             });
         }
         Ok(())
     })
 }
 
-/// Reads the instants; `with_args` as for [`read_spans`].
-fn read_instants(dir: &Path, meta: &Metadata, with_args: bool, trace: &mut Trace) -> Result<()> {
-    let (mut names, mut categories) = (IdColumn::new("name"), IdColumn::new("category"));
-    trace.instants.reserve(table_rows(meta, &schema::INSTANTS));
-    Table::open(dir, meta, &schema::INSTANTS)?.for_each(|rows| {
-        let (id, track, ts) = (rows.u32("id")?, rows.u32("track")?, rows.i64("ts_ns")?);
-        let name = names.resolve(rows, &trace.strings)?;
-        let category = categories.resolve(rows, &trace.strings)?;
-        let (level, args) = (rows.text("level")?, rows.u32("args_id")?);
+/// Loads the blobs of [`ArgsRead::DeviceOps`]: the events hold their stored args ids; only
+/// the row groups of `args.parquet` holding one of them are read, only those rows are
+/// decoded, and the events' ids are renumbered to the blobs' places in `trace.args` (in the
+/// order of the stored ids).
+fn read_device_args(dir: &Path, meta: &Metadata, trace: &mut Trace) -> Result<()> {
+    let mut wanted: Vec<u32> = trace
+        .spans
+        .iter()
+        .filter_map(|s| s.args)
+        .chain(trace.instants.iter().filter_map(|e| e.args))
+        .map(|a| a.0)
+        .collect();
+    wanted.sort_unstable();
+    wanted.dedup();
+    let table = Table::open_rows(dir, meta, &schema::ARGS, &wanted)?;
+    let path = table.path.clone();
+    let mut next = 0usize;
+    table.for_each(|rows| {
+        let (id, json) = (rows.u32("id")?, rows.text("json")?);
         for i in 0..rows.len() {
-            rows.check_id(&id, i)?;
-            trace.instants.push(Instant {
-                track: TrackId(track.req(i)?),
-                ts: ts.req(i)?,
-                name: name[i],
-                category: category[i],
-                level: parse_level(rows, &level, i)?,
-                args: args.opt(i).filter(|_| with_args).map(ArgsId),
-            });
+            let found = id.req(i)?;
+            if wanted.get(next) != Some(&found) {
+                return Err(rows.bad(
+                    "id",
+                    i,
+                    format!("id {found} out of order (rows must be stored in id order)"),
+                ));
+            }
+            trace.args.push(json.req(i)?);
+            next += 1;
         }
         Ok(())
-    })
+    })?;
+    if next != wanted.len() {
+        return Err(StoreError::new(
+            &path,
+            StoreErrorKind::RowCount {
+                expected: wanted.len() as u64,
+                found: next as u64,
+            },
+        ));
+    }
+    let renumber = |a: &mut Option<ArgsId>| {
+        if let Some(id) = a {
+            // Every kept id is in `wanted`, read above.
+            *id = ArgsId(wanted.partition_point(|&w| w < id.0) as u32);
+        }
+    };
+    trace.spans.iter_mut().for_each(|s| renumber(&mut s.args));
+    trace
+        .instants
+        .iter_mut()
+        .for_each(|e| renumber(&mut e.args));
+    Ok(())
 }
 
 fn read_counters(dir: &Path, meta: &Metadata, trace: &mut Trace) -> Result<()> {
@@ -244,7 +453,14 @@ fn read_counters(dir: &Path, meta: &Metadata, trace: &mut Trace) -> Result<()> {
     })
 }
 
-fn read_flows(dir: &Path, meta: &Metadata, trace: &mut Trace) -> Result<()> {
+/// Reads the flows; `span_ids` (when spans were left out) maps each stored span id to its new
+/// one (`u32::MAX`: left out, the end keeps no span).
+fn read_flows(
+    dir: &Path,
+    meta: &Metadata,
+    span_ids: Option<&[u32]>,
+    trace: &mut Trace,
+) -> Result<()> {
     let mut categories = IdColumn::new("category");
     trace.flows.reserve(table_rows(meta, &schema::FLOWS));
     Table::open(dir, meta, &schema::FLOWS)?.for_each(|rows| {
@@ -256,8 +472,8 @@ fn read_flows(dir: &Path, meta: &Metadata, trace: &mut Trace) -> Result<()> {
             trace.flows.push(Flow {
                 id: id.req(i)?,
                 category,
-                from: from.get(rows, i)?,
-                to: to.get(rows, i)?,
+                from: from.get(rows, i, span_ids)?,
+                to: to.get(rows, i, span_ids)?,
             });
         }
         Ok(())
@@ -325,13 +541,20 @@ impl<'a> FlowEndColumns<'a> {
         })
     }
 
-    fn get(&self, rows: &Rows<'_>, i: usize) -> Result<Option<FlowEnd>> {
+    /// The end of row `i`; `span_ids` as for [`read_flows`] (a stored id beyond it is kept,
+    /// for the trace's check to report).
+    fn get(&self, rows: &Rows<'_>, i: usize, span_ids: Option<&[u32]>) -> Result<Option<FlowEnd>> {
+        let renumber = |span: u32| match span_ids.map(|ids| ids.get(span as usize)) {
+            None | Some(None) => Some(span),
+            Some(Some(&u32::MAX)) => None,
+            Some(Some(&new)) => Some(new),
+        };
         match (self.track.opt(i), self.ts.opt(i), self.span.opt(i)) {
             (None, None, None) => Ok(None),
             (Some(track), Some(ts), span) => Ok(Some(FlowEnd {
                 track: TrackId(track),
                 ts,
-                span: span.map(SpanId),
+                span: span.and_then(renumber).map(SpanId),
             })),
             _ => Err(rows.bad(
                 self.track.name,
@@ -353,7 +576,29 @@ struct Table {
 }
 
 impl Table {
+    /// Every row, every column of `def` (those the file has).
     fn open(dir: &Path, meta: &Metadata, def: &TableDef) -> Result<Table> {
+        Table::open_projected(dir, meta, def, &[], None)
+    }
+
+    /// Every row, the columns of `def` but `skip` (not decoded; still checked to be there).
+    fn open_columns(dir: &Path, meta: &Metadata, def: &TableDef, skip: &[&str]) -> Result<Table> {
+        Table::open_projected(dir, meta, def, skip, None)
+    }
+
+    /// Only the rows numbered `rows` (sorted, distinct), every column: only the row groups
+    /// holding one are read, and only those rows decoded. A row beyond the table is an error.
+    fn open_rows(dir: &Path, meta: &Metadata, def: &TableDef, rows: &[u32]) -> Result<Table> {
+        Table::open_projected(dir, meta, def, &[], Some(rows))
+    }
+
+    fn open_projected(
+        dir: &Path,
+        meta: &Metadata,
+        def: &TableDef,
+        skip: &[&str],
+        only_rows: Option<&[u32]>,
+    ) -> Result<Table> {
         let path = dir.join(def.file());
         let listed = meta.tables.get(def.name).ok_or_else(|| {
             StoreError::new(
@@ -365,7 +610,7 @@ impl Table {
         let parquet_err = |e: parquet::errors::ParquetError| {
             StoreError::new(&path, StoreErrorKind::Parquet(e.to_string()))
         };
-        let builder = guard(&path, || ParquetRecordBatchReaderBuilder::try_new(file))?
+        let mut builder = guard(&path, || ParquetRecordBatchReaderBuilder::try_new(file))?
             .map_err(parquet_err)?;
         let found_rows = builder.metadata().file_metadata().num_rows();
         if u64::try_from(found_rows).ok() != Some(listed.rows) {
@@ -399,7 +644,32 @@ impl Table {
                     },
                 ));
             }
-            roots.push(index);
+            if !skip.contains(&col.name) {
+                roots.push(index);
+            }
+        }
+        let mut expected_rows = listed.rows;
+        if let Some(only_rows) = only_rows {
+            if let Some(&beyond) = only_rows.iter().find(|&&r| u64::from(r) >= listed.rows) {
+                return Err(StoreError::new(
+                    &path,
+                    StoreErrorKind::InvalidTrace(format!(
+                        "row {beyond} is referenced but the table has {} rows",
+                        listed.rows
+                    )),
+                ));
+            }
+            let group_rows: Vec<u64> = builder
+                .metadata()
+                .row_groups()
+                .iter()
+                .map(|g| u64::try_from(g.num_rows()).unwrap_or(0))
+                .collect();
+            let (groups, selection) = select_rows(&group_rows, only_rows);
+            builder = builder
+                .with_row_groups(groups)
+                .with_row_selection(selection);
+            expected_rows = only_rows.len() as u64;
         }
         let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
         let batches = guard(&path, || {
@@ -412,7 +682,7 @@ impl Table {
         Ok(Table {
             path,
             batches,
-            expected_rows: listed.rows,
+            expected_rows,
         })
     }
 
@@ -441,6 +711,46 @@ impl Table {
             ));
         }
         Ok(())
+    }
+}
+
+/// The row groups (of `group_rows` rows each) that hold one of `rows` (sorted row numbers of
+/// the whole file), and the selection of exactly those rows within them.
+fn select_rows(group_rows: &[u64], rows: &[u32]) -> (Vec<usize>, RowSelection) {
+    let (mut groups, mut selectors) = (Vec::new(), Vec::new());
+    let (mut next, mut group_start) = (0usize, 0u64);
+    for (g, &n) in group_rows.iter().enumerate() {
+        let group_end = group_start + n;
+        let mut at = group_start;
+        let first = next;
+        while let Some(&r) = rows.get(next).filter(|&&r| u64::from(r) < group_end) {
+            let r = u64::from(r);
+            if r > at {
+                push_selector(&mut selectors, (r - at) as usize, true);
+            }
+            push_selector(&mut selectors, 1, false);
+            at = r + 1;
+            next += 1;
+        }
+        if next > first {
+            groups.push(g);
+            if group_end > at {
+                push_selector(&mut selectors, (group_end - at) as usize, true);
+            }
+        }
+        group_start = group_end;
+    }
+    (groups, RowSelection::from(selectors))
+}
+
+/// Appends `rows` skipped or selected rows, merged with the last selector when alike.
+fn push_selector(selectors: &mut Vec<RowSelector>, rows: usize, skip: bool) {
+    match selectors.last_mut() {
+        Some(last) if last.skip == skip => last.row_count += rows,
+        _ => selectors.push(match skip {
+            true => RowSelector::skip(rows),
+            false => RowSelector::select(rows),
+        }),
     }
 }
 
@@ -697,5 +1007,65 @@ impl IdColumn {
             }
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The rows a selection selects, as row numbers of the whole file.
+    fn selected(group_rows: &[u64], rows: &[u32]) -> Vec<u64> {
+        let (groups, selection) = select_rows(group_rows, rows);
+        let starts: Vec<u64> = group_rows
+            .iter()
+            .scan(0, |at, &n| {
+                let start = *at;
+                *at += n;
+                Some(start)
+            })
+            .collect();
+        // The selected groups' rows, concatenated, as the reader sees them.
+        let mut file_rows = groups
+            .iter()
+            .flat_map(|&g| starts[g]..starts[g] + group_rows[g]);
+        let mut out = Vec::new();
+        for selector in selection.iter() {
+            for _ in 0..selector.row_count {
+                let row = file_rows.next().expect("selection longer than its groups");
+                if !selector.skip {
+                    out.push(row);
+                }
+            }
+        }
+        assert!(
+            file_rows.next().is_none(),
+            "selection shorter than its groups"
+        );
+        out
+    }
+
+    #[test]
+    fn row_selection_selects_exactly_the_rows_and_skips_empty_groups() {
+        let groups = [4, 3, 5, 1, 2];
+        for rows in [
+            vec![],
+            vec![0],
+            vec![3, 4],
+            vec![0, 1, 2, 3],
+            vec![11, 12, 14],
+            vec![5, 6, 13],
+            (0..15).collect(),
+        ] {
+            let want: Vec<u64> = rows.iter().map(|&r| u64::from(r)).collect();
+            assert_eq!(selected(&groups, &rows), want, "{rows:?}");
+            let (chosen, _) = select_rows(&groups, &rows);
+            let mut start = 0;
+            for (g, &n) in groups.iter().enumerate() {
+                let holds = want.iter().any(|&r| r >= start && r < start + n);
+                assert_eq!(chosen.contains(&g), holds, "group {g} of {rows:?}");
+                start += n;
+            }
+        }
     }
 }

@@ -46,7 +46,10 @@ fn reading_without_args_drops_only_the_args() {
     strato_store::write(&trace, &dir).unwrap();
     // A damaged args table is not even opened when args are not asked for.
     std::fs::write(dir.join("args.parquet"), b"not parquet").unwrap();
-    let options = strato_store::ReadOptions { args: false };
+    let options = strato_store::ReadOptions {
+        args: false,
+        ..Default::default()
+    };
     let back = strato_store::read_with(&dir, &options).unwrap();
     let mut expected = trace.clone();
     expected.args = strato_trace::ArgsTable::default();
