@@ -1205,6 +1205,34 @@ pub fn critical_path_steps(
     Ok(out)
 }
 
+/// Per step when the trace has `ProfilerStep#N` annotations ([`critical_path_steps`]), else
+/// the whole trace as one window per rank (the path's own extent, so nothing is before or
+/// after it), named `whole trace` with number 0: what the report shows.
+pub fn critical_path_by_step_or_whole(
+    trace: &Trace,
+    options: &CriticalPathOptions,
+) -> Result<Vec<StepCriticalPath>, CriticalPathError> {
+    if !step_numbers(trace).is_empty() {
+        return critical_path_steps(trace, options, None);
+    }
+    let report = critical_path(trace, options)?;
+    let ranks = report
+        .ranks
+        .into_iter()
+        .map(|path| {
+            let (start, end) = (path.start_ns.unwrap_or(0), path.end_ns.unwrap_or(0));
+            let window = compose(trace, &path, start, end, TOP_PATH_OPS);
+            RankStepPath { path, window }
+        })
+        .collect();
+    Ok(vec![StepCriticalPath {
+        step: "whole trace".into(),
+        number: 0,
+        ranks,
+        graph: report.graph,
+    }])
+}
+
 /// The cross-rank instances of [`crate::collectives::match_collectives`] as critical-path
 /// input: each matched collective's member kernels (incomplete instances keep the members the
 /// input has; fewer than two add no edge).
