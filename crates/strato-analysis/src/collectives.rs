@@ -40,6 +40,9 @@ use strato_trace::{Level, Ns, RankId, SpanId, Trace, TrackKind};
 
 use crate::clock_align::{self, ClockAlignment, EndSample};
 
+mod per_device;
+pub use per_device::split_multi_device_ranks;
+
 /// What a collective does, from its name (`Collective name` arg, CPU op or kernel name).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub enum CollectiveKind {

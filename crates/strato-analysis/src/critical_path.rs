@@ -36,7 +36,10 @@
 //! to [`RankCriticalPath::length_ns`] exactly (edges that go back in time, from clock jitter
 //! between nested spans, cover nothing and are counted in `backward_edges`).
 //!
-//! Window: the whole trace (every included span of the rank).
+//! Windows: [`critical_path`] takes the whole trace (every included span of the rank);
+//! [`critical_path_steps`] one `ProfilerStep#N` at a time (the step's CPU spans and the device
+//! ops they launched, on every rank with that step), and [`compose`] splits a path inside a
+//! window so that its kinds plus the time before and after the path add up to the window.
 
 use std::collections::BTreeMap;
 
@@ -156,6 +159,10 @@ pub struct PathSegment {
     /// True for edges between events (launch, sync, stream order, collective), false for the
     /// time inside one event or call stack.
     pub dependency: bool,
+    /// The event whose time this is (an op's inside, a kernel running or waiting for its
+    /// peers); `None` for launch delays, synchronisation waits, stream gaps and idle time.
+    #[serde(skip)]
+    pub span: Option<SpanId>,
 }
 
 /// The critical path ending on one rank.
@@ -222,6 +229,9 @@ struct Edge {
     weight: Ns,
     kind: PathKind,
     dependency: bool,
+    /// The event whose time the edge is (an op's inside, a kernel's transfer or wait); `None`
+    /// for the dependencies between events (launch delay, sync, stream gap, idle).
+    owner: Option<SpanId>,
 }
 
 /// The graph under construction: nodes in creation order, renumbered by time before the
@@ -253,6 +263,19 @@ impl Graph {
 
     /// Adds an edge; `weighted` edges weigh the time between their nodes (never below 0).
     fn edge(&mut self, from: u32, to: u32, kind: PathKind, weighted: bool, dependency: bool) {
+        self.owned_edge(from, to, kind, weighted, dependency, None);
+    }
+
+    /// [`Graph::edge`] whose time belongs to the event `owner`.
+    fn owned_edge(
+        &mut self,
+        from: u32,
+        to: u32,
+        kind: PathKind,
+        weighted: bool,
+        dependency: bool,
+        owner: Option<SpanId>,
+    ) {
         if from == to {
             return;
         }
@@ -266,6 +289,7 @@ impl Graph {
             weight: if weighted { dt.max(0) } else { 0 },
             kind,
             dependency,
+            owner,
         });
     }
 }
@@ -312,7 +336,7 @@ pub fn critical_path(
 ) -> Result<CriticalPathReport, CriticalPathError> {
     let mut graph = Graph::default();
     for r in 0..trace.ranks.len() {
-        build_rank(trace, RankId(r as u32), &mut graph);
+        build_rank(trace, RankId(r as u32), &|_| true, &mut graph);
     }
     let collectives = add_collectives(options, &mut graph);
     let stats = GraphStats {
@@ -332,14 +356,15 @@ pub fn critical_path(
 }
 
 /// Adds the nodes and edges of one rank.
-fn build_rank(trace: &Trace, rank: RankId, graph: &mut Graph) {
+/// Only the spans `keep` accepts take part (a step window; everything for the whole trace).
+fn build_rank(trace: &Trace, rank: RankId, keep: &dyn Fn(SpanId) -> bool, graph: &mut Graph) {
     let mut threads: FxHashMap<TrackId, Vec<SpanId>> = FxHashMap::default();
     let mut device: Vec<SpanId> = Vec::new();
     let mut syncs: Vec<SpanId> = Vec::new();
     for (i, span) in trace.spans.iter().enumerate() {
         let id = SpanId(i as u32);
         let track = trace.track(span.track);
-        if track.rank != rank {
+        if track.rank != rank || !keep(id) {
             continue;
         }
         match track.kind {
@@ -408,12 +433,13 @@ fn cpu_chain(trace: &Trace, spans: &[SpanId], graph: &mut Graph) {
             let blocking = BLOCKING_CALLS.contains(&trace.str(trace.spans[id.0 as usize].name));
             // Start -> end of one event, or end of a child -> end of its parent: the event
             // the edge ends in.
-            graph.edge(
+            graph.owned_edge(
                 last,
                 end,
                 inside_kind(trace, id, blocking),
                 !blocking,
                 false,
+                Some(id),
             );
         }
         if walk.stack.is_empty() {
@@ -445,7 +471,14 @@ fn cpu_chain(trace: &Trace, spans: &[SpanId], graph: &mut Graph) {
                 .stack
                 .last()
                 .expect("a last node implies an open parent");
-            graph.edge(last, start, inside_kind(trace, parent, false), true, false);
+            graph.owned_edge(
+                last,
+                start,
+                inside_kind(trace, parent, false),
+                true,
+                false,
+                Some(parent),
+            );
         }
         walk.last = Some(start);
         walk.stack.push(id);
@@ -544,7 +577,7 @@ fn device_edges(
         let kind = event_kind(trace, id);
         // The op's own edge is added by `add_collectives` for collective members; here for all
         // (collectives replace it later).
-        graph.edge(start, end, kind, true, false);
+        graph.owned_edge(start, end, kind, true, false, Some(id));
         let mut waits_on: Option<u32> = None;
         if let Some(source) = kernel_wait.get(&id) {
             if let Some(&(_, source_end)) = graph.span_nodes.get(source) {
@@ -705,8 +738,9 @@ fn add_collectives(options: &CriticalPathOptions, graph: &mut Graph) -> usize {
         });
         for &(_, s, e) in &members {
             replaced.insert(s);
-            graph.edge(s, arrived, PathKind::CollectiveWait, false, true);
-            graph.edge(arrived, e, PathKind::Kernel, true, false);
+            let member = graph.nodes[s as usize].span;
+            graph.owned_edge(s, arrived, PathKind::CollectiveWait, false, true, member);
+            graph.owned_edge(arrived, e, PathKind::Kernel, true, false, member);
         }
         used += 1;
     }
@@ -840,6 +874,7 @@ fn rank_path(trace: &Trace, rank: RankId, graph: &Graph, search: &Search) -> Ran
             from_track: from.track,
             to_track: to.track,
             dependency: edge.dependency,
+            span: edge.owner,
         });
     }
     let mut seen: FxHashSet<SpanId> = FxHashSet::default();
@@ -864,6 +899,338 @@ fn rank_path(trace: &Trace, rank: RankId, graph: &Graph, search: &Search) -> Ran
         .events
         .sort_by_key(|e| (e.start_ns, std::cmp::Reverse(e.end_ns), e.span.0));
     result
+}
+
+// ---------------------------------------------------------------------------------------------
+// Step windows.
+
+/// One operation's time on the critical path inside a window.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PathOp {
+    /// The event's name, or for time between events a description in parentheses
+    /// (`(launch delay)`, `(waiting for the device)`, `(untraced gap)`).
+    pub name: String,
+    pub kind: PathKind,
+    /// The rank the time was spent on (another rank's, through a collective).
+    pub rank: i64,
+    /// Path time inside the window.
+    pub ns: Ns,
+}
+
+/// What the critical path is made of inside one window `[start_ns, end_ns]`.
+///
+/// Identity (tested): `sum(by_kind) + before_path_ns + after_path_ns = window_ns`. Each
+/// instant of the window is counted once: by the kind of the path edge covering it, or as
+/// before/after the path when the path does not reach it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WindowComposition {
+    pub start_ns: Ns,
+    pub end_ns: Ns,
+    pub window_ns: Ns,
+    /// Time of the window before the path's first node (the path starts later).
+    pub before_path_ns: Ns,
+    /// Time of the window after the path's last node.
+    pub after_path_ns: Ns,
+    /// Path time inside the window per kind (every kind present).
+    pub by_kind: BTreeMap<PathKind, Ns>,
+    /// The part of `by_kind[kernel]` spent in communication (NCCL/RCCL) kernels; the rest is
+    /// compute.
+    pub communication_ns: Ns,
+    /// The operations with the most path time inside the window, longest first.
+    pub top_ops: Vec<PathOp>,
+}
+
+/// How many [`PathOp`]s [`compose`] keeps.
+pub const TOP_PATH_OPS: usize = 10;
+
+/// Splits `path` inside `[start, end]` (see [`WindowComposition`]); keeps the `top` operations
+/// with the most path time.
+pub fn compose(
+    trace: &Trace,
+    path: &RankCriticalPath,
+    start: Ns,
+    end: Ns,
+    top: usize,
+) -> WindowComposition {
+    let end = end.max(start);
+    let mut by_kind: BTreeMap<PathKind, Ns> = PathKind::ALL.iter().map(|&k| (k, 0)).collect();
+    let mut communication_ns = 0;
+    let mut ops: FxHashMap<(Option<SpanId>, PathKind, i64), Ns> = FxHashMap::default();
+    let mut cursor = start;
+    let mut first_covered: Option<Ns> = None;
+    for seg in &path.segments {
+        let lo = seg.from_ns.max(cursor);
+        let hi = seg.to_ns.min(end);
+        if hi <= lo {
+            continue;
+        }
+        first_covered.get_or_insert(lo);
+        cursor = hi;
+        let ns = hi - lo;
+        *by_kind.entry(seg.kind).or_insert(0) += ns;
+        let rank = seg.span.map_or(path.rank, |id| {
+            let r = trace.track(trace.spans[id.0 as usize].track).rank;
+            trace.ranks[r.0 as usize].rank.unwrap_or(i64::from(r.0))
+        });
+        if seg.kind == PathKind::Kernel {
+            if let Some(id) = seg.span {
+                if crate::collectives::is_collective_kernel(
+                    trace.str(trace.spans[id.0 as usize].name),
+                ) {
+                    communication_ns += ns;
+                }
+            }
+        }
+        *ops.entry((seg.span, seg.kind, rank)).or_insert(0) += ns;
+    }
+    // Ops by name (one op can own several edges: a call's inside around its children).
+    let mut by_name: FxHashMap<(String, PathKind, i64), Ns> = FxHashMap::default();
+    for ((span, kind, rank), ns) in ops {
+        let name = match span {
+            Some(id) => trace.str(trace.spans[id.0 as usize].name).to_owned(),
+            None => match kind {
+                PathKind::Launch => "(launch delay)".to_owned(),
+                PathKind::SyncWait => "(waiting for the device)".to_owned(),
+                PathKind::CollectiveWait => "(waiting for peers)".to_owned(),
+                _ => "(untraced gap)".to_owned(),
+            },
+        };
+        *by_name.entry((name, kind, rank)).or_insert(0) += ns;
+    }
+    let mut top_ops: Vec<PathOp> = by_name
+        .into_iter()
+        .map(|((name, kind, rank), ns)| PathOp {
+            name,
+            kind,
+            rank,
+            ns,
+        })
+        .collect();
+    top_ops.sort_by(|a, b| {
+        b.ns.cmp(&a.ns)
+            .then_with(|| a.name.cmp(&b.name))
+            .then_with(|| a.kind.cmp(&b.kind))
+            .then_with(|| a.rank.cmp(&b.rank))
+    });
+    top_ops.truncate(top);
+    let (before_path_ns, after_path_ns) = match first_covered {
+        Some(first) => (first - start, end - cursor),
+        None => (end - start, 0),
+    };
+    WindowComposition {
+        start_ns: start,
+        end_ns: end,
+        window_ns: end - start,
+        before_path_ns,
+        after_path_ns,
+        by_kind,
+        communication_ns,
+        top_ops,
+    }
+}
+
+/// One rank's critical path in one step.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RankStepPath {
+    /// The path searched in the step's graph (its `start_ns`/`end_ns` can leave the window
+    /// only through another rank's collective).
+    pub path: RankCriticalPath,
+    /// The path inside the rank's step window.
+    pub window: WindowComposition,
+}
+
+/// The critical paths of one `ProfilerStep#N`, on every rank that has it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepCriticalPath {
+    /// The annotation (`ProfilerStep#12`).
+    pub step: String,
+    pub number: u64,
+    pub ranks: Vec<RankStepPath>,
+    pub graph: GraphStats,
+}
+
+/// The `ProfilerStep#N` annotations of each rank: number -> (start, end); for a number
+/// annotated twice on a rank (several threads), the earliest.
+fn rank_steps(trace: &Trace) -> Vec<BTreeMap<u64, (Ns, Ns)>> {
+    let mut steps = vec![BTreeMap::new(); trace.ranks.len()];
+    for span in &trace.spans {
+        let track = trace.track(span.track);
+        if track.is_device() {
+            continue;
+        }
+        let name = trace.str(span.name);
+        if !crate::scope::is_step_name(name) {
+            continue;
+        }
+        let Ok(number) = name["ProfilerStep#".len()..].parse::<u64>() else {
+            continue;
+        };
+        let slot = steps[track.rank.0 as usize]
+            .entry(number)
+            .or_insert((span.start, span.end));
+        if span.start < slot.0 {
+            *slot = (span.start, span.end);
+        }
+    }
+    steps
+}
+
+/// The step numbers of `trace` (any rank), in order.
+pub fn step_numbers(trace: &Trace) -> Vec<u64> {
+    let mut all: Vec<u64> = rank_steps(trace)
+        .into_iter()
+        .flat_map(|m| m.into_keys())
+        .collect();
+    all.sort_unstable();
+    all.dedup();
+    all
+}
+
+/// The critical path of every rank in each `ProfilerStep#N` (only step `only` when given).
+///
+/// **Window** of a step on a rank: from the step annotation's start to the latest end of what
+/// the step includes: the CPU spans of the rank that start inside the annotation, and the
+/// device ops (kernels, copies, memsets, syncs) launched by a runtime call among them (device
+/// ops whose launch is not in the trace: those starting inside the annotation). The device
+/// work of a step can thus run past the next step's start: step windows of one rank may
+/// overlap, each holds its own work. The graph of step N holds the step-N spans of every rank
+/// with a step N, and the collectives whose members are among them, so a path can cross
+/// ranks within the step. Each rank's path is composed inside its window ([`compose`]).
+pub fn critical_path_steps(
+    trace: &Trace,
+    options: &CriticalPathOptions,
+    only: Option<u64>,
+) -> Result<Vec<StepCriticalPath>, CriticalPathError> {
+    let steps = rank_steps(trace);
+    // Correlations of each rank's runtime calls: device ops with one of them are attributed
+    // to their launch's step.
+    let mut calls: Vec<FxHashSet<u64>> = vec![FxHashSet::default(); trace.ranks.len()];
+    for span in &trace.spans {
+        let track = trace.track(span.track);
+        if span.level == Level::AcceleratorApi && !track.is_device() {
+            if let Some(c) = span.correlation {
+                calls[track.rank.0 as usize].insert(c);
+            }
+        }
+    }
+    let numbers: Vec<u64> = step_numbers(trace)
+        .into_iter()
+        .filter(|n| only.is_none_or(|o| o == *n))
+        .collect();
+    let mut out = Vec::with_capacity(numbers.len());
+    for number in numbers {
+        let window_of = |rank: RankId| steps[rank.0 as usize].get(&number).copied();
+        let mut kept: FxHashSet<SpanId> = FxHashSet::default();
+        let mut step_calls: FxHashSet<(RankId, u64)> = FxHashSet::default();
+        let mut window_end: Vec<Ns> = steps
+            .iter()
+            .map(|m| m.get(&number).map_or(0, |w| w.1))
+            .collect();
+        // CPU spans first (their calls decide the device ops).
+        for (i, span) in trace.spans.iter().enumerate() {
+            let track = trace.track(span.track);
+            if track.is_device() {
+                continue;
+            }
+            let Some((s, e)) = window_of(track.rank) else {
+                continue;
+            };
+            if span.start >= s && span.start < e {
+                kept.insert(SpanId(i as u32));
+                if span.level == Level::AcceleratorApi {
+                    if let Some(c) = span.correlation {
+                        step_calls.insert((track.rank, c));
+                    }
+                }
+            }
+        }
+        for (i, span) in trace.spans.iter().enumerate() {
+            let track = trace.track(span.track);
+            if !track.is_device() {
+                continue;
+            }
+            let Some((s, e)) = window_of(track.rank) else {
+                continue;
+            };
+            let launched_here = match span.correlation {
+                Some(c) if calls[track.rank.0 as usize].contains(&c) => {
+                    step_calls.contains(&(track.rank, c))
+                }
+                _ => span.start >= s && span.start < e,
+            };
+            if launched_here {
+                kept.insert(SpanId(i as u32));
+            }
+        }
+        let mut graph = Graph::default();
+        let ranks: Vec<RankId> = (0..trace.ranks.len() as u32)
+            .map(RankId)
+            .filter(|&r| window_of(r).is_some())
+            .collect();
+        for &r in &ranks {
+            build_rank(trace, r, &|id| kept.contains(&id), &mut graph);
+        }
+        // The window ends at the latest end of the rank's nodes.
+        for node in &graph.nodes {
+            if let Some(id) = node.span {
+                let end = trace.spans[id.0 as usize].end;
+                let slot = &mut window_end[node.rank.0 as usize];
+                *slot = (*slot).max(end);
+            }
+        }
+        let collectives = add_collectives(options, &mut graph);
+        let stats = GraphStats {
+            nodes: graph.nodes.len(),
+            edges: graph.edges.len(),
+            negative_edges: graph.negative,
+            collectives,
+        };
+        let search = longest_paths(&graph)?;
+        let rank_paths = ranks
+            .iter()
+            .map(|&r| {
+                let path = rank_path(trace, r, &graph, &search);
+                let (start, _) = window_of(r).expect("ranks with the step");
+                let window = compose(trace, &path, start, window_end[r.0 as usize], TOP_PATH_OPS);
+                RankStepPath { path, window }
+            })
+            .collect();
+        out.push(StepCriticalPath {
+            step: format!("ProfilerStep#{number}"),
+            number,
+            ranks: rank_paths,
+            graph: stats,
+        });
+    }
+    Ok(out)
+}
+
+/// Per step when the trace has `ProfilerStep#N` annotations ([`critical_path_steps`]), else
+/// the whole trace as one window per rank (the path's own extent, so nothing is before or
+/// after it), named `whole trace` with number 0: what the report shows.
+pub fn critical_path_by_step_or_whole(
+    trace: &Trace,
+    options: &CriticalPathOptions,
+) -> Result<Vec<StepCriticalPath>, CriticalPathError> {
+    if !step_numbers(trace).is_empty() {
+        return critical_path_steps(trace, options, None);
+    }
+    let report = critical_path(trace, options)?;
+    let ranks = report
+        .ranks
+        .into_iter()
+        .map(|path| {
+            let (start, end) = (path.start_ns.unwrap_or(0), path.end_ns.unwrap_or(0));
+            let window = compose(trace, &path, start, end, TOP_PATH_OPS);
+            RankStepPath { path, window }
+        })
+        .collect();
+    Ok(vec![StepCriticalPath {
+        step: "whole trace".into(),
+        number: 0,
+        ranks,
+        graph: report.graph,
+    }])
 }
 
 /// The cross-rank instances of [`crate::collectives::match_collectives`] as critical-path
@@ -1270,6 +1637,221 @@ mod tests {
         let report = critical_path(&b.build(), &CriticalPathOptions::default()).unwrap();
         assert!(report.ranks[0].note.is_some());
         assert_eq!(report.ranks[0].length_ns, 0);
+    }
+
+    fn window_conserves(w: &WindowComposition) {
+        assert_eq!(
+            w.by_kind.values().sum::<Ns>() + w.before_path_ns + w.after_path_ns,
+            w.window_ns,
+            "{w:?}"
+        );
+        assert_eq!(w.end_ns - w.start_ns, w.window_ns);
+        assert!(w.communication_ns <= w.by_kind[&PathKind::Kernel]);
+    }
+
+    /// Two steps: the first launches a collective kernel that runs past the step's end (its
+    /// window stretches to the kernel's end), the second only works on the CPU. Each step's
+    /// path holds its own work only, and the parts add up to its window.
+    #[test]
+    fn step_windows_hold_their_own_work() {
+        let mut b = TraceBuilder::new();
+        let cpu = b.thread(1, 1);
+        let gpu = b.queue(0, 7);
+        b.span(cpu, Level::Operation, "ProfilerStep#1", 0, 1000);
+        b.span(cpu, Level::Operation, "ProfilerStep#2", 1000, 2000);
+        b.span(cpu, Level::Backend, "op1", 5, 25);
+        b.span(cpu, Level::AcceleratorApi, "cudaLaunchKernel", 10, 20)
+            .correlation(1);
+        b.span(
+            gpu,
+            Level::DeviceKernel,
+            "ncclKernel_AllReduce_RING_LL_Sum_float",
+            50,
+            1200,
+        )
+        .correlation(1);
+        b.span(cpu, Level::Backend, "op2", 1010, 1900);
+        let trace = b.build();
+        assert_eq!(step_numbers(&trace), vec![1, 2]);
+        let steps = critical_path_steps(&trace, &CriticalPathOptions::default(), None).unwrap();
+        assert_eq!(steps.len(), 2);
+        let one = &steps[0].ranks[0].window;
+        window_conserves(one);
+        assert_eq!((one.start_ns, one.end_ns), (0, 1200));
+        assert_eq!((one.before_path_ns, one.after_path_ns), (5, 0));
+        assert_eq!(one.by_kind[&PathKind::CpuOp], 5);
+        assert_eq!(one.by_kind[&PathKind::Launch], 40);
+        assert_eq!(one.by_kind[&PathKind::Kernel], 1150);
+        assert_eq!(one.communication_ns, 1150);
+        assert_eq!(
+            one.top_ops[0],
+            PathOp {
+                name: "ncclKernel_AllReduce_RING_LL_Sum_float".into(),
+                kind: PathKind::Kernel,
+                rank: 0,
+                ns: 1150
+            }
+        );
+        assert_eq!(one.top_ops[1].name, "(launch delay)");
+        let two = &steps[1].ranks[0].window;
+        window_conserves(two);
+        // The annotation ends at 2000; the path's last node is op2's end.
+        assert_eq!((two.start_ns, two.end_ns), (1000, 2000));
+        assert_eq!((two.before_path_ns, two.after_path_ns), (10, 100));
+        assert_eq!(two.by_kind[&PathKind::CpuOp], 890);
+        assert_eq!(names(&steps[1].ranks[0].path), vec!["op2"]);
+        // Only step 2 asked for.
+        let only = critical_path_steps(&trace, &CriticalPathOptions::default(), Some(2)).unwrap();
+        assert_eq!(only.len(), 1);
+        assert_eq!(only[0].ranks[0].window, *two);
+        assert!(
+            critical_path_steps(&trace, &CriticalPathOptions::default(), Some(3))
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    /// A window the path leaves early: the time after the path's end is counted apart, and a
+    /// path through another rank is clipped to this rank's window.
+    #[test]
+    fn step_path_crosses_ranks_through_a_collective_and_is_clipped() {
+        let mut b = TraceBuilder::new();
+        for (r, step_start, slow_end, launch, kernel, sync) in [
+            (0, 100, None, (110, 120), (130, 900), (125, 950)),
+            (1, 0, Some(600), (600, 610), (620, 905), (615, 960)),
+        ] {
+            b.rank(rank(Some(r), &format!("rank{r}")));
+            let cpu = b.thread(1, 1);
+            let gpu = b.queue(0, 7);
+            b.span(cpu, Level::Operation, "ProfilerStep#4", step_start, 1000);
+            b.span(cpu, Level::Backend, "step", step_start, 990);
+            if let Some(end) = slow_end {
+                b.span(cpu, Level::Backend, "slow", 5, end);
+            }
+            b.span(
+                cpu,
+                Level::AcceleratorApi,
+                "cudaLaunchKernel",
+                launch.0,
+                launch.1,
+            )
+            .correlation(1);
+            b.span(
+                cpu,
+                Level::AcceleratorApi,
+                "cudaStreamSynchronize",
+                sync.0,
+                sync.1,
+            )
+            .correlation(2);
+            b.span(
+                gpu,
+                Level::DeviceKernel,
+                "ncclKernel_AllReduce_RING_LL_Sum_float",
+                kernel.0,
+                kernel.1,
+            )
+            .correlation(1);
+            b.span(
+                gpu,
+                Level::DeviceSync,
+                "Stream Sync",
+                kernel.1 - 5,
+                kernel.1,
+            )
+            .correlation(2);
+        }
+        let trace = b.build();
+        let options = CriticalPathOptions {
+            collectives: Some(match_collectives_by_name_order(&trace)),
+        };
+        let steps = critical_path_steps(&trace, &options, None).unwrap();
+        assert_eq!(steps.len(), 1);
+        assert_eq!(steps[0].graph.collectives, 1);
+        let r0 = &steps[0].ranks[0];
+        window_conserves(&r0.window);
+        assert!(r0
+            .path
+            .events
+            .iter()
+            .any(|e| e.rank == 1 && e.name == "slow"));
+        // Rank 0's window starts at 100; the path starts on rank 1 at 0 and is clipped.
+        assert_eq!((r0.window.start_ns, r0.window.end_ns), (100, 1000));
+        assert_eq!(r0.path.start_ns, Some(0));
+        assert_eq!(r0.window.before_path_ns, 0);
+        // 100..600 rank 1's slow op, 600..620 launch, 620..900 transfer, 900..950 sync
+        // wait, 950..990 rank 0's step op, then 10 after the path (the step op ended at 990).
+        assert_eq!(r0.window.by_kind[&PathKind::CpuOp], 500 + 40);
+        assert_eq!(r0.window.by_kind[&PathKind::Launch], 20);
+        assert_eq!(r0.window.by_kind[&PathKind::Kernel], 280);
+        assert_eq!(r0.window.communication_ns, 280);
+        assert_eq!(r0.window.by_kind[&PathKind::SyncWait], 50);
+        assert_eq!(r0.window.after_path_ns, 10);
+        assert_eq!(
+            (
+                r0.window.top_ops[0].name.as_str(),
+                r0.window.top_ops[0].rank
+            ),
+            ("slow", 1)
+        );
+        for r in &steps[0].ranks {
+            window_conserves(&r.window);
+        }
+    }
+
+    /// Every step of every rank of the real multi-rank files: the parts add up to the window,
+    /// the window starts at the step annotation, and every CPU event of the rank's own on the
+    /// path started inside the annotation.
+    #[test]
+    fn step_paths_conserve_on_real_multi_rank_files() {
+        for (input, steps_expected) in [
+            ("kineto/param_dlrm8", vec![10]),
+            ("kineto/hta_trace_filter", vec![551, 552]),
+        ] {
+            let trace =
+                strato_io::import_paths(&[data(input)], &strato_io::ImportOptions::default())
+                    .unwrap();
+            let ranks = crate::collectives::rank_summaries(&trace);
+            let options = CriticalPathOptions {
+                collectives: Some(instances_from_matched(
+                    &crate::collectives::match_collectives(&ranks),
+                )),
+            };
+            let steps = critical_path_steps(&trace, &options, None).unwrap();
+            assert_eq!(
+                steps.iter().map(|s| s.number).collect::<Vec<_>>(),
+                steps_expected,
+                "{input}"
+            );
+            let annotations = rank_steps(&trace);
+            for step in &steps {
+                assert_eq!(step.ranks.len(), trace.ranks.len(), "{input}");
+                for (r, rs) in step.ranks.iter().enumerate() {
+                    window_conserves(&rs.window);
+                    let (s, e) = annotations[r][&step.number];
+                    assert_eq!(rs.window.start_ns, s, "{input} rank {r}");
+                    assert!(rs.window.end_ns >= e);
+                    assert!(rs.path.length_ns > 0, "{input} rank {r}");
+                    assert_eq!(rs.path.by_kind.values().sum::<Ns>(), rs.path.length_ns);
+                    for ev in &rs.path.events {
+                        if ev.rank == rs.path.rank && matches!(ev.kind, PathKind::CpuOp) {
+                            assert!(ev.start_ns >= s && ev.start_ns < e, "{input} {ev:?}");
+                        }
+                    }
+                    eprintln!(
+                        "{input} step {} rank {}: window {} path {} by_kind {:?} comm {} before {} after {}",
+                        step.number,
+                        rs.path.rank,
+                        rs.window.window_ns,
+                        rs.path.length_ns,
+                        rs.window.by_kind,
+                        rs.window.communication_ns,
+                        rs.window.before_path_ns,
+                        rs.window.after_path_ns
+                    );
+                }
+            }
+        }
     }
 
     #[test]

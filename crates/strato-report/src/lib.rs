@@ -99,6 +99,14 @@ pub struct ReportInput {
     pub memory: Part<MemoryReport>,
     /// Collectives matched across ranks, stragglers and their cause (the Distributed section).
     pub collectives: Part<CollectivesReport>,
+    /// The critical path per step window and rank (the whole trace without steps), with the
+    /// collectives above as cross-rank edges; the analysis's own error (a cycle) inside.
+    pub critical_path: Part<
+        Result<
+            Vec<strato_analysis::critical_path::StepCriticalPath>,
+            strato_analysis::critical_path::CriticalPathError,
+        >,
+    >,
     /// The advice rules' findings (`strato advise` with the default rules), shown first.
     pub advice: Part<strato_analysis::advise::AdviseReport>,
     /// CPU samples per operation (`strato_analysis::samples`), the flame graphs.
@@ -119,7 +127,7 @@ impl Progress for () {
 }
 
 /// Steps [`ReportInput::from_analyzed`] announces: one per analysis.
-pub const ANALYSIS_STEPS: usize = 11;
+pub const ANALYSIS_STEPS: usize = 12;
 /// Steps [`ReportInput::add_baseline`] announces.
 pub const BASELINE_STEPS: usize = 2;
 
@@ -136,7 +144,8 @@ impl ReportInput {
     /// Runs every analysis the report shows on one profile, in page order, each guarded (a
     /// panic becomes that section's [`PartError`]): overview, breakdown, utilization and busy
     /// series, kernel statistics folded after [`KERNEL_TOP`], layers and roofline, iterations,
-    /// memory downsampled to [`svg::line::MAX_POINTS`], collectives, the advice rules' findings.
+    /// memory downsampled to [`svg::line::MAX_POINTS`], collectives, the critical path per
+    /// step, the advice rules' findings.
     /// Announces [`ANALYSIS_STEPS`] steps.
     pub fn from_analyzed(
         analyzed: &Analyzed,
@@ -181,15 +190,39 @@ impl ReportInput {
             )
         });
         progress.step("collectives");
+        // A process driving several GPUs is seen as one rank per device by the cross-rank
+        // analyses (collectives, their advice, the critical path), as NCCL numbers them.
+        let split = guarded("collectives", || {
+            strato_analysis::collectives::split_multi_device_ranks(trace)
+        })
+        .ok()
+        .flatten();
+        let cross_rank_trace = split.as_ref().unwrap_or(trace);
         let collectives = guarded("collectives", || {
-            collectives(trace, &CollectivesOptions::default())
+            collectives(cross_rank_trace, &CollectivesOptions::default())
+        });
+        progress.step("critical path");
+        let critical_path = guarded("critical path", || {
+            use strato_analysis::critical_path::{
+                critical_path_by_step_or_whole, instances_from_matched, CriticalPathOptions,
+            };
+            let options = CriticalPathOptions {
+                collectives: match &collectives {
+                    Ok(report) if cross_rank_trace.ranks.len() > 1 => {
+                        Some(instances_from_matched(&report.instances))
+                    }
+                    _ => None,
+                },
+            };
+            critical_path_by_step_or_whole(cross_rank_trace, &options)
         });
         progress.step("advice");
         let advice = guarded("advice", || {
             let cross_rank = match &collectives {
-                Ok(report) => {
-                    strato_analysis::advise::CrossRankEvidence::from_collectives(trace, report)
-                }
+                Ok(report) => strato_analysis::advise::CrossRankEvidence::from_collectives(
+                    cross_rank_trace,
+                    report,
+                ),
                 Err(_) => strato_analysis::advise::CrossRankEvidence::from_trace(trace),
             };
             strato_analysis::advise::advise(
@@ -215,6 +248,7 @@ impl ReportInput {
             iterations,
             memory,
             collectives,
+            critical_path,
             advice,
             samples,
             diff: None,

@@ -440,7 +440,12 @@ pub fn run(args: CollectivesArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) ->
     };
     let report = match rank_by_rank(&args.inputs, &options, &analysis)? {
         Some(report) => report,
-        None => collectives(&crate::input::load(&args.inputs, &options)?, &analysis),
+        None => {
+            let trace = crate::input::load(&args.inputs, &options)?;
+            // A process driving several GPUs: one rank per device, as NCCL numbers them.
+            let split = strato_analysis::collectives::split_multi_device_ranks(&trace);
+            collectives(split.as_ref().unwrap_or(&trace), &analysis)
+        }
     };
     if args.json {
         serde_json::to_writer_pretty(&mut *out, &to_json(&report))?;

@@ -2,13 +2,17 @@
 //! kernels, stream order, synchronisations and, across ranks, collectives), its length and
 //! what it is made of; `--overlay` writes the trace as Chrome JSON with the path laid over it
 //! (critical events marked `args.critical = 1`, dependency arrows), as HTA's overlay does.
+//! `--step N|all` computes the path per `ProfilerStep#N` window instead of the whole trace,
+//! with each rank's path composed inside its step window (parts + time off the path = window).
 use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Result;
 use serde::Serialize;
 use strato_analysis::critical_path::{
-    critical_path, instances_from_matched, CriticalPathOptions, CriticalPathReport, PathKind,
+    critical_path, critical_path_steps, instances_from_matched, step_numbers, CriticalPathOptions,
+    CriticalPathReport, PathKind, RankCriticalPath, StepCriticalPath, WindowComposition,
+    TOP_PATH_OPS,
 };
 use strato_io::export::chrome::{Overlay, OverlayArrow};
 use strato_trace::Ns;
@@ -28,8 +32,73 @@ pub struct CriticalPathArgs {
     /// Text: how many of the path's longest events to list per rank.
     #[arg(long, default_value_t = 10)]
     top: usize,
+    /// One window per `ProfilerStep#N` instead of the whole trace: `N` for that step, `all`
+    /// for every step. Each rank's path is composed inside its step window.
+    #[arg(long, value_name = "N|all", value_parser = parse_step)]
+    step: Option<StepSelection>,
     #[arg(long)]
     json: bool,
+}
+
+/// Which steps `--step` asks for.
+#[derive(Debug, Clone, Copy)]
+enum StepSelection {
+    All,
+    One(u64),
+}
+
+fn parse_step(text: &str) -> Result<StepSelection, String> {
+    if text == "all" {
+        return Ok(StepSelection::All);
+    }
+    text.parse::<u64>()
+        .map(StepSelection::One)
+        .map_err(|_| format!("expected a step number (N of ProfilerStep#N) or `all`, got `{text}`"))
+}
+
+#[derive(Serialize)]
+struct StepsJson {
+    window: &'static str,
+    collectives: Option<CollectivesJson>,
+    steps: Vec<StepJson>,
+}
+
+#[derive(Serialize)]
+struct StepJson {
+    step: String,
+    number: u64,
+    ranks: Vec<StepRankJson>,
+    graph: strato_analysis::critical_path::GraphStats,
+}
+
+#[derive(Serialize)]
+struct StepRankJson {
+    #[serde(flatten)]
+    path: RankJson,
+    /// The path inside the rank's step window.
+    window: WindowJson,
+}
+
+#[derive(Serialize)]
+struct WindowJson {
+    start_ns: Ns,
+    end_ns: Ns,
+    window_ns: Ns,
+    before_path_ns: Ns,
+    after_path_ns: Ns,
+    by_kind: serde_json::Map<String, serde_json::Value>,
+    /// `by_kind.kernel` split: communication (NCCL/RCCL) kernels and the rest.
+    compute_ns: Ns,
+    communication_ns: Ns,
+    top_ops: Vec<TopOpJson>,
+}
+
+#[derive(Serialize)]
+struct TopOpJson {
+    name: String,
+    kind: &'static str,
+    rank: i64,
+    ns: Ns,
 }
 
 #[derive(Serialize)]
@@ -76,9 +145,14 @@ pub fn run(args: CriticalPathArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()
         inputs,
         overlay,
         top,
+        step,
         json,
     } = args;
-    let trace = load(&inputs, &ctx.import_options(true)?)?;
+    let loaded = load(&inputs, &ctx.import_options(true)?)?;
+    // A process driving several GPUs: one rank per device, as NCCL numbers them, so that its
+    // collectives link the devices (see docs/analyses/collectives.md).
+    let split = strato_analysis::collectives::split_multi_device_ranks(&loaded);
+    let trace = split.unwrap_or(loaded);
     // The same matching as `strato collectives` (group + sequence number, else group + kind +
     // order, else kind + order on each rank).
     let collectives = (trace.ranks.len() > 1).then(|| {
@@ -87,6 +161,48 @@ pub fn run(args: CriticalPathArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()
     });
     let instances = collectives.as_ref().map_or(0, Vec::len);
     let options = CriticalPathOptions { collectives };
+    let collectives_json = || {
+        (trace.ranks.len() > 1).then_some(CollectivesJson {
+            method: "collectives matcher (group and sequence number, else group, kind and order, else kind and order)",
+            instances,
+        })
+    };
+    if let Some(selection) = step {
+        if overlay.is_some() {
+            anyhow::bail!("--overlay draws the whole trace's path: use it without --step");
+        }
+        let numbers = step_numbers(&trace);
+        let only = match selection {
+            StepSelection::All => None,
+            StepSelection::One(n) => Some(n),
+        };
+        if numbers.is_empty() {
+            anyhow::bail!(
+                "{}: no ProfilerStep#N annotation in the trace: no step window (run without --step for the whole trace)",
+                inputs[0].display()
+            );
+        }
+        if let Some(n) = only.filter(|n| !numbers.contains(n)) {
+            anyhow::bail!(
+                "{}: no ProfilerStep#{n} in the trace (steps: {})",
+                inputs[0].display(),
+                numbers
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        let steps = critical_path_steps(&trace, &options, only)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", inputs[0].display()))?;
+        if json {
+            serde_json::to_writer_pretty(&mut *out, &steps_json(&steps, collectives_json()))?;
+            writeln!(out)?;
+        } else {
+            render_steps(out, &steps, collectives_json().as_ref(), top)?;
+        }
+        return Ok(());
+    }
     let report = critical_path(&trace, &options)
         .map_err(|e| anyhow::anyhow!("{}: {e}", inputs[0].display()))?;
     if let Some(path) = &overlay {
@@ -95,10 +211,7 @@ pub fn run(args: CriticalPathArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()
             strato_io::export::chrome::write_overlaid(&trace, &overlay, w)
         })?;
     }
-    let collectives = (trace.ranks.len() > 1).then_some(CollectivesJson {
-        method: "collectives matcher (group and sequence number, else group, kind and order, else kind and order)",
-        instances,
-    });
+    let collectives = collectives_json();
     if json {
         serde_json::to_writer_pretty(&mut *out, &report_json(&report, collectives))?;
         writeln!(out)?;
@@ -118,37 +231,170 @@ fn report_json(report: &CriticalPathReport, collectives: Option<CollectivesJson>
         window: "whole trace",
         collectives,
         graph: report.graph,
-        ranks: report
-            .ranks
+        ranks: report.ranks.iter().map(rank_json).collect(),
+    }
+}
+
+fn rank_json(r: &RankCriticalPath) -> RankJson {
+    RankJson {
+        rank: r.rank,
+        source: r.source.clone(),
+        length_ns: r.length_ns,
+        start_ns: r.start_ns,
+        end_ns: r.end_ns,
+        work_ns: r.work_ns,
+        by_kind: r
+            .by_kind
             .iter()
-            .map(|r| RankJson {
-                rank: r.rank,
-                source: r.source.clone(),
-                length_ns: r.length_ns,
-                start_ns: r.start_ns,
-                end_ns: r.end_ns,
-                work_ns: r.work_ns,
-                by_kind: r
-                    .by_kind
-                    .iter()
-                    .map(|(k, v)| (k.as_str().to_owned(), (*v).into()))
-                    .collect(),
-                events: r
-                    .events
-                    .iter()
-                    .map(|e| EventJson {
-                        name: e.name.clone(),
-                        start_ns: e.start_ns,
-                        end_ns: e.end_ns,
-                        kind: e.kind.as_str(),
-                        rank: e.rank,
-                    })
-                    .collect(),
-                backward_edges: r.backward_edges,
-                note: r.note.clone(),
+            .map(|(k, v)| (k.as_str().to_owned(), (*v).into()))
+            .collect(),
+        events: r
+            .events
+            .iter()
+            .map(|e| EventJson {
+                name: e.name.clone(),
+                start_ns: e.start_ns,
+                end_ns: e.end_ns,
+                kind: e.kind.as_str(),
+                rank: e.rank,
+            })
+            .collect(),
+        backward_edges: r.backward_edges,
+        note: r.note.clone(),
+    }
+}
+
+fn kinds_json(
+    by_kind: &std::collections::BTreeMap<PathKind, Ns>,
+) -> serde_json::Map<String, serde_json::Value> {
+    by_kind
+        .iter()
+        .map(|(k, v)| (k.as_str().to_owned(), (*v).into()))
+        .collect()
+}
+
+fn window_json(w: &WindowComposition) -> WindowJson {
+    let kernel = w.by_kind.get(&PathKind::Kernel).copied().unwrap_or(0);
+    WindowJson {
+        start_ns: w.start_ns,
+        end_ns: w.end_ns,
+        window_ns: w.window_ns,
+        before_path_ns: w.before_path_ns,
+        after_path_ns: w.after_path_ns,
+        by_kind: kinds_json(&w.by_kind),
+        compute_ns: kernel - w.communication_ns,
+        communication_ns: w.communication_ns,
+        top_ops: w
+            .top_ops
+            .iter()
+            .map(|o| TopOpJson {
+                name: o.name.clone(),
+                kind: o.kind.as_str(),
+                rank: o.rank,
+                ns: o.ns,
             })
             .collect(),
     }
+}
+
+fn steps_json(steps: &[StepCriticalPath], collectives: Option<CollectivesJson>) -> StepsJson {
+    StepsJson {
+        window: "per ProfilerStep#N: the step annotation's start to the latest end of its CPU ops and of the device ops they launched",
+        collectives,
+        steps: steps
+            .iter()
+            .map(|s| StepJson {
+                step: s.step.clone(),
+                number: s.number,
+                graph: s.graph,
+                ranks: s
+                    .ranks
+                    .iter()
+                    .map(|r| StepRankJson {
+                        path: rank_json(&r.path),
+                        window: window_json(&r.window),
+                    })
+                    .collect(),
+            })
+            .collect(),
+    }
+}
+
+fn render_steps(
+    out: &mut impl Write,
+    steps: &[StepCriticalPath],
+    collectives: Option<&CollectivesJson>,
+    top: usize,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "critical path per step and rank: window = the step annotation's start to the latest end \
+         of its CPU ops and the device ops they launched; the path's time by kind plus the time \
+         before and after the path adds up to the window"
+    )?;
+    if let Some(c) = collectives {
+        writeln!(
+            out,
+            "collectives matched across ranks: {} instances ({})",
+            c.instances, c.method
+        )?;
+    }
+    for s in steps {
+        writeln!(out, "\n{}", s.step)?;
+        for r in &s.ranks {
+            let w = &r.window;
+            writeln!(
+                out,
+                "  rank {}  window {} .. {} ({}), path {} ({} events)",
+                r.path.rank,
+                w.start_ns,
+                w.end_ns,
+                ms(w.window_ns),
+                ms(r.path.length_ns),
+                r.path.events.len()
+            )?;
+            if let Some(note) = &r.path.note {
+                writeln!(out, "    note: {note}")?;
+            }
+            let pct = |ns: Ns| {
+                if w.window_ns > 0 {
+                    100.0 * ns as f64 / w.window_ns as f64
+                } else {
+                    0.0
+                }
+            };
+            let kernel = w.by_kind.get(&PathKind::Kernel).copied().unwrap_or(0);
+            let mut rows: Vec<(String, Ns)> = Vec::new();
+            for kind in PathKind::ALL {
+                let ns = w.by_kind.get(&kind).copied().unwrap_or(0);
+                if kind == PathKind::Kernel {
+                    rows.push(("kernel (compute)".into(), kernel - w.communication_ns));
+                    rows.push(("kernel (communication)".into(), w.communication_ns));
+                } else {
+                    rows.push((kind.as_str().into(), ns));
+                }
+            }
+            rows.push(("before the path".into(), w.before_path_ns));
+            rows.push(("after the path".into(), w.after_path_ns));
+            for (label, ns) in rows {
+                writeln!(out, "    {label:<24} {:>14}  {:>6.2} %", ms(ns), pct(ns))?;
+            }
+            if top > 0 && !w.top_ops.is_empty() {
+                writeln!(out, "    most path time:")?;
+                for o in w.top_ops.iter().take(top.min(TOP_PATH_OPS)) {
+                    writeln!(
+                        out,
+                        "      {:>14}  {:<15} rank {:<3} {}",
+                        ms(o.ns),
+                        o.kind.as_str(),
+                        o.rank,
+                        crate::render::units::fit(&o.name, 80)
+                    )?;
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The overlay: every path event marked critical, an arrow for every dependency edge of the

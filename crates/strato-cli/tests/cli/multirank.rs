@@ -333,3 +333,93 @@ fn critical_path_is_unchanged_by_event_order_and_a_clock_shift() {
         assert_eq!(path_digest(&report), baseline, "{variant}");
     }
 }
+
+/// `--step`: per `ProfilerStep#N` window and rank, the path's time by kind plus the time
+/// before and after it adds up to the window; kernel = compute + communication; the steps are
+/// the ones the files annotate.
+#[test]
+fn critical_path_per_step_conserves_on_real_multi_rank_inputs() {
+    for (input, step, numbers, ranks) in [
+        ("kineto/param_dlrm8", "10", vec![10], 8),
+        ("kineto/hta_trace_filter", "all", vec![551, 552], 2),
+    ] {
+        let report = json(&["critical-path", s(&data(input)), "--step", step, "--json"]);
+        assert!(report["window"].as_str().unwrap().contains("ProfilerStep"));
+        let steps = report["steps"].as_array().unwrap();
+        let got: Vec<i64> = steps.iter().map(|st| int(st, "number")).collect();
+        assert_eq!(got, numbers, "{input}");
+        for st in steps {
+            let list = st["ranks"].as_array().unwrap();
+            assert_eq!(list.len(), ranks, "{input}");
+            for r in list {
+                let what = format!("{input} {} rank {}", st["step"], r["rank"]);
+                let w = &r["window"];
+                let by_kind = w["by_kind"].as_object().unwrap();
+                let keys: std::collections::BTreeSet<&str> =
+                    by_kind.keys().map(String::as_str).collect();
+                assert_eq!(keys, KINDS.into_iter().collect(), "{what}");
+                let parts: i64 = by_kind.values().map(|v| v.as_i64().unwrap()).sum::<i64>()
+                    + int(w, "before_path_ns")
+                    + int(w, "after_path_ns");
+                assert_eq!(parts, int(w, "window_ns"), "{what}");
+                assert_eq!(
+                    int(w, "end_ns") - int(w, "start_ns"),
+                    int(w, "window_ns"),
+                    "{what}"
+                );
+                assert_eq!(
+                    int(w, "compute_ns") + int(w, "communication_ns"),
+                    by_kind["kernel"].as_i64().unwrap(),
+                    "{what}"
+                );
+                assert!(int(r, "length_ns") > 0, "{what}");
+                let ops = w["top_ops"].as_array().unwrap();
+                assert!(!ops.is_empty(), "{what}");
+                let op_sum: i64 = ops.iter().map(|o| int(o, "ns")).sum();
+                assert!(op_sum <= parts, "{what}");
+            }
+        }
+    }
+    // Text names the window and the parts.
+    let out = strato(&[
+        "critical-path",
+        s(&data("kineto/hta_trace_filter")),
+        "--step",
+        "552",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("ProfilerStep#552") && !text.contains("ProfilerStep#551"));
+    assert!(text.contains("after the path") && text.contains("kernel (communication)"));
+}
+
+#[test]
+fn critical_path_step_errors_are_clear() {
+    let dlrm = data("kineto/param_dlrm8");
+    let out = strato(&["critical-path", s(&dlrm), "--step", "99"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("ProfilerStep#99") && stderr.contains("steps: 10"),
+        "{stderr}"
+    );
+    let simple = data("kineto/hta_critical_path/simple_add_input.json.gz");
+    let out = strato(&["critical-path", s(&simple), "--step", "all"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no ProfilerStep#N"), "{stderr}");
+    let out = strato(&["critical-path", s(&simple), "--step", "x"]);
+    assert_eq!(out.status.code(), Some(2));
+    let dir = tempfile::tempdir().unwrap();
+    let overlay = dir.path().join("overlay.json");
+    let out = strato(&[
+        "critical-path",
+        s(&dlrm),
+        "--step",
+        "10",
+        "--overlay",
+        s(&overlay),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!overlay.exists());
+}

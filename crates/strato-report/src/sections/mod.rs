@@ -1,7 +1,7 @@
 //! The report's sections, in page order: findings (`strato advise`), overview, time breakdown (RL-Scope figure 4 top),
 //! transitions (figure 4 bottom), processes side by side (figure 8), utilization reality check
 //! (F.11), kernel ranking, roofline (XSP), the nn.Module tree (icicle), iterations (DeepProf),
-//! memory, distributed (collectives across ranks), CPU samples (a flame graph per operation),
+//! memory, distributed (collectives across ranks), critical path (per step), CPU samples (a flame graph per operation),
 //! and the diff with another profile. Each
 //! section draws its plot, puts the table behind it under the plot, and
 //! when the profile has no data for it says why instead.
@@ -12,6 +12,7 @@
 //! and patterns.
 
 mod breakdown;
+mod critical_path;
 mod diff;
 mod distributed;
 mod findings;
@@ -94,7 +95,7 @@ type WriteSection = fn(&mut Html, &ReportInput) -> bool;
 
 /// The sections between the overview and the diff, in page order: id, title in the
 /// navigation, writer.
-const SECTIONS: [(&str, &str, WriteSection); 11] = [
+const SECTIONS: [(&str, &str, WriteSection); 12] = [
     ("breakdown", "Breakdown", breakdown::breakdown),
     ("transitions", "Transitions", transitions::transitions),
     ("processes", "Processes", processes::processes),
@@ -105,6 +106,11 @@ const SECTIONS: [(&str, &str, WriteSection); 11] = [
     ("iterations", "Iterations", iterations::iterations),
     ("memory", "Memory", memory::memory),
     ("distributed", "Distributed", distributed::distributed),
+    (
+        "critical-path",
+        "Critical path",
+        critical_path::critical_path,
+    ),
     ("flame", "CPU samples", flame::flame),
 ];
 

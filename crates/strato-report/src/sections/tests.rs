@@ -373,3 +373,31 @@ fn module_icicle_is_as_wide_as_device_time() {
     let (html, has) = section(modules::modules, &super::tests::input(&trace(3)));
     assert!(!has && html.contains("nn.Module"), "{html}");
 }
+
+/// The constructed trace has no ProfilerStep: one window per rank, the whole trace; its
+/// kernels are on the path (the launches wait for nothing, the kernels run back to back).
+#[test]
+fn critical_path_section_composes_the_whole_trace_without_steps() {
+    let t = trace(3);
+    let inp = input(&t);
+    let windows = inp.critical_path.as_ref().unwrap().as_ref().unwrap();
+    assert_eq!(windows.len(), 1);
+    assert_eq!(windows[0].step, "whole trace");
+    let w = &windows[0].ranks[0].window;
+    assert_eq!(
+        w.by_kind.values().sum::<Ns>() + w.before_path_ns + w.after_path_ns,
+        w.window_ns
+    );
+    let (html, has) = section(critical_path::critical_path, &inp);
+    assert!(has);
+    assert!(
+        html.contains("whole trace: no ProfilerStep annotation"),
+        "{html}"
+    );
+    assert!(html.contains("Operations with the most critical-path time"));
+    assert!(html.contains("softmax"), "{html}");
+    // No span at all: the section says why.
+    let empty = input(&Builder::new().trace);
+    let (html, has) = section(critical_path::critical_path, &empty);
+    assert!(!has, "{html}");
+}
