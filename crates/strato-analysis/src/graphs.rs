@@ -265,7 +265,8 @@ fn align(replayed: &[u32], captured: &[u32]) -> Vec<(usize, usize)> {
 }
 
 /// The spans of the capture thread that enclose a captured launch of `graph` and lie within
-/// its window, and the launches themselves, in (start, longest first) order.
+/// its window, and the launches themselves, in (start, longest first) order. Thread states
+/// (an nsys export's `running` spans) are not ops and are left out.
 fn spans_to_copy(capture: &Trace, graph: &CapturedGraph, thread_spans: &[u32]) -> Vec<u32> {
     let (w0, w1) = graph.window;
     let launches: rustc_hash::FxHashSet<u32> = graph.launches.iter().map(|l| l.span).collect();
@@ -273,7 +274,11 @@ fn spans_to_copy(capture: &Trace, graph: &CapturedGraph, thread_spans: &[u32]) -
     let mut stack: Vec<u32> = Vec::new();
     for &i in thread_spans {
         let s = &capture.spans[i as usize];
-        if s.start < w0 || s.end > w1 || s.level == Level::Other {
+        if s.start < w0
+            || s.end > w1
+            || s.level == Level::Other
+            || capture.str(s.category) == crate::breakdown::THREAD_STATE_CATEGORY
+        {
             continue;
         }
         while let Some(&top) = stack.last() {

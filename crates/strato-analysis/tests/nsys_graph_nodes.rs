@@ -104,7 +104,12 @@ fn fixture(with_node_events: bool) -> Fixture {
     let instantiate = string("cudaGraphInstantiate_v12000");
     let graph_launch = string("cudaGraphLaunch_v10000");
     let node_event = string("CUDA graph node");
-    let t0 = last_api_end.max(last_kernel_end) + 1_000;
+    // After every real call of the thread (an OS call around an inserted launch would be
+    // copied as one of its enclosing spans).
+    let last_os_end: i64 = db
+        .query_row("SELECT MAX(end) FROM OSRT_API", [], |r| r.get(0))
+        .unwrap();
+    let t0 = last_api_end.max(last_kernel_end).max(last_os_end) + 1_000;
     let mut runtime = |start: i64, stop: i64, name: i64| -> i64 {
         correlation += 1;
         db.execute(
@@ -223,7 +228,10 @@ fn check_mapping(keep_args: bool) {
     let t0 = origin(&raw, f.graph_launches[0]);
     let before = report(&Analyzed::new(&raw));
     assert_eq!(
-        (before.total.graph_kernels, before.total.graph_kernels_mapped),
+        (
+            before.total.graph_kernels,
+            before.total.graph_kernels_mapped
+        ),
         (7, 0)
     );
     let (trace, coverage) = attribute_graph_nodes(raw.clone());
@@ -269,8 +277,14 @@ fn check_mapping(keep_args: bool) {
     assert_eq!(before.total.device_ops, after.total.device_ops);
     // Each replay of a node reaches the range that enclosed its captured launch.
     for offset in [0, 60_000] {
-        assert_eq!(chain_of(&trace, t0, 50_000 + offset)[..2], ["cudaLaunchKernel", "layer_a"]);
-        assert_eq!(chain_of(&trace, t0, 60_000 + offset)[..2], ["cudaLaunchKernel", "layer_b"]);
+        assert_eq!(
+            chain_of(&trace, t0, 50_000 + offset)[..2],
+            ["cudaLaunchKernel", "layer_a"]
+        );
+        assert_eq!(
+            chain_of(&trace, t0, 60_000 + offset)[..2],
+            ["cudaLaunchKernel", "layer_b"]
+        );
         assert_eq!(chain_of(&trace, t0, 70_000 + offset), ["cudaLaunchKernel"]);
     }
     // The unlinked node stays under its graph launch, inside `serve`.
@@ -285,10 +299,7 @@ fn check_mapping(keep_args: bool) {
             .collect()
     };
     assert_eq!(threads(&trace), threads(&raw));
-    assert!(trace
-        .tracks
-        .iter()
-        .any(|t| is_graph_capture_track(t)));
+    assert!(trace.tracks.iter().any(|t| is_graph_capture_track(t)));
     // Attribution is done once: the result has no import links left.
     assert!(!has_capture_links(&trace));
     let (again, second) = attribute_graph_nodes(trace.clone());
@@ -323,8 +334,17 @@ fn without_node_events_the_node_order_pairs_a_replay_with_a_capture_of_as_many_l
     );
     assert_eq!(coverage.mapped_by_node_order, 3);
     assert_eq!(coverage.launches[1].method, METHOD_NODE_ORDER);
-    assert_eq!((coverage.launches[1].mapped, coverage.launches[0].mapped), (3, 0));
-    assert_eq!(chain_of(&trace, t0, 110_000)[..2], ["cudaLaunchKernel", "layer_a"]);
-    assert_eq!(chain_of(&trace, t0, 120_000)[..2], ["cudaLaunchKernel", "layer_b"]);
+    assert_eq!(
+        (coverage.launches[1].mapped, coverage.launches[0].mapped),
+        (3, 0)
+    );
+    assert_eq!(
+        chain_of(&trace, t0, 110_000)[..2],
+        ["cudaLaunchKernel", "layer_a"]
+    );
+    assert_eq!(
+        chain_of(&trace, t0, 120_000)[..2],
+        ["cudaLaunchKernel", "layer_b"]
+    );
     assert_eq!(chain_of(&trace, t0, 50_000), ["cudaGraphLaunch", "serve"]);
 }
