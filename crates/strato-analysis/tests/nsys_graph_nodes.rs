@@ -299,7 +299,7 @@ fn check_mapping(keep_args: bool) {
             .collect()
     };
     assert_eq!(threads(&trace), threads(&raw));
-    assert!(trace.tracks.iter().any(|t| is_graph_capture_track(t)));
+    assert!(trace.tracks.iter().any(is_graph_capture_track));
     // Attribution is done once: the result has no import links left.
     assert!(!has_capture_links(&trace));
     let (again, second) = attribute_graph_nodes(trace.clone());

@@ -540,6 +540,8 @@ struct DeviceCols {
     correlation: usize,
     global_pid: usize,
     context: usize,
+    /// `graphNodeId`: set on ops replayed from a CUDA graph node.
+    graph_node: usize,
 }
 
 impl DeviceCols {
@@ -552,6 +554,7 @@ impl DeviceCols {
             correlation: q.col("correlationId"),
             global_pid: q.col("globalPid"),
             context: q.col("contextId"),
+            graph_node: q.col("graphNodeId"),
         }
     }
 }
@@ -1094,7 +1097,6 @@ impl<'a> Importer<'a> {
         category: StrId,
         level: Level,
         args: Option<Map<String, Value>>,
-        graph_node: usize,
     ) {
         let Some(times) = self.times(row, c.start, c.end) else {
             return;
@@ -1119,7 +1121,7 @@ impl<'a> Importer<'a> {
         });
         let id = self.span(track, times, name, category, level, correlation, args);
         if let Some(g) = global_pid {
-            if let Some(node) = int(row, graph_node) {
+            if let Some(node) = int(row, c.graph_node) {
                 self.graph_ops.push((id, process_key(g), node));
             }
         }
@@ -1180,7 +1182,6 @@ impl<'a> Importer<'a> {
             "maxPotentialClusterSize",
         ];
         let scalars = SCALARS.map(|n| q.col(n));
-        let node = q.col("graphNodeId");
         let sql = q.sql();
         let (level, category) = self.level_and_category(KERNEL, Level::DeviceKernel);
         for_each_row(self.conn, &sql, |row| {
@@ -1198,7 +1199,7 @@ impl<'a> Importer<'a> {
                 put_text(&mut a, "mangledName", row, mangled);
                 a
             });
-            self.device_op(row, &c, name, category, level, args, node);
+            self.device_op(row, &c, name, category, level, args);
         })
     }
 
@@ -1221,7 +1222,6 @@ impl<'a> Importer<'a> {
             "graphNodeId",
         ];
         let scalars = SCALARS.map(|n| q.col(n));
-        let node = q.col("graphNodeId");
         let sql = q.sql();
         let (level, category) = self.level_and_category(MEMCPY, Level::DeviceCopy);
         // Names are few: intern each copy kind once.
@@ -1243,7 +1243,7 @@ impl<'a> Importer<'a> {
                 put_ints(&mut a, &SCALARS, row, &scalars);
                 a
             });
-            self.device_op(row, &c, name, category, level, args, node);
+            self.device_op(row, &c, name, category, level, args);
         })
     }
 
@@ -1269,7 +1269,7 @@ impl<'a> Importer<'a> {
                 put_int(&mut a, "graphNodeId", row, node);
                 a
             });
-            self.device_op(row, &c, name, category, level, args, node);
+            self.device_op(row, &c, name, category, level, args);
         })
     }
 
@@ -1395,7 +1395,7 @@ impl<'a> Importer<'a> {
         }
         let mut by_order = 0u64;
         let mut without = 0u64;
-        let mut groups: Vec<((i64, u64), Vec<(i64, SpanId)>)> = unlinked.into_iter().collect();
+        let mut groups: Vec<_> = unlinked.into_iter().collect();
         groups.sort_unstable_by_key(|(key, _)| *key);
         for ((process, corr), mut group) in groups {
             group.sort_unstable_by_key(|&(node, op)| (node, op.0));
