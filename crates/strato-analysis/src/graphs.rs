@@ -89,6 +89,11 @@ pub struct GraphLaunchCoverage {
     /// `mapped / max(graph_kernels, captured_launches)`: 1.0 when the replayed sequence is the
     /// captured one, kernel for kernel.
     pub confidence: f64,
+    /// How replayed ops were paired with captured launches: [`METHOD_NAME_ALIGNMENT`],
+    /// [`METHOD_GRAPH_NODE`] (exact: the export links each node to its creation) or
+    /// [`METHOD_NODE_ORDER`] (node order against a stream capture of as many launches; right
+    /// only if node ids follow capture order).
+    pub method: &'static str,
 }
 
 /// What [`attribute_graphs`] mapped.
@@ -103,6 +108,8 @@ pub struct GraphCoverage {
     pub graph_kernels: usize,
     /// Of those, mapped to a captured launch.
     pub graph_kernels_mapped: usize,
+    /// Of those, paired by node order ([`METHOD_NODE_ORDER`]).
+    pub mapped_by_node_order: usize,
     /// Graph launches whose replayed sequence equals the captured one (confidence 1.0).
     pub exact_launches: usize,
     /// Mapped pairs whose grid and block were known on both sides / agreed.
@@ -258,7 +265,8 @@ fn align(replayed: &[u32], captured: &[u32]) -> Vec<(usize, usize)> {
 }
 
 /// The spans of the capture thread that enclose a captured launch of `graph` and lie within
-/// its window, and the launches themselves, in (start, longest first) order.
+/// its window, and the launches themselves, in (start, longest first) order. Thread states
+/// (an nsys export's `running` spans) are not ops and are left out.
 fn spans_to_copy(capture: &Trace, graph: &CapturedGraph, thread_spans: &[u32]) -> Vec<u32> {
     let (w0, w1) = graph.window;
     let launches: rustc_hash::FxHashSet<u32> = graph.launches.iter().map(|l| l.span).collect();
@@ -266,7 +274,11 @@ fn spans_to_copy(capture: &Trace, graph: &CapturedGraph, thread_spans: &[u32]) -
     let mut stack: Vec<u32> = Vec::new();
     for &i in thread_spans {
         let s = &capture.spans[i as usize];
-        if s.start < w0 || s.end > w1 || s.level == Level::Other {
+        if s.start < w0
+            || s.end > w1
+            || s.level == Level::Other
+            || capture.str(s.category) == crate::breakdown::THREAD_STATE_CATEGORY
+        {
             continue;
         }
         while let Some(&top) = stack.last() {
@@ -316,6 +328,107 @@ fn layout(times: &[Ns], g0: Ns, g1: Ns) -> FxHashMap<Ns, Ns> {
             (t, g0 + offset as Ns)
         })
         .collect()
+}
+
+/// The graph-capture track of (rank, pid, capture thread), added on first use.
+fn capture_track_of(
+    trace: &mut Trace,
+    tracks: &mut FxHashMap<(u32, i64, TrackId), TrackId>,
+    capture: &Trace,
+    key: (u32, i64, TrackId),
+    capture_source: &str,
+) -> TrackId {
+    let (rank, pid, capture_thread) = key;
+    *tracks.entry(key).or_insert_with(|| {
+        let tid = match capture.track(capture_thread).kind {
+            TrackKind::Thread { tid, .. } => tid,
+            _ => 0,
+        };
+        let synthetic_tid = -0x6772_0000_i64 - trace.tracks.len() as i64;
+        trace.add_track(Track {
+            rank: strato_trace::RankId(rank),
+            kind: TrackKind::Thread {
+                pid,
+                tid: synthetic_tid,
+            },
+            name: Some(format!(
+                "{GRAPH_CAPTURE_TRACK_PREFIX}{capture_source} (tid {tid})"
+            )),
+            sort_index: None,
+        })
+    })
+}
+
+/// Copies the `capture` spans `to_copy` onto `capture_track` of `trace`, their times laid out
+/// inside `[g0, g1]` (the graph launch call) in their order; returns capture span -> copy.
+fn copy_spans(
+    trace: &mut Trace,
+    capture: &Trace,
+    capture_track: TrackId,
+    to_copy: &[u32],
+    (g0, g1): (Ns, Ns),
+) -> FxHashMap<u32, u32> {
+    let mut times: Vec<Ns> = to_copy
+        .iter()
+        .flat_map(|&i| {
+            let s = &capture.spans[i as usize];
+            [s.start, s.end]
+        })
+        .collect();
+    times.sort_unstable();
+    times.dedup();
+    let at = layout(&times, g0, g1);
+    let mut copy_of: FxHashMap<u32, u32> = FxHashMap::default();
+    for &i in to_copy {
+        let s = &capture.spans[i as usize];
+        let args = capture.args_text(s.args).map(|text| trace.add_args(text));
+        let span = Span {
+            track: capture_track,
+            start: at[&s.start],
+            end: at[&s.end],
+            name: trace.intern(capture.str(s.name)),
+            category: trace.intern(capture.str(s.category)),
+            level: s.level,
+            correlation: None,
+            external_id: s.external_id,
+            args,
+        };
+        trace.spans.push(span);
+        copy_of.insert(i, (trace.spans.len() - 1) as u32);
+    }
+    copy_of
+}
+
+/// Re-parents device op `op` to the copied launch `copied`: a fresh correlation id on both and
+/// a flow of `category` from the copy to the op. `(correlation, flow)` are the next free ids.
+fn link(
+    trace: &mut Trace,
+    copied: u32,
+    op: u32,
+    category: strato_trace::StrId,
+    (next_correlation, next_flow): (&mut u64, &mut u64),
+) {
+    let correlation = *next_correlation;
+    *next_correlation = next_correlation.saturating_add(1);
+    trace.spans[copied as usize].correlation = Some(correlation);
+    trace.spans[op as usize].correlation = Some(correlation);
+    let (from, to) = (&trace.spans[copied as usize], &trace.spans[op as usize]);
+    let flow = Flow {
+        id: *next_flow,
+        category,
+        from: Some(FlowEnd {
+            track: from.track,
+            ts: from.start,
+            span: Some(strato_trace::SpanId(copied)),
+        }),
+        to: Some(FlowEnd {
+            track: to.track,
+            ts: to.start,
+            span: Some(strato_trace::SpanId(op)),
+        }),
+    };
+    *next_flow = next_flow.saturating_add(1);
+    trace.flows.push(flow);
 }
 
 /// Maps the graph kernels of `replay` to the captured launches of `capture` (see the module
@@ -400,6 +513,7 @@ pub fn attribute_graphs(
         graph_launches: launches.len(),
         graph_kernels: 0,
         graph_kernels_mapped: 0,
+        mapped_by_node_order: 0,
         exact_launches: 0,
         config_checked: 0,
         config_agreed: 0,
@@ -444,6 +558,7 @@ pub fn attribute_graphs(
             captured_graph: None,
             captured_launches: 0,
             confidence: 0.0,
+            method: METHOD_NAME_ALIGNMENT,
         };
         let Some((g, pairs)) = best else {
             coverage.launches.push(entry);
@@ -455,56 +570,20 @@ pub fn attribute_graphs(
         let to_copy = copies_of[g]
             .get_or_insert_with(|| spans_to_copy(capture, graph, &thread_spans[&graph.track]))
             .clone();
-        // The graph-capture track of this process and capture thread.
-        let capture_track = *capture_tracks
-            .entry((rank, pid, graph.track))
-            .or_insert_with(|| {
-                let tid = match capture.track(graph.track).kind {
-                    TrackKind::Thread { tid, .. } => tid,
-                    _ => 0,
-                };
-                let synthetic_tid = -0x6772_0000_i64 - trace.tracks.len() as i64;
-                trace.add_track(Track {
-                    rank: strato_trace::RankId(rank),
-                    kind: TrackKind::Thread {
-                        pid,
-                        tid: synthetic_tid,
-                    },
-                    name: Some(format!(
-                        "{GRAPH_CAPTURE_TRACK_PREFIX}{capture_source} (tid {tid})"
-                    )),
-                    sort_index: None,
-                })
-            });
-        // Copy the captured spans, laid out inside the launch call.
-        let mut times: Vec<Ns> = to_copy
-            .iter()
-            .flat_map(|&i| {
-                let s = &capture.spans[i as usize];
-                [s.start, s.end]
-            })
-            .collect();
-        times.sort_unstable();
-        times.dedup();
-        let at = layout(&times, ls.start, ls.end);
-        let mut copy_of: FxHashMap<u32, u32> = FxHashMap::default();
-        for &i in &to_copy {
-            let s = &capture.spans[i as usize];
-            let args = capture.args_text(s.args).map(|text| trace.add_args(text));
-            let span = Span {
-                track: capture_track,
-                start: at[&s.start],
-                end: at[&s.end],
-                name: trace.intern(capture.str(s.name)),
-                category: trace.intern(capture.str(s.category)),
-                level: s.level,
-                correlation: None,
-                external_id: s.external_id,
-                args,
-            };
-            trace.spans.push(span);
-            copy_of.insert(i, (trace.spans.len() - 1) as u32);
-        }
+        let capture_track = capture_track_of(
+            &mut trace,
+            &mut capture_tracks,
+            capture,
+            (rank, pid, graph.track),
+            capture_source,
+        );
+        let copy_of = copy_spans(
+            &mut trace,
+            capture,
+            capture_track,
+            &to_copy,
+            (ls.start, ls.end),
+        );
         coverage.spans_added += to_copy.len();
         let category = trace.intern(GRAPH_NODE_FLOW);
         for (r, c) in pairs {
@@ -521,31 +600,13 @@ pub fn attribute_graphs(
                 }
                 coverage.config_agreed += 1;
             }
-            let copied = copy_of[&captured.span];
-            let correlation = next_correlation;
-            next_correlation = next_correlation.saturating_add(1);
-            trace.spans[copied as usize].correlation = Some(correlation);
-            trace.spans[op as usize].correlation = Some(correlation);
-            let (from_ts, kernel_track, kernel_ts) = (
-                trace.spans[copied as usize].start,
-                trace.spans[op as usize].track,
-                trace.spans[op as usize].start,
-            );
-            trace.flows.push(Flow {
-                id: next_flow,
+            link(
+                &mut trace,
+                copy_of[&captured.span],
+                op,
                 category,
-                from: Some(FlowEnd {
-                    track: capture_track,
-                    ts: from_ts,
-                    span: Some(strato_trace::SpanId(copied)),
-                }),
-                to: Some(FlowEnd {
-                    track: kernel_track,
-                    ts: kernel_ts,
-                    span: Some(strato_trace::SpanId(op)),
-                }),
-            });
-            next_flow = next_flow.saturating_add(1);
+                (&mut next_correlation, &mut next_flow),
+            );
             entry.mapped += 1;
         }
         let denominator = entry.graph_kernels.max(entry.captured_launches).max(1);
@@ -557,6 +618,284 @@ pub fn attribute_graphs(
         coverage.launches.push(entry);
     }
     Ok((trace, coverage))
+}
+
+/// The flow category the nsys importer gives the link from a graph node's creating call to a
+/// device op replayed from that node when the export has no node events and the link comes from
+/// node order (`strato_io::nsys::GRAPH_NODE_ORDER_FLOW`).
+pub const GRAPH_NODE_ORDER_FLOW: &str = "graph_node_order";
+
+/// How [`attribute_graph_nodes`] pairs a replayed op with its captured launch.
+pub const METHOD_GRAPH_NODE: &str = "graph node";
+/// The same, from node order (see [`GRAPH_NODE_ORDER_FLOW`]).
+pub const METHOD_NODE_ORDER: &str = "node order";
+/// How [`attribute_graphs`] pairs them: kernel names aligned.
+pub const METHOD_NAME_ALIGNMENT: &str = "kernel name alignment";
+
+/// The capture links a trace carries itself: device op -> (captured launch, by node order),
+/// from flows of category [`GRAPH_NODE_FLOW`] or [`GRAPH_NODE_ORDER_FLOW`] whose source is a CPU
+/// span outside the graph-capture tracks (so a trace already attributed has none left).
+fn capture_links(trace: &Trace) -> FxHashMap<u32, (u32, bool)> {
+    let mut links = FxHashMap::default();
+    for f in &trace.flows {
+        let by_order = match trace.str(f.category) {
+            GRAPH_NODE_FLOW => false,
+            GRAPH_NODE_ORDER_FLOW => true,
+            _ => continue,
+        };
+        let (Some(from), Some(to)) = (
+            f.from.as_ref().and_then(|e| e.span),
+            f.to.as_ref().and_then(|e| e.span),
+        ) else {
+            continue;
+        };
+        let (Some(from_span), Some(to_span)) = (
+            trace.spans.get(from.0 as usize),
+            trace.spans.get(to.0 as usize),
+        ) else {
+            continue;
+        };
+        let from_track = trace.track(from_span.track);
+        if matches!(from_track.kind, TrackKind::Thread { .. })
+            && !is_graph_capture_track(from_track)
+            && trace.track(to_span.track).is_device()
+            && is_device_work(to_span.level)
+        {
+            links.insert(to.0, (from.0, by_order));
+        }
+    }
+    links
+}
+
+/// True when `trace` links replayed graph ops to their captured launches itself (an nsys
+/// export with `graphNodeId`, see [`attribute_graph_nodes`]).
+pub fn has_capture_links(trace: &Trace) -> bool {
+    !capture_links(trace).is_empty()
+}
+
+/// The `*StreamBeginCapture*` .. `*StreamEndCapture*` window on `thread_spans` (sorted) that
+/// holds `[t0, t1]`; the whole time line when there is none (graphs built node by node).
+fn capture_window(trace: &Trace, thread_spans: &[u32], (t0, t1): (Ns, Ns)) -> (Ns, Ns) {
+    let mut begin: Option<Ns> = None;
+    for &i in thread_spans {
+        let s = &trace.spans[i as usize];
+        let name = trace.str(s.name);
+        if name.contains("StreamBeginCapture") && s.start <= t0 {
+            begin = Some(s.start);
+        } else if name.contains("StreamEndCapture") && s.end >= t1 {
+            if let Some(b) = begin {
+                return (b, s.end);
+            }
+        }
+    }
+    (Ns::MIN, Ns::MAX)
+}
+
+/// Graph-aware attribution within one trace: the nsys importer links each device op replayed
+/// from a CUDA graph node to the runtime call that created the node (flows of category
+/// [`GRAPH_NODE_FLOW`], exact, or [`GRAPH_NODE_ORDER_FLOW`], from node order; see
+/// `strato_io::nsys` and `docs/analyses/graphs.md`). For every graph launch, the linked
+/// captured launches and the spans enclosing them on their thread (within the enclosing stream
+/// capture, when there is one) are copied onto a graph-capture track laid out inside the graph
+/// launch call, and each linked op is re-parented to its copied launch, as [`attribute_graphs`]
+/// does with a separate capture trace. The importer's link flows of mapped ops are replaced by
+/// flows from the copies. `None` when the trace has no such links (returned unchanged).
+/// Linked ops whose correlation id is not a graph launch's are left as they are (counted in
+/// no launch).
+pub fn attribute_graph_nodes(trace: Trace) -> (Trace, Option<GraphCoverage>) {
+    let links = capture_links(&trace);
+    if links.is_empty() {
+        return (trace, None);
+    }
+    let capture = trace.clone();
+    let source = trace
+        .ranks
+        .first()
+        .map(|r| r.source.clone())
+        .unwrap_or_default();
+    let mut trace = trace;
+    let mut replayed: FxHashMap<(u32, u64), Vec<u32>> = FxHashMap::default();
+    for (i, s) in trace.spans.iter().enumerate() {
+        let t = trace.track(s.track);
+        if t.is_device() && is_device_work(s.level) {
+            if let Some(c) = s.correlation {
+                replayed.entry((t.rank.0, c)).or_default().push(i as u32);
+            }
+        }
+    }
+    let mut launches: Vec<u32> = (0..trace.spans.len() as u32)
+        .filter(|&i| {
+            let s = &trace.spans[i as usize];
+            s.correlation.is_some()
+                && matches!(trace.track(s.track).kind, TrackKind::Thread { .. })
+                && is_graph_launch_name(trace.str(s.name))
+        })
+        .collect();
+    launches.sort_by_key(|&i| (trace.spans[i as usize].start, i));
+    let mut next_correlation = trace
+        .spans
+        .iter()
+        .filter_map(|s| s.correlation)
+        .max()
+        .unwrap_or(0)
+        .saturating_add(1);
+    let mut next_flow = trace
+        .flows
+        .iter()
+        .map(|f| f.id)
+        .max()
+        .unwrap_or(0)
+        .saturating_add(1);
+    let mut thread_spans: FxHashMap<TrackId, Vec<u32>> = FxHashMap::default();
+    for &(captured, _) in links.values() {
+        let track = capture.spans[captured as usize].track;
+        thread_spans.entry(track).or_insert_with(|| {
+            let mut v: Vec<u32> = (0..capture.spans.len() as u32)
+                .filter(|&i| capture.spans[i as usize].track == track)
+                .collect();
+            v.sort_by_key(|&i| {
+                let s = &capture.spans[i as usize];
+                (s.start, std::cmp::Reverse(s.end), i)
+            });
+            v
+        });
+    }
+    let mut capture_tracks: FxHashMap<(u32, i64, TrackId), TrackId> = FxHashMap::default();
+    let mut captured_graphs: rustc_hash::FxHashSet<(TrackId, Ns, Ns)> = Default::default();
+    let mut coverage = GraphCoverage {
+        capture_source: source.clone(),
+        captured_graphs: 0,
+        graph_launches: launches.len(),
+        graph_kernels: 0,
+        graph_kernels_mapped: 0,
+        mapped_by_node_order: 0,
+        exact_launches: 0,
+        config_checked: 0,
+        config_agreed: 0,
+        config_rejected: 0,
+        spans_added: 0,
+        launches: Vec::new(),
+    };
+    let category = trace.intern(GRAPH_NODE_FLOW);
+    let mut mapped_ops: rustc_hash::FxHashSet<u32> = Default::default();
+    for &launch in &launches {
+        let ls = trace.spans[launch as usize].clone();
+        let rank = trace.track(ls.track).rank.0;
+        let pid = trace.track(ls.track).pid().unwrap_or(0);
+        let mut ops = replayed
+            .get(&(rank, ls.correlation.expect("filtered")))
+            .cloned()
+            .unwrap_or_default();
+        ops.sort_by_key(|&i| (trace.spans[i as usize].start, i));
+        coverage.graph_kernels += ops.len();
+        let linked: Vec<(u32, u32, bool)> = ops
+            .iter()
+            .filter_map(|&op| links.get(&op).map(|&(c, by_order)| (op, c, by_order)))
+            .collect();
+        let by_order = linked.iter().any(|l| l.2);
+        let mut entry = GraphLaunchCoverage {
+            launch_span: launch,
+            name: trace.str(ls.name).to_owned(),
+            start_ns: ls.start,
+            graph_kernels: ops.len(),
+            mapped: 0,
+            captured_graph: None,
+            captured_launches: 0,
+            confidence: 0.0,
+            method: if by_order {
+                METHOD_NODE_ORDER
+            } else {
+                METHOD_GRAPH_NODE
+            },
+        };
+        // The captured launches per capture thread, in capture order.
+        let mut per_thread: std::collections::BTreeMap<TrackId, Vec<u32>> = Default::default();
+        for &(_, c, _) in &linked {
+            per_thread
+                .entry(capture.spans[c as usize].track)
+                .or_default()
+                .push(c);
+        }
+        for (track, mut captured) in per_thread {
+            captured.sort_by_key(|&c| (capture.spans[c as usize].start, c));
+            captured.dedup();
+            entry.captured_launches += captured.len();
+            let first = &capture.spans[captured[0] as usize];
+            let last = &capture.spans[captured[captured.len() - 1] as usize];
+            let window = capture_window(&capture, &thread_spans[&track], (first.start, last.end));
+            captured_graphs.insert((track, window.0, window.1));
+            let graph = CapturedGraph {
+                track,
+                window,
+                launches: captured
+                    .iter()
+                    .map(|&span| Captured {
+                        span,
+                        kernel: String::new(),
+                        config: None,
+                    })
+                    .collect(),
+            };
+            let to_copy = spans_to_copy(&capture, &graph, &thread_spans[&track]);
+            let capture_track = capture_track_of(
+                &mut trace,
+                &mut capture_tracks,
+                &capture,
+                (rank, pid, track),
+                &source,
+            );
+            let copy_of = copy_spans(
+                &mut trace,
+                &capture,
+                capture_track,
+                &to_copy,
+                (ls.start, ls.end),
+            );
+            coverage.spans_added += to_copy.len();
+            for &(op, c, order) in &linked {
+                if capture.spans[c as usize].track != track {
+                    continue;
+                }
+                link(
+                    &mut trace,
+                    copy_of[&c],
+                    op,
+                    category,
+                    (&mut next_correlation, &mut next_flow),
+                );
+                mapped_ops.insert(op);
+                entry.mapped += 1;
+                coverage.mapped_by_node_order += usize::from(order);
+            }
+        }
+        let denominator = entry.graph_kernels.max(entry.captured_launches).max(1);
+        entry.confidence = entry.mapped as f64 / denominator as f64;
+        coverage.exact_launches += usize::from(
+            entry.mapped == entry.graph_kernels && entry.mapped == entry.captured_launches,
+        );
+        coverage.graph_kernels_mapped += entry.mapped;
+        coverage.launches.push(entry);
+    }
+    coverage.captured_graphs = captured_graphs.len();
+    // The importer's links of mapped ops give way to the flows from the copies.
+    let keep: Vec<bool> = trace
+        .flows
+        .iter()
+        .map(|f| {
+            let is_import_link = matches!(
+                trace.str(f.category),
+                GRAPH_NODE_FLOW | GRAPH_NODE_ORDER_FLOW
+            ) && f
+                .from
+                .as_ref()
+                .is_some_and(|e| !is_graph_capture_track(trace.track(e.track)));
+            let to = f.to.as_ref().and_then(|e| e.span).map(|s| s.0);
+            !(is_import_link && to.is_some_and(|op| mapped_ops.contains(&op)))
+        })
+        .collect();
+    let mut k = keep.iter();
+    trace.flows.retain(|_| *k.next().expect("one per flow"));
+    (trace, Some(coverage))
 }
 
 #[cfg(test)]

@@ -3,8 +3,8 @@
 //! The fixture is the real CloverLeaf export (its schema has `graphNodeId`; `graphId` is added
 //! as newer nsys versions name it) with one `cudaGraphLaunch` runtime call and three graph
 //! kernels inserted on a real thread and stream, so the expected counts are known by
-//! construction. Mapping nsys graph kernels to the capturing calls is not done yet (see
-//! `docs/analyses/graphs.md`): they count as graph kernels, none as mapped.
+//! construction. The export has no capture of that graph (no node events, no stream capture):
+//! they count as graph kernels, none as mapped (the mapping itself: `nsys_graph_nodes.rs`).
 
 #![allow(clippy::unwrap_used)] // test helpers panic on broken fixtures by design
 

@@ -130,6 +130,25 @@ fn apply_graph_capture(trace: Trace, capture: &Path, options: &ImportOptions) ->
     Ok(trace)
 }
 
+/// The graph-replayed device ops of `trace` attributed to the launches that captured them when
+/// the trace links them itself (an nsys export with graph node ids,
+/// [`strato_analysis::graphs::attribute_graph_nodes`]); one coverage line on stderr then.
+fn apply_graph_nodes(trace: Trace) -> Trace {
+    let (trace, coverage) = strato_analysis::graphs::attribute_graph_nodes(trace);
+    if let Some(c) = coverage {
+        eprintln!(
+            "strato: note: {}: {} of {} graph-replayed device ops mapped to the launches that captured them by graph node ({} of them by node order only), {} graph launches, {} replayed exactly as captured",
+            c.capture_source,
+            c.graph_kernels_mapped,
+            c.graph_kernels,
+            c.mapped_by_node_order,
+            c.graph_launches,
+            c.exact_launches,
+        );
+    }
+    trace
+}
+
 /// Set once from the command line (`--keep-secrets`): [`load`] leaves secrets in metadata.
 pub(crate) static KEEP_SECRETS: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
@@ -181,6 +200,7 @@ impl Profile {
 /// `--graph-capture`, graph-replayed kernels are attributed to their captured launches.
 pub(crate) fn open_profile(inputs: &[PathBuf], options: &ImportOptions) -> Result<Profile> {
     let mut profile = load_unredacted(inputs, options)?;
+    profile.trace = apply_graph_nodes(std::mem::take(&mut profile.trace));
     if let Some(capture) = graph_capture() {
         let trace = std::mem::take(&mut profile.trace);
         profile.trace = apply_graph_capture(trace, &capture, options)?;

@@ -96,6 +96,10 @@ pub fn open(inputs: &[PathBuf], options: &OpenOptions) -> Result<Opened, OpenErr
         let raw = strato_io::import_paths(inputs, &import)?;
         corrected(raw)
     };
+    // Graph kernels the trace links to their captured launches itself (nsys graph node ids),
+    // as the CLI's `open_profile` does.
+    opened.trace =
+        strato_analysis::graphs::attribute_graph_nodes(std::mem::take(&mut opened.trace)).0;
     if let Some(capture) = &options.graph_capture {
         let trace = std::mem::take(&mut opened.trace);
         opened.trace = apply_graph_capture(trace, capture, &import)?;
