@@ -220,8 +220,8 @@ def svg_plot(rows, path):
                 parts.append(f'<polyline points="{d}" fill="none" stroke="{colors[c]}" stroke-width="1.5"{dash}/>')
                 for a, b, n in line:
                     parts.append(f'<circle cx="{sx(a):.1f}" cy="{sy(b):.1f}" r="2.5" fill="{colors[c]}"/>')
-                    if c == contenders[0]:
-                        # Which job a point is: ranks x MB per rank, under the first contender's points.
+                    if c in (contenders[0], "hta gpu-time"):
+                        # Which job a point is: ranks x MB per rank, under strato gpu-time's and HTA's points.
                         parts.append(f'<text x="{sx(a):.1f}" y="{sy(b) + 13:.1f}" text-anchor="middle" '
                                      f'font-size="9" fill="#555">{n}x{mb:g}</text>')
     for i, c in enumerate(contenders):
