@@ -21,11 +21,16 @@ Contenders (each a fresh process; wall time and peak RSS from wait4's rusage):
                       RSS is the largest of its process and its parser pool's (wait4 reports
                       the maximum, not the sum: HTA's real footprint is larger).
 HTA is skipped for a job whose JSON exceeds --hta-max-gb (default 2: HTA keeps every event of
-every rank in pandas, several times the JSON size, and takes minutes per GB on 2 cores).
+every rank in pandas, several times the JSON size, and takes minutes per GB on 2 cores), or at
+exactly the jobs --hta-at names (RANKSxMB, e.g. 128x5,8x50).
 
 Usage:
   python3 benches/job_scale.py [--ranks 8,32,128] [--mb 5,50] [--runs 1] [--strato PATH]
-         [--hta-max-gb 2] [--svg docs/job_scale.svg] [--json benches/results/job_scale.json]
+         [--hta-max-gb 2 | --hta-at 128x5,8x50] [--svg docs/job_scale.svg] [--json benches/results/job_scale.json]
+     --json and --svg are rewritten after every job (a run stopped part-way keeps its rows);
+     each row also has the 1-minute load average after its job.
+  python3 benches/job_scale.py --plot-from A.json [B.json ...] --svg docs/job_scale.svg
+     the plot and the table from the rows of earlier runs (no run).
   python3 benches/job_scale.py --ci [--strato target/debug/strato]
      bounded check CI runs (seconds): 4 ranks x 1.7 MB (2 steps); the answers with 1 and 2 jobs are the same,
      every collective of the generated job is matched and complete, and the clock shifts put
@@ -182,7 +187,7 @@ def svg_plot(rows, path):
     colors = {"strato gpu-time": "#1f77b4", "strato kernels": "#2ca02c",
               "strato collectives": "#d62728", "hta gpu-time": "#7f7f7f"}
     W, H, M = 420, 300, 55
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{2 * W + 20}" height="{H + 70}" '
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{2 * W + 40}" height="{H + 70}" '
              'font-family="sans-serif" font-size="11">']
     for panel, (key, label) in enumerate([("time_s", "median wall time (s)"), ("rss_mib", "peak RSS (MiB)")]):
         x0 = panel * (W + 20)
@@ -206,21 +211,27 @@ def svg_plot(rows, path):
             parts.append(f'<text x="{x0 + M - 4}" y="{y + 4:.1f}" text-anchor="end">{10 ** e:g}</text>')
         for c in contenders:
             for mb in sorted({r["mb_per_rank"] for r in rows}):
-                line = sorted((r["json_mb"], r[key]) for r in rows
+                line = sorted((r["json_mb"], r[key], r["ranks"]) for r in rows
                               if r["contender"] == c and r["mb_per_rank"] == mb and r.get(key))
                 if not line:
                     continue
                 dash = "" if mb == max(r["mb_per_rank"] for r in rows) else ' stroke-dasharray="4 3"'
-                d = " ".join(f"{sx(a):.1f},{sy(b):.1f}" for a, b in line)
+                d = " ".join(f"{sx(a):.1f},{sy(b):.1f}" for a, b, _ in line)
                 parts.append(f'<polyline points="{d}" fill="none" stroke="{colors[c]}" stroke-width="1.5"{dash}/>')
-                for a, b in line:
+                for a, b, n in line:
                     parts.append(f'<circle cx="{sx(a):.1f}" cy="{sy(b):.1f}" r="2.5" fill="{colors[c]}"/>')
+                    if c in (contenders[0], "hta gpu-time"):
+                        # Which job a point is: ranks x MB per rank, under strato gpu-time's and HTA's points.
+                        parts.append(f'<text x="{sx(a):.1f}" y="{sy(b) + 13:.1f}" text-anchor="middle" '
+                                     f'font-size="9" fill="#555">{n}x{mb:g}</text>')
     for i, c in enumerate(contenders):
         x = 10 + i * 200
         parts.append(f'<line x1="{x}" y1="{H + 30}" x2="{x + 20}" y2="{H + 30}" stroke="{colors[c]}" stroke-width="2"/>')
         parts.append(f'<text x="{x + 25}" y="{H + 34}">{c}</text>')
-    parts.append(f'<text x="10" y="{H + 55}">solid: largest MB per rank, dashed: smaller; points along a line: more ranks. '
-                 'HTA "gpu-time" = its load + temporal breakdown.</text>')
+    sizes = sorted({r["mb_per_rank"] for r in rows})
+    parts.append(f'<text x="10" y="{H + 55}">solid: {sizes[-1]:g} MB per rank, dashed: '
+                 f'{", ".join(f"{m:g}" for m in sizes[:-1]) or "-"} MB; points along a line: more ranks '
+                 '(labels: ranks x MB per rank). HTA "gpu-time" = its load + temporal breakdown.</text>')
     parts.append("</svg>")
     with open(path, "w") as fh:
         fh.write("\n".join(parts) + "\n")
@@ -250,7 +261,13 @@ def full(args):
                     rows.append(dict(contender=f"strato {cmd}", ranks=n, mb_per_rank=mb,
                                      json_mb=total / 1e6, time_s=wall, rss_mib=rss))
                     print(f"strato {cmd:<12} {wall:8.2f} s {rss:9.1f} MiB")
-                if have_hta and total <= args.hta_max_gb * 1e9:
+                if args.hta_at is not None:
+                    run_hta = f"{n}x{mb:g}" in args.hta_at.split(",")
+                    why = f"{n}x{mb:g} not in --hta-at {args.hta_at}"
+                else:
+                    run_hta = total <= args.hta_max_gb * 1e9
+                    why = f"{total / 1e9:.1f} GB of JSON > --hta-max-gb {args.hta_max_gb}"
+                if have_hta and run_hta:
                     wall, best, rss, out = measure([hta_python, "-c", HTA_SNIPPET, d], 1)
                     phases = json.loads(out.strip().splitlines()[-1])
                     print(f"hta load {phases['load']:.1f} s, peak RSS {rss:.0f} MiB (whole run {wall:.1f} s)")
@@ -261,19 +278,37 @@ def full(args):
                         print(f"  {cmd:<12} hta {hta_s:8.2f} s = {hta_s / res[cmd][0]:6.1f}x strato's time; "
                               f"RSS {rss / res[cmd][1]:6.1f}x strato's")
                 elif have_hta:
-                    print(f"hta skipped: {total / 1e9:.1f} GB of JSON > --hta-max-gb {args.hta_max_gb}")
-    print("\n| contender | ranks | MB/rank | JSON MB | time s | peak RSS MiB |")
-    print("|---|---:|---:|---:|---:|---:|")
+                    print(f"hta skipped: {why}")
+                load = os.getloadavg()
+                print(f"load average after this job: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+                for r in rows:
+                    if r["ranks"] == n and r["mb_per_rank"] == mb:
+                        r["load_avg_1m"] = round(load[0], 1)
+            # After every job, so that a long run stopped part-way keeps what it measured.
+            write_outputs(rows, args)
+    print_table(rows)
+    if args.svg:
+        print(f"plot: {args.svg}")
+
+
+def print_table(rows):
+    print("\n| contender | ranks | MB/rank | JSON MB | time s | peak RSS MiB | load avg |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['contender']} | {r['ranks']} | {r['mb_per_rank']:g} | {r['json_mb']:.0f} | "
-              f"{r['time_s']:.2f} | {r['rss_mib']:.0f} |")
+              f"{r['time_s']:.2f} | {r['rss_mib']:.0f} | {r.get('load_avg_1m', '')} |")
+
+
+def write_outputs(rows, args):
+    """The rows so far as --json and the plot as --svg (each written whole, then renamed)."""
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as fh:
+        with open(args.json + ".tmp", "w") as fh:
             json.dump(rows, fh, indent=1)
+        os.replace(args.json + ".tmp", args.json)
     if args.svg:
-        svg_plot(rows, args.svg)
-        print(f"plot: {args.svg}")
+        svg_plot(rows, args.svg + ".tmp")
+        os.replace(args.svg + ".tmp", args.svg)
 
 
 def main():
@@ -284,12 +319,21 @@ def main():
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--jobs", type=int, default=0, help="strato --jobs (default: all cores)")
     parser.add_argument("--hta-max-gb", type=float, default=2.0)
+    parser.add_argument("--hta-at", default=None, metavar="RxMB,...",
+                        help="run HTA at exactly these jobs (e.g. 128x5,8x50) instead of by --hta-max-gb")
     parser.add_argument("--tmp", default=None, help="where the generated jobs go (default: $TMPDIR)")
     parser.add_argument("--strato", default=None)
     parser.add_argument("--svg", default=None)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--plot-from", nargs="+", default=None, metavar="JSON",
+                        help="no run: the --svg plot and the table from the rows of earlier --json files")
     args = parser.parse_args()
-    if args.ci:
+    if args.plot_from:
+        rows = [row for f in args.plot_from for row in json.load(open(f))]
+        print_table(rows)
+        if args.svg:
+            svg_plot(rows, args.svg)
+    elif args.ci:
         args.strato = args.strato or os.path.join(ROOT, "target", "debug", "strato")
         ci(args)
     else:
