@@ -295,7 +295,16 @@ struct KnownArgs<'a> {
     total_allocated: Option<Loose>,
     /// TraceFuse's rank of an event of a merged multi-rank file (see [`Builder::fused_rank`]).
     rank: Option<Loose>,
+    /// TensorFlow trace viewer's mark of an eager op: the trace viewer classification
+    /// ([`crate::tf`]) reads it, so it survives args that are not kept ([`TF_EAGER_ARGS`]).
+    is_eager: Option<serde::de::IgnoredAny>,
 }
+
+/// The args an event marked `is_eager` keeps when its own args are not kept: the one field the
+/// trace viewer classification reads from args (the others it reads are kept as correlations).
+/// Without it an import with args off classified eager TensorFlow ops as host code, so
+/// `breakdown`/`kernels` on the JSON disagreed with the same commands on its stored profile.
+const TF_EAGER_ARGS: &str = r#"{"is_eager":true}"#;
 
 /// A JSON scalar read leniently: integers, floats, or strings holding either (`"stream 7"`
 /// gives 7). Non-numeric strings are kept as text.
@@ -968,21 +977,25 @@ impl<'p, 's> Builder<'p, 's> {
 
     /// Stores the event's args when the options keep them: all, or with
     /// [`crate::ArgsScope::DeviceOps`] only those of device categories (the event's category
-    /// was registered by [`Builder::category`] before this is called).
-    fn args_id(&mut self, ev: &EventView<'_>) -> Option<strato_trace::ArgsId> {
-        if !self.options.keep_args {
-            return None;
-        }
-        let raw = ev.args?;
-        if self.options.args_scope == crate::ArgsScope::DeviceOps
-            && !self
-                .categories
+    /// was registered by [`Builder::category`] before this is called). An event whose args are
+    /// not kept but mark it `is_eager` keeps [`TF_EAGER_ARGS`].
+    fn args_id(
+        &mut self,
+        ev: &EventView<'_>,
+        known: &KnownArgs<'_>,
+    ) -> Option<strato_trace::ArgsId> {
+        let on_device = || {
+            self.categories
                 .get(ev.cat.unwrap_or(""))
                 .is_some_and(|c| c.on_device)
-        {
-            return None;
+        };
+        let kept = self.options.keep_args
+            && (self.options.args_scope != crate::ArgsScope::DeviceOps || on_device());
+        match ev.args {
+            Some(raw) if kept => Some(self.trace.add_args(raw)),
+            _ if known.is_eager.is_some() => Some(self.trace.add_args(TF_EAGER_ARGS)),
+            _ => None,
         }
-        Some(self.trace.add_args(raw))
     }
 
     fn span_event(
@@ -1065,7 +1078,7 @@ impl<'p, 's> Builder<'p, 's> {
             .or(known.external_id_2021.as_ref())
             .and_then(Loose::as_i64)
             .map(|c| c as u64);
-        let args = self.args_id(ev);
+        let args = self.args_id(ev, known);
         self.trace.spans.push(Span {
             track,
             start: ts,
@@ -1146,7 +1159,7 @@ impl<'p, 's> Builder<'p, 's> {
             return Ok(());
         }
         let name = self.trace.intern(name_text);
-        let args = self.args_id(ev);
+        let args = self.args_id(ev, known);
         self.trace.instants.push(Instant {
             track,
             ts,

@@ -831,3 +831,33 @@ fn trace_viewer_json_without_args_keeps_levels() {
         [(1, 19), (4, 94), (6, 113)].into()
     );
 }
+
+/// An import that drops args classifies every span as one that keeps them: the trace viewer
+/// classification reads `is_eager` from args (4,779 eager ops of this file were host code
+/// before, so `breakdown` on the JSON disagreed with `breakdown` on its stored profile).
+#[test]
+fn trace_viewer_json_classifies_the_same_with_or_without_args() {
+    let classes = |options: &ImportOptions| -> Vec<(String, Level)> {
+        let trace = import_file(&data(TRACE_VIEWER), options).unwrap();
+        trace
+            .spans
+            .iter()
+            .map(|s| (trace.str(s.category).to_owned(), s.level))
+            .collect()
+    };
+    let with_args = classes(&ImportOptions::default());
+    let tf_ops = with_args.iter().filter(|(c, _)| c == "tf_op").count();
+    assert!(tf_ops > 6_000, "{tf_ops} tf_op spans with args");
+    for options in [
+        ImportOptions {
+            keep_args: false,
+            ..ImportOptions::default()
+        },
+        ImportOptions {
+            args_scope: strato_io::ArgsScope::DeviceOps,
+            ..ImportOptions::default()
+        },
+    ] {
+        assert_eq!(classes(&options), with_args);
+    }
+}

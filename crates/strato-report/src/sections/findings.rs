@@ -2,6 +2,11 @@
 //! first, each finding linking to the sections that hold its evidence (copies to Memory, idle
 //! gaps and low-utilisation windows to Utilization, launch-bound stretches to Kernels, steps to
 //! Iterations, host stalls to Breakdown) with its evidence ranges in a folded table.
+//!
+//! Size at job scale: a job of many ranks can have hundreds of findings (a rule fires per rank),
+//! so the first [`DETAILED_FINDINGS`] are shown in full and the rest as one row each in a folded
+//! table (at most [`crate::TABLE_ROWS`] rows); `strato advise --json` has every one with its
+//! evidence.
 
 use strato_analysis::advise::Finding;
 
@@ -9,7 +14,10 @@ use crate::html::{esc, Html};
 use crate::svg::fmt_ns;
 use crate::ReportInput;
 
-use super::{analysis_or_close, close, close_empty, open};
+use super::{analysis_or_close, cell_rows, close, close_empty, open};
+
+/// Findings shown in full (message, advice, links, evidence); the rest get one row each.
+pub const DETAILED_FINDINGS: usize = 40;
 
 /// The report section that shows evidence of this kind: (section id, title).
 pub(super) fn evidence_section(kind: &str) -> (&'static str, &'static str) {
@@ -65,7 +73,7 @@ pub(super) fn findings(h: &mut Html, input: &ReportInput) -> bool {
             fmt_ns(report.window_ns as f64)
         ),
     );
-    for f in &report.findings {
+    for f in report.findings.iter().take(DETAILED_FINDINGS) {
         h.markup("<div class=\"finding\"><h3>")
             .text(&format!(
                 "[{}] {}: {} ({:.1}% of the window)",
@@ -105,6 +113,31 @@ pub(super) fn findings(h: &mut Html, input: &ReportInput) -> bool {
             &rows,
         );
         h.markup("</div>");
+    }
+    let rest = report.findings.get(DETAILED_FINDINGS..).unwrap_or_default();
+    if !rest.is_empty() {
+        let rows: Vec<Vec<String>> = rest
+            .iter()
+            .map(|f| {
+                vec![
+                    f.severity.as_str().to_owned(),
+                    f.rule.to_string(),
+                    fmt_ns(f.time_ns as f64),
+                    format!("{:.1}%", f.share_pct),
+                    f.evidence.len().to_string(),
+                    f.message.clone(),
+                ]
+            })
+            .collect();
+        h.details_table(
+            &format!(
+                "{} more findings, one row each (all with their evidence: strato advise --json)",
+                rest.len()
+            ),
+            &["severity", "rule", "time", "share", "evidence", "finding"],
+            &[2, 3, 4],
+            &cell_rows(rows),
+        );
     }
     close(h);
     true
