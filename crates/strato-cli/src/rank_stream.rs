@@ -8,8 +8,8 @@
 //! notes warned about in the same order, shared rank claims noted the same way; rank and span
 //! ids are those of the whole trace (file `k`'s ids shifted by the ranks and spans of the files
 //! before it). Inputs this path does not cover (standard input, a profile directory, a
-//! recording, Nsight Compute metrics to attach, perf recordings to join, `--graph-capture`)
-//! give `None`: the caller then opens the profile whole.
+//! partitioned store, a recording, Nsight Compute metrics to attach, perf recordings to join,
+//! `--graph-capture`) give `None`: the caller then opens the profile whole.
 
 use std::path::{Path, PathBuf};
 
@@ -85,6 +85,7 @@ pub(crate) fn rank_files(inputs: &[PathBuf]) -> Option<Vec<PathBuf>> {
         if strato_io::input::is_stdin(input)
             || !input.exists()
             || strato_store::is_profile_dir(input)
+            || strato_store::partitioned::is_store_dir(input)
             || strato_io::recording::is_recording_dir(input)
         {
             return None;
