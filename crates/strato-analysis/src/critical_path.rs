@@ -1340,6 +1340,34 @@ mod tests {
 
     use strato_trace::testing::{rank, TraceBuilder};
 
+    /// A rank's all-reduce: its launch and its stream sync on `cpu` (correlations 1 and 2), the
+    /// NCCL kernel and the sync's device side on `gpu`.
+    fn launched_all_reduce(
+        b: &mut TraceBuilder,
+        cpu: TrackId,
+        gpu: TrackId,
+        launch: (Ns, Ns),
+        kernel: (Ns, Ns),
+        sync: (Ns, Ns),
+    ) {
+        let api = Level::AcceleratorApi;
+        b.span(cpu, api, "cudaLaunchKernel", launch.0, launch.1)
+            .correlation(1);
+        b.span(cpu, api, "cudaStreamSynchronize", sync.0, sync.1)
+            .correlation(2);
+        let nccl = "ncclKernel_AllReduce_RING_LL_Sum_float";
+        b.span(gpu, Level::DeviceKernel, nccl, kernel.0, kernel.1)
+            .correlation(1);
+        b.span(
+            gpu,
+            Level::DeviceSync,
+            "Stream Sync",
+            kernel.1 - 5,
+            kernel.1,
+        )
+        .correlation(2);
+    }
+
     fn kinds(r: &RankCriticalPath) -> Vec<(PathKind, Ns)> {
         r.by_kind
             .iter()
@@ -1534,38 +1562,7 @@ mod tests {
             if let Some(end) = slow_end {
                 b.span(cpu, Level::Backend, "slow", 5, end);
             }
-            b.span(
-                cpu,
-                Level::AcceleratorApi,
-                "cudaLaunchKernel",
-                launch.0,
-                launch.1,
-            )
-            .correlation(1);
-            b.span(
-                cpu,
-                Level::AcceleratorApi,
-                "cudaStreamSynchronize",
-                sync.0,
-                sync.1,
-            )
-            .correlation(2);
-            b.span(
-                gpu,
-                Level::DeviceKernel,
-                "ncclKernel_AllReduce_RING_LL_Sum_float",
-                kernel.0,
-                kernel.1,
-            )
-            .correlation(1);
-            b.span(
-                gpu,
-                Level::DeviceSync,
-                "Stream Sync",
-                kernel.1 - 5,
-                kernel.1,
-            )
-            .correlation(2);
+            launched_all_reduce(&mut b, cpu, gpu, launch, kernel, sync);
         }
         let trace = b.build();
         let alone = critical_path(&trace, &CriticalPathOptions::default()).unwrap();
@@ -1728,38 +1725,7 @@ mod tests {
             if let Some(end) = slow_end {
                 b.span(cpu, Level::Backend, "slow", 5, end);
             }
-            b.span(
-                cpu,
-                Level::AcceleratorApi,
-                "cudaLaunchKernel",
-                launch.0,
-                launch.1,
-            )
-            .correlation(1);
-            b.span(
-                cpu,
-                Level::AcceleratorApi,
-                "cudaStreamSynchronize",
-                sync.0,
-                sync.1,
-            )
-            .correlation(2);
-            b.span(
-                gpu,
-                Level::DeviceKernel,
-                "ncclKernel_AllReduce_RING_LL_Sum_float",
-                kernel.0,
-                kernel.1,
-            )
-            .correlation(1);
-            b.span(
-                gpu,
-                Level::DeviceSync,
-                "Stream Sync",
-                kernel.1 - 5,
-                kernel.1,
-            )
-            .correlation(2);
+            launched_all_reduce(&mut b, cpu, gpu, launch, kernel, sync);
         }
         let trace = b.build();
         let options = CriticalPathOptions {
