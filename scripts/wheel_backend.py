@@ -63,12 +63,15 @@ def _cargo_build() -> dict[str, Path]:
     # Cargo.lock (offline; nothing else changes). CI checks the lock (cargo test --locked).
     cmd = [os.environ.get("CARGO", "cargo"), "build", "--profile", PROFILE,
            "--message-format=json-render-diagnostics"]
+    # `--lib` may be given once: it selects the library of every package named with `-p`.
     for package, selection, target, _ in PROGRAMS:
-        cmd += ["-p", package, selection]
+        cmd += ["-p", package]
         if selection == "--bin":
-            cmd.append(target)
+            cmd += ["--bin", target]
     for package, _, _ in EXTENSIONS:
-        cmd += ["-p", package, "--lib"]
+        cmd += ["-p", package]
+    if any(selection == "--lib" for _, selection, _, _ in PROGRAMS) or EXTENSIONS:
+        cmd.append("--lib")
     print("stratoscope build: " + " ".join(cmd), file=sys.stderr, flush=True)
     proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     if proc.returncode != 0:
