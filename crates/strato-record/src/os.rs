@@ -760,9 +760,7 @@ impl Collector {
         let mut summary = std::mem::take(&mut self.summary);
         summary.processes = self.files.len();
         summary.threads = self.threads.len();
-        let mut files: Vec<PathBuf> = self.files.values().map(|f| f.side.path.clone()).collect();
-        files.sort();
-        summary.files = files;
+        summary.files = SideFile::sorted_paths(self.files.values().map(|f| &f.side));
         summary.collector_cpu_ns = crate::read_clock(libc::CLOCK_THREAD_CPUTIME_ID);
         summary
     }

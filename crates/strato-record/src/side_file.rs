@@ -84,6 +84,13 @@ impl SideFile {
         dir.join(format!("{pid}-{suffix}.strato"))
     }
 
+    /// The paths of `files`, sorted (a collector's summary lists them so).
+    pub fn sorted_paths<'a>(files: impl Iterator<Item = &'a SideFile>) -> Vec<PathBuf> {
+        let mut paths: Vec<PathBuf> = files.map(|f| f.path.clone()).collect();
+        paths.sort();
+        paths
+    }
+
     /// The id of string `s` in this file.
     pub fn string(&mut self, s: &str) -> u32 {
         if let Some(&id) = self.string_ids.get(s) {
