@@ -157,6 +157,11 @@ pub struct RunMeasure {
     /// CPU time of the OS level's collector thread (in the launcher, outside the program's
     /// threads), when the run recorded the OS level.
     pub os_collector_cpu_ns: Option<f64>,
+    /// Time the program's threads were runnable behind the launcher's collectors (wall time,
+    /// removed by the correction), when the run recorded the OS level.
+    pub os_collector_wait_ns: Option<f64>,
+    /// CPU time of the sample collector thread (in the launcher), when the run sampled.
+    pub sample_collector_cpu_ns: Option<f64>,
 }
 
 /// The CPU basis of a recording; None when some process has no CPU times (or none recorded).
@@ -171,16 +176,19 @@ pub fn cpu_basis(trace: &Trace, info: &RecordingInfo) -> Option<CpuMeasure> {
         .collect::<Option<_>>()?;
     let ids: Vec<(i64, i64)> = threads.iter().map(|t| t.0).collect();
     let mut counts = overhead::count_threads(trace, &ids);
-    // OS events of each recording thread while its CPU time was measured (START to STOP).
-    counts.os_event = info
-        .processes
-        .iter()
-        .zip(&ids)
-        .map(|(p, &(pid, tid))| {
-            let end = p.stop_ns.unwrap_or(p.last_ns.max(p.start_ns));
-            overhead::count_os_events(trace, |a, b| (a, b) == (pid, tid), Some((p.start_ns, end)))
-        })
-        .sum();
+    // OS events and samples of each recording thread while its CPU time was measured (START
+    // to STOP).
+    counts.os_event = 0;
+    counts.cpu_sample = 0;
+    counts.python_stack = 0;
+    for (p, &(pid, tid)) in info.processes.iter().zip(&ids) {
+        let end = p.stop_ns.unwrap_or(p.last_ns.max(p.start_ns));
+        let this = |a: i64, b: i64| (a, b) == (pid, tid);
+        counts.os_event += overhead::count_os_events(trace, this, Some((p.start_ns, end)));
+        let (native, python) = overhead::count_samples(trace, this, Some((p.start_ns, end)));
+        counts.cpu_sample += native;
+        counts.python_stack += python;
+    }
     Some(CpuMeasure {
         time_ns: threads.iter().map(|t| t.1).sum(),
         counts,
@@ -207,6 +215,40 @@ pub fn os_collector_cpu_ns(trace: &Trace) -> Option<f64> {
 /// The metadata key of the OS collector's own cost (`strato_record::os` writes it).
 pub const OS_COLLECTOR_METADATA_KEY: &str = "strato.os.collector";
 
+/// The time the program's threads were runnable behind the launcher's collectors, ns
+/// (`program_wait_ns` of `strato.os.collector`); None without OS data.
+pub fn os_collector_wait_ns(trace: &Trace) -> Option<f64> {
+    trace.ranks.iter().find_map(|r| {
+        if r.format != strato_trace::SourceFormat::Strato {
+            return None;
+        }
+        let meta: serde_json::Value = serde_json::from_str(r.metadata_json.as_deref()?).ok()?;
+        meta.get("metadata")?
+            .get(OS_COLLECTOR_METADATA_KEY)?
+            .get("program_wait_ns")?
+            .as_f64()
+    })
+}
+
+/// The metadata key of the sample collector's own cost, `{"cpu_ns":N,"samples":N}`
+/// (`strato_record::sample` writes it in the root's samples file).
+pub const SAMPLE_COLLECTOR_METADATA_KEY: &str = "strato.samples.collector";
+
+/// The CPU sample collector's cost stored with a recording (`strato.samples.collector`): its
+/// thread's CPU time in ns; None without samples.
+pub fn sample_collector_cpu_ns(trace: &Trace) -> Option<f64> {
+    trace.ranks.iter().find_map(|r| {
+        if r.format != strato_trace::SourceFormat::Strato {
+            return None;
+        }
+        let meta: serde_json::Value = serde_json::from_str(r.metadata_json.as_deref()?).ok()?;
+        meta.get("metadata")?
+            .get(SAMPLE_COLLECTOR_METADATA_KEY)?
+            .get("cpu_ns")?
+            .as_f64()
+    })
+}
+
 /// Measures one run's recording; None when no process was recorded.
 pub fn measure_run(trace: &Trace, device_tracing: bool) -> Option<RunMeasure> {
     let info = RecordingInfo::of(trace);
@@ -221,6 +263,8 @@ pub fn measure_run(trace: &Trace, device_tracing: bool) -> Option<RunMeasure> {
         .collect();
     let mut counts = overhead::count(trace, Some(pid));
     counts.os_event = overhead::count_os_events(trace, |p, _| p == pid, Some((start, end)));
+    (counts.cpu_sample, counts.python_stack) =
+        overhead::count_samples(trace, |p, _| p == pid, Some((start, end)));
     Some(RunMeasure {
         time_ns: (end - start) as f64,
         counts,
@@ -228,6 +272,8 @@ pub fn measure_run(trace: &Trace, device_tracing: bool) -> Option<RunMeasure> {
         cpu: cpu_basis(trace, &info),
         device_tracing,
         os_collector_cpu_ns: os_collector_cpu_ns(trace),
+        os_collector_wait_ns: os_collector_wait_ns(trace),
+        sample_collector_cpu_ns: sample_collector_cpu_ns(trace),
     })
 }
 
@@ -590,6 +636,12 @@ pub struct OsValidation {
     pub collector_cpu_s: Option<f64>,
     /// `collector_cpu_s` over the uninstrumented time of the fit's basis, percent.
     pub collector_cpu_pct: Option<f64>,
+    /// Mean over the held-out runs of the time the program's threads were runnable on a CPU
+    /// the launcher's collectors held, s (None when no run has it). Wall time, not CPU time:
+    /// the correction removes it from the profile's timeline (where each wait ended, in the
+    /// thread that waited) and from the wall-clock validation; no CPU-basis figure contains it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collector_wait_s: Option<f64>,
 }
 
 /// The OS part of `fit`'s held-out validation ([`OsValidation`]); None when no held-out run
@@ -613,11 +665,83 @@ pub fn os_validation(fit: &Fit, held_out: &[RunMeasure], basis: Basis) -> Option
         .collect();
     let collector_ns =
         (!collector.is_empty()).then(|| collector.iter().sum::<f64>() / collector.len() as f64);
+    let waits: Vec<f64> = held_out
+        .iter()
+        .filter_map(|r| r.os_collector_wait_ns)
+        .collect();
+    let wait_ns = (!waits.is_empty()).then(|| waits.iter().sum::<f64>() / waits.len() as f64);
     Some(OsValidation {
         os_event_cost_ns: cost,
         events,
         removed_s: removed / 1e9,
         bias_without_os_pct: (fit.instrumented_ns
+            - (fit.removed_ns - removed)
+            - fit.uninstrumented_ns)
+            / fit.uninstrumented_ns
+            * 100.0,
+        collector_cpu_s: collector_ns.map(|c| c / 1e9),
+        collector_cpu_pct: collector_ns.map(|c| c / fit.uninstrumented_ns * 100.0),
+        collector_wait_s: wait_ns.map(|w| w / 1e9),
+    })
+}
+
+/// The sampling part of a held-out validation (`strato record --sample --calibrate`), so the
+/// correction for it is reported, never hidden: what a sample costs the sampled thread, how
+/// much of the correction is theirs, and where the figure would be without it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SampleValidation {
+    /// Fitted cost of one native CPU sample in the sampled thread (`cpu_sample`), ns.
+    pub cpu_sample_cost_ns: f64,
+    /// Fitted cost of one Python-stack sample to the sampled thread (`python_stack`), ns.
+    pub python_stack_cost_ns: f64,
+    /// Mean over the kept held-out runs (the validation's statistic) of their native samples
+    /// and Python-stack samples on the fit's basis, and of the cost removed for both, s.
+    pub cpu_samples: f64,
+    pub python_stacks: f64,
+    pub removed_s: f64,
+    /// The held-out bias with only the other costs removed (percent), beside the validation's
+    /// `bias_pct` with every cost removed.
+    pub bias_without_sampling_pct: f64,
+    /// Mean CPU time of the launcher's sample collector over the held-out runs, s (None when
+    /// no run has it): outside the program's threads, reported, not removed.
+    pub collector_cpu_s: Option<f64>,
+    /// `collector_cpu_s` over the uninstrumented time of the fit's basis, percent.
+    pub collector_cpu_pct: Option<f64>,
+}
+
+/// The sampling part of `fit`'s held-out validation ([`SampleValidation`]); None when no
+/// held-out run has samples.
+pub fn sample_validation(
+    fit: &Fit,
+    held_out: &[RunMeasure],
+    basis: Basis,
+) -> Option<SampleValidation> {
+    let key = |r: &RunMeasure| basis.of_run(r).0;
+    let counts = |r: &RunMeasure| {
+        let c = basis.of_run(r).1;
+        (c.cpu_sample, c.python_stack)
+    };
+    if !held_out.iter().any(|r| counts(r) != (0, 0)) {
+        return None;
+    }
+    let cost = |k: &str| fit.calibration.costs_ns.get(k).copied().unwrap_or(0.0);
+    let (native_cost, python_cost) = (cost(overhead::CPU_SAMPLE), cost(overhead::PYTHON_STACK));
+    let native = mean_over_kept(held_out, key, |r| counts(r).0 as f64);
+    let python = mean_over_kept(held_out, key, |r| counts(r).1 as f64);
+    let removed = native * native_cost + python * python_cost;
+    let collector: Vec<f64> = held_out
+        .iter()
+        .filter_map(|r| r.sample_collector_cpu_ns)
+        .collect();
+    let collector_ns =
+        (!collector.is_empty()).then(|| collector.iter().sum::<f64>() / collector.len() as f64);
+    Some(SampleValidation {
+        cpu_sample_cost_ns: native_cost,
+        python_stack_cost_ns: python_cost,
+        cpu_samples: native,
+        python_stacks: python,
+        removed_s: removed / 1e9,
+        bias_without_sampling_pct: (fit.instrumented_ns
             - (fit.removed_ns - removed)
             - fit.uninstrumented_ns)
             / fit.uninstrumented_ns
@@ -639,6 +763,14 @@ pub struct StoredRuns {
     /// The OS collector thread's CPU time per run (runs with `os` only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub os_collector_cpu_s: Vec<Option<f64>>,
+    /// The runs sampled the CPU (`--sample`): `"native+python"` (the launcher's native
+    /// samples and the program's Python-stack sampler, as the profile does) or `"native"`
+    /// (native samples only, to tell the two costs apart). Absent without sampling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample: Option<String>,
+    /// The sample collector thread's CPU time per run (sampled runs only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sample_collector_cpu_s: Vec<Option<f64>>,
     pub times_s: Vec<f64>,
     pub robust_s: f64,
     pub cpu_times_s: Vec<Option<f64>>,
@@ -663,6 +795,14 @@ impl StoredRuns {
             os_collector_cpu_s: if os {
                 runs.iter()
                     .map(|r| r.os_collector_cpu_ns.map(|c| c / 1e9))
+                    .collect()
+            } else {
+                Vec::new()
+            },
+            sample: None,
+            sample_collector_cpu_s: if runs.iter().any(|r| r.sample_collector_cpu_ns.is_some()) {
+                runs.iter()
+                    .map(|r| r.sample_collector_cpu_ns.map(|c| c / 1e9))
                     .collect()
             } else {
                 Vec::new()
@@ -693,7 +833,7 @@ pub fn corrected_figures(runs: &[RunMeasure], cal: &Calibration, basis: Basis) -
 }
 
 /// How the costs were fitted (the `method` field of the file).
-pub const METHOD: &str = "joint non-negative least squares over levels 0-4, one equation per run (fastest 60% of each configuration's interleaved repeats), per-run counts; with --os, OS book-keeping events (a traced system call or switch out in the thread, counted while its CPU time was measured) are one more cost, fitted with an extra configuration (annotations + OS level); with --opencl, per-call inflation of OpenCL API calls under device tracing by difference of averages (layer api vs the recorded level, annotations on), taken off the traced runs' times before the fit; times are the CPU time of each process's recording thread when every run has it (basis thread_cpu), else the root process's wall-clock region";
+pub const METHOD: &str = "joint non-negative least squares over levels 0-4, one equation per run (fastest 60% of each configuration's interleaved repeats), per-run counts; with --os, OS book-keeping events (a traced system call or switch out in the thread, counted while its CPU time was measured) are one more cost, fitted with an extra configuration (annotations + OS level); with --sample, native CPU samples and Python-stack samples of the thread are two more costs, fitted with two extra configurations (annotations + native and Python samples, annotations + native samples only); with --opencl, per-call inflation of OpenCL API calls under device tracing by difference of averages (layer api vs the recorded level, annotations on), taken off the traced runs' times before the fit; times are the CPU time of each process's recording thread when every run has it (basis thread_cpu), else the root process's wall-clock region";
 
 /// `calibration.json`, written by `strato record --calibrate` beside the recording (the
 /// importer copies it into the rank's metadata under `calibration`). Keys are written sorted.
@@ -718,6 +858,9 @@ pub struct CalibrationFile {
     /// The OS level's part of the validation (recordings with `--os`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub os: Option<OsValidation>,
+    /// The sampling part of the validation (recordings with `--sample`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample: Option<SampleValidation>,
 }
 
 /// Errors reading or writing `calibration.json`.
@@ -817,6 +960,8 @@ mod tests {
             }),
             device_tracing: false,
             os_collector_cpu_ns: None,
+            os_collector_wait_ns: None,
+            sample_collector_cpu_ns: None,
         }
     }
 
@@ -876,6 +1021,8 @@ mod tests {
             }),
             device_tracing: false,
             os_collector_cpu_ns: (os_events > 0).then_some(collector_ns),
+            os_collector_wait_ns: (os_events > 0).then_some(collector_ns / 2.0),
+            sample_collector_cpu_ns: None,
         }
     }
 
@@ -901,6 +1048,7 @@ mod tests {
         // Without the OS part the 6 ms stay: +60 % of the 10 ms base.
         assert!((os.bias_without_os_pct - 60.0).abs() < 1e-6, "{os:?}");
         assert_eq!(os.collector_cpu_s, Some(3e-3));
+        assert_eq!(os.collector_wait_s, Some(1.5e-3));
         assert!((os.collector_cpu_pct.unwrap() - 30.0).abs() < 1e-9);
         // No OS events held out: no OS part.
         assert_eq!(os_validation(&fit, &l1, Basis::ThreadCpu), None);
@@ -916,6 +1064,67 @@ mod tests {
         }
         let (time, _) = corrected_figures(&held, &fit.calibration, Basis::ThreadCpu);
         assert!((time - 1.61e7).abs() < 1e-6, "{time}");
+    }
+
+    /// A sampled run: `base + 500 x annotations + 12000 x native + 3000 x python` ns exactly.
+    fn sample_run(base: f64, annotations: u64, native: u64, python: u64) -> RunMeasure {
+        let counts = Counts {
+            annotation: annotations,
+            cpu_sample: native,
+            python_stack: python,
+            ..Counts::default()
+        };
+        let t = base + 500.0 * annotations as f64 + 12e3 * native as f64 + 3e3 * python as f64;
+        RunMeasure {
+            time_ns: t,
+            counts,
+            api: BTreeMap::new(),
+            cpu: Some(CpuMeasure {
+                time_ns: t,
+                counts,
+                api: BTreeMap::new(),
+            }),
+            device_tracing: false,
+            os_collector_cpu_ns: None,
+            os_collector_wait_ns: None,
+            sample_collector_cpu_ns: (native > 0).then_some(4e6),
+        }
+    }
+
+    #[test]
+    fn native_and_python_samples_get_their_own_costs_and_are_reported() {
+        // 100 ms base at 999 Hz: about 100 native samples; the Python sampler (at most 200 Hz)
+        // 20. The native-only configuration tells the two costs apart.
+        let l0: Vec<_> = (0..3).map(|_| sample_run(1e8, 0, 0, 0)).collect();
+        let l1: Vec<_> = (0..3).map(|i| sample_run(1e8, 40 + i, 0, 0)).collect();
+        let both: Vec<_> = (0..3)
+            .map(|i| sample_run(1e8, 40, 100 + 3 * i, 20 + i))
+            .collect();
+        let native: Vec<_> = (0..3).map(|i| sample_run(1e8, 40, 98 + 2 * i, 0)).collect();
+        let held: Vec<_> = (0..3).map(|_| sample_run(1e8, 40, 101, 21)).collect();
+        let configs: Vec<ConfigRuns<'_>> = vec![
+            (0, None, &l0),
+            (1, None, &l1),
+            (1, None, &both),
+            (1, None, &native),
+        ];
+        let fit = fit_and_validate(&configs, &held, Basis::ThreadCpu);
+        assert!((fit.calibration.costs_ns["cpu_sample"] - 12e3).abs() < 1e-3);
+        assert!((fit.calibration.costs_ns["python_stack"] - 3e3).abs() < 1e-3);
+        assert!(fit.bias_pct().abs() < 1e-6, "{}", fit.bias_pct());
+        let v = sample_validation(&fit, &held, Basis::ThreadCpu).unwrap();
+        assert_eq!((v.cpu_samples, v.python_stacks), (101.0, 21.0));
+        // Removed = samples x cost, per kind.
+        assert!((v.removed_s - (101.0 * 12e3 + 21.0 * 3e3) / 1e9).abs() < 1e-12);
+        // Without it the 1.275 ms stay: +1.275 % of the 100 ms base.
+        assert!((v.bias_without_sampling_pct - 1.275).abs() < 1e-6, "{v:?}");
+        assert_eq!(v.collector_cpu_s, Some(4e-3));
+        assert_eq!(sample_validation(&fit, &l1, Basis::ThreadCpu), None);
+        let stored = StoredRuns::of(1, "annotations + samples", None, &both);
+        assert_eq!(stored.sample_collector_cpu_s, vec![Some(4e-3); 3]);
+        assert!(StoredRuns::of(1, "annotations", None, &l1)
+            .sample_collector_cpu_s
+            .is_empty());
     }
 
     #[test]
@@ -977,6 +1186,7 @@ mod tests {
                 ..v
             },
             os: None,
+            sample: None,
         };
         let text = file.to_json();
         // Sorted keys, explicit nulls where the format always had them.

@@ -192,16 +192,28 @@ pub fn kernel_class(name: &str) -> KernelClass {
     }
 }
 
-/// One device event as the breakdown sees it.
+/// One device event as the breakdown sees it (32 bytes: one is kept per device event while
+/// the trace streams).
 #[derive(Debug, Clone, Copy)]
 struct DeviceEvent {
     start: Ns,
     end: Ns,
+    /// The launch correlation when `has_correlation` (else [`NO_CORRELATION`]).
+    correlation: u64,
+    /// Index of the event's (device, queue) in its rank's [`RankStream::queues`].
+    queue: u32,
     class: KernelClass,
     activity: Activity,
-    device: i64,
-    stream: i64,
-    correlation: Option<u64>,
+    has_correlation: bool,
+}
+
+/// [`DeviceEvent::correlation`] of an event without one.
+const NO_CORRELATION: u64 = 0;
+
+impl DeviceEvent {
+    fn correlation(&self) -> Option<u64> {
+        self.has_correlation.then_some(self.correlation)
+    }
 }
 
 /// What a device event counts as in the exposure split.
@@ -226,85 +238,194 @@ fn activity(level: Level, class: KernelClass, name: &str) -> Activity {
     }
 }
 
-/// Computes the breakdown for every rank of `trace`.
+/// Computes the breakdown for every rank of `trace` (the whole trace read as one batch of
+/// [`GpuTimeStream`], so the streamed and the whole-trace answers are one implementation).
 pub fn gpu_time(trace: &Trace, options: &GpuTimeOptions) -> GpuTimeReport {
-    let ranks = (0..trace.ranks.len())
-        .map(|r| rank_gpu_time(trace, RankId(r as u32), options))
-        .collect();
-    GpuTimeReport {
-        window: options.window,
-        ranks,
+    let mut stream = GpuTimeStream::new(*options);
+    stream.add(trace);
+    stream.finish(trace)
+}
+
+/// [`gpu_time`] gathered batch by batch, so that a streaming import never holds the trace's
+/// spans: [`GpuTimeStream::add`] reads one batch of events (the trace as it is then: its
+/// tracks and strings are those of the whole trace so far, its spans the batch's, in the
+/// trace's order) and keeps only what the breakdown reads: per device event its times, class,
+/// queue and correlation (40 bytes), per launching API call its start by correlation, the
+/// `ProfilerStep#N` spans, and with [`Window::Hta`] every correlated CPU span's start and
+/// correlation (HTA's cut-off, the last step's start, is known only at the end).
+/// [`GpuTimeStream::finish`] gives what [`gpu_time`] gives for the whole trace.
+#[derive(Debug)]
+pub struct GpuTimeStream {
+    options: GpuTimeOptions,
+    class_cache: FxHashMap<u32, KernelClass>,
+    ranks: Vec<RankStream>,
+}
+
+/// What one rank's breakdown keeps while the trace streams.
+#[derive(Debug, Default)]
+struct RankStream {
+    /// Device events in the window's resolution, in trace order.
+    events: Vec<DeviceEvent>,
+    /// The distinct (device, queue) pairs; [`DeviceEvent::queue`] indexes them.
+    queues: Vec<(i64, i64)>,
+    queue_index: FxHashMap<(i64, i64), u32>,
+    /// [`Window::Whole`]: the start of the first API call of each correlation.
+    launch_start: FxHashMap<u64, Ns>,
+    /// [`Window::Whole`]: the `ProfilerStep#N` spans of the rank's CPU (start, end, name).
+    steps: Vec<(Ns, Ns, StrId)>,
+    /// `ProfilerStep#N` spans seen and the latest start among them (HTA's cut-off).
+    step_count: usize,
+    last_step_start: Option<Ns>,
+    /// [`Window::Hta`]: each CPU span with a correlation (start, correlation, is an API call),
+    /// in trace order, cut at HTA's cut-off at the end.
+    cpu_correlated: Vec<(Ns, u64, bool)>,
+}
+
+impl GpuTimeStream {
+    /// An empty breakdown for `options`.
+    pub fn new(options: GpuTimeOptions) -> Self {
+        GpuTimeStream {
+            options,
+            class_cache: FxHashMap::default(),
+            ranks: Vec::new(),
+        }
+    }
+
+    /// Reads the spans `trace` holds now (see [`GpuTimeStream`]).
+    pub fn add(&mut self, trace: &Trace) {
+        let hta = self.options.window == Window::Hta;
+        if self.ranks.len() < trace.ranks.len() {
+            self.ranks
+                .resize_with(trace.ranks.len(), RankStream::default);
+        }
+        for span in &trace.spans {
+            let track = trace.track(span.track);
+            let rank = &mut self.ranks[track.rank.0 as usize];
+            match track.kind {
+                TrackKind::DeviceQueue { device, queue } => {
+                    if !span.level.is_device_op() || queue == -1 {
+                        continue;
+                    }
+                    let class = *self
+                        .class_cache
+                        .entry(span.name.0)
+                        .or_insert_with(|| kernel_class(trace.str(span.name)));
+                    let (start, end) = if hta {
+                        hta_round(span.start, span.end)
+                    } else {
+                        (span.start, span.end)
+                    };
+                    let queue = rank.queue_of(device, queue);
+                    rank.events.push(DeviceEvent {
+                        start,
+                        end,
+                        class,
+                        activity: activity(span.level, class, trace.str(span.name)),
+                        queue,
+                        correlation: span.correlation.unwrap_or(NO_CORRELATION),
+                        has_correlation: span.correlation.is_some(),
+                    });
+                }
+                _ => {
+                    if trace.str(span.name).starts_with("ProfilerStep#") {
+                        rank.step_count += 1;
+                        rank.last_step_start = Some(
+                            rank.last_step_start
+                                .map_or(span.start, |l: Ns| l.max(span.start)),
+                        );
+                        if !hta {
+                            rank.steps.push((span.start, span.end, span.name));
+                        }
+                    }
+                    if let Some(c) = span.correlation {
+                        let api = span.level == Level::AcceleratorApi;
+                        if hta {
+                            rank.cpu_correlated.push((span.start, c, api));
+                        } else if api {
+                            rank.launch_start.entry(c).or_insert(span.start);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The breakdown of every rank of `trace` (the trace the streaming import returned: its
+    /// ranks, tracks and strings) from what [`GpuTimeStream::add`] kept.
+    pub fn finish(mut self, trace: &Trace) -> GpuTimeReport {
+        let ranks = (0..trace.ranks.len())
+            .map(|r| {
+                let kept = self
+                    .ranks
+                    .get_mut(r)
+                    .map(std::mem::take)
+                    .unwrap_or_default();
+                rank_gpu_time(trace, RankId(r as u32), kept, &self.options)
+            })
+            .collect();
+        GpuTimeReport {
+            window: self.options.window,
+            ranks,
+        }
     }
 }
 
-fn rank_gpu_time(trace: &Trace, rank: RankId, options: &GpuTimeOptions) -> RankGpuTime {
-    let hta = options.window == Window::Hta;
-    let round = |start: Ns, end: Ns| -> (Ns, Ns) {
-        if hta {
-            hta_round(start, end)
-        } else {
-            (start, end)
+impl RankStream {
+    /// The index of `(device, queue)` in [`RankStream::queues`].
+    fn queue_of(&mut self, device: i64, queue: i64) -> u32 {
+        let next = self.queues.len() as u32;
+        let index = *self.queue_index.entry((device, queue)).or_insert(next);
+        if index == next {
+            self.queues.push((device, queue));
         }
-    };
-    // CPU side: the HTA cut-off and the start of each runtime call by correlation.
-    let cutoff = if hta { hta_cutoff(trace, rank) } else { None };
-    let mut launch_start: FxHashMap<u64, Ns> = FxHashMap::default();
-    let mut kept_correlations: FxHashSet<u64> = FxHashSet::default();
-    let mut class_cache: FxHashMap<u32, KernelClass> = FxHashMap::default();
-    let mut events = Vec::new();
-    // Step annotations of the rank's CPU (start, end, name), for the per-step exposure.
-    let mut steps: Vec<(Ns, Ns, StrId)> = Vec::new();
-    for span in &trace.spans {
-        let track = trace.track(span.track);
-        if track.rank != rank {
-            continue;
-        }
-        match track.kind {
-            TrackKind::DeviceQueue { device, queue } => {
-                if !span.level.is_device_op() || queue == -1 {
-                    continue;
-                }
-                let class = *class_cache
-                    .entry(span.name.0)
-                    .or_insert_with(|| kernel_class(trace.str(span.name)));
-                let (start, end) = round(span.start, span.end);
-                events.push(DeviceEvent {
-                    start,
-                    end,
-                    class,
-                    activity: activity(span.level, class, trace.str(span.name)),
-                    device,
-                    stream: queue,
-                    correlation: span.correlation,
-                });
-            }
-            _ => {
-                if !hta && trace.str(span.name).starts_with("ProfilerStep#") {
-                    steps.push((span.start, span.end, span.name));
-                }
-                if let Some(cutoff) = cutoff {
-                    if span.start >= cutoff {
-                        continue;
-                    }
-                }
-                if let Some(c) = span.correlation {
-                    if span.level == Level::AcceleratorApi || cutoff.is_some() {
-                        kept_correlations.insert(c);
-                    }
-                    if span.level == Level::AcceleratorApi {
-                        launch_start
-                            .entry(c)
-                            .or_insert(round(span.start, span.start).0);
-                    }
-                }
-            }
-        }
+        index
     }
-    if cutoff.is_some() {
-        events.retain(|e| {
-            e.correlation
-                .is_some_and(|c| kept_correlations.contains(&c))
-        });
+}
+
+fn rank_gpu_time(
+    trace: &Trace,
+    rank: RankId,
+    kept: RankStream,
+    options: &GpuTimeOptions,
+) -> RankGpuTime {
+    let hta = options.window == Window::Hta;
+    let RankStream {
+        mut events,
+        queues,
+        mut launch_start,
+        steps,
+        step_count,
+        last_step_start,
+        cpu_correlated,
+        ..
+    } = kept;
+    if hta {
+        // HTA's cut-off: the start of the last `ProfilerStep#N` when there are at least two;
+        // CPU events starting at or after it are dropped, and with a cut-off device events
+        // are kept only when a kept CPU event has their correlation.
+        let cutoff = if step_count >= 2 {
+            last_step_start
+        } else {
+            None
+        };
+        let mut kept_correlations: FxHashSet<u64> = FxHashSet::default();
+        for (start, c, api) in cpu_correlated {
+            if cutoff.is_some_and(|cutoff| start >= cutoff) {
+                continue;
+            }
+            if api || cutoff.is_some() {
+                kept_correlations.insert(c);
+            }
+            if api {
+                launch_start.entry(c).or_insert(hta_round(start, start).0);
+            }
+        }
+        if cutoff.is_some() {
+            events.retain(|e| {
+                e.correlation()
+                    .is_some_and(|c| kept_correlations.contains(&c))
+            });
+        }
     }
     let info = &trace.ranks[rank.0 as usize];
     let rank_number = info.rank.unwrap_or(i64::from(rank.0));
@@ -370,12 +491,19 @@ fn rank_gpu_time(trace: &Trace, rank: RankId, options: &GpuTimeOptions) -> RankG
     }
     result.streams = stream_idle(
         &events,
+        &queues,
         &launch_start,
         options.kernel_wait_threshold_ns,
         hta,
     );
     if !hta {
-        result.exposure = Some(device_exposure(trace, &events, &steps, &launch_start));
+        result.exposure = Some(device_exposure(
+            trace,
+            &events,
+            &queues,
+            &steps,
+            &launch_start,
+        ));
     }
     result
 }
@@ -416,12 +544,16 @@ fn exposure_in(events: &[&DeviceEvent], from: Ns, to: Ns) -> Exposure {
 fn device_exposure(
     trace: &Trace,
     events: &[DeviceEvent],
+    queues: &[(i64, i64)],
     steps: &[(Ns, Ns, StrId)],
     launch_start: &FxHashMap<u64, Ns>,
 ) -> Vec<DeviceExposure> {
     let mut by_device: std::collections::BTreeMap<i64, Vec<&DeviceEvent>> = Default::default();
     for e in events {
-        by_device.entry(e.device).or_default().push(e);
+        by_device
+            .entry(queues[e.queue as usize].0)
+            .or_default()
+            .push(e);
     }
     let mut steps = steps.to_vec();
     steps.sort_unstable();
@@ -451,7 +583,7 @@ fn device_exposure(
             let mut spans: FxHashMap<usize, (Ns, Ns)> = FxHashMap::default();
             for e in &list {
                 let step = e
-                    .correlation
+                    .correlation()
                     .and_then(|c| launch_start.get(&c))
                     .and_then(|&ts| step_of(ts));
                 if let Some(step) = step {
@@ -529,37 +661,20 @@ pub fn hta_round(start: Ns, end: Ns) -> (Ns, Ns) {
     )
 }
 
-/// HTA's cut-off: the start of the last `ProfilerStep#N` when there are at least two.
-fn hta_cutoff(trace: &Trace, rank: RankId) -> Option<Ns> {
-    let mut count = 0usize;
-    let mut last: Option<Ns> = None;
-    for span in &trace.spans {
-        let track = trace.track(span.track);
-        if track.rank != rank || track.is_device() {
-            continue;
-        }
-        if trace.str(span.name).starts_with("ProfilerStep#") {
-            count += 1;
-            last = Some(last.map_or(span.start, |l: Ns| l.max(span.start)));
-        }
-    }
-    if count >= 2 {
-        last
-    } else {
-        None
-    }
-}
-
 /// Idle gaps per stream (see the module docs for overlaps; `hta` keeps HTA's arithmetic).
 fn stream_idle(
     events: &[DeviceEvent],
+    queues: &[(i64, i64)],
     launch_start: &FxHashMap<u64, Ns>,
     threshold: Ns,
     hta: bool,
 ) -> Vec<StreamIdle> {
     let mut by_stream: FxHashMap<(i64, i64), Vec<&DeviceEvent>> = FxHashMap::default();
     for e in events {
-        by_stream.entry((e.device, e.stream)).or_default().push(e);
+        by_stream
+            .entry(queues[e.queue as usize])
+            .or_default()
+            .push(e);
     }
     let mut out: Vec<StreamIdle> = by_stream
         .into_iter()
@@ -587,7 +702,10 @@ fn stream_idle(
                 if !hta && gap <= 0 {
                     continue;
                 }
-                let launched = cur.correlation.and_then(|c| launch_start.get(&c)).copied();
+                let launched = cur
+                    .correlation()
+                    .and_then(|c| launch_start.get(&c))
+                    .copied();
                 if launched.is_some_and(|l| l > prev_end) {
                     idle.host_wait_ns += gap;
                 } else if gap < threshold {

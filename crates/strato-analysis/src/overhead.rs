@@ -18,7 +18,23 @@
 //!   out (`sched_switch`), counted per thread by the counter tracks `os_events/<tid>` the
 //!   collector writes (cumulative, sampled at each switch out and at least every millisecond
 //!   of system calls). The collector thread's own CPU time is not one of these: it runs in the
-//!   launcher, outside the program's threads (`strato_analysis::calibration` reports it).
+//!   launcher, outside the program's threads (`strato_analysis::calibration` reports it);
+//! - `cpu_sample`: one native CPU sample (`strato record --sample`) the kernel took in the
+//!   thread: the `cpu-clock` timer interrupt, the frame-pointer walk of the user stack and the
+//!   ring-buffer write, all charged to the sampled thread; counted by the thread's instants of
+//!   category `cpu_sample` (one per sample, at its time);
+//! - `python_stack`: one sample of the thread's Python stack by the program's own stack
+//!   sampler (a daemon thread in the program): the GIL hand-over it forces on the thread,
+//!   counted by the thread's instants of category `python_stack`. The sampler thread's own CPU
+//!   time, and the launcher's sample collector, are not in the program's recording threads
+//!   (`strato_analysis::calibration` reports the collector's).
+//!
+//! Measured, not fitted: the time a thread was runnable on a CPU while the launcher's
+//! collectors (`strato record --os`, `--sample`) ran there, counted per thread by the counters
+//! `collector_wait_ns/<tid>` (cumulative ns, sampled at the end of each such wait). The
+//! correction removes it where the counter grew, like the OS events, whatever the calibration
+//! (it is the collectors' time, not the program's). It is wall time only: a thread's CPU time
+//! does not grow while it waits, so no CPU-time figure of calibration contains it.
 //!
 //! Difference of averages (RL-Scope C.2): where tracing changes an API call's own cost (the
 //! OpenCL layer's device tracing forces profiling and creates events inside `clEnqueue*`, and
@@ -29,7 +45,8 @@
 //! Placement: a span's cost is split in four equal parts: before and after its start, before
 //! and after its end; untraced hook calls are placed just before the record that reported them
 //! (they happened between the previous record of the thread and that one), and so are OS
-//! events (just before the counter sample that reported them). Every time `t` on a
+//! events (just before the counter sample that reported them) and samples (just before the
+//! sample's instant: the interrupt or GIL hand-over happened there). Every time `t` on a
 //! thread maps to `t - C(t)`, where `C(t)` is the cost removed at or before `t`. At most the gap
 //! between two consecutive distinct times on a thread is removed there, so order is kept and no
 //! span gets a negative length; cost that does not fit (the book-keeping really ran outside
@@ -66,6 +83,16 @@ impl Calibration {
 pub const OS_EVENT: &str = "os_event";
 /// Name prefix of the per-thread OS-event counters (`strato_record::os` writes them).
 pub const OS_EVENTS_COUNTER_PREFIX: &str = "os_events/";
+/// Name prefix of the per-thread counters of the time a thread was runnable behind the
+/// launcher's collectors (`collector_wait_ns/<tid>`, cumulative ns; `strato_record::os`).
+pub const COLLECTOR_WAIT_COUNTER_PREFIX: &str = "collector_wait_ns/";
+
+/// The book-keeping type of a native CPU sample in a thread (`strato record --sample`), and the
+/// category of its instants (`strato_record::sample` writes them).
+pub const CPU_SAMPLE: &str = "cpu_sample";
+/// The book-keeping type of a Python-stack sample of a thread (the program's stack sampler),
+/// and the category of its instants.
+pub const PYTHON_STACK: &str = "python_stack";
 
 /// The category of the OpenCL layer's API-call spans.
 pub const OPENCL_API_CATEGORY: &str = "opencl";
@@ -81,11 +108,22 @@ pub struct Counts {
     pub opencl_api_span: u64,
     #[serde(default)]
     pub os_event: u64,
+    /// Native CPU samples (`cpu_sample` instants); left out of the JSON when 0, so recordings
+    /// without sampling keep their shape.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cpu_sample: u64,
+    /// Python-stack samples (`python_stack` instants); left out of the JSON when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub python_stack: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Counts {
     /// `(key, count)` pairs in calibration order.
-    pub fn pairs(&self) -> [(&'static str, u64); 6] {
+    pub fn pairs(&self) -> [(&'static str, u64); 8] {
         [
             ("annotation", self.annotation),
             ("untraced_hook", self.untraced_hook),
@@ -93,8 +131,46 @@ impl Counts {
             ("wrapper_span", self.wrapper_span),
             ("opencl_api_span", self.opencl_api_span),
             (OS_EVENT, self.os_event),
+            (CPU_SAMPLE, self.cpu_sample),
+            (PYTHON_STACK, self.python_stack),
         ]
     }
+}
+
+/// The book-keeping type of an instant category: samples ([`CPU_SAMPLE`], [`PYTHON_STACK`]).
+pub fn kind_of_instant_category(category: &str) -> Option<&'static str> {
+    match category {
+        CPU_SAMPLE => Some(CPU_SAMPLE),
+        PYTHON_STACK => Some(PYTHON_STACK),
+        _ => None,
+    }
+}
+
+/// Samples of the `(pid, tid)` threads `keep` accepts, within `window` (`[from, to]`, None:
+/// the whole recording): `(native cpu samples, Python-stack samples)`, one per instant.
+pub fn count_samples(
+    trace: &Trace,
+    keep: impl Fn(i64, i64) -> bool,
+    window: Option<(Ns, Ns)>,
+) -> (u64, u64) {
+    let (mut native, mut python) = (0, 0);
+    for i in &trace.instants {
+        let TrackKind::Thread { pid, tid } = trace.track(i.track).kind else {
+            continue;
+        };
+        if window.is_some_and(|(from, to)| i.ts < from || i.ts > to)
+            || !strato_rank(trace, i.track)
+            || !keep(pid, tid)
+        {
+            continue;
+        }
+        match kind_of_instant_category(trace.str(i.category)) {
+            Some(CPU_SAMPLE) => native += 1,
+            Some(PYTHON_STACK) => python += 1,
+            _ => {}
+        }
+    }
+    (native, python)
 }
 
 /// The book-keeping type of a span category (None: not book-keeping of stratoscope's).
@@ -122,6 +198,10 @@ fn untraced_tid(trace: &Trace, track: TrackId) -> Option<(i64, i64)> {
 
 fn os_events_tid(trace: &Trace, track: TrackId) -> Option<(i64, i64)> {
     counter_tid(trace, track, OS_EVENTS_COUNTER_PREFIX)
+}
+
+fn collector_wait_tid(trace: &Trace, track: TrackId) -> Option<(i64, i64)> {
+    counter_tid(trace, track, COLLECTOR_WAIT_COUNTER_PREFIX)
 }
 
 /// `(pid, tid)` of a per-thread counter named `<prefix><tid>`.
@@ -211,7 +291,8 @@ fn count_where(trace: &Trace, keep: impl Fn(i64, i64) -> bool) -> Counts {
         }
     }
     counts.untraced_hook = last.values().map(|v| *v as u64).sum();
-    counts.os_event = count_os_events(trace, keep, None);
+    counts.os_event = count_os_events(trace, &keep, None);
+    (counts.cpu_sample, counts.python_stack) = count_samples(trace, &keep, None);
     counts
 }
 
@@ -327,7 +408,7 @@ pub const MAX_COST_NS: f64 = 20_000.0;
 /// API tracing on or off), solved jointly: every run is one
 /// equation `time = base + sum_k cost_k x count_k` over its own book-keeping counts, and the
 /// base time and the per-event costs are fitted by least squares over all runs with the costs
-/// constrained to `[0, MAX_COST_NS]` (exact: the problem has at most five costs, so every
+/// constrained to `[0, MAX_COST_NS]` (exact: only the types with events enter, at most eight costs and in practice five or six, so every
 /// combination of free / at 0 / at the bound is tried). Costs of types whose count is zero in every run are left out. Runs
 /// of every level enter the fit, so no level's error carries into the next (as it does when
 /// the levels are solved one after another). Callers pass the runs they trust (e.g. the
@@ -341,7 +422,7 @@ pub fn calibrate(runs: &[CalibrationRun]) -> Calibration {
         .filter(|&k| runs.iter().any(|r| r.counts.pairs()[k].1 > 0))
         .collect();
     // Each cost is free, held at 0 or held at the bound: every combination is tried and the
-    // feasible one with the least residual kept (exact for at most five costs: 3^5 fits).
+    // feasible one with the least residual kept (exact: 3^k fits for k active types, 243 for five).
     let mut best: Option<(f64, Vec<(usize, f64)>)> = None;
     for combo in 0..3u32.pow(keys.len() as u32) {
         let state = |i: usize| combo / 3u32.pow(i as u32) % 3; // 0 zero, 1 free, 2 bound
@@ -545,9 +626,11 @@ pub fn correct(trace: &Trace, cal: &Calibration) -> (Trace, CorrectionSummary) {
         if !strato_rank(trace, c.track) {
             continue;
         }
+        // Collector waits are measured, not fitted: each nanosecond of the counter is one.
         let Some((key, per_event)) = untraced_tid(trace, c.track)
             .map(|k| (k, untraced_cost))
             .or_else(|| os_events_tid(trace, c.track).map(|k| (k, os_event_cost)))
+            .or_else(|| collector_wait_tid(trace, c.track).map(|k| (k, 1.0)))
         else {
             continue;
         };
@@ -561,6 +644,19 @@ pub fn correct(trace: &Trace, cal: &Calibration) -> (Trace, CorrectionSummary) {
             .entry(thread)
             .or_default()
             .push((c.ts, n * per_event, 0.0));
+    }
+    // A sample's cost was paid just before its instant, in the sampled thread.
+    let sample_cost = |category: &str| kind_of_instant_category(category).map_or(0.0, cost);
+    for i in &trace.instants {
+        if !strato_rank(trace, i.track)
+            || !matches!(trace.track(i.track).kind, TrackKind::Thread { .. })
+        {
+            continue;
+        }
+        let c = sample_cost(trace.str(i.category));
+        if c > 0.0 {
+            points.entry(i.track).or_default().push((i.ts, c, 0.0));
+        }
     }
     let mut mappings: FxHashMap<TrackId, Mapping> = FxHashMap::default();
     let mut summary = CorrectionSummary::default();
@@ -752,6 +848,8 @@ mod tests {
                 wrapper_span: 0,
                 opencl_api_span: 0,
                 os_event: 0,
+                cpu_sample: 0,
+                python_stack: 0,
             }
         );
         let cal = Calibration {
@@ -822,6 +920,93 @@ mod tests {
     }
 
     #[test]
+    fn samples_are_counted_per_thread_and_removed_before_each_sample() {
+        let mut b = TraceBuilder::new();
+        b.rank(strato_trace::Rank {
+            format: SourceFormat::Strato,
+            ..rank(None, "x")
+        });
+        let main = b.thread(1, 1);
+        let other = b.thread(1, 2);
+        b.span(main, Level::Operation, "step", 0, 10_000)
+            .category("operation");
+        // Thread 1: native samples at 1000, 4000, 8000 and Python stacks at 2000, 4000;
+        // thread 2: one native sample at 500.
+        for ts in [1_000, 4_000, 8_000] {
+            b.instant(main, Level::Os, CPU_SAMPLE, "f [x.so]", ts);
+        }
+        for ts in [2_000, 4_000] {
+            b.instant(main, Level::Python, PYTHON_STACK, "main (a.py)", ts);
+        }
+        b.instant(other, Level::Os, CPU_SAMPLE, "g [x.so]", 500);
+        // Not a sample: no cost.
+        b.instant(main, Level::Os, "sched", "migrate", 5_000);
+        let t = b.build();
+        let c = count(&t, None);
+        assert_eq!((c.cpu_sample, c.python_stack), (4, 2));
+        let c1 = count_threads(&t, &[(1, 1)]);
+        assert_eq!((c1.cpu_sample, c1.python_stack), (3, 2));
+        let only_1 = |p: i64, tid: i64| (p, tid) == (1, 1);
+        assert_eq!(count_samples(&t, only_1, Some((1_500, 4_000))), (1, 2));
+        assert_eq!(count_samples(&t, only_1, Some((8_001, 9_000))), (0, 0));
+        let cal = Calibration {
+            costs_ns: [
+                (CPU_SAMPLE.to_string(), 100.0),
+                (PYTHON_STACK.to_string(), 30.0),
+            ]
+            .into_iter()
+            .collect(),
+            ..Calibration::default()
+        };
+        let (out, summary) = correct(&t, &cal);
+        // Thread 1: 3 x 100 + 2 x 30; thread 2: 100. Exactly samples x cost per thread.
+        assert_eq!(summary.removed(1, 1), 360);
+        assert_eq!(summary.removed(1, 2), 100);
+        // The step ends after every sample of thread 1: it loses all of them.
+        assert_eq!((out.spans[0].start, out.spans[0].end), (0, 9_640));
+        // Cost lands just before each sample: nothing before 1000, 100 by it, 260 by 4000.
+        assert_eq!(removed_before(&t, &cal, 1, 1, 999), 0);
+        assert_eq!(removed_before(&t, &cal, 1, 1, 1_000), 100);
+        assert_eq!(removed_before(&t, &cal, 1, 1, 4_000), 260);
+        // Without a cost for samples nothing moves.
+        let (same, _) = correct(&t, &Calibration::default());
+        assert_eq!(same.spans, t.spans);
+        assert_eq!(same.instants, t.instants);
+    }
+
+    #[test]
+    fn collector_wait_is_removed_where_it_ended_whatever_the_costs() {
+        let mut b = TraceBuilder::new();
+        b.rank(strato_trace::Rank {
+            format: SourceFormat::Strato,
+            ..rank(None, "x")
+        });
+        let main = b.thread(1, 1);
+        let wait = b.counter_track(Some(1), None, "collector_wait_ns/1", "ns");
+        b.span(main, Level::Os, "running", 0, 1_000)
+            .category("thread_state");
+        b.span(main, Level::Os, "runnable", 1_000, 1_500)
+            .category("thread_state");
+        b.span(main, Level::Os, "running", 1_500, 3_000)
+            .category("thread_state");
+        // 300 of the 500 ns runnable were behind the collector, reported when it ran again.
+        b.counter(wait, 1_500, 300.0);
+        let t = b.build();
+        let (out, summary) = correct(
+            &t,
+            &Calibration {
+                costs_ns: [("annotation".to_string(), 10.0)].into_iter().collect(),
+                ..Calibration::default()
+            },
+        );
+        assert_eq!(summary.removed(1, 1), 300);
+        assert_eq!((out.spans[1].start, out.spans[1].end), (1_000, 1_200));
+        assert_eq!((out.spans[2].start, out.spans[2].end), (1_200, 2_700));
+        // Not a book-keeping count: the fit never sees it.
+        assert_eq!(count(&t, None), Counts::default());
+    }
+
+    #[test]
     fn carries_what_does_not_fit_and_calibrates() {
         let t = trace();
         let cal = Calibration {
@@ -882,6 +1067,8 @@ mod tests {
                 wrapper_span: 0,
                 opencl_api_span: 0,
                 os_event: 0,
+                cpu_sample: 0,
+                python_stack: 0,
             },
         };
         let runs = [

@@ -10,6 +10,7 @@
 
 mod common;
 use common::data;
+use common::nsys::CloverLeafCopy;
 
 use strato_analysis::analyzed::Analyzed;
 use strato_analysis::hierarchy::report;
@@ -18,10 +19,9 @@ use strato_io::{import_paths, ImportOptions};
 #[test]
 fn graph_kernels_of_an_nsys_export_are_counted_with_their_node_ids() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("graph.sqlite");
-    std::fs::copy(data("nsys/pipit_cloverleaf_cuda.sqlite"), &path).unwrap();
-    let db = rusqlite::Connection::open(&path).unwrap();
-    let has_graph_id: bool = db
+    let mut copy = CloverLeafCopy::new(dir.path(), "graph.sqlite");
+    let has_graph_id: bool = copy
+        .db
         .prepare(
             "SELECT 1 FROM pragma_table_info('CUPTI_ACTIVITY_KIND_KERNEL') WHERE name = 'graphId'",
         )
@@ -29,39 +29,16 @@ fn graph_kernels_of_an_nsys_export_are_counted_with_their_node_ids() {
         .exists([])
         .unwrap();
     if !has_graph_id {
-        db.execute_batch("ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL ADD COLUMN graphId INTEGER;")
+        copy.db
+            .execute_batch("ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL ADD COLUMN graphId INTEGER;")
             .unwrap();
     }
     // A real launch call and its kernel: the graph launch goes on the same thread right after
     // the last runtime call, its kernels on the same device and stream after the last kernel.
-    let (tid, last_api_end): (i64, i64) = db
-        .query_row(
-            "SELECT globalTid, MAX(end) FROM CUPTI_ACTIVITY_KIND_RUNTIME",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .unwrap();
-    let last_kernel_end: i64 = db
-        .query_row("SELECT MAX(end) FROM CUPTI_ACTIVITY_KIND_KERNEL", [], |r| {
-            r.get(0)
-        })
-        .unwrap();
-    let correlation: i64 = db
-        .query_row(
-            "SELECT MAX(correlationId) + 1000 FROM CUPTI_ACTIVITY_KIND_RUNTIME",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
-    let name_id: i64 = db
-        .query_row("SELECT MAX(id) + 1 FROM StringIds", [], |r| r.get(0))
-        .unwrap();
-    let t0 = last_api_end.max(last_kernel_end) + 1_000;
-    db.execute(
-        "INSERT INTO StringIds (id, value) VALUES (?1, 'cudaGraphLaunch_v10000')",
-        [name_id],
-    )
-    .unwrap();
+    let correlation = copy.free_correlation;
+    let name_id = copy.string("cudaGraphLaunch_v10000");
+    let t0 = copy.activity_end + 1_000;
+    let CloverLeafCopy { path, db, tid, .. } = copy;
     db.execute(
         "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, eventClass, globalTid, correlationId, nameId, returnValue) \
          SELECT ?1, ?2, eventClass, ?3, ?4, ?5, 0 FROM CUPTI_ACTIVITY_KIND_RUNTIME LIMIT 1",

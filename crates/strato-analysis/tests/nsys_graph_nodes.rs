@@ -21,6 +21,7 @@
 
 mod common;
 use common::data;
+use common::nsys::{CloverLeafCopy, NVTX_EVENTS};
 
 use strato_analysis::analyzed::Analyzed;
 use strato_analysis::graphs::{
@@ -35,10 +36,6 @@ const NODE_EVENTS: &str = "CREATE TABLE CUDA_GRAPH_NODE_EVENTS (
     start INTEGER NOT NULL, end INTEGER NOT NULL, eventClass INTEGER NOT NULL,
     globalTid INTEGER, nameId INTEGER NOT NULL, graphNodeId INTEGER NOT NULL,
     originalGraphNodeId INTEGER);";
-const NVTX_EVENTS: &str = "CREATE TABLE NVTX_EVENTS (
-    start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, rangeId INTEGER,
-    category INTEGER, color INTEGER, text TEXT, globalTid INTEGER, endGlobalTid INTEGER,
-    textId INTEGER, domainId INTEGER);";
 
 /// The replayed kernels: (graph launch, node id, start offset).
 const REPLAYS: [(usize, i64, i64); 7] = [
@@ -60,56 +57,31 @@ struct Fixture {
 
 fn fixture(with_node_events: bool) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("graph_nodes.sqlite");
-    std::fs::copy(data("nsys/pipit_cloverleaf_cuda.sqlite"), &path).unwrap();
-    let db = rusqlite::Connection::open(&path).unwrap();
-    db.execute_batch(NVTX_EVENTS).unwrap();
+    let mut copy = CloverLeafCopy::new(dir.path(), "graph_nodes.sqlite");
+    copy.db.execute_batch(NVTX_EVENTS).unwrap();
     if with_node_events {
-        db.execute_batch(NODE_EVENTS).unwrap();
+        copy.db.execute_batch(NODE_EVENTS).unwrap();
     }
-    let (tid, last_api_end): (i64, i64) = db
-        .query_row(
-            "SELECT globalTid, MAX(end) FROM CUPTI_ACTIVITY_KIND_RUNTIME",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .unwrap();
-    let last_kernel_end: i64 = db
-        .query_row("SELECT MAX(end) FROM CUPTI_ACTIVITY_KIND_KERNEL", [], |r| {
-            r.get(0)
-        })
-        .unwrap();
-    let mut correlation: i64 = db
-        .query_row(
-            "SELECT MAX(correlationId) + 1000 FROM CUPTI_ACTIVITY_KIND_RUNTIME",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
-    let mut next_string: i64 = db
-        .query_row("SELECT MAX(id) + 1 FROM StringIds", [], |r| r.get(0))
-        .unwrap();
-    let mut string = |value: &str| -> i64 {
-        db.execute(
-            "INSERT INTO StringIds (id, value) VALUES (?1, ?2)",
-            rusqlite::params![next_string, value],
-        )
-        .unwrap();
-        next_string += 1;
-        next_string - 1
-    };
-    let begin = string("cudaStreamBeginCapture_v10000");
-    let launch = string("cudaLaunchKernel_v7000");
-    let end = string("cudaStreamEndCapture_v10000");
-    let instantiate = string("cudaGraphInstantiate_v12000");
-    let graph_launch = string("cudaGraphLaunch_v10000");
-    let node_event = string("CUDA graph node");
+    let begin = copy.string("cudaStreamBeginCapture_v10000");
+    let launch = copy.string("cudaLaunchKernel_v7000");
+    let end = copy.string("cudaStreamEndCapture_v10000");
+    let instantiate = copy.string("cudaGraphInstantiate_v12000");
+    let graph_launch = copy.string("cudaGraphLaunch_v10000");
+    let node_event = copy.string("CUDA graph node");
+    let mut correlation = copy.free_correlation;
+    let CloverLeafCopy {
+        path,
+        db,
+        tid,
+        activity_end,
+        ..
+    } = copy;
     // After every real call of the thread (an OS call around an inserted launch would be
     // copied as one of its enclosing spans).
     let last_os_end: i64 = db
         .query_row("SELECT MAX(end) FROM OSRT_API", [], |r| r.get(0))
         .unwrap();
-    let t0 = last_api_end.max(last_kernel_end).max(last_os_end) + 1_000;
+    let t0 = activity_end.max(last_os_end) + 1_000;
     let mut runtime = |start: i64, stop: i64, name: i64| -> i64 {
         correlation += 1;
         db.execute(

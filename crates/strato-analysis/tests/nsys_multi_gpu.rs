@@ -12,6 +12,7 @@
 
 mod common;
 use common::data;
+use common::nsys::CloverLeafCopy;
 
 use strato_analysis::collectives::{collectives, split_multi_device_ranks, CollectiveKind};
 use strato_io::{import_paths, ImportOptions};
@@ -20,38 +21,12 @@ const KERNEL: &str = "ncclKernel_AllReduce_RING_LL_Sum_float";
 
 /// The CloverLeaf copy with the NCCL kernels inserted; returns its path (inside `dir`).
 fn two_gpu_export(dir: &std::path::Path) -> std::path::PathBuf {
-    let path = dir.join("two_gpus.sqlite");
-    std::fs::copy(data("nsys/pipit_cloverleaf_cuda.sqlite"), &path).unwrap();
-    let db = rusqlite::Connection::open(&path).unwrap();
-    let (tid, last_api_end): (i64, i64) = db
-        .query_row(
-            "SELECT globalTid, MAX(end) FROM CUPTI_ACTIVITY_KIND_RUNTIME",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .unwrap();
-    let last_kernel_end: i64 = db
-        .query_row("SELECT MAX(end) FROM CUPTI_ACTIVITY_KIND_KERNEL", [], |r| {
-            r.get(0)
-        })
-        .unwrap();
-    let first_correlation: i64 = db
-        .query_row(
-            "SELECT MAX(correlationId) + 1000 FROM CUPTI_ACTIVITY_KIND_RUNTIME",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
-    let name_id: i64 = db
-        .query_row("SELECT MAX(id) + 1 FROM StringIds", [], |r| r.get(0))
-        .unwrap();
-    db.execute(
-        "INSERT INTO StringIds (id, value) VALUES (?1, ?2), (?3, 'cudaLaunchKernel_v7000')",
-        rusqlite::params![name_id, KERNEL, name_id + 1],
-    )
-    .unwrap();
-    let t0 = last_api_end.max(last_kernel_end) + 1_000_000;
-    let mut correlation = first_correlation;
+    let mut copy = CloverLeafCopy::new(dir, "two_gpus.sqlite");
+    let kernel_name = copy.string(KERNEL);
+    let launch_name = copy.string("cudaLaunchKernel_v7000");
+    let t0 = copy.activity_end + 1_000_000;
+    let mut correlation = copy.free_correlation;
+    let CloverLeafCopy { path, db, tid, .. } = copy;
     for k in 0..3i64 {
         let start = t0 + k * 1_000_000;
         let end = start + 100_000;
@@ -65,7 +40,7 @@ fn two_gpu_export(dir: &std::path::Path) -> std::path::PathBuf {
                 "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, eventClass, globalTid, \
                  correlationId, nameId, returnValue) \
                  SELECT ?1, ?2, eventClass, ?3, ?4, ?5, 0 FROM CUPTI_ACTIVITY_KIND_RUNTIME LIMIT 1",
-                [launch, launch + 4_000, thread, correlation, name_id + 1],
+                [launch, launch + 4_000, thread, correlation, launch_name],
             )
             .unwrap();
             db.execute(
@@ -78,7 +53,7 @@ fn two_gpu_export(dir: &std::path::Path) -> std::path::PathBuf {
                  gridY, gridZ, blockX, blockY, blockZ, staticSharedMemory, dynamicSharedMemory, \
                  localMemoryPerThread, localMemoryTotal, gridId \
                  FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY end DESC LIMIT 1",
-                [arrival, end, device, context, correlation, name_id],
+                [arrival, end, device, context, correlation, kernel_name],
             )
             .unwrap();
             correlation += 1;

@@ -7,7 +7,8 @@
 //! (20-26 measured: sorting, caches), quadratic work ~256 times (the per-step work that does
 //! not depend on the trace's size dilutes it at these sizes: 60x and more measured). The measure is the thread's CPU time
 //! (`/proc/thread-self/schedstat`; wall time where that is missing), the least of three runs,
-//! so that other processes on the machine do not decide the result. The test was checked to
+//! so that other processes on the machine do not decide the result; each measure repeats the work
+//! for 200 ms, since the thread's CPU time may advance only by whole scheduler ticks. The test was checked to
 //! fail with the quadratic versions (ratios in `docs/benchmarks.md`).
 //!
 //! The generated trace (exact by construction): per step a `ProfilerStep#i` span on the main
@@ -16,7 +17,7 @@
 //! Checked alongside: every step is broken down, and its parts add up to the step.
 #![allow(clippy::unwrap_used)]
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use strato_analysis::advise::{self, step_breakdown};
 use strato_analysis::analyzed::Analyzed;
@@ -87,21 +88,32 @@ fn thread_cpu_ns() -> Option<u64> {
     text.split_whitespace().next()?.parse().ok()
 }
 
-/// The least cost of three runs of `work` (thread CPU ns, else wall ns).
+/// The least of three measures of `work`'s cost (thread CPU ns per run, else wall ns per run).
+/// Each measure repeats `work` for at least [`MEASURE`]: on some kernels the thread's CPU time
+/// advances by whole scheduler ticks (4 ms here, seen in CI), so one run of a few milliseconds
+/// would read as 0 or 4 ms and decide the ratio by rounding.
 fn cost(mut work: impl FnMut()) -> u64 {
     (0..3)
         .map(|_| {
             let (cpu, wall) = (thread_cpu_ns(), Instant::now());
-            work();
-            match (cpu, thread_cpu_ns()) {
+            let mut runs = 0u64;
+            while runs == 0 || wall.elapsed() < MEASURE {
+                work();
+                runs += 1;
+            }
+            let spent = match (cpu, thread_cpu_ns()) {
                 (Some(a), Some(b)) => b - a,
                 _ => wall.elapsed().as_nanos() as u64,
-            }
+            };
+            spent / runs
         })
         .min()
         .unwrap()
         .max(1)
 }
+
+/// How long one measure of [`cost`] repeats its work: 50 scheduler ticks of 4 ms.
+const MEASURE: Duration = Duration::from_millis(200);
 
 /// Steps of the smaller trace; the larger has `GROWTH` times as many.
 const STEPS: usize = 500;

@@ -6,7 +6,8 @@
 //! - whole (what a command that holds the trace keeps): the reference, which must be large, so
 //!   that the measure is shown to see what an import keeps (it cannot pass by accident);
 //! - streamed into `info`'s counts ([`EventCounts`], flows counted: `Projection::COUNTS`);
-//! - streamed into `kernels`' statistics ([`KernelStatsStream`]).
+//! - streamed into `kernels`' statistics ([`KernelStatsStream`]);
+//! - streamed into `gpu-time`'s breakdown ([`GpuTimeStream`]).
 //!
 //! A streamed peak is a fixed part (read and decompression buffers, about 9 MB, whatever the
 //! file) plus what the analysis keeps. The fixed part says nothing about scaling and dominates a
@@ -28,6 +29,7 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use strato_analysis::gpu_time::{gpu_time, GpuTimeOptions, GpuTimeStream};
 use strato_analysis::info::{info, info_with, EventCounts};
 use strato_analysis::kernel_stats::{kernel_stats, KernelStatsStream};
 use strato_io::{ArgsScope, ImportOptions, Projection};
@@ -140,9 +142,17 @@ fn generate(path: &Path, ops: usize) {
     write!(out, "]}}").unwrap();
 }
 
-/// Peaks of one generated size: (JSON bytes, whole import, streamed info, streamed kernels),
-/// after checking that the streamed results equal the whole trace's.
-fn measure(ops: usize) -> (f64, usize, usize, usize) {
+/// Peaks of one generated size, after checking that the streamed results equal the whole
+/// trace's.
+struct Peaks {
+    json_bytes: f64,
+    whole: usize,
+    info: usize,
+    kernels: usize,
+    gpu_time: usize,
+}
+
+fn measure(ops: usize) -> Peaks {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("generated.json");
     generate(&path, ops);
@@ -210,29 +220,61 @@ fn measure(ops: usize) -> (f64, usize, usize, usize) {
     assert_eq!(got_kernels, expected_kernels);
     assert_eq!(got_kernels.ranks[0].device_ops, ops as u64);
 
-    (size, whole_peak, info_peak, kernels_peak)
+    // `gpu-time`: the breakdown gathered while streaming (device spans, launches, steps).
+    let device_time = ImportOptions {
+        projection: Projection::DEVICE_TIME,
+        ..options.clone()
+    };
+    let whole = strato_io::import_file(&path, &device_time).unwrap();
+    let expected_gpu_time = gpu_time(&whole, &GpuTimeOptions::default());
+    drop(whole);
+    let (got_gpu_time, gpu_time_peak) = peak_of(|| {
+        let mut stream = GpuTimeStream::new(GpuTimeOptions::default());
+        let mut sink = |t: &mut Trace| {
+            stream.add(t);
+            t.spans.clear();
+            Ok(())
+        };
+        let rest = strato_io::import_file_streaming(&path, &device_time, batch, &mut sink)
+            .unwrap()
+            .unwrap();
+        stream.finish(&rest)
+    });
+    assert_eq!(got_gpu_time, expected_gpu_time);
+    assert_eq!(got_gpu_time.ranks[0].device_events, ops);
+
+    Peaks {
+        json_bytes: size,
+        whole: whole_peak,
+        info: info_peak,
+        kernels: kernels_peak,
+        gpu_time: gpu_time_peak,
+    }
 }
 
 #[test]
-fn streamed_info_and_kernels_keep_a_fraction_of_the_file() {
-    let (small, small_whole, small_info, small_kernels) = measure(30_000);
-    let (large, whole, info, kernels) = measure(120_000);
+fn streamed_info_kernels_and_gpu_time_keep_a_fraction_of_the_file() {
+    let small = measure(30_000);
+    let large = measure(120_000);
     // Extra peak per extra byte of JSON. 4x the ops: the vectors that hold per-op records
     // double the same number of times in between, so their slack does not bias the growth.
-    let growth = |a: usize, b: usize| (b as f64 - a as f64) / (large - small);
-    let (g_whole, g_info, g_kernels) = (
-        growth(small_whole, whole),
-        growth(small_info, info),
-        growth(small_kernels, kernels),
-    );
+    let growth = |of: fn(&Peaks) -> usize| {
+        (of(&large) as f64 - of(&small) as f64) / (large.json_bytes - small.json_bytes)
+    };
+    let g_whole = growth(|p| p.whole);
+    let g_info = growth(|p| p.info);
+    let g_kernels = growth(|p| p.kernels);
+    let g_gpu_time = growth(|p| p.gpu_time);
     eprintln!(
-        "JSON {:.1} -> {:.1} MB; peak heap {:.1} / {:.1} / {:.1} MB (whole / info / kernels) at \
-         the larger; growth per byte: whole {g_whole:.3}, info {g_info:.3}, kernels {g_kernels:.3}",
-        small / 1e6,
-        large / 1e6,
-        whole as f64 / 1e6,
-        info as f64 / 1e6,
-        kernels as f64 / 1e6,
+        "JSON {:.1} -> {:.1} MB; peak heap {:.1} / {:.1} / {:.1} / {:.1} MB (whole / info / \
+         kernels / gpu-time) at the larger; growth per byte: whole {g_whole:.3}, info \
+         {g_info:.3}, kernels {g_kernels:.3}, gpu-time {g_gpu_time:.3}",
+        small.json_bytes / 1e6,
+        large.json_bytes / 1e6,
+        large.whole as f64 / 1e6,
+        large.info as f64 / 1e6,
+        large.kernels as f64 / 1e6,
+        large.gpu_time as f64 / 1e6,
     );
     assert!(
         g_whole > 0.3,
@@ -246,10 +288,23 @@ fn streamed_info_and_kernels_keep_a_fraction_of_the_file() {
         g_kernels <= 0.2,
         "kernels' peak grows {g_kernels:.3} per byte"
     );
-    for (what, g) in [("info", g_info), ("kernels", g_kernels)] {
+    assert!(
+        g_gpu_time <= GPU_TIME_GROWTH,
+        "gpu-time's peak grows {g_gpu_time:.3} per byte"
+    );
+    for (what, g) in [
+        ("info", g_info),
+        ("kernels", g_kernels),
+        ("gpu-time", g_gpu_time),
+    ] {
         assert!(
             g * 3.0 <= g_whole,
             "{what}: grows {g:.3} per byte, the whole import {g_whole:.3}"
         );
     }
 }
+
+/// `gpu-time`'s bound on growth per byte of JSON: it keeps per device event 32 bytes and per
+/// launch a hash-map entry, and its end sorts and merges the events' intervals (0.143
+/// measured on this generator, whose ops are ~770 bytes of JSON with one kernel each).
+const GPU_TIME_GROWTH: f64 = 0.2;

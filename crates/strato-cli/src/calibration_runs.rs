@@ -32,6 +32,32 @@ pub(crate) struct RunResult {
     pub(crate) measure: RunMeasure,
 }
 
+/// How a run samples the CPU (`strato record --sample`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sampling {
+    /// The launcher's native samples and the program's Python-stack sampler (as recorded).
+    NativeAndPython,
+    /// Native samples only (the program's sampler off): tells the two costs apart.
+    Native,
+}
+
+impl Sampling {
+    /// The name stored in `calibration.json` (`StoredRuns::sample`).
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Sampling::NativeAndPython => "native+python",
+            Sampling::Native => "native",
+        }
+    }
+
+    /// The mode a stored name stands for.
+    pub(crate) fn from_name(name: &str) -> Option<Sampling> {
+        [Sampling::NativeAndPython, Sampling::Native]
+            .into_iter()
+            .find(|s| s.as_str() == name)
+    }
+}
+
 /// The runs of one configuration (collection level, OpenCL layer level).
 pub(crate) struct Measured {
     pub(crate) level: u64,
@@ -39,6 +65,8 @@ pub(crate) struct Measured {
     pub(crate) opencl: Option<&'static str>,
     /// The runs record the OS level too (`--os`: its book-keeping is one more cost).
     pub(crate) os: bool,
+    /// The runs sample the CPU (`--sample`: the samples' book-keeping is two more costs).
+    pub(crate) sample: Option<Sampling>,
     pub(crate) runs: Vec<RunResult>,
 }
 
@@ -49,14 +77,15 @@ impl Measured {
             Some(l) => format!("{base}, opencl {l}"),
             None => base.to_owned(),
         };
-        if self.os {
-            name + " + os"
-        } else {
-            name
+        let name = if self.os { name + " + os" } else { name };
+        match self.sample {
+            Some(Sampling::NativeAndPython) => name + " + samples",
+            Some(Sampling::Native) => name + " + native samples",
+            None => name,
         }
     }
 
-    /// The configuration's directory under `.runs`: `level-N[-opencl-L][-os]`.
+    /// The configuration's directory under `.runs`: `level-N[-opencl-L][-os][-samples|-native-samples]`.
     pub(crate) fn dir_name(&self) -> String {
         let mut dir = format!("level-{}", self.level);
         if let Some(layer) = self.opencl {
@@ -64,6 +93,11 @@ impl Measured {
         }
         if self.os {
             dir += "-os";
+        }
+        match self.sample {
+            Some(Sampling::NativeAndPython) => dir += "-samples",
+            Some(Sampling::Native) => dir += "-native-samples",
+            None => {}
         }
         dir
     }
@@ -101,9 +135,18 @@ pub(crate) fn fit_runs(
     let mut runs: Vec<StoredRuns> = measured
         .iter()
         .zip(&configs_runs)
-        .map(|(m, runs)| StoredRuns::of(m.level, &m.name(), m.opencl, runs))
+        .map(|(m, runs)| {
+            let mut stored = StoredRuns::of(m.level, &m.name(), m.opencl, runs);
+            stored.sample = m.sample.map(|s| s.as_str().to_owned());
+            stored
+        })
         .collect();
-    runs.push(StoredRuns::of(level, "held-out", None, &held));
+    let mut held_stored = StoredRuns::of(level, "held-out", None, &held);
+    // Held-out runs sample as the profile does: both samplers.
+    if !held_stored.sample_collector_cpu_s.is_empty() {
+        held_stored.sample = Some(Sampling::NativeAndPython.as_str().to_owned());
+    }
+    runs.push(held_stored);
     // Each configuration's robust time and corrected time on the fit's basis.
     for (stored, measures) in runs.iter_mut().zip(configs_runs.iter().chain([&held])) {
         let (time, corrected) = calibration::corrected_figures(measures, &cal, basis);
@@ -115,6 +158,7 @@ pub(crate) fn fit_runs(
     let validation =
         calibration::held_out_validation(&fit, basis, uninstrumented, &held, &removed, interval);
     let os = calibration::os_validation(&fit, &held, basis);
+    let sample = calibration::sample_validation(&fit, &held, basis);
     Ok(CalibrationFile {
         costs_ns: cal.costs_ns,
         api_inflation_ns: cal.api_inflation_ns,
@@ -127,5 +171,6 @@ pub(crate) fn fit_runs(
         runs,
         validation,
         os,
+        sample,
     })
 }

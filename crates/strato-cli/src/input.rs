@@ -342,6 +342,50 @@ pub(crate) fn stream_file(
     Ok(Some(trace))
 }
 
+/// One stored profile or store (`inputs` is that one directory) read as [`open_profile`]
+/// reads it, its events handed to `sink` batch by batch instead of kept
+/// ([`strato_store::stream_with`], [`strato_store::partitioned::stream_store`]: only the
+/// tables, columns and row groups `options` reads, one batch of events in memory). The trace
+/// returned holds every table but the events (secrets redacted unless `--keep-secrets`, import
+/// notes warned about).
+///
+/// `None` when the input is not one stored profile or store, or when [`open_profile`] would
+/// change its events: with `--graph-capture`, or when flows are read and the profile holds
+/// graph node links (their attribution needs the whole trace). In that last case `sink` has
+/// already seen the events: the caller starts over with [`open_profile`].
+pub(crate) fn stream_stored(
+    inputs: &[PathBuf],
+    options: &ImportOptions,
+    sink: &mut dyn FnMut(&mut Trace),
+) -> Result<Option<Trace>> {
+    let [input] = inputs else { return Ok(None) };
+    if graph_capture().is_some() {
+        return Ok(None);
+    }
+    let read = store_read_options(options);
+    let mut trace = if strato_store::is_profile_dir(input) {
+        strato_store::stream_with(input, &read, sink)?
+    } else if strato_store::partitioned::is_store_dir(input) {
+        strato_store::partitioned::stream_store(input, &read, sink)?
+    } else {
+        return Ok(None);
+    };
+    let graph_links = [
+        strato_analysis::graphs::GRAPH_NODE_FLOW,
+        strato_analysis::graphs::GRAPH_NODE_ORDER_FLOW,
+    ]
+    .iter()
+    .any(|category| trace.strings.lookup(category).is_some());
+    if read.flows && graph_links {
+        return Ok(None);
+    }
+    warn_import_notes(&trace);
+    if !KEEP_SECRETS.load(std::sync::atomic::Ordering::Relaxed) {
+        strato_io::redact::redact_trace(&mut trace);
+    }
+    Ok(Some(trace))
+}
+
 /// The label of one side of a comparison (`strato diff`, `strato report --baseline`): its path
 /// as given.
 pub(crate) fn side_label(path: &Path) -> String {

@@ -29,6 +29,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags, Row};
 use rustc_hash::FxHashMap;
 use serde_json::{Map, Value};
+use strato_record::sample::{fold_leaf_first, frame_label, CPU_SAMPLE_CATEGORY, UNKNOWN_SYMBOL};
 use strato_trace::{checked_time, ImportNotes, MemoryTracker};
 use strato_trace::{
     ClockDomain, ClockInfo, ClockSource, CounterSample, Device, Flow, FlowEnd, Instant, Level,
@@ -567,8 +568,10 @@ struct Sample {
     cpu: Option<i64>,
     state: Option<i64>,
     cycles: Option<i64>,
+    /// Frame labels (`symbol [module]`), leaf first, in `stackDepth` order.
+    frames: Vec<String>,
+    /// The raw symbols, leaf first (args `stack`, with `keep_args`).
     stack: Vec<String>,
-    leaf: Option<String>,
     leaf_module: Option<String>,
 }
 
@@ -1780,7 +1783,12 @@ impl<'a> Importer<'a> {
     }
 
     /// CPU samples (`COMPOSITE_EVENTS` with their `SAMPLING_CALLCHAINS`): one instant per
-    /// sample on its thread, named by the leaf frame, with the stack (leaf first) in args.
+    /// sample on its thread in the representation `strato record --sample` writes (category
+    /// [`CPU_SAMPLE_CATEGORY`], named by the whole call chain folded outermost first, each
+    /// frame `symbol [module]`; see `strato_record::sample`), so the per-operation flame graphs
+    /// and `export --folded/--firefox` read nsys samples like live ones. A frame nsys could not
+    /// resolve (`unresolved`, its symbol an address) is [`UNKNOWN_SYMBOL`] in its module, as in
+    /// a live recording; with `keep_args`, args keep the raw symbols (`stack`, leaf first).
     fn samples(&mut self) -> rusqlite::Result<()> {
         let keep = self.options.keep_args;
         let chains = self.schema.has_col(CALLCHAINS, "id")
@@ -1796,14 +1804,13 @@ impl<'a> Importer<'a> {
         let cpu = q.col("cpu");
         let state = q.col("threadState");
         let cycles = q.col("cpuCycles");
-        let (depth, symbol, module) = if chains && strings {
+        let (depth, symbol, module, unresolved) = if chains && strings {
             let has_module = self.schema.has_col(CALLCHAINS, "module");
             q.joins = format!(
-                " LEFT JOIN {c} AS c ON c.id = t.id{only_leaf} \
+                " LEFT JOIN {c} AS c ON c.id = t.id \
                  LEFT JOIN {s} AS sym ON sym.id = c.symbol{module_join}",
                 c = quote(CALLCHAINS),
                 s = quote(STRINGS),
-                only_leaf = if keep { "" } else { " AND c.stackDepth = 0" },
                 module_join = if has_module {
                     format!(" LEFT JOIN {} AS mod ON mod.id = c.module", quote(STRINGS))
                 } else {
@@ -1817,14 +1824,20 @@ impl<'a> Importer<'a> {
             } else {
                 q.push("NULL".into())
             };
+            let unresolved = if self.schema.has_col(CALLCHAINS, "unresolved") {
+                q.push("c.unresolved".into())
+            } else {
+                q.push("NULL".into())
+            };
             q.tail = " ORDER BY t.id, c.stackDepth".into();
-            (depth, symbol, module)
+            (depth, symbol, module, unresolved)
         } else {
             let null = q.push("NULL".into());
-            (null, null, null)
+            (null, null, null, null)
         };
         let sql = q.sql();
-        let (level, category) = self.level_and_category(SAMPLES, Level::Os);
+        let (level, _) = self.level_and_category(SAMPLES, Level::Os);
+        let category = self.trace.intern(CPU_SAMPLE_CATEGORY);
         let mut pending: Option<Sample> = None;
         for_each_row(self.conn, &sql, |row| {
             let Some(sample_id) = int(row, id) else {
@@ -1847,8 +1860,8 @@ impl<'a> Importer<'a> {
                     cpu: int(row, cpu),
                     state: int(row, state),
                     cycles: int(row, cycles),
+                    frames: Vec::new(),
                     stack: Vec::new(),
-                    leaf: None,
                     leaf_module: None,
                 });
             }
@@ -1856,9 +1869,16 @@ impl<'a> Importer<'a> {
                 return;
             };
             if let Some(sym) = text(row, symbol) {
+                let module = text(row, module);
+                let module_name = module.as_deref().unwrap_or("?");
+                let label = if int(row, unresolved).is_some_and(|u| u != 0) {
+                    frame_label(UNKNOWN_SYMBOL, module_name)
+                } else {
+                    frame_label(&sym, module_name)
+                };
+                sample.frames.push(label);
                 if int(row, depth) == Some(0) {
-                    sample.leaf = Some(sym.clone().into_owned());
-                    sample.leaf_module = text(row, module).map(Cow::into_owned);
+                    sample.leaf_module = module.map(Cow::into_owned);
                 }
                 if keep {
                     sample.stack.push(sym.into_owned());
@@ -1876,9 +1896,7 @@ impl<'a> Importer<'a> {
             return;
         };
         let track = self.thread_track(g);
-        let name = self
-            .trace
-            .intern(sample.leaf.as_deref().unwrap_or("CPU sample"));
+        let name = self.trace.intern(&fold_leaf_first(&sample.frames));
         let args = self.options.keep_args.then(|| {
             let mut a = Map::new();
             if let Some(cpu) = sample.cpu {

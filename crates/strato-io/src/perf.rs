@@ -28,7 +28,11 @@
 //! - page-fault events (`page-faults`, `major-faults`, `minor-faults`,
 //!   `exceptions:page_fault_user`/`_kernel`): instants, category `page_fault`;
 //! - any other sampled event (`cpu-clock`, `cycles`, ...): CPU samples, instants of category
-//!   `cpu_sample` named by the leaf symbol, with the call stack (`perf script` text) in args.
+//!   `cpu_sample` named by the call stack folded outermost first, each frame `symbol [module]`
+//!   (the representation `strato record --sample` writes, so the flame graphs and the folded /
+//!   Firefox exports read them alike): from the text's call-stack lines, or, in `perf.data`,
+//!   the sample's call chain symbolized through the file's mappings ([`Symbolizer`]); perf's
+//!   own symbols (leaf first) in args.
 //!
 //! Thread states are spans of category [`THREAD_STATE_CATEGORY`] on the thread's own track
 //! (`Thread { pid, tid }`), Level `Os`; no state before a thread's first event or after its
@@ -57,6 +61,9 @@ use linux_perf_data::linux_perf_event_reader::{
 use linux_perf_data::{Feature, PerfFileReader, PerfFileRecord};
 use rustc_hash::FxHashMap;
 use strato_record::os::{blocked_cause, ThreadState};
+use strato_record::sample::{
+    fold_leaf_first, frame_label, Module, FRAME_SEPARATOR, UNKNOWN_STACK, UNKNOWN_SYMBOL,
+};
 use strato_trace::{
     ClockDomain, ClockInfo, ClockSource, Instant, Level, MemoryTracker, Process, Rank, RankId,
     SourceFormat, Span, StrId, Trace, Track, TrackId, TrackKind,
@@ -194,7 +201,8 @@ enum Ev {
     },
     Sample {
         event: String,
-        stack: Vec<String>,
+        /// The call chain, leaf first (just the leaf without one; empty when nothing names it).
+        frames: Vec<Frame>,
     },
     Exit,
     /// A task was created (`tid` of process `pid`).
@@ -206,6 +214,16 @@ enum Ev {
     SideBand,
     /// An event this importer does not use (counted in the metadata).
     Other,
+}
+
+/// One frame of a sample's call chain.
+#[derive(Debug, Clone, PartialEq)]
+struct Frame {
+    /// The symbol as perf names it (args `stack`).
+    symbol: String,
+    /// `symbol [module]` ([`strato_record::sample::frame_label`]): the frame in the sample's
+    /// folded name.
+    label: String,
 }
 
 /// Where and when an event fired.
@@ -544,16 +562,17 @@ impl<'o> Builder<'o> {
                     args: None,
                 });
             }
-            Ev::Sample { event, stack } => {
+            Ev::Sample { event, frames } => {
                 if tid == 0 {
                     return;
                 }
                 self.count("cpu_samples");
-                let name = self
-                    .trace
-                    .intern(stack.first().map_or(event.as_str(), String::as_str));
-                let args = (self.options.keep_args)
-                    .then(|| serde_json::json!({"event": event, "stack": stack}).to_string());
+                let labels: Vec<&str> = frames.iter().map(|f| f.label.as_str()).collect();
+                let name = self.trace.intern(&fold_leaf_first(&labels));
+                let args = (self.options.keep_args).then(|| {
+                    let stack: Vec<&str> = frames.iter().map(|f| f.symbol.as_str()).collect();
+                    serde_json::json!({"event": event, "stack": stack}).to_string()
+                });
                 let category = self.cat_sample;
                 self.push(Pending {
                     tid,
@@ -832,7 +851,7 @@ fn int_field(rest: &str, key: &str) -> Option<i64> {
 }
 
 /// The event of a text line (`None`: a known event whose fields do not parse).
-fn text_event(line: &Line<'_>, stack: Vec<String>) -> Option<Ev> {
+fn text_event(line: &Line<'_>, stack: Vec<Frame>) -> Option<Ev> {
     let e = line.event;
     let r = line.rest;
     Some(if e.starts_with("PERF_RECORD_SWITCH") {
@@ -914,17 +933,41 @@ fn text_event(line: &Line<'_>, stack: Vec<String>) -> Option<Ev> {
     } else {
         // A sampled hardware or software event (`cycles`, `cpu-clock:ppp`, ...): its leaf
         // is the symbol on the line itself when no call stack follows.
-        let mut stack = stack;
-        if stack.is_empty() {
-            if let Some(sym) = sample_symbol(r) {
-                stack.push(sym);
+        let mut frames = stack;
+        if frames.is_empty() {
+            if let Some(frame) = sample_frame(r) {
+                frames.push(frame);
             }
         }
         Ev::Sample {
             event: e.to_owned(),
-            stack,
+            frames,
         }
     })
+}
+
+/// The frame of a sample line or a call-stack line: `ADDR SYMBOL+0xOFF (DSO)` -> symbol
+/// `SYMBOL`, label `SYMBOL [DSO file name]` (perf's `[unknown]` symbol is
+/// [`UNKNOWN_SYMBOL`] in the label, as a live recording names it; no DSO, the symbol alone).
+fn sample_frame(text: &str) -> Option<Frame> {
+    let symbol = sample_symbol(text)?;
+    let t = text.trim_end();
+    let dso = t
+        .strip_suffix(')')
+        .and_then(|t| t.rfind(" (").map(|i| &t[i + 2..]))
+        .filter(|d| !d.is_empty());
+    let shown = if symbol == "[unknown]" {
+        UNKNOWN_SYMBOL
+    } else {
+        symbol.as_str()
+    };
+    let label = match dso {
+        // Outside every mapping, as a live recording names it.
+        Some("[unknown]") => UNKNOWN_STACK.to_owned(),
+        Some(dso) => frame_label(shown, dso),
+        None => shown.replace(FRAME_SEPARATOR, ":"),
+    };
+    Some(Frame { symbol, label })
 }
 
 /// The symbol of a sample line or a call-stack line: `ADDR SYMBOL+0xOFF (DSO)` -> `SYMBOL`
@@ -962,7 +1005,8 @@ pub fn import_script(path: &Path, input: Input, options: &ImportOptions) -> Resu
     let mut header_block = HeaderBlock::default();
     // The event line waiting for its call stack (the indented lines after it).
     let mut held: Option<(String, u64)> = None;
-    let mut stack: Vec<String> = Vec::new();
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut chain_ended = false;
     let bad = |n: u64, what: &str| {
         Error::new(
             path,
@@ -971,7 +1015,7 @@ pub fn import_script(path: &Path, input: Input, options: &ImportOptions) -> Resu
     };
     let flush = |builder: &mut Builder<'_>,
                  held: &mut Option<(String, u64)>,
-                 stack: &mut Vec<String>,
+                 stack: &mut Vec<Frame>,
                  digits: &mut u32|
      -> Result<()> {
         if let Some((text, n)) = held.take() {
@@ -1032,8 +1076,14 @@ pub fn import_script(path: &Path, input: Input, options: &ImportOptions) -> Resu
             if held.is_none() {
                 return Err(bad(number, "a call-stack line without its event line"));
             }
-            if let Some(sym) = sample_symbol(text) {
-                stack.push(sym);
+            // As in a live recording, the chain ends at the first return address outside
+            // every mapping (perf prints the frame-pointer walk's garbage beyond it).
+            if let Some(frame) = sample_frame(text).filter(|_| !chain_ended) {
+                if !stack.is_empty() && frame.label == UNKNOWN_STACK {
+                    chain_ended = true;
+                } else {
+                    stack.push(frame);
+                }
             }
             continue;
         }
@@ -1042,6 +1092,7 @@ pub fn import_script(path: &Path, input: Input, options: &ImportOptions) -> Resu
             return Err(bad(number, "not an event line"));
         }
         held = Some((text.to_owned(), number));
+        chain_ended = false;
     }
     flush(&mut builder, &mut held, &mut stack, &mut digits)?;
     if builder.trace.ranks[0].notes.events_read == 0 {
@@ -1122,6 +1173,117 @@ fn tracepoint_format(tracing: &[u8], id: u64) -> Option<Format> {
         }
     }
     Some(f)
+}
+
+/// Call-chain entries at or above this are context markers (`PERF_CONTEXT_KERNEL`, `_USER`,
+/// ...), not addresses.
+const PERF_CONTEXT_MAX: u64 = -4095i64 as u64;
+/// `PROT_EXEC` in an `MMAP2` record's protection.
+const PROT_EXEC: u32 = 4;
+
+/// The code mappings of a `perf.data` file (`PERF_RECORD_MMAP`/`MMAP2`, executable ones) and
+/// the modules they map: how a sample's addresses become frames, the way `strato record
+/// --sample` symbolizes them (a return address looked up one byte back, the module's ELF
+/// symbol table through [`Module`], `??` where no symbol covers an address). Modules are read
+/// from this machine at their recorded path, so a `perf.data` moved from another machine gets
+/// `?? [module]` frames where the files differ or are missing. Kernel code (pid -1 mappings,
+/// `[kernel.kallsyms]`) is `?? [kernel.kallsyms]`: its symbols are not in the file.
+#[derive(Default)]
+struct Symbolizer {
+    /// pid (-1: the kernel) -> start -> (end, file offset at start, module index).
+    maps: FxHashMap<i32, BTreeMap<u64, (u64, u64, usize)>>,
+    /// `(path, symbols)`; no symbols for a pseudo-module (`[vdso]`, the kernel).
+    modules: Vec<(String, Option<Module>)>,
+    by_path: FxHashMap<String, usize>,
+    labels: FxHashMap<(usize, u64), Frame>,
+}
+
+impl Symbolizer {
+    /// An executable mapping of `pid`.
+    fn map(&mut self, pid: i32, start: u64, len: u64, page_offset: u64, path: &[u8]) {
+        let mut path = String::from_utf8_lossy(path).into_owned();
+        if path.starts_with('[') {
+            // `[kernel.kallsyms]_text` -> `[kernel.kallsyms]`.
+            if let Some(end) = path.find(']') {
+                path.truncate(end + 1);
+            }
+        }
+        let module = match self.by_path.get(&path) {
+            Some(&m) => m,
+            None => {
+                let loadable = pid != -1 && path.starts_with('/');
+                let symbols = loadable.then(|| Module::load(&path));
+                self.modules.push((path.clone(), symbols));
+                self.by_path.insert(path, self.modules.len() - 1);
+                self.modules.len() - 1
+            }
+        };
+        let end = start.saturating_add(len);
+        self.maps
+            .entry(pid)
+            .or_default()
+            .insert(start, (end, page_offset, module));
+    }
+
+    /// A new process `child` starts with a copy of `parent`'s mappings.
+    fn fork(&mut self, parent: i32, child: i32) {
+        if let Some(maps) = self.maps.get(&parent).cloned() {
+            self.maps.insert(child, maps);
+        }
+    }
+
+    /// `pid` ran `execve`: its old mappings are gone (the new image's follow).
+    fn exec(&mut self, pid: i32) {
+        self.maps.remove(&pid);
+    }
+
+    /// The frame at `addr` in `pid`, or None when no mapping holds it.
+    fn frame(&mut self, pid: i32, addr: u64) -> Option<Frame> {
+        let hit = [pid, -1].into_iter().find_map(|p| {
+            let (&start, &(end, page_offset, module)) =
+                self.maps.get(&p)?.range(..=addr).next_back()?;
+            (addr < end).then(|| (module, addr - start + page_offset))
+        })?;
+        let frame = self.labels.entry(hit).or_insert_with(|| {
+            let (path, symbols) = &self.modules[hit.0];
+            let symbol = symbols
+                .as_ref()
+                .map_or_else(|| UNKNOWN_SYMBOL.to_owned(), |m| m.symbol(hit.1));
+            Frame {
+                label: frame_label(&symbol, path),
+                symbol,
+            }
+        });
+        Some(frame.clone())
+    }
+
+    /// A sample's frames, leaf first: its call chain (context markers left out; the first
+    /// address of each context — kernel, user — is exact, the rest are return addresses),
+    /// else its ip. As in a live recording, an unmapped exact address is [`UNKNOWN_STACK`] and
+    /// the chain ends at the first unmapped return address (a frame-pointer walk through code
+    /// without frame pointers ends there or earlier).
+    fn frames(&mut self, pid: i32, ip: Option<u64>, chain: Option<Vec<u64>>) -> Vec<Frame> {
+        let chain = chain.unwrap_or_else(|| ip.into_iter().collect());
+        let mut out = Vec::new();
+        let mut exact = true;
+        for addr in chain {
+            if addr >= PERF_CONTEXT_MAX {
+                exact = true;
+                continue;
+            }
+            let at = if exact { addr } else { addr.saturating_sub(1) };
+            let leaf = std::mem::replace(&mut exact, false);
+            match self.frame(pid, at) {
+                Some(f) => out.push(f),
+                None if leaf => out.push(Frame {
+                    symbol: UNKNOWN_STACK.to_owned(),
+                    label: UNKNOWN_STACK.to_owned(),
+                }),
+                None => break,
+            }
+        }
+        out
+    }
 }
 
 /// What an attribute (event) of a `perf.data` file is to this importer.
@@ -1225,6 +1387,7 @@ pub fn import_data(path: &Path, options: &ImportOptions) -> Result<Trace> {
     let mut builder = Builder::new(path, options);
     builder.trace.ranks[0].host = host;
     let mut comms: FxHashMap<i32, String> = FxHashMap::default();
+    let mut symbolizer = Symbolizer::default();
     loop {
         let record = record_iter.next_record(&mut perf_file).map_err(|e| {
             perr(format!(
@@ -1243,6 +1406,28 @@ pub fn import_data(path: &Path, options: &ImportOptions) -> Result<Trace> {
         let parsed = record
             .parse()
             .map_err(|e| perr(format!("a {record_type:?} record does not parse: {e}")))?;
+        // The code mappings, with or without a time: a process's maps as perf keeps them
+        // (inherited at fork, replaced at exec).
+        let code = match &parsed {
+            EventRecord::Mmap(m) if m.is_executable => {
+                Some((m.pid, m.address, m.length, m.page_offset, &m.path))
+            }
+            EventRecord::Mmap2(m) if m.protection & PROT_EXEC != 0 => {
+                Some((m.pid, m.address, m.length, m.page_offset, &m.path))
+            }
+            EventRecord::Fork(f) if f.pid != f.ppid => {
+                symbolizer.fork(f.ppid, f.pid);
+                None
+            }
+            EventRecord::Comm(c) if c.is_execve => {
+                symbolizer.exec(c.pid);
+                None
+            }
+            _ => None,
+        };
+        if let Some((pid, start, length, page_offset, path)) = code {
+            symbolizer.map(pid, start, length, page_offset, &path.as_slice());
+        }
         let Some(ts) = common.timestamp.and_then(|t| i64::try_from(t).ok()) else {
             if record_type == RecordType::SAMPLE {
                 builder.count("records_without_time");
@@ -1289,7 +1474,12 @@ pub fn import_data(path: &Path, options: &ImportOptions) -> Result<Trace> {
                     AttrKind::PageFault(n) => Ev::PageFault { event: n },
                     AttrKind::Sample(n) => Ev::Sample {
                         event: n,
-                        stack: Vec::new(),
+                        frames: symbolizer.frames(
+                            s.pid.or(common.pid).unwrap_or(-1),
+                            s.ip,
+                            s.callchain
+                                .map(|c| (0..c.len()).filter_map(|i| c.get(i)).collect()),
+                        ),
                     },
                     AttrKind::Other => Ev::Other,
                 }

@@ -59,6 +59,67 @@ pub fn import_file(path: &Path, options: &ImportOptions) -> Result<Trace> {
     import(path, &[path.to_path_buf()], options)
 }
 
+/// What the launcher's collectors (`strato record --os`, `--sample`) say they missed, as import
+/// notes of the rank: records the kernel dropped (ring buffer full) and the intervals it
+/// throttled an event (`throttled_all_processes`: count, summed time, first and last instant,
+/// CLOCK_MONOTONIC), counted (`os_lost_records`, `os_throttled`, `samples_lost`,
+/// `samples_throttled`) and noted with the interval relative to `origin` (the recording's
+/// first START). The figures are the collector's, over the whole tree, so each is read once.
+fn collector_notes(
+    user_meta: &serde_json::Map<String, Value>,
+    origin: i64,
+    notes: &mut strato_trace::ImportNotes,
+) {
+    for (key, what, lost_key, prefix, missing) in [
+        (
+            strato_record::os::OS_METADATA_KEY,
+            "OS level",
+            "lost_records_all_processes",
+            "os",
+            "system calls and thread states there are missing",
+        ),
+        (
+            strato_record::sample::SAMPLE_METADATA_KEY,
+            "CPU sampling",
+            "lost_all_processes",
+            "samples",
+            "no samples were taken there",
+        ),
+    ] {
+        let Some(m) = user_meta.get(key) else {
+            continue;
+        };
+        let lost = m[lost_key].as_u64().unwrap_or(0);
+        if lost > 0 {
+            let name = if prefix == "os" {
+                "os_lost_records"
+            } else {
+                "samples_lost"
+            };
+            notes.count(name, lost);
+            notes.note(format!(
+                "{what}: the kernel dropped {lost} records (ring buffers full): some events are missing"
+            ));
+        }
+        let t = &m["throttled_all_processes"];
+        let count = t["count"].as_u64().unwrap_or(0);
+        if count > 0 {
+            notes.count(&format!("{prefix}_throttled"), count);
+            let at = |k: &str| {
+                t[k].as_i64().map_or("?".to_owned(), |v| {
+                    format!("{:.3} s", (v - origin) as f64 / 1e9)
+                })
+            };
+            notes.note(format!(
+                "{what}: the kernel throttled its events {count} times, {:.3} ms in all, between {} and {} of the recording (more than kernel.perf_event_max_sample_rate a second): {missing}",
+                t["ns"].as_i64().unwrap_or(0) as f64 / 1e6,
+                at("from_ns"),
+                at("to_ns")
+            ));
+        }
+    }
+}
+
 /// Imports a profile directory of `*.strato` files as one rank.
 pub fn import_dir(dir: &Path, options: &ImportOptions) -> Result<Trace> {
     let files = recording_files(dir);
@@ -119,11 +180,15 @@ fn import(source: &Path, files: &[PathBuf], options: &ImportOptions) -> Result<T
                 .or_insert_with(|| default_name(&process.argv_json));
         }
         let mut cpu = Value::Null;
+        let mut collector_wait_ns = 0;
         for (k, v) in &rec.metadata {
             let value = serde_json::from_str::<Value>(v).unwrap_or(Value::String(v.clone()));
             if rec.str(*k) == strato_record::CPU_METADATA_KEY {
                 cpu = value; // per process, below
             } else {
+                if rec.str(*k) == strato_record::os::OS_METADATA_KEY {
+                    collector_wait_ns = value["runnable_behind_collector_ns"].as_i64().unwrap_or(0);
+                }
                 user_meta.insert(rec.str(*k).to_owned(), value);
             }
         }
@@ -168,6 +233,18 @@ fn import(source: &Path, files: &[PathBuf], options: &ImportOptions) -> Result<T
             // Also an import note of the rank: every command warns about it on stderr.
             trace.ranks[rank.0 as usize].notes.note(note.clone());
         }
+        // The OS level's preemption of this process (`strato info` shows it per process; not
+        // a warning: nothing is missing).
+        let wait_note = (collector_wait_ns > 0).then(|| {
+            format!(
+                "its threads were runnable {:.1} ms while strato's collectors held their CPU (the OS level's own cost; a calibrated profile has it removed)",
+                collector_wait_ns as f64 / 1e6
+            )
+        });
+        let note = match (note, wait_note) {
+            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+            (a, b) => a.or(b),
+        };
         processes_meta.push(json!({
             "note": note,
             "file": path.file_name().map(|n| n.to_string_lossy().into_owned()),
@@ -229,6 +306,12 @@ fn import(source: &Path, files: &[PathBuf], options: &ImportOptions) -> Result<T
             labels: None,
         });
     }
+    let origin = processes_meta
+        .iter()
+        .filter_map(|p| p["start_ns"].as_i64())
+        .min()
+        .unwrap_or(0);
+    collector_notes(&user_meta, origin, &mut trace.ranks[rank.0 as usize].notes);
     let mut meta = json!({"format": "strato", "processes": processes_meta});
     if !user_meta.is_empty() {
         meta["metadata"] = Value::Object(user_meta);
@@ -582,4 +665,40 @@ fn add_file(
         trace.flows.push(flow);
     }
     FileSummary { last_ts, truncated }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn collectors_lost_and_throttled_become_notes_with_the_interval() {
+        let meta: serde_json::Map<String, Value> = serde_json::from_str(
+            r#"{"strato.os": {"switches": 3, "lost_records_all_processes": 0,
+                  "throttled_all_processes": {"count": 4, "ns": 2500000,
+                                              "from_ns": 1500000000, "to_ns": 1750000000}},
+                "strato.samples": {"samples": 10, "lost_all_processes": 7,
+                  "throttled_all_processes": {"count": 0, "ns": 0,
+                                              "from_ns": null, "to_ns": null}}}"#,
+        )
+        .unwrap();
+        let mut notes = strato_trace::ImportNotes::default();
+        collector_notes(&meta, 1_000_000_000, &mut notes);
+        assert_eq!(notes.get("os_throttled"), 4);
+        assert_eq!(notes.get("os_lost_records"), 0);
+        assert_eq!(notes.get("samples_lost"), 7);
+        assert_eq!(notes.get("samples_throttled"), 0);
+        assert_eq!(notes.notes.len(), 2, "{:?}", notes.notes);
+        assert!(
+            notes.notes.iter().any(|n| n.starts_with(
+                "OS level: the kernel throttled its events 4 times, 2.500 ms in all, between 0.500 s and 0.750 s"
+            )),
+            "{:?}",
+            notes.notes
+        );
+        // Without collectors (or with nothing missed) no note.
+        let mut none = strato_trace::ImportNotes::default();
+        collector_notes(&serde_json::Map::new(), 0, &mut none);
+        assert!(none.is_empty());
+    }
 }

@@ -4,7 +4,7 @@
 //!
 //! The two readers are independent (the binary file through `linux-perf-data` and tracepoint
 //! formats from the file; the text as `perf` itself decodes it), so the same recording read both
-//! ways must give the same thread states.
+//! ways must give the same thread states, and (recorded with `-g`) the same CPU-sample stacks.
 
 // Tests may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
@@ -43,6 +43,19 @@ struct Run {
     t2: i64,
 }
 
+/// Runs a `perf record` command; its output once it succeeded.
+fn perf_record(cmd: &mut Command) -> std::process::Output {
+    let out = cmd
+        .output()
+        .expect("the `perf` tool (Debian linux-perf, installed by scripts/setup.sh)");
+    assert!(
+        out.status.success(),
+        "perf record failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// Records the workload with `perf record` (`extra` args, e.g. `-k mono`) and writes the text
 /// with `perf script --header --ns --show-task-events` (so it has the exits the binary has).
 fn record(dir: &Path, name: &str, extra: &[&str]) -> Run {
@@ -64,14 +77,7 @@ fn record(dir: &Path, name: &str, extra: &[&str]) -> Run {
     cmd.arg(&data)
         .args(["--", "python3", "-c", WORKLOAD])
         .arg(dir.join("written"));
-    let out = cmd
-        .output()
-        .expect("the `perf` tool (Debian linux-perf, installed by scripts/setup.sh)");
-    assert!(
-        out.status.success(),
-        "perf record failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = perf_record(&mut cmd);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let v: Vec<i64> = stdout
         .lines()
@@ -355,7 +361,7 @@ fn committed_fixtures_import() {
     assert!(names.contains("running"), "{names:?}");
     assert!(t.instants.iter().any(|i| t.str(i.category) == "page_fault"));
     // perf script text with CPU samples and call stacks (microsecond times, no header): on
-    // an unknown clock, samples named by their leaf with the stack in args.
+    // an unknown clock, samples named by their folded stack, perf's symbols in args.
     let t = import_paths(&[fixture("cpu_samples.perf-script.txt")], &opts).unwrap();
     assert_eq!(t.clock.reference, ClockDomain::Unknown);
     assert_eq!(t.clock.sources[0].error_ns, Some(1000));
@@ -370,8 +376,15 @@ fn committed_fixtures_import() {
         let a: serde_json::Value =
             serde_json::from_str(t.args.get(i.args.unwrap().0 as usize).unwrap()).unwrap();
         let stack = a["stack"].as_array().unwrap();
-        // Named by the leaf frame (the first line under the event line).
-        assert_eq!(stack[0].as_str().unwrap(), t.str(i.name));
+        // Named by the whole stack folded outermost first (`symbol [module]` each; perf's
+        // `[unknown]` as `??`): as many frames as call-stack lines, the leaf (the first line
+        // under the event line) last.
+        let name = t.str(i.name);
+        assert_eq!(name.split(';').count(), stack.len(), "{name}");
+        let leaf = name.rsplit(';').next().unwrap();
+        let symbol = stack[0].as_str().unwrap();
+        let symbol = if symbol == "[unknown]" { "??" } else { symbol };
+        assert!(leaf.starts_with(&format!("{symbol} [")), "{name}");
         with_stack += usize::from(stack.len() > 1);
     }
     assert!(with_stack > 0);
@@ -379,4 +392,137 @@ fn committed_fixtures_import() {
     let text = std::fs::read_to_string(fixture("cpu_samples.perf-script.txt")).unwrap();
     let lines = text.lines().filter(|l| l.contains(" cpu-clock:")).count();
     assert_eq!(samples.len(), lines);
+}
+
+// CPU samples recorded with call chains (`perf record -g`) keep their stacks, in the
+// representation `strato record --sample` writes (category `cpu_sample`, named by the stack
+// folded outermost first, each frame `symbol [module]`), from both inputs: `perf script` text
+// (frames as perf symbolized them) and `perf.data` (addresses symbolized by the importer
+// through the file's mappings and the modules' ELF symbols). One real recording read both
+// ways: the binary file's user-space frames must be perf's own, sample for sample.
+
+/// Pure-Python work with calls into C (hashing, sorting, JSON) for about a second.
+const BUSY: &str = r#"
+import hashlib, json, time
+end = time.monotonic() + 1.0
+x = b"s" * 4096
+while time.monotonic() < end:
+    x = hashlib.sha256(x).digest() * 128
+    json.loads(json.dumps(sorted(range(2000), key=lambda v: -v)))
+"#;
+
+/// `(ts, tid)` -> sample names (a `cpu_sample` instant's name is its folded stack).
+fn stacks(trace: &Trace) -> BTreeMap<(i64, i64), Vec<String>> {
+    let mut out: BTreeMap<(i64, i64), Vec<String>> = BTreeMap::new();
+    for i in &trace.instants {
+        if trace.str(i.category) != "cpu_sample" {
+            continue;
+        }
+        let TrackKind::Thread { tid, .. } = trace.track(i.track).kind else {
+            panic!("a sample off its thread's track");
+        };
+        out.entry((i.ts, tid))
+            .or_default()
+            .push(trace.str(i.name).to_owned());
+    }
+    for v in out.values_mut() {
+        v.sort();
+    }
+    out
+}
+
+/// The user-space part of a folded stack (kernel frames left out: perf symbolizes them from
+/// this machine's kallsyms, the importer cannot from the file).
+fn user_frames(stack: &str) -> Vec<&str> {
+    stack
+        .split(';')
+        .filter(|f| !f.ends_with("[kernel.kallsyms]"))
+        .collect()
+}
+
+#[test]
+fn call_chains_of_perf_record_g_become_folded_stacks_from_both_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("g.data");
+    perf_record(
+        Command::new("perf")
+            .args(["record", "-g", "-e", "cpu-clock", "-F", "499", "-q", "-o"])
+            .arg(&data)
+            .args(["--", "python3", "-c", BUSY]),
+    );
+    let script = Command::new("perf")
+        .args(["script", "--header", "--ns", "-i"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(script.status.success());
+    let text = dir.path().join("g.txt");
+    std::fs::write(&text, &script.stdout).unwrap();
+
+    let options = ImportOptions::default();
+    let from_text = stacks(&import_file(&text, &options).unwrap());
+    let from_data = stacks(&import_file(&data, &options).unwrap());
+    let count = |m: &BTreeMap<(i64, i64), Vec<String>>| m.values().map(Vec::len).sum::<usize>();
+    // Every sample of the text (counted independently) is imported from both inputs.
+    let text_samples = String::from_utf8_lossy(&script.stdout)
+        .lines()
+        .filter(|l| l.contains(" cpu-clock:"))
+        .count();
+    assert!(text_samples >= 100, "{text_samples} samples");
+    assert_eq!(count(&from_text), text_samples);
+    assert_eq!(count(&from_data), text_samples);
+    assert_eq!(
+        from_text.keys().collect::<Vec<_>>(),
+        from_data.keys().collect::<Vec<_>>()
+    );
+
+    // Whole chains: the text's stacks are as deep as perf printed them, and deep.
+    let deepest = from_text
+        .values()
+        .flatten()
+        .map(|s| s.split(';').count())
+        .max()
+        .unwrap();
+    assert!(deepest >= 5, "deepest stack {deepest} frames");
+
+    // The binary file's user frames are perf's own, sample for sample. Symbol aliases (two
+    // names at one address) may be named either way, so a frame agrees when its module agrees
+    // and its symbol does, or when one side has no name for it (`??`, or perf's synthetic
+    // `callee@plt` for a PLT stub); at most 2% of the frames may differ.
+    let (mut frames, mut differ, mut depth_differs) = (0usize, 0usize, 0usize);
+    for (key, texts) in &from_text {
+        for (t, d) in texts.iter().zip(&from_data[key]) {
+            let (t, d) = (user_frames(t), user_frames(d));
+            if t.len() != d.len() {
+                depth_differs += 1;
+                if depth_differs <= 3 {
+                    eprintln!("depth text {t:?}\ndepth data {d:?}");
+                }
+            }
+            for (a, b) in t.iter().zip(&d) {
+                frames += 1;
+                let module = |f: &str| f.rsplit_once(" [").map(|x| x.1.to_owned());
+                // perf names PLT stubs `callee@plt`, a symbol no ELF table holds.
+                let unnamed = |f: &str| f.starts_with("?? ") || f.contains("@plt [");
+                let same = a == b || (module(a) == module(b) && (unnamed(a) || unnamed(b)));
+                differ += usize::from(!same);
+                if !same && differ <= 8 {
+                    eprintln!("text {a:?}\ndata {b:?}");
+                }
+            }
+        }
+    }
+    eprintln!(
+        "{text_samples} samples, {frames} user frames, {differ} differ, {depth_differs} \
+         samples differ in depth, deepest {deepest}"
+    );
+    assert!(frames > 0);
+    assert!(
+        differ * 50 <= frames,
+        "{differ} of {frames} frames differ between perf.data and perf script"
+    );
+    assert!(
+        depth_differs * 50 <= text_samples,
+        "{depth_differs} of {text_samples} samples differ in depth"
+    );
 }

@@ -15,6 +15,7 @@ pub mod os;
 mod recorder;
 pub mod sample;
 mod side_file;
+pub use side_file::Throttling;
 pub mod signals;
 
 pub use decode::{

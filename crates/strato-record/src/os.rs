@@ -26,16 +26,24 @@
 //!   `syscall` named by the call;
 //! - CPU migrations as instants (category `sched`, args `from`/`to`);
 //! - per process, metadata `strato.os`: syscall counts and total time per call, page faults,
-//!   switch / wakeup / migration counts and lost records;
+//!   switch / wakeup / migration counts, lost records, and what the kernel throttled
+//!   (`throttled_all_processes`, [`crate::Throttling::json`]: count, summed time, first and
+//!   last instant; the importer makes it an import note);
 //! - per thread, the OS level's own book-keeping in the thread: a cumulative counter
 //!   [`OS_EVENTS_COUNTER_PREFIX`]`<tid>` of the records the kernel wrote in that thread's
 //!   context (one per system call, for its `sys_enter` + `sys_exit` pair, and one per switch
 //!   out), sampled at each switch out, at least every [`OS_EVENTS_SAMPLE_NS`] of the thread's
 //!   system calls, and at the end. Overhead calibration fits a cost per such event and the
 //!   correction removes it where the counter grew (`strato_analysis::overhead`);
+//! - per thread, a cumulative counter [`COLLECTOR_WAIT_COUNTER_PREFIX`]`<tid>` (ns): the time
+//!   the thread was runnable on a CPU while a thread of the launcher (this collector, the
+//!   sample collector) ran on that CPU, from the same `sched_switch` records (the launcher's
+//!   threads are read from `/proc/self/task`): what the collectors' CPU time cost the program
+//!   on a machine without a spare core. Sampled when it grows, at the end of each such wait;
+//!   the correction of a calibrated profile removes it there (`strato_analysis::overhead`);
 //! - in the root process's file, metadata [`OS_COLLECTOR_METADATA_KEY`]: the collector
-//!   thread's CPU time and the records it read (its cost runs in the launcher, outside the
-//!   program's threads).
+//!   thread's CPU time, the records it read and the tree's total collector wait (its cost runs
+//!   in the launcher, outside the program's threads).
 //!
 //! Clock: every event is opened with `clockid = CLOCK_MONOTONIC`, the recorder's clock
 //! ([`crate::now_ns`]), so both are one clock; alignment error 0 by construction (the kernel
@@ -63,10 +71,15 @@ pub const THREAD_STATE_CATEGORY: &str = "thread_state";
 pub const SYSCALL_CATEGORY: &str = "syscall";
 /// The metadata key of each process's OS summary.
 pub const OS_METADATA_KEY: &str = "strato.os";
-/// The metadata key of the collector's own cost, `{"cpu_ns":N,"records":N}` (root file only).
+/// The metadata key of the collector's own cost, `{"cpu_ns":N,"records":N,"program_wait_ns":N}`
+/// (root file only; `program_wait_ns`: the tree's threads runnable behind the launcher's
+/// collectors, [`OsSummary::collector_wait_ns`]).
 pub const OS_COLLECTOR_METADATA_KEY: &str = "strato.os.collector";
 /// Name prefix of the per-thread counters of OS book-keeping events (`os_events/<tid>`).
 pub const OS_EVENTS_COUNTER_PREFIX: &str = "os_events/";
+/// Name prefix of the per-thread counters of the time the thread waited for a CPU the
+/// launcher's collectors held (`collector_wait_ns/<tid>`, cumulative ns).
+pub const COLLECTOR_WAIT_COUNTER_PREFIX: &str = "collector_wait_ns/";
 /// A thread's OS-event counter is sampled at least this often while it makes system calls.
 pub const OS_EVENTS_SAMPLE_NS: i64 = 1_000_000;
 
@@ -210,8 +223,14 @@ pub struct OsSummary {
     /// `kernel.perf_event_max_sample_rate` allows): its records until unthrottled are missing
     /// (system-call-dense programs: more than about 100,000 calls a second).
     pub throttled: u64,
+    /// Summed length of the throttled intervals (per event; an interval still open at the end
+    /// is closed there), ns.
+    pub throttled_ns: i64,
     /// OS book-keeping events in the tree's threads (a system call, a switch out).
     pub os_events: u64,
+    /// Time the tree's threads were runnable on a CPU while a thread of the launcher (the
+    /// collectors) ran on it, ns: the collectors' preemption of the program.
+    pub collector_wait_ns: i64,
     pub files: Vec<PathBuf>,
 }
 
@@ -476,6 +495,8 @@ struct KEvent {
     /// The task the event fired in (`current`).
     tid: i32,
     pid: i32,
+    /// The CPU the event fired on.
+    cpu: u32,
     body: Body,
 }
 
@@ -488,6 +509,8 @@ enum Body {
     },
     Wakeup {
         woken: i32,
+        /// The CPU whose run queue the woken task joins.
+        target_cpu: i64,
     },
     Migrate {
         task: i32,
@@ -551,8 +574,15 @@ enum OsEv {
         name: u32,
         args: Option<String>,
     },
-    /// A sample of the thread's cumulative OS-event counter.
-    OsEvents { tid: i32, ts: i64, count: u64 },
+    /// A sample of one of the thread's cumulative counters (`<prefix><tid>`):
+    /// [`OS_EVENTS_COUNTER_PREFIX`] or [`COLLECTOR_WAIT_COUNTER_PREFIX`].
+    Counter {
+        prefix: &'static str,
+        unit: &'static str,
+        tid: i32,
+        ts: i64,
+        value: f64,
+    },
 }
 
 /// One `<pid>-os.strato` file: the side file and the OS events and counts not yet written.
@@ -591,9 +621,9 @@ impl OsFile {
             .iter()
             .map(|e| match e {
                 OsEv::Span { tid, .. } | OsEv::Instant { tid, .. } => self.side.track(*tid),
-                OsEv::OsEvents { tid, .. } => self
-                    .side
-                    .counter_track(&format!("{OS_EVENTS_COUNTER_PREFIX}{tid}"), "count"),
+                OsEv::Counter {
+                    prefix, unit, tid, ..
+                } => self.side.counter_track(&format!("{prefix}{tid}"), unit),
             })
             .collect();
         let meta: Vec<(u32, String)> = stop
@@ -637,11 +667,11 @@ impl OsFile {
                     enc.uv(u64::from(*name));
                     write_args(&mut enc, args);
                 }
-                OsEv::OsEvents { ts, count, .. } => {
+                OsEv::Counter { ts, value, .. } => {
                     enc.u8(tag::COUNTER);
                     enc.uv(u64::from(track));
                     enc.ts(*ts);
-                    enc.f64(*count as f64);
+                    enc.f64(*value);
                 }
             }
         }
@@ -670,6 +700,90 @@ pub(crate) fn ppid_of(pid: i32) -> i32 {
         .unwrap_or(0)
 }
 
+/// The time the program's threads wait for a CPU that a thread of the launcher (this
+/// collector, the sample collector) holds: per CPU, since when a launcher thread runs there;
+/// per runnable program thread, the CPU whose run queue it is on (the CPU it was preempted
+/// on, a wakeup's `target_cpu`, a migration's `dest_cpu`). The wait is the overlap of the two,
+/// settled at every change of either.
+#[derive(Debug, Default)]
+struct CollectorWait {
+    launcher: std::collections::HashSet<i32>,
+    on_cpu: HashMap<u32, i64>,
+    /// Runnable program thread -> (its CPU, time settled up to).
+    queued: HashMap<i32, (u32, i64)>,
+    /// Program thread -> ns waited so far.
+    waited: HashMap<i32, i64>,
+}
+
+impl CollectorWait {
+    /// Re-reads the launcher's threads (`/proc/self/task`).
+    fn refresh_launcher(&mut self) {
+        if let Ok(dir) = std::fs::read_dir("/proc/self/task") {
+            self.launcher = dir
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect();
+        }
+    }
+
+    fn is_launcher(&self, tid: i32) -> bool {
+        self.launcher.contains(&tid)
+    }
+
+    /// Adds `tid`'s wait up to `ts`; returns its new total when it grew.
+    fn settle(&mut self, tid: i32, ts: i64) -> Option<(i32, i64)> {
+        let (cpu, at) = self.queued.get_mut(&tid)?;
+        let from = self.on_cpu.get(cpu).map(|&l| l.max(*at));
+        *at = ts;
+        let add = from.map_or(0, |f| ts - f);
+        if add <= 0 {
+            return None;
+        }
+        let total = self.waited.entry(tid).or_insert(0);
+        *total += add;
+        Some((tid, *total))
+    }
+
+    /// Settles every thread queued on `cpu` (a launcher thread comes or goes there).
+    fn settle_cpu(&mut self, cpu: u32, ts: i64) -> Vec<(i32, i64)> {
+        let tids: Vec<i32> = self
+            .queued
+            .iter()
+            .filter(|(_, q)| q.0 == cpu)
+            .map(|(&t, _)| t)
+            .collect();
+        tids.into_iter()
+            .filter_map(|t| self.settle(t, ts))
+            .collect()
+    }
+
+    fn launcher_in(&mut self, cpu: u32, ts: i64) -> Vec<(i32, i64)> {
+        let grown = self.settle_cpu(cpu, ts);
+        self.on_cpu.insert(cpu, ts);
+        grown
+    }
+
+    fn launcher_out(&mut self, cpu: u32, ts: i64) -> Vec<(i32, i64)> {
+        let grown = self.settle_cpu(cpu, ts);
+        self.on_cpu.remove(&cpu);
+        grown
+    }
+
+    /// `tid` is runnable on `cpu` from `ts` (or moves there).
+    fn queue(&mut self, tid: i32, cpu: u32, ts: i64) -> Option<(i32, i64)> {
+        let grown = self.settle(tid, ts);
+        self.queued.insert(tid, (cpu, ts));
+        grown
+    }
+
+    /// `tid` stops being runnable at `ts` (it runs, or blocks).
+    fn dequeue(&mut self, tid: i32, ts: i64) -> Option<(i32, i64)> {
+        let grown = self.settle(tid, ts);
+        self.queued.remove(&tid);
+        grown
+    }
+}
+
 /// The collecting thread's state.
 struct Collector {
     options: OsOptions,
@@ -680,11 +794,15 @@ struct Collector {
     pending: Vec<KEvent>,
     seq: u64,
     summary: OsSummary,
+    throttling: crate::Throttling,
+    wait: CollectorWait,
     start_ts: i64,
     cat_state: HashMap<i32, [u32; 3]>,
 }
 
-/// Events younger than this stay pending (another CPU's buffer may still hold older ones).
+/// Events younger than this, counted from the start of the drain that read them, stay pending
+/// (another CPU's buffer may still hold older ones: the kernel stamps a record before it
+/// writes it).
 const HOLDBACK_NS: i64 = 30_000_000;
 
 impl Collector {
@@ -699,12 +817,34 @@ impl Collector {
             pending: Vec::new(),
             seq: 0,
             summary: OsSummary::default(),
+            throttling: crate::Throttling::default(),
+            wait: CollectorWait::default(),
             start_ts,
             cat_state: HashMap::new(),
         };
         let root = c.options.root_pid;
         c.add_thread(root, root, ppid_of(root));
+        c.wait.refresh_launcher();
         c
+    }
+
+    /// Writes the grown collector-wait totals (`(tid, total ns)`) at `ts` as counter samples.
+    fn note_wait(&mut self, grown: impl IntoIterator<Item = (i32, i64)>, ts: i64) {
+        for (tid, total) in grown {
+            let Some(tgid) = self.threads.get(&tid).map(|t| t.tgid) else {
+                continue;
+            };
+            if let Some(f) = self.files.get_mut(&tgid) {
+                f.events.push(OsEv::Counter {
+                    prefix: COLLECTOR_WAIT_COUNTER_PREFIX,
+                    unit: "ns",
+                    tid,
+                    ts,
+                    value: total as f64,
+                });
+                f.last_ts = f.last_ts.max(ts);
+            }
+        }
     }
 
     fn add_thread(&mut self, tid: i32, tgid: i32, ppid: i32) {
@@ -739,11 +879,16 @@ impl Collector {
         let mut last_flush = crate::now_ns();
         loop {
             let stopping = stop.load(Ordering::Acquire);
+            // The horizon counts from the drain's start, not its end: an event stamped after
+            // the drain began may still sit in a buffer read earlier in the drain, and a slow
+            // drain (a loaded machine, many records) must not let it be handled out of order
+            // (a system call's exit before its entry loses the call).
+            let drain_started = crate::now_ns();
             self.drain();
             let horizon = if stopping {
                 i64::MAX
             } else {
-                crate::now_ns() - HOLDBACK_NS
+                drain_started - HOLDBACK_NS
             };
             self.process(horizon);
             let now = crate::now_ns();
@@ -753,6 +898,7 @@ impl Collector {
             }
             if now - last_flush >= self.options.flush_interval.as_nanos() as i64 {
                 self.flush_all(None, None);
+                self.wait.refresh_launcher();
                 last_flush = now;
             }
             std::thread::sleep(Duration::from_millis(10));
@@ -771,6 +917,7 @@ impl Collector {
             pending,
             seq,
             summary,
+            throttling,
             ..
         } = self;
         for (kind, sampler) in &mut sources.samplers {
@@ -796,6 +943,7 @@ impl Collector {
                             },
                             Kind::Wakeup => Body::Wakeup {
                                 woken: f("pid").unwrap_or(-1) as i32,
+                                target_cpu: f("target_cpu").unwrap_or(-1),
                             },
                             Kind::Migrate => Body::Migrate {
                                 task: f("pid").unwrap_or(-1) as i32,
@@ -821,11 +969,16 @@ impl Collector {
                             seq: *seq,
                             tid: tid as i32,
                             pid: pid as i32,
+                            cpu: sample.cpu().unwrap_or(u32::MAX),
                             body,
                         });
                     }
                     PerfRecord::Lost(lost) => summary.lost += lost.lost,
-                    PerfRecord::Throttle(_) => summary.throttled += 1,
+                    PerfRecord::Throttle(t) => {
+                        summary.throttled += 1;
+                        throttling.throttle(t.id, t.time as i64);
+                    }
+                    PerfRecord::Unthrottle(t) => throttling.unthrottle(t.id, t.time as i64),
                     _ => {}
                 }
             }
@@ -911,7 +1064,13 @@ impl Collector {
         t.sampled = (t.os_events, ts);
         let (count, tgid) = (t.os_events, t.tgid);
         if let Some(f) = self.files.get_mut(&tgid) {
-            f.events.push(OsEv::OsEvents { tid, ts, count });
+            f.events.push(OsEv::Counter {
+                prefix: OS_EVENTS_COUNTER_PREFIX,
+                unit: "count",
+                tid,
+                ts,
+                value: count as f64,
+            });
             f.last_ts = f.last_ts.max(ts);
         }
     }
@@ -956,6 +1115,16 @@ impl Collector {
                 prev_state,
                 next,
             } => {
+                // A launcher thread leaving or taking this CPU settles the program threads
+                // waiting on it.
+                if self.wait.is_launcher(prev) {
+                    let grown = self.wait.launcher_out(e.cpu, e.ts);
+                    self.note_wait(grown, e.ts);
+                }
+                if self.wait.is_launcher(next) {
+                    let grown = self.wait.launcher_in(e.cpu, e.ts);
+                    self.note_wait(grown, e.ts);
+                }
                 if self.threads.contains_key(&prev) {
                     self.close_state(prev, e.ts, None);
                     self.count_os_event(prev);
@@ -983,6 +1152,12 @@ impl Collector {
                         } else {
                             blocked_cause(syscall)
                         };
+                        let grown = if state == ThreadState::Runnable {
+                            self.wait.queue(prev, e.cpu, e.ts)
+                        } else {
+                            self.wait.dequeue(prev, e.ts)
+                        };
+                        self.note_wait(grown, e.ts);
                         if let Some(t) = self.threads.get_mut(&prev) {
                             t.now = Now::Off {
                                 since: e.ts,
@@ -993,16 +1168,24 @@ impl Collector {
                     }
                 }
                 if self.threads.contains_key(&next) {
+                    let grown = self.wait.dequeue(next, e.ts);
+                    self.note_wait(grown, e.ts);
                     self.close_state(next, e.ts, None);
                     if let Some(t) = self.threads.get_mut(&next) {
                         t.now = Now::On(e.ts);
                     }
                 }
             }
-            Body::Wakeup { woken } => {
+            Body::Wakeup { woken, target_cpu } => {
                 let Some(now) = self.threads.get(&woken).map(|t| t.now) else {
                     return;
                 };
+                if !matches!(now, Now::On(_)) {
+                    if let Ok(cpu) = u32::try_from(target_cpu) {
+                        let grown = self.wait.queue(woken, cpu, e.ts);
+                        self.note_wait(grown, e.ts);
+                    }
+                }
                 self.summary.wakeups += 1;
                 if let Some(tgid) = self.threads.get(&woken).map(|t| t.tgid) {
                     if let Some(f) = self.files.get_mut(&tgid) {
@@ -1031,6 +1214,12 @@ impl Collector {
                 let Some(tgid) = self.threads.get(&task).map(|t| t.tgid) else {
                     return;
                 };
+                if self.wait.queued.contains_key(&task) {
+                    if let Ok(cpu) = u32::try_from(to) {
+                        let grown = self.wait.queue(task, cpu, e.ts);
+                        self.note_wait(grown, e.ts);
+                    }
+                }
                 let Some([_, _, sched]) = self.strings(tgid) else {
                     return;
                 };
@@ -1057,6 +1246,8 @@ impl Collector {
                     (child, parent_tgid)
                 };
                 self.add_thread(child, tgid, ppid);
+                let grown = self.wait.queue(child, e.cpu, e.ts);
+                self.note_wait(grown, e.ts);
                 if let Some(t) = self.threads.get_mut(&child) {
                     t.now = Now::Off {
                         since: e.ts,
@@ -1121,6 +1312,13 @@ impl Collector {
         );
         let root = self.options.root_pid;
         let lost = self.summary.lost;
+        let throttled = self.throttling.json();
+        let mut waited_by_process: HashMap<i32, i64> = HashMap::new();
+        for (tid, ns) in &self.wait.waited {
+            if let Some(t) = self.threads.get(tid) {
+                *waited_by_process.entry(t.tgid).or_insert(0) += ns;
+            }
+        }
         for f in self.files.values_mut() {
             let meta = stop_ts.map(|ts| {
                 let mut meta = Vec::new();
@@ -1142,10 +1340,11 @@ impl Collector {
                 meta.push((
                     OS_METADATA_KEY,
                     format!(
-                        "{{\"switches\":{},\"wakeups\":{},\"migrations\":{},\"lost_records_all_processes\":{lost},\"syscalls\":[{}]{faults}}}",
+                        "{{\"switches\":{},\"wakeups\":{},\"migrations\":{},\"runnable_behind_collector_ns\":{},\"lost_records_all_processes\":{lost},\"throttled_all_processes\":{throttled},\"syscalls\":[{}]{faults}}}",
                         f.switches,
                         f.wakeups,
                         f.migrations,
+                        waited_by_process.get(&f.side.pid).copied().unwrap_or(0),
                         calls.join(",")
                     ),
                 ));
@@ -1162,7 +1361,15 @@ impl Collector {
     }
 
     fn finish(&mut self, now: i64) {
-        // Close every open state at the end of the recording.
+        self.throttling.finish(now);
+        self.summary.throttled_ns = self.throttling.throttled_ns;
+        // Settle every wait still open, then close every open state at the end.
+        let queued: Vec<i32> = self.wait.queued.keys().copied().collect();
+        for tid in queued {
+            let grown = self.wait.dequeue(tid, now);
+            self.note_wait(grown, now);
+        }
+        self.summary.collector_wait_ns = self.wait.waited.values().sum();
         let tids: Vec<i32> = self.threads.keys().copied().collect();
         for tid in tids {
             self.close_state(tid, now, None);
@@ -1173,9 +1380,10 @@ impl Collector {
         }
         // The collector's own cost so far (what is left to write is a small part of it).
         let collector = format!(
-            "{{\"cpu_ns\":{},\"records\":{}}}",
+            "{{\"cpu_ns\":{},\"records\":{},\"program_wait_ns\":{}}}",
             crate::read_clock(libc::CLOCK_THREAD_CPUTIME_ID),
-            self.summary.records_read
+            self.summary.records_read,
+            self.summary.collector_wait_ns
         );
         self.flush_all(Some(now), Some(collector));
         for p in std::mem::take(&mut self.failed) {
@@ -1215,6 +1423,29 @@ mod tests {
         for s in ThreadState::ALL {
             assert_eq!(ThreadState::from_name(s.as_str()), Some(s));
         }
+    }
+
+    #[test]
+    fn collector_wait_is_the_overlap_of_queued_and_launcher_on_the_same_cpu() {
+        let mut w = CollectorWait::default();
+        w.launcher.insert(99);
+        // Thread 5 preempted on CPU 0 at 100; the launcher runs there 150..250; 5 runs at 300.
+        assert_eq!(w.queue(5, 0, 100), None);
+        assert_eq!(w.launcher_in(0, 150), vec![]);
+        assert_eq!(w.launcher_out(0, 250), vec![(5, 100)]);
+        assert_eq!(w.dequeue(5, 300), None);
+        // Thread 6 woken onto CPU 1 at 400, where the launcher runs since 350; it migrates to
+        // CPU 0 (no launcher) at 450 and runs at 500: 50 ns behind the launcher.
+        assert_eq!(w.launcher_in(1, 350), vec![]);
+        assert_eq!(w.queue(6, 1, 400), None);
+        assert_eq!(w.queue(6, 0, 450), Some((6, 50)));
+        assert_eq!(w.dequeue(6, 500), None);
+        // Thread 5 queued on CPU 1 from 600 (the launcher still there) until it runs at 700.
+        assert_eq!(w.queue(5, 1, 600), None);
+        assert_eq!(w.dequeue(5, 700), Some((5, 200)));
+        assert_eq!(w.waited.values().sum::<i64>(), 250);
+        assert!(w.queued.is_empty());
+        assert!(w.is_launcher(99) && !w.is_launcher(5));
     }
 
     #[test]

@@ -31,7 +31,17 @@
 //! (Level `Os`, category [`CPU_SAMPLE_CATEGORY`]) whose *name* is the native stack folded
 //! outermost first (`frame;frame;leaf`, each frame `symbol [module]`): names are interned per
 //! file, so a repeated stack costs a few bytes. At the end, metadata [`SAMPLE_METADATA_KEY`]
-//! (rate, samples, lost records, unresolved frames).
+//! (rate, samples, lost records, unresolved frames, and what the kernel throttled: `throttled`,
+//! [`crate::Throttling::json`]), and in the root process's file
+//! [`SAMPLE_COLLECTOR_METADATA_KEY`]: the collector thread's CPU time (it runs in the
+//! launcher, outside the program's threads; calibration reports it).
+//!
+//! What sampling costs the program: each sample is a timer interrupt in the sampled thread,
+//! with the kernel's frame-pointer walk of its user stack and the ring-buffer write, charged
+//! to that thread's CPU time (about 12 µs a sample on this VM, where the timer exits to the
+//! hypervisor). The sample instants count them exactly, per thread and in time, so
+//! `strato record --sample --calibrate` fits and removes that cost
+//! (`strato_analysis::overhead`, type `cpu_sample`).
 
 use std::collections::HashMap;
 use std::io;
@@ -54,6 +64,8 @@ pub const CPU_SAMPLE_CATEGORY: &str = "cpu_sample";
 pub const PYTHON_STACK_CATEGORY: &str = "python_stack";
 /// The metadata key of each process's sampling summary.
 pub const SAMPLE_METADATA_KEY: &str = "strato.samples";
+/// The metadata key of the collector's own cost, `{"cpu_ns":N,"samples":N}` (root file only).
+pub const SAMPLE_COLLECTOR_METADATA_KEY: &str = "strato.samples.collector";
 /// The default sampling rate: 99 Hz, prime against the kernel's tick so samples do not lock
 /// step with periodic work, and cheap enough to leave on (docs/levels.md has the cost).
 pub const DEFAULT_FREQUENCY_HZ: u64 = 99;
@@ -64,6 +76,41 @@ pub const MAPS_REREAD_NS: i64 = 50_000_000;
 pub const UNKNOWN_SYMBOL: &str = "??";
 /// The frame separator in folded stacks.
 pub const FRAME_SEPARATOR: char = ';';
+/// The stack of a sample that has no frame at all (no call chain, nothing resolved).
+pub const UNKNOWN_STACK: &str = "[unknown]";
+
+/// One frame of a folded stack: `symbol [module]`, the module by its file name (no directory;
+/// a pseudo-module already in brackets, like perf's `[kernel.kallsyms]`, keeps its name).
+/// Every producer of `cpu_sample` instants (this recorder, the nsys and perf importers) labels
+/// frames through this function, so one function reads the same in every profile.
+pub fn frame_label(symbol: &str, module: &str) -> String {
+    let bare = module.strip_prefix('[').and_then(|m| m.strip_suffix(']'));
+    let symbol = symbol.replace(FRAME_SEPARATOR, ":");
+    let name = bare.unwrap_or_else(|| {
+        Path::new(module)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or(module)
+    });
+    format!("{symbol} [{name}]")
+}
+
+/// The name of a `cpu_sample` instant: its frames folded outermost first, joined by
+/// [`FRAME_SEPARATOR`], from frames given leaf first (the order call chains come in); a sample
+/// without frames is [`UNKNOWN_STACK`].
+pub fn fold_leaf_first<S: AsRef<str>>(leaf_first: &[S]) -> String {
+    if leaf_first.is_empty() {
+        return UNKNOWN_STACK.to_owned();
+    }
+    let mut out = String::new();
+    for (i, frame) in leaf_first.iter().rev().enumerate() {
+        if i > 0 {
+            out.push(FRAME_SEPARATOR);
+        }
+        out.push_str(frame.as_ref());
+    }
+    out
+}
 
 /// How to sample.
 #[derive(Debug, Clone)]
@@ -118,6 +165,10 @@ pub struct SampleSummary {
     pub lost: u64,
     /// Leaf addresses in no known mapping (JIT code, a process gone before its maps were read).
     pub unresolved: u64,
+    /// Times the kernel throttled the sampling event, and the summed throttled time (no
+    /// samples were taken then).
+    pub throttled: u64,
+    pub throttled_ns: i64,
     /// CPU time of the collecting thread (reading ring buffers, symbolising, writing).
     pub collector_cpu_ns: i64,
     pub files: Vec<PathBuf>,
@@ -209,9 +260,11 @@ struct Maps {
     read_at: i64,
 }
 
-/// One ELF file's symbols (by virtual address) and its loadable segments.
+/// One ELF file's symbols (by virtual address) and its loadable segments: how a code address,
+/// as a file offset in its module, becomes a symbol. Shared with the `perf.data` importer
+/// (`strato_io::perf`), which symbolizes call chains the same way.
 #[derive(Debug)]
-struct Module {
+pub struct Module {
     /// The file name (no directory), shown in frames.
     name: String,
     interpreter: bool,
@@ -222,7 +275,10 @@ struct Module {
 }
 
 impl Module {
-    fn load(path: &str) -> Module {
+    /// Reads `path`'s function symbols (`.symtab`, else `.dynsym`; those of its separate debug
+    /// file by build id when that has more); a file that cannot be read or parsed gives a
+    /// module without symbols (every offset is [`UNKNOWN_SYMBOL`]).
+    pub fn load(path: &str) -> Module {
         let name = Path::new(path)
             .file_name()
             .map_or_else(|| path.to_owned(), |n| n.to_string_lossy().into_owned());
@@ -244,18 +300,25 @@ impl Module {
             let (offset, size) = seg.file_range();
             module.segments.push((offset, size, seg.address()));
         }
-        let map = file.symbol_map();
-        module.symbols = map
-            .symbols()
-            .iter()
-            .map(|s| (s.address(), s.size(), s.name().to_owned()))
-            .collect();
+        module.symbols = code_symbols(&file);
+        // Separate debug info (`/usr/lib/debug/.build-id/..`, Debian's `-dbg`/`-dbgsym`
+        // packages) names the static functions a stripped library leaves out.
+        if let Some(debug) = debug_file(&file) {
+            if let Ok(bytes) = std::fs::read(&debug) {
+                if let Ok(debug) = object::File::parse(&*bytes) {
+                    let symbols = code_symbols(&debug);
+                    if symbols.len() > module.symbols.len() {
+                        module.symbols = symbols;
+                    }
+                }
+            }
+        }
         module
     }
 
     /// The symbol at file offset `offset`, or [`UNKNOWN_SYMBOL`] (one frame per module, so
     /// that the stacks of a stripped library do not split by address).
-    fn symbol(&self, offset: u64) -> String {
+    pub fn symbol(&self, offset: u64) -> String {
         let vaddr = self
             .segments
             .iter()
@@ -271,6 +334,57 @@ impl Module {
             None => UNKNOWN_SYMBOL.to_owned(),
         }
     }
+}
+
+/// The function symbols of `file` (`.symtab`, else `.dynsym`) as `(address, size, name)` by
+/// address, one per address. Where several names share an address (aliases such as `execve`
+/// and `__GI___execve`), the one `perf` itself shows is kept, by perf's own preference: a sized
+/// symbol, then a non-weak one, then a global one, then the fewest leading underscores, then
+/// the longest name; so frames read the same here and in `perf report`/`perf script`.
+fn code_symbols(file: &object::File<'_>) -> Vec<(u64, u64, String)> {
+    use object::{Object, ObjectSymbol, SymbolKind};
+    let symbols = if file.symbols().next().is_some() {
+        file.symbols()
+    } else {
+        file.dynamic_symbols()
+    };
+    let mut ranked: Vec<_> = symbols
+        .filter(|s| s.is_definition() && s.kind() == SymbolKind::Text && s.address() != 0)
+        .filter_map(|s| {
+            let name = s.name().ok().filter(|n| !n.is_empty())?;
+            let underscores = name.bytes().take_while(|&b| b == b'_').count();
+            let preference = (
+                s.size() == 0,
+                s.is_weak(),
+                !s.is_global(),
+                underscores,
+                std::cmp::Reverse(name.len()),
+            );
+            Some((s.address(), preference, s.size(), name.to_owned()))
+        })
+        .collect();
+    ranked.sort_by_key(|a| (a.0, a.1));
+    ranked.dedup_by_key(|s| s.0);
+    ranked
+        .into_iter()
+        .map(|(address, _, size, name)| (address, size, name))
+        .collect()
+}
+
+/// The separate debug file of `file` by its GNU build id, where one is installed.
+fn debug_file(file: &object::File<'_>) -> Option<PathBuf> {
+    use object::Object;
+    let id = file.build_id().ok()??;
+    let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+    if hex.len() < 3 {
+        return None;
+    }
+    let path = PathBuf::from(format!(
+        "/usr/lib/debug/.build-id/{}/{}.debug",
+        &hex[..2],
+        &hex[2..]
+    ));
+    path.exists().then_some(path)
 }
 
 fn demangle(name: &str) -> String {
@@ -368,13 +482,16 @@ impl SampleFile {
         })
     }
 
-    /// Appends one chunk with everything new (`stop`: also the summary and the STOP record).
-    fn flush(&mut self, stop: Option<(i64, &str)>) -> io::Result<()> {
+    /// Appends one chunk with everything new (`stop`: also the metadata, `(key, JSON)`, and
+    /// the STOP record).
+    fn flush(&mut self, stop: Option<(i64, &[(&str, String)])>) -> io::Result<()> {
         let mut events = std::mem::take(&mut self.events);
         events.sort_by_key(|e| e.1);
         let meta: Vec<(u32, String)> = stop
-            .map(|(_, json)| (self.side.string(SAMPLE_METADATA_KEY), json.to_owned()))
+            .map(|(_, meta)| meta)
             .into_iter()
+            .flatten()
+            .map(|(key, json)| (self.side.string(key), json.clone()))
             .collect();
         let mut enc = self.side.begin_chunk();
         for (track, ts, name) in events {
@@ -406,6 +523,7 @@ struct Collector {
     /// `(module, offset)` -> frame label.
     labels: HashMap<(u32, u64), String>,
     summary: SampleSummary,
+    throttling: crate::Throttling,
     start_ts: i64,
     failed: Vec<PathBuf>,
 }
@@ -421,6 +539,7 @@ impl Collector {
             threads: HashMap::new(),
             labels: HashMap::new(),
             summary: SampleSummary::default(),
+            throttling: crate::Throttling::default(),
             start_ts: crate::now_ns(),
             failed: Vec::new(),
         }
@@ -454,22 +573,39 @@ impl Collector {
         summary.threads = self.threads.len();
         summary.files = SideFile::sorted_paths(self.files.values().map(|f| &f.side));
         summary.collector_cpu_ns = crate::read_clock(libc::CLOCK_THREAD_CPUTIME_ID);
+        summary.throttled = self.throttling.count;
+        summary.throttled_ns = self.throttling.throttled_ns;
         summary
     }
 
     fn finish(&mut self, now: i64) {
         let hz = self.options.frequency_hz;
         let lost = self.summary.lost;
+        self.throttling.finish(now);
+        let throttled: serde_json::Value =
+            serde_json::from_str(&self.throttling.json()).unwrap_or_default();
+        // The collector's own cost so far (what is left to write is a small part of it).
+        let collector = serde_json::json!({
+            "cpu_ns": crate::read_clock(libc::CLOCK_THREAD_CPUTIME_ID),
+            "samples": self.summary.samples,
+        })
+        .to_string();
+        let root = self.options.root_pid;
         for f in self.files.values_mut() {
             let json = serde_json::json!({
                 "frequency_hz": hz,
                 "samples": f.samples,
                 "unresolved_leaf": f.unresolved,
                 "lost_all_processes": lost,
+                "throttled_all_processes": throttled,
                 "unwinding": "frame pointers (kernel callchain), cut at the interpreter",
             })
             .to_string();
-            if f.flush(Some((now, &json))).is_err() {
+            let mut meta = vec![(SAMPLE_METADATA_KEY, json)];
+            if f.side.pid == root {
+                meta.push((SAMPLE_COLLECTOR_METADATA_KEY, collector.clone()));
+            }
+            if f.flush(Some((now, &meta))).is_err() {
                 self.failed.push(f.side.path.clone());
             }
         }
@@ -518,7 +654,7 @@ impl Collector {
         let interpreter = self.modules.get(module).interpreter;
         if !self.labels.contains_key(&(module, offset)) {
             let m = self.modules.get(module);
-            let text = format!("{} [{}]", m.symbol(offset), m.name);
+            let text = frame_label(&m.symbol(offset), &m.name);
             self.labels.insert((module, offset), text);
         }
         (&self.labels[&(module, offset)], interpreter)
@@ -541,7 +677,7 @@ impl Collector {
             let at = if i == 0 { addr } else { addr.saturating_sub(1) };
             let Some((module, offset)) = self.resolve(pid, at) else {
                 if i == 0 {
-                    frames.push("[unknown]".to_owned());
+                    frames.push(UNKNOWN_STACK.to_owned());
                     leaf_resolved = false;
                 }
                 break;
@@ -553,7 +689,7 @@ impl Collector {
             }
         }
         if frames.is_empty() {
-            frames.push("[unknown]".to_owned());
+            frames.push(UNKNOWN_STACK.to_owned());
             leaf_resolved = false;
         }
         frames.reverse();
@@ -581,6 +717,8 @@ impl Collector {
                         ));
                     }
                     PerfRecord::Lost(l) => self.summary.lost += l.lost,
+                    PerfRecord::Throttle(t) => self.throttling.throttle(t.id, t.time as i64),
+                    PerfRecord::Unthrottle(t) => self.throttling.unthrottle(t.id, t.time as i64),
                     _ => {}
                 }
             }

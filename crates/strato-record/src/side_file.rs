@@ -208,6 +208,66 @@ impl SideFile {
     }
 }
 
+/// What the kernel throttled of one collector's perf events: it stops an event for the rest
+/// of a tick when it fires more than `kernel.perf_event_max_sample_rate` allows, writing a
+/// THROTTLE record then and an UNTHROTTLE record when it runs again (both stamped with the
+/// event's clock, `CLOCK_MONOTONIC` here). Nothing is recorded in between: those intervals
+/// are what the collector missed. Written as [`Throttling::json`] in the collector's metadata.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Throttling {
+    /// THROTTLE records (times an event was stopped).
+    pub count: u64,
+    /// Summed length of the throttled intervals (an interval still open at the end is closed
+    /// there), ns.
+    pub throttled_ns: i64,
+    /// Start of the first and end of the last throttled interval.
+    pub first_ns: Option<i64>,
+    pub last_ns: Option<i64>,
+    /// Open intervals by event id.
+    open: HashMap<u64, i64>,
+}
+
+impl Throttling {
+    /// Event `id` was throttled at `ts`.
+    pub fn throttle(&mut self, id: u64, ts: i64) {
+        self.count += 1;
+        self.first_ns = Some(self.first_ns.map_or(ts, |f| f.min(ts)));
+        self.open.entry(id).or_insert(ts);
+    }
+
+    /// Event `id` runs again at `ts`.
+    pub fn unthrottle(&mut self, id: u64, ts: i64) {
+        if let Some(start) = self.open.remove(&id) {
+            self.close(start, ts);
+        }
+    }
+
+    fn close(&mut self, start: i64, end: i64) {
+        self.throttled_ns += (end - start).max(0);
+        self.last_ns = Some(self.last_ns.map_or(end, |l| l.max(end)));
+    }
+
+    /// Closes every interval still open at `now` (the recording's end).
+    pub fn finish(&mut self, now: i64) {
+        let open: Vec<i64> = self.open.drain().map(|(_, start)| start).collect();
+        for start in open {
+            self.close(start, now);
+        }
+    }
+
+    /// `{"count":N,"ns":N,"from_ns":T|null,"to_ns":T|null}` (times CLOCK_MONOTONIC).
+    pub fn json(&self) -> String {
+        let t = |v: Option<i64>| v.map_or("null".to_owned(), |v| v.to_string());
+        format!(
+            "{{\"count\":{},\"ns\":{},\"from_ns\":{},\"to_ns\":{}}}",
+            self.count,
+            self.throttled_ns,
+            t(self.first_ns),
+            t(self.last_ns)
+        )
+    }
+}
+
 /// The launcher's thread that collects into side files until told to stop; its summary comes
 /// back on [`CollectorThread::stop`]. Dropped without `stop`, it is stopped and joined all the
 /// same (what it collected is flushed by the thread itself).
@@ -251,5 +311,34 @@ impl<S> Drop for CollectorThread<S> {
         if let Some(h) = self.handle.take() {
             let _ = h.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn throttled_intervals_add_up_per_event() {
+        let mut t = Throttling::default();
+        assert_eq!(
+            t.json(),
+            r#"{"count":0,"ns":0,"from_ns":null,"to_ns":null}"#
+        );
+        // Two events: 1 throttled 100..400, 2 throttled 200..250 and again 900 to the end.
+        t.throttle(1, 100);
+        t.throttle(2, 200);
+        t.unthrottle(2, 250);
+        t.unthrottle(1, 400);
+        t.unthrottle(7, 500); // never throttled: ignored
+        t.throttle(2, 900);
+        t.finish(1_000);
+        assert_eq!(t.count, 3);
+        assert_eq!(t.throttled_ns, 300 + 50 + 100);
+        assert_eq!((t.first_ns, t.last_ns), (Some(100), Some(1_000)));
+        assert_eq!(
+            t.json(),
+            r#"{"count":3,"ns":450,"from_ns":100,"to_ns":1000}"#
+        );
     }
 }

@@ -116,6 +116,32 @@ pub fn read_with(dir: &Path, options: &ReadOptions) -> Result<Trace, StoreError>
     read::read(dir, options)
 }
 
+/// Reads the profile directory at `dir` as [`read_with`] reads it, its events handed to `sink`
+/// batch by batch instead of kept, so that memory holds one batch (at most 65,536 rows of one
+/// table), not the profile's events: for analyses that count as they go (`strato info`,
+/// `strato kernels`).
+///
+/// Rules of the stream:
+/// - `sink` sees the trace with every table of the profile but the events (strings, ranks,
+///   processes, tracks, devices, clock) and one batch of the events `options` keeps: spans
+///   first (in stored order, the order [`read_with`] gives), then instants, counter samples
+///   and flows, one kind per batch;
+/// - a batch's `args` holds only its own events' blobs, and their ids index them there (with
+///   [`ReadOptions::args`]; only the rows of `args.parquet` holding one are read);
+/// - flow ends carry no span (the spans they named are gone);
+/// - each batch is checked as [`read_with`] checks the whole trace, before `sink` sees it;
+///   what `sink` leaves in the trace is dropped after it returns.
+///
+/// Returns the tables without events (what `sink` saw, minus the batch). A damaged profile is
+/// an error as for [`read_with`]; batches handed to `sink` before it are not taken back.
+pub fn stream_with(
+    dir: &Path,
+    options: &ReadOptions,
+    sink: &mut dyn FnMut(&mut Trace),
+) -> Result<Trace, StoreError> {
+    read::read_tables(dir)?.stream_events(options, sink)
+}
+
 /// Reads only `metadata.json` of the profile at `dir` (checked like [`read`] does).
 pub fn read_metadata(dir: &Path) -> Result<Metadata, StoreError> {
     Metadata::read(dir)

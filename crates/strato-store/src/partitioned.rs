@@ -22,7 +22,7 @@
 
 use std::path::{Path, PathBuf};
 
-use strato_trace::Trace;
+use strato_trace::{CounterSample, Flow, FlowEnd, Instant, Span, StrId, Trace, TrackId};
 
 use crate::error::{Result, StoreError, StoreErrorKind};
 use crate::meta::METADATA_FILE;
@@ -260,4 +260,102 @@ pub fn read_store(store: &Path, options: &crate::ReadOptions) -> Result<Trace> {
         trace.append(crate::read_with(&leaf.dir, options)?);
     }
     Ok(trace)
+}
+
+/// Streams every leaf of the store at `store` as [`crate::stream_with`] streams one profile,
+/// as [`read_store`] combines them: `sink` sees the tables of the leaves read so far (appended
+/// in [`partitions`] order, with the ids [`read_store`] gives them) and one batch of one leaf's
+/// events, renumbered to those ids. Returns the tables of every leaf, without events.
+pub fn stream_store(
+    store: &Path,
+    options: &crate::ReadOptions,
+    sink: &mut dyn FnMut(&mut Trace),
+) -> Result<Trace> {
+    let leaves = partitions(store)?;
+    if leaves.is_empty() {
+        return Err(StoreError::new(
+            store,
+            StoreErrorKind::NotAProfile("a store without partitions".into()),
+        ));
+    }
+    let mut combined = Trace::default();
+    for leaf in leaves {
+        let tables = crate::read::read_tables(&leaf.dir)?;
+        // Interned before the append, which interns them again in the same order: the ids
+        // `Trace::append` gives the leaf's strings.
+        let strings: Vec<StrId> = tables
+            .trace
+            .strings
+            .iter()
+            .map(|(_, text)| combined.strings.intern(text))
+            .collect();
+        let track_base = combined.tracks.len() as u32;
+        combined.append(tables.trace.clone());
+        let ids = LeafIds {
+            strings,
+            track_base,
+        };
+        tables.stream_events(options, &mut |batch| {
+            ids.move_events(batch, &mut combined);
+            sink(&mut combined);
+            combined.spans.clear();
+            combined.instants.clear();
+            combined.counters.clear();
+            combined.flows.clear();
+            combined.args = Default::default();
+        })?;
+    }
+    Ok(combined)
+}
+
+/// How one leaf's ids map to the combined trace's (as [`Trace::append`] maps them).
+struct LeafIds {
+    strings: Vec<StrId>,
+    track_base: u32,
+}
+
+impl LeafIds {
+    fn string(&self, id: StrId) -> StrId {
+        // The batch was checked: its string ids are the leaf's.
+        self.strings.get(id.0 as usize).copied().unwrap_or(id)
+    }
+
+    fn track(&self, id: TrackId) -> TrackId {
+        TrackId(id.0 + self.track_base)
+    }
+
+    /// Moves the events (and their args blobs) of `batch` into `to`, renumbered.
+    fn move_events(&self, batch: &mut Trace, to: &mut Trace) {
+        to.spans.extend(batch.spans.drain(..).map(|s| Span {
+            track: self.track(s.track),
+            name: self.string(s.name),
+            category: self.string(s.category),
+            ..s
+        }));
+        to.instants
+            .extend(batch.instants.drain(..).map(|e| Instant {
+                track: self.track(e.track),
+                name: self.string(e.name),
+                category: self.string(e.category),
+                ..e
+            }));
+        to.counters
+            .extend(batch.counters.drain(..).map(|c| CounterSample {
+                track: self.track(c.track),
+                ..c
+            }));
+        let end = |e: Option<FlowEnd>| {
+            e.map(|e| FlowEnd {
+                track: self.track(e.track),
+                ..e
+            })
+        };
+        to.flows.extend(batch.flows.drain(..).map(|f| Flow {
+            category: self.string(f.category),
+            from: end(f.from),
+            to: end(f.to),
+            ..f
+        }));
+        to.args = std::mem::take(&mut batch.args);
+    }
 }

@@ -35,26 +35,22 @@ pub(crate) fn read(dir: &Path, options: &crate::ReadOptions) -> Result<Trace> {
         ..Trace::default()
     };
     trace.strings = read_strings(dir, &meta)?;
-    let args = match (options.args, options.args_scope) {
-        (false, _) => ArgsRead::None,
-        (true, crate::ArgsSelection::All) => ArgsRead::All,
-        (true, crate::ArgsSelection::DeviceOps) => ArgsRead::DeviceOps,
-    };
+    let args = args_read(options);
     if args == ArgsRead::All {
         read_args(dir, &meta, &mut trace)?;
     }
     read_ranks(dir, &meta, &mut trace)?;
     read_processes(dir, &meta, &mut trace)?;
     read_tracks(dir, &meta, &mut trace)?;
-    let span_ids = read_spans(dir, &meta, options, args, &mut trace)?;
+    let span_ids = read_spans(dir, &meta, options, args, &mut trace, None)?;
     if options.instants {
-        read_instants(dir, &meta, args, &mut trace)?;
+        read_instants(dir, &meta, args, &mut trace, None)?;
     }
     if options.counters {
-        read_counters(dir, &meta, &mut trace)?;
+        read_counters(dir, &meta, &mut trace, None)?;
     }
     if options.flows {
-        read_flows(dir, &meta, span_ids.as_deref(), &mut trace)?;
+        read_flows(dir, &meta, span_ids.as_deref(), &mut trace, None)?;
     }
     read_devices(dir, &meta, &mut trace)?;
     if args == ArgsRead::DeviceOps {
@@ -64,6 +60,99 @@ pub(crate) fn read(dir: &Path, options: &crate::ReadOptions) -> Result<Trace> {
         .validate()
         .map_err(|e| StoreError::new(dir, StoreErrorKind::InvalidTrace(e.to_string())))?;
     Ok(trace)
+}
+
+fn args_read(options: &crate::ReadOptions) -> ArgsRead {
+    match (options.args, options.args_scope) {
+        (false, _) => ArgsRead::None,
+        (true, crate::ArgsSelection::All) => ArgsRead::All,
+        (true, crate::ArgsSelection::DeviceOps) => ArgsRead::DeviceOps,
+    }
+}
+
+/// Called after each batch of events a streamed read has put in the trace.
+type BatchDone<'a> = &'a mut dyn FnMut(&mut Trace) -> Result<()>;
+
+/// A profile opened for a streamed read ([`crate::stream_with`]): its tables but the events
+/// (strings, ranks, processes, tracks, devices, clock), checked; the events are read by
+/// [`TablesRead::stream_events`].
+pub(crate) struct TablesRead {
+    dir: PathBuf,
+    meta: Metadata,
+    /// The tables; no event, no args blob.
+    pub(crate) trace: Trace,
+}
+
+/// Reads the tables of the profile at `dir` but its events (see [`TablesRead`]).
+pub(crate) fn read_tables(dir: &Path) -> Result<TablesRead> {
+    let meta = Metadata::read(dir)?;
+    let mut trace = Trace {
+        clock: ClockInfo::clone(&meta.clock),
+        ..Trace::default()
+    };
+    trace.strings = read_strings(dir, &meta)?;
+    read_ranks(dir, &meta, &mut trace)?;
+    read_processes(dir, &meta, &mut trace)?;
+    read_tracks(dir, &meta, &mut trace)?;
+    read_devices(dir, &meta, &mut trace)?;
+    trace
+        .validate()
+        .map_err(|e| StoreError::new(dir, StoreErrorKind::InvalidTrace(e.to_string())))?;
+    Ok(TablesRead {
+        dir: dir.to_path_buf(),
+        meta,
+        trace,
+    })
+}
+
+impl TablesRead {
+    /// Reads the events `options` keeps batch by batch (spans, then instants, counter samples
+    /// and flows), each batch put in the tables' trace alone, with only its own args blobs
+    /// (ids renumbered to index them; only the rows of `args.parquet` holding one are read),
+    /// flow ends without span (the spans are gone), checked, handed to `sink`, then dropped.
+    /// Returns the tables (no event).
+    pub(crate) fn stream_events(
+        mut self,
+        options: &crate::ReadOptions,
+        sink: &mut dyn FnMut(&mut Trace),
+    ) -> Result<Trace> {
+        let args = args_read(options);
+        let (dir, meta) = (self.dir, self.meta);
+        let mut done = |t: &mut Trace| -> Result<()> {
+            if args != ArgsRead::None
+                && (t.spans.iter().any(|s| s.args.is_some())
+                    || t.instants.iter().any(|e| e.args.is_some()))
+            {
+                read_device_args(&dir, &meta, t)?;
+            }
+            for f in &mut t.flows {
+                for end in [&mut f.from, &mut f.to].into_iter().flatten() {
+                    end.span = None;
+                }
+            }
+            t.validate()
+                .map_err(|e| StoreError::new(&dir, StoreErrorKind::InvalidTrace(e.to_string())))?;
+            sink(t);
+            t.spans.clear();
+            t.instants.clear();
+            t.counters.clear();
+            t.flows.clear();
+            t.args = Default::default();
+            Ok(())
+        };
+        let trace = &mut self.trace;
+        read_spans(&dir, &meta, options, args, trace, Some(&mut done))?;
+        if options.instants {
+            read_instants(&dir, &meta, args, trace, Some(&mut done))?;
+        }
+        if options.counters {
+            read_counters(&dir, &meta, trace, Some(&mut done))?;
+        }
+        if options.flows {
+            read_flows(&dir, &meta, None, trace, Some(&mut done))?;
+        }
+        Ok(self.trace)
+    }
 }
 
 /// Which args blobs a read loads (from [`crate::ReadOptions`]).
@@ -286,18 +375,21 @@ fn read_tracks(dir: &Path, meta: &Metadata, trace: &mut Trace) -> Result<()> {
 
 /// Reads the spans `options` keeps (args ids as `args` says). With a selection that leaves
 /// spans out and flows to read, returns each stored span's new id (`u32::MAX`: left out), for
-/// the flows' ends.
+/// the flows' ends. With `batch_done` (a streamed read), it is called after each batch of
+/// spans is pushed (and no id map is returned).
 fn read_spans(
     dir: &Path,
     meta: &Metadata,
     options: &crate::ReadOptions,
     args: ArgsRead,
     trace: &mut Trace,
+    mut batch_done: Option<BatchDone<'_>>,
 ) -> Result<Option<Vec<u32>>> {
     let (mut names, mut categories) = (IdColumn::new("name"), IdColumn::new("category"));
     let rule = SpanRule::new(options.spans, trace);
-    let mut new_ids = (rule.is_some() && options.flows).then(Vec::new);
-    if rule.is_none() {
+    let streamed = batch_done.is_some();
+    let mut new_ids = (rule.is_some() && options.flows && !streamed).then(Vec::new);
+    if rule.is_none() && !streamed {
         trace.spans.reserve(table_rows(meta, &schema::SPANS));
     }
     let skip: &[&str] = match args {
@@ -342,15 +434,26 @@ fn read_spans(
                 trace.spans.push(span);
             }
         }
-        Ok(())
+        match batch_done.as_mut() {
+            Some(done) => done(trace),
+            None => Ok(()),
+        }
     })?;
     Ok(new_ids)
 }
 
-/// Reads the instants; `args` as for [`read_spans`].
-fn read_instants(dir: &Path, meta: &Metadata, args: ArgsRead, trace: &mut Trace) -> Result<()> {
+/// Reads the instants; `args` and `batch_done` as for [`read_spans`].
+fn read_instants(
+    dir: &Path,
+    meta: &Metadata,
+    args: ArgsRead,
+    trace: &mut Trace,
+    mut batch_done: Option<BatchDone<'_>>,
+) -> Result<()> {
     let (mut names, mut categories) = (IdColumn::new("name"), IdColumn::new("category"));
-    trace.instants.reserve(table_rows(meta, &schema::INSTANTS));
+    if batch_done.is_none() {
+        trace.instants.reserve(table_rows(meta, &schema::INSTANTS));
+    }
     let skip: &[&str] = match args {
         ArgsRead::None => &["args_id"],
         _ => &[],
@@ -377,14 +480,17 @@ fn read_instants(dir: &Path, meta: &Metadata, args: ArgsRead, trace: &mut Trace)
                 args: args.keep(args_id.as_ref().and_then(|a| a.opt(i)), device_op),
             });
         }
-        Ok(())
+        match batch_done.as_mut() {
+            Some(done) => done(trace),
+            None => Ok(()),
+        }
     })
 }
 
 /// Loads the blobs of [`ArgsRead::DeviceOps`]: the events hold their stored args ids; only
 /// the row groups of `args.parquet` holding one of them are read, only those rows are
 /// decoded, and the events' ids are renumbered to the blobs' places in `trace.args` (in the
-/// order of the stored ids).
+/// order of the stored ids). A streamed read calls it on each batch (its `args` empty).
 fn read_device_args(dir: &Path, meta: &Metadata, trace: &mut Trace) -> Result<()> {
     let mut wanted: Vec<u32> = trace
         .spans
@@ -437,8 +543,16 @@ fn read_device_args(dir: &Path, meta: &Metadata, trace: &mut Trace) -> Result<()
     Ok(())
 }
 
-fn read_counters(dir: &Path, meta: &Metadata, trace: &mut Trace) -> Result<()> {
-    trace.counters.reserve(table_rows(meta, &schema::COUNTERS));
+/// Reads the counter samples; `batch_done` as for [`read_spans`].
+fn read_counters(
+    dir: &Path,
+    meta: &Metadata,
+    trace: &mut Trace,
+    mut batch_done: Option<BatchDone<'_>>,
+) -> Result<()> {
+    if batch_done.is_none() {
+        trace.counters.reserve(table_rows(meta, &schema::COUNTERS));
+    }
     Table::open(dir, meta, &schema::COUNTERS)?.for_each(|rows| {
         let (track, ts) = (rows.u32("track")?, rows.i64("ts_ns")?);
         let value = rows.prim::<Float64Type>("value")?;
@@ -449,20 +563,26 @@ fn read_counters(dir: &Path, meta: &Metadata, trace: &mut Trace) -> Result<()> {
                 value: value.req(i)?,
             });
         }
-        Ok(())
+        match batch_done.as_mut() {
+            Some(done) => done(trace),
+            None => Ok(()),
+        }
     })
 }
 
 /// Reads the flows; `span_ids` (when spans were left out) maps each stored span id to its new
-/// one (`u32::MAX`: left out, the end keeps no span).
+/// one (`u32::MAX`: left out, the end keeps no span); `batch_done` as for [`read_spans`].
 fn read_flows(
     dir: &Path,
     meta: &Metadata,
     span_ids: Option<&[u32]>,
     trace: &mut Trace,
+    mut batch_done: Option<BatchDone<'_>>,
 ) -> Result<()> {
     let mut categories = IdColumn::new("category");
-    trace.flows.reserve(table_rows(meta, &schema::FLOWS));
+    if batch_done.is_none() {
+        trace.flows.reserve(table_rows(meta, &schema::FLOWS));
+    }
     Table::open(dir, meta, &schema::FLOWS)?.for_each(|rows| {
         let id = rows.u64("id")?;
         let category = categories.resolve(rows, &trace.strings)?;
@@ -476,7 +596,10 @@ fn read_flows(
                 to: to.get(rows, i, span_ids)?,
             });
         }
-        Ok(())
+        match batch_done.as_mut() {
+            Some(done) => done(trace),
+            None => Ok(()),
+        }
     })
 }
 

@@ -6,33 +6,14 @@
 //! layout), with the options each command uses.
 #![allow(clippy::unwrap_used)]
 
-use std::path::{Path, PathBuf};
+mod common;
+use common::{chrome_files, import_redacted, span_text};
+
+use std::path::Path;
 
 use strato_io::{ArgsScope, ImportOptions, Projection, SpanProjection};
 use strato_store::{ArgsSelection, ReadOptions, SpanSelection};
 use strato_trace::{Span, SpanId, Trace};
-
-fn chrome_files() -> Vec<PathBuf> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
-    let mut files = Vec::new();
-    let mut dirs = vec![root];
-    while let Some(dir) = dirs.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries {
-            let path = entry.unwrap().path();
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if name.ends_with(".json") || name.ends_with(".json.gz") {
-                files.push(path);
-            }
-        }
-    }
-    files.sort();
-    files
-}
 
 /// The store read options a command importing with `options` uses (as `strato-cli`'s
 /// `store_read_options` maps them).
@@ -104,22 +85,6 @@ fn command_options() -> Vec<(&'static str, ImportOptions)> {
             },
         ),
     ]
-}
-
-/// A span as text, with its args blob (string and args ids differ between the reads).
-fn span_text(trace: &Trace, s: &Span) -> String {
-    format!(
-        "{:?} {} {} {:?} {:?} {:?} {:?} {:?} {:?}",
-        s.track,
-        s.start,
-        s.end,
-        trace.str(s.name),
-        trace.str(s.category),
-        s.level,
-        s.correlation,
-        s.external_id,
-        trace.args_text(s.args),
-    )
 }
 
 fn is_device_op(trace: &Trace, s: &Span) -> bool {
@@ -239,12 +204,9 @@ fn projected_reads_hold_the_full_read_filtered_and_what_the_json_import_holds() 
     }
     let (mut compared, mut left_out, mut blobs_left_out) = (0, 0usize, 0usize);
     for path in &files {
-        let Ok(mut whole) =
-            strato_io::import_paths(std::slice::from_ref(path), &ImportOptions::default())
-        else {
-            continue; // not a trace this test is about (the import tests cover errors)
+        let Some(whole) = import_redacted(path) else {
+            continue;
         };
-        strato_io::redact::redact_trace(&mut whole);
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("profile");
         strato_store::write(&whole, &dir).unwrap();

@@ -6,32 +6,13 @@
 //! event, odd sizes that cut the store's 64 Ki-row chunks anywhere, the default).
 #![allow(clippy::unwrap_used)]
 
-use std::path::{Path, PathBuf};
+mod common;
+use common::{chrome_files, import_redacted};
+
+use std::path::Path;
 
 use strato_io::ImportOptions;
 use strato_trace::Trace;
-
-fn chrome_files() -> Vec<PathBuf> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
-    let mut files = Vec::new();
-    let mut dirs = vec![root];
-    while let Some(dir) = dirs.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries {
-            let path = entry.unwrap().path();
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if name.ends_with(".json") || name.ends_with(".json.gz") {
-                files.push(path);
-            }
-        }
-    }
-    files.sort();
-    files
-}
 
 /// The profile's files, `metadata.json` without its creation time.
 fn files_of(dir: &Path) -> Vec<(String, Vec<u8>)> {
@@ -82,11 +63,9 @@ fn a_streamed_profile_is_the_in_memory_one() {
     }
     let mut streamed = 0;
     for path in &files {
-        let options = ImportOptions::default();
-        let Ok(mut whole) = strato_io::import_paths(std::slice::from_ref(path), &options) else {
-            continue; // not a trace this test is about (the import tests cover errors)
+        let Some(whole) = import_redacted(path) else {
+            continue;
         };
-        strato_io::redact::redact_trace(&mut whole);
         let tmp = tempfile::tempdir().unwrap();
         let expected = tmp.path().join("whole");
         strato_store::write(&whole, &expected).unwrap();

@@ -69,6 +69,11 @@ impl ArgsTable {
 
     /// Appends every blob of `other` (ids shift by `self.len()`).
     pub fn append(&mut self, other: ArgsTable) {
+        if self.text.is_empty() && self.ends.is_empty() {
+            // Nothing to renumber: moved, not copied.
+            *self = other;
+            return;
+        }
         let base = self.text.len() as u64;
         self.text.push_str(&other.text);
         self.ends.extend(other.ends.iter().map(|e| e + base));

@@ -420,7 +420,7 @@ impl Trace {
 
     /// Appends `other` to `self`, renumbering its ranks, tracks, strings, args and spans.
     /// Used to combine the ranks of a job, or a timeline with kernel metrics.
-    pub fn append(&mut self, other: Trace) {
+    pub fn append(&mut self, mut other: Trace) {
         let rank_base = self.ranks.len() as u32;
         let track_base = self.tracks.len() as u32;
         let span_base = self.spans.len() as u32;
@@ -430,6 +430,34 @@ impl Trace {
             .iter()
             .map(|(_, text)| self.strings.intern(text))
             .collect();
+        // Appending to an empty trace (every import gathers its file into a fresh trace)
+        // renumbers nothing: the events are then moved, not copied, so the peak does not hold
+        // every span twice.
+        let unchanged_ids = rank_base == 0
+            && track_base == 0
+            && args_base == 0
+            && string_map
+                .iter()
+                .enumerate()
+                .all(|(i, id)| id.0 as usize == i);
+        if unchanged_ids {
+            if self.spans.is_empty() {
+                self.spans = other.spans;
+                other.spans = Vec::new();
+            }
+            if self.instants.is_empty() {
+                self.instants = other.instants;
+                other.instants = Vec::new();
+            }
+            if self.counters.is_empty() {
+                self.counters = other.counters;
+                other.counters = Vec::new();
+            }
+            if self.flows.is_empty() && span_base == 0 {
+                self.flows = other.flows;
+                other.flows = Vec::new();
+            }
+        }
         let s = |id: StrId| string_map[id.0 as usize];
         let r = |id: RankId| RankId(id.0 + rank_base);
         let t = |id: TrackId| TrackId(id.0 + track_base);
@@ -590,6 +618,29 @@ mod tests {
         assert_eq!(a.args_text(a.spans[3].args), Some("{\"grid\":[1,1,1]}"));
         assert_eq!(a.flows[1].to.as_ref().unwrap().span, Some(SpanId(3)));
         assert_eq!(a.time_span(), Some((0, 30)));
+    }
+
+    #[test]
+    fn append_to_an_empty_trace_keeps_everything_as_it_was() {
+        // Every import gathers its file into a fresh trace: its events are moved (no copy at
+        // the peak), and the result is the file's trace unchanged.
+        let mut whole = Trace::default();
+        whole.append(tiny("a"));
+        assert_eq!(whole, tiny("a"));
+        // The moved events are renumbered as usual by a later append.
+        whole.append(tiny("b"));
+        let mut expected = tiny("a");
+        expected.append(tiny("b"));
+        assert_eq!(whole, expected);
+        assert_eq!(whole.spans[3].track, TrackId(3));
+        // A trace whose strings are not renumbered identically is not moved: its ids follow
+        // the receiving trace's strings.
+        let mut other = Trace::default();
+        other.intern("gemm");
+        other.append(tiny("c"));
+        other.validate().unwrap();
+        assert_eq!(other.str(other.spans[1].name), "gemm");
+        assert_eq!(other.spans[1].name, StrId(1));
     }
 
     #[test]

@@ -24,3 +24,5 @@ pub fn raw(rel: &str) -> Vec<Value> {
     let v: Value = serde_json::from_str(&text).unwrap();
     v["traceEvents"].as_array().unwrap().clone()
 }
+
+pub mod nsys;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::ValueEnum;
-use strato_analysis::gpu_time::{GpuTimeOptions, GpuTimeReport, Window};
+use strato_analysis::gpu_time::{GpuTimeOptions, GpuTimeReport, GpuTimeStream, Window};
 
 use crate::ctx::Ctx;
 use crate::input::load;
@@ -51,6 +51,10 @@ pub fn run(args: GpuTimeArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()> {
         },
         kernel_wait_threshold_ns: (kernel_wait_us * 1000.0).round() as i64,
     };
+    // One file: its breakdown gathered while it streams (its spans never all held).
+    if let Some(report) = streamed_report(&inputs, &import, &options)? {
+        return present(&report, json, out);
+    }
     // Rank by rank: each rank file's breakdown computed as it is imported, its events dropped.
     let streamed = crate::rank_stream::map_ranks(&inputs, &import, |trace| {
         strato_analysis::gpu_time::gpu_time(trace, &options).ranks
@@ -65,11 +69,43 @@ pub fn run(args: GpuTimeArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()> {
         }
         None => strato_analysis::gpu_time::gpu_time(&load(&inputs, &import)?, &options),
     };
+    present(&report, json, out)
+}
+
+/// The breakdown of one Chrome/Kineto JSON file gathered while it streams
+/// ([`GpuTimeStream`]: its spans are never all held); `None` when the input does not stream
+/// (it is then loaded whole) or `--graph-capture` rewrites the trace first.
+fn streamed_report(
+    inputs: &[PathBuf],
+    import: &strato_io::ImportOptions,
+    options: &GpuTimeOptions,
+) -> Result<Option<GpuTimeReport>> {
+    let [input] = inputs else { return Ok(None) };
+    if crate::input::graph_capture().is_some() {
+        return Ok(None);
+    }
+    let mut stream = GpuTimeStream::new(*options);
+    let mut sink = |trace: &mut strato_trace::Trace| {
+        stream.add(trace);
+        trace.spans.clear();
+        trace.instants.clear();
+        trace.counters.clear();
+        trace.args = Default::default();
+        Ok(())
+    };
+    let Some(trace) = crate::input::stream_file(input, import, &mut sink)? else {
+        return Ok(None);
+    };
+    Ok(Some(stream.finish(&trace)))
+}
+
+/// Writes the breakdown as `--json` or as the tables.
+fn present(report: &GpuTimeReport, json: bool, out: &mut impl Write) -> Result<()> {
     if json {
-        serde_json::to_writer_pretty(&mut *out, &crate::render::present::gpu_time_json(&report))?;
+        serde_json::to_writer_pretty(&mut *out, &crate::render::present::gpu_time_json(report))?;
         writeln!(out)?;
     } else {
-        crate::render::present::gpu_time(out, &report)?;
+        crate::render::present::gpu_time(out, report)?;
     }
     Ok(())
 }

@@ -8,7 +8,7 @@ use anyhow::Result;
 use crate::ctx::Ctx;
 use strato_analysis::info::{info_with, EventCounts, TraceInfo};
 
-use crate::input::{load, stream_file};
+use crate::input::{load, stream_file, stream_stored};
 
 // Arguments of `strato info` (its help text is on the variant in `app.rs`).
 #[derive(clap::Args, Debug)]
@@ -22,7 +22,8 @@ pub struct InfoArgs {
 
 /// The trace (for its tables) and its summary. One Chrome/Kineto JSON file streams: its
 /// events are counted as they are read ([`EventCounts`]) and never kept; its flows are only
-/// counted ([`strato_io::Projection::COUNTS`]: not bound to spans).
+/// counted ([`strato_io::Projection::COUNTS`]: not bound to spans). A stored profile or store
+/// streams too ([`stream_stored`]: its tables read batch by batch).
 fn summarise(
     inputs: &[PathBuf],
     options: &strato_io::ImportOptions,
@@ -47,6 +48,12 @@ fn summarise(
             let info = info_with(&trace, counts);
             return Ok((trace, info));
         }
+    }
+    // A stored profile or store: its events counted batch by batch as they are read.
+    let mut counts = EventCounts::default();
+    if let Some(trace) = stream_stored(inputs, options, &mut |batch| counts.add(batch))? {
+        let info = info_with(&trace, counts);
+        return Ok((trace, info));
     }
     let trace = load(inputs, options)?;
     let info = strato_analysis::info::info(&trace);

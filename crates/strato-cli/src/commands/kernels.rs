@@ -74,7 +74,8 @@ fn latency_line(label: &str, l: &Option<Latency>) -> String {
 
 /// The statistics of one Chrome/Kineto JSON file gathered while it streams
 /// ([`KernelStatsStream`]: its spans are never all held); `None` when the input does not
-/// stream (it is then loaded whole) or `--graph-capture` rewrites the trace first.
+/// stream (it is then loaded whole) or `--graph-capture` rewrites the trace first. A stored
+/// profile or store streams its tables ([`crate::input::stream_stored`]).
 fn streamed_stats(
     inputs: &[std::path::PathBuf],
     options: &strato_io::ImportOptions,
@@ -83,6 +84,14 @@ fn streamed_stats(
     let [input] = inputs else { return Ok(None) };
     if crate::input::graph_capture().is_some() {
         return Ok(None);
+    }
+    // A stored profile or store: its spans read batch by batch (only the columns, and the
+    // args rows of device ops, that the statistics read).
+    let mut stream = KernelStatsStream::default();
+    if let Some(trace) =
+        crate::input::stream_stored(inputs, options, &mut |batch| stream.add(batch))?
+    {
+        return Ok(Some(stream.finish(&trace, top)));
     }
     let mut stream = KernelStatsStream::default();
     let mut sink = |trace: &mut strato_trace::Trace| {

@@ -31,7 +31,7 @@ use strato_analysis::breakdown::{self, BreakdownOptions};
 use strato_analysis::calibration::{self, robust, RecordingInfo, LEVEL_NAMES};
 use strato_trace::Level;
 
-use crate::calibration_runs::{device_tracing, fit_runs, Measured, RunResult};
+use crate::calibration_runs::{device_tracing, fit_runs, Measured, RunResult, Sampling};
 use crate::launch::{bootstrap_dir, ProgramFailed, ProgramStatus};
 
 /// `strato record`.
@@ -86,8 +86,12 @@ pub struct RecordArgs {
     /// with the Python stack the program's recorder samples (docs/recording.md); flame graphs
     /// per operation in the report, `strato export --folded/--firefox`. When perf events are
     /// not permitted, one message says what to change and the recording goes on without.
+    /// With `--calibrate`, what the samples cost the sampled threads (each native sample, each
+    /// Python-stack sample) is calibrated and corrected like the other levels' book-keeping,
+    /// with two more configurations (annotations + samples, annotations + native samples);
+    /// with `--levels`, the leveled runs are made without sampling.
     #[arg(long, value_name = "HZ", num_args = 0..=1, require_equals = true,
-          default_missing_value = "99", conflicts_with_all = ["calibrate", "levels"])]
+          default_missing_value = "99")]
     pub sample: Option<u64>,
     /// Print JSON (the shape of `strato breakdown --json`, plus `validation` / `levels`).
     #[arg(long)]
@@ -121,8 +125,8 @@ impl Launcher<'_> {
 
     /// Runs the command once at `level` into `dir` (its *.strato files removed first); with
     /// `--opencl`, `opencl` sets the layer's level (None: `STRATOSCOPE_OPENCL` or full); with
-    /// `record_os`, the OS level too (its summary line printed unless `output` is Null: the
-    /// calibration runs).
+    /// `record_os`, the OS level too; with `sample`, CPU samples at `--sample`'s rate (the
+    /// collectors' summary lines printed unless `output` is Null: the calibration runs).
     fn run(
         &self,
         dir: &Path,
@@ -130,7 +134,9 @@ impl Launcher<'_> {
         opencl: Option<&str>,
         output: Output,
         record_os: bool,
+        sample: Option<Sampling>,
     ) -> Result<ProgramStatus> {
+        let hz = sample.and(self.args.sample);
         std::fs::create_dir_all(dir)
             .with_context(|| format!("{}: cannot create", dir.display()))?;
         for entry in std::fs::read_dir(dir)?.flatten() {
@@ -150,7 +156,7 @@ impl Launcher<'_> {
             .env("STRATOSCOPE_OUT", &dir)
             .env("STRATOSCOPE_LEVEL", level.to_string())
             .env("PYTHONPATH", pythonpath);
-        if let Some(hz) = self.args.sample {
+        if let (Some(hz), Some(Sampling::NativeAndPython)) = (hz, sample) {
             cmd.env(
                 crate::commands::record_sample::ENV_SAMPLE_HZ,
                 hz.to_string(),
@@ -187,16 +193,14 @@ impl Launcher<'_> {
         let os = record_os
             .then(|| start_os(&dir, child.id(), level))
             .flatten();
-        let sampler = self
-            .args
-            .sample
-            .and_then(|hz| crate::commands::record_sample::start(&dir, child.id(), hz, level));
+        let sampler =
+            hz.and_then(|hz| crate::commands::record_sample::start(&dir, child.id(), hz, level));
         let status = child
             .wait()
             .with_context(|| format!("record: waiting for {:?}", self.args.command[0]))?;
         drop(shell_signals);
         if let Some(sampler) = sampler {
-            crate::commands::record_sample::stop(sampler);
+            crate::commands::record_sample::stop(sampler, output != Output::Null);
         }
         if let Some(os) = os {
             let s = os.stop();
@@ -204,7 +208,7 @@ impl Launcher<'_> {
                 return Ok(ProgramStatus::of(status));
             }
             eprintln!(
-                "strato record --os: {} processes, {} threads: {} context switches, {} wakeups, {} migrations, {} system calls ({} slow), {} thread-state spans; collector CPU {:.1} ms{}",
+                "strato record --os: {} processes, {} threads: {} context switches, {} wakeups, {} migrations, {} system calls ({} slow), {} thread-state spans; collector CPU {:.1} ms; the program's threads runnable behind strato's collectors {:.1} ms{}",
                 s.processes,
                 s.threads,
                 s.switches,
@@ -214,6 +218,7 @@ impl Launcher<'_> {
                 s.slow_syscalls,
                 s.state_spans,
                 s.collector_cpu_ns as f64 / 1e6,
+                s.collector_wait_ns as f64 / 1e6,
                 if s.lost > 0 {
                     format!("; {} kernel records LOST (ring buffers full): some states are missing", s.lost)
                 } else {
@@ -222,8 +227,9 @@ impl Launcher<'_> {
             );
             if s.throttled > 0 {
                 eprintln!(
-                    "strato record --os: the kernel throttled the OS events {} times (more than kernel.perf_event_max_sample_rate a second): some system calls and states are missing",
-                    s.throttled
+                    "strato record --os: the kernel throttled the OS events {} times, {:.1} ms in all (more than kernel.perf_event_max_sample_rate a second): some system calls and states are missing (strato info lists it)",
+                    s.throttled,
+                    s.throttled_ns as f64 / 1e6
                 );
             }
         }
@@ -238,8 +244,9 @@ fn run_once(
     opencl: Option<&str>,
     output: Output,
     record_os: bool,
+    sample: Option<Sampling>,
 ) -> Result<RunResult> {
-    let status = launcher.run(dir, level, opencl, output, record_os)?;
+    let status = launcher.run(dir, level, opencl, output, record_os, sample)?;
     if !status.success() {
         return Err(ProgramFailed {
             code: status.shell_code(),
@@ -286,8 +293,32 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<u8> {
         level,
         opencl: None,
         os: false,
+        sample: None,
         runs: Vec::new(),
     }));
+    // The recorded run's (and the held-out runs') sampling: both samplers.
+    let recorded_sample = args.sample.map(|_| Sampling::NativeAndPython);
+    if args.calibrate && args.sample.is_some() {
+        // The samples' book-keeping: annotations with both samplers, and with native samples
+        // only (the two kinds' counts move together within a run, so the fit needs a
+        // configuration that has one without the other).
+        let at = measured
+            .iter()
+            .position(|m| m.level == 1)
+            .map_or(0, |i| i + 1);
+        for sample in [Sampling::Native, Sampling::NativeAndPython] {
+            measured.insert(
+                at,
+                Measured {
+                    level: 1,
+                    opencl: None,
+                    os: false,
+                    sample: Some(sample),
+                    runs: Vec::new(),
+                },
+            );
+        }
+    }
     if args.calibrate && args.os {
         // The OS level's book-keeping: annotations with the OS level on, beside annotations
         // without it (the held-out runs record it too, as the profile does).
@@ -301,6 +332,7 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<u8> {
                 level: 1,
                 opencl: None,
                 os: true,
+                sample: None,
                 runs: Vec::new(),
             },
         );
@@ -317,6 +349,7 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<u8> {
                     level: 1,
                     opencl: Some(layer),
                     os: false,
+                    sample: None,
                     runs: Vec::new(),
                 },
             );
@@ -352,6 +385,7 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<u8> {
                 m.opencl,
                 Output::Null,
                 m.os,
+                m.sample,
             )?);
         }
         if args.calibrate {
@@ -363,6 +397,7 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<u8> {
                 None,
                 Output::Null,
                 args.os,
+                recorded_sample,
             )?);
         }
     }
@@ -397,7 +432,8 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<u8> {
         copy_profile(&held_out[idx[idx.len() / 2]].dir, &dir)?;
         None
     } else {
-        Some(launcher.run(&dir, args.level, None, output, args.os)?).filter(|s| !s.success())
+        Some(launcher.run(&dir, args.level, None, output, args.os, recorded_sample)?)
+            .filter(|s| !s.success())
     };
     if let Some(status) = failed {
         eprintln!(
@@ -435,6 +471,9 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<u8> {
         doc["calibration"] = json!({"costs_ns": c.costs_ns, "api_inflation_ns": c.api_inflation_ns, "repeat": repeat});
         if let Some(os) = &cj.os {
             doc["calibration"]["os"] = serde_json::to_value(os)?;
+        }
+        if let Some(sample) = &cj.sample {
+            doc["calibration"]["sample"] = serde_json::to_value(sample)?;
         }
     }
     if args.levels {
@@ -493,7 +532,7 @@ fn leveled(launcher: &Launcher<'_>, work: &Path, measured: &[Measured]) -> Resul
     let mut chosen: std::collections::BTreeMap<Level, (u64, i64)> = Default::default();
     for m in measured
         .iter()
-        .filter(|m| m.level != 2 && m.opencl.is_none() && !m.os)
+        .filter(|m| m.level != 2 && m.opencl.is_none() && !m.os && m.sample.is_none())
     {
         let t = robust(&m.runs, |r| r.measure.time_ns);
         runs.push(json!({

@@ -25,9 +25,13 @@ pub(crate) fn start(dir: &Path, pid: u32, hz: u64, level: u64) -> Option<SampleR
     }
 }
 
-/// Stops the sampler and prints its one-line summary (with its own cost).
-pub(crate) fn stop(sampler: SampleRecorder) {
+/// Stops the sampler and, with `print`, prints its one-line summary (with its own cost; the
+/// calibration runs stay quiet).
+pub(crate) fn stop(sampler: SampleRecorder, print: bool) {
     let s = sampler.stop();
+    if !print {
+        return;
+    }
     eprintln!(
         "strato record --sample: {} samples from {} threads in {} processes ({} leaf frames unresolved); collector CPU {:.1} ms{}",
         s.samples,
@@ -41,4 +45,11 @@ pub(crate) fn stop(sampler: SampleRecorder) {
             String::new()
         }
     );
+    if s.throttled > 0 {
+        eprintln!(
+            "strato record --sample: the kernel throttled sampling {} times, {:.1} ms in all (more than kernel.perf_event_max_sample_rate a second): no samples then (strato info lists it)",
+            s.throttled,
+            s.throttled_ns as f64 / 1e6
+        );
+    }
 }

@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use serde_json::json;
 use strato_analysis::calibration::{self, CalibrationFile};
 
-use crate::calibration_runs::{device_tracing, fit_runs, Measured, RunResult};
+use crate::calibration_runs::{device_tracing, fit_runs, Measured, RunResult, Sampling};
 use crate::render::record::write_validation;
 
 /// `strato validate`.
@@ -53,7 +53,7 @@ pub fn run(args: ValidateArgs, out: &mut impl Write) -> Result<()> {
 }
 
 /// `strato validate --refit`: the runs of every configuration stored by `strato record
-/// --calibrate` (`.runs/level-N[-opencl-L][-os]/run-K`, `.runs/recorded/run-K`) measured and fitted
+/// --calibrate` (`.runs/level-N[-opencl-L][-os][-samples|-native-samples]/run-K`, `.runs/recorded/run-K`) measured and fitted
 /// again as the recording did; prints the figures and whether they equal the stored ones.
 fn refit(args: &ValidateArgs, stored: &CalibrationFile, out: &mut impl Write) -> Result<()> {
     let work = args.profile.join(".runs");
@@ -84,10 +84,20 @@ fn refit(args: &ValidateArgs, stored: &CalibrationFile, out: &mut impl Write) ->
                 args.profile.display()
             ),
         };
+        let sample = match c.sample.as_deref() {
+            None => None,
+            Some(name) => Some(Sampling::from_name(name).with_context(|| {
+                format!(
+                    "{}: unknown sampling configuration {name:?} in calibration.json",
+                    args.profile.display()
+                )
+            })?),
+        };
         let mut m = Measured {
             level: c.level,
             opencl,
             os: c.os,
+            sample,
             runs: Vec::new(),
         };
         m.runs = load_runs(&m.dir_name(), c.level, opencl, c.times_s.len())?;

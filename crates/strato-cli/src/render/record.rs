@@ -58,6 +58,32 @@ pub(crate) fn print_text(
                     f("collector_cpu_pct")
                 )?;
             }
+            if let Some(wait) = os["collector_wait_s"].as_f64() {
+                writeln!(
+                    out,
+                    "the program's threads runnable behind strato's collectors: {wait:.4} s per run (wall time; removed from the profile's timeline, in no CPU figure)"
+                )?;
+            }
+        }
+    }
+    if let Some(sample) = doc.get("calibration").and_then(|c| c.get("sample")) {
+        let f = |k: &str| sample[k].as_f64().unwrap_or(0.0);
+        writeln!(
+            out,
+            "CPU sampling: {:.0} native samples at {:.0} ns and {:.0} Python-stack samples at {:.0} ns per held-out run: {:.4} s removed; bias without it {:+.1}%",
+            f("cpu_samples"),
+            f("cpu_sample_cost_ns"),
+            f("python_stacks"),
+            f("python_stack_cost_ns"),
+            f("removed_s"),
+            f("bias_without_sampling_pct")
+        )?;
+        if let Some(cpu) = sample["collector_cpu_s"].as_f64() {
+            writeln!(
+                out,
+                "sample collector thread (in strato, outside the program's threads, not removed): {cpu:.4} s CPU per run, {:.1}% of the uninstrumented time",
+                f("collector_cpu_pct")
+            )?;
         }
     }
     if let Some(l) = doc.get("levels") {

@@ -17,6 +17,17 @@ fn sampling_permitted() -> bool {
         .is_some_and(|p| p <= 2)
 }
 
+/// The samples of a Firefox Profiler file `strato export --firefox` wrote, over its threads.
+fn firefox_samples(path: &std::path::Path) -> u64 {
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    doc["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["samples"]["length"].as_u64().unwrap())
+        .sum()
+}
+
 const BUSY_SHELL: &str = "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done";
 
 #[test]
@@ -83,14 +94,7 @@ fn a_native_program_is_sampled_and_both_exports_keep_every_sample() {
 
     let firefox = dir.path().join("profile.json");
     ok(&["export", s(&prof), "--firefox", s(&firefox)]);
-    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&firefox).unwrap()).unwrap();
-    let samples: u64 = doc["threads"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["samples"]["length"].as_u64().unwrap())
-        .sum();
-    assert_eq!(samples, recorded);
+    assert_eq!(firefox_samples(&firefox), recorded);
 }
 
 #[test]
@@ -132,4 +136,55 @@ fn exporting_samples_of_a_profile_without_any_is_one_clear_error() {
         assert!(err.contains("strato record --sample"), "{err}");
         assert!(!out.exists(), "{flag}: no file on error");
     }
+}
+
+/// An Nsight Systems export's CPU samples (`COMPOSITE_EVENTS` with `SAMPLING_CALLCHAINS`) take
+/// the same path as live ones: the folded export has one count per sample and whole chains
+/// (as deep as the deepest in the file), the Firefox export keeps every sample, and the report
+/// draws a flame graph. The figures come from SQL on the file.
+#[test]
+fn nsys_samples_export_and_draw_like_recorded_ones() {
+    let trace = data("nsys/pipit_cloverleaf_cuda.sqlite");
+    let db = rusqlite::Connection::open(&trace).unwrap();
+    let (samples, deepest): (u64, usize) = db
+        .query_row(
+            "SELECT (SELECT count(*) FROM COMPOSITE_EVENTS WHERE globalTid IS NOT NULL), \
+             (SELECT max(stackDepth) + 1 FROM SAMPLING_CALLCHAINS)",
+            [],
+            |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as usize)),
+        )
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+
+    let folded = dir.path().join("stacks.folded");
+    ok(&["export", s(&trace), "--folded", s(&folded)]);
+    let text = std::fs::read_to_string(&folded).unwrap();
+    let mut total = 0;
+    let mut max_frames = 0;
+    for line in text.lines() {
+        let (stack, count) = line.rsplit_once(' ').unwrap();
+        total += count.parse::<u64>().unwrap();
+        // CloverLeaf has no NVTX ranges and no Python: `op:…;[python stack not sampled];` on top.
+        let native = stack
+            .strip_prefix("op:(no operation);[python stack not sampled];")
+            .unwrap_or_else(|| panic!("{line}"));
+        max_frames = max_frames.max(native.split(';').count());
+    }
+    assert_eq!(total, samples, "every sample once");
+    assert_eq!(max_frames, deepest, "whole call chains");
+
+    let firefox = dir.path().join("profile.json");
+    ok(&["export", s(&trace), "--firefox", s(&firefox)]);
+    assert_eq!(firefox_samples(&firefox), samples);
+
+    let html = dir.path().join("report.html");
+    ok(&["report", s(&trace), "-o", s(&html)]);
+    let page = std::fs::read_to_string(&html).unwrap();
+    let at = page.find("id=\"flame\"").expect("a CPU samples section");
+    let section = &page[at..];
+    assert!(
+        section.contains(&format!("(no operation) — {samples} samples")),
+        "one graph holding every sample"
+    );
+    assert!(section[..section.find("</section>").unwrap_or(section.len())].contains("<svg"));
 }

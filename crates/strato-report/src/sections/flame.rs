@@ -28,8 +28,9 @@ pub(super) fn flame(h: &mut Html, input: &ReportInput) -> bool {
         h,
         "flame",
         "CPU samples",
-        "Sampled stacks per operation (`strato record --sample`): native stacks from perf events \
-         joined with the Python stack the recorder sampled on the same thread. Each graph is an \
+        "Sampled stacks per operation (`strato record --sample`, or CPU samples imported from \
+         Nsight Systems or perf): native stacks joined with the Python stack the recorder \
+         sampled on the same thread, where there is one. Each graph is an \
          icicle: the operation on top, callers above callees, each frame as wide as its share \
          of the operation's samples. Hover a frame for its count.",
     );

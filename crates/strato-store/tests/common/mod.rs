@@ -1,5 +1,8 @@
-//! Hand-built traces shared by the store's tests.
+//! Inputs shared by the store's tests: hand-built traces, and the real Chrome-trace files of
+//! `../shared/data` imported the way the store keeps them.
 #![allow(dead_code, clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
 
 use strato_trace::testing::{self, TraceBuilder};
 use strato_trace::{
@@ -250,4 +253,54 @@ pub fn big_trace(n: usize) -> Trace {
         }
     }
     b.build()
+}
+
+/// Every Chrome-trace JSON file (`.json`, `.json.gz`) under `../shared/data`, sorted; empty
+/// when the folder is not there.
+pub fn chrome_files() -> Vec<PathBuf> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
+    let mut files = Vec::new();
+    let mut dirs = vec![root];
+    while let Some(dir) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if name.ends_with(".json") || name.ends_with(".json.gz") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// `path` imported with the default options and redacted as the store writes it; None when
+/// it does not import (not a trace these tests are about: the import tests cover errors).
+pub fn import_redacted(path: &Path) -> Option<Trace> {
+    let options = strato_io::ImportOptions::default();
+    let mut trace = strato_io::import_paths(&[path.to_path_buf()], &options).ok()?;
+    strato_io::redact::redact_trace(&mut trace);
+    Some(trace)
+}
+
+/// A span as text, with its args blob: comparable across reads whose string and args ids
+/// differ (another read, or a streamed read's per-batch args).
+pub fn span_text(trace: &Trace, s: &Span) -> String {
+    format!(
+        "{:?} {} {} {:?} {:?} {:?} {:?} {:?} {:?}",
+        s.track,
+        s.start,
+        s.end,
+        trace.str(s.name),
+        trace.str(s.category),
+        s.level,
+        s.correlation,
+        s.external_id,
+        trace.args_text(s.args),
+    )
 }
