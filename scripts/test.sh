@@ -6,26 +6,30 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each step says when it starts (seconds since this script began): CI's time budget is read off these.
+step() { step "$* [at ${SECONDS} s]"; }
+
 bash scripts/setup.sh
 
-echo "== cargo fmt --check"
+step "cargo fmt --check"
 cargo fmt --all --check
 
-echo "== cargo clippy (warnings are errors)"
+step "cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-echo "== cargo test"
+step "cargo test"
 cargo test --workspace --locked
 
-echo "== job-scale benchmark, bounded (the full run: benches/job_scale.py, docs/benchmarks.md)"
+step "job-scale benchmark, bounded (the full run: benches/job_scale.py, docs/benchmarks.md)"
 python3 benches/job_scale.py --ci
 
 if [[ -f pyproject.toml ]]; then
-  echo "== pip install . (the stratoscope Python package and the strato command)"
+  step "pip install . (the stratoscope Python package and the strato command)"
   python3 -m pip install --quiet --disable-pip-version-check .
-  echo "== cargo build: the OpenCL layer and demo the Python recording tests run"
+  step "cargo build: the OpenCL layer and demo the Python recording tests run"
   cargo build -p strato-opencl-layer -p strato-opencl-examples --locked
-  echo "== pytest"
+  step "pytest"
   # -rs lists every skipped test with its reason.
   python3 -m pytest -q -rs python/tests
 fi
+step "done"
