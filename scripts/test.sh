@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Each step says when it starts (seconds since this script began): CI's time budget is read off these.
-step() { step "$* [at ${SECONDS} s]"; }
+step() { echo "== $* [at ${SECONDS} s]"; }
 
 bash scripts/setup.sh
 
