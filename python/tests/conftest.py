@@ -55,3 +55,39 @@ def info(profile: Path) -> dict:
 @pytest.fixture
 def profile_dir(tmp_path: Path) -> Path:
     return tmp_path / "prof"
+
+
+def calibrate_until_accurate(tmp: Path, record_args: list[str], program: list[str], part: str,
+                             attempts: int = 3) -> tuple[Path, dict, list[dict]]:
+    """`strato record --calibrate --json RECORD_ARGS -- PROGRAM` into `tmp/attempt-N/prof`,
+    repeated (at most `attempts` times) until one run's held-out validation is accurate:
+
+    - the corrected time is closer to the uninstrumented one than the instrumented time is,
+    - the `part` of the correction (`os`, `sample`) moves the figure towards it
+      (`|bias| < |bias_without_<part>|`), and
+    - `|bias| < 15 %`.
+
+    Why attempts: the validation's own 95 % interval is about +-30 % wide at `--repeat 5` on a
+    busy 2-core machine (CI saw -7 % .. +58 % and -40 % .. +46 %), so one run of an unbiased
+    calibration misses `|bias| < 15 %` about a third of the time, while a calibration that is
+    wrong by more than the noise misses on every attempt. Returns the first accurate attempt
+    (else the last) as (profile, `--json` document, every attempt's figures) for the caller to
+    assert on, with every attempt's figures in its messages."""
+    without = {"os": "bias_without_os_pct", "sample": "bias_without_sampling_pct"}[part]
+    tried: list[dict] = []
+    for n in range(attempts):
+        prof = tmp / f"attempt-{n}" / "prof"
+        proc = strato("record", "--calibrate", "--json", *record_args, "-o", str(prof), "--",
+                      *program)
+        doc = json.loads(proc.stdout)
+        v = doc["validation"]
+        figures = {k: v.get(k) for k in ("bias_pct", "bias_pct_interval95", "uninstrumented_s",
+                                          "instrumented_s", "corrected_s")}
+        figures[without] = (doc["calibration"].get(part) or {}).get(without)
+        tried.append(figures)
+        closer = (abs(v["corrected_s"] - v["uninstrumented_s"])
+                  < abs(v["instrumented_s"] - v["uninstrumented_s"]))
+        part_helps = figures[without] is not None and abs(v["bias_pct"]) < abs(figures[without])
+        if closer and part_helps and abs(v["bias_pct"]) < 15.0:
+            break
+    return prof, doc, tried

@@ -83,6 +83,16 @@ def test_os_files_are_processes_of_the_tree_on_the_recorders_clock(os_run):
     text = json.dumps(meta)
     # Every OS file was closed by its STOP record (nothing "ended without flushing").
     assert "ended without flushing" not in text
+    # Each process has its own OS counts (not one process's copied to all): the main process
+    # sleeps, fsyncs and waits on locks; its spinning children mostly compute.
+    os_of = {p["pid"]: p["os"] for p in meta["processes"] if "os" in p}
+    assert main["pid"] in os_of, meta["processes"]
+    assert len(os_of) >= 2, meta["processes"]
+    assert os_of[main["pid"]]["syscalls"] > 0 and os_of[main["pid"]]["switches"] > 0
+    assert len({json.dumps(v, sort_keys=True) for v in os_of.values()}) == len(os_of), os_of
+    # The rank-level summary is the root process's (the tree's own figures stay per process).
+    rank_meta = meta["sources"][0]
+    assert rank_meta["format"] == "strato"
 
 
 def test_slow_syscalls_and_summary_are_recorded(os_run, tmp_path):

@@ -6,6 +6,9 @@ the collector's heaviest load, on a busy 2-core machine):
   (`os_events/<tid>`, the input of the OS level's calibration), even when the collector falls
   behind: the counter's last value is at least the number of reads the program made (it
   prints it);
+- every system call is in its process's per-call counts too (`strato.os` `syscalls`, counted
+  at entry; `strato info` shows the process's total): at least the reads the program made,
+  with `timed` (exit matched) of them having their time;
 - the time the program's threads were runnable behind strato's collectors is measured from
   the scheduler records, per thread (`collector_wait_ns/<tid>` counters), and reported on the
   launcher's summary line and, per process, by `strato info`: the figures agree;
@@ -41,6 +44,19 @@ TIGHT_LOOP = (
 )
 
 
+def doc_os_metadata(prof, pid: int) -> dict:
+    """Process `pid`'s `strato.os` metadata, read from its OS file by the importer (the rank
+    metadata's `processes[].metadata`, in `strato export --chrome`'s `otherData`)."""
+    out = prof.parent / "meta.json"
+    strato("export", str(prof), "--chrome", str(out))
+    doc = json.loads(out.read_text())
+    for rank in doc["otherData"]["ranks"]:
+        for p in rank["metadata"]["processes"]:
+            if p["pid"] == pid and "strato.os" in p.get("metadata", {}):
+                return p["metadata"]["strato.os"]
+    raise AssertionError(f"no strato.os metadata for process {pid}")
+
+
 def test_system_calls_and_collector_wait_are_accounted(tmp_path):
     prof = tmp_path / "prof"
     proc = strato("record", "--os", "--level", "1", "-o", str(prof), "--", sys.executable,
@@ -68,3 +84,10 @@ def test_system_calls_and_collector_wait_are_accounted(tmp_path):
         note = next(n for n in notes if "strato's collectors held their CPU" in n)
         assert f"{waited_ms:.1f} ms" in note, (note, waited_ms)
     assert "os_throttled" not in info["sources"][0]["import_notes"]["counts"]
+    # Per-call counts: every read is counted at its entry (an earlier version counted only the
+    # calls whose exit it matched, and lost most of them under this load).
+    main = next(p for p in info["processes"] if p.get("os") and p["os"]["syscalls"] >= reads)
+    assert main["os"]["syscall_time_ns"] > 0, main
+    calls = {c["name"]: c for c in doc_os_metadata(prof, main["pid"])["syscalls"]}
+    assert calls["read"]["count"] >= reads, (calls["read"], reads)
+    assert 0 < calls["read"]["timed"] <= calls["read"]["count"], calls["read"]

@@ -196,20 +196,23 @@ pub fn cpu_basis(trace: &Trace, info: &RecordingInfo) -> Option<CpuMeasure> {
     })
 }
 
-/// The OS level's collector cost stored with a recording (`strato.os.collector` metadata of
-/// the root's OS file, under the rank metadata's `metadata`): its thread's CPU time in ns;
-/// None without OS data.
-pub fn os_collector_cpu_ns(trace: &Trace) -> Option<f64> {
+/// A number a collector stored with a recording: `field` of metadata `key` (the rank
+/// metadata's `metadata`, where the importer puts the root process's collector metadata) of the
+/// first `strato` rank that has it.
+fn collector_figure(trace: &Trace, key: &str, field: &str) -> Option<f64> {
     trace.ranks.iter().find_map(|r| {
         if r.format != strato_trace::SourceFormat::Strato {
             return None;
         }
         let meta: serde_json::Value = serde_json::from_str(r.metadata_json.as_deref()?).ok()?;
-        meta.get("metadata")?
-            .get(OS_COLLECTOR_METADATA_KEY)?
-            .get("cpu_ns")?
-            .as_f64()
+        meta.get("metadata")?.get(key)?.get(field)?.as_f64()
     })
+}
+
+/// The OS level's collector cost stored with a recording (`strato.os.collector` metadata of
+/// the root's OS file): its thread's CPU time in ns; None without OS data.
+pub fn os_collector_cpu_ns(trace: &Trace) -> Option<f64> {
+    collector_figure(trace, OS_COLLECTOR_METADATA_KEY, "cpu_ns")
 }
 
 /// The metadata key of the OS collector's own cost (`strato_record::os` writes it).
@@ -218,16 +221,7 @@ pub const OS_COLLECTOR_METADATA_KEY: &str = "strato.os.collector";
 /// The time the program's threads were runnable behind the launcher's collectors, ns
 /// (`program_wait_ns` of `strato.os.collector`); None without OS data.
 pub fn os_collector_wait_ns(trace: &Trace) -> Option<f64> {
-    trace.ranks.iter().find_map(|r| {
-        if r.format != strato_trace::SourceFormat::Strato {
-            return None;
-        }
-        let meta: serde_json::Value = serde_json::from_str(r.metadata_json.as_deref()?).ok()?;
-        meta.get("metadata")?
-            .get(OS_COLLECTOR_METADATA_KEY)?
-            .get("program_wait_ns")?
-            .as_f64()
-    })
+    collector_figure(trace, OS_COLLECTOR_METADATA_KEY, "program_wait_ns")
 }
 
 /// The metadata key of the sample collector's own cost, `{"cpu_ns":N,"samples":N}`
@@ -237,16 +231,7 @@ pub const SAMPLE_COLLECTOR_METADATA_KEY: &str = "strato.samples.collector";
 /// The CPU sample collector's cost stored with a recording (`strato.samples.collector`): its
 /// thread's CPU time in ns; None without samples.
 pub fn sample_collector_cpu_ns(trace: &Trace) -> Option<f64> {
-    trace.ranks.iter().find_map(|r| {
-        if r.format != strato_trace::SourceFormat::Strato {
-            return None;
-        }
-        let meta: serde_json::Value = serde_json::from_str(r.metadata_json.as_deref()?).ok()?;
-        meta.get("metadata")?
-            .get(SAMPLE_COLLECTOR_METADATA_KEY)?
-            .get("cpu_ns")?
-            .as_f64()
-    })
+    collector_figure(trace, SAMPLE_COLLECTOR_METADATA_KEY, "cpu_ns")
 }
 
 /// Measures one run's recording; None when no process was recorded.

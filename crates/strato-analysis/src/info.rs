@@ -44,6 +44,27 @@ pub struct ProcessInfo {
     /// flushing: events after its last record may be missing).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// What the OS level (`strato record --os`) counted in this process's threads; absent
+    /// without OS data for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub os: Option<ProcessOs>,
+    /// Native CPU samples taken in this process (`strato record --sample`); absent without.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_samples: Option<u64>,
+}
+
+/// One process's OS-level counts, from its OS file's `strato.os` metadata.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ProcessOs {
+    /// Context switches out of its threads, wakeups of them, and migrations between CPUs.
+    pub switches: u64,
+    pub wakeups: u64,
+    pub migrations: u64,
+    /// System calls its threads entered; how many of them were timed (their exit matched
+    /// their entry), and the summed time of those (ns).
+    pub syscalls: u64,
+    pub syscalls_timed: u64,
+    pub syscall_time_ns: u64,
 }
 
 /// Everything `strato info` prints.
@@ -152,13 +173,24 @@ pub fn info_with(trace: &Trace, counts: EventCounts) -> TraceInfo {
     let mut processes: Vec<ProcessInfo> = trace
         .processes
         .iter()
-        .map(|p| ProcessInfo {
-            source: source_of(p.rank),
-            pid: p.pid,
-            name: p.name.clone(),
-            threads: 0,
-            spans: 0,
-            notes: recording_notes(trace, p.rank, p.pid),
+        .map(|p| {
+            let entries = recording_entries(trace, p.rank, p.pid);
+            ProcessInfo {
+                source: source_of(p.rank),
+                pid: p.pid,
+                name: p.name.clone(),
+                threads: 0,
+                spans: 0,
+                notes: entries
+                    .iter()
+                    .filter_map(|e| e["note"].as_str().map(str::to_owned))
+                    .collect(),
+                os: process_os(&entries),
+                cpu_samples: entries
+                    .iter()
+                    .filter_map(|e| e["metadata"]["strato.samples"]["samples"].as_u64())
+                    .reduce(|a, b| a + b),
+            }
         })
         .collect();
     let mut devices: Vec<DeviceInfo> = trace
@@ -230,10 +262,15 @@ pub fn info_with(trace: &Trace, counts: EventCounts) -> TraceInfo {
     }
 }
 
-/// Notes the `strato` importer left on process `pid` of `rank` (its rank metadata's
-/// `processes[].note`; one per file of the process, e.g. its OpenCL layer's).
-fn recording_notes(trace: &Trace, rank: strato_trace::RankId, pid: i64) -> Vec<String> {
-    let Some(meta) = trace.ranks[rank.0 as usize]
+/// The `strato` importer's entries for process `pid` of `rank` (its rank metadata's
+/// `processes[]`: one per file of the process, e.g. its OpenCL layer's and its OS file), with
+/// each file's note and collector metadata.
+fn recording_entries(
+    trace: &Trace,
+    rank: strato_trace::RankId,
+    pid: i64,
+) -> Vec<serde_json::Value> {
+    let Some(mut meta) = trace.ranks[rank.0 as usize]
         .metadata_json
         .as_deref()
         .filter(|_| trace.ranks[rank.0 as usize].format == SourceFormat::Strato)
@@ -241,11 +278,36 @@ fn recording_notes(trace: &Trace, rank: strato_trace::RankId, pid: i64) -> Vec<S
     else {
         return Vec::new();
     };
-    meta["processes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|p| p["pid"].as_i64() == Some(pid))
-        .filter_map(|p| p["note"].as_str().map(str::to_owned))
-        .collect()
+    match meta["processes"].take() {
+        serde_json::Value::Array(entries) => entries
+            .into_iter()
+            .filter(|p| p["pid"].as_i64() == Some(pid))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The OS-level counts of a process's files (`strato.os` metadata); None when none has it.
+fn process_os(entries: &[serde_json::Value]) -> Option<ProcessOs> {
+    let mut found = None;
+    for os in entries.iter().map(|e| &e["metadata"]["strato.os"]) {
+        if !os.is_object() {
+            continue;
+        }
+        let total: &mut ProcessOs = found.get_or_insert_with(ProcessOs::default);
+        let n = |k: &str| os[k].as_u64().unwrap_or(0);
+        total.switches += n("switches");
+        total.wakeups += n("wakeups");
+        total.migrations += n("migrations");
+        for call in os["syscalls"].as_array().into_iter().flatten() {
+            total.syscalls += call["count"].as_u64().unwrap_or(0);
+            // Recordings before `timed` existed counted only matched calls: all were timed.
+            total.syscalls_timed += call["timed"]
+                .as_u64()
+                .or_else(|| call["count"].as_u64())
+                .unwrap_or(0);
+            total.syscall_time_ns += call["time_ns"].as_u64().unwrap_or(0);
+        }
+    }
+    found
 }

@@ -342,6 +342,15 @@ pub(crate) fn stream_file(
     Ok(Some(trace))
 }
 
+/// Drops the events of a batch a [`stream_file`] sink has consumed (spans, instants, counters
+/// and their args; flows and the other tables stay), so memory holds only what the consumer keeps.
+pub(crate) fn drop_batch_events(trace: &mut Trace) {
+    trace.spans.clear();
+    trace.instants.clear();
+    trace.counters.clear();
+    trace.args = Default::default();
+}
+
 /// One stored profile or store (`inputs` is that one directory) read as [`open_profile`]
 /// reads it, its events handed to `sink` batch by batch instead of kept
 /// ([`strato_store::stream_with`], [`strato_store::partitioned::stream_store`]: only the

@@ -106,19 +106,26 @@ impl std::fmt::Display for ProgramFailed {
 
 impl std::error::Error for ProgramFailed {}
 
+/// Whether the recorded command is a Python interpreter (its program's name starts with
+/// `python`).
+pub(crate) fn is_python(command: &[String]) -> bool {
+    command.first().is_some_and(|c| {
+        Path::new(c)
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("python"))
+    })
+}
+
+/// The interpreter the stratoscope package must be importable by: `STRATOSCOPE_PYTHON`, the
+/// command itself when it is Python ([`is_python`]), else `python3`.
 pub(crate) fn python_for(command: &[String]) -> String {
     if let Ok(p) = std::env::var("STRATOSCOPE_PYTHON") {
         return p;
     }
-    match command.first() {
-        Some(c)
-            if Path::new(c)
-                .file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("python")) =>
-        {
-            c.clone()
-        }
-        _ => "python3".into(),
+    if is_python(command) {
+        command[0].clone()
+    } else {
+        "python3".into()
     }
 }
 

@@ -54,6 +54,39 @@ pub fn is_recording_dir(dir: &Path) -> bool {
     dir.is_dir() && !recording_files(dir).is_empty()
 }
 
+/// Metadata keys a collector writes once per recorded process, with that process's own figures
+/// (and the tree-wide ones repeated): each file's values stay with its entry in the rank
+/// metadata's `processes[]` (`metadata`), and the rank-level `metadata` holds the root
+/// process's ([`root_process_metadata`]).
+const PER_PROCESS_METADATA_KEYS: [&str; 2] = [
+    strato_record::os::OS_METADATA_KEY,
+    strato_record::sample::SAMPLE_METADATA_KEY,
+];
+
+/// Puts in `user_meta` (the rank-level `metadata`) each per-process collector key's value of
+/// the tree's root: the earliest-started process whose parent was not recorded (the first
+/// process with the key when none is such).
+fn root_process_metadata(processes_meta: &[Value], user_meta: &mut serde_json::Map<String, Value>) {
+    let pids: Vec<i64> = processes_meta
+        .iter()
+        .filter_map(|p| p["pid"].as_i64())
+        .collect();
+    for key in PER_PROCESS_METADATA_KEYS {
+        let with_key = || {
+            processes_meta
+                .iter()
+                .filter(|p| !p["metadata"][key].is_null())
+        };
+        let root = with_key()
+            .filter(|p| p["ppid"].as_i64().is_none_or(|pp| !pids.contains(&pp)))
+            .min_by_key(|p| p["start_ns"].as_i64().unwrap_or(i64::MAX))
+            .or_else(|| with_key().next());
+        if let Some(p) = root {
+            user_meta.insert(key.to_owned(), p["metadata"][key].clone());
+        }
+    }
+}
+
 /// Imports one `*.strato` file as a rank.
 pub fn import_file(path: &Path, options: &ImportOptions) -> Result<Trace> {
     import(path, &[path.to_path_buf()], options)
@@ -181,15 +214,21 @@ fn import(source: &Path, files: &[PathBuf], options: &ImportOptions) -> Result<T
         }
         let mut cpu = Value::Null;
         let mut collector_wait_ns = 0;
+        // The collectors' per-process figures (each process's OS and samples files have their
+        // own), kept with the file's process entry.
+        let mut file_meta = serde_json::Map::new();
         for (k, v) in &rec.metadata {
             let value = serde_json::from_str::<Value>(v).unwrap_or(Value::String(v.clone()));
-            if rec.str(*k) == strato_record::CPU_METADATA_KEY {
+            let key = rec.str(*k);
+            if key == strato_record::CPU_METADATA_KEY {
                 cpu = value; // per process, below
-            } else {
-                if rec.str(*k) == strato_record::os::OS_METADATA_KEY {
+            } else if PER_PROCESS_METADATA_KEYS.contains(&key) {
+                if key == strato_record::os::OS_METADATA_KEY {
                     collector_wait_ns = value["runnable_behind_collector_ns"].as_i64().unwrap_or(0);
                 }
-                user_meta.insert(rec.str(*k).to_owned(), value);
+                file_meta.insert(key.to_owned(), value);
+            } else {
+                user_meta.insert(key.to_owned(), value);
             }
         }
         let summary = add_file(
@@ -262,6 +301,10 @@ fn import(source: &Path, files: &[PathBuf], options: &ImportOptions) -> Result<T
             "truncated_spans": summary.truncated,
             "cpu": cpu,
         }));
+        if !file_meta.is_empty() {
+            let entry = processes_meta.last_mut().and_then(Value::as_object_mut);
+            entry.map(|e| e.insert("metadata".into(), Value::Object(file_meta)));
+        }
         trace.clock.sources.push(ClockSource {
             name: format!("strato:{}", path.display()),
             domain: ClockDomain::Monotonic,
@@ -311,6 +354,7 @@ fn import(source: &Path, files: &[PathBuf], options: &ImportOptions) -> Result<T
         .filter_map(|p| p["start_ns"].as_i64())
         .min()
         .unwrap_or(0);
+    root_process_metadata(&processes_meta, &mut user_meta);
     collector_notes(&user_meta, origin, &mut trace.ranks[rank.0 as usize].notes);
     let mut meta = json!({"format": "strato", "processes": processes_meta});
     if !user_meta.is_empty() {
@@ -670,6 +714,28 @@ fn add_file(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rank_metadata_holds_the_root_processs_collector_figures() {
+        // Files as the importer lists them: a child's OS file first, then the root's (its
+        // parent, 1, was not recorded), then a second child's; one samples file.
+        let entries: Vec<Value> = serde_json::from_str(
+            r#"[{"pid": 20, "ppid": 10, "start_ns": 5, "metadata": {"strato.os": {"switches": 2}}},
+                {"pid": 10, "ppid": 1, "start_ns": 9, "metadata": {"strato.os": {"switches": 7}}},
+                {"pid": 10, "ppid": 1, "start_ns": 3},
+                {"pid": 30, "ppid": 10, "start_ns": 6,
+                 "metadata": {"strato.os": {"switches": 4}, "strato.samples": {"samples": 8}}}]"#,
+        )
+        .unwrap();
+        let mut meta = serde_json::Map::new();
+        root_process_metadata(&entries, &mut meta);
+        assert_eq!(meta["strato.os"]["switches"], 7);
+        // No root has samples: the first process that has them stands in.
+        assert_eq!(meta["strato.samples"]["samples"], 8);
+        let mut none = serde_json::Map::new();
+        root_process_metadata(&[], &mut none);
+        assert!(none.is_empty());
+    }
 
     #[test]
     fn collectors_lost_and_throttled_become_notes_with_the_interval() {

@@ -25,7 +25,9 @@
 //! - slow system calls (at least [`OsOptions::slow_syscall_ns`]) as spans of category
 //!   `syscall` named by the call;
 //! - CPU migrations as instants (category `sched`, args `from`/`to`);
-//! - per process, metadata `strato.os`: syscall counts and total time per call, page faults,
+//! - per process, metadata `strato.os`: per system call name, the calls entered (`count`,
+//!   counted at `sys_enter`: every call), those whose exit was matched (`timed`) and their
+//!   summed time (`time_ns`); page faults,
 //!   switch / wakeup / migration counts, lost records, and what the kernel throttled
 //!   (`throttled_all_processes`, [`crate::Throttling::json`]: count, summed time, first and
 //!   last instant; the importer makes it an import note);
@@ -208,6 +210,7 @@ pub struct OsSummary {
     pub switches: u64,
     pub wakeups: u64,
     pub migrations: u64,
+    /// System calls entered (counted at `sys_enter`).
     pub syscalls: u64,
     pub slow_syscalls: u64,
     pub state_spans: u64,
@@ -585,12 +588,25 @@ enum OsEv {
     },
 }
 
+/// One system call's counts in a process ([`OsFile::syscalls`]).
+#[derive(Debug, Default, Clone, Copy)]
+struct SyscallCount {
+    /// Calls entered (`sys_enter`): every call, whether or not its exit was matched.
+    count: u64,
+    /// Calls whose `sys_exit` was matched with their `sys_enter` (same thread, same call), and
+    /// their summed time.
+    timed: u64,
+    time_ns: i64,
+}
+
 /// One `<pid>-os.strato` file: the side file and the OS events and counts not yet written.
 #[derive(Debug)]
 struct OsFile {
     side: SideFile,
     events: Vec<OsEv>,
-    syscalls: HashMap<&'static str, (u64, i64)>,
+    /// Per system call name: calls entered, calls timed (their exit matched their entry) and
+    /// the summed time of the timed ones, ns.
+    syscalls: HashMap<&'static str, SyscallCount>,
     switches: u64,
     wakeups: u64,
     migrations: u64,
@@ -1257,8 +1273,16 @@ impl Collector {
                 }
             }
             Body::SysEnter { id } => {
+                // Counted at entry: every call is, even one whose exit is read out of order or
+                // never (the thread ended in it); its time needs the matched exit (below).
                 if let Some(t) = self.threads.get_mut(&e.tid) {
                     t.syscall = Some((id, e.ts));
+                    let tgid = t.tgid;
+                    self.summary.syscalls += 1;
+                    if let Some(f) = self.files.get_mut(&tgid) {
+                        let name = syscall_name(id).unwrap_or("unknown");
+                        f.syscalls.entry(name).or_default().count += 1;
+                    }
                 }
                 self.count_os_event(e.tid);
             }
@@ -1275,16 +1299,15 @@ impl Collector {
                 }
                 let tgid = t.tgid;
                 let name = syscall_name(id).unwrap_or("unknown");
-                self.summary.syscalls += 1;
                 let dur = e.ts - start;
                 let slow = dur >= self.options.slow_syscall_ns;
                 let Some([_, cat, _]) = self.strings(tgid) else {
                     return;
                 };
                 if let Some(f) = self.files.get_mut(&tgid) {
-                    let entry = f.syscalls.entry(name).or_insert((0, 0));
-                    entry.0 += 1;
-                    entry.1 += dur;
+                    let entry = f.syscalls.entry(name).or_default();
+                    entry.timed += 1;
+                    entry.time_ns += dur;
                     if slow {
                         let name_id = f.side.string(name);
                         f.events.push(OsEv::Span {
@@ -1323,10 +1346,15 @@ impl Collector {
             let meta = stop_ts.map(|ts| {
                 let mut meta = Vec::new();
                 let mut calls: Vec<_> = f.syscalls.iter().collect();
-                calls.sort_by(|a, b| b.1 .1.cmp(&a.1 .1).then(a.0.cmp(b.0)));
+                calls.sort_by(|a, b| b.1.time_ns.cmp(&a.1.time_ns).then(a.0.cmp(b.0)));
                 let calls: Vec<String> = calls
                     .iter()
-                    .map(|(n, (c, t))| format!("{{\"name\":\"{n}\",\"count\":{c},\"time_ns\":{t}}}"))
+                    .map(|(n, c)| {
+                        format!(
+                            "{{\"name\":\"{n}\",\"count\":{},\"timed\":{},\"time_ns\":{}}}",
+                            c.count, c.timed, c.time_ns
+                        )
+                    })
                     .collect();
                 let faults = if f.side.pid == root {
                     format!(

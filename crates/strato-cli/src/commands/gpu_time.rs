@@ -87,10 +87,7 @@ fn streamed_report(
     let mut stream = GpuTimeStream::new(*options);
     let mut sink = |trace: &mut strato_trace::Trace| {
         stream.add(trace);
-        trace.spans.clear();
-        trace.instants.clear();
-        trace.counters.clear();
-        trace.args = Default::default();
+        crate::input::drop_batch_events(trace);
         Ok(())
     };
     let Some(trace) = crate::input::stream_file(input, import, &mut sink)? else {

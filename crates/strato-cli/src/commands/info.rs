@@ -33,10 +33,7 @@ fn summarise(
         let mut sink = |trace: &mut strato_trace::Trace| {
             counts.add(trace);
             trace.flows.clear();
-            trace.spans.clear();
-            trace.instants.clear();
-            trace.counters.clear();
-            trace.args = Default::default();
+            crate::input::drop_batch_events(trace);
             Ok(())
         };
         let counting = strato_io::ImportOptions {

@@ -113,7 +113,9 @@ enum Output {
 
 struct Launcher<'a> {
     args: &'a RecordArgs,
-    bootstrap: PathBuf,
+    /// The recorder's Python bootstrap (put first on `PYTHONPATH`); None when the stratoscope
+    /// package is not importable and only the launcher's collectors record ([`bootstrap`]).
+    bootstrap: Option<PathBuf>,
 }
 
 impl Launcher<'_> {
@@ -146,16 +148,18 @@ impl Launcher<'_> {
             }
         }
         let dir = std::fs::canonicalize(dir)?;
-        let mut pythonpath = self.bootstrap.as_os_str().to_owned();
-        if let Some(old) = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty()) {
-            pythonpath.push(":");
-            pythonpath.push(old);
-        }
         let mut cmd = Command::new(&self.args.command[0]);
         cmd.args(&self.args.command[1..])
             .env("STRATOSCOPE_OUT", &dir)
-            .env("STRATOSCOPE_LEVEL", level.to_string())
-            .env("PYTHONPATH", pythonpath);
+            .env("STRATOSCOPE_LEVEL", level.to_string());
+        if let Some(bootstrap) = &self.bootstrap {
+            let mut pythonpath = bootstrap.as_os_str().to_owned();
+            if let Some(old) = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty()) {
+                pythonpath.push(":");
+                pythonpath.push(old);
+            }
+            cmd.env("PYTHONPATH", pythonpath);
+        }
         if let (Some(hz), Some(Sampling::NativeAndPython)) = (hz, sample) {
             cmd.env(
                 crate::commands::record_sample::ENV_SAMPLE_HZ,
@@ -268,12 +272,33 @@ fn run_once(
     })
 }
 
+/// The recorder's Python bootstrap for `args`' program. Without the stratoscope package, a
+/// program that is not a Python interpreter is still recorded by the launcher's own collectors
+/// when it asks for one (`--os`, `--sample`; not with `--calibrate` / `--levels`, whose levels
+/// are the recorder's): one message says its Python processes are not; otherwise the missing
+/// package is the error.
+fn bootstrap(args: &RecordArgs) -> Result<Option<PathBuf>> {
+    match bootstrap_dir(&args.command) {
+        Ok(dir) => Ok(Some(dir)),
+        Err(e)
+            if !crate::launch::is_python(&args.command)
+                && (args.os || args.sample.is_some())
+                && !args.calibrate
+                && !args.levels =>
+        {
+            eprintln!("strato {e:#}: Python processes the program starts are not recorded; the OS level and CPU samples are");
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// Runs `strato record`; returns the exit status for `strato`: 0, or the recorded program's
 /// [`ProgramStatus::shell_code`] when it failed (after writing what was recorded). A failed
 /// calibration or leveled run is an error carrying its status ([`ProgramFailed`]).
 pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<u8> {
     let launcher = Launcher {
-        bootstrap: bootstrap_dir(&args.command)?,
+        bootstrap: bootstrap(&args)?,
         args: &args,
     };
     let dir = args.output.clone();

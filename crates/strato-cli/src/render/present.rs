@@ -71,6 +71,20 @@ pub fn info(out: &mut impl Write, info: &TraceInfo) -> io::Result<()> {
             p.threads,
             p.spans
         )?;
+        if let Some(os) = &p.os {
+            writeln!(
+                out,
+                "    OS: {} switches, {} wakeups, {} migrations, {} system calls ({:.3} ms)",
+                os.switches,
+                os.wakeups,
+                os.migrations,
+                os.syscalls,
+                os.syscall_time_ns as f64 / 1e6
+            )?;
+        }
+        if let Some(n) = p.cpu_samples {
+            writeln!(out, "    CPU samples: {n}")?;
+        }
         for note in &p.notes {
             writeln!(out, "    note: {note}")?;
         }

@@ -5,7 +5,7 @@
 //! samples (one clear error, exit 2, no file). The Python join and the per-operation flame
 //! graphs are tested live in python/tests/test_sample.py.
 
-use crate::common::{data, fails, ok, run, s, stderr, strato};
+use crate::common::{data, fails, ok, run, s, stderr, strato, strato_env};
 
 const ALEXNET: &str = "kineto/hta_alexnet_trace.json.gz";
 
@@ -187,4 +187,50 @@ fn nsys_samples_export_and_draw_like_recorded_ones() {
         "one graph holding every sample"
     );
     assert!(section[..section.find("</section>").unwrap_or(section.len())].contains("<svg"));
+}
+
+#[test]
+fn without_the_python_package_a_native_program_is_still_sampled() {
+    // STRATOSCOPE_PYTHON names the interpreter the package must be importable by: `false`
+    // imports nothing, whether or not this machine has the package installed.
+    let no_package = [("STRATOSCOPE_PYTHON", "false")];
+    let dir = tempfile::tempdir().unwrap();
+    // Nothing but the recorder asked for: the missing package is the error (exit 2).
+    let plain = dir.path().join("plain");
+    let out = strato_env(
+        &["record", "-o", s(&plain), "--", "sh", "-c", "true"],
+        &no_package,
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("the stratoscope Python package is not importable"));
+    if !sampling_permitted() {
+        eprintln!("skipped: perf events not permitted here");
+        return;
+    }
+    // With a collector of the launcher's own, the program is recorded by it, and one message
+    // says Python processes are not.
+    let prof = dir.path().join("prof");
+    let out = strato_env(
+        &[
+            "record",
+            "--sample=499",
+            "-o",
+            s(&prof),
+            "--",
+            "sh",
+            "-c",
+            BUSY_SHELL,
+        ],
+        &no_package,
+    );
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    let notes: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("Python processes the program starts are not recorded"))
+        .collect();
+    assert_eq!(notes.len(), 1, "{err}");
+    let folded = dir.path().join("stacks.folded");
+    ok(&["export", s(&prof), "--folded", s(&folded)]);
+    assert!(!std::fs::read_to_string(&folded).unwrap().trim().is_empty());
 }
