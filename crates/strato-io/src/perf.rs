@@ -364,14 +364,21 @@ impl<'o> Builder<'o> {
         self.pending_bytes +=
             std::mem::size_of::<Pending>() + p.args.as_ref().map_or(0, String::len);
         if self.pending.len().is_multiple_of(256) {
-            let over = self.memory.check(&self.trace).is_err()
-                || (self.pending_bytes as u64).saturating_add(self.trace.strings.len() as u64 * 32)
-                    > self.options.memory_budget_bytes;
-            if over {
-                self.over_budget = Some(self.options.memory_budget_bytes);
-            }
+            self.check_budget();
         }
         self.pending.push(p);
+    }
+
+    /// Whether what is kept is over the memory budget (then the import fails at its end).
+    /// Checked every 256 kept events while reading, and once at the end, so an import of
+    /// fewer events is held to the budget too.
+    fn check_budget(&mut self) {
+        let over = self.memory.check(&self.trace).is_err()
+            || (self.pending_bytes as u64).saturating_add(self.trace.strings.len() as u64 * 32)
+                > self.options.memory_budget_bytes;
+        if over {
+            self.over_budget = Some(self.options.memory_budget_bytes);
+        }
     }
 
     /// Ends `tid`'s current state at `ts` (a span when it is known).
@@ -600,6 +607,7 @@ impl<'o> Builder<'o> {
         clock: ClockInfo,
         meta: serde_json::Map<String, serde_json::Value>,
     ) -> Result<Trace> {
+        self.check_budget();
         if let Some(limit) = self.over_budget {
             return Err(Error::new(
                 path,

@@ -314,7 +314,7 @@ fn damaged_perf_inputs_are_one_clear_error() {
     // Over the memory budget: one error, not an import that fills memory.
     for input in [&run.data, &run.text] {
         let small = ImportOptions {
-            memory_budget_bytes: 20_000,
+            memory_budget_bytes: 2_000,
             ..ImportOptions::default()
         };
         let err = import_file(input, &small).unwrap_err();
