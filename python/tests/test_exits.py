@@ -248,6 +248,13 @@ def test_calibrate_stops_at_the_first_failing_run(tmp_path, profile_dir):
     assert not (profile_dir / "calibration.json").exists()
 
 
+def default_sigint() -> None:
+    """In the child before exec: SIGINT at its default, as in an interactive shell's foreground
+    job. A suite run as a background job (`cmd &`) inherits SIGINT ignored, and strato keeps
+    an inherited ignore in the program, as a shell does, so Ctrl-C would not reach it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_ends_the_program_and_strato_reports_on_it(tmp_path, profile_dir):
     # Ctrl-C signals the whole foreground process group: strato ignores it while the program
     # runs (as a shell does), the program flushes at its KeyboardInterrupt, strato reports.
@@ -260,7 +267,7 @@ def test_ctrl_c_ends_the_program_and_strato_reports_on_it(tmp_path, profile_dir)
     proc = subprocess.Popen([sys.executable, "-m", "stratoscope", "record", "-o",
                              str(profile_dir), "--", sys.executable, str(script)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=default_sigint)
     assert proc.stdout.readline().strip() == "ready"
     os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=120)

@@ -8,6 +8,10 @@ mod args;
 mod calibration_runs;
 pub mod commands;
 mod ctx;
+// pipe(2), fcntl(2), read(2) through `libc` to hold a recorded program before its exec,
+// confined to this module.
+#[allow(unsafe_code)]
+mod gate;
 mod input;
 mod launch;
 mod output;

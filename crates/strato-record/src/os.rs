@@ -12,8 +12,8 @@
 //!   here to the threads of the tree (the tree is the root pid plus every task created by one of
 //!   its tasks, `task_newtask`, whose `clone_flags` say thread or process);
 //! - `raw_syscalls:sys_enter` / `sys_exit` on the root process, inherited by every task it
-//!   creates after the recorder attached (the launcher attaches right after it spawns the
-//!   program, before the interpreter has run user code);
+//!   creates after the recorder attached (`strato record` holds the program before its exec
+//!   until the collectors are attached, so that is from its first instruction);
 //! - page-fault counters (all, and major) on the root process, inherited.
 //!
 //! What is written, per thread (Level `Os`):
@@ -61,7 +61,7 @@ use std::time::Duration;
 
 use perf_event::data::Record as PerfRecord;
 use perf_event::events::{Software, Tracepoint};
-use perf_event::{Builder, Clock, Counter, SampleFlag, Sampler};
+use perf_event::{Builder, Clock, Counter, ReadFormat, SampleFlag, Sampler};
 use strato_trace::Level;
 
 use crate::format::{tag, Enc, FLAG_ARGS};
@@ -215,7 +215,9 @@ pub struct OsSummary {
     pub slow_syscalls: u64,
     pub state_spans: u64,
     /// Records the kernel dropped because a ring buffer was full (then some states are
-    /// missing; the files say so in `strato.os`).
+    /// missing; the files say so in `strato.os`): the larger of the LOST records read and the
+    /// kernel's own count (PERF_FORMAT_LOST, where the kernel has it: Linux 6.0+; for the
+    /// system-call events, of the root process's threads, not of inherited children).
     pub lost: u64,
     /// CPU time of the collecting thread (reading the ring buffers, writing the files): the
     /// OS level's own cost outside the kernel.
@@ -362,6 +364,27 @@ fn tracepoint_format(name: &str) -> Result<Format, OsError> {
     Ok(Format { id, fields })
 }
 
+/// Builds a sampled event that also keeps the kernel's own count of the records it dropped
+/// (PERF_FORMAT_LOST, Linux 6.0+; an older kernel builds it without). A ring buffer's LOST
+/// record is written only when the kernel next writes to that buffer, so a drop near the end
+/// of a run has none; [`kernel_lost`] reads the count instead. Shared with the CPU sampler.
+pub(crate) fn build_counting_lost(b: &mut Builder<'_>) -> io::Result<Counter> {
+    b.read_format(ReadFormat::LOST);
+    match b.build() {
+        Ok(c) => Ok(c),
+        Err(_) => {
+            b.read_format(ReadFormat::empty());
+            b.build()
+        }
+    }
+}
+
+/// The records the kernel dropped in all of `samplers`, by its own count (0 where it keeps
+/// none: [`build_counting_lost`]).
+pub(crate) fn kernel_lost<'a>(samplers: impl Iterator<Item = &'a mut Sampler>) -> u64 {
+    samplers.filter_map(|s| s.read_full().ok()?.lost()).sum()
+}
+
 pub(crate) fn online_cpus() -> Vec<usize> {
     let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
     let mut cpus = Vec::new();
@@ -438,7 +461,7 @@ impl Sources {
                         )
                         .clockid(Clock::MONOTONIC)
                         .wakeup_events(1 << 12);
-                    let counter = b.build().map_err(|e| open_error(e, name))?;
+                    let counter = build_counting_lost(&mut b).map_err(|e| open_error(e, name))?;
                     let sampler = counter.sampled(map_len).map_err(|e| open_error(e, name))?;
                     samplers.push((kind, sampler));
                 }
@@ -530,6 +553,10 @@ enum Body {
     SysExit {
         id: i64,
     },
+    /// The kernel dropped system-call records (a ring buffer was full) just before this point:
+    /// an entry still open may have lost its exit, and the next exit its entry, so no entry
+    /// open here is matched with a later exit (the pair's time would span the gap).
+    SyscallsLost,
 }
 
 /// `__trace_sched_switch_state` bits (include/trace/events/sched.h): the task-state index as
@@ -804,6 +831,9 @@ impl CollectorWait {
 struct Collector {
     options: OsOptions,
     sources: Sources,
+    /// The system-call buffers (indices into `sources.samplers`) whose last record read was a
+    /// LOST record: [`Body::SyscallsLost`] goes before their next record.
+    lost_gap: std::collections::HashSet<usize>,
     threads: HashMap<i32, Thread>,
     files: HashMap<i32, OsFile>,
     failed: Vec<PathBuf>,
@@ -825,6 +855,7 @@ impl Collector {
     fn new(options: OsOptions, sources: Sources) -> Collector {
         let start_ts = crate::now_ns();
         let mut c = Collector {
+            lost_gap: Default::default(),
             options,
             sources,
             threads: HashMap::new(),
@@ -934,9 +965,10 @@ impl Collector {
             seq,
             summary,
             throttling,
+            lost_gap,
             ..
         } = self;
-        for (kind, sampler) in &mut sources.samplers {
+        for (index, (kind, sampler)) in sources.samplers.iter_mut().enumerate() {
             let format = &sources.formats[&kind_code(*kind)];
             while let Some(record) = sampler.next_record() {
                 let Ok(parsed) = record.parse_record() else {
@@ -950,6 +982,19 @@ impl Collector {
                         else {
                             continue;
                         };
+                        // A LOST record (which has no time here) of this buffer is placed
+                        // right before the first record after it, where the gap ended.
+                        if lost_gap.remove(&index) {
+                            *seq += 1;
+                            pending.push(KEvent {
+                                ts: ts as i64 - 1,
+                                seq: *seq,
+                                tid: -1,
+                                pid: -1,
+                                cpu: u32::MAX,
+                                body: Body::SyscallsLost,
+                            });
+                        }
                         let f = |name: &str| format.field(raw, name);
                         let body = match kind {
                             Kind::Switch => Body::Switch {
@@ -989,7 +1034,12 @@ impl Collector {
                             body,
                         });
                     }
-                    PerfRecord::Lost(lost) => summary.lost += lost.lost,
+                    PerfRecord::Lost(lost) => {
+                        summary.lost += lost.lost;
+                        if matches!(kind, Kind::SysEnter | Kind::SysExit) {
+                            lost_gap.insert(index);
+                        }
+                    }
                     PerfRecord::Throttle(t) => {
                         summary.throttled += 1;
                         throttling.throttle(t.id, t.time as i64);
@@ -1272,6 +1322,11 @@ impl Collector {
                     };
                 }
             }
+            Body::SyscallsLost => {
+                for t in self.threads.values_mut() {
+                    t.syscall = None;
+                }
+            }
             Body::SysEnter { id } => {
                 // Counted at entry: every call is, even one whose exit is read out of order or
                 // never (the thread ended in it); its time needs the matched exit (below).
@@ -1389,6 +1444,11 @@ impl Collector {
     }
 
     fn finish(&mut self, now: i64) {
+        // Records dropped with no LOST record read for them (the kernel writes one only when
+        // it next writes to that buffer, so a drop near the end goes unreported otherwise):
+        // the kernel's count per event, where it keeps one, is the figure.
+        let kernel_lost = kernel_lost(self.sources.samplers.iter_mut().map(|(_, s)| s));
+        self.summary.lost = self.summary.lost.max(kernel_lost);
         self.throttling.finish(now);
         self.summary.throttled_ns = self.throttling.throttled_ns;
         // Settle every wait still open, then close every open state at the end.

@@ -235,7 +235,7 @@ fn open_samplers(root: i32, hz: u64) -> Result<Vec<Sampler>, SampleError> {
             },
             _ => SampleError::Open(e),
         };
-        let counter = b.build().map_err(err)?;
+        let counter = crate::os::build_counting_lost(&mut b).map_err(err)?;
         let sampler = counter.sampled(1 << 20).map_err(err)?;
         samplers.push(sampler);
     }
@@ -580,6 +580,11 @@ impl Collector {
 
     fn finish(&mut self, now: i64) {
         let hz = self.options.frequency_hz;
+        // A drop near the end has no LOST record: the kernel's own count, where it keeps one.
+        self.summary.lost = self
+            .summary
+            .lost
+            .max(crate::os::kernel_lost(self.samplers.iter_mut()));
         let lost = self.summary.lost;
         self.throttling.finish(now);
         let throttled: serde_json::Value =

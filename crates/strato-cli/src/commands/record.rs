@@ -148,9 +148,16 @@ impl Launcher<'_> {
             }
         }
         let dir = std::fs::canonicalize(dir)?;
-        let mut cmd = Command::new(&self.args.command[0]);
-        cmd.args(&self.args.command[1..])
-            .env("STRATOSCOPE_OUT", &dir)
+        // The launcher's collectors attach before the program's first instruction.
+        let (mut cmd, mut gate) = if record_os || hz.is_some() {
+            let (cmd, gate) = crate::gate::Gate::command(&self.args.command)?;
+            (cmd, Some(gate))
+        } else {
+            let mut cmd = Command::new(&self.args.command[0]);
+            cmd.args(&self.args.command[1..]);
+            (cmd, None)
+        };
+        cmd.env("STRATOSCOPE_OUT", &dir)
             .env("STRATOSCOPE_LEVEL", level.to_string());
         if let Some(bootstrap) = &self.bootstrap {
             let mut pythonpath = bootstrap.as_os_str().to_owned();
@@ -194,11 +201,17 @@ impl Launcher<'_> {
         let mut child = cmd
             .spawn()
             .with_context(|| format!("record: cannot run {:?}", self.args.command[0]))?;
+        if let Some(gate) = &mut gate {
+            gate.spawned();
+        }
         let os = record_os
             .then(|| start_os(&dir, child.id(), level))
             .flatten();
         let sampler =
             hz.and_then(|hz| crate::commands::record_sample::start(&dir, child.id(), hz, level));
+        if let Some(gate) = gate {
+            gate.open();
+        }
         let status = child
             .wait()
             .with_context(|| format!("record: waiting for {:?}", self.args.command[0]))?;
