@@ -9,33 +9,9 @@
 
 mod common;
 
-use std::path::PathBuf;
-
 use strato_analysis::gpu_time::{gpu_time, GpuTimeOptions, GpuTimeStream, Window};
 use strato_io::{ImportOptions, Projection};
 use strato_trace::Trace;
-
-fn chrome_files() -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    let mut dirs = vec![common::data("")];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            if path.is_dir() {
-                if name != "rocprof" {
-                    dirs.push(path);
-                }
-            } else if (name.ends_with(".json") || name.ends_with(".json.gz"))
-                && std::fs::metadata(&path).unwrap().len() <= 2 << 20
-            {
-                files.push(path);
-            }
-        }
-    }
-    files.sort();
-    files
-}
 
 #[test]
 fn streamed_gpu_time_equals_that_of_the_whole_trace() {
@@ -43,7 +19,7 @@ fn streamed_gpu_time_equals_that_of_the_whole_trace() {
         projection: Projection::DEVICE_TIME,
         ..ImportOptions::default()
     };
-    let files = chrome_files();
+    let files = common::chrome_files();
     assert!(files.len() >= 5, "expected the shared data's JSON traces");
     let (mut device_events, mut stepped, mut cut) = (0usize, 0usize, 0usize);
     let windows = [Window::Whole, Window::Hta].map(|window| GpuTimeOptions {

@@ -8,33 +8,9 @@
 
 mod common;
 
-use std::path::PathBuf;
-
 use strato_analysis::kernel_stats::{kernel_stats, KernelStatsStream};
 use strato_io::{ArgsScope, ImportOptions, Projection};
 use strato_trace::Trace;
-
-fn chrome_files() -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    let mut dirs = vec![common::data("")];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            if path.is_dir() {
-                if name != "rocprof" {
-                    dirs.push(path);
-                }
-            } else if (name.ends_with(".json") || name.ends_with(".json.gz"))
-                && std::fs::metadata(&path).unwrap().len() <= 2 << 20
-            {
-                files.push(path);
-            }
-        }
-    }
-    files.sort();
-    files
-}
 
 #[test]
 fn streamed_kernel_statistics_equal_those_of_the_whole_trace() {
@@ -43,7 +19,7 @@ fn streamed_kernel_statistics_equal_those_of_the_whole_trace() {
         projection: Projection::SPANS,
         ..ImportOptions::default()
     };
-    let files = chrome_files();
+    let files = common::chrome_files();
     assert!(files.len() >= 5, "expected the shared data's JSON traces");
     let mut device_ops = 0u64;
     for path in &files {

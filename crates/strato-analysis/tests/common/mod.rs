@@ -25,4 +25,29 @@ pub fn raw(rel: &str) -> Vec<Value> {
     v["traceEvents"].as_array().unwrap().clone()
 }
 
+/// The Chrome-trace JSON files of the shared data folder (`.json`, `.json.gz`; rocprofv3's
+/// JSON, its own format, left out) up to 2 MB on disk, for a debug CI: the inputs of the
+/// streamed-analysis tests. Sorted.
+pub fn chrome_files() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut dirs = vec![data("")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if path.is_dir() {
+                if name != "rocprof" {
+                    dirs.push(path);
+                }
+            } else if (name.ends_with(".json") || name.ends_with(".json.gz"))
+                && std::fs::metadata(&path).unwrap().len() <= 2 << 20
+            {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
 pub mod nsys;
