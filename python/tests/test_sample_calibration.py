@@ -7,8 +7,8 @@ configurations annotations + samples and annotations + native samples) and remov
 
 All figures come from the same `strato record` run: the uninstrumented runs (level 0, no
 sampling), the held-out runs recorded at level 1 with sampling (not used by the fit), and their
-corrected times. A high rate (10,000 Hz: on this VM a sample costs the thread about 12 us, so
-sampling adds about 12 % to the program's CPU time) makes the effect dominant over the
+corrected times. A high rate (10,000 Hz: on this VM a sample costs the thread 12-24 us, so
+sampling adds 14-27 % to the program's CPU time) makes the effect dominant over the
 run-to-run noise of a busy 2-core machine. The checks are relative and generous: the corrected
 time is closer to the uninstrumented one than the instrumented time, and closer with the
 sampling part of the correction than without it, and within 15 % of it, in one of at most
