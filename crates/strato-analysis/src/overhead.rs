@@ -1145,7 +1145,10 @@ mod tests {
             sampled(1, 1e8 + 200.0 + 35_000.0 * 2100.0, 20, 2100),
         ];
         let cal = calibrate(&runs);
-        assert!((cal.costs_ns["cpu_sample"] - 35_000.0).abs() < 1.0, "{cal:?}");
+        assert!(
+            (cal.costs_ns["cpu_sample"] - 35_000.0).abs() < 1.0,
+            "{cal:?}"
+        );
         assert!((cal.costs_ns["annotation"] - 10.0).abs() < 1.0, "{cal:?}");
         assert_eq!(max_cost_ns("cpu_sample"), MAX_CPU_SAMPLE_COST_NS);
         assert_eq!(max_cost_ns("annotation"), MAX_COST_NS);
