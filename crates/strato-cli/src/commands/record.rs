@@ -500,13 +500,16 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<u8> {
     let mut doc = serde_json::to_value(&report)?;
     doc["profile"] = json!(dir.display().to_string());
     doc["corrected"] = json!(profile.correction.is_some());
-    if let (Some(c), Some(cj)) = (&cal, &mut calibration_json) {
+    if let (Some(_), Some(cj)) = (&cal, &mut calibration_json) {
         if let Some((pid, _, _)) = profile.recording.root_region() {
             cj.validation.pid = pid;
             cj.write(&dir)?;
         }
         doc["validation"] = serde_json::to_value(&cj.validation)?;
-        doc["calibration"] = json!({"costs_ns": c.costs_ns, "api_inflation_ns": c.api_inflation_ns, "repeat": repeat});
+        // The fitted figures as fitted (those the profile loaded back went through a JSON
+        // parse, which may move a float by an ulp): the same numbers as `os` / `sample` below
+        // and as calibration.json.
+        doc["calibration"] = json!({"costs_ns": cj.costs_ns, "api_inflation_ns": cj.api_inflation_ns, "repeat": repeat});
         if let Some(os) = &cj.os {
             doc["calibration"]["os"] = serde_json::to_value(os)?;
         }
