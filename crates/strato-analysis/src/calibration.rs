@@ -996,17 +996,27 @@ mod tests {
         };
         let t = base + 500.0 * annotations as f64 + 1500.0 * os_events as f64;
         RunMeasure {
-            time_ns: t,
+            os_collector_cpu_ns: (os_events > 0).then_some(collector_ns),
+            os_collector_wait_ns: (os_events > 0).then_some(collector_ns / 2.0),
+            ..exact_run(t, counts)
+        }
+    }
+
+    /// A run that took exactly `time_ns` on both bases with `counts`, no API calls and no
+    /// collectors.
+    fn exact_run(time_ns: f64, counts: Counts) -> RunMeasure {
+        RunMeasure {
+            time_ns,
             counts,
             api: BTreeMap::new(),
             cpu: Some(CpuMeasure {
-                time_ns: t,
+                time_ns,
                 counts,
                 api: BTreeMap::new(),
             }),
             device_tracing: false,
-            os_collector_cpu_ns: (os_events > 0).then_some(collector_ns),
-            os_collector_wait_ns: (os_events > 0).then_some(collector_ns / 2.0),
+            os_collector_cpu_ns: None,
+            os_collector_wait_ns: None,
             sample_collector_cpu_ns: None,
         }
     }
@@ -1061,18 +1071,8 @@ mod tests {
         };
         let t = base + 500.0 * annotations as f64 + 12e3 * native as f64 + 3e3 * python as f64;
         RunMeasure {
-            time_ns: t,
-            counts,
-            api: BTreeMap::new(),
-            cpu: Some(CpuMeasure {
-                time_ns: t,
-                counts,
-                api: BTreeMap::new(),
-            }),
-            device_tracing: false,
-            os_collector_cpu_ns: None,
-            os_collector_wait_ns: None,
             sample_collector_cpu_ns: (native > 0).then_some(4e6),
+            ..exact_run(t, counts)
         }
     }
 

@@ -2,7 +2,7 @@
 //! processes and threads, devices and streams. Counts only; conserves events (the per-level
 //! counts add up to the totals).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 use strato_trace::{ImportNotes, Ns, SourceFormat, Trace, TrackKind};
@@ -170,11 +170,13 @@ pub fn info_with(trace: &Trace, counts: EventCounts) -> TraceInfo {
     let mut spans_per_track = counts.spans_per_track;
     spans_per_track.resize(trace.tracks.len().max(spans_per_track.len()), 0);
     let source_of = |rank: strato_trace::RankId| trace.ranks[rank.0 as usize].source.clone();
+    // Each rank's metadata is parsed once, not once per process.
+    let mut entries_of = recording_entries(trace);
     let mut processes: Vec<ProcessInfo> = trace
         .processes
         .iter()
         .map(|p| {
-            let entries = recording_entries(trace, p.rank, p.pid);
+            let entries = entries_of.remove(&(p.rank.0, p.pid)).unwrap_or_default();
             ProcessInfo {
                 source: source_of(p.rank),
                 pid: p.pid,
@@ -262,29 +264,29 @@ pub fn info_with(trace: &Trace, counts: EventCounts) -> TraceInfo {
     }
 }
 
-/// The `strato` importer's entries for process `pid` of `rank` (its rank metadata's
-/// `processes[]`: one per file of the process, e.g. its OpenCL layer's and its OS file), with
-/// each file's note and collector metadata.
-fn recording_entries(
-    trace: &Trace,
-    rank: strato_trace::RankId,
-    pid: i64,
-) -> Vec<serde_json::Value> {
-    let Some(mut meta) = trace.ranks[rank.0 as usize]
-        .metadata_json
-        .as_deref()
-        .filter(|_| trace.ranks[rank.0 as usize].format == SourceFormat::Strato)
-        .and_then(|m| serde_json::from_str::<serde_json::Value>(m).ok())
-    else {
-        return Vec::new();
-    };
-    match meta["processes"].take() {
-        serde_json::Value::Array(entries) => entries
-            .into_iter()
-            .filter(|p| p["pid"].as_i64() == Some(pid))
-            .collect(),
-        _ => Vec::new(),
+/// The `strato` importer's entries of every process of every `strato` rank, by (rank, pid)
+/// (the rank metadata's `processes[]`: one per file of the process, e.g. its OpenCL layer's
+/// and its OS file), with each file's note and collector metadata.
+fn recording_entries(trace: &Trace) -> HashMap<(u32, i64), Vec<serde_json::Value>> {
+    let mut by_process: HashMap<(u32, i64), Vec<serde_json::Value>> = HashMap::new();
+    for (rank, r) in trace.ranks.iter().enumerate() {
+        let Some(mut meta) = r
+            .metadata_json
+            .as_deref()
+            .filter(|_| r.format == SourceFormat::Strato)
+            .and_then(|m| serde_json::from_str::<serde_json::Value>(m).ok())
+        else {
+            continue;
+        };
+        if let serde_json::Value::Array(entries) = meta["processes"].take() {
+            for e in entries {
+                if let Some(pid) = e["pid"].as_i64() {
+                    by_process.entry((rank as u32, pid)).or_default().push(e);
+                }
+            }
+        }
     }
+    by_process
 }
 
 /// The OS-level counts of a process's files (`strato.os` metadata); None when none has it.

@@ -5,7 +5,7 @@
 //! samples (one clear error, exit 2, no file). The Python join and the per-operation flame
 //! graphs are tested live in python/tests/test_sample.py.
 
-use crate::common::{data, fails, ok, run, s, stderr, strato, strato_env};
+use crate::common::{data, fails, ok, run, s, stderr, strato_env};
 
 const ALEXNET: &str = "kineto/hta_alexnet_trace.json.gz";
 
@@ -30,6 +30,23 @@ fn firefox_samples(path: &std::path::Path) -> u64 {
 
 const BUSY_SHELL: &str = "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done";
 
+/// `strato record --sample=499 -o PROF -- sh -c BUSY_SHELL` with `env` set.
+fn sample_busy_shell(prof: &std::path::Path, env: &[(&str, &str)]) -> std::process::Output {
+    strato_env(
+        &[
+            "record",
+            "--sample=499",
+            "-o",
+            s(prof),
+            "--",
+            "sh",
+            "-c",
+            BUSY_SHELL,
+        ],
+        env,
+    )
+}
+
 #[test]
 fn a_native_program_is_sampled_and_both_exports_keep_every_sample() {
     if !sampling_permitted() {
@@ -38,16 +55,7 @@ fn a_native_program_is_sampled_and_both_exports_keep_every_sample() {
     }
     let dir = tempfile::tempdir().unwrap();
     let prof = dir.path().join("prof");
-    let out = strato(&[
-        "record",
-        "--sample=499",
-        "-o",
-        s(&prof),
-        "--",
-        "sh",
-        "-c",
-        BUSY_SHELL,
-    ]);
+    let out = sample_busy_shell(&prof, &[]);
     let err = stderr(&out);
     let summary = err
         .lines()
@@ -210,19 +218,7 @@ fn without_the_python_package_a_native_program_is_still_sampled() {
     // With a collector of the launcher's own, the program is recorded by it, and one message
     // says Python processes are not.
     let prof = dir.path().join("prof");
-    let out = strato_env(
-        &[
-            "record",
-            "--sample=499",
-            "-o",
-            s(&prof),
-            "--",
-            "sh",
-            "-c",
-            BUSY_SHELL,
-        ],
-        &no_package,
-    );
+    let out = sample_busy_shell(&prof, &no_package);
     let err = stderr(&out);
     assert!(out.status.success(), "{err}");
     let notes: Vec<&str> = err
