@@ -13,6 +13,12 @@ build the wheel; checks that the wheel holds them; and removes the staging direc
 
 Every other hook is maturin's. Editable installs (`pip install -e .`) stage nothing: the
 package then finds the programs in the cargo target dir (see `stratoscope.cli.strato_binary`).
+
+`STRATOSCOPE_WHEEL_PROFILE=test` builds the same wheel from the Cargo profile `test`, the one
+`cargo test` builds: every artifact comes from the test build already in the target dir (no
+second, release build of every dependency), and is stripped as the `wheel` profile strips. The
+test suite installs the package that way (`scripts/test.sh`: CI's time); users and
+`scripts/check-wheel.sh` get the release build.
 """
 
 from __future__ import annotations
@@ -38,8 +44,10 @@ from maturin import build_wheel as _maturin_build_wheel
 
 ROOT = Path(__file__).resolve().parent.parent
 STAGE = ROOT / "python" / "stratoscope" / "_bin"
-# The cargo profile of every artifact in the wheel; pyproject.toml's [tool.maturin] profile.
-PROFILE = "wheel"
+# The cargo profile of every artifact in the wheel: pyproject.toml's [tool.maturin] profile,
+# unless STRATOSCOPE_WHEEL_PROFILE names another (the test suite's `test`, module docstring).
+RELEASE_PROFILE = "wheel"
+PROFILE = os.environ.get("STRATOSCOPE_WHEEL_PROFILE") or RELEASE_PROFILE
 # (cargo package, target selection, target name, file name in the wheel's stratoscope/_bin/)
 PROGRAMS = [
     ("strato-cli", "--bin", "strato", "strato"),
@@ -63,15 +71,22 @@ def _cargo_build() -> dict[str, Path]:
     # Cargo.lock (offline; nothing else changes). CI checks the lock (cargo test --locked).
     cmd = [os.environ.get("CARGO", "cargo"), "build", "--profile", PROFILE,
            "--message-format=json-render-diagnostics"]
-    # `--lib` may be given once: it selects the library of every package named with `-p`.
-    for package, selection, target, _ in PROGRAMS:
-        cmd += ["-p", package]
-        if selection == "--bin":
-            cmd += ["--bin", target]
-    for package, _, _ in EXTENSIONS:
-        cmd += ["-p", package]
-    if any(selection == "--lib" for _, selection, _, _ in PROGRAMS) or EXTENSIONS:
-        cmd.append("--lib")
+    if PROFILE == "test":
+        # What `cargo test --workspace` built, with its features (dev-dependencies turn on
+        # features of serde, strato-trace, ...; a narrower selection would rebuild everything
+        # that depends on them): every target of the workspace, fresh but for the few that
+        # `cargo test` does not link (the cdylibs, benches).
+        cmd += ["--workspace", "--all-targets"]
+    else:
+        # `--lib` may be given once: it selects the library of every package named with `-p`.
+        for package, selection, target, _ in PROGRAMS:
+            cmd += ["-p", package]
+            if selection == "--bin":
+                cmd += ["--bin", target]
+        for package, _, _ in EXTENSIONS:
+            cmd += ["-p", package]
+        if any(selection == "--lib" for _, selection, _, _ in PROGRAMS) or EXTENSIONS:
+            cmd.append("--lib")
     print("stratoscope build: " + " ".join(cmd), file=sys.stderr, flush=True)
     proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     if proc.returncode != 0:
@@ -81,7 +96,8 @@ def _cargo_build() -> dict[str, Path]:
         if not line.startswith("{"):
             continue
         message = json.loads(line)
-        if message.get("reason") != "compiler-artifact":
+        # Test harnesses (of `--all-targets`) share their target's name: not an artifact.
+        if message.get("reason") != "compiler-artifact" or message["profile"].get("test"):
             continue
         name = message["target"]["name"]
         if message.get("executable"):
@@ -93,6 +109,24 @@ def _cargo_build() -> dict[str, Path]:
     return found
 
 
+def _stage(artifact: Path, destination: Path) -> None:
+    """Copies a built artifact into the package; outside the release profile (which strips at
+    link time) strips it as that profile does, so the wheel holds what a release wheel holds."""
+    shutil.copy2(artifact, destination)
+    if PROFILE != RELEASE_PROFILE:
+        subprocess.run(["strip", "--strip-all", str(destination)], check=True)
+
+
+def _maturin_args_for_profile() -> None:
+    """Outside the release profile, tells maturin (through MATURIN_PEP517_ARGS, which its PEP
+    517 hooks read) to build the recorder extension in the same profile, stripped."""
+    if PROFILE == RELEASE_PROFILE:
+        return
+    extra = f"--profile {PROFILE} --strip"
+    current = os.environ.get("MATURIN_PEP517_ARGS", "")
+    os.environ["MATURIN_PEP517_ARGS"] = f"{current} {extra}".strip()
+
+
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     artifacts = _cargo_build()
     if STAGE.exists():
@@ -102,11 +136,12 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
         for _, _, target, file_name in PROGRAMS:
             if target not in artifacts:
                 raise RuntimeError(f"stratoscope build: cargo reported no artifact for {target}")
-            shutil.copy2(artifacts[target], STAGE / file_name)
+            _stage(artifacts[target], STAGE / file_name)
         for _, target, file_name in EXTENSIONS:
             if target not in artifacts:
                 raise RuntimeError(f"stratoscope build: cargo reported no artifact for {target}")
-            shutil.copy2(artifacts[target], PACKAGE / file_name)
+            _stage(artifacts[target], PACKAGE / file_name)
+        _maturin_args_for_profile()
         wheel_name = _maturin_build_wheel(wheel_directory, config_settings, metadata_directory)
     finally:
         shutil.rmtree(STAGE, ignore_errors=True)
