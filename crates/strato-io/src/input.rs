@@ -6,13 +6,14 @@
 //! buffered head, so pipes (`<(gunzip -c x.json.gz)`, FIFOs) and standard input (`-`) work.
 //! A gzip stream is checked to its end by the decoder (CRC32 and ISIZE of every member;
 //! garbage after a member is an error) — as long as the reader reads to the end, which every
-//! importer does.
+//! importer does. Members are read one after another ([`GzipMembers`]), and zero bytes after
+//! the last member are padding, as `gzip -d` and Python's `gzip` read them.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::Path;
 
-use flate2::bufread::MultiGzDecoder;
+use flate2::bufread::GzDecoder;
 
 use crate::error::{Error, ErrorKind, Result};
 
@@ -135,7 +136,7 @@ pub fn open(path: &Path, limit: u64) -> Result<Input> {
     }
     let recording = head.len() >= 8 && strato_record::is_recording_bytes(&head[..8]);
     if head.starts_with(&[0x1f, 0x8b]) {
-        let decoder = MultiGzDecoder::new(raw);
+        let decoder = GzipMembers::new(raw);
         let limited = LimitedReader {
             inner: decoder,
             remaining: limit,
@@ -244,6 +245,61 @@ impl<R: Read> Read for LimitedReader<R> {
     }
 }
 
+/// A gzip file: its members one after another (what `cat a.gz b.gz` makes), then nothing or
+/// zero bytes only (padding that tape and block storage add; `gzip -d` and Python's `gzip`
+/// skip it). Anything else after a member is an error. Each member's CRC32 and ISIZE are
+/// checked by the decoder.
+struct GzipMembers<R: BufRead> {
+    /// The member being read; `None` once the input has ended.
+    member: Option<GzDecoder<R>>,
+}
+
+impl<R: BufRead> GzipMembers<R> {
+    fn new(reader: R) -> Self {
+        GzipMembers {
+            member: Some(GzDecoder::new(reader)),
+        }
+    }
+}
+
+impl<R: BufRead> Read for GzipMembers<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            let Some(member) = self.member.as_mut() else {
+                return Ok(0);
+            };
+            let n = member.read(buf)?;
+            if n > 0 || buf.is_empty() {
+                return Ok(n);
+            }
+            // The member ended (its trailer checked): what follows decides.
+            let mut rest = self
+                .member
+                .take()
+                .map(GzDecoder::into_inner)
+                .expect("member");
+            match rest.fill_buf()?.first() {
+                None => return Ok(0),
+                Some(0) => loop {
+                    let head = rest.fill_buf()?;
+                    if head.is_empty() {
+                        return Ok(0);
+                    }
+                    if head.iter().any(|&b| b != 0) {
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            "data after the zero padding that follows the last gzip member",
+                        ));
+                    }
+                    let len = head.len();
+                    rest.consume(len);
+                },
+                Some(_) => self.member = Some(GzDecoder::new(rest)),
+            }
+        }
+    }
+}
+
 /// Maps the decoder's errors (and an early end of stream) to [`GzipFailure`].
 struct GzipErrors<R> {
     inner: R,
@@ -301,6 +357,47 @@ mod tests {
         });
         let err = result.unwrap_err();
         assert!(matches!(err.kind, ErrorKind::Gzip(_)), "{err}");
+    }
+
+    /// Concatenated members, empty members, FNAME/FEXTRA/FCOMMENT/FHCRC headers and zero
+    /// padding after the last member are all valid gzip (Python's `gzip` reads them); data
+    /// after the padding, or a member cut short, is not.
+    #[test]
+    fn gzip_members_and_padding() {
+        fn read(bytes: &[u8]) -> Result<Vec<u8>> {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("t.json.gz");
+            std::fs::write(&path, bytes).unwrap();
+            let mut input = open(&path, 1 << 30)?;
+            let mut out = Vec::new();
+            input
+                .reader
+                .read_to_end(&mut out)
+                .map_err(|e| classify(&path, e))?;
+            Ok(out)
+        }
+        let (a, b) = (gz(b"[{\"a\":1},"), gz(b"{\"b\":2}]"));
+        let joined = [a.clone(), b.clone()].concat();
+        assert_eq!(read(&joined).unwrap(), b"[{\"a\":1},{\"b\":2}]");
+        let with_empty = [gz(b""), a.clone(), gz(b""), b.clone(), gz(b"")].concat();
+        assert_eq!(read(&with_empty).unwrap(), b"[{\"a\":1},{\"b\":2}]");
+        let padded = [joined.clone(), vec![0; 3000]].concat();
+        assert_eq!(read(&padded).unwrap(), b"[{\"a\":1},{\"b\":2}]");
+        // FTEXT|FHCRC|FEXTRA|FNAME|FCOMMENT, built with flate2's header builder.
+        let mut enc = flate2::GzBuilder::new()
+            .filename("trace.json")
+            .comment("a comment")
+            .extra(vec![b'A', b'B', 2, 0, b'x', b'y'])
+            .write(Vec::new(), flate2::Compression::fast());
+        enc.write_all(b"[]").unwrap();
+        assert_eq!(read(&enc.finish().unwrap()).unwrap(), b"[]");
+        for bad in [
+            [padded.clone(), b"x".to_vec()].concat(),
+            [joined.clone(), b"garbage".to_vec()].concat(),
+            [a.clone(), b[..b.len() - 3].to_vec()].concat(),
+        ] {
+            assert!(matches!(read(&bad).unwrap_err().kind, ErrorKind::Gzip(_)));
+        }
     }
 
     #[test]
