@@ -16,6 +16,7 @@ pub mod chrome;
 pub mod error;
 pub mod export;
 pub mod input;
+pub mod json_lenient;
 pub mod json_split;
 pub mod ncu;
 pub mod nsys;
