@@ -519,7 +519,7 @@ impl Loose {
 
     /// Reads one JSON value's raw text (grammatical).
     fn from_raw(raw: &str) -> Loose {
-        match raw.trim() {
+        match json_lenient::trim_json(raw) {
             "true" => Loose::Int(1),
             "false" => Loose::Int(0),
             "null" => Loose::Text(String::new()),
@@ -542,9 +542,39 @@ fn parse_int_text(text: &str) -> Option<i64> {
 
 impl<'de> Deserialize<'de> for Loose {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
-        // Through the raw text: no number is out of range, no value of the wrong type.
-        let raw = <&'de RawValue>::deserialize(deserializer)?;
-        Ok(Loose::from_raw(raw.get()))
+        if json_lenient::is_lenient() {
+            // Through the raw text: no number is out of range, no value of the wrong type.
+            let raw = <&'de RawValue>::deserialize(deserializer)?;
+            return Ok(Loose::from_raw(raw.get()));
+        }
+        // Fast: scalars serde can hold (an array, an object or a number beyond f64 fails the
+        // event, which is then read again leniently, see `json_lenient`).
+        struct LooseVisitor;
+        impl<'de> Visitor<'de> for LooseVisitor {
+            type Value = Loose;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a number or a string")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> std::result::Result<Loose, E> {
+                Ok(Loose::Int(v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> std::result::Result<Loose, E> {
+                Ok(i64::try_from(v).map_or(Loose::Float(v as f64), Loose::Int))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> std::result::Result<Loose, E> {
+                Ok(Loose::Float(v))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<Loose, E> {
+                Ok(Loose::Text(v.to_owned()))
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> std::result::Result<Loose, E> {
+                Ok(Loose::Int(i64::from(v)))
+            }
+            fn visit_unit<E: de::Error>(self) -> std::result::Result<Loose, E> {
+                Ok(Loose::Text(String::new()))
+            }
+        }
+        deserializer.deserialize_any(LooseVisitor)
     }
 }
 
@@ -971,10 +1001,23 @@ impl<'p, 's> Builder<'p, 's> {
         offset: u64,
         complete: bool,
     ) -> std::result::Result<Option<usize>, String> {
-        let parsed = if self.options.keep_args {
-            self.event_with_raw_args(bytes, offset, complete)
-        } else {
-            self.event_lean(bytes, offset, complete)
+        let read = |b: &mut Self| {
+            if b.options.keep_args {
+                b.event_with_raw_args(bytes, offset, complete)
+            } else {
+                b.event_lean(bytes, offset, complete)
+            }
+        };
+        // A parse error (not a semantic one, which is `fatal`) comes before any effect of the
+        // event: the fast reading refused a value, or the window cut the event. Read the whole
+        // event again leniently (see `json_lenient`); only then is an error the event's own.
+        let parsed = match read(self) {
+            Err(_) if self.fatal.is_none() && !complete => Ok(None),
+            Err(_) if self.fatal.is_none() => {
+                let _lenient = json_lenient::lenient();
+                read(self)
+            }
+            other => other,
         };
         let parsed = match parsed {
             Ok(Some(used)) => {
@@ -1082,9 +1125,11 @@ impl<'p, 's> Builder<'p, 's> {
     fn event_lean(&mut self, bytes: &[u8], offset: u64, complete: bool) -> Result<Option<usize>> {
         let parsed = match self.parse_front::<RawEvent<'_, KnownArgs<'_>>>(bytes, offset, complete)
         {
-            // The one grammatical event this parse refuses: `args` a bare number serde cannot
-            // hold (`1e400`). Read it as the raw-args reading does, which never refuses one.
-            Err(_) if complete => return self.event_with_raw_args(bytes, offset, true),
+            // The one grammatical event the lenient reading refuses here: `args` a bare number
+            // serde cannot hold (`1e400`). The raw-args reading never refuses one.
+            Err(_) if complete && json_lenient::is_lenient() => {
+                return self.event_with_raw_args(bytes, offset, true)
+            }
             other => other?,
         };
         let Some((mut ev, used)) = parsed else {
