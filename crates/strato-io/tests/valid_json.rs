@@ -378,3 +378,49 @@ fn deep_nesting_in_args_is_read() {
         assert_eq!(lean.spans.len(), 1, "{depth}");
     }
 }
+
+/// A TensorBoard profile run directory: the traces are read, the profiler's tool data
+/// (`*.pb` other than `*.xplane.pb`, `*.memory_profile.json.gz`), hidden files and the trace
+/// viewer JSON of a host whose XPlane file is there (the same events) are not. A log
+/// directory above it names it in its error.
+#[test]
+fn a_tensorboard_profile_run_directory_reads_its_traces_only() {
+    let log = tempfile::tempdir().unwrap();
+    let run = log.path().join("plugins/profile/2024_01_01_00_00_00");
+    std::fs::create_dir_all(&run).unwrap();
+    let copy = |from: &str, to: &str| std::fs::copy(data(from), run.join(to)).unwrap();
+    copy(
+        "kineto/hta_triton_example.json.gz",
+        "worker0.1700000000000.pt.trace.json.gz",
+    );
+    copy("tf/GPU-multi-worker.xplane.pb", "host0.xplane.pb");
+    copy(
+        "tf/GPU-multi-worker.trace_viewer.json.gz",
+        "host0.trace.json.gz",
+    );
+    std::fs::write(run.join("host0.overview_page.pb"), b"\x0a\x03abc").unwrap();
+    std::fs::write(run.join("host0.kernel_stats.pb"), b"\x0a\x03abc").unwrap();
+    std::fs::write(
+        run.join("host0.memory_profile.json.gz"),
+        gz(b"{\"memoryProfile\":{}}"),
+    )
+    .unwrap();
+    std::fs::write(run.join(".hidden.json"), b"{}").unwrap();
+    std::fs::write(run.join("events.out.tfevents.1700000000.host0"), b"\0").unwrap();
+    let names: Vec<String> = strato_io::rank_files(&run)
+        .unwrap()
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        names,
+        ["host0.xplane.pb", "worker0.1700000000000.pt.trace.json.gz"]
+    );
+    let trace = strato_io::import_paths(&[run.clone()], &ImportOptions::default()).unwrap();
+    assert_eq!(trace.ranks.len(), 2);
+    let err = strato_io::rank_files(log.path()).unwrap_err().to_string();
+    assert!(
+        err.contains("1 directories below it do") && err.contains("2024_01_01_00_00_00"),
+        "{err}"
+    );
+}
