@@ -416,7 +416,8 @@ fn a_tensorboard_profile_run_directory_reads_its_traces_only() {
         names,
         ["host0.xplane.pb", "worker0.1700000000000.pt.trace.json.gz"]
     );
-    let trace = strato_io::import_paths(&[run.clone()], &ImportOptions::default()).unwrap();
+    let trace =
+        strato_io::import_paths(std::slice::from_ref(&run), &ImportOptions::default()).unwrap();
     assert_eq!(trace.ranks.len(), 2);
     let err = strato_io::rank_files(log.path()).unwrap_err().to_string();
     assert!(
