@@ -36,7 +36,7 @@ use std::borrow::Cow;
 use std::path::Path;
 
 use rustc_hash::{FxHashMap, FxHashSet};
-use serde::de::{self, Deserializer, Visitor};
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use strato_trace::{
@@ -46,6 +46,7 @@ use strato_trace::{
 };
 
 use crate::input::Input;
+use crate::json_lenient::{self, Fields, Key, LooseStr};
 use crate::json_split::{Splitter, TopLevel};
 use crate::{Error, ErrorKind, ImportOptions, Result};
 
@@ -109,6 +110,8 @@ struct ParseCounts {
     truncated_string_bytes: u64,
     /// `args` objects replaced for passing [`MAX_ARGS_BYTES`].
     truncated_args: u64,
+    /// Lone surrogates replaced by U+FFFD in decoded strings ([`crate::json_lenient`]).
+    replaced_surrogates: u64,
 }
 
 /// Imports a Chrome-trace JSON document (object with `traceEvents`, or a bare array).
@@ -175,6 +178,7 @@ fn import_into(
         return Err(e);
     }
     let consumed = splitter.consumed();
+    let splitter_replaced = splitter.replaced_surrogates();
     drop(splitter);
     let error = match outcome {
         Ok(true) => None,
@@ -205,6 +209,10 @@ fn import_into(
     notes.count("truncated_strings", counts.truncated_strings);
     notes.count("truncated_string_bytes", counts.truncated_string_bytes);
     notes.count("truncated_args", counts.truncated_args);
+    notes.count(
+        "lone_surrogates_replaced",
+        counts.replaced_surrogates + splitter_replaced,
+    );
     if let Some(reason) = salvaged {
         notes.note(format!(
             "salvaged: {} events ({} bytes) read before the damage, the rest is lost: {reason}",
@@ -238,25 +246,92 @@ fn cap_string(text: &mut Option<Cow<'_, str>>, counts: &mut ParseCounts) {
 /// One event as written; strings borrow from the chunk unless they contain escapes. `A` is
 /// how `args` is read: as raw text when attributes are kept, else straight into [`KnownArgs`]
 /// so the args are scanned once.
-#[derive(Deserialize)]
+///
+/// Read by hand ([`EventVisitor`]), not derived: any grammatical value is accepted in any field
+/// (see [`crate::json_lenient`]), and a duplicate key keeps its last value, as Python's `json`
+/// does.
 struct RawEvent<'a, A> {
-    #[serde(borrow)]
     ph: Option<Cow<'a, str>>,
-    #[serde(borrow)]
     name: Option<Cow<'a, str>>,
-    #[serde(borrow)]
     cat: Option<Cow<'a, str>>,
-    #[serde(default)]
     pid: Option<Loose>,
-    #[serde(default)]
     tid: Option<Loose>,
-    #[serde(borrow)]
     ts: Option<&'a RawValue>,
-    #[serde(borrow)]
     dur: Option<&'a RawValue>,
-    #[serde(default)]
+    /// `id`, or the Chrome format's `id2` (`{"local": ..}` / `{"global": ..}`) by its text.
     id: Option<Loose>,
     args: Option<A>,
+    /// Lone surrogates replaced in the strings decoded (see [`crate::json_lenient`]).
+    replaced_surrogates: u32,
+}
+
+impl<A> Default for RawEvent<'_, A> {
+    fn default() -> Self {
+        RawEvent {
+            ph: None,
+            name: None,
+            cat: None,
+            pid: None,
+            tid: None,
+            ts: None,
+            dur: None,
+            id: None,
+            args: None,
+            replaced_surrogates: 0,
+        }
+    }
+}
+
+/// Takes a string field's text, counting the surrogates its decoding replaced.
+fn text_of<'a>(value: Option<LooseStr<'a>>, replaced: &mut u32) -> Option<Cow<'a, str>> {
+    value.map(|v| {
+        *replaced += v.replaced;
+        v.text
+    })
+}
+
+impl<'de, A: Deserialize<'de>> Deserialize<'de> for RawEvent<'de, A> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        deserializer.deserialize_map(EventVisitor(std::marker::PhantomData))
+    }
+}
+
+struct EventVisitor<A>(std::marker::PhantomData<A>);
+
+impl<'de, A: Deserialize<'de>> Visitor<'de> for EventVisitor<A> {
+    type Value = RawEvent<'de, A>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an event object")
+    }
+
+    fn visit_map<M: MapAccess<'de>>(
+        self,
+        mut map: M,
+    ) -> std::result::Result<Self::Value, M::Error> {
+        let mut ev = RawEvent::default();
+        let mut id2 = None;
+        let r = &mut ev.replaced_surrogates;
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            match &*key.0 {
+                b"ph" => ev.ph = text_of(map.next_value()?, r),
+                b"name" => ev.name = text_of(map.next_value()?, r),
+                b"cat" => ev.cat = text_of(map.next_value()?, r),
+                b"pid" => ev.pid = map.next_value()?,
+                b"tid" => ev.tid = map.next_value()?,
+                b"ts" => ev.ts = map.next_value()?,
+                b"dur" => ev.dur = map.next_value()?,
+                b"id" => ev.id = map.next_value()?,
+                b"id2" => id2 = map.next_value()?,
+                b"args" => ev.args = map.next_value()?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        ev.id = ev.id.or(id2);
+        Ok(ev)
+    }
 }
 
 /// An event's fields as the handlers read them, whichever way `args` was parsed.
@@ -272,32 +347,111 @@ struct EventView<'e> {
     args: Option<&'e str>,
 }
 
-/// The `args` fields the importer itself needs; everything else stays in the JSON text.
-#[derive(Deserialize, Default, Clone)]
+/// The `args` fields the importer itself needs; everything else stays in the JSON text. Read
+/// by hand like [`RawEvent`]; `args` that is not an object has none of them.
+#[derive(Default, Clone)]
 struct KnownArgs<'a> {
     correlation: Option<Loose>,
     /// TensorFlow trace viewer's name for the launch correlation.
     correlation_id: Option<Loose>,
-    #[serde(rename = "External id")]
+    /// `External id` (2021: `external id`).
     external_id: Option<Loose>,
-    #[serde(rename = "external id")]
     external_id_2021: Option<Loose>,
     device: Option<Loose>,
     stream: Option<Loose>,
-    #[serde(borrow)]
     name: Option<Cow<'a, str>>,
     sort_index: Option<Loose>,
-    #[serde(borrow)]
     labels: Option<Cow<'a, str>>,
-    #[serde(rename = "Device Id")]
+    /// `Device Id` of a `[memory]` instant.
     memory_device: Option<Loose>,
-    #[serde(rename = "Total Allocated")]
+    /// `Total Allocated` of a `[memory]` instant.
     total_allocated: Option<Loose>,
     /// TraceFuse's rank of an event of a merged multi-rank file (see [`Builder::fused_rank`]).
     rank: Option<Loose>,
     /// TensorFlow trace viewer's mark of an eager op: the trace viewer classification
     /// ([`crate::tf`]) reads it, so it survives args that are not kept ([`TF_EAGER_ARGS`]).
-    is_eager: Option<serde::de::IgnoredAny>,
+    is_eager: bool,
+    /// Lone surrogates replaced in the strings decoded.
+    replaced_surrogates: u32,
+}
+
+impl<'de> Deserialize<'de> for KnownArgs<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        deserializer.deserialize_any(KnownArgsVisitor)
+    }
+}
+
+struct KnownArgsVisitor;
+
+impl<'de> Visitor<'de> for KnownArgsVisitor {
+    type Value = KnownArgs<'de>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an args object")
+    }
+
+    fn visit_map<M: MapAccess<'de>>(
+        self,
+        mut map: M,
+    ) -> std::result::Result<Self::Value, M::Error> {
+        let mut a = KnownArgs::default();
+        let r = &mut a.replaced_surrogates;
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            match &*key.0 {
+                b"correlation" => a.correlation = map.next_value()?,
+                b"correlation_id" => a.correlation_id = map.next_value()?,
+                b"External id" => a.external_id = map.next_value()?,
+                b"external id" => a.external_id_2021 = map.next_value()?,
+                b"device" => a.device = map.next_value()?,
+                b"stream" => a.stream = map.next_value()?,
+                b"name" => a.name = text_of(map.next_value()?, r),
+                b"sort_index" => a.sort_index = map.next_value()?,
+                b"labels" => a.labels = text_of(map.next_value()?, r),
+                b"Device Id" => a.memory_device = map.next_value()?,
+                b"Total Allocated" => a.total_allocated = map.next_value()?,
+                b"rank" => a.rank = map.next_value()?,
+                b"is_eager" => {
+                    map.next_value::<IgnoredAny>()?;
+                    a.is_eager = true;
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(a)
+    }
+
+    // `args` that is not an object (an array, a string, a number, a literal) carries none of
+    // the fields read here; its text is still kept verbatim when args are kept.
+    fn visit_seq<S: de::SeqAccess<'de>>(
+        self,
+        mut seq: S,
+    ) -> std::result::Result<Self::Value, S::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(KnownArgs::default())
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> std::result::Result<Self::Value, E> {
+        Ok(KnownArgs::default())
+    }
+    fn visit_bytes<E: de::Error>(self, _: &[u8]) -> std::result::Result<Self::Value, E> {
+        Ok(KnownArgs::default())
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> std::result::Result<Self::Value, E> {
+        Ok(KnownArgs::default())
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> std::result::Result<Self::Value, E> {
+        Ok(KnownArgs::default())
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> std::result::Result<Self::Value, E> {
+        Ok(KnownArgs::default())
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> std::result::Result<Self::Value, E> {
+        Ok(KnownArgs::default())
+    }
+    fn visit_unit<E: de::Error>(self) -> std::result::Result<Self::Value, E> {
+        Ok(KnownArgs::default())
+    }
 }
 
 /// The args an event marked `is_eager` keeps when its own args are not kept: the one field the
@@ -306,8 +460,9 @@ struct KnownArgs<'a> {
 /// `breakdown`/`kernels` on the JSON disagreed with the same commands on its stored profile.
 const TF_EAGER_ARGS: &str = r#"{"is_eager":true}"#;
 
-/// A JSON scalar read leniently: integers, floats, or strings holding either (`"stream 7"`
-/// gives 7). Non-numeric strings are kept as text.
+/// A JSON value read leniently where a number or a name is expected: integers, floats (of any
+/// size: `1e400` is infinite, never an error), or text: a string's value (`"stream 7"` gives 7
+/// as an integer), or the text of any other value as written (an array or object `id`).
 #[derive(Debug, Clone, PartialEq)]
 enum Loose {
     Int(i64),
@@ -325,6 +480,27 @@ impl Loose {
         }
     }
 
+    /// A device or stream index: an integer, or text ending in one after a name and a `:`,
+    /// space or `#` (`"cuda:0"`, `"GPU 1"`, `"hip:2"`, `"stream 7"`, `"stream#7"`).
+    fn as_index(&self) -> Option<i64> {
+        self.as_i64().or_else(|| match self {
+            Loose::Text(t) => {
+                let t = t.trim();
+                let cut = t.rfind([':', ' ', '#'])?;
+                let (name, number) = (&t[..cut], &t[cut + 1..]);
+                let named = name
+                    .chars()
+                    .all(|c| c.is_ascii_alphabetic() || "/_: ".contains(c));
+                if named && !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()) {
+                    number.parse().ok()
+                } else {
+                    None
+                }
+            }
+            _ => None,
+        })
+    }
+
     fn as_f64(&self) -> Option<f64> {
         match self {
             Loose::Int(v) => Some(*v as f64),
@@ -340,6 +516,20 @@ impl Loose {
             Loose::Text(t) => t.clone(),
         }
     }
+
+    /// Reads one JSON value's raw text (grammatical).
+    fn from_raw(raw: &str) -> Loose {
+        match json_lenient::trim_json(raw) {
+            "true" => Loose::Int(1),
+            "false" => Loose::Int(0),
+            "null" => Loose::Text(String::new()),
+            t => match json_lenient::number(t) {
+                Some(Ok(v)) => Loose::Int(v),
+                Some(Err(v)) => Loose::Float(v),
+                None => Loose::Text(LooseStr::from_raw(t).text.into_owned()),
+            },
+        }
+    }
 }
 
 fn parse_int_text(text: &str) -> Option<i64> {
@@ -352,6 +542,13 @@ fn parse_int_text(text: &str) -> Option<i64> {
 
 impl<'de> Deserialize<'de> for Loose {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        if json_lenient::is_lenient() {
+            // Through the raw text: no number is out of range, no value of the wrong type.
+            let raw = <&'de RawValue>::deserialize(deserializer)?;
+            return Ok(Loose::from_raw(raw.get()));
+        }
+        // Fast: scalars serde can hold (an array, an object or a number beyond f64 fails the
+        // event, which is then read again leniently, see `json_lenient`).
         struct LooseVisitor;
         impl<'de> Visitor<'de> for LooseVisitor {
             type Value = Loose;
@@ -526,17 +723,13 @@ impl<'p, 's> Builder<'p, 's> {
         let text = String::from_utf8_lossy(raw).into_owned();
         match key {
             "distributedInfo" => {
-                #[derive(Deserialize)]
-                struct Dist {
-                    rank: Option<Loose>,
-                    world_size: Option<Loose>,
-                }
                 // The file's own (first) rank, wherever the key stands: in a merged file the
                 // events before it may have switched `self.rank` to another rank.
-                if let Ok(d) = serde_json::from_str::<Dist>(&text) {
+                if let Some(d) = Fields::parse(&text) {
+                    let int = |key| d.get(key).and_then(|v| Loose::from_raw(v).as_i64());
                     let rank = &mut self.trace.ranks[0];
-                    rank.rank = d.rank.and_then(|r| r.as_i64());
-                    rank.world_size = d.world_size.and_then(|w| w.as_i64());
+                    rank.rank = int("rank");
+                    rank.world_size = int("world_size");
                     let world = rank.world_size;
                     for &id in self.fused_ranks.values() {
                         let fused = &mut self.trace.ranks[id.0 as usize];
@@ -552,8 +745,10 @@ impl<'p, 's> Builder<'p, 's> {
                 }
             }
             "host_name" | "hostname" => {
-                if let Ok(host) = serde_json::from_str::<String>(&text) {
-                    self.trace.ranks[0].host = Some(host);
+                let host = LooseStr::from_raw(&text);
+                self.parse.replaced_surrogates += u64::from(host.replaced);
+                if host.was_string {
+                    self.trace.ranks[0].host = Some(host.text.into_owned());
                 }
             }
             _ => {}
@@ -563,33 +758,26 @@ impl<'p, 's> Builder<'p, 's> {
     }
 
     fn device_properties(&mut self, text: &str) {
-        #[derive(Deserialize)]
-        struct Props {
-            id: Option<Loose>,
-            name: Option<String>,
-            #[serde(rename = "totalGlobalMem")]
-            total_global_mem: Option<Loose>,
-            #[serde(rename = "computeMajor")]
-            compute_major: Option<Loose>,
-            #[serde(rename = "computeMinor")]
-            compute_minor: Option<Loose>,
-            #[serde(rename = "numSms")]
-            num_sms: Option<Loose>,
-        }
-        let Ok(p) = serde_json::from_str::<Props>(text) else {
+        let Some(p) = Fields::parse(text) else {
             return;
         };
-        let Some(index) = p.id.as_ref().and_then(Loose::as_i64) else {
+        let int = |key| p.get(key).and_then(|v| Loose::from_raw(v).as_i64());
+        let Some(index) = int("id") else {
             return;
         };
+        let name = p.get("name").map(|raw| {
+            let name = LooseStr::from_raw(raw);
+            self.parse.replaced_surrogates += u64::from(name.replaced);
+            name.text.into_owned()
+        });
         self.trace.devices.push(Device {
             rank: Some(self.rank),
             index,
-            name: p.name,
-            sm_count: p.num_sms.and_then(|v| v.as_i64()),
-            total_memory_bytes: p.total_global_mem.and_then(|v| v.as_i64()),
-            compute_major: p.compute_major.and_then(|v| v.as_i64()),
-            compute_minor: p.compute_minor.and_then(|v| v.as_i64()),
+            name,
+            sm_count: int("numSms"),
+            total_memory_bytes: int("totalGlobalMem"),
+            compute_major: int("computeMajor"),
+            compute_minor: int("computeMinor"),
             clock_rate_khz: None,
             memory_bandwidth_bytes_per_s: None,
             extra_json: Some(text.to_owned()),
@@ -813,10 +1001,23 @@ impl<'p, 's> Builder<'p, 's> {
         offset: u64,
         complete: bool,
     ) -> std::result::Result<Option<usize>, String> {
-        let parsed = if self.options.keep_args {
-            self.event_with_raw_args(bytes, offset, complete)
-        } else {
-            self.event_lean(bytes, offset, complete)
+        let read = |b: &mut Self| {
+            if b.options.keep_args {
+                b.event_with_raw_args(bytes, offset, complete)
+            } else {
+                b.event_lean(bytes, offset, complete)
+            }
+        };
+        // A parse error (not a semantic one, which is `fatal`) comes before any effect of the
+        // event: the fast reading refused a value, or the window cut the event. Read the whole
+        // event again leniently (see `json_lenient`); only then is an error the event's own.
+        let parsed = match read(self) {
+            Err(_) if self.fatal.is_none() && !complete => Ok(None),
+            Err(_) if self.fatal.is_none() => {
+                let _lenient = json_lenient::lenient();
+                read(self)
+            }
+            other => other,
         };
         let parsed = match parsed {
             Ok(Some(used)) => {
@@ -896,11 +1097,15 @@ impl<'p, 's> Builder<'p, 's> {
         else {
             return Ok(None);
         };
+        // Args that are not an object carry no field the importer reads (and a bare number
+        // in them may be one serde cannot hold).
         let mut known: KnownArgs<'_> = match ev.args {
-            Some(raw) => serde_json::from_str(raw.get())
+            Some(raw) if raw.get().starts_with('{') => serde_json::from_str(raw.get())
                 .map_err(|e| self.err(offset, format!("bad args: {e}")))?,
-            None => KnownArgs::default(),
+            _ => KnownArgs::default(),
         };
+        self.parse.replaced_surrogates +=
+            u64::from(ev.replaced_surrogates + known.replaced_surrogates);
         cap_string(&mut ev.name, &mut self.parse);
         cap_string(&mut ev.cat, &mut self.parse);
         cap_string(&mut known.name, &mut self.parse);
@@ -918,9 +1123,16 @@ impl<'p, 's> Builder<'p, 's> {
     }
 
     fn event_lean(&mut self, bytes: &[u8], offset: u64, complete: bool) -> Result<Option<usize>> {
-        let Some((mut ev, used)) =
-            self.parse_front::<RawEvent<'_, KnownArgs<'_>>>(bytes, offset, complete)?
-        else {
+        let parsed = match self.parse_front::<RawEvent<'_, KnownArgs<'_>>>(bytes, offset, complete)
+        {
+            // The one grammatical event the lenient reading refuses here: `args` a bare number
+            // serde cannot hold (`1e400`). The raw-args reading never refuses one.
+            Err(_) if complete && json_lenient::is_lenient() => {
+                return self.event_with_raw_args(bytes, offset, true)
+            }
+            other => other?,
+        };
+        let Some((mut ev, used)) = parsed else {
             return Ok(None);
         };
         if ev.ph.as_deref() == Some("C") {
@@ -929,9 +1141,11 @@ impl<'p, 's> Builder<'p, 's> {
                 .event_with_raw_args(&bytes[..used], offset, true)
                 .map(|_| Some(used));
         }
+        self.parse.replaced_surrogates += u64::from(ev.replaced_surrogates);
         cap_string(&mut ev.name, &mut self.parse);
         cap_string(&mut ev.cat, &mut self.parse);
         if let Some(args) = ev.args.as_mut() {
+            self.parse.replaced_surrogates += u64::from(args.replaced_surrogates);
             cap_string(&mut args.name, &mut self.parse);
         }
         let default = KnownArgs::default();
@@ -993,7 +1207,7 @@ impl<'p, 's> Builder<'p, 's> {
             && (self.options.args_scope != crate::ArgsScope::DeviceOps || on_device());
         match ev.args {
             Some(raw) if kept => Some(self.trace.add_args(raw)),
-            _ if known.is_eager.is_some() => Some(self.trace.add_args(TF_EAGER_ARGS)),
+            _ if known.is_eager => Some(self.trace.add_args(TF_EAGER_ARGS)),
             _ => None,
         }
     }
@@ -1007,8 +1221,14 @@ impl<'p, 's> Builder<'p, 's> {
     ) -> Result<()> {
         let cat = self.category(ev.cat.unwrap_or(""));
         let track = if cat.on_device {
-            let device = known.device.as_ref().or(ev.pid).and_then(Loose::as_i64);
-            let queue = known.stream.as_ref().or(ev.tid).and_then(Loose::as_i64);
+            // `args.device`/`args.stream` when they hold an index (`0`, `"0"`, `"cuda:0"`,
+            // `"stream 7"`), else pid/tid: an unreadable arg never moves a kernel off its queue.
+            let index = |arg: Option<&Loose>, fallback: Option<&Loose>| {
+                arg.and_then(Loose::as_index)
+                    .or_else(|| fallback.and_then(Loose::as_i64))
+            };
+            let device = index(known.device.as_ref(), ev.pid);
+            let queue = index(known.stream.as_ref(), ev.tid);
             match (device, queue) {
                 (Some(d), Some(q)) => self.device_track(d, q),
                 _ => self.host_track(ev.pid, ev.tid),
@@ -1190,12 +1410,19 @@ impl<'p, 's> Builder<'p, 's> {
         let ts = self.event_ts(ev, offset)?;
         self.check_memory()?;
         let Some(raw) = ev.args else { return Ok(()) };
-        let values: Vec<(String, Loose)> =
-            serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(raw)
-                .map_err(|e| self.err(offset, format!("bad counter args: {e}")))?
-                .into_iter()
-                .filter_map(|(k, v)| v.as_f64().map(|f| (k, Loose::Float(f))))
-                .collect();
+        // One series per numeric key, in key order (a duplicate key's last value); args that
+        // are not an object hold none. A number beyond f64 (`1e400`, which Python reads as
+        // infinity) is no sample: dropped and counted.
+        let (fields, replaced) = Fields::parse(raw)
+            .map(Fields::into_sorted)
+            .unwrap_or_default();
+        self.parse.replaced_surrogates += u64::from(replaced);
+        let values: Vec<(String, f64)> = fields
+            .into_iter()
+            .filter_map(|(key, value)| {
+                json_lenient::number(value).map(|n| (key, n.map_or_else(|f| f, |i| i as f64)))
+            })
+            .collect();
         let base = ev.name.unwrap_or("counter").to_owned();
         let pid = ev.pid.and_then(Loose::as_i64);
         let single = values.len() == 1;
@@ -1212,10 +1439,13 @@ impl<'p, 's> Builder<'p, 's> {
                 unit: String::new(),
             };
             let track = self.trace.track_for(&mut self.tracks, self.rank, kind);
+            if !value.is_finite() {
+                self.notes().count("counter_values_out_of_range", 1);
+                continue;
+            }
             if !self.options.projection.counters {
                 continue;
             }
-            let value = value.as_f64().unwrap_or(f64::NAN);
             self.trace.counters.push(CounterSample { track, ts, value });
         }
         Ok(())

@@ -18,10 +18,11 @@
 //! CRC32 and length (ISIZE) are always checked. Anything else is a syntax error with its byte
 //! offset.
 
-use std::borrow::Cow;
 use std::io::{self, BufRead, Read};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::JoinHandle;
+
+use crate::json_lenient::Key;
 
 /// Default read size: bytes per chunk the reader thread hands over.
 pub const DEFAULT_CHUNK_SIZE: usize = 1 << 20;
@@ -117,6 +118,8 @@ pub struct Splitter {
     eof: bool,
     /// Whether the document's last byte was seen (for salvage figures).
     ended: bool,
+    /// Lone surrogates replaced by U+FFFD in top-level keys ([`crate::json_lenient`]).
+    replaced_surrogates: u64,
 }
 
 impl std::fmt::Debug for Splitter {
@@ -172,6 +175,7 @@ impl Splitter {
             base: 0,
             eof: false,
             ended: false,
+            replaced_surrogates: 0,
         };
         if chunk_size < INLINE_BELOW {
             splitter.inline = Some(InlineReader {
@@ -361,9 +365,10 @@ impl Splitter {
                         None => return Err(self.syntax("unexpected end of data (file truncated?)")),
                     }
                     let end = self.value_end()?;
-                    let key: Cow<'_, str> = serde_json::from_slice(&self.buf[self.pos..end])
+                    let key: Key<'_> = serde_json::from_slice(&self.buf[self.pos..end])
                         .map_err(|e| self.syntax(format!("bad key: {e}")))?;
-                    let key = key.into_owned();
+                    let (key, replaced) = key.into_text();
+                    self.replaced_surrogates += u64::from(replaced);
                     self.pos = end;
                     if self.peek()? != Some(b':') {
                         return Err(self.syntax("expected ':'"));
@@ -409,6 +414,11 @@ impl Splitter {
             }
             Some(_) => Err(self.syntax("data after the end of the JSON document")),
         }
+    }
+
+    /// Lone surrogates replaced by U+FFFD in the top-level keys read.
+    pub fn replaced_surrogates(&self) -> u64 {
+        self.replaced_surrogates
     }
 
     /// Whether the whole input was read and ended where a document may end.

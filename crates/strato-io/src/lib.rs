@@ -16,6 +16,7 @@ pub mod chrome;
 pub mod error;
 pub mod export;
 pub mod input;
+pub mod json_lenient;
 pub mod json_split;
 pub mod ncu;
 pub mod nsys;
@@ -427,33 +428,119 @@ pub fn import_file_streaming(
 }
 
 /// The files a directory of ranks holds: regular files with a trace-like name, sorted by name.
+///
+/// A TensorBoard profile run directory (`plugins/profile/<run>/`) also holds the profiler's
+/// tool data, which are not traces: of `*.pb` files only `*.xplane.pb` are read (beside them
+/// lie `overview_page.pb`, `kernel_stats.pb`, `input_pipeline.pb`, ...),
+/// `*.memory_profile.json[.gz]` is skipped, and `<host>.trace.json[.gz]` (the trace viewer
+/// JSON older TensorFlow wrote next to `<host>.xplane.pb`, the same events) is skipped when
+/// that XPlane file is there. Hidden files are skipped. A directory with no trace file is an
+/// error; when directories below it hold traces (a TensorBoard log directory), it names them.
 pub fn rank_files(dir: &Path) -> Result<Vec<PathBuf>> {
-    let entries = std::fs::read_dir(dir).map_err(|e| Error::new(dir, e))?;
     let mut files = Vec::new();
-    for entry in entries {
-        let path = entry.map_err(|e| Error::new(dir, e))?.path();
+    for path in listed(dir)? {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        let stem = name.strip_suffix(".gz").unwrap_or(name);
-        let traceish = [".sqlite", ".csv"].iter().any(|ext| name.ends_with(ext))
-            || [".json", ".pb"]
-                .iter()
-                .chain(PERFETTO_SUFFIXES.iter())
-                .any(|ext| stem.ends_with(ext));
-        if path.is_file() && traceish && !name.starts_with('.') {
+        if path.is_file() && is_trace_name(name) {
             files.push(path);
         }
     }
+    // The trace viewer JSON of a host whose XPlane file is here too: the same events twice.
+    let xplane_hosts: Vec<String> = files
+        .iter()
+        .filter_map(|p| {
+            p.file_name()?
+                .to_str()?
+                .strip_suffix(".xplane.pb")
+                .map(str::to_owned)
+        })
+        .collect();
+    files.retain(|p| {
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let stem = name.strip_suffix(".gz").unwrap_or(name);
+        !stem
+            .strip_suffix(".trace.json")
+            .is_some_and(|host| xplane_hosts.iter().any(|h| h == host))
+    });
     files.sort();
     if files.is_empty() {
+        let mut below = Vec::new();
+        find_trace_dirs(dir, 3, &mut below);
+        below.sort();
+        let hint = match below.len() {
+            0 => String::new(),
+            n => {
+                let shown: Vec<String> = below
+                    .iter()
+                    .take(3)
+                    .map(|p| p.display().to_string())
+                    .collect();
+                format!(
+                    "; {n} directories below it do ({}{}): give one of them (each is one profiling run)",
+                    shown.join(", "),
+                    if n > 3 { ", ..." } else { "" }
+                )
+            }
+        };
         return Err(Error::new(
             dir,
-            ErrorKind::NotATrace(
-                "directory holds no trace files (*.json[.gz], *.sqlite, *.csv, *.pb, *.pftrace)"
-                    .into(),
-            ),
+            ErrorKind::NotATrace(format!(
+                "directory holds no trace files (*.json[.gz], *.sqlite, *.csv, *.xplane.pb, \
+                 *.pftrace){hint}"
+            )),
         ));
     }
     Ok(files)
+}
+
+/// The entries of a directory.
+fn listed(dir: &Path) -> Result<Vec<PathBuf>> {
+    let entries = std::fs::read_dir(dir).map_err(|e| Error::new(dir, e))?;
+    entries
+        .map(|entry| entry.map(|e| e.path()).map_err(|e| Error::new(dir, e)))
+        .collect()
+}
+
+/// Whether a file name in a directory of ranks is read as a trace (see [`rank_files`]).
+fn is_trace_name(name: &str) -> bool {
+    let stem = name.strip_suffix(".gz").unwrap_or(name);
+    if name.starts_with('.') || stem.ends_with(".memory_profile.json") {
+        return false;
+    }
+    [".sqlite", ".csv"].iter().any(|ext| name.ends_with(ext))
+        || [".json", ".xplane.pb"]
+            .iter()
+            .chain(PERFETTO_SUFFIXES.iter())
+            .any(|ext| stem.ends_with(ext))
+}
+
+/// Directories below `dir` (down to `depth` levels, hidden ones skipped) that hold a trace file.
+fn find_trace_dirs(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
+    if depth == 0 {
+        return;
+    }
+    let Ok(entries) = listed(dir) else { return };
+    for path in entries {
+        let hidden = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_none_or(|n| n.starts_with('.'));
+        if !path.is_dir() || hidden {
+            continue;
+        }
+        let holds = listed(&path).is_ok_and(|files| {
+            files.iter().any(|f| {
+                f.is_file()
+                    && f.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(is_trace_name)
+            })
+        });
+        if holds {
+            out.push(path);
+        } else {
+            find_trace_dirs(&path, depth - 1, out);
+        }
+    }
 }
 
 /// Imports files and directories of per-rank files into one trace: each file becomes a rank.

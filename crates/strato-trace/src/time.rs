@@ -49,8 +49,13 @@ pub enum TimeParseError {
 /// Converts a decimal number written in units of `10^-scale_exp10` ... precisely: the text is
 /// a JSON number in units where one unit = `unit_ns` nanoseconds (1000 for microseconds, 1 for
 /// nanoseconds). Digits finer than one nanosecond are rounded half away from zero. Accepts an
-/// optional sign, a fraction and an exponent (`1.5e3`).
+/// optional sign, a fraction and an exponent (`1.5e3`) of any length: a zero is 0 whatever its
+/// exponent (`0e999999999`), a value below half a nanosecond is 0 (`1e-50`), and the work is
+/// bounded whatever the text (significant digits past the 30th only move sub-ns rounding of
+/// values far beyond any valid time, so they are not kept).
 pub fn parse_decimal_to_ns(text: &str, unit_ns: i64) -> Result<Ns, TimeParseError> {
+    /// Significant digits kept (i128 holds 10^38; times need 19).
+    const MAX_DIGITS: i128 = 10_i128.pow(30);
     let bad = || TimeParseError::NotANumber(text.to_owned());
     let range = || TimeParseError::OutOfRange(text.to_owned());
     let bytes = text.trim().as_bytes();
@@ -62,31 +67,29 @@ pub fn parse_decimal_to_ns(text: &str, unit_ns: i64) -> Result<Ns, TimeParseErro
         b'+' => (false, &bytes[1..]),
         _ => (false, bytes),
     };
-    // Split mantissa and exponent.
+    // Split mantissa and exponent. The exponent saturates: past +-10^9 every non-zero value is
+    // out of range or rounds to 0 anyway.
     let (mantissa, exponent) = match rest.iter().position(|&b| b == b'e' || b == b'E') {
-        Some(p) => {
-            let exp_text = std::str::from_utf8(&rest[p + 1..]).map_err(|_| bad())?;
-            let exp: i32 = exp_text.parse().map_err(|_| bad())?;
-            (&rest[..p], exp)
-        }
+        Some(p) => (&rest[..p], parse_exponent(&rest[p + 1..]).ok_or_else(bad)?),
         None => (rest, 0),
     };
-    // Collect digits as an integer with a decimal exponent.
+    // Collect digits as an integer with a decimal exponent: value = digits * 10^(exponent - scale).
     let mut digits: i128 = 0;
-    let mut scale: i32 = 0; // value = digits * 10^(exponent - scale)
+    let mut scale: i64 = 0;
     let mut seen_digit = false;
     let mut seen_dot = false;
     for &b in mantissa {
         match b {
             b'0'..=b'9' => {
                 seen_digit = true;
-                if digits < 10_i128.pow(30) {
+                if digits < MAX_DIGITS {
                     digits = digits * 10 + i128::from(b - b'0');
                     if seen_dot {
                         scale += 1;
                     }
                 } else if !seen_dot {
-                    return Err(range());
+                    // An integer digit not kept still counts as a power of ten.
+                    scale -= 1;
                 }
             }
             b'.' if !seen_dot => seen_dot = true,
@@ -96,15 +99,22 @@ pub fn parse_decimal_to_ns(text: &str, unit_ns: i64) -> Result<Ns, TimeParseErro
     if !seen_digit {
         return Err(bad());
     }
+    if digits == 0 {
+        return Ok(0);
+    }
     // value_ns = digits * unit_ns * 10^(exponent - scale)
     let mut value = digits.checked_mul(i128::from(unit_ns)).ok_or_else(range)?;
     let shift = exponent - scale;
     if shift >= 0 {
-        for _ in 0..shift {
+        // A non-zero value times 10^39 is past i128 already: the loop is short.
+        for _ in 0..shift.min(40) {
             value = value.checked_mul(10).ok_or_else(range)?;
         }
+    } else if shift < -38 {
+        // value < 10^38 (digits < 10^31, unit_ns well below 10^7), so below half a ns.
+        value = 0;
     } else {
-        let divisor = 10_i128.checked_pow((-shift) as u32).ok_or_else(range)?;
+        let divisor = 10_i128.pow((-shift) as u32);
         let quotient = value / divisor;
         let remainder = value % divisor;
         value = if remainder * 2 >= divisor {
@@ -115,6 +125,22 @@ pub fn parse_decimal_to_ns(text: &str, unit_ns: i64) -> Result<Ns, TimeParseErro
     }
     let value = if negative { -value } else { value };
     i64::try_from(value).map_err(|_| range())
+}
+
+/// A decimal exponent (`+5`, `-12`, `007`), saturated to +-10^9; `None` when not one.
+fn parse_exponent(text: &[u8]) -> Option<i64> {
+    let (negative, digits) = match text.first() {
+        Some(b'-') => (true, &text[1..]),
+        Some(b'+') => (false, &text[1..]),
+        _ => (false, text),
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let magnitude = digits.iter().fold(0_i64, |acc, &d| {
+        (acc * 10 + i64::from(d - b'0')).min(1_000_000_000)
+    });
+    Some(if negative { -magnitude } else { magnitude })
 }
 
 #[cfg(test)]
@@ -168,5 +194,34 @@ mod tests {
         assert!(parse_decimal_to_ns("1.2.3", 1000).is_err());
         assert!(parse_decimal_to_ns("1e300", 1000).is_err());
         assert!(parse_decimal_to_ns("99999999999999999999", 1000).is_err());
+        assert!(parse_decimal_to_ns("1e", 1000).is_err());
+        assert!(parse_decimal_to_ns("1e+", 1000).is_err());
+    }
+
+    /// Every grammatical JSON number gives its value (Python's `json` reads them all): zero
+    /// with any exponent, tiny values, exponents beyond `i32`, many digits; in bounded time.
+    #[test]
+    fn any_json_number_is_read() {
+        let t = |s| parse_decimal_to_ns(s, 1000);
+        assert_eq!(t("0e999999999"), Ok(0));
+        assert_eq!(t("0e99999999999999999999"), Ok(0));
+        assert_eq!(t("-0"), Ok(0));
+        assert_eq!(t("-0.0e-5"), Ok(0));
+        assert_eq!(t("1e-50"), Ok(0));
+        assert_eq!(t("0.5e-2147483648"), Ok(0));
+        assert_eq!(t("1E+2"), Ok(100_000));
+        assert_eq!(t("1.6e15"), Ok(1_600_000_000_000_000_000));
+        assert_eq!(
+            t("0.000000000000000000000000000000000000000001e45"),
+            Ok(1_000_000)
+        );
+        assert_eq!(
+            t("1.00000000000000000000000000000000000000000001"),
+            Ok(1000)
+        );
+        // 40 integer digits brought back down by the exponent.
+        assert_eq!(t("1000000000000000000000000000000000000000e-39"), Ok(1000));
+        assert!(t("1e99999999999999").is_err());
+        assert!(t("1e400").is_err());
     }
 }
