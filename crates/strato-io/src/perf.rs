@@ -55,8 +55,8 @@ use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 
 use linux_perf_data::linux_perf_event_reader::{
-    ClockId, CommonData, ContextSwitchRecord, EventRecord, PerfClock, PerfEventType, RecordType,
-    TaskWasPreempted,
+    ClockId, CommonData, ContextSwitchRecord, EventRecord, PerfClock, PerfEventType,
+    RawEventRecord, ReadFormat, RecordType, SampleFormat, TaskWasPreempted,
 };
 use linux_perf_data::{Feature, PerfFileReader, PerfFileRecord};
 use rustc_hash::FxHashMap;
@@ -542,9 +542,10 @@ impl<'o> Builder<'o> {
                     return;
                 }
                 let dur = h.ts - start;
+                // Totals saturate: a damaged text can hold calls of centuries on many threads.
                 let slot = self.syscalls.entry(entered.clone()).or_insert((0, 0));
                 slot.0 += 1;
-                slot.1 += dur;
+                slot.1 = slot.1.saturating_add(dur.max(0));
                 if dur >= SLOW_SYSCALL_NS {
                     let (name, category) = (self.trace.intern(&entered), self.cat_syscall);
                     self.push(Pending {
@@ -1129,7 +1130,7 @@ struct Format {
 impl Format {
     fn int(&self, raw: &[u8], name: &str, little: bool) -> Option<i64> {
         let &(off, size, signed) = self.fields.get(name)?;
-        let b = raw.get(off..off + size)?;
+        let b = raw.get(off..off.checked_add(size)?)?;
         let mut v: u64 = 0;
         for i in 0..size {
             let byte = if little { b[size - 1 - i] } else { b[i] };
@@ -1250,7 +1251,9 @@ impl Symbolizer {
         let hit = [pid, -1].into_iter().find_map(|p| {
             let (&start, &(end, page_offset, module)) =
                 self.maps.get(&p)?.range(..=addr).next_back()?;
-            (addr < end).then(|| (module, addr - start + page_offset))
+            // A damaged mapping's offset can overflow: then it holds nothing.
+            let offset = (addr < end).then(|| page_offset.checked_add(addr - start))??;
+            Some((module, offset))
         })?;
         let frame = self.labels.entry(hit).or_insert_with(|| {
             let (path, symbols) = &self.modules[hit.0];
@@ -1480,6 +1483,64 @@ fn read_at(
     Ok(buf)
 }
 
+/// Whether a SAMPLE record's call chain (if it has one) fits in the record. The reader
+/// multiplies the recorded length by 8 unchecked (an overflow for a damaged length): this walks
+/// to the length the way `linux_perf_event_reader::SampleRecord::parse` does. A record that
+/// ends before the length is left to the reader (its own error).
+fn callchain_fits(record: &RawEventRecord<'_>) -> bool {
+    let info = &record.parse_info;
+    let format = info.sample_format;
+    if !format.contains(SampleFormat::CALLCHAIN) {
+        return true;
+    }
+    let data = record.data.as_slice();
+    let little = matches!(info.endian, linux_perf_data::Endianness::LittleEndian);
+    let word = |at: usize| -> Option<u64> {
+        let w: [u8; 8] = data.get(at..at.checked_add(8)?)?.try_into().ok()?;
+        Some(if little {
+            u64::from_le_bytes(w)
+        } else {
+            u64::from_be_bytes(w)
+        })
+    };
+    let fixed = [
+        SampleFormat::IDENTIFIER,
+        SampleFormat::IP,
+        SampleFormat::TID,
+        SampleFormat::TIME,
+        SampleFormat::ADDR,
+        SampleFormat::ID,
+        SampleFormat::STREAM_ID,
+        SampleFormat::CPU,
+        SampleFormat::PERIOD,
+    ];
+    let mut at = 8 * fixed.iter().filter(|f| format.contains(**f)).count();
+    if format.contains(SampleFormat::READ) {
+        let read = info.read_format;
+        let times = [
+            ReadFormat::TOTAL_TIME_ENABLED,
+            ReadFormat::TOTAL_TIME_RUNNING,
+        ]
+        .iter()
+        .filter(|f| read.contains(**f))
+        .count();
+        // As the reader walks it: a value, times, an id; or a count, times and the values.
+        if read.contains(ReadFormat::GROUP) {
+            at += 8 * (1 + times + usize::from(read.contains(ReadFormat::ID)));
+        } else {
+            let Some(nr) = word(at) else { return true };
+            let each = if read.contains(ReadFormat::ID) { 16 } else { 8 };
+            let values = usize::try_from(nr)
+                .ok()
+                .and_then(|nr| nr.checked_mul(each))
+                .unwrap_or(usize::MAX);
+            at = at.saturating_add(8 * (1 + times)).saturating_add(values);
+        }
+    }
+    let Some(len) = word(at) else { return true };
+    len <= (data.len().saturating_sub(at + 8) / 8) as u64
+}
+
 /// Imports a `perf.data` file (file mode; see the module docs).
 pub fn import_data(path: &Path, options: &ImportOptions) -> Result<Trace> {
     let perr = |what: String| Error::new(path, ErrorKind::Perf(what));
@@ -1585,6 +1646,11 @@ pub fn import_data(path: &Path, options: &ImportOptions) -> Result<Trace> {
             Ok(c) => c,
             Err(_) => continue,
         };
+        if record_type == RecordType::SAMPLE && !callchain_fits(&record) {
+            return Err(perr(
+                "a SAMPLE record does not parse: its call chain is longer than the record".into(),
+            ));
+        }
         let parsed = record
             .parse()
             .map_err(|e| perr(format!("a {record_type:?} record does not parse: {e}")))?;
@@ -1910,6 +1976,15 @@ mod tests {
     }
 
     #[test]
+    fn a_mapping_whose_offset_overflows_holds_nothing() {
+        let mut s = Symbolizer::default();
+        s.map(7, 0x1000, 0x1000, u64::MAX - 4, b"[vdso]");
+        assert_eq!(s.frame(7, 0x1800), None);
+        s.map(7, 0x1000, 0x1000, 0, b"[vdso]");
+        assert!(s.frame(7, 0x1800).is_some());
+    }
+
+    #[test]
     fn tracepoint_formats_parse() {
         let text = b"name: sched_switch\nID: 372\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n\nprint fmt: \"x\"\n";
         let mut blob = b"junk\n".to_vec();
@@ -1920,6 +1995,10 @@ mod tests {
         let mut raw = vec![0u8; 28];
         raw[24..28].copy_from_slice(&(-5i32).to_le_bytes());
         assert_eq!(f.int(&raw, "prev_pid", true), Some(-5));
+        // A damaged format text: the field ends past usize::MAX.
+        let mut f = f;
+        f.fields.insert("far".into(), (usize::MAX - 1, 4, false));
+        assert_eq!(f.int(&raw, "far", true), None);
         assert!(tracepoint_format(&blob, 373).is_none());
     }
 }
