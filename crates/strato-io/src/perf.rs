@@ -1541,6 +1541,20 @@ fn callchain_fits(record: &RawEventRecord<'_>) -> bool {
     len <= (data.len().saturating_sub(at + 8) / 8) as u64
 }
 
+/// `PERF_RECORD_MISC_MMAP_BUILD_ID`: an `MMAP2` record carries a build id, not an inode.
+const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
+
+/// Whether an `MMAP2` record's build id (if it has one) is at most the 20 bytes the kernel
+/// writes: the reader asserts it (a panic on a damaged length). Its length byte follows pid,
+/// tid, address, length and page offset.
+fn build_id_fits(record: &RawEventRecord<'_>) -> bool {
+    record.misc & MISC_MMAP_BUILD_ID == 0
+        || record
+            .data
+            .get(32..33)
+            .is_none_or(|len| len.as_slice().first().is_none_or(|&len| len <= 20))
+}
+
 /// Imports a `perf.data` file (file mode; see the module docs).
 pub fn import_data(path: &Path, options: &ImportOptions) -> Result<Trace> {
     let perr = |what: String| Error::new(path, ErrorKind::Perf(what));
@@ -1649,6 +1663,11 @@ pub fn import_data(path: &Path, options: &ImportOptions) -> Result<Trace> {
         if record_type == RecordType::SAMPLE && !callchain_fits(&record) {
             return Err(perr(
                 "a SAMPLE record does not parse: its call chain is longer than the record".into(),
+            ));
+        }
+        if record_type == RecordType::MMAP2 && !build_id_fits(&record) {
+            return Err(perr(
+                "a MMAP2 record does not parse: its build id is longer than 20 bytes".into(),
             ));
         }
         let parsed = record
