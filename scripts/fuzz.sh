@@ -28,6 +28,8 @@ cd "$(dirname "$0")/.."
 AFL_VERSION=0.18.2
 TARGETS=(chrome chrome_chunked tf xplane nsys ncu recording store rocprof perfetto perf_data perf_script)
 AFL_TARGET_DIR="$PWD/target/afl"
+# The uninstrumented tool (replay, seeds), where cargo puts it (CARGO_TARGET_DIR honoured).
+TOOL="${CARGO_TARGET_DIR:-target}/debug/strato-fuzz"
 driver_of() {
   if [[ $1 == store ]]; then echo "$AFL_TARGET_DIR/strato-fuzz-afl-store"; else echo "$AFL_TARGET_DIR/strato-fuzz-afl-core"; fi
 }
@@ -61,7 +63,7 @@ build() {
 seeds() {
   python3 scripts/fuzz-seeds.py "$@"
   cargo build --locked -p strato-fuzz --bin strato-fuzz
-  local tool=target/debug/strato-fuzz
+  local tool=$TOOL
   mkdir -p fuzz/corpus/recording fuzz/corpus/store
   "$tool" seed-recording fuzz/corpus/recording/seed.strato
   "$tool" seed-store fuzz/corpus/chrome/hta_cuda_event_sync_trace.json \
@@ -135,7 +137,7 @@ report() {
     mkdir -p "fuzz/findings/$target"
     cp "${found[@]}" "fuzz/findings/$target/"
     cargo build --locked -q -p strato-fuzz --bin strato-fuzz
-    target/debug/strato-fuzz replay "$target" "${found[@]}" || true
+    "$TOOL" replay "$target" "${found[@]}" || true
   fi
 }
 
@@ -145,7 +147,7 @@ case "${1:-}" in
   replay)
     shift
     cargo build --locked -q -p strato-fuzz --bin strato-fuzz
-    target/debug/strato-fuzz replay "$@"
+    "$TOOL" replay "$@"
     ;;
   all)
     for t in "${TARGETS[@]}"; do
