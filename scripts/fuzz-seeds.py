@@ -17,6 +17,13 @@ bulk (and the committed corpus stays a few hundred KB):
   calls, a marker and memory copies added to the documented schema;
 - perfetto: the rocprofv3-layout test trace of crates/strato-io/tests/data/perfetto/ (and, from
   scripts/fuzz.sh seeds, a Kineto seed exported by stratoscope's Perfetto exporter).
+- perf_data, perf_script: ../shared/data holds no perf files, so these are recorded here with
+  the real `perf` tool (root or perf_event_paranoid <= 1; skipped with a message when `perf` is
+  missing): tiny workloads under tracepoints (sched, raw and named system calls), switch events
+  with page faults, CPU samples with call chains; the text seeds are `perf script` of the same
+  files in several layouts (--header --ns --show-task-events, default with call stacks, -F
+  field lists, -G, --show-switch-events -F +pid), cut at an event boundary. Recordings differ
+  from run to run (times, pids, addresses); their shape does not.
 
 `recording` and `store` seeds are written by `strato-fuzz seed-recording` / `seed-store` (a real
 recorder run; a real import written as a profile): scripts/fuzz.sh seeds runs all of it.
@@ -30,6 +37,8 @@ import gzip
 import json
 import shutil
 import sqlite3
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -376,6 +385,85 @@ def perfetto_seeds(root, out):
                     out / "rocprofv3_like.pftrace")
 
 
+# System calls kept by the raw_syscalls filter (x86_64 numbers: write, nanosleep, fsync, futex,
+# wait4, clock_nanosleep): the blocking causes, without the hundreds of calls of a start-up.
+PERF_SYSCALL_FILTER = "id == 1 || id == 35 || id == 74 || id == 202 || id == 61 || id == 230"
+
+
+def perf_record(args, out, workload):
+    subprocess.run(["perf", "record", "-q", *args, "-o", str(out), "--", *workload],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def perf_script(data, args):
+    return subprocess.run(["perf", "script", *args, "-i", str(data)], check=True,
+                          capture_output=True).stdout
+
+
+def cut_script(text, max_bytes):
+    """`perf script` text cut after the last whole event (its call-stack lines included)
+    within max_bytes; comment lines at the top are kept."""
+    out, size = [], 0
+    for line in text.splitlines(keepends=True):
+        starts_event = line.strip() and not line.startswith((b"\t", b"#"))
+        if starts_event and size + len(line) > max_bytes:
+            break
+        out.append(line)
+        size += len(line)
+    return b"".join(out).rstrip(b"\n") + b"\n"
+
+
+def perf_seeds(out_data, out_script, max_bytes):
+    """perf.data files recorded here with the real perf tool, and their `perf script` text."""
+    if shutil.which("perf") is None:
+        print("perf_data, perf_script: no `perf` tool (Debian linux-perf); seeds not regenerated")
+        return
+    out_data.mkdir(parents=True, exist_ok=True)
+    out_script.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        sched, cpu, cpu_py, switch, named = (
+            tmp / n for n in ("sched.data", "cpu.data", "cpu_py.data", "switch.data",
+                              "named.data"))
+        # Thread states: a shell forks a sleeper and an fsync-bound dd (blocked:sleep, io,
+        # wakeups, a child's exit), on CLOCK_MONOTONIC (-k mono).
+        perf_record(["-k", "mono", "-e", "sched:sched_switch", "-e", "sched:sched_wakeup",
+                     "-e", "sched:sched_migrate_task",
+                     "-e", "raw_syscalls:sys_enter", "--filter", PERF_SYSCALL_FILTER,
+                     "-e", "raw_syscalls:sys_exit", "--filter", PERF_SYSCALL_FILTER],
+                    sched, ["sh", "-c", f"sleep 0.01 & dd if=/dev/zero of={tmp}/w bs=64k "
+                            "count=1 conv=fsync 2>/dev/null; wait"])
+        # CPU samples with frame-pointer call chains and the mappings to symbolize them: for
+        # perf.data a small C program (importing it loads the mapped files' symbol tables, and
+        # libpython's would cost each fuzz run ~150 ms), for the text a Python loop (the real
+        # interpreter, not a pyenv shim).
+        perf_record(["-F", "999", "-g"], cpu,
+                    ["dd", "if=/dev/zero", "of=/dev/null", "bs=1", "count=300000"])
+        perf_record(["-F", "999", "-g"], cpu_py,
+                    [sys.executable, "-c", "sum(i * i for i in range(200000))"])
+        # No tracepoints, no tracing data: PERF_RECORD_SWITCH and page faults.
+        perf_record(["--switch-events", "-e", "page-faults"], switch, ["sleep", "0.01"])
+        # Per-call tracepoints (syscalls:sys_enter_NAME / sys_exit_NAME).
+        perf_record(["-e", "syscalls:sys_enter_clock_nanosleep",
+                     "-e", "syscalls:sys_exit_clock_nanosleep",
+                     "-e", "syscalls:sys_enter_openat", "-e", "syscalls:sys_exit_openat"],
+                    named, ["sleep", "0.01"])
+        for data in (sched, cpu, switch, named):
+            shutil.copyfile(data, out_data / data.name.replace(".data", ".perf.data"))
+        texts = {
+            "sched-header-ns-tasks.txt": (sched, ["--header", "--ns", "--show-task-events"]),
+            "cpu-callchains.txt": (cpu_py, []),
+            "cpu-fields.txt": (cpu_py, ["-F", "comm,tid,time,event,ip,sym,dso"]),
+            "cpu-fields-pid-ns.txt": (cpu_py, ["-F", "comm,pid,tid,time,period,event,ip,sym,dso,"
+                                                  "symoff", "--ns", "-G"]),
+            "cpu-no-callchain.txt": (cpu_py, ["-G"]),
+            "switch-events-pid.txt": (switch, ["--show-switch-events", "-F", "+pid"]),
+            "named-syscalls-ns.txt": (named, ["--ns"]),
+        }
+        for name, (data, args) in texts.items():
+            (out_script / name).write_bytes(cut_script(perf_script(data, args), max_bytes))
+
+
 def main():
     root = Path(__file__).resolve().parent.parent
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -391,6 +479,7 @@ def main():
     ncu_seeds(args.data, args.out / "ncu")
     rocprof_seeds(args.data, args.out / "rocprof")
     perfetto_seeds(root, args.out / "perfetto")
+    perf_seeds(args.out / "perf_data", args.out / "perf_script", args.max_bytes // 3)
     for d in sorted(args.out.iterdir()):
         files = list(d.iterdir())
         print(f"{d.name}: {len(files)} files, {sum(f.stat().st_size for f in files)} bytes")

@@ -5,10 +5,11 @@
 #   bash scripts/fuzz.sh TARGET [SECONDS]   one campaign (default 600 s) on one core
 #   bash scripts/fuzz.sh all [SECONDS]      every target in turn, SECONDS each
 #   bash scripts/fuzz.sh install            cargo-afl (builds AFL++ from the crate, offline)
-#   bash scripts/fuzz.sh seeds              regenerate fuzz/corpus/ from ../shared/data
+#   bash scripts/fuzz.sh seeds              regenerate fuzz/corpus/ (../shared/data; perf: recorded here)
 #   bash scripts/fuzz.sh replay TARGET FILE...   run inputs through a target (triage)
 #
-# Targets: chrome chrome_chunked tf xplane nsys ncu recording store rocprof perfetto.
+# Targets: chrome chrome_chunked tf xplane nsys ncu recording store rocprof perfetto perf_data
+# perf_script.
 # A campaign resumes from its queue (target/fuzz/TARGET/) when run again. Afterwards the
 # script prints executions, crashes and hangs, replays each crash through the (uninstrumented)
 # target to show what broke, and copies crashes and hangs to fuzz/findings/TARGET/ (ignored by
@@ -25,8 +26,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 AFL_VERSION=0.18.2
-TARGETS=(chrome chrome_chunked tf xplane nsys ncu recording store rocprof perfetto)
+TARGETS=(chrome chrome_chunked tf xplane nsys ncu recording store rocprof perfetto perf_data perf_script)
 AFL_TARGET_DIR="$PWD/target/afl"
+# The uninstrumented tool (replay, seeds), where cargo puts it (CARGO_TARGET_DIR honoured).
+TOOL="${CARGO_TARGET_DIR:-target}/debug/strato-fuzz"
 driver_of() {
   if [[ $1 == store ]]; then echo "$AFL_TARGET_DIR/strato-fuzz-afl-store"; else echo "$AFL_TARGET_DIR/strato-fuzz-afl-core"; fi
 }
@@ -60,7 +63,7 @@ build() {
 seeds() {
   python3 scripts/fuzz-seeds.py "$@"
   cargo build --locked -p strato-fuzz --bin strato-fuzz
-  local tool=target/debug/strato-fuzz
+  local tool=$TOOL
   mkdir -p fuzz/corpus/recording fuzz/corpus/store
   "$tool" seed-recording fuzz/corpus/recording/seed.strato
   "$tool" seed-store fuzz/corpus/chrome/hta_cuda_event_sync_trace.json \
@@ -80,7 +83,8 @@ corpus_of() {
 }
 
 dictionary_of() {
-  # AFL++'s own token dictionaries, shipped with it.
+  # Ours (fuzz/dict/TARGET.dict), else AFL++'s own token dictionaries, shipped with it.
+  if [[ -f fuzz/dict/$1.dict ]]; then echo "fuzz/dict/$1.dict" && return; fi
   local dicts
   dicts=$(dirname "$(dirname "$(command -v afl-fuzz 2>/dev/null || echo /x/x)")")
   for d in "$HOME/.local/share/afl.rs/AFLplusplus/dictionaries" "$dicts/share/afl/dictionaries"; do
@@ -133,7 +137,7 @@ report() {
     mkdir -p "fuzz/findings/$target"
     cp "${found[@]}" "fuzz/findings/$target/"
     cargo build --locked -q -p strato-fuzz --bin strato-fuzz
-    target/debug/strato-fuzz replay "$target" "${found[@]}" || true
+    "$TOOL" replay "$target" "${found[@]}" || true
   fi
 }
 
@@ -143,7 +147,7 @@ case "${1:-}" in
   replay)
     shift
     cargo build --locked -q -p strato-fuzz --bin strato-fuzz
-    target/debug/strato-fuzz replay "$@"
+    "$TOOL" replay "$@"
     ;;
   all)
     for t in "${TARGETS[@]}"; do

@@ -56,10 +56,15 @@ pub enum Target {
     Rocprof,
     /// Perfetto protobuf (`perfetto.rs`; recognised by its `.pftrace` name).
     Perfetto,
+    /// Linux `perf.data` (`perf.rs` through the `linux-perf-data` crate; sniffed from its
+    /// `PERFILE2` magic).
+    PerfData,
+    /// `perf script` text output (`perf.rs`; sniffed from its first event line).
+    PerfScript,
 }
 
 /// Every target, in the order the docs and scripts list them.
-pub const TARGETS: [Target; 10] = [
+pub const TARGETS: [Target; 12] = [
     Target::Chrome,
     Target::ChromeChunked,
     Target::Tf,
@@ -70,6 +75,8 @@ pub const TARGETS: [Target; 10] = [
     Target::Store,
     Target::Rocprof,
     Target::Perfetto,
+    Target::PerfData,
+    Target::PerfScript,
 ];
 
 impl Target {
@@ -86,6 +93,8 @@ impl Target {
             Target::Store => "store",
             Target::Rocprof => "rocprof",
             Target::Perfetto => "perfetto",
+            Target::PerfData => "perf_data",
+            Target::PerfScript => "perf_script",
         }
     }
 
@@ -103,7 +112,8 @@ impl Target {
     }
 
     /// The file name the bytes are written under (the CLI sniffs content, but XPlane is
-    /// recognised by its `.pb` name, Perfetto by `.pftrace` and recordings by `.strato`).
+    /// recognised by its `.pb` name, Perfetto by `.pftrace` and recordings by `.strato`;
+    /// `perf.data` and `perf script` text by content alone).
     fn file_name(self) -> &'static str {
         match self {
             Target::Chrome | Target::ChromeChunked | Target::Tf => "trace.json",
@@ -114,6 +124,10 @@ impl Target {
             Target::Store => "profile",
             Target::Rocprof => "run_results.json",
             Target::Perfetto => "trace.pftrace",
+            Target::PerfData => "perf.data",
+            // No suffix the CLI reads by name (`.pb`, `.pftrace`, `.strato`, `.gz` are
+            // content-sniffed anyway): the text is recognised from its first event line.
+            Target::PerfScript => "perf-script.txt",
         }
     }
 }

@@ -148,3 +148,13 @@ fn rocprof() {
 fn perfetto() {
     check(Target::Perfetto);
 }
+
+#[test]
+fn perf_data() {
+    check(Target::PerfData);
+}
+
+#[test]
+fn perf_script() {
+    check(Target::PerfScript);
+}

@@ -51,12 +51,12 @@
 //! event line) is one error naming the file and, for text, the line.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 
 use linux_perf_data::linux_perf_event_reader::{
-    ClockId, CommonData, ContextSwitchRecord, EventRecord, PerfClock, PerfEventType, RecordType,
-    TaskWasPreempted,
+    ClockId, CommonData, ContextSwitchRecord, EventRecord, PerfClock, PerfEventType,
+    RawEventRecord, ReadFormat, RecordType, SampleFormat, TaskWasPreempted,
 };
 use linux_perf_data::{Feature, PerfFileReader, PerfFileRecord};
 use rustc_hash::FxHashMap;
@@ -542,9 +542,10 @@ impl<'o> Builder<'o> {
                     return;
                 }
                 let dur = h.ts - start;
+                // Totals saturate: a damaged text can hold calls of centuries on many threads.
                 let slot = self.syscalls.entry(entered.clone()).or_insert((0, 0));
                 slot.0 += 1;
-                slot.1 += dur;
+                slot.1 = slot.1.saturating_add(dur.max(0));
                 if dur >= SLOW_SYSCALL_NS {
                     let (name, category) = (self.trace.intern(&entered), self.cat_syscall);
                     self.push(Pending {
@@ -1129,7 +1130,7 @@ struct Format {
 impl Format {
     fn int(&self, raw: &[u8], name: &str, little: bool) -> Option<i64> {
         let &(off, size, signed) = self.fields.get(name)?;
-        let b = raw.get(off..off + size)?;
+        let b = raw.get(off..off.checked_add(size)?)?;
         let mut v: u64 = 0;
         for i in 0..size {
             let byte = if little { b[size - 1 - i] } else { b[i] };
@@ -1219,7 +1220,7 @@ impl Symbolizer {
         let module = match self.by_path.get(&path) {
             Some(&m) => m,
             None => {
-                let loadable = pid != -1 && path.starts_with('/');
+                let loadable = pid != -1 && path.starts_with('/') && is_module_file(&path);
                 let symbols = loadable.then(|| Module::load(&path));
                 self.modules.push((path.clone(), symbols));
                 self.by_path.insert(path, self.modules.len() - 1);
@@ -1250,7 +1251,9 @@ impl Symbolizer {
         let hit = [pid, -1].into_iter().find_map(|p| {
             let (&start, &(end, page_offset, module)) =
                 self.maps.get(&p)?.range(..=addr).next_back()?;
-            (addr < end).then(|| (module, addr - start + page_offset))
+            // A damaged mapping's offset can overflow: then it holds nothing.
+            let offset = (addr < end).then(|| page_offset.checked_add(addr - start))??;
+            Some((module, offset))
         })?;
         let frame = self.labels.entry(hit).or_insert_with(|| {
             let (path, symbols) = &self.modules[hit.0];
@@ -1294,6 +1297,23 @@ impl Symbolizer {
     }
 }
 
+/// Module files larger than this are not read for symbols (their frames are `?? [module]`).
+const MAX_MODULE_BYTES: u64 = 4 << 30;
+
+/// Whether the mapped file at `path` (a path recorded in the `perf.data`, so anything) may be
+/// read for its symbols: a regular file of a real size, not in a pseudo-filesystem. A device
+/// (`/dev/zero`), a FIFO or `/proc/self/pagemap` (size 0, endless to read) would make the
+/// import read forever or block.
+fn is_module_file(path: &str) -> bool {
+    let Ok(real) = std::fs::canonicalize(path) else {
+        return false;
+    };
+    if real.starts_with("/proc") || real.starts_with("/sys") || real.starts_with("/dev") {
+        return false;
+    }
+    std::fs::metadata(&real).is_ok_and(|m| m.is_file() && (1..=MAX_MODULE_BYTES).contains(&m.len()))
+}
+
 /// What an attribute (event) of a `perf.data` file is to this importer.
 #[derive(Debug, Clone)]
 enum AttrKind {
@@ -1309,10 +1329,239 @@ enum AttrKind {
     Other,
 }
 
+/// The `perf.data` file header (`struct perf_file_header`): magic, its size, the size of one
+/// attribute entry, the attribute, data and event-type sections, the feature bits.
+const PERF_HEADER_BYTES: u64 = 8 + 8 + 8 + 3 * 16 + 32;
+/// `perf_event_attr` sizes perf writes range from 64 (`PERF_ATTR_SIZE_VER0`) to ~140 bytes;
+/// an attribute entry of the file adds a 16-byte id section.
+const ATTR_SIZES: std::ops::RangeInclusive<u64> = 64..=4096;
+/// `HEADER_EVENT_DESC` and `HEADER_SIMPLEPERF_META_INFO`: the feature sections the attributes
+/// are read from.
+const FEATURE_EVENT_DESC: u32 = 12;
+const FEATURE_SIMPLEPERF_META_INFO: u32 = 129;
+
+/// Checks, before `linux-perf-data` reads the file, every count and size in it that the crate
+/// allocates from or adds up unchecked: the header's sections and the feature sections lie
+/// within the file, the attribute size is one perf writes, the event description's counts and
+/// the event-id sections fit in what is there. A damaged or hostile header would otherwise
+/// make the reader allocate terabytes (an abort), overflow or divide by zero.
+fn check_layout(file: &mut std::fs::File) -> std::result::Result<(), String> {
+    let len = file.metadata().map_err(|e| e.to_string())?.len();
+    let head = read_at(file, len, 0, PERF_HEADER_BYTES).map_err(|e| format!("header: {e}"))?;
+    let little = match &head[..8] {
+        b"PERFILE2" => true,
+        b"2ELIFREP" => false,
+        _ => return Err("not a perf.data file (magic)".into()),
+    };
+    let u64_at = |b: &[u8], at: usize| -> u64 {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&b[at..at + 8]);
+        if little {
+            u64::from_le_bytes(w)
+        } else {
+            u64::from_be_bytes(w)
+        }
+    };
+    let u32_at = |b: &[u8], at: usize| -> Option<u32> {
+        let w: [u8; 4] = b.get(at..at.checked_add(4)?)?.try_into().ok()?;
+        Some(if little {
+            u32::from_le_bytes(w)
+        } else {
+            u32::from_be_bytes(w)
+        })
+    };
+    let within = |what: &str, offset: u64, size: u64| -> std::result::Result<(), String> {
+        match offset.checked_add(size) {
+            Some(end) if end <= len => Ok(()),
+            _ => Err(format!(
+                "the {what} ({size} bytes at {offset}) lies beyond the end of the file ({len} bytes)"
+            )),
+        }
+    };
+    let header_size = u64_at(&head, 8);
+    if !(PERF_HEADER_BYTES..=len).contains(&header_size) {
+        return Err(format!(
+            "header size {header_size} is not a perf.data header's"
+        ));
+    }
+    let attr_size = u64_at(&head, 16);
+    if !ATTR_SIZES.contains(&attr_size) {
+        return Err(format!("attribute size {attr_size} is not one perf writes"));
+    }
+    let section = |at: usize| (u64_at(&head, at), u64_at(&head, at + 8));
+    let (attrs, data, event_types) = (section(24), section(40), section(56));
+    within("attribute section", attrs.0, attrs.1)?;
+    within("data section", data.0, data.1)?;
+    within("event-type section", event_types.0, event_types.1)?;
+    // The feature sections' table follows the data; one entry per feature bit.
+    let features: Vec<u32> = (0..256u32)
+        .filter(|bit| u64_at(&head, 72 + (bit / 64) as usize * 8) >> (bit % 64) & 1 == 1)
+        .collect();
+    let table_at = data.0 + data.1;
+    let table_len = features.len() as u64 * 16;
+    within("feature table", table_at, table_len)?;
+    let table = read_at(file, len, table_at, table_len).map_err(|e| e.to_string())?;
+    let mut sections = FxHashMap::default();
+    let mut total = 0u64;
+    for (i, feature) in features.iter().enumerate() {
+        let (offset, size) = (u64_at(&table, i * 16), u64_at(&table, i * 16 + 8));
+        within(&format!("feature section {feature}"), offset, size)?;
+        total = total.saturating_add(size);
+        sections.insert(*feature, (offset, size));
+    }
+    if total > len {
+        return Err(format!(
+            "the feature sections add up to {total} bytes, more than the file ({len} bytes)"
+        ));
+    }
+    // The attributes come from the first of these the reader finds.
+    if let Some(&(offset, size)) = sections.get(&FEATURE_EVENT_DESC) {
+        // nr, attr_size, then per event: attr, nr_ids, name (u32 length + bytes), ids.
+        let desc = read_at(file, len, offset, size).map_err(|e| e.to_string())?;
+        let short = || "the event description is cut short".to_string();
+        let nr = u32_at(&desc, 0).ok_or_else(short)?;
+        let desc_attr = u64::from(u32_at(&desc, 4).ok_or_else(short)?);
+        if !ATTR_SIZES.contains(&desc_attr) {
+            return Err(format!(
+                "attribute size {desc_attr} in the event description is not one perf writes"
+            ));
+        }
+        let mut at = 8u64;
+        for _ in 0..nr {
+            at = at.saturating_add(desc_attr);
+            let nr_ids =
+                u32_at(&desc, usize::try_from(at).unwrap_or(usize::MAX)).ok_or_else(short)?;
+            let name_len =
+                u32_at(&desc, usize::try_from(at + 4).unwrap_or(usize::MAX)).ok_or_else(short)?;
+            at = at
+                .saturating_add(8)
+                .saturating_add(u64::from(name_len))
+                .saturating_add(u64::from(nr_ids) * 8);
+            if at > size {
+                return Err(short());
+            }
+        }
+    } else if event_types.1 != 0 || sections.contains_key(&FEATURE_SIMPLEPERF_META_INFO) {
+        // Entries of an attribute and the (offset, size) of its event ids: in the event-type
+        // section (old perf), or in the attribute section (simpleperf, whose attr_size counts
+        // the id section).
+        let (table, entry, ids_at) = if event_types.1 != 0 {
+            (event_types, attr_size + 16, attr_size)
+        } else {
+            (attrs, attr_size, attr_size - 16)
+        };
+        let entries = read_at(file, len, table.0, table.1).map_err(|e| e.to_string())?;
+        for start in (0..table.1 / entry).map(|i| i * entry + ids_at) {
+            let start = start as usize;
+            within(
+                "event-id section",
+                u64_at(&entries, start),
+                u64_at(&entries, start + 8),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// `len` bytes at `offset` of `file` (whose length is `file_len`; the range is checked first).
+fn read_at(
+    file: &mut std::fs::File,
+    file_len: u64,
+    offset: u64,
+    len: u64,
+) -> std::result::Result<Vec<u8>, String> {
+    if offset.checked_add(len).is_none_or(|end| end > file_len) {
+        return Err(format!(
+            "the file ends before byte {}",
+            offset.saturating_add(len)
+        ));
+    }
+    let mut buf = vec![0; usize::try_from(len).map_err(|e| e.to_string())?];
+    file.seek(SeekFrom::Start(offset))
+        .and_then(|_| file.read_exact(&mut buf))
+        .map_err(|e| e.to_string())?;
+    Ok(buf)
+}
+
+/// Whether a SAMPLE record's call chain (if it has one) fits in the record. The reader
+/// multiplies the recorded length by 8 unchecked (an overflow for a damaged length): this walks
+/// to the length the way `linux_perf_event_reader::SampleRecord::parse` does. A record that
+/// ends before the length is left to the reader (its own error).
+fn callchain_fits(record: &RawEventRecord<'_>) -> bool {
+    let info = &record.parse_info;
+    let format = info.sample_format;
+    if !format.contains(SampleFormat::CALLCHAIN) {
+        return true;
+    }
+    let data = record.data.as_slice();
+    let little = matches!(info.endian, linux_perf_data::Endianness::LittleEndian);
+    let word = |at: usize| -> Option<u64> {
+        let w: [u8; 8] = data.get(at..at.checked_add(8)?)?.try_into().ok()?;
+        Some(if little {
+            u64::from_le_bytes(w)
+        } else {
+            u64::from_be_bytes(w)
+        })
+    };
+    let fixed = [
+        SampleFormat::IDENTIFIER,
+        SampleFormat::IP,
+        SampleFormat::TID,
+        SampleFormat::TIME,
+        SampleFormat::ADDR,
+        SampleFormat::ID,
+        SampleFormat::STREAM_ID,
+        SampleFormat::CPU,
+        SampleFormat::PERIOD,
+    ];
+    let mut at = 8 * fixed.iter().filter(|f| format.contains(**f)).count();
+    if format.contains(SampleFormat::READ) {
+        let read = info.read_format;
+        let times = [
+            ReadFormat::TOTAL_TIME_ENABLED,
+            ReadFormat::TOTAL_TIME_RUNNING,
+        ]
+        .iter()
+        .filter(|f| read.contains(**f))
+        .count();
+        // As the reader walks it: a value, times, an id; or a count, times and the values.
+        if read.contains(ReadFormat::GROUP) {
+            at += 8 * (1 + times + usize::from(read.contains(ReadFormat::ID)));
+        } else {
+            let Some(nr) = word(at) else { return true };
+            let each = if read.contains(ReadFormat::ID) { 16 } else { 8 };
+            let values = usize::try_from(nr)
+                .ok()
+                .and_then(|nr| nr.checked_mul(each))
+                .unwrap_or(usize::MAX);
+            at = at.saturating_add(8 * (1 + times)).saturating_add(values);
+        }
+    }
+    let Some(len) = word(at) else { return true };
+    len <= (data.len().saturating_sub(at + 8) / 8) as u64
+}
+
+/// `PERF_RECORD_MISC_MMAP_BUILD_ID`: an `MMAP2` record carries a build id, not an inode.
+const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
+
+/// Whether an `MMAP2` record's build id (if it has one) is at most the 20 bytes the kernel
+/// writes: the reader asserts it (a panic on a damaged length). Its length byte follows pid,
+/// tid, address, length and page offset.
+fn build_id_fits(record: &RawEventRecord<'_>) -> bool {
+    record.misc & MISC_MMAP_BUILD_ID == 0
+        || record
+            .data
+            .get(32..33)
+            .is_none_or(|len| len.as_slice().first().is_none_or(|&len| len <= 20))
+}
+
 /// Imports a `perf.data` file (file mode; see the module docs).
 pub fn import_data(path: &Path, options: &ImportOptions) -> Result<Trace> {
     let perr = |what: String| Error::new(path, ErrorKind::Perf(what));
-    let file = std::fs::File::open(path).map_err(|e| Error::new(path, e))?;
+    let mut file = std::fs::File::open(path).map_err(|e| Error::new(path, e))?;
+    check_layout(&mut file).map_err(|e| perr(format!("not a readable perf.data file: {e}")))?;
+    file.seek(SeekFrom::Start(0))
+        .map_err(|e| Error::new(path, e))?;
     let reader = BufReader::with_capacity(1 << 20, file);
     let PerfFileReader {
         mut perf_file,
@@ -1411,6 +1660,16 @@ pub fn import_data(path: &Path, options: &ImportOptions) -> Result<Trace> {
             Ok(c) => c,
             Err(_) => continue,
         };
+        if record_type == RecordType::SAMPLE && !callchain_fits(&record) {
+            return Err(perr(
+                "a SAMPLE record does not parse: its call chain is longer than the record".into(),
+            ));
+        }
+        if record_type == RecordType::MMAP2 && !build_id_fits(&record) {
+            return Err(perr(
+                "a MMAP2 record does not parse: its build id is longer than 20 bytes".into(),
+            ));
+        }
         let parsed = record
             .parse()
             .map_err(|e| perr(format!("a {record_type:?} record does not parse: {e}")))?;
@@ -1719,6 +1978,32 @@ mod tests {
     }
 
     #[test]
+    fn only_regular_files_are_read_for_symbols() {
+        // A perf.data names any path: reading a device, a FIFO or a pseudo-file would not end.
+        for path in [
+            "/dev/zero",
+            "/dev/stdin",
+            "/proc/self/pagemap",
+            "/proc/kcore",
+            "/",
+            "/x/y",
+        ] {
+            assert!(!is_module_file(path), "{path}");
+        }
+        let exe = std::env::current_exe().unwrap();
+        assert!(is_module_file(exe.to_str().unwrap()));
+    }
+
+    #[test]
+    fn a_mapping_whose_offset_overflows_holds_nothing() {
+        let mut s = Symbolizer::default();
+        s.map(7, 0x1000, 0x1000, u64::MAX - 4, b"[vdso]");
+        assert_eq!(s.frame(7, 0x1800), None);
+        s.map(7, 0x1000, 0x1000, 0, b"[vdso]");
+        assert!(s.frame(7, 0x1800).is_some());
+    }
+
+    #[test]
     fn tracepoint_formats_parse() {
         let text = b"name: sched_switch\nID: 372\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n\nprint fmt: \"x\"\n";
         let mut blob = b"junk\n".to_vec();
@@ -1729,6 +2014,10 @@ mod tests {
         let mut raw = vec![0u8; 28];
         raw[24..28].copy_from_slice(&(-5i32).to_le_bytes());
         assert_eq!(f.int(&raw, "prev_pid", true), Some(-5));
+        // A damaged format text: the field ends past usize::MAX.
+        let mut f = f;
+        f.fields.insert("far".into(), (usize::MAX - 1, 4, false));
+        assert_eq!(f.int(&raw, "far", true), None);
         assert!(tracepoint_format(&blob, 373).is_none());
     }
 }
