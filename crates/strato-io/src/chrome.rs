@@ -1179,7 +1179,13 @@ impl<'p, 's> Builder<'p, 's> {
             "X" | "B" | "E" => self.span_event(ph, &ev, known, offset),
             "i" | "I" | "n" => self.instant_event(&ev, known, offset),
             "C" => self.counter_event(&ev, offset),
-            "s" | "t" | "f" => self.flow_event(ph, &ev, offset),
+            "s" | "f" => self.flow_event(ph, &ev, offset),
+            // A step is where one leg of a flow arrives and the next leaves: `s` -> `t` -> `f`
+            // under one id is kept as its legs, `s` -> `t` and `t` -> `f`, each complete.
+            "t" => {
+                self.flow_event("f", &ev, offset)?;
+                self.flow_event("s", &ev, offset)
+            }
             "M" => {
                 self.metadata_event(&ev, known);
                 Ok(())
@@ -1521,7 +1527,6 @@ impl<'p, 's> Builder<'p, 's> {
         if is_start {
             flow.from = end;
         } else {
-            // `t` (step) ends are treated as the flow's arrival.
             flow.to = end;
         }
         if flow.from.is_some() && flow.to.is_some() {

@@ -286,6 +286,42 @@ fn doc(events: &[&str]) -> String {
 }
 
 #[test]
+fn a_flow_with_steps_is_kept_as_its_legs() {
+    // s -> t -> t -> f under one id, each end inside a span of its own thread: three legs,
+    // each complete and bound to the span it sits in; a second flow without steps beside it.
+    let text = doc(&[
+        r#"{"ph":"X","cat":"op","name":"a","pid":1,"tid":1,"ts":10,"dur":10}"#,
+        r#"{"ph":"X","cat":"op","name":"b","pid":1,"tid":2,"ts":30,"dur":10}"#,
+        r#"{"ph":"X","cat":"op","name":"c","pid":1,"tid":3,"ts":50,"dur":10}"#,
+        r#"{"ph":"X","cat":"op","name":"d","pid":1,"tid":4,"ts":70,"dur":10}"#,
+        r#"{"ph":"s","cat":"q","name":"m","id":7,"pid":1,"tid":1,"ts":12}"#,
+        r#"{"ph":"t","cat":"q","name":"m","id":7,"pid":1,"tid":2,"ts":32}"#,
+        r#"{"ph":"t","cat":"q","name":"m","id":7,"pid":1,"tid":3,"ts":52}"#,
+        r#"{"ph":"f","cat":"q","name":"m","id":7,"pid":1,"tid":4,"ts":72,"bp":"e"}"#,
+        r#"{"ph":"s","cat":"q","name":"n","id":8,"pid":1,"tid":1,"ts":14}"#,
+        r#"{"ph":"f","cat":"q","name":"n","id":8,"pid":1,"tid":4,"ts":74,"bp":"e"}"#,
+    ]);
+    for trace in [one("t.json", &text).0, one("t.json", &text).1] {
+        let span_name = |end: Option<&strato_trace::FlowEnd>| {
+            let span = end.and_then(|e| e.span).expect("a bound end");
+            trace.str(trace.spans[span.0 as usize].name).to_string()
+        };
+        let mut legs: Vec<(u64, String, String)> = trace
+            .flows
+            .iter()
+            .map(|f| (f.id, span_name(f.from.as_ref()), span_name(f.to.as_ref())))
+            .collect();
+        legs.sort();
+        let want = [(7, "a", "b"), (7, "b", "c"), (7, "c", "d"), (8, "a", "d")];
+        let want: Vec<(u64, String, String)> = want
+            .iter()
+            .map(|&(id, from, to)| (id, from.to_string(), to.to_string()))
+            .collect();
+        assert_eq!(legs, want);
+    }
+}
+
+#[test]
 fn lone_surrogates_become_replacement_characters_and_are_counted() {
     let text = doc(&[
         r#"{"ph":"X","cat":"cpu_op","name":"a\ud800b","pid":1,"tid":1,"ts":1,"dur":2,"args":{"Input Dims":"\udc00"}}"#,
