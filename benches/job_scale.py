@@ -334,7 +334,8 @@ def main():
         if args.svg:
             svg_plot(rows, args.svg)
     elif args.ci:
-        args.strato = args.strato or os.path.join(ROOT, "target", "debug", "strato")
+        target_dir = os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")
+        args.strato = args.strato or os.path.join(target_dir, "debug", "strato")
         ci(args)
     else:
         args.strato = args.strato or os.path.join(ROOT, "target", "release", "strato")
