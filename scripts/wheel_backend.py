@@ -114,7 +114,10 @@ def _stage(artifact: Path, destination: Path) -> None:
     link time) strips it as that profile does, so the wheel holds what a release wheel holds."""
     shutil.copy2(artifact, destination)
     if PROFILE != RELEASE_PROFILE:
-        subprocess.run(["strip", "--strip-all", str(destination)], check=True)
+        # `.debug_gdb_scripts` (rustc's pointer to its pretty-printers, emitted with debug info)
+        # is an allocated section that --strip-all keeps.
+        subprocess.run(["strip", "--strip-all", "--remove-section=.debug_gdb_scripts",
+                        str(destination)], check=True)
 
 
 def _maturin_args_for_profile() -> None:
@@ -122,7 +125,10 @@ def _maturin_args_for_profile() -> None:
     517 hooks read) to build the recorder extension in the same profile, stripped."""
     if PROFILE == RELEASE_PROFILE:
         return
-    extra = f"--profile {PROFILE} --strip"
+    # `cargo rustc --profile test` (maturin's build) compiles a test harness: Cargo.toml's
+    # `test-ext` is the profile `test` under another name.
+    profile = "test-ext" if PROFILE == "test" else PROFILE
+    extra = f"--profile {profile} --strip"
     current = os.environ.get("MATURIN_PEP517_ARGS", "")
     os.environ["MATURIN_PEP517_ARGS"] = f"{current} {extra}".strip()
 
