@@ -1076,6 +1076,68 @@ mod tests {
         }
     }
 
+    /// How often the bias interval contains 0 over `trials` calibrations of `n` runs a
+    /// configuration, under the noise this project's 2-core VMs show (measured: the same fixed
+    /// work takes 1.0-1.1x its time, or, about a third of the time, 1.3-1.8x while its vCPU's
+    /// host core is shared, for a second or more), and the interval's mean half-width (percent).
+    /// The held-out runs carry `unmodelled` ns that no cost explains (0: an exact model).
+    fn noisy_coverage(n: usize, trials: usize, unmodelled: f64) -> (f64, f64) {
+        let mut rng = fastrand::Rng::with_seed(19);
+        let mut noisy = |base: f64, annotations: u64, os_events: u64| {
+            let r = os_run(base, annotations, os_events, 1e6);
+            let slow = if rng.f64() < 1.0 / 3.0 {
+                1.3 + 0.5 * rng.f64()
+            } else {
+                1.0 + 0.1 * rng.f64()
+            };
+            let time_ns = r.time_ns * slow;
+            let counts = r.counts;
+            RunMeasure {
+                time_ns,
+                cpu: Some(CpuMeasure {
+                    time_ns,
+                    counts,
+                    api: BTreeMap::new(),
+                }),
+                ..r
+            }
+        };
+        let (mut covered, mut width) = (0, 0.0);
+        for _ in 0..trials {
+            // 0.1 s of work; 40 annotations; 20,000 OS events (+30 %), as os_syscalls.py.
+            let l0: Vec<_> = (0..n).map(|_| noisy(1e8, 0, 0)).collect();
+            let l1: Vec<_> = (0..n).map(|_| noisy(1e8, 40, 0)).collect();
+            let l1_os: Vec<_> = (0..n).map(|_| noisy(1e8, 40, 20_000)).collect();
+            let held: Vec<_> = (0..n)
+                .map(|_| noisy(1e8 + unmodelled, 40, 20_000))
+                .collect();
+            let configs: Vec<ConfigRuns<'_>> =
+                vec![(0, None, &l0), (1, None, &l1), (1, None, &l1_os)];
+            let (lo, hi) = bias_interval(&configs, &held, Basis::ThreadCpu, BOOTSTRAP_SAMPLES)
+                .expect("3 runs or more each");
+            covered += usize::from(lo <= 0.0 && 0.0 <= hi);
+            width += (hi - lo) / 2.0;
+        }
+        (covered as f64 / trials as f64, width / trials as f64)
+    }
+
+    /// The interval is what python/tests/test_os_calibration.py and test_sample_calibration.py
+    /// judge a real calibration by on a noisy machine, so it must hold its 95 % where the
+    /// model is exact (measured at 200 trials: 95 % at 5 runs, half-width 33 %; 96.5 % at 8,
+    /// 25 %), and must exclude 0 when the held-out runs are off by far more than the noise.
+    #[test]
+    fn the_bias_interval_covers_an_exact_model_under_vm_noise() {
+        let (coverage, half_width) = noisy_coverage(5, 100, 0.0);
+        assert!(coverage >= 0.9, "{coverage} {half_width}");
+        assert!((20.0..45.0).contains(&half_width), "{half_width}");
+        let (coverage8, half_width8) = noisy_coverage(8, 100, 0.0);
+        assert!(coverage8 >= 0.9, "{coverage8}");
+        assert!(half_width8 < half_width, "{half_width8} {half_width}");
+        // Held-out runs 80 % slower than any cost explains: the interval leaves 0 out.
+        let (coverage, _) = noisy_coverage(8, 100, 8e7);
+        assert!(coverage <= 0.1, "{coverage}");
+    }
+
     #[test]
     fn native_and_python_samples_get_their_own_costs_and_are_reported() {
         // 100 ms base at 999 Hz: about 100 native samples; the Python sampler (at most 200 Hz)
