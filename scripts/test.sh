@@ -24,11 +24,13 @@ step "job-scale benchmark, bounded (the full run: benches/job_scale.py, docs/ben
 python3 benches/job_scale.py --ci
 
 if [[ -f pyproject.toml ]]; then
-  # The release wheel, as users get it. A quicker install from the test build above exists
-  # (STRATOSCOPE_WHEEL_PROFILE=test, scripts/wheel_backend.py) but is not what CI runs: the
-  # sampling-calibration test missed its bound with it in 2 of 3 full runs (docs/benchmarks.md).
-  step "pip install . (the stratoscope Python package and the strato command)"
-  python3 -m pip install --quiet --disable-pip-version-check .
+  # The package from the test build above (STRATOSCOPE_WHEEL_PROFILE=test,
+  # scripts/wheel_backend.py): the same wheel layout, staging and checks as the release wheel,
+  # its programs and extensions from `cargo test`'s build, stripped; about a minute instead of
+  # a second, release build of every dependency (~17 min in CI). The release wheel, as users
+  # get it, is built and checked by scripts/check-wheel.sh (docs/benchmarks.md, "CI time").
+  step "pip install . from the test build (the stratoscope Python package and the strato command)"
+  STRATOSCOPE_WHEEL_PROFILE=test python3 -m pip install --quiet --disable-pip-version-check .
   step "cargo build: the OpenCL layer and demo the Python recording tests run"
   cargo build -p strato-opencl-layer -p strato-opencl-examples --locked
   step "pytest"
