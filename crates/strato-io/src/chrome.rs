@@ -526,7 +526,11 @@ impl Loose {
             t => match json_lenient::number(t) {
                 Some(Ok(v)) => Loose::Int(v),
                 Some(Err(v)) => Loose::Float(v),
-                None => Loose::Text(LooseStr::from_raw(t).text.into_owned()),
+                None => {
+                    let text = LooseStr::from_raw(t);
+                    json_lenient::note_replaced(text.replaced);
+                    Loose::Text(text.text.into_owned())
+                }
             },
         }
     }
@@ -1015,7 +1019,10 @@ impl<'p, 's> Builder<'p, 's> {
             Err(_) if self.fatal.is_none() && !complete => Ok(None),
             Err(_) if self.fatal.is_none() => {
                 let _lenient = json_lenient::lenient();
-                read(self)
+                let read = read(self);
+                // Surrogates replaced in pid / tid / id, which `Loose` cannot count itself.
+                self.parse.replaced_surrogates += u64::from(json_lenient::take_replaced());
+                read
             }
             other => other,
         };

@@ -70,6 +70,21 @@ impl<'a> LooseStr<'a> {
 thread_local! {
     /// Whether this thread reads in lenient mode (see [`lenient`]).
     static LENIENT: Cell<bool> = const { Cell::new(false) };
+    /// Lone surrogates replaced in values read without a count of their own (the importer's
+    /// `Loose` pid / tid / id) since the lenient mode began (see [`note_replaced`]).
+    static UNCOUNTED_REPLACED: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Adds `n` lone surrogates replaced in a value whose type has no count of its own (the
+/// importer's `Loose`): the reader of the event takes them with [`take_replaced`].
+pub fn note_replaced(n: u32) {
+    UNCOUNTED_REPLACED.with(|c| c.set(c.get().saturating_add(n)));
+}
+
+/// The lone surrogates [`note_replaced`] since the lenient mode began (or the last take),
+/// reset to 0.
+pub fn take_replaced() -> u32 {
+    UNCOUNTED_REPLACED.with(|c| c.replace(0))
 }
 
 /// Lenient mode while the guard lives: the types of this module (and the importer's `Loose`)
@@ -77,6 +92,7 @@ thread_local! {
 /// the rare event the fast way refused.
 pub fn lenient() -> LenientGuard {
     LENIENT.with(|l| l.set(true));
+    UNCOUNTED_REPLACED.with(|c| c.set(0));
     LenientGuard(())
 }
 

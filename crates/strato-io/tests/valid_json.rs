@@ -327,17 +327,19 @@ fn lone_surrogates_become_replacement_characters_and_are_counted() {
         r#"{"ph":"X","cat":"cpu_op","name":"a\ud800b","pid":1,"tid":1,"ts":1,"dur":2,"args":{"Input Dims":"\udc00"}}"#,
         r#"{"ph":"X","cat":"c\udfff","name":"\ud83d\ude00 \\ud800","pid":1,"tid":1,"ts":1,"dur":2}"#,
         r#"{"ph":"M","name":"thread_name","pid":1,"tid":1,"args":{"name":"main \ud800"}}"#,
+        // Surrogates in a string pid and tid (a thread of its own), counted too.
+        r#"{"ph":"X","cat":"cpu_op","name":"p","pid":"w\udc01","tid":"t\ud801","ts":1,"dur":2}"#,
     ]);
     let text = format!("{{\"\\udbff key\":1,{}", &text[1..]);
     for trace in [one("s.json", &text).0, one("s.json", &text).1] {
         let names: Vec<&str> = trace.spans.iter().map(|s| trace.str(s.name)).collect();
-        assert_eq!(names, ["a\u{FFFD}b", "\u{1F600} \\ud800"]);
+        assert_eq!(names, ["a\u{FFFD}b", "\u{1F600} \\ud800", "p"]);
         assert_eq!(trace.str(trace.spans[1].category), "c\u{FFFD}");
         assert_eq!(trace.tracks[0].name.as_deref(), Some("main \u{FFFD}"));
-        // Names, the category, the thread name and the top-level key; args text is kept as
-        // written (still valid JSON) and not counted.
+        // Names, the category, the thread name, the top-level key, the string pid and tid;
+        // args text is kept as written (still valid JSON) and not counted.
         let notes = &trace.ranks[0].notes;
-        assert_eq!(notes.get("lone_surrogates_replaced"), 4);
+        assert_eq!(notes.get("lone_surrogates_replaced"), 6);
     }
     let (full, _) = one("s.json", &text);
     assert_eq!(
