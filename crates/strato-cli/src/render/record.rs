@@ -112,6 +112,19 @@ pub(crate) fn print_text(
     Ok(())
 }
 
+/// The bias a validation must resolve for its figures to speak for themselves (percent of the
+/// uninstrumented time): a wider 95% interval gets a line saying so.
+const RESOLVED_PCT: f64 = 15.0;
+
+/// Half the width of `v`'s bias interval when it is wider than +-[`RESOLVED_PCT`].
+fn unresolved_half_width(v: &Value) -> Option<f64> {
+    let [lo, hi] = v["bias_pct_interval95"].as_array()?.as_slice() else {
+        return None;
+    };
+    let half_width = (hi.as_f64()? - lo.as_f64()?) / 2.0;
+    (half_width > RESOLVED_PCT).then_some(half_width)
+}
+
 /// One line per basis of a validation object : its own basis, then the
 /// wall-clock figures when the basis was CPU time.
 pub(crate) fn write_validation(out: &mut impl Write, prefix: &str, v: &Value) -> Result<()> {
@@ -135,6 +148,16 @@ pub(crate) fn write_validation(out: &mut impl Write, prefix: &str, v: &Value) ->
         _ => String::new(),
     };
     writeln!(out, "{prefix}{}{interval}", line(v, basis))?;
+    if let Some(half_width) = unresolved_half_width(v) {
+        writeln!(
+            out,
+            "{}note: the interval is +-{half_width:.0}% wide: these runs cannot resolve the correction to {RESOLVED_PCT:.0}%. \
+             The same work took different times from run to run (a machine whose CPU speed varies, \
+             e.g. a VM sharing its host's cores); more --repeat narrows it \
+             (docs/levels.md, \"Calibration on a noisy machine\")",
+            prefix.trim_start_matches('\n'),
+        )?;
+    }
     if let Some(w) = v.get("wall") {
         writeln!(
             out,
@@ -144,4 +167,37 @@ pub(crate) fn write_validation(out: &mut impl Write, prefix: &str, v: &Value) ->
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn validation(interval: [f64; 2]) -> String {
+        let v = json!({"basis": "thread_cpu", "uninstrumented_s": 0.1, "instrumented_s": 0.12,
+            "inflation_pct": 20.0, "corrected_s": 0.1, "bias_pct": 0.0,
+            "bias_pct_interval95": interval});
+        let mut out = Vec::new();
+        write_validation(&mut out, "validation ", &v).expect("writes to a Vec");
+        String::from_utf8(out).expect("UTF-8")
+    }
+
+    #[test]
+    fn a_validation_too_noisy_to_resolve_fifteen_percent_says_so() {
+        let text = validation([-28.0, 30.0]);
+        assert!(
+            text.contains("(95% interval over resampled runs: -28.00% .. +30.00%)"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "the interval is +-29% wide: these runs cannot resolve the correction to 15%"
+            ),
+            "{text}"
+        );
+        // A narrow interval, and none at all, get no such line.
+        assert!(!validation([-2.0, 2.3]).contains("cannot resolve"));
+        assert!(!validation([-15.0, 15.0]).contains("cannot resolve"));
+    }
 }
