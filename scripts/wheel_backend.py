@@ -16,9 +16,9 @@ package then finds the programs in the cargo target dir (see `stratoscope.cli.st
 
 `STRATOSCOPE_WHEEL_PROFILE=test` builds the same wheel from the Cargo profile `test`, the one
 `cargo test` builds: every artifact comes from the test build already in the target dir (no
-second, release build of every dependency), and is stripped as the `wheel` profile strips: a
-quick local install of a change. Users, `scripts/test.sh` (CI) and `scripts/check-wheel.sh`
-build the release wheel.
+second, release build of every dependency), and is stripped as the `wheel` profile strips. The
+test suite installs the package that way (`scripts/test.sh`: CI's time); users and
+`scripts/check-wheel.sh` get the release build.
 """
 
 from __future__ import annotations

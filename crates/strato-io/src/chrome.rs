@@ -1018,10 +1018,10 @@ impl<'p, 's> Builder<'p, 's> {
         let parsed = match read(self) {
             Err(_) if self.fatal.is_none() && !complete => Ok(None),
             Err(_) if self.fatal.is_none() => {
-                let _lenient = json_lenient::lenient();
+                let lenient = json_lenient::lenient();
                 let read = read(self);
                 // Surrogates replaced in pid / tid / id, which `Loose` cannot count itself.
-                self.parse.replaced_surrogates += u64::from(json_lenient::take_replaced());
+                self.parse.replaced_surrogates += u64::from(lenient.take_replaced());
                 read
             }
             other => other,

@@ -71,20 +71,17 @@ thread_local! {
     /// Whether this thread reads in lenient mode (see [`lenient`]).
     static LENIENT: Cell<bool> = const { Cell::new(false) };
     /// Lone surrogates replaced in values read without a count of their own (the importer's
-    /// `Loose` pid / tid / id) since the lenient mode began (see [`note_replaced`]).
+    /// `Loose` pid / tid / id) while the current [`LenientGuard`] lives.
     static UNCOUNTED_REPLACED: Cell<u32> = const { Cell::new(0) };
 }
 
 /// Adds `n` lone surrogates replaced in a value whose type has no count of its own (the
-/// importer's `Loose`): the reader of the event takes them with [`take_replaced`].
+/// importer's `Loose`), for [`LenientGuard::take_replaced`]. Outside lenient mode nothing is
+/// kept: only the lenient reading decodes such strings for an event.
 pub fn note_replaced(n: u32) {
-    UNCOUNTED_REPLACED.with(|c| c.set(c.get().saturating_add(n)));
-}
-
-/// The lone surrogates [`note_replaced`] since the lenient mode began (or the last take),
-/// reset to 0.
-pub fn take_replaced() -> u32 {
-    UNCOUNTED_REPLACED.with(|c| c.replace(0))
+    if is_lenient() {
+        UNCOUNTED_REPLACED.with(|c| c.set(c.get().saturating_add(n)));
+    }
 }
 
 /// Lenient mode while the guard lives: the types of this module (and the importer's `Loose`)
@@ -99,6 +96,13 @@ pub fn lenient() -> LenientGuard {
 /// Ends lenient mode when dropped.
 #[derive(Debug)]
 pub struct LenientGuard(());
+
+impl LenientGuard {
+    /// The lone surrogates [`note_replaced`] while this guard lived (or since the last take).
+    pub fn take_replaced(&self) -> u32 {
+        UNCOUNTED_REPLACED.with(|c| c.replace(0))
+    }
+}
 
 impl Drop for LenientGuard {
     fn drop(&mut self) {
