@@ -129,6 +129,54 @@ pub struct CollectiveInstance {
 pub struct CriticalPathOptions {
     /// Collectives matched across ranks (cross-rank edges); `None`: ranks are independent.
     pub collectives: Option<Vec<CollectiveInstance>>,
+    /// Per rank (indexed by [`RankId`]), what is added to its times to put them on the job's
+    /// reference clock: the clock alignment of [`crate::collectives`] (ranks beyond the list:
+    /// 0). Every cross-rank edge compares aligned times, and every time the result gives
+    /// (path, events, segments, windows) is on that clock.
+    pub clock_shift: Vec<Ns>,
+}
+
+impl CriticalPathOptions {
+    /// The cross-rank inputs exactly as `strato collectives` computes them: its matched
+    /// instances (with two or more ranks) and its clock alignment, so that every cross-rank
+    /// analysis sees the same job.
+    pub fn from_collectives(
+        trace: &Trace,
+        report: &crate::collectives::CollectivesReport,
+    ) -> CriticalPathOptions {
+        if trace.ranks.len() < 2 {
+            return CriticalPathOptions::default();
+        }
+        CriticalPathOptions {
+            collectives: Some(instances_from_matched(&report.instances)),
+            clock_shift: (0..trace.ranks.len() as u32)
+                .map(|r| report.clock.shift_of(RankId(r)))
+                .collect(),
+        }
+    }
+
+    /// Matches the collectives of `trace` and aligns its clocks as `strato collectives` does
+    /// (without its straggler and size analyses): [`CriticalPathOptions::from_collectives`]'s
+    /// inputs, for a caller that has no collectives report.
+    pub fn matched(trace: &Trace) -> CriticalPathOptions {
+        if trace.ranks.len() < 2 {
+            return CriticalPathOptions::default();
+        }
+        let ranks = crate::collectives::rank_summaries(trace);
+        let mut instances = crate::collectives::match_collectives(&ranks);
+        let clock = crate::collectives::measure(&ranks, &mut instances);
+        CriticalPathOptions {
+            collectives: Some(instances_from_matched(&instances)),
+            clock_shift: (0..trace.ranks.len() as u32)
+                .map(|r| clock.shift_of(RankId(r)))
+                .collect(),
+        }
+    }
+
+    /// The shift of `rank` onto the reference clock.
+    pub fn shift_of(&self, rank: RankId) -> Ns {
+        self.clock_shift.get(rank.0 as usize).copied().unwrap_or(0)
+    }
 }
 
 /// An event (span) with a node on the critical path.
@@ -204,6 +252,10 @@ pub struct GraphStats {
 pub struct CriticalPathReport {
     pub ranks: Vec<RankCriticalPath>,
     pub graph: GraphStats,
+    /// Per rank, the shift that put its times on the reference clock
+    /// ([`CriticalPathOptions::clock_shift`]): subtract it to find an event in its file.
+    #[serde(skip)]
+    pub clock_shift: Vec<Ns>,
 }
 
 /// Why no critical path could be computed.
@@ -243,15 +295,29 @@ struct Graph {
     /// Span -> (start node, end node).
     span_nodes: FxHashMap<SpanId, (u32, u32)>,
     negative: usize,
+    /// Per rank, the shift onto the reference clock ([`CriticalPathOptions::clock_shift`]).
+    clock_shift: Vec<Ns>,
 }
 
 impl Graph {
+    fn new(options: &CriticalPathOptions) -> Graph {
+        Graph {
+            clock_shift: options.clock_shift.clone(),
+            ..Graph::default()
+        }
+    }
+
+    fn shift_of(&self, rank: RankId) -> Ns {
+        self.clock_shift.get(rank.0 as usize).copied().unwrap_or(0)
+    }
+
     fn add_span(&mut self, trace: &Trace, id: SpanId, rank: RankId) -> (u32, u32) {
         let span = &trace.spans[id.0 as usize];
         let start = self.nodes.len() as u32;
+        let shift = self.shift_of(rank);
         for ts in [span.start, span.end] {
             self.nodes.push(Node {
-                ts,
+                ts: ts.saturating_add(shift),
                 span: Some(id),
                 rank,
                 track: Some(span.track),
@@ -334,11 +400,15 @@ pub fn critical_path(
     trace: &Trace,
     options: &CriticalPathOptions,
 ) -> Result<CriticalPathReport, CriticalPathError> {
-    let mut graph = Graph::default();
-    for r in 0..trace.ranks.len() {
-        build_rank(trace, RankId(r as u32), &|_| true, &mut graph);
+    let mut graph = Graph::new(options);
+    let index = TraceIndex::new(trace);
+    let by_rank = spans_by_rank(trace);
+    for (r, spans) in by_rank.iter().enumerate() {
+        build_rank(trace, &index, RankId(r as u32), spans, &mut graph);
     }
-    let collectives = add_collectives(options, &mut graph);
+    drop(by_rank);
+    let members = MemberIndex::new(options);
+    let collectives = add_collectives(options, &members, &mut graph);
     let stats = GraphStats {
         nodes: graph.nodes.len(),
         edges: graph.edges.len(),
@@ -346,27 +416,34 @@ pub fn critical_path(
         collectives,
     };
     let search = longest_paths(&graph)?;
+    let ends = path_ends(trace, &graph, &search);
     let ranks = (0..trace.ranks.len())
-        .map(|r| rank_path(trace, RankId(r as u32), &graph, &search))
+        .map(|r| rank_path(trace, RankId(r as u32), &graph, &search, ends[r]))
         .collect();
     Ok(CriticalPathReport {
         ranks,
         graph: stats,
+        clock_shift: options.clock_shift.clone(),
     })
 }
 
-/// Adds the nodes and edges of one rank.
-/// Only the spans `keep` accepts take part (a step window; everything for the whole trace).
-fn build_rank(trace: &Trace, rank: RankId, keep: &dyn Fn(SpanId) -> bool, graph: &mut Graph) {
+/// Adds the nodes and edges of one rank from `spans`, the rank's spans that take part (a step
+/// window's; every one of the rank for the whole trace), each category in trace order. Its
+/// work is linear in `spans` (plus the rank's launches when it has stream-wait events).
+fn build_rank(
+    trace: &Trace,
+    index: &TraceIndex,
+    rank: RankId,
+    spans: &[SpanId],
+    graph: &mut Graph,
+) {
     let mut threads: FxHashMap<TrackId, Vec<SpanId>> = FxHashMap::default();
     let mut device: Vec<SpanId> = Vec::new();
     let mut syncs: Vec<SpanId> = Vec::new();
-    for (i, span) in trace.spans.iter().enumerate() {
-        let id = SpanId(i as u32);
+    for &id in spans {
+        let span = &trace.spans[id.0 as usize];
         let track = trace.track(span.track);
-        if track.rank != rank || !keep(id) {
-            continue;
-        }
+        debug_assert_eq!(track.rank, rank);
         match track.kind {
             TrackKind::Thread { .. } if is_cpu_level(span.level) && span.end > span.start => {
                 threads.entry(span.track).or_default().push(id);
@@ -395,7 +472,23 @@ fn build_rank(trace: &Trace, rank: RankId, keep: &dyn Fn(SpanId) -> bool, graph:
     for &t in &thread_ids {
         cpu_chain(trace, &threads[&t], graph);
     }
-    device_edges(trace, rank, &device, &syncs, graph);
+    // The rank's runtime calls in the graph, by correlation (the first in trace order when
+    // two share one).
+    let mut call_by_corr: FxHashMap<u64, SpanId> = FxHashMap::default();
+    for &t in &thread_ids {
+        for &id in &threads[&t] {
+            let s = &trace.spans[id.0 as usize];
+            if s.level == Level::AcceleratorApi {
+                if let Some(c) = s.correlation {
+                    call_by_corr
+                        .entry(c)
+                        .and_modify(|first| *first = SpanId(first.0.min(id.0)))
+                        .or_insert(id);
+                }
+            }
+        }
+    }
+    device_edges(trace, index, rank, &device, &syncs, &call_by_corr, graph);
 }
 
 /// The call-order chain of one thread (see the module docs).
@@ -491,9 +584,11 @@ fn cpu_chain(trace: &Trace, spans: &[SpanId], graph: &mut Graph) {
 /// Launch, stream-order and synchronisation edges of one rank's device work.
 fn device_edges(
     trace: &Trace,
+    index: &TraceIndex,
     rank: RankId,
     device: &[SpanId],
     syncs: &[SpanId],
+    call_by_corr: &FxHashMap<u64, SpanId>,
     graph: &mut Graph,
 ) {
     let span = |id: SpanId| &trace.spans[id.0 as usize];
@@ -501,16 +596,6 @@ fn device_edges(
         TrackKind::DeviceQueue { device, queue } => (device, queue),
         _ => (-1, -1),
     };
-    // CPU runtime calls of this rank in the graph, by correlation.
-    let mut call_by_corr: FxHashMap<u64, SpanId> = FxHashMap::default();
-    for (&id, _) in graph.span_nodes.iter() {
-        let s = span(id);
-        if s.level == Level::AcceleratorApi && trace.track(s.track).rank == rank {
-            if let Some(c) = s.correlation {
-                call_by_corr.insert(c, id);
-            }
-        }
-    }
     // Kernel by correlation, and each launch's stream (for event synchronisation).
     let mut kernel_by_corr: FxHashMap<u64, SpanId> = FxHashMap::default();
     for &id in device {
@@ -518,11 +603,20 @@ fn device_edges(
             kernel_by_corr.entry(c).or_insert(id);
         }
     }
-    let event_syncs = event_sync_sources(trace, rank, syncs, &kernel_by_corr, &call_by_corr);
+    let event_syncs = event_sync_sources(
+        trace,
+        &index.event_records[rank.0 as usize],
+        syncs,
+        &kernel_by_corr,
+        call_by_corr,
+    );
     // Pending GPU -> GPU dependencies: destination kernel -> source kernel.
     let mut kernel_wait: FxHashMap<SpanId, SpanId> = FxHashMap::default();
+    let mut launches: Option<LaunchesByStreamAndThread> = None;
     for (sync, source) in &event_syncs {
-        if let Some(dest) = stream_wait_destination(trace, *sync, &kernel_by_corr, &call_by_corr) {
+        if let Some(dest) =
+            stream_wait_destination(trace, *sync, &kernel_by_corr, call_by_corr, &mut launches)
+        {
             kernel_wait.insert(dest, *source);
         }
     }
@@ -609,7 +703,7 @@ fn device_edges(
 /// kernel launched last on the recorded stream before the event was recorded.
 fn event_sync_sources(
     trace: &Trace,
-    rank: RankId,
+    records: &FxHashMap<u64, Ns>,
     syncs: &[SpanId],
     kernel_by_corr: &FxHashMap<u64, SpanId>,
     call_by_corr: &FxHashMap<u64, SpanId>,
@@ -649,18 +743,6 @@ fn event_sync_sources(
     for list in launches.values_mut() {
         list.sort_unstable_by_key(|&(ts, k)| (ts, k.0));
     }
-    // Event record calls of the rank by correlation (they launch no kernel).
-    let mut records: FxHashMap<u64, Ns> = FxHashMap::default();
-    for s in &trace.spans {
-        if s.level == Level::AcceleratorApi
-            && trace.track(s.track).rank == rank
-            && trace.str(s.name).ends_with("EventRecord")
-        {
-            if let Some(c) = s.correlation {
-                records.insert(c, s.start);
-            }
-        }
-    }
     wanted
         .into_iter()
         .filter_map(|(id, device, stream, record)| {
@@ -673,6 +755,11 @@ fn event_sync_sources(
         .collect()
 }
 
+/// The launches of one rank's graph whose kernel ran on a stream, per (device, stream of the
+/// kernel, thread of the launch call), sorted by the call's start: built once per rank graph,
+/// when a stream wait event asks.
+type LaunchesByStreamAndThread = FxHashMap<(i64, i64, TrackId), Vec<(Ns, SpanId)>>;
+
 /// For a stream wait event: the next kernel launched on the waiting stream from the thread
 /// that called `cudaStreamWaitEvent`, after that call.
 fn stream_wait_destination(
@@ -680,35 +767,90 @@ fn stream_wait_destination(
     sync: SpanId,
     kernel_by_corr: &FxHashMap<u64, SpanId>,
     call_by_corr: &FxHashMap<u64, SpanId>,
+    launches: &mut Option<LaunchesByStreamAndThread>,
 ) -> Option<SpanId> {
     let span = |id: SpanId| &trace.spans[id.0 as usize];
     if trace.str(span(sync).name) != "Stream Wait Event" {
         return None;
     }
-    let waiting = trace.track(span(sync).track).kind.clone();
+    let TrackKind::DeviceQueue { device, queue } = trace.track(span(sync).track).kind else {
+        return None;
+    };
     let call = *call_by_corr.get(&span(sync).correlation?)?;
     let thread = span(call).track;
     let after = span(call).start;
-    kernel_by_corr
-        .iter()
-        .filter(|(_, &k)| trace.track(span(k).track).kind == waiting)
-        .filter_map(|(c, &k)| {
-            let launch = *call_by_corr.get(c)?;
-            (span(launch).track == thread && span(launch).start > after)
-                .then_some((span(launch).start, k))
-        })
-        .min_by_key(|&(ts, k)| (ts, k.0))
-        .map(|(_, k)| k)
+    let launches = launches.get_or_insert_with(|| {
+        let mut by: LaunchesByStreamAndThread = FxHashMap::default();
+        for (c, &k) in kernel_by_corr {
+            let Some(&launch) = call_by_corr.get(c) else {
+                continue;
+            };
+            if let TrackKind::DeviceQueue { device, queue } = trace.track(span(k).track).kind {
+                by.entry((device, queue, span(launch).track))
+                    .or_default()
+                    .push((span(launch).start, k));
+            }
+        }
+        for list in by.values_mut() {
+            list.sort_unstable_by_key(|&(ts, k)| (ts, k.0));
+        }
+        by
+    });
+    let list = launches.get(&(device, queue, thread))?;
+    let first_after = list.partition_point(|&(ts, _)| ts <= after);
+    list.get(first_after).map(|&(_, k)| k)
+}
+
+/// Which collective instances each member kernel belongs to (indices into
+/// [`CriticalPathOptions::collectives`]): built once, so that each step's graph visits only the
+/// instances with a member in it.
+#[derive(Default)]
+struct MemberIndex {
+    instances_of: FxHashMap<SpanId, Vec<u32>>,
+}
+
+impl MemberIndex {
+    fn new(options: &CriticalPathOptions) -> MemberIndex {
+        let mut index = MemberIndex::default();
+        for (i, instance) in options.collectives.iter().flatten().enumerate() {
+            for m in &instance.members {
+                let list = index.instances_of.entry(m.span).or_default();
+                if list.last() != Some(&(i as u32)) {
+                    list.push(i as u32);
+                }
+            }
+        }
+        index
+    }
+
+    /// The instances with a member among the graph's spans, in input order.
+    fn in_graph(&self, graph: &Graph) -> Vec<u32> {
+        let mut found: Vec<u32> = graph
+            .span_nodes
+            .keys()
+            .filter_map(|id| self.instances_of.get(id))
+            .flatten()
+            .copied()
+            .collect();
+        found.sort_unstable();
+        found.dedup();
+        found
+    }
 }
 
 /// Replaces the own edge of every collective member by `start -> all arrived -> end`.
-fn add_collectives(options: &CriticalPathOptions, graph: &mut Graph) -> usize {
+fn add_collectives(
+    options: &CriticalPathOptions,
+    members: &MemberIndex,
+    graph: &mut Graph,
+) -> usize {
     let Some(instances) = &options.collectives else {
         return 0;
     };
     let mut used = 0;
     let mut replaced: FxHashSet<u32> = FxHashSet::default();
-    for instance in instances {
+    for i in members.in_graph(graph) {
+        let instance = &instances[i as usize];
         let members: Vec<(RankId, u32, u32)> = instance
             .members
             .iter()
@@ -818,8 +960,32 @@ fn longest_paths(graph: &Graph) -> Result<Search, CriticalPathError> {
     Ok(Search { dist, via, order })
 }
 
-/// The path ending at the rank's node of largest distance, with its composition.
-fn rank_path(trace: &Trace, rank: RankId, graph: &Graph, search: &Search) -> RankCriticalPath {
+/// Per rank, the rank's span node where its path ends: the largest distance (ties: the first
+/// in topological order). One pass over the nodes.
+fn path_ends(trace: &Trace, graph: &Graph, search: &Search) -> Vec<Option<usize>> {
+    let mut ends: Vec<Option<usize>> = vec![None; trace.ranks.len()];
+    for (v, node) in graph.nodes.iter().enumerate() {
+        if node.span.is_none() {
+            continue;
+        }
+        let key = |v: usize| (search.dist[v], std::cmp::Reverse(search.order[v]));
+        let slot = &mut ends[node.rank.0 as usize];
+        if slot.is_none_or(|best| key(v) >= key(best)) {
+            *slot = Some(v);
+        }
+    }
+    ends
+}
+
+/// The path ending at `end` (the rank's node of largest distance: [`path_ends`]), with its
+/// composition.
+fn rank_path(
+    trace: &Trace,
+    rank: RankId,
+    graph: &Graph,
+    search: &Search,
+    end: Option<usize>,
+) -> RankCriticalPath {
     let info = &trace.ranks[rank.0 as usize];
     let mut result = RankCriticalPath {
         rank: info.rank.unwrap_or(i64::from(rank.0)),
@@ -834,9 +1000,6 @@ fn rank_path(trace: &Trace, rank: RankId, graph: &Graph, search: &Search) -> Ran
         backward_edges: 0,
         note: None,
     };
-    let end = (0..graph.nodes.len())
-        .filter(|&v| graph.nodes[v].rank == rank && graph.nodes[v].span.is_some())
-        .max_by_key(|&v| (search.dist[v], std::cmp::Reverse(search.order[v])));
     let Some(mut v) = end else {
         result.note = Some("no CPU operation, runtime call or device op in the trace".into());
         return result;
@@ -886,12 +1049,13 @@ fn rank_path(trace: &Trace, rank: RankId, graph: &Graph, search: &Search) -> Ran
         }
         let span = &trace.spans[id.0 as usize];
         let r = &trace.ranks[node.rank.0 as usize];
+        let shift = graph.shift_of(node.rank);
         result.events.push(PathEvent {
             span: id,
             rank: r.rank.unwrap_or(i64::from(node.rank.0)),
             name: trace.str(span.name).to_owned(),
-            start_ns: span.start,
-            end_ns: span.end,
+            start_ns: span.start.saturating_add(shift),
+            end_ns: span.end.saturating_add(shift),
             kind: event_kind(trace, id),
         });
     }
@@ -1102,83 +1266,47 @@ pub fn critical_path_steps(
     only: Option<u64>,
 ) -> Result<Vec<StepCriticalPath>, CriticalPathError> {
     let steps = rank_steps(trace);
-    // Correlations of each rank's runtime calls: device ops with one of them are attributed
-    // to their launch's step.
-    let mut calls: Vec<FxHashSet<u64>> = vec![FxHashSet::default(); trace.ranks.len()];
-    for span in &trace.spans {
-        let track = trace.track(span.track);
-        if span.level == Level::AcceleratorApi && !track.is_device() {
-            if let Some(c) = span.correlation {
-                calls[track.rank.0 as usize].insert(c);
-            }
-        }
-    }
     let numbers: Vec<u64> = step_numbers(trace)
         .into_iter()
         .filter(|n| only.is_none_or(|o| o == *n))
         .collect();
+    let index = TraceIndex::new(trace);
+    let members = MemberIndex::new(options);
+    let mut buckets = step_buckets(trace, &steps, &numbers);
     let mut out = Vec::with_capacity(numbers.len());
-    for number in numbers {
-        let window_of = |rank: RankId| steps[rank.0 as usize].get(&number).copied();
-        let mut kept: FxHashSet<SpanId> = FxHashSet::default();
-        let mut step_calls: FxHashSet<(RankId, u64)> = FxHashSet::default();
-        let mut window_end: Vec<Ns> = steps
-            .iter()
-            .map(|m| m.get(&number).map_or(0, |w| w.1))
+    for (step, &number) in numbers.iter().enumerate() {
+        // Windows on the reference clock, as the graph's times.
+        let window_of = |rank: RankId| {
+            let shift = options.shift_of(rank);
+            steps[rank.0 as usize]
+                .get(&number)
+                .map(|&(s, e)| (s.saturating_add(shift), e.saturating_add(shift)))
+        };
+        let mut window_end: Vec<Ns> = (0..steps.len() as u32)
+            .map(|r| window_of(RankId(r)).map_or(0, |w| w.1))
             .collect();
-        // CPU spans first (their calls decide the device ops).
-        for (i, span) in trace.spans.iter().enumerate() {
-            let track = trace.track(span.track);
-            if track.is_device() {
-                continue;
-            }
-            let Some((s, e)) = window_of(track.rank) else {
-                continue;
-            };
-            if span.start >= s && span.start < e {
-                kept.insert(SpanId(i as u32));
-                if span.level == Level::AcceleratorApi {
-                    if let Some(c) = span.correlation {
-                        step_calls.insert((track.rank, c));
-                    }
-                }
-            }
-        }
-        for (i, span) in trace.spans.iter().enumerate() {
-            let track = trace.track(span.track);
-            if !track.is_device() {
-                continue;
-            }
-            let Some((s, e)) = window_of(track.rank) else {
-                continue;
-            };
-            let launched_here = match span.correlation {
-                Some(c) if calls[track.rank.0 as usize].contains(&c) => {
-                    step_calls.contains(&(track.rank, c))
-                }
-                _ => span.start >= s && span.start < e,
-            };
-            if launched_here {
-                kept.insert(SpanId(i as u32));
-            }
-        }
-        let mut graph = Graph::default();
+        let mut graph = Graph::new(options);
         let ranks: Vec<RankId> = (0..trace.ranks.len() as u32)
             .map(RankId)
             .filter(|&r| window_of(r).is_some())
             .collect();
+        // Each step's spans are dropped once its graph holds them.
+        let step_spans = std::mem::take(&mut buckets[step]);
         for &r in &ranks {
-            build_rank(trace, r, &|id| kept.contains(&id), &mut graph);
+            build_rank(trace, &index, r, &step_spans[r.0 as usize], &mut graph);
         }
+        drop(step_spans);
         // The window ends at the latest end of the rank's nodes.
         for node in &graph.nodes {
             if let Some(id) = node.span {
-                let end = trace.spans[id.0 as usize].end;
+                let end = trace.spans[id.0 as usize]
+                    .end
+                    .saturating_add(options.shift_of(node.rank));
                 let slot = &mut window_end[node.rank.0 as usize];
                 *slot = (*slot).max(end);
             }
         }
-        let collectives = add_collectives(options, &mut graph);
+        let collectives = add_collectives(options, &members, &mut graph);
         let stats = GraphStats {
             nodes: graph.nodes.len(),
             edges: graph.edges.len(),
@@ -1186,10 +1314,11 @@ pub fn critical_path_steps(
             collectives,
         };
         let search = longest_paths(&graph)?;
+        let ends = path_ends(trace, &graph, &search);
         let rank_paths = ranks
             .iter()
             .map(|&r| {
-                let path = rank_path(trace, r, &graph, &search);
+                let path = rank_path(trace, r, &graph, &search, ends[r.0 as usize]);
                 let (start, _) = window_of(r).expect("ranks with the step");
                 let window = compose(trace, &path, start, window_end[r.0 as usize], TOP_PATH_OPS);
                 RankStepPath { path, window }
@@ -1203,6 +1332,152 @@ pub fn critical_path_steps(
         });
     }
     Ok(out)
+}
+
+/// What the graphs read of the whole trace, gathered in one pass: per rank, the event-record
+/// runtime calls by correlation (an event sync names the record it waits for, which can lie
+/// outside the sync's step).
+struct TraceIndex {
+    event_records: Vec<FxHashMap<u64, Ns>>,
+}
+
+impl TraceIndex {
+    fn new(trace: &Trace) -> TraceIndex {
+        let mut event_records = vec![FxHashMap::default(); trace.ranks.len()];
+        for s in &trace.spans {
+            if s.level != Level::AcceleratorApi {
+                continue;
+            }
+            let Some(c) = s.correlation else { continue };
+            if trace.str(s.name).ends_with("EventRecord") {
+                let rank = trace.track(s.track).rank;
+                event_records[rank.0 as usize].insert(c, s.start);
+            }
+        }
+        TraceIndex { event_records }
+    }
+}
+
+/// The spans of each rank, in trace order (one pass).
+fn spans_by_rank(trace: &Trace) -> Vec<Vec<SpanId>> {
+    let mut by_rank: Vec<Vec<SpanId>> = vec![Vec::new(); trace.ranks.len()];
+    for (i, span) in trace.spans.iter().enumerate() {
+        let rank = trace.track(span.track).rank;
+        by_rank[rank.0 as usize].push(SpanId(i as u32));
+    }
+    by_rank
+}
+
+/// One rank's step windows, for finding every window that holds an instant.
+struct RankWindows {
+    /// `(start, end, step index)`, by start.
+    windows: Vec<(Ns, Ns, u32)>,
+    /// Largest end among `windows[..=i]`.
+    max_end: Vec<Ns>,
+}
+
+impl RankWindows {
+    fn new(steps: &BTreeMap<u64, (Ns, Ns)>, numbers: &[u64]) -> RankWindows {
+        let mut windows: Vec<(Ns, Ns, u32)> = numbers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| steps.get(n).map(|&(s, e)| (s, e, i as u32)))
+            .collect();
+        windows.sort_unstable();
+        let mut max_end = Vec::with_capacity(windows.len());
+        let mut m = Ns::MIN;
+        for w in &windows {
+            m = m.max(w.1);
+            max_end.push(m);
+        }
+        RankWindows { windows, max_end }
+    }
+
+    /// Calls `found` with the step index of every window `[start, end)` holding `t`. Visits
+    /// only the windows that start at or before `t` and could still be open: one for
+    /// steps that do not overlap.
+    fn containing(&self, t: Ns, mut found: impl FnMut(u32)) {
+        let mut i = self.windows.partition_point(|w| w.0 <= t);
+        while i > 0 && self.max_end[i - 1] > t {
+            i -= 1;
+            let (s, e, step) = self.windows[i];
+            if t >= s && t < e {
+                found(step);
+            }
+        }
+    }
+}
+
+/// The spans of each step's graph, per rank, in trace order: `[step index][rank]`. A rank's
+/// CPU span belongs to a step when it starts inside the rank's step annotation; a device op
+/// to the step of its launching runtime call when the rank has that call, else to the step
+/// it starts in. Two passes over the trace, whatever the number of steps.
+fn step_buckets(
+    trace: &Trace,
+    steps: &[BTreeMap<u64, (Ns, Ns)>],
+    numbers: &[u64],
+) -> Vec<Vec<Vec<SpanId>>> {
+    let ranks = trace.ranks.len();
+    let windows: Vec<RankWindows> = steps.iter().map(|m| RankWindows::new(m, numbers)).collect();
+    let mut buckets: Vec<Vec<Vec<SpanId>>> = vec![vec![Vec::new(); ranks]; numbers.len()];
+    // Each runtime call of a rank: the first step holding it (`u32::MAX`: none), further ones
+    // apart (only where step annotations overlap).
+    const NONE: u32 = u32::MAX;
+    let mut call_step: FxHashMap<(u32, u64), u32> = FxHashMap::default();
+    let mut call_more: FxHashMap<(u32, u64), Vec<u32>> = FxHashMap::default();
+    for (i, span) in trace.spans.iter().enumerate() {
+        let track = trace.track(span.track);
+        if track.is_device() {
+            continue;
+        }
+        let rank = track.rank.0;
+        let call = match (span.level, span.correlation) {
+            (Level::AcceleratorApi, Some(c)) => Some((rank, c)),
+            _ => None,
+        };
+        if let Some(key) = call {
+            call_step.entry(key).or_insert(NONE);
+        }
+        windows[rank as usize].containing(span.start, |step| {
+            buckets[step as usize][rank as usize].push(SpanId(i as u32));
+            if let Some(key) = call {
+                let first = call_step.get_mut(&key).expect("inserted above");
+                if *first == NONE {
+                    *first = step;
+                } else if *first != step {
+                    call_more.entry(key).or_default().push(step);
+                }
+            }
+        });
+    }
+    for (i, span) in trace.spans.iter().enumerate() {
+        let track = trace.track(span.track);
+        if !track.is_device() {
+            continue;
+        }
+        let rank = track.rank.0;
+        let id = SpanId(i as u32);
+        let launched = span.correlation.and_then(|c| {
+            call_step
+                .get(&(rank, c))
+                .map(|&first| (first, call_more.get(&(rank, c))))
+        });
+        match launched {
+            Some((first, more)) => {
+                let mut seen: Vec<u32> = Vec::new();
+                for step in std::iter::once(first).chain(more.into_iter().flatten().copied()) {
+                    if step != NONE && !seen.contains(&step) {
+                        seen.push(step);
+                        buckets[step as usize][rank as usize].push(id);
+                    }
+                }
+            }
+            None => windows[rank as usize].containing(span.start, |step| {
+                buckets[step as usize][rank as usize].push(id);
+            }),
+        }
+    }
+    buckets
 }
 
 /// Per step when the trace has `ProfilerStep#N` annotations ([`critical_path_steps`]), else
@@ -1572,6 +1847,7 @@ mod tests {
         assert_eq!(collectives[0].members.len(), 2);
         let options = CriticalPathOptions {
             collectives: Some(collectives),
+            ..Default::default()
         };
         let report = critical_path(&trace, &options).unwrap();
         conserves(&report);
@@ -1622,6 +1898,7 @@ mod tests {
                     members: vec![member(0, 1), member(1, 2)],
                 },
             ]),
+            ..Default::default()
         };
         let err = critical_path(&b.build(), &options).unwrap_err();
         assert!(matches!(err, CriticalPathError::Cycle { .. }));
@@ -1730,6 +2007,7 @@ mod tests {
         let trace = b.build();
         let options = CriticalPathOptions {
             collectives: Some(match_collectives_by_name_order(&trace)),
+            ..Default::default()
         };
         let steps = critical_path_steps(&trace, &options, None).unwrap();
         assert_eq!(steps.len(), 1);
@@ -1777,12 +2055,7 @@ mod tests {
             let trace =
                 strato_io::import_paths(&[data(input)], &strato_io::ImportOptions::default())
                     .unwrap();
-            let ranks = crate::collectives::rank_summaries(&trace);
-            let options = CriticalPathOptions {
-                collectives: Some(instances_from_matched(
-                    &crate::collectives::match_collectives(&ranks),
-                )),
-            };
+            let options = CriticalPathOptions::matched(&trace);
             let steps = critical_path_steps(&trace, &options, None).unwrap();
             assert_eq!(
                 steps.iter().map(|s| s.number).collect::<Vec<_>>(),
@@ -1794,7 +2067,10 @@ mod tests {
                 assert_eq!(step.ranks.len(), trace.ranks.len(), "{input}");
                 for (r, rs) in step.ranks.iter().enumerate() {
                     window_conserves(&rs.window);
+                    // Windows and events are on the aligned clock.
+                    let shift = options.shift_of(RankId(r as u32));
                     let (s, e) = annotations[r][&step.number];
+                    let (s, e) = (s + shift, e + shift);
                     assert_eq!(rs.window.start_ns, s, "{input} rank {r}");
                     assert!(rs.window.end_ns >= e);
                     assert!(rs.path.length_ns > 0, "{input} rank {r}");
@@ -1816,6 +2092,144 @@ mod tests {
                         rs.window.after_path_ns
                     );
                 }
+            }
+        }
+    }
+
+    /// The one-pass step buckets hold exactly what the definition of a step's spans says
+    /// (checked span by span against a direct reading of it, on real multi-step files and on
+    /// overlapping annotations).
+    #[test]
+    fn step_buckets_follow_the_definition() {
+        fn by_definition(trace: &Trace, number: u64) -> Vec<Vec<SpanId>> {
+            let steps = rank_steps(trace);
+            let window = |r: RankId| steps[r.0 as usize].get(&number).copied();
+            let mut calls: FxHashSet<(RankId, u64)> = FxHashSet::default();
+            let mut step_calls: FxHashSet<(RankId, u64)> = FxHashSet::default();
+            let mut out = vec![Vec::new(); trace.ranks.len()];
+            for span in &trace.spans {
+                let track = trace.track(span.track);
+                if track.is_device() || span.level != Level::AcceleratorApi {
+                    continue;
+                }
+                if let Some(c) = span.correlation {
+                    calls.insert((track.rank, c));
+                    if window(track.rank).is_some_and(|(s, e)| span.start >= s && span.start < e) {
+                        step_calls.insert((track.rank, c));
+                    }
+                }
+            }
+            for (i, span) in trace.spans.iter().enumerate() {
+                let track = trace.track(span.track);
+                let Some((s, e)) = window(track.rank) else {
+                    continue;
+                };
+                let keep = if track.is_device() {
+                    match span.correlation {
+                        Some(c) if calls.contains(&(track.rank, c)) => {
+                            step_calls.contains(&(track.rank, c))
+                        }
+                        _ => span.start >= s && span.start < e,
+                    }
+                } else {
+                    span.start >= s && span.start < e
+                };
+                if keep {
+                    out[track.rank.0 as usize].push(SpanId(i as u32));
+                }
+            }
+            out
+        }
+        let mut traces: Vec<Trace> = ["kineto/param_dlrm8", "kineto/hta_trace_filter"]
+            .iter()
+            .map(|p| {
+                strato_io::import_paths(&[data(p)], &strato_io::ImportOptions::default()).unwrap()
+            })
+            .collect();
+        // Overlapping annotations: every rank's second step also covers the first.
+        let mut overlapped = traces[1].clone();
+        let names: Vec<u64> = step_numbers(&overlapped);
+        assert!(names.len() >= 2);
+        let earliest = overlapped.spans.iter().map(|s| s.start).min().unwrap();
+        let second = format!("ProfilerStep#{}", names[1]);
+        let widen: Vec<usize> = (0..overlapped.spans.len())
+            .filter(|&i| overlapped.str(overlapped.spans[i].name) == second)
+            .collect();
+        for i in widen {
+            overlapped.spans[i].start = earliest;
+        }
+        traces.push(overlapped);
+        for trace in &traces {
+            let numbers = step_numbers(trace);
+            let buckets = step_buckets(trace, &rank_steps(trace), &numbers);
+            for (i, &n) in numbers.iter().enumerate() {
+                let mut got = buckets[i].clone();
+                for rank in &mut got {
+                    rank.sort_unstable();
+                }
+                assert_eq!(got, by_definition(trace, n), "step {n}");
+                assert!(got.iter().any(|r| !r.is_empty()));
+            }
+        }
+    }
+
+    /// A rank whose clock is 1000 s ahead: the path is the same job's (the collectives'
+    /// alignment puts every rank on the reference clock), not 1000 s of waiting for peers.
+    #[test]
+    fn a_rank_clock_offset_does_not_change_the_paths() {
+        let mut trace = strato_io::import_paths(
+            &[data("kineto/param_dlrm8")],
+            &strato_io::ImportOptions::default(),
+        )
+        .unwrap();
+        assert!(trace.ranks.len() >= 2);
+        let before = critical_path(&trace, &CriticalPathOptions::matched(&trace)).unwrap();
+        const OFFSET: Ns = 1_000_000_000_000;
+        for i in 0..trace.spans.len() {
+            if trace.track(trace.spans[i].track).rank == RankId(1) {
+                trace.spans[i].start += OFFSET;
+                trace.spans[i].end += OFFSET;
+            }
+        }
+        // Without the alignment the path waits 1000 s for the peer: the case this guards.
+        let unaligned = critical_path(
+            &trace,
+            &CriticalPathOptions {
+                clock_shift: Vec::new(),
+                ..CriticalPathOptions::matched(&trace)
+            },
+        )
+        .unwrap();
+        assert!(unaligned.ranks.iter().any(|r| r.length_ns > OFFSET / 2));
+        let options = CriticalPathOptions::matched(&trace);
+        assert!(
+            options.shift_of(RankId(1)) < -OFFSET / 2,
+            "{:?}",
+            options.clock_shift
+        );
+        let after = critical_path(&trace, &options).unwrap();
+        for (a, b) in before.ranks.iter().zip(&after.ranks) {
+            // The same path up to the alignment's own error (a few microseconds per crossing).
+            let tolerance = a.length_ns / 100 + 100_000;
+            assert!(
+                (a.length_ns - b.length_ns).abs() <= tolerance,
+                "rank {}: {} vs {}",
+                a.rank,
+                a.length_ns,
+                b.length_ns
+            );
+            assert!(
+                b.by_kind[&PathKind::CollectiveWait]
+                    <= a.by_kind[&PathKind::CollectiveWait] + tolerance
+            );
+            assert_eq!(b.by_kind.values().sum::<Ns>(), b.length_ns);
+        }
+        // Step windows too: each rank's window is its own step on the reference clock.
+        let steps = critical_path_steps(&trace, &options, None).unwrap();
+        for step in &steps {
+            for rs in &step.ranks {
+                window_conserves(&rs.window);
+                assert!(rs.window.by_kind[&PathKind::CollectiveWait] < OFFSET / 2);
             }
         }
     }

@@ -190,3 +190,51 @@ fn step_breakdown_is_linear_in_steps() {
         "step-breakdown grew {ratio:.1}x for {GROWTH}x the steps (linear: ~{GROWTH}x)"
     );
 }
+
+/// Issue 28: `critical-path --step all` (and the report's critical-path section) built each
+/// step's graph by reading every span of the trace three times (steps x spans: 81 s at 1M
+/// events). Each step now reads its own spans, bucketed in two passes.
+#[test]
+fn critical_path_steps_is_linear_in_steps() {
+    use strato_analysis::critical_path::{critical_path_steps, CriticalPathOptions};
+    let small = trace_with_steps(STEPS);
+    let large = trace_with_steps(STEPS * GROWTH);
+    let options = CriticalPathOptions::default();
+    let mut costs = Vec::new();
+    for (trace, steps) in [(&small, STEPS), (&large, STEPS * GROWTH)] {
+        let paths = critical_path_steps(trace, &options, None).unwrap();
+        assert_eq!(paths.len(), steps, "every step has its path");
+        for step in &paths {
+            let w = &step.ranks[0].window;
+            assert_eq!(
+                w.by_kind.values().sum::<Ns>() + w.before_path_ns + w.after_path_ns,
+                w.window_ns,
+                "{}",
+                step.step
+            );
+            // The step's own work only: its 8 launches and kernels, nothing of other steps.
+            assert!(
+                step.graph.nodes >= 2 * 2 * KERNELS_PER_STEP,
+                "{}",
+                step.step
+            );
+            assert!(
+                step.graph.nodes <= 2 * (2 * KERNELS_PER_STEP + 2),
+                "{}",
+                step.step
+            );
+        }
+        costs.push(cost(|| {
+            drop(critical_path_steps(trace, &options, None).unwrap());
+        }));
+    }
+    let ratio = costs[1] as f64 / costs[0] as f64;
+    eprintln!(
+        "critical_path_steps: {STEPS} steps {} ns, x{GROWTH} steps {} ns: ratio {ratio:.1}",
+        costs[0], costs[1]
+    );
+    assert!(
+        ratio < MAX_RATIO,
+        "critical_path_steps grew {ratio:.1}x for {GROWTH}x the steps (linear: ~{GROWTH}x)"
+    );
+}

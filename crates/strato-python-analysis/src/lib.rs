@@ -166,16 +166,10 @@ impl Profile {
     }
 
     fn critical_path_doc(&self) -> PyResult<Ordered> {
-        use strato_analysis::critical_path::{
-            critical_path, instances_from_matched, CriticalPathOptions,
-        };
+        use strato_analysis::critical_path::{critical_path, CriticalPathOptions};
         let trace = &self.trace;
-        // The same matching as `strato critical-path` (the collectives matcher, multi-rank).
-        let collectives = (trace.ranks.len() > 1).then(|| {
-            let ranks = strato_analysis::collectives::rank_summaries(trace);
-            instances_from_matched(&strato_analysis::collectives::match_collectives(&ranks))
-        });
-        let report = critical_path(trace, &CriticalPathOptions { collectives })
+        // The same matching and clock alignment as `strato critical-path` and `collectives`.
+        let report = critical_path(trace, &CriticalPathOptions::matched(trace))
             .map_err(|e| OpenError::Analysis(format!("{}: {e}", self.label)))?;
         Ok(shapes::critical_path(&report))
     }

@@ -204,15 +204,12 @@ impl ReportInput {
         progress.step("critical path");
         let critical_path = guarded("critical path", || {
             use strato_analysis::critical_path::{
-                critical_path_by_step_or_whole, instances_from_matched, CriticalPathOptions,
+                critical_path_by_step_or_whole, CriticalPathOptions,
             };
-            let options = CriticalPathOptions {
-                collectives: match &collectives {
-                    Ok(report) if cross_rank_trace.ranks.len() > 1 => {
-                        Some(instances_from_matched(&report.instances))
-                    }
-                    _ => None,
-                },
+            // The collectives' matching and clock alignment: one view of the job.
+            let options = match &collectives {
+                Ok(report) => CriticalPathOptions::from_collectives(cross_rank_trace, report),
+                Err(_) => CriticalPathOptions::default(),
             };
             critical_path_by_step_or_whole(cross_rank_trace, &options)
         });

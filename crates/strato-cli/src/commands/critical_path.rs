@@ -10,9 +10,8 @@ use std::path::PathBuf;
 use anyhow::Result;
 use serde::Serialize;
 use strato_analysis::critical_path::{
-    critical_path, critical_path_steps, instances_from_matched, step_numbers, CriticalPathOptions,
-    CriticalPathReport, PathKind, RankCriticalPath, StepCriticalPath, WindowComposition,
-    TOP_PATH_OPS,
+    critical_path, critical_path_steps, step_numbers, CriticalPathOptions, CriticalPathReport,
+    PathKind, RankCriticalPath, StepCriticalPath, WindowComposition, TOP_PATH_OPS,
 };
 use strato_io::export::chrome::{Overlay, OverlayArrow};
 use strato_trace::Ns;
@@ -155,12 +154,9 @@ pub fn run(args: CriticalPathArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()
     let trace = split.unwrap_or(loaded);
     // The same matching as `strato collectives` (group + sequence number, else group + kind +
     // order, else kind + order on each rank).
-    let collectives = (trace.ranks.len() > 1).then(|| {
-        let ranks = strato_analysis::collectives::rank_summaries(&trace);
-        instances_from_matched(&strato_analysis::collectives::match_collectives(&ranks))
-    });
-    let instances = collectives.as_ref().map_or(0, Vec::len);
-    let options = CriticalPathOptions { collectives };
+    // and the same clock alignment: every cross-rank analysis sees one job.
+    let options = CriticalPathOptions::matched(&trace);
+    let instances = options.collectives.as_ref().map_or(0, Vec::len);
     let collectives_json = || {
         (trace.ranks.len() > 1).then_some(CollectivesJson {
             method: "collectives matcher (group and sequence number, else group, kind and order, else kind and order)",
@@ -206,7 +202,7 @@ pub fn run(args: CriticalPathArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()
     let report = critical_path(&trace, &options)
         .map_err(|e| anyhow::anyhow!("{}: {e}", inputs[0].display()))?;
     if let Some(path) = &overlay {
-        let overlay = overlay_of(&report);
+        let overlay = overlay_of(&trace, &report);
         crate::output::write_output(path, |w| {
             strato_io::export::chrome::write_overlaid(&trace, &overlay, w)
         })?;
@@ -399,7 +395,7 @@ fn render_steps(
 
 /// The overlay: every path event marked critical, an arrow for every dependency edge of the
 /// path (launch, synchronisation, stream order, collective) that joins two tracks.
-fn overlay_of(report: &CriticalPathReport) -> Overlay {
+fn overlay_of(trace: &strato_trace::Trace, report: &CriticalPathReport) -> Overlay {
     let mut overlay = Overlay {
         mark: "critical".into(),
         ..Overlay::default()
@@ -414,9 +410,18 @@ fn overlay_of(report: &CriticalPathReport) -> Overlay {
             if !s.dependency || from == to || !seen.insert((from, s.from_ns, to, s.to_ns)) {
                 continue;
             }
+            // The overlay is the file's own timeline: each end back on its rank's clock.
+            let own = |track: strato_trace::TrackId, ns: Ns| {
+                let rank = trace.track(track).rank;
+                ns - report
+                    .clock_shift
+                    .get(rank.0 as usize)
+                    .copied()
+                    .unwrap_or(0)
+            };
             overlay.arrows.push(OverlayArrow {
-                from: (from, s.from_ns),
-                to: (to, s.to_ns),
+                from: (from, own(from, s.from_ns)),
+                to: (to, own(to, s.to_ns)),
                 name: "critical_path".into(),
                 category: format!("critical_path_{}", s.kind.as_str()),
                 args: vec![
