@@ -23,11 +23,15 @@
 //!   so wait + transfer part = kernel time, per member: tested); **transfer** = end of the last
 //!   arriving rank's kernel - last arrival; **algbw** = bytes / transfer; **busbw** = algbw x
 //!   NCCL's factor for the kind and group size n (all-reduce 2(n-1)/n; all-gather,
-//!   reduce-scatter, all-to-all (n-1)/n; broadcast, reduce, send/recv 1).
+//!   reduce-scatter, all-to-all (n-1)/n; broadcast, reduce, send/recv 1). **Units**: decimal
+//!   GB/s (10^9 B/s, NCCL-tests' unit; bytes per ns); TraceLens prints GiB/s (2^30 B/s), 7.4%
+//!   less for the same rate. One definition: [`bandwidths`] (also used by `strato ops`).
 //! - **Bytes** = max(in, out) elements x dtype size (NCCL-tests' "size"); for old traces the
 //!   `nccl:*` annotation's single input tensor is used only for all-reduce, broadcast and
 //!   reduce, where it is the message; send/recv kernels (the DLRM all-to-alls) have no size.
 //! - Window: the instances' span, from the first arrival to the last kernel end (aligned).
+//! - Tables: by (kind, power-of-two size bucket) ([`SizeGroup`]) and by (kind, exact message
+//!   bytes) ([`ExactSizeGroup`]); every instance is in one row of each.
 //!
 //! Memory: the cross-rank work reads [`RankCollectives`] (one small record per collective
 //! kernel per rank), never every event of every rank; the straggler cause reads the late rank's
@@ -145,6 +149,28 @@ impl CollectiveKind {
     }
 }
 
+/// The bandwidths of collectives of `kind` moving `bytes` (NCCL-tests' size, summed over the
+/// calls) in `ns`: (algbw, busbw) in decimal GB/s (10^9 B/s = bytes per ns; not GiB/s).
+/// algbw = bytes / time; busbw = algbw x [`CollectiveKind::busbw_factor`] for `ranks`
+/// (`None` when the group size or the factor is unknown). `None` when `ns` is not positive.
+/// The one definition `collectives` (over the transfer time) and `ops` (over the kernels'
+/// device time) use.
+pub fn bandwidths(
+    kind: CollectiveKind,
+    bytes: f64,
+    ns: Ns,
+    ranks: Option<usize>,
+) -> Option<(f64, Option<f64>)> {
+    if ns <= 0 {
+        return None;
+    }
+    let algbw = bytes / ns as f64;
+    let busbw = ranks
+        .and_then(|n| kind.busbw_factor(n))
+        .map(|f| algbw * f);
+    Some((algbw, busbw))
+}
+
 /// Whether a device op's name is a collective-communication kernel (NCCL, RCCL; HTA's
 /// communication rule `^nccl|ncclKernel` plus `rccl`).
 pub fn is_collective_kernel(name: &str) -> bool {
@@ -197,6 +223,9 @@ pub struct CollectiveCall {
     pub group_size: Option<usize>,
     pub seq: Option<i64>,
     pub bytes: Option<u64>,
+    /// The message's dtype as the args name it, lower case without `c10::` (`float`,
+    /// `bfloat16`), when they name it.
+    pub dtype: Option<String>,
     /// Device index and times of the kernel, on the rank's own clock.
     pub device: i64,
     pub start: Ns,
@@ -224,8 +253,15 @@ struct CallArgs {
     group_size: Option<usize>,
     seq: Option<i64>,
     bytes: Option<u64>,
+    dtype: Option<String>,
     /// Single-tensor size of an old-form `nccl:*` annotation (`Input Dims` x `Input type`).
     annotation_bytes: Option<u64>,
+}
+
+/// A dtype as the args write it (`Float`, `c10::BFloat16`, `float`) in one spelling.
+fn dtype_name(text: &str) -> Option<String> {
+    let t = text.trim().trim_start_matches("c10::").to_ascii_lowercase();
+    (!t.is_empty()).then_some(t)
 }
 
 fn as_i64(v: &Value) -> Option<i64> {
@@ -287,6 +323,18 @@ impl CallArgs {
                 .max();
             if let (Some(size), Some(n)) = (size, nelems) {
                 self.bytes = n.checked_mul(size);
+            }
+        }
+        if self.dtype.is_none() {
+            self.dtype = map.get("dtype").and_then(Value::as_str).and_then(dtype_name);
+            if annotation && self.dtype.is_none() {
+                self.dtype = map
+                    .get("Input type")
+                    .and_then(Value::as_array)
+                    .filter(|t| t.len() == 1)
+                    .and_then(|t| t[0].as_str())
+                    .filter(|t| dtype_size(t).is_some())
+                    .and_then(dtype_name);
             }
         }
         if annotation && self.annotation_bytes.is_none() {
@@ -438,6 +486,7 @@ pub fn rank_summaries(trace: &Trace) -> Vec<RankCollectives> {
                 group_size: args.group_size,
                 seq: args.seq,
                 bytes,
+                dtype: args.dtype,
                 device,
                 start: span.start,
                 end: span.end,
@@ -680,12 +729,12 @@ pub fn measure(ranks: &[RankCollectives], instances: &mut [CollectiveInstance]) 
         inst.last_arrival = Some(last_arrival);
         let transfer = last_end - last_arrival;
         inst.transfer_ns = Some(transfer);
-        if let Some(bytes) = inst.bytes {
-            if transfer > 0 {
-                let algbw = bytes as f64 / transfer as f64; // bytes per ns = GB/s
-                inst.algbw_gbps = Some(algbw);
-                inst.busbw_gbps = inst.kind.busbw_factor(inst.group_size).map(|f| algbw * f);
-            }
+        if let Some((algbw, busbw)) = inst
+            .bytes
+            .and_then(|b| bandwidths(inst.kind, b as f64, transfer, Some(inst.group_size)))
+        {
+            inst.algbw_gbps = Some(algbw);
+            inst.busbw_gbps = busbw;
         }
     }
     // Stable: instances that start together keep their matching order.
@@ -788,6 +837,23 @@ pub struct SizeGroup {
     pub link_gbps: Option<f64>,
 }
 
+/// Instances of one kind and one exact message size (what TraceLens and NCCL-tests tabulate).
+/// Times and bandwidths over the complete instances that have a transfer; bandwidths in
+/// decimal GB/s (10^9 B/s).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ExactSizeGroup {
+    pub kind: CollectiveKind,
+    /// Message bytes of each instance; `None`: sizes unknown.
+    pub bytes: Option<u64>,
+    pub count: usize,
+    pub complete: usize,
+    /// Mean and median transfer time (last arrival to the last member's end).
+    pub transfer_ns_mean: Option<f64>,
+    pub transfer_ns_median: Option<f64>,
+    pub algbw_gbps_median: Option<f64>,
+    pub busbw_gbps_median: Option<f64>,
+}
+
 /// The analysis: instances, per-rank totals, clock alignment, stragglers, size groups.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CollectivesReport {
@@ -799,6 +865,8 @@ pub struct CollectivesReport {
     pub clock: ClockAlignment,
     pub stragglers: Vec<Straggler>,
     pub by_size: Vec<SizeGroup>,
+    /// By (kind, exact message bytes), in that order.
+    pub by_exact_size: Vec<ExactSizeGroup>,
     /// Index in `ranks` of the rank imposing the most wait, when any waited.
     pub worst_rank: Option<usize>,
 }
@@ -960,6 +1028,7 @@ pub fn collectives_of_summaries(
         .map(|((s, _), cause)| Straggler { cause, ..s })
         .collect();
     let by_size = size_groups(links, &instances);
+    let by_exact_size = exact_size_groups(&instances);
     CollectivesReport {
         window,
         instances,
@@ -967,6 +1036,7 @@ pub fn collectives_of_summaries(
         clock,
         stragglers,
         by_size,
+        by_exact_size,
         worst_rank,
     }
 }
@@ -1161,6 +1231,55 @@ pub fn straggler_cause(
         device_op: top_device.as_ref().map(|(n, _)| trace.str(*n).to_owned()),
         device_op_ns: top_device.map(|(_, ns)| ns),
     }
+}
+
+/// Median of `values` (sorted here); `None` when empty.
+fn median(values: &mut [f64]) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(values[n / 2]),
+        _ => Some((values[n / 2 - 1] + values[n / 2]) / 2.0),
+    }
+}
+
+fn exact_size_groups(instances: &[CollectiveInstance]) -> Vec<ExactSizeGroup> {
+    // (count, complete, transfers, algbws, busbws) per (kind, bytes).
+    type Acc = (usize, usize, Vec<f64>, Vec<f64>, Vec<f64>);
+    let mut groups: std::collections::BTreeMap<(CollectiveKind, Option<u64>), Acc> =
+        Default::default();
+    for inst in instances {
+        let (count, complete, transfers, algbw, busbw) =
+            groups.entry((inst.kind, inst.bytes)).or_default();
+        *count += 1;
+        if inst.complete {
+            *complete += 1;
+            if let Some(t) = inst.transfer_ns {
+                transfers.push(t as f64);
+            }
+        }
+        algbw.extend(inst.algbw_gbps);
+        busbw.extend(inst.busbw_gbps);
+    }
+    groups
+        .into_iter()
+        .map(
+            |((kind, bytes), (count, complete, mut transfers, mut algbw, mut busbw))| {
+                ExactSizeGroup {
+                    kind,
+                    bytes,
+                    count,
+                    complete,
+                    transfer_ns_mean: (!transfers.is_empty())
+                        .then(|| transfers.iter().sum::<f64>() / transfers.len() as f64),
+                    transfer_ns_median: median(&mut transfers),
+                    algbw_gbps_median: median(&mut algbw),
+                    busbw_gbps_median: median(&mut busbw),
+                }
+            },
+        )
+        .collect()
 }
 
 fn size_groups(links: &[DeviceLink], instances: &[CollectiveInstance]) -> Vec<SizeGroup> {

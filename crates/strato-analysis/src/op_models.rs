@@ -21,6 +21,16 @@
 //! - **Memory-bound ops by bytes** (normalisations, softmax, elementwise, reductions, embedding,
 //!   Triton kernels via their launching op): FLOPs are not modelled (`None`); bytes = every
 //!   tensor read once plus the output written once. Their roofline is the memory roof.
+//! - **Dtype conversions and copies** (`_to_copy`, `to`, `copy_`): the source read at *its*
+//!   element size plus the destination written at *its* element size. The destination dtype is
+//!   `copy_`'s `self` type; for `_to_copy` / `to` the `dtype` argument, a c10 `ScalarType` code
+//!   in `Concrete Inputs` (an unset dtype, recorded as `""`, keeps the source's; `to.other`
+//!   takes the other tensor's). A dtype recorded as `Scalar` without its value is refused.
+//! - **Concatenation** (`cat`, `stack`): a copy: every tensor of the `TensorList` input read
+//!   once and written once into the output. Kineto writes a list's shapes as a nested list in
+//!   `Input Dims` and its type as `TensorList`, without the tensors' dtype: the elements are
+//!   known ([`OpCost::unsized_elements`]) and the bytes wait for an element size from the
+//!   kernel (see [`kernel_element_size`]).
 //!
 //! A model refuses (returns [`Unmodelled`] with the reason) rather than guess: missing shapes,
 //! shapes that do not fit the op's signature, a causal flag or stride that is not recorded, or an
@@ -42,6 +52,10 @@ pub struct OpCost {
     pub bytes: Option<f64>,
     /// The precision whose peak applies.
     pub precision: Option<Precision>,
+    /// Elements moved (read + written) whose element size the args do not record (the tensors
+    /// of a `TensorList`), when `bytes` is `None` for that reason only: bytes = this x the
+    /// element size, once something else (the kernel's name, [`kernel_element_size`]) says it.
+    pub unsized_elements: Option<f64>,
 }
 
 /// Why an op has no model.
@@ -60,26 +74,44 @@ pub enum Unmodelled {
 /// Recorded inputs of one op call.
 #[derive(Debug, Clone, Default)]
 pub struct OpInputs {
+    /// Shape of each input; `[]` for scalars, `None` and lists.
     pub dims: Vec<Vec<i64>>,
     pub types: Vec<String>,
     pub concrete: Vec<String>,
+    /// Shapes of the tensors of each list input (`TensorList`, `GenericList`), as Kineto writes
+    /// them: a nested list in `Input Dims` (`[[[4,1,768],[4,196,768]], []]`). Empty for an input
+    /// that is not a list, and for a list whose shapes are not recorded (older PyTorch writes
+    /// `[]`); empty as a whole when no input is a list.
+    pub lists: Vec<Vec<Vec<i64>>>,
 }
 
 impl OpInputs {
     /// Reads `Input Dims`, `Input type` and `Concrete Inputs` from an op's args. `None` when the
     /// args carry no `Input Dims`.
     pub fn from_args(args: &Value) -> Option<OpInputs> {
-        let dims = args
+        let recorded = args
             .get("Input Dims")
             .or_else(|| args.get("Input dims"))?
-            .as_array()?
+            .as_array()?;
+        let shape = |v: &Value| -> Vec<i64> {
+            v.as_array()
+                .map(|v| v.iter().filter_map(Value::as_i64).collect())
+                .unwrap_or_default()
+        };
+        let dims = recorded.iter().map(shape).collect();
+        // A list input: an array whose items are arrays (each tensor's shape).
+        let mut lists: Vec<Vec<Vec<i64>>> = recorded
             .iter()
-            .map(|x| {
-                x.as_array()
-                    .map(|v| v.iter().filter_map(Value::as_i64).collect())
-                    .unwrap_or_default()
+            .map(|x| match x.as_array() {
+                Some(items) if !items.is_empty() && items.iter().all(Value::is_array) => {
+                    items.iter().map(shape).collect()
+                }
+                _ => Vec::new(),
             })
             .collect();
+        if lists.iter().all(Vec::is_empty) {
+            lists.clear();
+        }
         let strings = |key: &str| -> Vec<String> {
             args.get(key)
                 .and_then(Value::as_array)
@@ -94,6 +126,7 @@ impl OpInputs {
             dims,
             types: strings("Input type"),
             concrete: strings("Concrete Inputs"),
+            lists,
         })
     }
 
@@ -152,15 +185,38 @@ fn ints(text: &str) -> Option<Vec<i64>> {
     t.split(',').map(|x| x.trim().parse().ok()).collect()
 }
 
-/// Element size of a c10 `ScalarType` code as recorded for `out_dtype` (c10/core/ScalarType.h).
+/// Element size of a c10 `ScalarType` code as `Concrete Inputs` records a `dtype` / `out_dtype`
+/// argument (the enum's order in c10/core/ScalarType.h: 0 Byte, 1 Char, 2 Short, 3 Int, 4 Long,
+/// 5 Half, 6 Float, 7 Double, 8-10 complex, 11 Bool, 12-14 quantized, 15 BFloat16, 16-22
+/// packed/bit types, 23-26 Float8, 27-29 UInt16/32/64). `None` for codes without a plain element
+/// size (sub-byte and later types).
 fn scalar_type_size(code: &str) -> Option<u64> {
-    match code.trim() {
-        "5" | "15" => Some(2), // Half, BFloat16
-        "6" => Some(4),        // Float
-        "7" => Some(8),        // Double
-        "23" | "24" | "25" | "26" => Some(1),
+    match code.trim().parse::<u32>().ok()? {
+        0 | 1 | 11 | 12 | 13 | 21 | 23..=26 => Some(1),
+        2 | 5 | 15 | 22 | 27 => Some(2),
+        3 | 6 | 8 | 14 | 28 => Some(4),
+        4 | 7 | 9 | 29 => Some(8),
+        10 => Some(16),
         _ => None,
     }
+}
+
+/// Element size a device kernel's name states, for ops whose args do not record it
+/// ([`OpCost::unsized_elements`]): PyTorch's CUDA/HIP concatenation kernel is
+/// `CatArrayBatchedCopy<OpaqueType<N>, ...>` with N = the element size in bytes
+/// (aten/src/ATen/native/cuda/Shape.cu), older builds `CatArrayBatchedCopy<float, ...>`
+/// (the element type). `None` when the name says neither.
+pub fn kernel_element_size(kernel: &str) -> Option<u64> {
+    if let Some(at) = kernel.find("OpaqueType<") {
+        let digits: String = kernel[at + "OpaqueType<".len()..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        return digits.parse().ok().filter(|n| (1..=16).contains(n));
+    }
+    let at = kernel.find("CatArrayBatchedCopy<")?;
+    let first = kernel[at + "CatArrayBatchedCopy<".len()..].split([',', '>']).next()?;
+    crate::collectives::dtype_size(first)
 }
 
 /// The model of one op call: its cost, or why there is none.
@@ -190,6 +246,8 @@ pub fn model(name: &str, inputs: Option<&OpInputs>) -> Result<OpCost, Unmodelled
         }
         Family::Reduction => reduction(x),
         Family::Embedding => embedding(x),
+        Family::Convert => convert(base, x),
+        Family::Concat => concat(base, x),
         Family::None => Err(Unmodelled::NoModel),
     }
 }
@@ -206,6 +264,8 @@ enum Family {
     Reduction,
     Embedding,
     Triton,
+    Convert,
+    Concat,
     None,
 }
 
@@ -248,8 +308,6 @@ const ELEMENTWISE: &[&str] = &[
     "where",
     "clamp",
     "clamp_",
-    "copy_",
-    "_to_copy",
     "clone",
     "fill_",
     "zero_",
@@ -271,7 +329,6 @@ const ELEMENTWISE: &[&str] = &[
     "logical_and",
     "logical_not",
     "bitwise_and",
-    "cat",
     "_foreach_copy_",
     "index_select",
 ];
@@ -347,6 +404,8 @@ impl Family {
             | "_softmax_backward_data"
             | "_log_softmax_backward_data" => Family::Softmax,
             "embedding" => Family::Embedding,
+            "_to_copy" | "to" | "copy_" => Family::Convert,
+            "cat" | "_cat" | "concat" | "concatenate" | "stack" => Family::Concat,
             b if ELEMENTWISE.contains(&b) => Family::Elementwise,
             b if REDUCTIONS.contains(&b) => Family::Reduction,
             _ => Family::None,
@@ -480,6 +539,7 @@ fn gemm(base: &str, x: &OpInputs) -> Result<OpCost, Unmodelled> {
         flops: Some(flops),
         bytes,
         precision: x.float(typed).map(|p| p.0),
+        unsized_elements: None,
     })
 }
 
@@ -597,6 +657,7 @@ fn attention(name: &str, base: &str, x: &OpInputs) -> Result<OpCost, Unmodelled>
         flops: Some(flops),
         bytes: typed.map(|(_, sz)| elements * sz as f64),
         precision: typed.map(|p| p.0),
+        unsized_elements: None,
     })
 }
 
@@ -665,6 +726,7 @@ fn conv_forward(base: &str, x: &OpInputs) -> Result<OpCost, Unmodelled> {
         flops: Some(flops),
         bytes: typed.map(|(_, s)| s as f64 * (numel(inp) + numel(w) + outputs)),
         precision: typed.map(|p| p.0),
+        unsized_elements: None,
     })
 }
 
@@ -713,6 +775,7 @@ fn conv_backward(x: &OpInputs) -> Result<OpCost, Unmodelled> {
         flops: Some(fwd * grads),
         bytes: typed.map(|(_, s)| s as f64 * elements),
         precision: typed.map(|p| p.0),
+        unsized_elements: None,
     })
 }
 
@@ -776,6 +839,7 @@ fn by_bytes(family: Family, x: &OpInputs) -> Result<OpCost, Unmodelled> {
         flops: None,
         bytes: Some(read + written),
         precision: x.first_float().map(|p| p.0),
+        unsized_elements: None,
     })
 }
 
@@ -794,6 +858,7 @@ fn reduction(x: &OpInputs) -> Result<OpCost, Unmodelled> {
         flops: None,
         bytes: Some(bytes),
         precision: x.float(first).map(|p| p.0),
+        unsized_elements: None,
     })
 }
 
@@ -816,6 +881,113 @@ fn embedding(x: &OpInputs) -> Result<OpCost, Unmodelled> {
         flops: None,
         bytes: Some(rows * idx_size + 2.0 * rows * w[1] as f64 * size as f64),
         precision: Some(p),
+        unsized_elements: None,
+    })
+}
+
+/// Element size of the dtype argument at input `i` of `_to_copy` / `to`: `""` (an unset
+/// dtype: the source's is kept) -> `source`; `Scalar` -> the c10 `ScalarType` code recorded in
+/// `Concrete Inputs`, refused when not recorded.
+fn dtype_arg_size(x: &OpInputs, i: usize, source: u64) -> Result<u64, Unmodelled> {
+    match x.types.get(i).map(|t| t.trim()) {
+        None | Some("") => Ok(source),
+        Some("Scalar") => match x.concrete.get(i).map(|c| c.trim()) {
+            Some(code) if !code.is_empty() => scalar_type_size(code).ok_or(Unmodelled::Reason(
+                "the target dtype's ScalarType code has no element size in the table",
+            )),
+            _ => Err(Unmodelled::Reason(
+                "the target dtype is recorded as a Scalar without its value (Concrete Inputs \
+                 not recorded): the output element size is unknown",
+            )),
+        },
+        Some(_) => Err(Unmodelled::Shapes("the dtype argument is not a Scalar")),
+    }
+}
+
+/// Dtype conversions and copies: the source read at its element size, the destination written
+/// at its own (a bf16 <- fp32 copy of n elements moves 4n + 2n bytes, not 2 x 4n).
+///
+/// - `copy_(self, src, non_blocking)`: reads `src`, writes `self` (broadcast from `src`).
+/// - `_to_copy(self, dtype, layout, device, pin_memory, non_blocking, memory_format)`.
+/// - `to`: its overload from the recorded arguments: `to.dtype(self, dtype, non_blocking, copy,
+///   memory_format)` (5, no tensor second), `to.other(self, other, ...)` (5, a tensor second:
+///   its dtype), `to.device(self, device, dtype, ...)` (6), `to.dtype_layout(self, dtype, layout,
+///   device, pin_memory, non_blocking, copy, memory_format)` (8).
+fn convert(base: &str, x: &OpInputs) -> Result<OpCost, Unmodelled> {
+    let (src, numel_out, out_size) = if base == "copy_" {
+        let (dst, src) = (x.dim(0), x.dim(1));
+        if dst.is_empty() || src.is_empty() {
+            return Err(Unmodelled::Shapes("copy_ needs two tensors"));
+        }
+        let out = x.elem_size(0).ok_or(Unmodelled::Reason(
+            "the destination's element type is not recorded",
+        ))?;
+        (1, numel(dst), out)
+    } else {
+        if x.dim(0).is_empty() {
+            return Err(Unmodelled::Shapes("no tensor input"));
+        }
+        let source = x.elem_size(0).ok_or(Unmodelled::Reason(
+            "the input's element type is not recorded",
+        ))?;
+        let out = match (base, x.dims.len()) {
+            ("_to_copy", _) => dtype_arg_size(x, 1, source)?,
+            ("to", 5) if !x.dim(1).is_empty() => x.elem_size(1).ok_or(Unmodelled::Reason(
+                "the other tensor's element type is not recorded",
+            ))?,
+            ("to", 5 | 8) => dtype_arg_size(x, 1, source)?,
+            ("to", 6) => dtype_arg_size(x, 2, source)?,
+            _ => {
+                return Err(Unmodelled::Shapes(
+                    "an overload of `to` whose dtype argument is not known",
+                ))
+            }
+        };
+        (0, numel(x.dim(0)), out)
+    };
+    let read = x.tensor_bytes(src).ok_or(Unmodelled::Reason(
+        "the source's element type is not recorded",
+    ))?;
+    Ok(OpCost {
+        model: "copy bytes: source read + destination written, each at its dtype",
+        flops: None,
+        bytes: Some(read + numel_out * out_size as f64),
+        precision: x.float(src).map(|p| p.0),
+        unsized_elements: None,
+    })
+}
+
+/// `cat(tensors, dim)` / `stack(tensors, dim)`: every tensor of the list read once and written
+/// once into the output (2 x the list's elements). Bytes when the list's element type is
+/// recorded (a plain dtype in `Input type`, which Kineto does not write for lists today); else
+/// the elements stay in [`OpCost::unsized_elements`].
+fn concat(base: &str, x: &OpInputs) -> Result<OpCost, Unmodelled> {
+    let list = x.lists.first().filter(|l| !l.is_empty());
+    let elements: f64 = match list {
+        Some(list) => list.iter().map(|s| numel(s)).sum(),
+        None if !x.dim(0).is_empty() => {
+            return Err(Unmodelled::Shapes(
+                "the first input is a tensor, not a list of tensors",
+            ))
+        }
+        None => {
+            return Err(Unmodelled::Reason(
+                "the shapes of the TensorList input are not recorded (PyTorch before 2.x \
+                 writes `[]` for a list)",
+            ))
+        }
+    };
+    let size = x.elem_size(0);
+    Ok(OpCost {
+        model: if base == "stack" {
+            "stack bytes: the list read + written once"
+        } else {
+            "concatenation bytes: the list read + written once"
+        },
+        flops: None,
+        bytes: size.map(|s| 2.0 * elements * s as f64),
+        precision: x.float(0).map(|p| p.0),
+        unsized_elements: size.is_none().then_some(2.0 * elements),
     })
 }
 
@@ -828,6 +1000,7 @@ mod tests {
             dims: dims.iter().map(|d| d.to_vec()).collect(),
             types: types.iter().map(|t| t.to_string()).collect(),
             concrete: concrete.iter().map(|t| t.to_string()).collect(),
+            lists: Vec::new(),
         }
     }
 
@@ -938,5 +1111,123 @@ mod tests {
             model("aten::add", None),
             Err(Unmodelled::NoShapes)
         ));
+    }
+
+    /// Dtype conversions move the source at its size and the destination at its own: a
+    /// bf16 <- fp32 copy of n elements is 4n + 2n bytes (the input's size counted twice gave 8n).
+    #[test]
+    fn conversions_count_each_side_at_its_dtype() {
+        let n = 1024.0 * 1024.0;
+        let bf = "c10::BFloat16";
+        // _to_copy(self, dtype=BFloat16 (15), layout, device, pin_memory, non_blocking, format).
+        let to_bf16 = inputs(
+            &[&[1024, 1024], &[], &[], &[], &[], &[], &[]],
+            &["float", "Scalar", "", "", "", "Scalar", ""],
+            &["", "15", "", "", "", "False", ""],
+        );
+        let c = model("aten::_to_copy", Some(&to_bf16)).unwrap();
+        assert_eq!(c.bytes, Some(4.0 * n + 2.0 * n));
+        assert_eq!(c.precision, Some(Precision::Fp32));
+        // An unset dtype (`""`: a device move) keeps the source's: 2 x 4n.
+        let mut same = to_bf16.clone();
+        same.types[1] = String::new();
+        same.concrete[1] = String::new();
+        assert_eq!(model("aten::_to_copy", Some(&same)).unwrap().bytes, Some(8.0 * n));
+        // A dtype recorded as a Scalar without its value is refused, not guessed.
+        let mut unrecorded = to_bf16.clone();
+        unrecorded.concrete.clear();
+        let err = model("aten::_to_copy", Some(&unrecorded)).unwrap_err();
+        assert!(err.to_string().contains("without its value"), "{err}");
+        // copy_(self = bf16 destination, src = fp32).
+        let copy = inputs(&[&[1024, 1024], &[1024, 1024], &[]], &[bf, "float", "Scalar"], &[]);
+        assert_eq!(model("aten::copy_", Some(&copy)).unwrap().bytes, Some(6.0 * n));
+        // copy_ broadcasting a [1024] fp32 row into a [1024,1024] bf16 destination.
+        let row = inputs(&[&[1024, 1024], &[1024], &[]], &[bf, "float", "Scalar"], &[]);
+        assert_eq!(
+            model("aten::copy_", Some(&row)).unwrap().bytes,
+            Some(4.0 * 1024.0 + 2.0 * n)
+        );
+        // to.dtype (5 args): int -> Long (4), as sglang records it.
+        let to_dtype = inputs(
+            &[&[32], &[], &[], &[], &[]],
+            &["int", "Scalar", "Scalar", "Scalar", ""],
+            &["", "4", "False", "False", ""],
+        );
+        assert_eq!(
+            model("aten::to", Some(&to_dtype)).unwrap().bytes,
+            Some(32.0 * 4.0 + 32.0 * 8.0)
+        );
+        // to.other (5 args, a tensor second): the other tensor's dtype.
+        let to_other = inputs(
+            &[&[8, 8], &[2, 2], &[], &[], &[]],
+            &["float", "double", "Scalar", "Scalar", ""],
+            &[],
+        );
+        assert_eq!(
+            model("aten::to", Some(&to_other)).unwrap().bytes,
+            Some(64.0 * 4.0 + 64.0 * 8.0)
+        );
+        // to.device (6 args): dtype third, Half (5).
+        let to_device = inputs(
+            &[&[10], &[], &[], &[], &[], &[]],
+            &["float", "Device", "Scalar", "Scalar", "Scalar", ""],
+            &["", "cuda:0", "5", "False", "False", ""],
+        );
+        assert_eq!(
+            model("aten::to", Some(&to_device)).unwrap().bytes,
+            Some(10.0 * 4.0 + 10.0 * 2.0)
+        );
+        // ScalarType codes (c10/core/ScalarType.h order).
+        let sizes: Vec<Option<u64>> = ["0", "3", "4", "5", "6", "7", "11", "15", "24", "30", "x"]
+            .iter()
+            .map(|c| scalar_type_size(c))
+            .collect();
+        let want = [1, 4, 8, 2, 4, 8, 1, 2, 1].map(Some);
+        assert_eq!(&sizes[..9], &want[..]);
+        assert_eq!(&sizes[9..], &[None, None]);
+    }
+
+    /// `cat` of a TensorList as Kineto records it (the H100 Falconsai trace's args): the list's
+    /// shapes parsed from the nested `Input Dims`, read + written once; the element size is not
+    /// in the args, so the elements wait for the kernel's name.
+    #[test]
+    fn cat_reads_the_tensor_list_shapes() {
+        let args: Value = serde_json::from_str(
+            r#"{"Concrete Inputs": ["", "1"], "Input type": ["TensorList", "Scalar"],
+                "Input Dims": [[[4, 1, 768], [4, 196, 768]], []]}"#,
+        )
+        .unwrap();
+        let x = OpInputs::from_args(&args).unwrap();
+        assert_eq!(x.lists[0], vec![vec![4, 1, 768], vec![4, 196, 768]]);
+        assert!(x.lists[1].is_empty());
+        assert_eq!(x.dims, vec![Vec::<i64>::new(), Vec::new()]);
+        let c = model("aten::cat", Some(&x)).unwrap();
+        let elements = 4.0 * 768.0 + 4.0 * 196.0 * 768.0;
+        assert_eq!((c.bytes, c.unsized_elements), (None, Some(2.0 * elements)));
+        let s = model("aten::stack", Some(&x)).unwrap();
+        assert_eq!(s.unsized_elements, Some(2.0 * elements));
+        // Older PyTorch writes `[]` for the list: refused with that reason.
+        let old: Value = serde_json::from_str(
+            r#"{"Input type": ["TensorList", "Scalar"], "Input Dims": [[], []]}"#,
+        )
+        .unwrap();
+        let err = model("aten::cat", OpInputs::from_args(&old).as_ref()).unwrap_err();
+        assert!(err.to_string().contains("TensorList"), "{err}");
+        // The element size from the kernel PyTorch launches for it.
+        let kernel = "void at::native::(anonymous namespace)::CatArrayBatchedCopy<at::native::\
+                      (anonymous namespace)::OpaqueType<2u>, unsigned int, 3, 64, 64>(...)";
+        assert_eq!(kernel_element_size(kernel), Some(2));
+        assert_eq!(
+            kernel_element_size("CatArrayBatchedCopy<float, unsigned int, 4, 128, 1>"),
+            Some(4)
+        );
+        assert_eq!(kernel_element_size("ampere_sgemm_128x64_nn"), None);
+        // A list with its element type recorded gets its bytes directly.
+        let mut typed = x.clone();
+        typed.types[0] = "float".into();
+        assert_eq!(
+            model("aten::cat", Some(&typed)).unwrap().bytes,
+            Some(2.0 * elements * 4.0)
+        );
     }
 }

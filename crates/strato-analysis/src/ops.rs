@@ -15,6 +15,16 @@
 //! ops with FLOPs; bytes/s over the memory bandwidth for ops modelled by bytes only. Bound:
 //! arithmetic intensity against the ridge point (FLOP models), `memory` for bytes-only models.
 //!
+//! Over peak: a row above 100% of its peak is flagged (`over_peak`, counted in
+//! [`OpsReport::over_peak_rows`]): no op runs faster than the hardware, so the op's model or the
+//! device row is wrong, and the figure must not pass silently.
+//!
+//! Collectives: an NCCL/RCCL kernel is not an op call: it goes to a row per (collective kind,
+//! message bytes, dtype) with the definitions of [`crate::collectives`] (bytes = NCCL-tests'
+//! size, busbw = algbw x the kind's factor, one definition: [`crate::collectives::bandwidths`]),
+//! over the kernels' device time (which includes waiting for peers: `strato collectives`
+//! measures the transfer alone across ranks).
+//!
 //! Window: the whole trace. Conservation: the rows' `total_ns` add up to the device time of all
 //! device ops (`device_ns`), and each device op is counted in exactly one row.
 
@@ -24,20 +34,46 @@ use serde_json::Value;
 use strato_trace::{Level, Ns, TrackKind};
 
 use crate::analyzed::Analyzed;
+use crate::collectives::{bandwidths, rank_summaries, CollectiveKind};
 use crate::devices::{detect, DeviceSpec, Precision};
 use crate::layers::Bound;
-use crate::op_models::{model, OpCost, OpInputs};
+use crate::op_models::{kernel_element_size, model, OpCost, OpInputs};
 use crate::scope::{effective_level, is_device_work};
 
 /// Name of the row of device ops launched outside any framework op.
 pub const NO_OP: &str = "(no framework op)";
 
-/// One (op, shapes, dtypes) group.
+/// Name prefix of the collective rows (`collective:all_reduce`).
+pub const COLLECTIVE_PREFIX: &str = "collective:";
+
+/// What a collective row says beyond an op row's fields: its message and bandwidths by the
+/// definitions of [`crate::collectives`], over the kernels' device time.
+#[derive(Debug, Clone, Serialize)]
+pub struct CollectiveRow {
+    pub kind: CollectiveKind,
+    /// Bytes of one call's message (NCCL-tests' size: max(in, out) elements x dtype size);
+    /// `None` when the trace does not say.
+    pub message_bytes: Option<u64>,
+    /// The message's dtype as the args name it (lower case, without `c10::`).
+    pub dtype: Option<String>,
+    /// Ranks in the group (busbw's n): the group's, else the job's world size.
+    pub group_size: Option<usize>,
+    /// Decimal GB/s (10^9 B/s, not GiB/s): the calls' bytes over their kernels' device time.
+    pub algbw_gbps: Option<f64>,
+    /// algbw x the kind's NCCL bus factor for `group_size` ranks, decimal GB/s.
+    pub busbw_gbps: Option<f64>,
+}
+
+/// One (op, shapes, dtypes) group, or one (collective, message bytes, dtype) group.
 #[derive(Debug, Clone, Serialize)]
 pub struct OpRow {
     pub op: String,
-    /// `Input Dims` as recorded (empty when not recorded).
+    /// `Input Dims` as recorded (empty when not recorded; `[]` for a list input).
     pub shapes: Vec<Vec<i64>>,
+    /// The shapes of the tensors of each list input (`TensorList`), parallel to `shapes`;
+    /// absent when no input is a list.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub input_lists: Vec<Vec<Vec<i64>>>,
     /// `Input type` as recorded.
     pub dtypes: Vec<String>,
     /// Op calls that launched device work.
@@ -55,13 +91,18 @@ pub struct OpRow {
     /// FLOP/byte.
     pub arithmetic_intensity: Option<f64>,
     pub peak_pct: Option<f64>,
+    /// `peak_pct` is above 100: impossible, so the model or the device row is wrong.
+    pub over_peak: bool,
     pub bound: Option<Bound>,
     /// The formula's name; `None` when the op is not modelled.
     pub model: Option<&'static str>,
-    /// Why the op is not modelled.
+    /// Why the op is not modelled, or why a modelled row lacks its bytes.
     pub reason: Option<String>,
     /// Table name of the device the group's device ops ran on (most of them), when known.
     pub device: Option<String>,
+    /// For a collective row (op `collective:<kind>`): its message and bandwidths.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub collective: Option<CollectiveRow>,
 }
 
 /// A device of the trace and its table row.
@@ -84,6 +125,8 @@ pub struct OpsReport {
     pub device_ops: usize,
     /// Device time in rows with a model.
     pub modelled_ns: Ns,
+    /// Rows above 100% of their peak (each flagged `over_peak`).
+    pub over_peak_rows: usize,
     pub devices: Vec<OpsDevice>,
     /// Sorted by device time, largest first.
     pub ops: Vec<OpRow>,
@@ -100,6 +143,15 @@ struct Group {
     reason: Option<String>,
     devices: FxHashMap<(u32, i64), usize>,
 }
+
+/// Key of a collective row: (kind, message bytes, dtype).
+type CollectiveKey = (CollectiveKind, Option<u64>, Option<String>);
+
+/// A row's recorded inputs: (`Input Dims`, `Input type`, list shapes).
+type RowInputs = (Vec<Vec<i64>>, Vec<String>, Vec<Vec<Vec<i64>>>);
+
+/// The `model` of collective rows whose message size is known.
+pub const COLLECTIVE_MODEL: &str = "collective: NCCL-tests bytes, algbw, busbw";
 
 /// Builds the op table. `device_spec` overrides the detected device row of every device.
 pub fn ops(analyzed: &Analyzed, device_spec: Option<&DeviceSpec>) -> OpsReport {
@@ -140,6 +192,22 @@ pub fn ops(analyzed: &Analyzed, device_spec: Option<&DeviceSpec>) -> OpsReport {
         window = (window.0.min(s.start), window.1.max(s.end));
     }
     let mut no_op = Group::default();
+    // Collective kernels, with what the collectives analysis reads of each (one pass more).
+    let mut collective_of: FxHashMap<u32, (CollectiveKey, Option<usize>)> = FxHashMap::default();
+    for rc in rank_summaries(trace) {
+        let world = rc.world_size.and_then(|w| usize::try_from(w).ok());
+        for c in rc.calls {
+            let n = c
+                .group_ranks
+                .as_ref()
+                .map(Vec::len)
+                .or(c.group_size)
+                .or(world);
+            collective_of.insert(c.kernel.0, ((c.kind, c.bytes, c.dtype), n));
+        }
+    }
+    let mut collective_groups: FxHashMap<CollectiveKey, (Group, Option<usize>)> =
+        FxHashMap::default();
     for (i, s) in trace.spans.iter().enumerate() {
         let track = trace.track(s.track);
         let TrackKind::DeviceQueue { device, .. } = track.kind else {
@@ -151,6 +219,18 @@ pub fn ops(analyzed: &Analyzed, device_spec: Option<&DeviceSpec>) -> OpsReport {
         let dur = s.duration();
         device_ns += dur;
         device_ops += 1;
+        if let Some((key, n)) = collective_of.get(&(i as u32)) {
+            let (g, size) = collective_groups.entry(key.clone()).or_default();
+            g.calls.insert(i as u32, ());
+            *size = size.or(*n);
+            if let Some(b) = key.1 {
+                *g.bytes.get_or_insert(0.0) += b as f64;
+            }
+            g.device_ops += 1;
+            g.total_ns += dur;
+            *g.devices.entry((track.rank.0, device)).or_insert(0) += 1;
+            continue;
+        }
         let owner = scopes.launch_of(trace, i as u32).and_then(|l| {
             *owner_of_launch.entry(l).or_insert_with(|| {
                 let mut outermost_op = None;
@@ -178,7 +258,8 @@ pub fn ops(analyzed: &Analyzed, device_spec: Option<&DeviceSpec>) -> OpsReport {
                     (
                         trace.str(sp.name).to_owned(),
                         inputs.map_or(String::new(), |x| {
-                            serde_json::to_string(&(&x.dims, &x.types)).unwrap_or_default()
+                            serde_json::to_string(&(&x.dims, &x.types, &x.lists))
+                                .unwrap_or_default()
                         }),
                     )
                 });
@@ -186,13 +267,27 @@ pub fn ops(analyzed: &Analyzed, device_spec: Option<&DeviceSpec>) -> OpsReport {
                 if g.calls.insert(op, ()).is_none() {
                     match &modelled[&op].1 {
                         Ok(c) => {
+                            let mut c = c.clone();
+                            // A list's element size, from the kernel's name when it says it.
+                            if let (None, Some(e)) = (c.bytes, c.unsized_elements) {
+                                match kernel_element_size(trace.str(s.name)) {
+                                    Some(size) => c.bytes = Some(e * size as f64),
+                                    None => {
+                                        g.reason = Some(
+                                            "bytes unknown: the list's element type is not \
+                                             recorded and the kernel's name does not say it"
+                                                .into(),
+                                        )
+                                    }
+                                }
+                            }
                             if let Some(f) = c.flops {
                                 *g.flops.get_or_insert(0.0) += f;
                             }
                             if let Some(b) = c.bytes {
                                 *g.bytes.get_or_insert(0.0) += b;
                             }
-                            g.cost = Some(c.clone());
+                            g.cost = Some(c);
                         }
                         Err(r) => g.reason = Some(r.clone()),
                     }
@@ -238,9 +333,12 @@ pub fn ops(analyzed: &Analyzed, device_spec: Option<&DeviceSpec>) -> OpsReport {
         });
     }
 
-    let mut rows: Vec<OpRow> = Vec::with_capacity(groups.len() + 1);
+    let mut rows: Vec<OpRow> = Vec::with_capacity(groups.len() + collective_groups.len() + 1);
     let mut modelled_ns = 0;
-    let mut add_row = |op: String, shapes_types: Option<(Vec<Vec<i64>>, Vec<String>)>, g: Group| {
+    let mut add_row = |op: String,
+                       inputs: Option<RowInputs>,
+                       g: Group,
+                       collective: Option<CollectiveRow>| {
         let main_device = g
             .devices
             .iter()
@@ -251,7 +349,10 @@ pub fn ops(analyzed: &Analyzed, device_spec: Option<&DeviceSpec>) -> OpsReport {
         let per_s = |x: Option<f64>| x.filter(|_| g.total_ns > 0).map(|x| x / secs);
         let (tflops, tbps) = (
             per_s(g.flops).map(|f| f / 1e12),
-            per_s(g.bytes).map(|b| b / 1e12),
+            // A collective's bytes cross links, not memory: its rate is algbw, not TB/s.
+            per_s(g.bytes)
+                .filter(|_| collective.is_none())
+                .map(|b| b / 1e12),
         );
         let precision = g.cost.as_ref().and_then(|c| c.precision);
         let ai = match (g.flops, g.bytes) {
@@ -275,13 +376,18 @@ pub fn ops(analyzed: &Analyzed, device_spec: Option<&DeviceSpec>) -> OpsReport {
             (Some(c), None) if c.flops.is_none() => (None, Some(Bound::Memory)),
             _ => (None, None),
         };
-        if g.cost.is_some() {
+        let model = match &collective {
+            Some(c) => c.message_bytes.map(|_| COLLECTIVE_MODEL),
+            None => g.cost.as_ref().map(|c| c.model),
+        };
+        if model.is_some() {
             modelled_ns += g.total_ns;
         }
-        let (shapes, dtypes) = shapes_types.unwrap_or_default();
+        let (shapes, dtypes, input_lists) = inputs.unwrap_or_default();
         rows.push(OpRow {
             op,
             shapes,
+            input_lists,
             dtypes,
             count: g.calls.len(),
             device_ops: g.device_ops,
@@ -298,26 +404,53 @@ pub fn ops(analyzed: &Analyzed, device_spec: Option<&DeviceSpec>) -> OpsReport {
             tbps,
             arithmetic_intensity: ai,
             peak_pct,
+            over_peak: peak_pct.is_some_and(|p| p > 100.0),
             bound,
-            model: g.cost.as_ref().map(|c| c.model),
+            model,
             reason: g.reason,
             device: spec.map(|s| s.name.into_owned()),
+            collective,
         });
     };
     for ((op, key), g) in groups {
-        let st = serde_json::from_str::<(Vec<Vec<i64>>, Vec<String>)>(&key).ok();
-        add_row(op, st, g);
+        let inputs = serde_json::from_str::<RowInputs>(&key).ok();
+        add_row(op, inputs, g, None);
+    }
+    for ((kind, message_bytes, dtype), (mut g, group_size)) in collective_groups {
+        let bw = g
+            .bytes
+            .and_then(|b| bandwidths(kind, b, g.total_ns, group_size));
+        if message_bytes.is_none() {
+            g.reason = Some("the trace does not record the collective's message size".into());
+        }
+        let row = CollectiveRow {
+            kind,
+            message_bytes,
+            dtype: dtype.clone(),
+            group_size,
+            algbw_gbps: bw.map(|b| b.0),
+            busbw_gbps: bw.and_then(|b| b.1),
+        };
+        add_row(
+            format!("{COLLECTIVE_PREFIX}{}", kind.as_str()),
+            Some((Vec::new(), dtype.into_iter().collect(), Vec::new())),
+            g,
+            Some(row),
+        );
     }
     if no_op.device_ops > 0 {
         no_op.reason = Some("launched outside any framework op".into());
-        add_row(NO_OP.to_owned(), None, no_op);
+        add_row(NO_OP.to_owned(), None, no_op, None);
     }
     rows.sort_by(|a, b| {
         b.total_ns
             .cmp(&a.total_ns)
             .then_with(|| a.op.cmp(&b.op))
             .then_with(|| a.shapes.cmp(&b.shapes))
+            .then_with(|| a.dtypes.cmp(&b.dtypes))
+            .then_with(|| a.input_lists.cmp(&b.input_lists))
     });
+    let over_peak_rows = rows.iter().filter(|r| r.over_peak).count();
     if window.0 > window.1 {
         window = (0, 0);
     }
@@ -327,6 +460,7 @@ pub fn ops(analyzed: &Analyzed, device_spec: Option<&DeviceSpec>) -> OpsReport {
         device_ns,
         device_ops,
         modelled_ns,
+        over_peak_rows,
         devices,
         ops: rows,
     }
@@ -386,5 +520,145 @@ mod tests {
         let lin = r.ops.iter().find(|o| o.op == "aten::linear").unwrap();
         let want = 100.0 * (8192.0 / 1e-6) / 0.5e12;
         assert!((lin.peak_pct.unwrap() - want).abs() < 1e-9);
+    }
+
+    /// A memory device of 1000 GB/s (1 TB/s) and no compute peaks.
+    fn lab(bandwidth_gbs: f64) -> DeviceSpec {
+        DeviceSpec::from_json(&format!(
+            r#"{{"name":"lab","memory_bandwidth_gbs":{bandwidth_gbs}}}"#
+        ))
+        .unwrap()
+    }
+
+    /// A bf16 <- fp32 `_to_copy` of 2^20 elements (under `aten::to`, unmodelled here: only
+    /// `_to_copy`'s dtype is recorded) whose kernel takes 2 us: 6 MiB moved (4 + 2 bytes per
+    /// element, not 8), 3.15 TB/s. On a 4 TB/s device that is 78.6% of peak; on a 3 TB/s one it
+    /// is above 100%, and the row and the summary say so.
+    #[test]
+    fn a_conversion_counts_each_dtype_once_and_over_peak_is_flagged() {
+        let mut b = TraceBuilder::new();
+        let t = b.thread(1, 1);
+        let q = b.queue(0, 7);
+        b.span(t, Level::Backend, "aten::to", 0, 100).args(
+            r#"{"Input Dims":[[1048576],[],[],[],[],[],[],[]],
+                "Input type":["float","Scalar","Scalar","","","Scalar","Scalar",""]}"#,
+        );
+        b.span(t, Level::Backend, "aten::_to_copy", 10, 90).args(
+            r#"{"Input Dims":[[1048576],[],[],[],[],[],[]],
+                "Input type":["float","Scalar","","","","Scalar",""],
+                "Concrete Inputs":["","15","","","","False",""]}"#,
+        );
+        b.span(t, Level::AcceleratorApi, "cudaLaunchKernel", 20, 30)
+            .correlation(1);
+        b.span(q, Level::DeviceKernel, "convert_kernel", 200, 2200)
+            .correlation(1);
+        let trace = b.build();
+        let bytes = 6.0 * 1048576.0;
+        let r = ops(&Analyzed::new(&trace), Some(&lab(4000.0)));
+        let row = r.ops.iter().find(|o| o.op == "aten::_to_copy").unwrap();
+        assert_eq!(row.bytes, Some(bytes));
+        let tbps = bytes / 2e-6 / 1e12;
+        assert!((row.tbps.unwrap() - tbps).abs() < 1e-12);
+        assert!((row.peak_pct.unwrap() - 100.0 * tbps / 4.0).abs() < 1e-9);
+        assert!(!row.over_peak);
+        assert_eq!(r.over_peak_rows, 0);
+        let r = ops(&Analyzed::new(&trace), Some(&lab(3000.0)));
+        let row = r.ops.iter().find(|o| o.op == "aten::_to_copy").unwrap();
+        assert!(row.peak_pct.unwrap() > 100.0);
+        assert!(row.over_peak);
+        assert_eq!(r.over_peak_rows, 1);
+    }
+
+    /// `aten::cat` of a [4,1,768] and a [4,196,768] tensor (the H100 Falconsai trace's call)
+    /// launching the kernel PyTorch names `CatArrayBatchedCopy<OpaqueType<2u>...>` for 1 us:
+    /// bytes = 2 x 2 x (4·768 + 4·196·768), the element size from the kernel's name. Two calls
+    /// of other shapes make another row; a kernel whose name says nothing leaves the bytes
+    /// unknown with the reason.
+    #[test]
+    fn cat_of_a_tensor_list_is_a_copy_with_known_bytes() {
+        let mut b = TraceBuilder::new();
+        let t = b.thread(1, 1);
+        let q = b.queue(0, 7);
+        let cat = |dims: &str| {
+            format!(r#"{{"Input Dims":[{dims},[]],"Input type":["TensorList","Scalar"]}}"#)
+        };
+        let kernel = "CatArrayBatchedCopy<at::native::OpaqueType<2u>, unsigned int, 3, 64, 64>";
+        b.span(t, Level::Backend, "aten::cat", 0, 100)
+            .args(&cat("[[4,1,768],[4,196,768]]"));
+        b.span(t, Level::AcceleratorApi, "cudaLaunchKernel", 10, 20)
+            .correlation(1);
+        b.span(q, Level::DeviceKernel, kernel, 200, 1200).correlation(1);
+        b.span(t, Level::Backend, "aten::cat", 300, 400)
+            .args(&cat("[[8,8],[8,8]]"));
+        b.span(t, Level::AcceleratorApi, "cudaLaunchKernel", 310, 320)
+            .correlation(2);
+        b.span(q, Level::DeviceKernel, "some_copy_kernel", 1300, 1400)
+            .correlation(2);
+        let trace = b.build();
+        let r = ops(&Analyzed::new(&trace), None);
+        let big = r
+            .ops
+            .iter()
+            .find(|o| o.input_lists.first().is_some_and(|l| l.len() == 2 && l[0] == [4, 1, 768]))
+            .unwrap();
+        let elements = 4.0 * 768.0 + 4.0 * 196.0 * 768.0;
+        assert_eq!(big.bytes, Some(2.0 * 2.0 * elements));
+        assert!((big.tbps.unwrap() - 4.0 * elements / 1e-6 / 1e12).abs() < 1e-12);
+        assert!(big.model.unwrap().starts_with("concatenation"));
+        let small = r
+            .ops
+            .iter()
+            .find(|o| o.input_lists.first().is_some_and(|l| l[0] == [8, 8]))
+            .unwrap();
+        assert_eq!(small.bytes, None);
+        assert!(small.reason.as_deref().unwrap().contains("kernel's name"));
+        assert_eq!(r.ops.iter().map(|o| o.total_ns).sum::<Ns>(), r.device_ns);
+    }
+
+    /// Two all-reduce kernels of 1000 floats (4000 bytes) in a group of 4, 1 us each, and one
+    /// of another size: a row per (kind, size, dtype); algbw = 8000 B / 2000 ns = 4 GB/s,
+    /// busbw = 4 x 2·3/4 = 6 GB/s; the collective rows and the op rows add up to the device
+    /// time, and the collective kernels are in no op's row.
+    #[test]
+    fn collectives_get_rows_with_bytes_algbw_and_busbw() {
+        let mut b = TraceBuilder::new();
+        let t = b.thread(1, 1);
+        let q = b.queue(0, 7);
+        let args = |n: u64| {
+            format!(
+                r#"{{"Collective name":"allreduce","In msg nelems":{n},"Out msg nelems":{n},
+                    "dtype":"Float","Group size":4}}"#
+            )
+        };
+        let kernel = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long)";
+        for (k, (start, n)) in [(0, 1000), (2000, 1000), (4000, 64)].into_iter().enumerate() {
+            let c = k as u64 + 1;
+            b.span(t, Level::Backend, "nccl:all_reduce", start, start + 100);
+            b.span(t, Level::AcceleratorApi, "cudaLaunchKernel", start + 10, start + 20)
+                .correlation(c);
+            b.span(q, Level::DeviceKernel, kernel, start + 500, start + 1500)
+                .correlation(c)
+                .args(&args(n));
+        }
+        let trace = b.build();
+        let r = ops(&Analyzed::new(&trace), None);
+        assert_eq!(r.ops.iter().map(|o| o.total_ns).sum::<Ns>(), r.device_ns);
+        assert!(r.ops.iter().all(|o| o.op != "nccl:all_reduce"));
+        let rows: Vec<&OpRow> = r.ops.iter().filter(|o| o.collective.is_some()).collect();
+        assert_eq!(rows.len(), 2);
+        let big = rows
+            .iter()
+            .find(|o| o.collective.as_ref().unwrap().message_bytes == Some(4000))
+            .unwrap();
+        let c = big.collective.as_ref().unwrap();
+        assert_eq!(big.op, "collective:all_reduce");
+        assert_eq!((big.count, big.total_ns, big.bytes), (2, 2000, Some(8000.0)));
+        assert_eq!(c.dtype.as_deref(), Some("float"));
+        assert_eq!(c.group_size, Some(4));
+        assert_eq!(c.algbw_gbps, Some(4.0));
+        assert_eq!(c.busbw_gbps, Some(6.0));
+        assert_eq!(big.tbps, None);
+        assert_eq!(big.model, Some(COLLECTIVE_MODEL));
+        assert_eq!(r.modelled_ns, 3000);
     }
 }

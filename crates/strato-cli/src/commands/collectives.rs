@@ -3,7 +3,8 @@
 //! the wait it imposes; the worst late arrivals with what the late rank was doing; clock
 //! alignment. The analysis is [`strato_analysis::collectives`]; this module only shapes its
 //! output. The JSON keeps the shape the issue names (fields the trace cannot fill are `null`,
-//! never 0) and adds fields beside it.
+//! never 0) and adds fields beside it. Bandwidths are decimal GB/s (10^9 B/s), which the text
+//! says and the JSON's `bandwidth_unit` states; sizes in the text are binary (KiB, MiB).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -17,7 +18,7 @@ use strato_analysis::clock_align::RankClock;
 use strato_analysis::collectives::{
     collectives, collectives_of_summaries, device_links, rank_summaries, straggler_cause,
     CollectiveCall, CollectiveInstance, CollectivesOptions, CollectivesReport, DeviceLink,
-    RankCollectives, SizeGroup, StragglerCause,
+    ExactSizeGroup, RankCollectives, SizeGroup, StragglerCause,
 };
 use strato_trace::{Level, Ns, RankId, SpanId};
 
@@ -135,6 +136,21 @@ struct JsonSizeGroup {
 }
 
 #[derive(Serialize)]
+struct JsonExactSize {
+    kind: &'static str,
+    bytes: Option<u64>,
+    count: usize,
+    complete: usize,
+    transfer_ns_mean: Option<f64>,
+    transfer_ns_median: Option<f64>,
+    algbw_gbps_median: Option<f64>,
+    busbw_gbps_median: Option<f64>,
+}
+
+/// The unit of every `*_gbps` field.
+const BANDWIDTH_UNIT: &str = "GB/s = 10^9 bytes/s (decimal, as NCCL-tests; not GiB/s)";
+
+#[derive(Serialize)]
 struct JsonReport {
     collectives: Vec<JsonCollective>,
     ranks: Vec<JsonRank>,
@@ -143,6 +159,9 @@ struct JsonReport {
     stragglers: Vec<JsonStraggler>,
     by_size: Vec<JsonSizeGroup>,
     worst_rank: Option<i64>,
+    /// Per (kind, exact message bytes).
+    by_exact_size: Vec<JsonExactSize>,
+    bandwidth_unit: &'static str,
 }
 
 fn job_rank_of(report: &CollectivesReport, rank: strato_trace::RankId) -> i64 {
@@ -212,6 +231,19 @@ fn json_size(g: &SizeGroup) -> JsonSizeGroup {
     }
 }
 
+fn json_exact_size(g: &ExactSizeGroup) -> JsonExactSize {
+    JsonExactSize {
+        kind: g.kind.as_str(),
+        bytes: g.bytes,
+        count: g.count,
+        complete: g.complete,
+        transfer_ns_mean: g.transfer_ns_mean,
+        transfer_ns_median: g.transfer_ns_median,
+        algbw_gbps_median: g.algbw_gbps_median,
+        busbw_gbps_median: g.busbw_gbps_median,
+    }
+}
+
 fn json_clock(report: &CollectivesReport) -> JsonClock {
     let c = &report.clock;
     JsonClock {
@@ -271,6 +303,8 @@ fn to_json(report: &CollectivesReport) -> JsonReport {
             .collect(),
         by_size: report.by_size.iter().map(json_size).collect(),
         worst_rank: report.worst_rank.map(|i| report.ranks[i].job_rank),
+        by_exact_size: report.by_exact_size.iter().map(json_exact_size).collect(),
+        bandwidth_unit: BANDWIDTH_UNIT,
     }
 }
 
@@ -402,6 +436,11 @@ fn print_text(report: &CollectivesReport, out: &mut dyn Write) -> Result<()> {
             )?;
         }
     }
+    writeln!(
+        out,
+        "\nbandwidths in GB/s = 10^9 B/s (decimal, as NCCL-tests; TraceLens prints GiB/s = 2^30 B/s: \
+         divide by 1.074); sizes in KiB/MiB (binary)"
+    )?;
     writeln!(out, "\nby kind and size:")?;
     let mut t = Table::new(&[
         "kind",
@@ -422,6 +461,31 @@ fn print_text(report: &CollectivesReport, out: &mut dyn Write) -> Result<()> {
             g.busbw_gbps_median
                 .map_or("-".into(), |b| format!("{b:.2}")),
             g.link_gbps.map_or("-".into(), |b| format!("{b:.0}")),
+        ]);
+    }
+    t.write(out, false)?;
+    writeln!(out, "\nby kind and exact size (times and bandwidths: medians over complete instances):")?;
+    let mut t = Table::new(&[
+        "kind",
+        "bytes",
+        "count",
+        "complete",
+        "mean us",
+        "median us",
+        "algbw GB/s",
+        "busbw GB/s",
+    ]);
+    let num = |v: Option<f64>, f: fn(f64) -> String| v.map_or("-".into(), f);
+    for g in &report.by_exact_size {
+        t.row(vec![
+            g.kind.as_str().to_string(),
+            g.bytes.map_or("?".into(), |b| b.to_string()),
+            g.count.to_string(),
+            g.complete.to_string(),
+            num(g.transfer_ns_mean, us),
+            num(g.transfer_ns_median, us),
+            num(g.algbw_gbps_median, |b| format!("{b:.2}")),
+            num(g.busbw_gbps_median, |b| format!("{b:.2}")),
         ]);
     }
     t.write(out, false)?;

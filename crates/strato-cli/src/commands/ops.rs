@@ -1,7 +1,8 @@
 //! `strato ops`: the per-op performance table — framework ops grouped by (op, input shapes,
 //! dtypes) with count, device time, TFLOP/s, TB/s, % of the device's peak and roofline bound,
-//! from the documented op models. Rules: `strato_analysis::ops`, `strato_analysis::op_models`,
-//! docs/analyses/ops.md.
+//! from the documented op models, plus the collectives' rows (bytes, algbw, busbw in decimal
+//! GB/s). A row above 100% of its peak is marked (`!`) and named in a note under the table.
+//! Rules: `strato_analysis::ops`, `strato_analysis::op_models`, docs/analyses/ops.md.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -9,7 +10,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use strato_analysis::analyzed::Analyzed;
 use strato_analysis::devices::DeviceSpec;
-use strato_analysis::ops::{self, OpsReport};
+use strato_analysis::ops::{self, OpRow, OpsReport};
 
 use crate::input::load;
 use crate::render::units::{fit, ms_num, opt, us_num};
@@ -56,16 +57,32 @@ pub fn run(args: OpsArgs, ctx: &crate::ctx::Ctx, out: &mut impl Write) -> Result
     Ok(())
 }
 
-fn shapes_text(shapes: &[Vec<i64>]) -> String {
-    let parts: Vec<String> = shapes
+fn shape_text(s: &[i64]) -> String {
+    let d: Vec<String> = s.iter().map(i64::to_string).collect();
+    format!("[{}]", d.join(","))
+}
+
+/// The row's tensor shapes; a list input's tensors joined by `+` (`[4,1,768]+[4,196,768]`).
+fn shapes_text(o: &OpRow) -> String {
+    let parts: Vec<String> = o
+        .shapes
         .iter()
-        .filter(|s| !s.is_empty())
-        .map(|s| {
-            let d: Vec<String> = s.iter().map(i64::to_string).collect();
-            format!("[{}]", d.join(","))
+        .enumerate()
+        .filter_map(|(i, s)| match o.input_lists.get(i).filter(|l| !l.is_empty()) {
+            Some(list) => Some(list.iter().map(|t| shape_text(t)).collect::<Vec<_>>().join("+")),
+            None => (!s.is_empty()).then(|| shape_text(s)),
         })
         .collect();
     parts.join(" ")
+}
+
+/// Bytes in binary units, labelled (`1.5 MiB`).
+fn bytes_text(b: u64) -> String {
+    match b {
+        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64),
+        b if b >= 1 << 10 => format!("{:.1} KiB", b as f64 / 1024.0),
+        b => format!("{b} B"),
+    }
 }
 
 fn table(out: &mut impl Write, r: &OpsReport, top: usize, csv: bool) -> Result<()> {
@@ -89,7 +106,7 @@ fn table(out: &mut impl Write, r: &OpsReport, top: usize, csv: bool) -> Result<(
         }
         writeln!(
             out,
-            "device time {} ms in {} device ops; {:.1}% of it in modelled ops\n",
+            "device time {} ms in {} device ops; {:.1}% of it in modelled ops",
             ms_num(r.device_ns as f64),
             r.device_ops,
             if r.device_ns > 0 {
@@ -98,6 +115,15 @@ fn table(out: &mut impl Write, r: &OpsReport, top: usize, csv: bool) -> Result<(
                 0.0
             }
         )?;
+        if r.over_peak_rows > 0 {
+            writeln!(
+                out,
+                "{} rows above 100% of peak (marked !): impossible, the model or the device row \
+                 is wrong (notes below the table)",
+                r.over_peak_rows
+            )?;
+        }
+        writeln!(out)?;
     }
     let mut t = Table::with_left(
         &[
@@ -108,7 +134,7 @@ fn table(out: &mut impl Write, r: &OpsReport, top: usize, csv: bool) -> Result<(
     );
     let limit = if csv { usize::MAX } else { top };
     for o in r.ops.iter().take(limit) {
-        let shapes = shapes_text(&o.shapes);
+        let shapes = shapes_text(o);
         t.row(vec![
             if csv { o.op.clone() } else { fit(&o.op, 40) },
             if csv { shapes } else { fit(&shapes, 36) },
@@ -118,7 +144,13 @@ fn table(out: &mut impl Write, r: &OpsReport, top: usize, csv: bool) -> Result<(
             us_num(o.mean_ns),
             opt(o.tflops, |v| format!("{v:.1}")),
             opt(o.tbps, |v| format!("{v:.2}")),
-            opt(o.peak_pct, |v| format!("{v:.1}")),
+            opt(o.peak_pct, |v| {
+                if o.over_peak && !csv {
+                    format!("{v:.1}!")
+                } else {
+                    format!("{v:.1}")
+                }
+            }),
             o.bound
                 .map_or("-".into(), |b| format!("{b:?}").to_lowercase()),
             match (o.model, &o.reason) {
@@ -136,5 +168,72 @@ fn table(out: &mut impl Write, r: &OpsReport, top: usize, csv: bool) -> Result<(
             r.ops.len() - limit
         )?;
     }
+    if csv {
+        return Ok(());
+    }
+    for o in r.ops.iter().filter(|o| o.over_peak) {
+        writeln!(
+            out,
+            "note: {} {} runs at {:.1}% of the {} peak {} ({}): above 100% is impossible, so the \
+             op's model or the device row is wrong",
+            fit(&o.op, 40),
+            shapes_text(o),
+            o.peak_pct.unwrap_or(0.0),
+            o.device.as_deref().unwrap_or("device's"),
+            if o.flops.is_some() {
+                "FLOP/s"
+            } else {
+                "memory bandwidth"
+            },
+            match (o.tflops, o.tbps) {
+                (Some(t), _) => format!("{t:.1} TFLOP/s"),
+                (None, Some(b)) => format!("{b:.2} TB/s"),
+                _ => "-".into(),
+            }
+        )?;
+    }
+    collectives_table(out, r)
+}
+
+/// The collective rows again, with their message, dtype and bandwidths.
+fn collectives_table(out: &mut impl Write, r: &OpsReport) -> Result<()> {
+    let rows: Vec<&OpRow> = r.ops.iter().filter(|o| o.collective.is_some()).collect();
+    if rows.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "\ncollectives (NCCL-tests bytes; algbw = bytes / kernel time, which includes waiting \
+         for peers; GB/s = 10^9 B/s, not GiB/s):"
+    )?;
+    let mut t = Table::with_left(
+        &[
+            "collective",
+            "size",
+            "dtype",
+            "ranks",
+            "count",
+            "total ms",
+            "mean us",
+            "algbw GB/s",
+            "busbw GB/s",
+        ],
+        &[0, 2],
+    );
+    for o in rows {
+        let Some(c) = &o.collective else { continue };
+        t.row(vec![
+            c.kind.as_str().to_owned(),
+            c.message_bytes.map_or("?".into(), bytes_text),
+            c.dtype.clone().unwrap_or_else(|| "-".into()),
+            c.group_size.map_or("-".into(), |n| n.to_string()),
+            o.count.to_string(),
+            ms_num(o.total_ns as f64),
+            us_num(o.mean_ns),
+            opt(c.algbw_gbps, |v| format!("{v:.2}")),
+            opt(c.busbw_gbps, |v| format!("{v:.2}")),
+        ]);
+    }
+    t.write(out, false)?;
     Ok(())
 }

@@ -14,6 +14,7 @@ mod input_integrity;
 mod iterations_kernels_memory;
 mod multirank;
 mod nsys_memory;
+mod ops_bytes;
 mod ops_modules;
 mod outputs;
 mod ranks;
