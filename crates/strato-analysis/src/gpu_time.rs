@@ -106,6 +106,32 @@ pub struct RankGpuTime {
     pub exposure: Option<Vec<DeviceExposure>>,
     /// Set when the rank had no device events in the window.
     pub note: Option<String>,
+    /// Events of the rank that looked like device work but whose category no level rule
+    /// names, per category (from the import notes): left out of every figure above, so the
+    /// device may have been busier than shown. Empty when there were none.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub unclassified_device_like_events: std::collections::BTreeMap<String, u64>,
+}
+
+impl RankGpuTime {
+    /// The warning owed when [`RankGpuTime::unclassified_device_like_events`] is not empty
+    /// (one line), else `None`.
+    pub fn unclassified_warning(&self) -> Option<String> {
+        if self.unclassified_device_like_events.is_empty() {
+            return None;
+        }
+        let total: u64 = self.unclassified_device_like_events.values().sum();
+        let list: Vec<String> = self
+            .unclassified_device_like_events
+            .iter()
+            .map(|(cat, n)| format!("{cat} {n}"))
+            .collect();
+        Some(format!(
+            "{total} events that look like device work were left unclassified ({}) and are not \
+             in these figures: name their category with --level-map",
+            list.join(", ")
+        ))
+    }
 }
 
 /// What ran on a device, instant by instant, over a window. `compute_alone_ns +
@@ -259,6 +285,9 @@ pub struct GpuTimeStream {
     options: GpuTimeOptions,
     class_cache: FxHashMap<u32, KernelClass>,
     ranks: Vec<RankStream>,
+    /// [`Window::Hta`]: the distinct names containing `ProfilerStep` over the whole job (HTA
+    /// cuts only when its job-wide symbol table holds two or more).
+    hta_step_names: FxHashSet<StrId>,
 }
 
 /// What one rank's breakdown keeps while the trace streams.
@@ -273,8 +302,8 @@ struct RankStream {
     launch_start: FxHashMap<u64, Ns>,
     /// [`Window::Whole`]: the `ProfilerStep#N` spans of the rank's CPU (start, end, name).
     steps: Vec<(Ns, Ns, StrId)>,
-    /// `ProfilerStep#N` spans seen and the latest start among them (HTA's cut-off).
-    step_count: usize,
+    /// [`Window::Hta`]: the latest start among the rank's spans named like a step, device-side
+    /// annotation copies included (HTA's cut-off).
     last_step_start: Option<Ns>,
     /// [`Window::Hta`]: each CPU span with a correlation (start, correlation, is an API call),
     /// in trace order, cut at HTA's cut-off at the end.
@@ -288,6 +317,7 @@ impl GpuTimeStream {
             options,
             class_cache: FxHashMap::default(),
             ranks: Vec::new(),
+            hta_step_names: FxHashSet::default(),
         }
     }
 
@@ -300,12 +330,18 @@ impl GpuTimeStream {
         }
         for span in &trace.spans {
             let track = trace.track(span.track);
-            let rank = &mut self.ranks[track.rank.0 as usize];
             match track.kind {
                 TrackKind::DeviceQueue { device, queue } => {
                     if !span.level.is_device_op() || queue == -1 {
+                        // The device-side copy of a step annotation (`gpu_user_annotation`
+                        // `ProfilerStep#N`, which ROCm traces carry): HTA holds it among its
+                        // CPU events (it has no stream arg), so its cut-off takes it too.
+                        if hta {
+                            self.note_hta_step(trace, track.rank, span.name, span.start);
+                        }
                         continue;
                     }
+                    let rank = &mut self.ranks[track.rank.0 as usize];
                     let class = *self
                         .class_cache
                         .entry(span.name.0)
@@ -327,15 +363,12 @@ impl GpuTimeStream {
                     });
                 }
                 _ => {
-                    if trace.str(span.name).starts_with("ProfilerStep#") {
-                        rank.step_count += 1;
-                        rank.last_step_start = Some(
-                            rank.last_step_start
-                                .map_or(span.start, |l: Ns| l.max(span.start)),
-                        );
-                        if !hta {
-                            rank.steps.push((span.start, span.end, span.name));
-                        }
+                    if hta {
+                        self.note_hta_step(trace, track.rank, span.name, span.start);
+                    }
+                    let rank = &mut self.ranks[track.rank.0 as usize];
+                    if !hta && trace.str(span.name).starts_with("ProfilerStep#") {
+                        rank.steps.push((span.start, span.end, span.name));
                     }
                     if let Some(c) = span.correlation {
                         let api = span.level == Level::AcceleratorApi;
@@ -350,6 +383,18 @@ impl GpuTimeStream {
         }
     }
 
+    /// [`Window::Hta`]: notes a span named like a step, as HTA does: every event (of the
+    /// rank's CPU or a device-side annotation) whose name contains `ProfilerStep` counts
+    /// towards the job's distinct step names and the rank's latest step start.
+    fn note_hta_step(&mut self, trace: &Trace, rank: RankId, name: StrId, start: Ns) {
+        if !trace.str(name).contains("ProfilerStep") {
+            return;
+        }
+        self.hta_step_names.insert(name);
+        let rank = &mut self.ranks[rank.0 as usize];
+        rank.last_step_start = Some(rank.last_step_start.map_or(start, |l: Ns| l.max(start)));
+    }
+
     /// The breakdown of every rank of `trace` (the trace the streaming import returned: its
     /// ranks, tracks and strings) from what [`GpuTimeStream::add`] kept.
     pub fn finish(mut self, trace: &Trace) -> GpuTimeReport {
@@ -360,7 +405,13 @@ impl GpuTimeStream {
                     .get_mut(r)
                     .map(std::mem::take)
                     .unwrap_or_default();
-                rank_gpu_time(trace, RankId(r as u32), kept, &self.options)
+                rank_gpu_time(
+                    trace,
+                    RankId(r as u32),
+                    kept,
+                    self.hta_step_names.len(),
+                    &self.options,
+                )
             })
             .collect();
         GpuTimeReport {
@@ -386,6 +437,7 @@ fn rank_gpu_time(
     trace: &Trace,
     rank: RankId,
     kept: RankStream,
+    step_names: usize,
     options: &GpuTimeOptions,
 ) -> RankGpuTime {
     let hta = options.window == Window::Hta;
@@ -394,23 +446,24 @@ fn rank_gpu_time(
         queues,
         mut launch_start,
         steps,
-        step_count,
         last_step_start,
         cpu_correlated,
         ..
     } = kept;
     if hta {
-        // HTA's cut-off: the start of the last `ProfilerStep#N` when there are at least two;
+        // HTA's cut-off: when the job has two or more distinct step names, the latest start
+        // among the rank's step spans (a device-side copy, later than its CPU span, included);
         // CPU events starting at or after it are dropped, and with a cut-off device events
-        // are kept only when a kept CPU event has their correlation.
-        let cutoff = if step_count >= 2 {
-            last_step_start
+        // are kept only when a kept CPU event has their correlation. Starts are compared as
+        // HTA holds them: whole microseconds, rounded up.
+        let cutoff = if step_names >= 2 {
+            last_step_start.map(|t| hta_round(t, t).0)
         } else {
             None
         };
         let mut kept_correlations: FxHashSet<u64> = FxHashSet::default();
         for (start, c, api) in cpu_correlated {
-            if cutoff.is_some_and(|cutoff| start >= cutoff) {
+            if cutoff.is_some_and(|cutoff| hta_round(start, start).0 >= cutoff) {
                 continue;
             }
             if api || cutoff.is_some() {
@@ -447,9 +500,22 @@ fn rank_gpu_time(
         streams: Vec::new(),
         exposure: (!hta).then(Vec::new),
         note: None,
+        unclassified_device_like_events: info
+            .notes
+            .unclassified_device_like()
+            .into_iter()
+            .map(|(cat, n)| (cat.to_owned(), n))
+            .collect(),
     };
     if events.is_empty() {
-        result.note = Some("no device events in the window: the device was idle throughout".into());
+        // Never "idle" while events that look like device work went unclassified.
+        result.note = Some(if result.unclassified_device_like_events.is_empty() {
+            "no device events in the window: the device was idle throughout".into()
+        } else {
+            "no classified device events in the window: what the device did is unknown, not \
+             idle (see the warning)"
+                .into()
+        });
         return result;
     }
     let all = merge(events.iter().map(|e| (e.start, e.end)));
@@ -469,7 +535,16 @@ fn rank_gpu_time(
     let last = all.last().map_or(0, |i| i.1);
     let kernel_time = last - first;
     let busy = length(&all);
-    let compute_ns = length(&compute);
+    let compute_ns = if hta {
+        hta_merged_length(
+            events
+                .iter()
+                .filter(|e| e.class == KernelClass::Computation)
+                .map(|e| (e.start, e.end)),
+        )
+    } else {
+        length(&compute)
+    };
     result.window_start_ns = Some(first);
     result.window_end_ns = Some(last);
     result.kernel_time_ns = kernel_time;
@@ -707,11 +782,11 @@ fn stream_idle(
                     .and_then(|c| launch_start.get(&c))
                     .copied();
                 if launched.is_some_and(|l| l > prev_end) {
-                    idle.host_wait_ns += gap;
+                    idle.host_wait_ns = idle.host_wait_ns.saturating_add(gap);
                 } else if gap < threshold {
-                    idle.kernel_wait_ns += gap;
+                    idle.kernel_wait_ns = idle.kernel_wait_ns.saturating_add(gap);
                 } else {
-                    idle.other_ns += gap;
+                    idle.other_ns = idle.other_ns.saturating_add(gap);
                 }
             }
             idle
@@ -719,6 +794,36 @@ fn stream_idle(
         .collect();
     out.sort_by_key(|s| (s.device, s.stream));
     out
+}
+
+/// HTA's merged length of kernel intervals (`merge_kernel_intervals`, then the sum of end -
+/// start): sorted by start, a kernel joins the group before it unless it starts after every
+/// earlier kernel's end; a group's length is its latest end - its earliest start. Unlike
+/// [`merge`], a kernel that HTA's rounding left with its end before its start (a sub-us
+/// kernel: start rounded up, end down) is kept as it is, so a group of it alone counts
+/// negative, as in HTA.
+fn hta_merged_length(intervals: impl Iterator<Item = (Ns, Ns)>) -> Ns {
+    let mut list: Vec<(Ns, Ns)> = intervals.collect();
+    list.sort_by_key(|i| i.0);
+    let mut total: Ns = 0;
+    let mut group: Option<(Ns, Ns)> = None;
+    let mut latest_end = Ns::MIN;
+    for (start, end) in list {
+        match group.as_mut() {
+            Some(g) if start <= latest_end => g.1 = g.1.max(end),
+            _ => {
+                if let Some((s, e)) = group {
+                    total = total.saturating_add(e - s);
+                }
+                group = Some((start, end));
+            }
+        }
+        latest_end = latest_end.max(end);
+    }
+    if let Some((s, e)) = group {
+        total = total.saturating_add(e - s);
+    }
+    total
 }
 
 /// Sorted, disjoint union of intervals (touching intervals are joined).
@@ -785,6 +890,43 @@ mod tests {
             }
         }
         b.build()
+    }
+
+    /// HTA's cut-off takes the device-side copy of the last step (later than its CPU span),
+    /// and needs two distinct step names, not two step spans.
+    #[test]
+    fn hta_cut_off_is_the_later_of_a_steps_cpu_span_and_its_device_copy() {
+        const US: Ns = 1_000;
+        let build = |names: [&str; 2]| {
+            let mut b = TraceBuilder::new();
+            b.rank(rank(Some(0), "rocm"));
+            let cpu = b.thread(1, 1);
+            let gpu = b.queue(0, 0);
+            b.span(cpu, Level::Operation, names[0], 0, 100 * US);
+            b.span(cpu, Level::Operation, names[1], 100 * US, 200 * US);
+            // The device copies of the steps, on the GPU timeline (`gpu_user_annotation`).
+            b.span(gpu, Level::Operation, names[0], 20 * US, 120 * US);
+            b.span(gpu, Level::Operation, names[1], 150 * US, 250 * US);
+            // Launches at 10, 110 (after the CPU step's start, before its copy's) and 160 us.
+            for (c, at) in [(1u64, 10 * US), (2, 110 * US), (3, 160 * US)] {
+                b.span(cpu, Level::AcceleratorApi, "hipLaunchKernel", at, at + US)
+                    .correlation(c);
+                b.span(gpu, Level::DeviceKernel, "gemm", at + 40 * US, at + 50 * US)
+                    .correlation(c);
+            }
+            b.build()
+        };
+        let hta = GpuTimeOptions {
+            window: Window::Hta,
+            ..Default::default()
+        };
+        // Cut-off 150 us (the copy of step #2): kernels 1 and 2 are kept, not 3.
+        let r = &gpu_time(&build(["ProfilerStep#1", "ProfilerStep#2"]), &hta).ranks[0];
+        assert_eq!(r.device_events, 2);
+        assert_eq!(r.kernel_time_ns, 110 * US, "[50, 60) to [150, 160)");
+        // One step name (two spans of it): no cut-off, every kernel.
+        let r = &gpu_time(&build(["ProfilerStep#1", "ProfilerStep#1"]), &hta).ranks[0];
+        assert_eq!(r.device_events, 3);
     }
 
     #[test]

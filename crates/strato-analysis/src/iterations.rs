@@ -679,6 +679,11 @@ pub struct LoopReport {
     pub lines_up_with: Option<String>,
     /// `"annotation"` or `"module"` when `lines_up_with` is set.
     pub lines_up_kind: Option<&'static str>,
+    /// When only some iterations line up with `lines_up_with` (a partial match: 24 decoder
+    /// layers among 34 iterations, the rest a tail), how many do; `None` when every iteration
+    /// does, or nothing lines up. See [`attach_lines_up`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lines_up_iterations: Option<usize>,
     /// The loop (its `loop` index, same device and stream) whose iterations contain these:
     /// layers inside steps. Set by the miner for the nested loops it mines
     /// ([`MinedLoop::inside`]) and by [`attach_lines_up`] for loops found apart that nest.
@@ -891,6 +896,7 @@ pub fn iterations(trace: &Trace, options: &IterationOptions) -> IterationsReport
                 diagnosis,
                 lines_up_with: None,
                 lines_up_kind: None,
+                lines_up_iterations: None,
                 inside_loop: found.inside,
             });
         }
@@ -1073,6 +1079,8 @@ pub enum Diagnosis {
         /// The module class, when the iterations line up with one.
         module: Option<String>,
         iterations: usize,
+        /// How many iterations line up with `module`'s instances (`iterations` when all do).
+        lined_up: usize,
     },
     /// Iterations hold few of the main stream's ops.
     WeakPattern {
@@ -1149,7 +1157,13 @@ impl Diagnosis {
             Diagnosis::LayersInOneStep {
                 ref module,
                 iterations,
+                lined_up,
             } => match module {
+                Some(module) if lined_up < iterations => format!(
+                    "layers, not training iterations: {lined_up} of the {iterations} \
+                     iterations are the {module} modules of one step, the rest repeat beside \
+                     them (gaps between them are the layers' own, not stalls)"
+                ),
                 Some(module) => format!(
                     "layers, not training iterations: the {iterations} iterations are the \
                      {module} modules of one step (gaps between them are the layers' own, not \
@@ -1471,7 +1485,11 @@ fn lines_up_key(trace: &Trace, span: &strato_trace::Span) -> Option<(&'static st
 /// least that share inside the iteration (except for the first and last iterations, which the
 /// trace's edges may cut), and no instance serves two iterations. Of the keys
 /// that line up, the one with the highest mean share wins (annotations before modules on a
-/// tie). A loop whose iterations each contain at least two iterations of another loop on the
+/// tie). When no key lines up with every iteration, the key whose instances line up with the
+/// most iterations (distinct instances, at least two and at least half of the iterations;
+/// then the highest mean share) is named as a partial match, with that count in
+/// `lines_up_iterations`: a loop that runs past the layers (a tail of other blocks repeating
+/// the same ops) is still named after its layers, and says how many of them there are. A loop whose iterations each contain at least two iterations of another loop on the
 /// same stream is *inside* that loop (steps containing layers). When the loop lines up with a
 /// module class and the rank has at most one `ProfilerStep#N`, or when (nearly) all its
 /// iterations' ops lie inside one step annotation (a name containing `step`) it does not line
@@ -1589,8 +1607,30 @@ pub fn attach_lines_up(analyzed: &crate::analyzed::Analyzed, report: &mut Iterat
             }
         }
         let mut best: Option<((&'static str, String), f64)> = None;
+        // Best partial match: (key, iterations lined up, mean share over them).
+        let mut partial: Option<((&'static str, String), usize, f64)> = None;
         for (k, slots) in candidates {
             let Some(found) = slots.iter().copied().collect::<Option<Vec<(u32, f64)>>>() else {
+                // Some iterations line up: count them, each instance once.
+                let mut seen: rustc_hash::FxHashSet<u32> = Default::default();
+                let lined: Vec<f64> = slots
+                    .iter()
+                    .flatten()
+                    .filter(|f| seen.insert(f.0))
+                    .map(|f| f.1)
+                    .collect();
+                let count = lined.len();
+                if count < 2 || 2 * count < n {
+                    continue;
+                }
+                let mean_share = lined.iter().sum::<f64>() / count as f64;
+                let better = partial.as_ref().is_none_or(|(bk, bc, bs)| {
+                    (count, mean_share, k.0 == "annotation", &k.1)
+                        > (*bc, *bs, bk.0 == "annotation", &bk.1)
+                });
+                if better {
+                    partial = Some((k, count, mean_share));
+                }
                 continue;
             };
             let mut instances: Vec<u32> = found.iter().map(|f| f.0).collect();
@@ -1612,6 +1652,10 @@ pub fn attach_lines_up(analyzed: &crate::analyzed::Analyzed, report: &mut Iterat
         if let Some(((kind, name), _)) = best {
             seq.lines_up_kind = Some(kind);
             seq.lines_up_with = Some(name);
+        } else if let Some(((kind, name), count, _)) = partial {
+            seq.lines_up_kind = Some(kind);
+            seq.lines_up_with = Some(name);
+            seq.lines_up_iterations = Some(count);
         }
         // One step annotation instance holding (nearly) all the iterations' ops.
         let mut in_step: FxHashMap<u32, usize> = FxHashMap::default();
@@ -1672,11 +1716,16 @@ pub fn attach_lines_up(analyzed: &crate::analyzed::Analyzed, report: &mut Iterat
                         | Diagnosis::Irregular { .. }
                 )
             });
+            let lined_up = match module {
+                Some(_) => seq.lines_up_iterations.unwrap_or(seq.iterations.len()),
+                None => seq.iterations.len(),
+            };
             seq.diagnosis.insert(
                 0,
                 Diagnosis::LayersInOneStep {
                     module,
                     iterations: seq.iterations.len(),
+                    lined_up,
                 },
             );
         }

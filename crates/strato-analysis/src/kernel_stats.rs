@@ -8,6 +8,11 @@
 //! Conservation: per rank the rows of either table sum to the rank's device time (sum of op
 //! durations, so concurrent streams count twice) and their shares to 1; folding the tail into
 //! one row keeps both sums (its std is the pooled one).
+//!
+//! Sums are exact: durations are summed in `i128` (a few long spans of a valid trace already
+//! pass `i64`), and shares and means come from those exact sums. A total reported in ns
+//! ([`StatRow::total_ns`], [`RankKernelStats::device_time_ns`]) saturates at `i64::MAX`
+//! (292 years of device time, which only a hostile trace reaches), never wraps.
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -90,14 +95,19 @@ impl Acc {
     }
 }
 
-fn row(name: String, a: &Acc, device_time: Ns) -> StatRow {
+/// An exact sum of durations as an [`Ns`], saturated at the ends of its range.
+fn saturated(total: i128) -> Ns {
+    total.clamp(i128::from(Ns::MIN), i128::from(Ns::MAX)) as Ns
+}
+
+fn row(name: String, a: &Acc, device_time: i128) -> StatRow {
     let n = a.count.max(1) as f64;
     let mean = a.total as f64 / n;
     let var = (a.sum_sq / n - mean * mean).max(0.0);
     StatRow {
         name,
         count: a.count,
-        total_ns: a.total as Ns,
+        total_ns: saturated(a.total),
         mean_ns: mean,
         std_ns: var.sqrt(),
         min_ns: a.min,
@@ -118,7 +128,7 @@ pub fn fold_top(mut rows: Vec<StatRow>, top: usize, what: &str) -> Vec<StatRow> 
     }
     let rest = rows.split_off(top);
     let count: u64 = rest.iter().map(|r| r.count).sum();
-    let total: Ns = rest.iter().map(|r| r.total_ns).sum();
+    let total: i128 = rest.iter().map(|r| i128::from(r.total_ns)).sum();
     let mean = total as f64 / count.max(1) as f64;
     let second: f64 = rest
         .iter()
@@ -128,7 +138,7 @@ pub fn fold_top(mut rows: Vec<StatRow>, top: usize, what: &str) -> Vec<StatRow> 
     rows.push(StatRow {
         name: format!("(other {} {what})", rest.len()),
         count,
-        total_ns: total,
+        total_ns: saturated(total),
         mean_ns: mean,
         std_ns: (second - mean * mean).max(0.0).sqrt(),
         min_ns: rest.iter().map(|r| r.min_ns).min().unwrap_or(0),
@@ -197,7 +207,8 @@ struct RankStream {
     ops: Vec<PendingOp>,
     queue_lat: Vec<Ns>,
     submit_lat: Vec<Ns>,
-    device_time: Ns,
+    /// Exact sum of the device ops' durations.
+    device_time: i128,
 }
 
 impl KernelStatsStream {
@@ -228,18 +239,19 @@ impl KernelStatsStream {
                 continue;
             }
             let d = span.duration();
-            rank.device_time += d;
+            rank.device_time += i128::from(d);
             rank.by_name.entry(span.name.0).or_default().add(d);
             rank.ops.push((span.start, d, span.correlation));
             if let Some(text) = trace.args_text(span.args) {
                 if text.contains("queued") || text.contains("submitted") {
                     let queued = arg_i64(Some(text), &["queued"]);
                     let submitted = arg_i64(Some(text), &["submitted"]);
+                    // The attributes are the file's numbers, not checked times: saturate.
                     if let (Some(q), Some(s)) = (queued, submitted) {
-                        rank.queue_lat.push(s - q);
+                        rank.queue_lat.push(s.saturating_sub(q));
                     }
                     if let Some(s) = submitted {
-                        rank.submit_lat.push(span.start - s);
+                        rank.submit_lat.push(span.start.saturating_sub(s));
                     }
                 }
             }
@@ -341,7 +353,7 @@ fn rank_stats(trace: &Trace, rank: RankId, stream: RankStream, top: usize) -> Ra
         rank: info.rank.unwrap_or(i64::from(rank.0)),
         source: info.source.clone(),
         device_ops,
-        device_time_ns: device_time,
+        device_time_ns: saturated(device_time),
         kernels: fold_top(kernels, top, "kernels"),
         ops: fold_top(ops, top, "ops"),
         launch_latency: latency(launch_lat),

@@ -130,6 +130,11 @@ pub fn util(trace: &Trace, periods_s: &[f64]) -> UtilReport {
 }
 
 /// (period_s, period_ns, periods, active periods, active time in the window).
+///
+/// Linear in the intervals and points, whatever the window's length: active periods are
+/// gathered as runs of consecutive period indices (never one entry per period, which a long
+/// window would make billions of), merged, and their time computed per run. The arithmetic is
+/// in `i128`, so no window or period overflows it.
 fn sample(
     merged: &[(Ns, Ns)],
     points: &[Ns],
@@ -138,33 +143,47 @@ fn sample(
     period_s: f64,
 ) -> (f64, Ns, u64, u64, Ns) {
     let p = ((period_s * 1e9).round() as Ns).max(1);
-    let window = w1 - w0;
+    let window = i128::from(w1) - i128::from(w0);
     if window <= 0 {
         return (period_s, p, 0, 0, 0);
     }
-    let periods = ((window + p - 1) / p) as u64;
-    let mut active: Vec<u64> = Vec::new();
-    for &(s, e) in merged {
-        if e <= s {
+    let period = i128::from(p);
+    let periods = (window + period - 1) / period;
+    let index = |t: i128| ((t - i128::from(w0)) / period).clamp(0, periods - 1);
+    // Runs [first, last] of active period indices.
+    let mut runs: Vec<(i128, i128)> = merged
+        .iter()
+        .filter(|(s, e)| e > s)
+        .map(|&(s, e)| (index(i128::from(s)), index(i128::from(e) - 1)))
+        .chain(points.iter().map(|&t| {
+            let k = index(i128::from(t));
+            (k, k)
+        }))
+        .collect();
+    runs.sort_unstable();
+    let mut active: i128 = 0;
+    let mut active_ns: i128 = 0;
+    let mut covered_to: i128 = -1; // the last period index counted
+    for (first, last) in runs {
+        let first = first.max(covered_to + 1);
+        if first > last {
             continue;
         }
-        let first = ((s - w0) / p) as u64;
-        let last = ((e - 1 - w0) / p) as u64;
-        active.extend(first..=last.min(periods - 1));
+        active += last - first + 1;
+        // Periods first..=last: whole ones, the window's last clipped at its end.
+        let from = i128::from(w0) + first * period;
+        let to = (i128::from(w0) + (last + 1) * period).min(i128::from(w1));
+        active_ns += to - from;
+        covered_to = last;
     }
-    for &t in points {
-        active.push((((t - w0) / p) as u64).min(periods - 1));
-    }
-    active.sort_unstable();
-    active.dedup();
-    let active_ns: Ns = active
-        .iter()
-        .map(|&k| {
-            let a = w0 + k as Ns * p;
-            (a + p).min(w1) - a
-        })
-        .sum();
-    (period_s, p, periods, active.len() as u64, active_ns)
+    let count = |v: i128| u64::try_from(v).unwrap_or(u64::MAX);
+    (
+        period_s,
+        p,
+        count(periods),
+        count(active),
+        Ns::try_from(active_ns).unwrap_or(Ns::MAX),
+    )
 }
 
 #[cfg(test)]
@@ -184,6 +203,23 @@ mod tests {
         let (_, p, periods, active, _) = sample(&merged, &[], 0, 3_000_000_000, 1.0 / 6.0);
         assert_eq!(p, 166_666_667);
         assert_eq!((periods, active), (18, 3));
+    }
+
+    #[test]
+    fn a_window_of_a_century_costs_its_intervals_not_its_periods() {
+        // Three ops spread over ~2^62 ns (146 years): 2.8e10 periods of 1/6 s, 3 active ones
+        // (the old per-period list asked for hundreds of GB here).
+        let w0 = -(1 << 61);
+        let w1 = 1 << 61;
+        let merged = vec![(w0, w0 + 1_000), (0, 5), (w1 - 10, w1)];
+        let (_, p, periods, active, active_ns) = sample(&merged, &[0], w0, w1, 1.0 / 6.0);
+        assert_eq!(p, 166_666_667);
+        let window = (w1 as i128 - w0 as i128) as u64;
+        assert_eq!(periods, window.div_ceil(p as u64));
+        assert_eq!(active, 3);
+        // Two whole periods and the clipped last one.
+        let last_len = (w1 as i128 - (w0 as i128 + (periods as i128 - 1) * p as i128)) as i64;
+        assert_eq!(active_ns, 2 * p + last_len);
     }
 
     #[test]

@@ -617,6 +617,10 @@ struct CategoryInfo {
     id: StrId,
     level: Level,
     on_device: bool,
+    /// No level rule names the category (and it is not a device category): its events are
+    /// [`Level::Other`], and those that look like device work are counted
+    /// ([`strato_trace::UNCLASSIFIED_DEVICE_PREFIX`]).
+    unrecognised: bool,
 }
 
 struct Builder<'p, 's> {
@@ -793,10 +797,10 @@ impl<'p, 's> Builder<'p, 's> {
             return *info;
         }
         let map = &self.options.level_map;
-        let level = map
+        let ruled = map
             .level(SourceFormat::Kineto.as_str(), cat)
-            .or_else(|| map.level(SourceFormat::Chrome.as_str(), cat))
-            .unwrap_or(Level::Other);
+            .or_else(|| map.level(SourceFormat::Chrome.as_str(), cat));
+        let level = ruled.unwrap_or(Level::Other);
         let on_device = DEVICE_CATEGORIES.contains(&cat) || level.is_device_op();
         if [
             "cpu_op",
@@ -814,6 +818,7 @@ impl<'p, 's> Builder<'p, 's> {
             id: self.trace.intern(cat),
             level,
             on_device,
+            unrecognised: ruled.is_none() && !on_device && !cat.is_empty(),
         };
         self.categories.insert(cat.to_owned(), info);
         info
@@ -1246,6 +1251,13 @@ impl<'p, 's> Builder<'p, 's> {
                 (Some(d), Some(q)) => self.device_track(d, q),
                 _ => self.host_track(ev.pid, ev.tid),
             }
+        } else if let Some((device, queue)) = self.device_like(ev, cat, known) {
+            // Device work under a category no rule names (another accelerator's, a newer
+            // profiler's): kept on its device queue as `Other`, and counted by category so
+            // that no analysis reports the device idle without saying so.
+            let name = strato_trace::unclassified_device_count_name(ev.cat.unwrap_or_default());
+            self.notes().count(&name, 1);
+            self.device_track(device, queue)
         } else {
             self.host_track(ev.pid, ev.tid)
         };
@@ -1324,6 +1336,31 @@ impl<'p, 's> Builder<'p, 's> {
             args,
         });
         Ok(())
+    }
+
+    /// Where an event of an unrecognised category that looks like device work belongs:
+    /// `(device, queue)` when its args name a `stream` (Kineto writes one only on device-side
+    /// activity; the device is `args.device`, else the pid) or its pid/tid is already a device
+    /// queue of this file (Kineto writes a device's events at pid = device, tid = stream).
+    /// `None` for a recognised category or an event that does not look like device work.
+    fn device_like(
+        &self,
+        ev: &EventView<'_>,
+        cat: CategoryInfo,
+        known: &KnownArgs<'_>,
+    ) -> Option<(i64, i64)> {
+        if !cat.unrecognised {
+            return None;
+        }
+        let pid = ev.pid.and_then(Loose::as_i64);
+        let tid = ev.tid.and_then(Loose::as_i64);
+        if let Some(queue) = known.stream.as_ref().and_then(Loose::as_index) {
+            let device = known.device.as_ref().and_then(Loose::as_index).or(pid)?;
+            return Some((device, queue));
+        }
+        let (pid, tid) = (pid?, tid?);
+        self.known_device_track(pid, tid)?;
+        Some((self.pid_rank(pid).1, tid))
     }
 
     /// The end of an `X` event (`ts + dur`), checked, with a missing `dur` read as 0 and a
@@ -2082,6 +2119,37 @@ mod tests {
         )
         .unwrap();
         assert_eq!(trace.ranks.len(), 1);
+    }
+
+    #[test]
+    fn other_accelerators_device_events_are_classified_or_counted() {
+        // MTIA's device events are kernels on their queue; an unknown category with a stream
+        // arg, or at a known device queue's pid/tid, goes to that queue as `Other` and is
+        // counted per category; host events of unknown categories and `python_function` on
+        // pid 0 / tid 0 are neither.
+        let trace = import_text(
+            r#"{"schemaVersion":1,"traceEvents":[
+            {"ph":"X","cat":"mtia_runtime","name":"runFunction","pid":10,"tid":11,"ts":1,"dur":1,"args":{"correlation":1}},
+            {"ph":"X","cat":"mtia_ccp_events","name":"fc","pid":1,"tid":5,"ts":3,"dur":2,"args":{"device":1,"stream":5,"correlation":1}},
+            {"ph":"X","cat":"npu_task","name":"n1","pid":1,"tid":5,"ts":6,"dur":2,"args":{"device":1,"stream":6}},
+            {"ph":"X","cat":"npu_task","name":"n2","pid":1,"tid":5,"ts":9,"dur":2},
+            {"ph":"X","cat":"my_host_thing","name":"h","pid":10,"tid":11,"ts":9,"dur":2},
+            {"ph":"X","cat":"python_function","name":"forward","pid":0,"tid":0,"ts":0,"dur":30}
+            ]}"#,
+        )
+        .unwrap();
+        trace.validate().unwrap();
+        let kind = |i: usize| trace.track(trace.spans[i].track).kind.clone();
+        let queue = |device, queue| TrackKind::DeviceQueue { device, queue };
+        assert_eq!(trace.spans[0].level, Level::AcceleratorApi);
+        assert_eq!(trace.spans[1].level, Level::DeviceKernel);
+        assert_eq!(kind(1), queue(1, 5));
+        assert_eq!((trace.spans[2].level, kind(2)), (Level::Other, queue(1, 6)));
+        assert_eq!((trace.spans[3].level, kind(3)), (Level::Other, queue(1, 5)));
+        assert_eq!(kind(4), TrackKind::Thread { pid: 10, tid: 11 });
+        assert_eq!(kind(5), TrackKind::Thread { pid: 0, tid: 0 });
+        let notes = &trace.ranks[0].notes;
+        assert_eq!(notes.unclassified_device_like(), vec![("npu_task", 2)]);
     }
 
     #[test]

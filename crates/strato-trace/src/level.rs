@@ -191,6 +191,18 @@ fn default_rules() -> Vec<LevelRule> {
         ("kineto", "collective_comm", Backend),
         ("kineto", "cuda_profiler_range", Other),
         ("kineto", "Trace", Other),
+        // Kineto's activity types of other accelerators (libkineto's `ActivityType` names;
+        // HTA counts `mtia_ccp_events` among device events and `*_runtime` among CPU ones):
+        // MTIA's device-side command processor events, Gaudi's device ops, and the runtimes
+        // of MTIA, Intel XPU and out-of-tree (PrivateUse1) backends.
+        ("kineto", "mtia_ccp_events", DeviceKernel),
+        ("kineto", "hpu_op", DeviceKernel),
+        ("kineto", "mtia_runtime", AcceleratorApi),
+        ("kineto", "xpu_runtime", AcceleratorApi),
+        ("kineto", "xpu_driver", AcceleratorApi),
+        ("kineto", "privateuse1_runtime", AcceleratorApi),
+        ("kineto", "privateuse1_driver", AcceleratorApi),
+        ("kineto", "glow_runtime", AcceleratorApi),
         // Kineto, 2021 schema.
         ("kineto", "Operator", Backend),
         ("kineto", "Runtime", AcceleratorApi),

@@ -33,7 +33,9 @@ pub use model::{
     Process, Rank, RankId, Span, SpanId, Trace, TraceError, Track, TrackId, TrackIndexHandle,
     TrackKind,
 };
-pub use notes::{ImportNotes, WARN_FRACTION};
+pub use notes::{
+    unclassified_device_count_name, ImportNotes, UNCLASSIFIED_DEVICE_PREFIX, WARN_FRACTION,
+};
 pub use source_format::SourceFormat;
 pub use strings::{StrId, StringTable};
 pub use time::{

@@ -13,7 +13,10 @@
 //!   denominator of [`ImportNotes::warnings`].
 //!
 //! Rule for a warning (printed by the CLI on stderr, shown by `info`): a count above
-//! [`WARN_FRACTION`] of `events_read` (or any count when `events_read` is 0), and every note.
+//! [`WARN_FRACTION`] of `events_read` (or any count when `events_read` is 0), every count of
+//! events that look like device work but were left unclassified
+//! ([`UNCLASSIFIED_DEVICE_PREFIX`]: whatever their share, they make a device look idler than it
+//! was), and every note.
 
 use std::collections::BTreeMap;
 
@@ -21,6 +24,26 @@ use serde::{Deserialize, Serialize};
 
 /// A count warns when it exceeds this fraction of the events read: 0.1 %.
 pub const WARN_FRACTION: f64 = 0.001;
+
+/// Prefix of the counts of events that look like device work (a device/stream in their args,
+/// or placed on a device queue) under a category no level rule names, one count per category:
+/// `unclassified_device_like_events:<category>`. Analyses of device time leave such events
+/// out, and say so ([`ImportNotes::unclassified_device_like`]).
+pub const UNCLASSIFIED_DEVICE_PREFIX: &str = "unclassified_device_like_events:";
+
+/// Longest category kept in an [`UNCLASSIFIED_DEVICE_PREFIX`] count name (bytes, cut at a
+/// character boundary): a hostile file cannot make the notes large.
+const MAX_CATEGORY_IN_NAME: usize = 64;
+
+/// The count name for an unclassified device-like event of `category`
+/// ([`UNCLASSIFIED_DEVICE_PREFIX`] + the category, cut to 64 bytes).
+pub fn unclassified_device_count_name(category: &str) -> String {
+    let mut cut = category.len().min(MAX_CATEGORY_IN_NAME);
+    while !category.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{UNCLASSIFIED_DEVICE_PREFIX}{}", &category[..cut])
+}
 
 /// What an importer dropped, clamped, guessed or lost for one source. See the module docs.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,6 +79,15 @@ impl ImportNotes {
         self.notes.push(text.into().replace('\n', " "));
     }
 
+    /// The events that looked like device work but were left unclassified, per category
+    /// (see [`UNCLASSIFIED_DEVICE_PREFIX`]), in category order.
+    pub fn unclassified_device_like(&self) -> Vec<(&str, u64)> {
+        self.counts
+            .iter()
+            .filter_map(|(name, &n)| Some((name.strip_prefix(UNCLASSIFIED_DEVICE_PREFIX)?, n)))
+            .collect()
+    }
+
     /// True when nothing was counted or noted.
     pub fn is_empty(&self) -> bool {
         self.counts.is_empty() && self.notes.is_empty()
@@ -76,8 +108,10 @@ impl ImportNotes {
         let mut out: Vec<String> = self
             .counts
             .iter()
-            .filter(|(_, &n)| {
-                self.events_read == 0 || n as f64 > WARN_FRACTION * self.events_read as f64
+            .filter(|(name, &n)| {
+                self.events_read == 0
+                    || n as f64 > WARN_FRACTION * self.events_read as f64
+                    || name.starts_with(UNCLASSIFIED_DEVICE_PREFIX)
             })
             .map(|(name, n)| {
                 if self.events_read == 0 {
@@ -129,5 +163,24 @@ mod tests {
         assert_eq!(a.notes, vec!["salvaged: 10 bytes lost".to_owned()]);
         let back = ImportNotes::from_json(&a.to_json()).unwrap();
         assert_eq!(back, a);
+    }
+
+    #[test]
+    fn unclassified_device_like_events_always_warn_and_list_by_category() {
+        let mut n = ImportNotes {
+            events_read: 1_000_000,
+            ..ImportNotes::default()
+        };
+        n.count(&unclassified_device_count_name("mtia_insight"), 3);
+        n.count("clamped_negative_durations", 3);
+        assert_eq!(n.unclassified_device_like(), vec![("mtia_insight", 3)]);
+        // 3 of a million is far below 0.1 %, yet a device looking idle deserves the warning.
+        assert_eq!(
+            n.warnings(),
+            vec!["unclassified_device_like_events:mtia_insight: 3 of 1000000 events".to_owned()]
+        );
+        let long = "é".repeat(100);
+        let name = unclassified_device_count_name(&long);
+        assert_eq!(name.len(), UNCLASSIFIED_DEVICE_PREFIX.len() + 64);
     }
 }

@@ -11,8 +11,12 @@
 //!   outside every step, the step before), and compared with the median duration of that step
 //!   (same `N`) over the ranks. A rank without steps has one window, its whole extent.
 //! - **Exposed communication** is, for each communication kernel (HTA's classes,
-//!   [`crate::gpu_time::kernel_class`]), the part of it that no computation kernel of the same
-//!   rank and device overlapped (any stream), grouped per (rank, kernel name).
+//!   [`crate::gpu_time::kernel_class`]), the part of its *transfer* that no computation kernel
+//!   of the same rank and device overlapped (any stream), grouped per (rank, kernel name). A
+//!   kernel that is a member of a complete matched collective starts by waiting for the last
+//!   member ([`crate::collectives::Member::wait_ns`]): that head, `[start, start + wait)` on
+//!   the rank's clock, is a [`PeerWait`] for the last member (the straggler's finding), and
+//!   only the rest is transfer. Unmatched kernels are transfer whole.
 //!
 //! Exposure needs no peer, so it is computed for every trace, single-rank included. With a
 //! single rank there is nothing to compare: the collectives analysis is not run, no straggler
@@ -22,7 +26,7 @@
 use rustc_hash::FxHashMap;
 use strato_trace::{Level, Ns, Trace};
 
-use super::multi_rank::{ExposedCommunication, MultiRankEvidence, StragglerObservation};
+use super::multi_rank::{ExposedCommunication, MultiRankEvidence, PeerWait, StragglerObservation};
 use crate::collectives::{collectives, CollectivesOptions, CollectivesReport};
 use crate::gpu_time::{kernel_class, merge, KernelClass};
 
@@ -33,6 +37,8 @@ pub struct CrossRankEvidence {
     pub compares_ranks: bool,
     pub stragglers: Vec<StragglerObservation>,
     pub exposed: Vec<ExposedCommunication>,
+    /// Waits for late peers (empty with one rank).
+    pub peer_waits: Vec<PeerWait>,
 }
 
 impl MultiRankEvidence for CrossRankEvidence {
@@ -45,6 +51,9 @@ impl MultiRankEvidence for CrossRankEvidence {
     fn exposed_communication(&self) -> Vec<ExposedCommunication> {
         self.exposed.clone()
     }
+    fn peer_waits(&self) -> Vec<PeerWait> {
+        self.peer_waits.clone()
+    }
 }
 
 impl CrossRankEvidence {
@@ -55,7 +64,8 @@ impl CrossRankEvidence {
             return CrossRankEvidence {
                 compares_ranks: false,
                 stragglers: Vec::new(),
-                exposed: exposed(trace),
+                exposed: exposed(trace, &FxHashMap::default()),
+                peer_waits: Vec::new(),
             };
         }
         let report = collectives(trace, &CollectivesOptions::default());
@@ -66,6 +76,11 @@ impl CrossRankEvidence {
     /// Distributed section: not twice).
     pub fn from_collectives(trace: &Trace, report: &CollectivesReport) -> CrossRankEvidence {
         let compares_ranks = trace.ranks.len() >= 2;
+        let waits = if compares_ranks {
+            kernel_waits(trace, report)
+        } else {
+            FxHashMap::default()
+        };
         CrossRankEvidence {
             compares_ranks,
             stragglers: if compares_ranks {
@@ -73,9 +88,70 @@ impl CrossRankEvidence {
             } else {
                 Vec::new()
             },
-            exposed: exposed(trace),
+            exposed: exposed(trace, &waits),
+            peer_waits: peer_waits(trace, &waits),
         }
     }
+}
+
+/// The wait at the head of a collective kernel: how long, and for which rank (the last
+/// member to arrive).
+#[derive(Debug, Clone, Copy)]
+struct KernelWait {
+    wait_ns: Ns,
+    peer: strato_trace::RankId,
+}
+
+/// Per collective kernel (by span index) of a complete instance whose member waited: the wait
+/// and the peer waited for.
+fn kernel_waits(trace: &Trace, report: &CollectivesReport) -> FxHashMap<u32, KernelWait> {
+    let mut out = FxHashMap::default();
+    for instance in report.instances.iter().filter(|i| i.complete) {
+        let Some(peer) = instance.last_rank else {
+            continue;
+        };
+        for m in &instance.members {
+            let Some(wait_ns) = m.wait_ns.filter(|&w| w > 0 && m.rank != peer) else {
+                continue;
+            };
+            if (m.kernel.0 as usize) < trace.spans.len() {
+                out.insert(m.kernel.0, KernelWait { wait_ns, peer });
+            }
+        }
+    }
+    out
+}
+
+/// The waits grouped per (waiting rank, peer, kernel name), on the waiting rank's clock.
+fn peer_waits(trace: &Trace, waits: &FxHashMap<u32, KernelWait>) -> Vec<PeerWait> {
+    let mut grouped: std::collections::BTreeMap<(i64, i64, &str), PeerWait> = Default::default();
+    for (&kernel, w) in waits {
+        let span = &trace.spans[kernel as usize];
+        let rank = job_rank(trace, trace.track(span.track).rank);
+        let peer = job_rank(trace, w.peer);
+        let name = trace.str(span.name);
+        let entry = grouped
+            .entry((rank, peer, name))
+            .or_insert_with(|| PeerWait {
+                rank,
+                peer,
+                name: name.to_owned(),
+                count: 0,
+                intervals: Vec::new(),
+                wait_ns: 0,
+            });
+        let wait = w.wait_ns.min(span.end - span.start);
+        entry.count += 1;
+        entry.wait_ns = entry.wait_ns.saturating_add(wait);
+        entry.intervals.push((span.start, span.start + wait));
+    }
+    grouped
+        .into_values()
+        .map(|mut w| {
+            w.intervals.sort_unstable();
+            w
+        })
+        .collect()
 }
 
 /// A rank's job rank as the rules print it (the rank index when the job's is unknown).
@@ -153,7 +229,8 @@ fn stragglers(trace: &Trace, report: &CollectivesReport) -> Vec<StragglerObserva
         // Outside every step: the nearest step before (or the first).
         let k = k.saturating_sub(1);
         if !list.is_empty() {
-            *late.entry((r, k)).or_default() += lateness;
+            let sum = late.entry((r, k)).or_default();
+            *sum = sum.saturating_add(lateness);
         }
     }
     // Median step duration per step name over the ranks that have it.
@@ -208,12 +285,13 @@ fn median(sorted: &[Ns]) -> Ns {
     }
 }
 
-fn exposed(trace: &Trace) -> Vec<ExposedCommunication> {
-    // Per (rank, device): communication kernels and computation intervals.
+fn exposed(trace: &Trace, waits: &FxHashMap<u32, KernelWait>) -> Vec<ExposedCommunication> {
+    // Per (rank, device): communication kernels (start, end, name, wait at the head) and
+    // computation intervals.
     type Key = (u32, i64);
-    let mut comm: FxHashMap<Key, Vec<(Ns, Ns, &str)>> = FxHashMap::default();
+    let mut comm: FxHashMap<Key, Vec<(Ns, Ns, &str, Ns)>> = FxHashMap::default();
     let mut compute: FxHashMap<Key, Vec<(Ns, Ns)>> = FxHashMap::default();
-    for span in &trace.spans {
+    for (index, span) in trace.spans.iter().enumerate() {
         if span.level != Level::DeviceKernel || span.end <= span.start {
             continue;
         }
@@ -224,10 +302,14 @@ fn exposed(trace: &Trace) -> Vec<ExposedCommunication> {
         let key = (track.rank.0, device);
         let name = trace.str(span.name);
         match kernel_class(name) {
-            KernelClass::Communication => comm
-                .entry(key)
-                .or_default()
-                .push((span.start, span.end, name)),
+            KernelClass::Communication => {
+                let wait = waits
+                    .get(&(index as u32))
+                    .map_or(0, |w| w.wait_ns.min(span.end - span.start));
+                comm.entry(key)
+                    .or_default()
+                    .push((span.start, span.end, name, wait))
+            }
             KernelClass::Computation => {
                 compute.entry(key).or_default().push((span.start, span.end))
             }
@@ -237,7 +319,7 @@ fn exposed(trace: &Trace) -> Vec<ExposedCommunication> {
     let mut grouped: FxHashMap<(u32, &str), ExposedCommunication> = FxHashMap::default();
     for (key, kernels) in comm {
         let busy = merge(compute.remove(&key).unwrap_or_default().into_iter());
-        for (start, end, name) in kernels {
+        for (start, end, name, wait) in kernels {
             let entry = grouped
                 .entry((key.0, name))
                 .or_insert_with(|| ExposedCommunication {
@@ -245,9 +327,12 @@ fn exposed(trace: &Trace) -> Vec<ExposedCommunication> {
                     name: name.to_owned(),
                     intervals: Vec::new(),
                     total_ns: 0,
+                    waiting_ns: 0,
                 });
-            entry.total_ns += end - start;
-            entry.intervals.extend(uncovered(start, end, &busy));
+            entry.total_ns = entry.total_ns.saturating_add(end - start);
+            entry.waiting_ns = entry.waiting_ns.saturating_add(wait);
+            // Only the transfer part, after the wait for the last member.
+            entry.intervals.extend(uncovered(start + wait, end, &busy));
         }
     }
     let mut out: Vec<ExposedCommunication> = grouped.into_values().collect();
@@ -354,6 +439,88 @@ mod tests {
                 median_ns: 1100 * US,
             }]
         );
+    }
+
+    #[test]
+    fn a_wait_for_a_late_rank_is_its_peers_not_exposed_communication() {
+        // Four ranks, one step [0, 1100 us) each; an all-reduce whose kernels all end at
+        // 1000 us and start at 100, 110, 120 and 900 us (rank 3 late). No computation, so all
+        // transfer is exposed. Rank 0's kernel: 900 us, of which 800 wait for rank 3 (its
+        // arrival - rank 0's) and 100 transfer, [900, 1000) us.
+        const US: Ns = 1_000;
+        let mut b = TraceBuilder::new();
+        for (r, start) in [
+            (0i64, 100 * US),
+            (1, 110 * US),
+            (2, 120 * US),
+            (3, 900 * US),
+        ] {
+            let mut info = rank(Some(r), &format!("rank{r}"));
+            info.world_size = Some(4);
+            b.rank(info);
+            let cpu = b.thread(100 + r, 1);
+            let gpu = b.queue(r, 20);
+            b.span(cpu, Level::Operation, "ProfilerStep#1", 0, 1100 * US);
+            b.span(
+                cpu,
+                Level::AcceleratorApi,
+                "cudaLaunchKernel",
+                start - 10 * US,
+                start - 9 * US,
+            )
+            .correlation(1);
+            b.span(
+                gpu,
+                Level::DeviceKernel,
+                "ncclKernel_AllReduce_RING_LL_Sum_float",
+                start,
+                1000 * US,
+            )
+            .correlation(1);
+        }
+        let evidence = CrossRankEvidence::from_trace(&b.build());
+        let r0 = &evidence.exposed[0];
+        assert_eq!(r0.rank, 0);
+        assert_eq!(
+            (r0.total_ns, r0.waiting_ns, r0.intervals.clone()),
+            (900 * US, 800 * US, vec![(900 * US, 1000 * US)])
+        );
+        let r3 = evidence.exposed.iter().find(|e| e.rank == 3).unwrap();
+        assert_eq!(
+            (r3.waiting_ns, r3.total_ns),
+            (0, 100 * US),
+            "the late rank waits for no one"
+        );
+        let w0 = evidence.peer_waits.iter().find(|w| w.rank == 0).unwrap();
+        assert_eq!(
+            (w0.peer, w0.count, w0.wait_ns, w0.intervals.clone()),
+            (3, 1, 800 * US, vec![(100 * US, 900 * US)])
+        );
+        assert_eq!(
+            evidence.peer_waits.len(),
+            3,
+            "ranks 0, 1 and 2 waited for rank 3"
+        );
+        assert!(evidence.peer_waits.iter().all(|w| w.peer == 3));
+        // Wait + transfer = the kernel, for every rank.
+        for e in &evidence.exposed {
+            let transfer: Ns = e.intervals.iter().map(|&(s, t)| t - s).sum();
+            assert_eq!(e.waiting_ns + transfer, e.total_ns, "rank {}", e.rank);
+        }
+        // The rules: rank 3 is the straggler and rank 0's wait is named there; rank 0's
+        // exposed finding covers the 100 us of transfer only.
+        let s = super::super::multi_rank::stragglers(Some(&evidence), &Default::default()).unwrap();
+        assert_eq!(s.len(), 1);
+        assert!(s[0].message.starts_with("Rank 3 "), "{}", s[0].message);
+        assert!(s[0].message.contains("the most rank 0"), "{}", s[0].message);
+        let x =
+            super::super::multi_rank::exposed_communication(Some(&evidence), &Default::default())
+                .unwrap();
+        let x0 = x
+            .iter()
+            .find(|d| d.message.starts_with("On rank 0,"))
+            .unwrap();
+        assert_eq!(x0.intervals, vec![(900 * US, 1000 * US)]);
     }
 
     #[test]

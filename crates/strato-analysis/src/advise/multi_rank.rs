@@ -10,6 +10,12 @@
 //! - `exposed-communication` needs no peer (a rank's communication kernels against its own
 //!   computation): it is evaluated on any trace the evidence was computed for, single-rank
 //!   included; without evidence it is not evaluated.
+//!
+//! The two never claim the same time: the part of a collective kernel spent waiting for the
+//! last member to arrive ([`PeerWait`], from the collectives analysis' per-member wait) is the
+//! straggler's finding — it names the waiting rank, the late peer and the collective — and
+//! `exposed-communication` judges only the transfer part (the kernel after its wait): a rank
+//! waiting for a late peer is not told to overlap its communication with compute.
 
 use serde::{Deserialize, Serialize};
 use strato_trace::Ns;
@@ -41,10 +47,33 @@ pub struct ExposedCommunication {
     pub rank: i64,
     /// The collective (kernel) name.
     pub name: String,
-    /// Exposed (not overlapped) intervals.
+    /// Exposed (not overlapped) intervals of the transfer part (waits for late peers left
+    /// out).
     pub intervals: Vec<(Ns, Ns)>,
-    /// The collective's whole time (exposed + overlapped).
+    /// The collective's whole time (waiting + transfer, exposed or overlapped).
     pub total_ns: Ns,
+    /// The part of `total_ns` spent waiting for a late peer ([`PeerWait`]): the straggler
+    /// rule's, not judged here. 0 when unknown (single rank, unmatched collective).
+    pub waiting_ns: Ns,
+}
+
+/// Time one rank's collective kernels spent waiting for one late peer (the last member to
+/// arrive), per collective name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PeerWait {
+    /// The rank that waited.
+    pub rank: i64,
+    /// The late peer it waited for.
+    pub peer: i64,
+    /// The collective (kernel) name.
+    pub name: String,
+    /// How many of its collectives waited for that peer.
+    pub count: usize,
+    /// The waits (the head of each kernel, up to the peer's arrival), on the waiting rank's
+    /// clock.
+    pub intervals: Vec<(Ns, Ns)>,
+    /// Their total.
+    pub wait_ns: Ns,
 }
 
 /// What the cross-rank analyses provide to the advice rules.
@@ -58,6 +87,11 @@ pub trait MultiRankEvidence {
     fn stragglers(&self) -> Vec<StragglerObservation>;
     /// Exposed communication per (rank, collective).
     fn exposed_communication(&self) -> Vec<ExposedCommunication>;
+    /// Waits for late peers per (waiting rank, peer, collective); empty when the analysis
+    /// could not tell (one rank, collectives not matched).
+    fn peer_waits(&self) -> Vec<PeerWait> {
+        Vec::new()
+    }
 }
 
 /// Thresholds of [`stragglers`].
@@ -114,35 +148,76 @@ pub fn stragglers(
             by_rank.entry(o.rank).or_default().push(o);
         }
     }
+    // Who waited for each straggler, in which collective: the longest waits first.
+    let mut waits_for: std::collections::BTreeMap<i64, Vec<PeerWait>> = Default::default();
+    for w in evidence.peer_waits() {
+        if w.wait_ns > 0 && by_rank.contains_key(&w.peer) {
+            waits_for.entry(w.peer).or_default().push(w);
+        }
+    }
     Ok(by_rank
         .into_iter()
         .map(|(rank, mut list)| {
             list.sort_by_key(|o| std::cmp::Reverse(o.excess_ns));
             let excess: Ns = list.iter().map(|o| o.excess_ns).sum();
+            let mut waits = waits_for.remove(&rank).unwrap_or_default();
+            waits.sort_by(|a, b| b.wait_ns.cmp(&a.wait_ns).then(a.rank.cmp(&b.rank)));
+            let mut evidence: Vec<Evidence> = list
+                .iter()
+                .map(|o| Evidence {
+                    kind: "step".into(),
+                    rank,
+                    start_ns: o.start_ns,
+                    end_ns: o.end_ns,
+                    name: format!(
+                        "step {}: {} over the median {}",
+                        o.step,
+                        human(o.excess_ns),
+                        human(o.median_ns)
+                    ),
+                })
+                .collect();
+            // Each waiting rank's longest wait for this one, beside the steps.
+            evidence.extend(waits.iter().filter_map(|w| {
+                let &(start, end) = w.intervals.iter().max_by_key(|(s, e)| e - s)?;
+                Some(Evidence {
+                    kind: "waited_for".into(),
+                    rank: w.rank,
+                    start_ns: start,
+                    end_ns: end,
+                    name: format!(
+                        "rank {} waited {} in all for rank {rank} in `{}` ({} calls)",
+                        w.rank,
+                        human(w.wait_ns),
+                        w.name,
+                        w.count
+                    ),
+                })
+            }));
+            let waited = match waits.first() {
+                None => "the other ranks wait for it at the next collective".to_owned(),
+                Some(top) => {
+                    let total: Ns = waits.iter().map(|w| w.wait_ns).sum();
+                    format!(
+                        "the other ranks waited {} for it in collectives, the most rank {} \
+                         ({} in `{}`)",
+                        human(total),
+                        top.rank,
+                        human(top.wait_ns),
+                        top.name
+                    )
+                }
+            };
             Draft {
                 // At stake: the tail of each slow step beyond the median.
                 intervals: list
                     .iter()
                     .map(|o| ((o.end_ns - o.excess_ns).max(o.start_ns), o.end_ns))
                     .collect(),
-                evidence: list
-                    .iter()
-                    .map(|o| Evidence {
-                        kind: "step".into(),
-                        rank,
-                        start_ns: o.start_ns,
-                        end_ns: o.end_ns,
-                        name: format!(
-                            "step {}: {} over the median {}",
-                            o.step,
-                            human(o.excess_ns),
-                            human(o.median_ns)
-                        ),
-                    })
-                    .collect(),
+                evidence,
                 message: format!(
                     "Rank {rank} was a straggler in {} steps ({} beyond the median in all); \
-                     the other ranks wait for it at the next collective.",
+                     {waited}.",
                     list.len(),
                     human(excess)
                 ),
@@ -167,9 +242,19 @@ pub fn exposed_communication(
         .filter_map(|c| {
             let exposed =
                 crate::gpu_time::length(&crate::gpu_time::merge(c.intervals.iter().copied()));
-            if c.total_ns <= 0 || super::pct(exposed, c.total_ns) < config.min_exposed_pct {
+            // Judged against the transfer part only: waits for late peers are the stragglers'.
+            let transfer = c.total_ns - c.waiting_ns;
+            if transfer <= 0 || super::pct(exposed, transfer) < config.min_exposed_pct {
                 return None;
             }
+            let waited = if c.waiting_ns > 0 {
+                format!(
+                    " (besides {} waiting for late peers: see stragglers)",
+                    human(c.waiting_ns)
+                )
+            } else {
+                String::new()
+            };
             Some(Draft {
                 evidence: c
                     .intervals
@@ -183,12 +268,13 @@ pub fn exposed_communication(
                     })
                     .collect(),
                 message: format!(
-                    "On rank {}, {} of {} in `{}` ({:.0}%) overlapped no computation.",
+                    "On rank {}, {} of {} of transfer in `{}` ({:.0}%) overlapped no \
+                     computation{waited}.",
                     c.rank,
                     human(exposed),
-                    human(c.total_ns),
+                    human(transfer),
                     c.name,
-                    super::pct(exposed, c.total_ns)
+                    super::pct(exposed, transfer)
                 ),
                 intervals: c.intervals,
                 advice: "Overlap communication with computation: bucket gradients so \
@@ -233,12 +319,14 @@ mod tests {
                     name: "ncclAllReduce".into(),
                     intervals: vec![(10, 40)],
                     total_ns: 50,
+                    waiting_ns: 0,
                 },
                 ExposedCommunication {
                     rank: 1,
                     name: "ncclAllReduce".into(),
                     intervals: vec![(10, 15)],
                     total_ns: 50,
+                    waiting_ns: 0,
                 },
             ]
         }
@@ -272,6 +360,93 @@ mod tests {
         );
         let e = exposed_communication(Some(&SingleRank), &Default::default()).unwrap();
         assert_eq!(e.len(), 1);
+    }
+
+    /// Rank 0's all-reduce: 100 ns, of which 90 waited for rank 3 (the straggler) and 10
+    /// transferred, exposed whole.
+    struct LatePeer;
+    impl MultiRankEvidence for LatePeer {
+        fn stragglers(&self) -> Vec<StragglerObservation> {
+            vec![StragglerObservation {
+                rank: 3,
+                step: 1,
+                start_ns: 0,
+                end_ns: 200,
+                excess_ns: 90,
+                median_ns: 110,
+            }]
+        }
+        fn exposed_communication(&self) -> Vec<ExposedCommunication> {
+            vec![ExposedCommunication {
+                rank: 0,
+                name: "ncclAllReduce".into(),
+                intervals: vec![(90, 100)],
+                total_ns: 100,
+                waiting_ns: 90,
+            }]
+        }
+        fn peer_waits(&self) -> Vec<PeerWait> {
+            vec![PeerWait {
+                rank: 0,
+                peer: 3,
+                name: "ncclAllReduce".into(),
+                count: 1,
+                intervals: vec![(0, 90)],
+                wait_ns: 90,
+            }]
+        }
+    }
+
+    #[test]
+    fn waiting_for_a_late_peer_is_the_stragglers_finding_not_exposure() {
+        let s = stragglers(Some(&LatePeer), &Default::default()).unwrap();
+        assert_eq!(s.len(), 1);
+        assert!(
+            s[0].message.starts_with("Rank 3 was a straggler"),
+            "{}",
+            s[0].message
+        );
+        assert!(
+            s[0].message.contains("the most rank 0") && s[0].message.contains("ncclAllReduce"),
+            "{}",
+            s[0].message
+        );
+        let waited = &s[0].evidence[1];
+        assert_eq!(
+            (
+                waited.kind.as_str(),
+                waited.rank,
+                waited.start_ns,
+                waited.end_ns
+            ),
+            ("waited_for", 0, 0, 90)
+        );
+        // The transfer part (10 ns) is exposed whole: 100 % of it, and the message says the
+        // wait is the stragglers'.
+        let e = exposed_communication(Some(&LatePeer), &Default::default()).unwrap();
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0].intervals, vec![(90, 100)]);
+        assert!(e[0].message.contains("of transfer"), "{}", e[0].message);
+        assert!(e[0].message.contains("see stragglers"), "{}", e[0].message);
+        // All of it waiting: nothing left to judge.
+        struct AllWait;
+        impl MultiRankEvidence for AllWait {
+            fn stragglers(&self) -> Vec<StragglerObservation> {
+                Vec::new()
+            }
+            fn exposed_communication(&self) -> Vec<ExposedCommunication> {
+                vec![ExposedCommunication {
+                    rank: 0,
+                    name: "ncclAllReduce".into(),
+                    intervals: vec![],
+                    total_ns: 100,
+                    waiting_ns: 100,
+                }]
+            }
+        }
+        assert!(exposed_communication(Some(&AllWait), &Default::default())
+            .unwrap()
+            .is_empty());
     }
 
     #[test]

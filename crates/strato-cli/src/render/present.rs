@@ -132,6 +132,11 @@ struct RankJson {
     #[serde(skip_serializing_if = "Option::is_none")]
     exposure: Option<Vec<DeviceExposure>>,
     note: Option<String>,
+    /// Events that looked like device work under a category no level rule names, per category.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    unclassified_device_like_events: std::collections::BTreeMap<String, u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    warning: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -186,6 +191,8 @@ pub fn gpu_time_json(report: &GpuTimeReport) -> GpuTimeJson {
                     .collect(),
                 exposure: r.exposure.clone(),
                 note: r.note.clone(),
+                unclassified_device_like_events: r.unclassified_device_like_events.clone(),
+                warning: r.unclassified_warning(),
             })
             .collect(),
     }
@@ -221,6 +228,9 @@ pub fn gpu_time(out: &mut impl Write, report: &GpuTimeReport) -> io::Result<()> 
         )?;
         if let Some(note) = &r.note {
             writeln!(out, "       note: {note}")?;
+        }
+        if let Some(warning) = r.unclassified_warning() {
+            writeln!(out, "       warning: {warning}")?;
         }
     }
     writeln!(

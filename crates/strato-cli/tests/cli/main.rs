@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used)] // test helpers panic on broken fixtures by design
 
 mod advise;
+mod answers;
 mod collectives;
 mod common;
 mod crossstack;
