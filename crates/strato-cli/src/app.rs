@@ -35,9 +35,10 @@ struct Cli {
     /// tab or CR is written as '<cell> so spreadsheets do not run it as a formula.
     #[arg(long, global = true)]
     csv_raw: bool,
-    /// Keep the values of secret-looking variables (TOKEN, KEY, SECRET, PASSWORD, ... and
-    /// passwords in URLs) found in a trace's metadata; by default they are redacted in
-    /// everything strato writes (see docs/profile-format.md).
+    /// Keep secrets (values of TOKEN, KEY, SECRET, PASSWORD, ... variables, keys and flags,
+    /// known token shapes like hf_..., passwords in URLs) found in a trace's metadata, names
+    /// and event attributes; by default they are redacted in everything strato writes (see
+    /// docs/profile-format.md).
     #[arg(long, global = true)]
     keep_secrets: bool,
     /// Import what can be read from a damaged Chrome/Kineto JSON trace (truncated, corrupt

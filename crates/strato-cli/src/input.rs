@@ -153,8 +153,8 @@ fn apply_graph_nodes(trace: Trace) -> Trace {
 pub(crate) static KEEP_SECRETS: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
 
-/// Loads inputs: one profile directory, or trace files / directories of ranks. Secrets in the
-/// sources' metadata are redacted unless `--keep-secrets` ([`strato_io::redact`]); sources
+/// Loads inputs: one profile directory, or trace files / directories of ranks. Secrets (in
+/// metadata, names and event attributes) are redacted unless `--keep-secrets` ([`strato_io::redact`]); sources
 /// of one import that claim the same rank are noted once on stderr.
 pub(crate) fn load(inputs: &[PathBuf], options: &ImportOptions) -> Result<Trace> {
     Ok(open_profile(inputs, options)?.trace)
@@ -194,7 +194,7 @@ impl Profile {
 }
 
 /// The one way in for every command: one profile directory, or trace files / directories of
-/// ranks. Secrets in the sources' metadata are redacted unless `--keep-secrets`
+/// ranks. Secrets (in metadata, names and event attributes) are redacted unless `--keep-secrets`
 /// ([`strato_io::redact`]); sources of one import that claim the same rank are noted once on
 /// stderr; recordings calibrated by `strato record --calibrate` are overhead-corrected; with
 /// `--graph-capture`, graph-replayed kernels are attributed to their captured launches.
@@ -323,7 +323,16 @@ pub(crate) fn stream_file(
         return Ok(None);
     }
     let batch = strato_io::chrome::SINK_EVENTS;
-    let imported = strato_io::import_file_streaming(input, options, batch, sink);
+    // Each batch's attribute blobs are redacted before anyone sees them (the trace's other
+    // tables are redacted below, once they are complete).
+    let keep = keep_secrets();
+    let mut redacting = |batch: &mut Trace| {
+        if !keep {
+            strato_io::redact::redact_args(&mut batch.args);
+        }
+        sink(batch)
+    };
+    let imported = strato_io::import_file_streaming(input, options, batch, &mut redacting);
     crate::term::finish_progress();
     let Some(mut trace) = imported? else {
         return Ok(None);
@@ -372,10 +381,19 @@ pub(crate) fn stream_stored(
         return Ok(None);
     }
     let read = store_read_options(options);
+    // A profile imported with `--keep-secrets` holds them: each batch's attribute blobs are
+    // redacted before the sink sees them.
+    let keep = keep_secrets();
+    let mut redacting = |batch: &mut Trace| {
+        if !keep {
+            strato_io::redact::redact_args(&mut batch.args);
+        }
+        sink(batch)
+    };
     let mut trace = if strato_store::is_profile_dir(input) {
-        strato_store::stream_with(input, &read, sink)?
+        strato_store::stream_with(input, &read, &mut redacting)?
     } else if strato_store::partitioned::is_store_dir(input) {
-        strato_store::partitioned::stream_store(input, &read, sink)?
+        strato_store::partitioned::stream_store(input, &read, &mut redacting)?
     } else {
         return Ok(None);
     };

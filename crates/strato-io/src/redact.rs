@@ -1,33 +1,55 @@
-//! Secrets in imported metadata: torch.profiler (and other tools) can record the process
-//! environment in a trace's metadata, and real traces carry `HF_TOKEN`-style values there.
-//! Profiles and exports are what people attach to bug reports, so the metadata stratoscope
-//! keeps is redacted before anything is written (docs/profile-format.md, "Secrets").
+//! Secrets in what strato writes: torch.profiler (and other tools) record the process
+//! environment and command line in a trace's metadata, real traces carry `HF_TOKEN`-style
+//! values there, and a URL with a password or a token can end up in a device, process or thread
+//! name, or in an event's attributes. Profiles and exports are what people attach to bug
+//! reports, so every such string is redacted before anything is written
+//! (docs/profile-format.md, "Secrets").
 //!
-//! This module owns the rules:
-//! - a value is secret when its key (a JSON object key, or `NAME` in a `NAME=value` string)
-//!   ends in a secret word ([`SECRET_WORDS`]: TOKEN, KEY, SECRET, PASSWORD, PASSWD,
-//!   CREDENTIAL(S), AUTH, ...) — whole words, so `TOKENIZERS_PARALLELISM`, `num_tokens`,
-//!   `SSH_AUTH_SOCK` and `SecretStorage` are not secrets. Only text values are redacted
-//!   (numbers and flags are configuration, not credentials), and not version numbers
-//!   (`google-auth==2.40.3` in a package list is a pin, not a credential);
-//! - a password in a URL (`scheme://user:PASSWORD@host`) is secret wherever it appears;
-//! - a redacted value becomes [`MARKER`]; values already redacted by the source (`REDACTED`,
-//!   `***`) are left as they are.
+//! This module owns the rules. A secret is replaced by [`MARKER`]:
+//! - **keyed values**: a JSON value whose object key ends in a secret word ([`SECRET_WORDS`]:
+//!   TOKEN, KEY, SECRET, PASSWORD, PASSWD, CREDENTIAL(S), AUTH, ...) — whole words, so
+//!   `TOKENIZERS_PARALLELISM`, `num_tokens`, `SSH_AUTH_SOCK` and `SecretStorage` are not
+//!   secrets. Text values are redacted; numbers only under a password word
+//!   ([`NUMERIC_SECRET_WORDS`]: `"PASSWORD": 1234` is a secret, `"MAX_TOKEN": 5` a count);
+//!   booleans and null never;
+//! - **assignments anywhere in a text**: `NAME=value` where `NAME` (a run of `[A-Za-z0-9_.-]`)
+//!   ends in a secret word, wherever it stands (`env HF_TOKEN=... python x.py`, several per
+//!   text, an environment block separated by NUL, newlines or spaces, a URL query
+//!   `?token=...`). The value runs to the next whitespace, control character, quote, `,`, `;`
+//!   or `&` (a quoted value: to its closing quote); `NAME==1.2` is a version pin, not one;
+//! - **flag-value pairs**: a flag (`-x`, `--x`) whose name ends in a secret word followed by its
+//!   value, in a text (`--hf-token X`, separated by spaces, NUL, quotes or commas, so
+//!   `["--hf-token", "X"]` written as text is covered) and in a JSON list (the element after
+//!   `"--hf-token"`); `--api-key=X` is an assignment. A value starting with `-` is the next flag;
+//! - **known secret shapes** anywhere, at a word start: Hugging Face `hf_` + 20 or more letters
+//!   and digits, OpenAI-style `sk-` + 20 or more, AWS access key ids `AKIA`/`ASIA` + 16
+//!   upper-case letters and digits, GitHub `ghp_`/`gho_`/`ghu_`/`ghs_`/`ghr_` + 20 or more and
+//!   `github_pat_` + 20 or more, Slack `xoxa-`/`xoxb-`/`xoxp-`/`xoxr-` + 10 or more, and the
+//!   token after `Bearer ` (8 or more token characters);
+//! - **URL passwords**: the password of `scheme://user:password@host`, wherever it appears.
 //!
-//! What is covered: each source's metadata (`Rank::metadata_json`) and each device's extra
-//! properties (`Device::extra_json`). Event attributes (`args`) are not scanned.
+//! Never redacted: version-like values (`2.40.3`), empty values and values the source already
+//! blanked (`REDACTED`, `<redacted>`, `***`, `xxx`, [`MARKER`] itself: redaction is idempotent).
+//!
+//! What is covered ([`redact_trace`]): each source's metadata (`Rank::metadata_json`), its host
+//! name, each device's name and extra properties, process names and labels, track (thread,
+//! queue) names, and every event attribute blob (`Trace::args`, [`redact_args`]; a blob with a
+//! secret is re-serialized, its keys then sorted). Event names and categories (the program's
+//! own labels) are not scanned. Scanning is linear in the text (no backtracking), and an
+//! attribute blob holding none of the words and prefixes the rules need ([`might_hold_secret`])
+//! is passed over in one pass over its bytes.
 
 use std::collections::BTreeSet;
 
 use serde_json::Value;
 #[cfg(test)]
 use strato_trace::SourceFormat;
-use strato_trace::Trace;
+use strato_trace::{ArgsTable, Trace};
 
 /// What a redacted value is replaced with.
 pub const MARKER: &str = "<redacted by stratoscope>";
 
-/// Words that make a variable or key name secret (compared upper-case, whole words).
+/// Words that make a variable, key or flag name secret (compared upper-case, whole words).
 pub const SECRET_WORDS: &[&str] = &[
     "TOKEN",
     "KEY",
@@ -48,49 +70,86 @@ pub const SECRET_WORDS: &[&str] = &[
     "PRIVATE",
 ];
 
-/// True when `name` ends in a secret word: split at non-alphanumerics and at lower-to-upper
-/// case changes (`hfToken`, `HF_TOKEN`, `api-key`).
-pub fn is_secret_name(name: &str) -> bool {
-    let mut words: Vec<String> = Vec::new();
+/// Words that make even a numeric JSON value secret (a PIN-like password); under the other
+/// secret words a number is a count or an index (`MAX_TOKEN: 5`, `"key": 3`).
+pub const NUMERIC_SECRET_WORDS: &[&str] = &["PASSWORD", "PASSWD", "PASSPHRASE", "PASS", "SECRET"];
+
+/// The last word of `name`, upper-case: split at non-alphanumerics and at lower-to-upper case
+/// changes (`hfToken`, `HF_TOKEN`, `api-key`).
+fn last_word(name: &str) -> Option<String> {
+    let mut last: Option<String> = None;
     let mut current = String::new();
     let mut prev_lower = false;
     for c in name.chars() {
         if !c.is_ascii_alphanumeric() {
             if !current.is_empty() {
-                words.push(std::mem::take(&mut current));
+                last = Some(std::mem::take(&mut current));
             }
             prev_lower = false;
             continue;
         }
         if c.is_ascii_uppercase() && prev_lower && !current.is_empty() {
-            words.push(std::mem::take(&mut current));
+            last = Some(std::mem::take(&mut current));
         }
         prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
         current.push(c.to_ascii_uppercase());
     }
-    if !current.is_empty() {
-        words.push(current);
+    if current.is_empty() {
+        last
+    } else {
+        Some(current)
     }
-    words
-        .last()
-        .is_some_and(|w| SECRET_WORDS.contains(&w.as_str()))
 }
 
-/// Redacts the secrets in every source's metadata and device's properties of `trace` (see the
-/// module docs). Returns the names whose values it redacted now (sorted, no values).
-pub fn redact_trace(trace: &mut Trace) -> Vec<String> {
+/// True when `name` ends in a secret word ([`SECRET_WORDS`]; see [`last_word`] for the split).
+pub fn is_secret_name(name: &str) -> bool {
+    last_word(name).is_some_and(|w| SECRET_WORDS.contains(&w.as_str()))
+}
+
+/// True when a numeric value under `name` is secret ([`NUMERIC_SECRET_WORDS`]).
+pub fn is_numeric_secret_name(name: &str) -> bool {
+    last_word(name).is_some_and(|w| NUMERIC_SECRET_WORDS.contains(&w.as_str()))
+}
+
+/// What [`redact_trace`] redacted now: the labels of the fields (sorted, no values) and the
+/// number of event attribute blobs changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Redacted {
+    /// Names of what held a secret (a variable, a key, a flag, `process name (secret-shaped
+    /// value)`, ...), as [`redacted_names`] reports them.
+    pub names: Vec<String>,
+    /// Event attribute blobs that held a secret.
+    pub args_blobs: usize,
+}
+
+/// Redacts the secrets in `trace` (see the module docs for the rules and what is covered).
+pub fn redact_trace(trace: &mut Trace) -> Redacted {
     let mut names = BTreeSet::new();
     for rank in &mut trace.ranks {
         redact_json_text(&mut rank.metadata_json, &mut names);
+        redact_name(&mut rank.host, "host", &mut names);
     }
     for device in &mut trace.devices {
         redact_json_text(&mut device.extra_json, &mut names);
+        redact_name(&mut device.name, "device name", &mut names);
     }
-    names.into_iter().collect()
+    for process in &mut trace.processes {
+        redact_name(&mut process.name, "process name", &mut names);
+        redact_name(&mut process.labels, "process labels", &mut names);
+    }
+    for track in &mut trace.tracks {
+        redact_name(&mut track.name, "track name", &mut names);
+    }
+    let args_blobs = redact_args(&mut trace.args);
+    Redacted {
+        names: names.into_iter().collect(),
+        args_blobs,
+    }
 }
 
-/// The names whose values carry [`MARKER`] in `trace` (redacted when it was imported, or
-/// now): what `strato info` reports.
+/// The names of what carries [`MARKER`] in `trace`'s metadata, host, device, process and track
+/// names (redacted when it was imported, or now): what `strato info` reports. Event
+/// attributes are not searched (a stored profile's are not read for it).
 pub fn redacted_names(trace: &Trace) -> Vec<String> {
     let mut names = BTreeSet::new();
     let texts = trace
@@ -103,36 +162,357 @@ pub fn redacted_names(trace: &Trace) -> Vec<String> {
             collect_marked(&value, "", &mut names);
         }
     }
+    let labelled = trace
+        .ranks
+        .iter()
+        .map(|r| ("host", &r.host))
+        .chain(trace.devices.iter().map(|d| ("device name", &d.name)))
+        .chain(trace.processes.iter().map(|p| ("process name", &p.name)))
+        .chain(trace.processes.iter().map(|p| ("process labels", &p.labels)))
+        .chain(trace.tracks.iter().map(|t| ("track name", &t.name)));
+    for (label, text) in labelled {
+        if let Some(text) = text.as_deref().filter(|t| t.contains(MARKER)) {
+            marker_labels(label, text, None, &mut names);
+        }
+    }
     names.into_iter().collect()
 }
 
-fn collect_marked(value: &Value, key: &str, names: &mut BTreeSet<String>) {
-    match value {
-        Value::Object(map) => map.iter().for_each(|(k, v)| collect_marked(v, k, names)),
-        Value::Array(items) => items.iter().for_each(|v| collect_marked(v, key, names)),
-        Value::String(s) if s.contains(MARKER) => {
-            let name = match s.split_once('=') {
-                Some((n, v)) if v == MARKER && is_secret_name(n) => n.to_owned(),
-                _ if s == MARKER => key.to_owned(),
-                _ => format!("{key} (URL password)"),
-            };
-            names.insert(name);
+/// Redacts the secrets in every blob of `args` (the text and keyed rules of the module docs);
+/// returns the number of blobs changed. Blobs without a candidate word or prefix
+/// ([`might_hold_secret`]) cost one pass over their bytes; the table is rebuilt only from the
+/// first blob that changes.
+pub fn redact_args(args: &mut ArgsTable) -> usize {
+    let mut rebuilt: Option<ArgsTable> = None;
+    let mut changed = 0;
+    for (i, blob) in args.iter().enumerate() {
+        let redacted = if might_hold_secret(blob) {
+            redact_blob(blob)
+        } else {
+            None
+        };
+        match (redacted, rebuilt.as_mut()) {
+            (Some(new), None) => {
+                let mut table = ArgsTable::default();
+                table.reserve(args.len(), args.text_bytes() + MARKER.len());
+                for earlier in args.range(0..i) {
+                    table.push(earlier);
+                }
+                table.push(&new);
+                rebuilt = Some(table);
+                changed += 1;
+            }
+            (Some(new), Some(table)) => {
+                table.push(&new);
+                changed += 1;
+            }
+            (None, Some(table)) => {
+                table.push(blob);
+            }
+            (None, None) => {}
         }
-        _ => {}
+    }
+    if let Some(table) = rebuilt {
+        *args = table;
+    }
+    changed
+}
+
+/// One attribute blob with its secrets redacted, or `None` when it holds none. A blob that is
+/// not JSON is redacted as text.
+fn redact_blob(blob: &str) -> Option<String> {
+    match serde_json::from_str::<Value>(blob) {
+        Ok(mut value) => {
+            if redact_value(&mut value, "") {
+                serde_json::to_string(&value).ok()
+            } else {
+                None
+            }
+        }
+        Err(_) => redact_text(blob),
     }
 }
 
-fn redact_json_text(text: &mut Option<String>, names: &mut BTreeSet<String>) {
-    let Some(t) = text.as_deref() else { return };
-    let Ok(mut value) = serde_json::from_str::<Value>(t) else {
-        return;
+/// True when `text` holds one of the words or prefixes some rule needs (case-insensitive): a
+/// secret word's stem (token, key, secret, pass, cred, auth, cookie, private), a shape's prefix
+/// (`hf_`, `sk-`, `akia`, `asia`, `gh?_`, `github_pat_`, `xox`, `bearer`) or `://`. False
+/// means no rule can redact anything in it. One pass over the bytes.
+pub fn might_hold_secret(text: &str) -> bool {
+    let b = text.as_bytes();
+    let at = |i: usize, needle: &[u8]| {
+        b.len() - i >= needle.len()
+            && b[i..i + needle.len()]
+                .iter()
+                .zip(needle)
+                .all(|(x, n)| x.to_ascii_lowercase() == *n)
     };
-    let mut changed = false;
-    redact_value(&mut value, "", names, &mut changed);
-    if changed {
-        if let Ok(new_text) = serde_json::to_string(&value) {
-            *text = Some(new_text);
+    for i in 0..b.len() {
+        let hit = match b[i] | 0x20 {
+            b't' => at(i, b"token"),
+            b'k' => at(i, b"key"),
+            b's' => at(i, b"secret") || at(i, b"sk-"),
+            b'p' => at(i, b"pass") || at(i, b"private"),
+            b'c' => at(i, b"cred") || at(i, b"cookie"),
+            b'a' => at(i, b"auth") || at(i, b"akia") || at(i, b"asia"),
+            b'h' => at(i, b"hf_"),
+            b'g' => {
+                at(i, b"github_pat_")
+                    || (at(i, b"gh")
+                        && b.get(i + 3) == Some(&b'_')
+                        && b.get(i + 2).is_some_and(|c| b"pousr".contains(c)))
+            }
+            b'x' => at(i, b"xox"),
+            b'b' => at(i, b"bearer"),
+            b':' => at(i, b"://"),
+            _ => false,
+        };
+        if hit {
+            return true;
         }
+    }
+    false
+}
+
+/// `text` with every secret the text rules find (assignments, flag-value pairs, shapes, URL
+/// passwords: see the module docs) replaced by [`MARKER`], or `None` when it holds none.
+pub fn redact_text(text: &str) -> Option<String> {
+    let mut ranges = Vec::new();
+    secret_ranges(text.as_bytes(), &mut ranges);
+    if ranges.is_empty() {
+        return None;
+    }
+    ranges.sort_unstable();
+    // Overlapping ranges (a token shape inside an assignment's value) are one secret.
+    let mut merged: Vec<(usize, usize)> = Vec::with_capacity(ranges.len());
+    for (start, end) in ranges {
+        match merged.last_mut() {
+            Some(last) if start <= last.1 => last.1 = last.1.max(end),
+            _ => merged.push((start, end)),
+        }
+    }
+    let mut out = String::with_capacity(text.len() + merged.len() * MARKER.len());
+    let mut done = 0;
+    for (start, end) in merged {
+        out.push_str(&text[done..start]);
+        out.push_str(MARKER);
+        done = end;
+    }
+    out.push_str(&text[done..]);
+    Some(out)
+}
+
+/// `text` with the password of every `scheme://user:password@` replaced by [`MARKER`], or
+/// `None` when it holds none.
+pub fn redact_url_passwords(text: &str) -> Option<String> {
+    let mut ranges = Vec::new();
+    url_password_ranges(text.as_bytes(), &mut ranges);
+    if ranges.is_empty() {
+        return None;
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut done = 0;
+    for (start, end) in ranges {
+        out.push_str(&text[done..start]);
+        out.push_str(MARKER);
+        done = end;
+    }
+    out.push_str(&text[done..]);
+    Some(out)
+}
+
+/// A byte of a variable or flag name.
+fn is_name_byte(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-')
+}
+
+/// A byte that ends an unquoted value.
+fn ends_value(c: u8) -> bool {
+    c.is_ascii_whitespace()
+        || c < 0x20
+        || c == 0x7f
+        || matches!(c, b'"' | b'\'' | b'`' | b',' | b';' | b'&')
+}
+
+/// True when the text at `b[i..]` is already [`MARKER`].
+fn marker_at(b: &[u8], i: usize) -> bool {
+    b[i..].starts_with(MARKER.as_bytes())
+}
+
+/// The byte ranges (`[start, end)`, on character boundaries: every bound is at an ASCII byte or
+/// an end) of the secrets in `b` by the text rules, in no particular order, possibly
+/// overlapping.
+fn secret_ranges(b: &[u8], out: &mut Vec<(usize, usize)>) {
+    assignment_and_flag_ranges(b, out);
+    shape_ranges(b, out);
+    url_password_ranges(b, out);
+}
+
+/// `NAME=value` and `--flag value` (module docs).
+fn assignment_and_flag_ranges(b: &[u8], out: &mut Vec<(usize, usize)>) {
+    let n = b.len();
+    let mut i = 0;
+    while i < n {
+        if !is_name_byte(b[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < n && is_name_byte(b[i]) {
+            i += 1;
+        }
+        // `name` is a maximal run of name bytes: b[start..i].
+        let name = std::str::from_utf8(&b[start..i]).unwrap_or("");
+        if i < n && b[i] == b'=' {
+            let v = i + 1;
+            if v < n && b[v] == b'=' {
+                // `NAME==1.2`: a pin; skip the whole operator.
+                i = v + 1;
+                continue;
+            }
+            if is_secret_name(name) {
+                if let Some((vs, ve)) = value_at(b, v) {
+                    out.push((vs, ve));
+                    i = ve;
+                    continue;
+                }
+            }
+            i = v;
+            continue;
+        }
+        if b[start] == b'-' && is_secret_name(name) {
+            // A flag: its value follows after separators.
+            let mut j = i;
+            while j < n && j - i < 8 && matches!(b[j], b' ' | b'\t' | b'\n' | 0 | b'"' | b'\'' | b',')
+            {
+                j += 1;
+            }
+            if j > i && j < n && b[j] != b'-' {
+                if let Some((vs, ve)) = value_at(b, j) {
+                    out.push((vs, ve));
+                    i = ve;
+                    continue;
+                }
+            }
+        }
+    }
+}
+
+/// The secret value starting at `b[v]` (an unquoted run up to [`ends_value`], or the inside of
+/// quotes), or `None` when it is empty, already redacted or version-like.
+fn value_at(b: &[u8], v: usize) -> Option<(usize, usize)> {
+    let n = b.len();
+    if v >= n || marker_at(b, v) {
+        return None;
+    }
+    let (vs, ve) = if matches!(b[v], b'"' | b'\'') {
+        let quote = b[v];
+        let end = b[v + 1..]
+            .iter()
+            .position(|&c| c == quote)
+            .map_or(n, |p| v + 1 + p);
+        (v + 1, end)
+    } else {
+        let end = b[v..]
+            .iter()
+            .position(|&c| ends_value(c))
+            .map_or(n, |p| v + p);
+        (v, end)
+    };
+    let value = std::str::from_utf8(&b[vs..ve]).ok()?;
+    (!already_redacted(value) && !marker_at(b, vs)).then_some((vs, ve))
+}
+
+/// Known token shapes (module docs), at word starts.
+fn shape_ranges(b: &[u8], out: &mut Vec<(usize, usize)>) {
+    let n = b.len();
+    let run = |from: usize, ok: fn(u8) -> bool| {
+        b[from.min(n)..]
+            .iter()
+            .position(|&c| !ok(c))
+            .map_or(n - from.min(n), |p| p)
+    };
+    let alnum = |c: u8| c.is_ascii_alphanumeric();
+    let alnum_dash_underscore = |c: u8| c.is_ascii_alphanumeric() || c == b'-' || c == b'_';
+    let alnum_underscore = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let alnum_dash = |c: u8| c.is_ascii_alphanumeric() || c == b'-';
+    let upper_digit = |c: u8| c.is_ascii_uppercase() || c.is_ascii_digit();
+    let bearer_token = |c: u8| c.is_ascii_alphanumeric() || b"._~+/=-".contains(&c);
+    let mut i = 0;
+    while i < n {
+        if i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_') {
+            i += 1;
+            continue;
+        }
+        let rest = &b[i..];
+        let found = match b[i] {
+            b'h' if rest.starts_with(b"hf_") => Some((3, run(i + 3, alnum), 20)),
+            b's' if rest.starts_with(b"sk-") => Some((3, run(i + 3, alnum_dash_underscore), 20)),
+            b'A' if rest.starts_with(b"AKIA") || rest.starts_with(b"ASIA") => {
+                let len = run(i + 4, upper_digit);
+                let after = b.get(i + 4 + len);
+                (len == 16 && !after.is_some_and(|c| c.is_ascii_alphanumeric()))
+                    .then_some((4, len, 16))
+            }
+            b'g' if rest.starts_with(b"github_pat_") => Some((11, run(i + 11, alnum_underscore), 20)),
+            b'g' if rest.len() > 4
+                && rest.starts_with(b"gh")
+                && b"pousr".contains(&rest[2])
+                && rest[3] == b'_' =>
+            {
+                Some((4, run(i + 4, alnum), 20))
+            }
+            b'x' if rest.len() > 5
+                && rest.starts_with(b"xox")
+                && b"abpr".contains(&rest[3])
+                && rest[4] == b'-' =>
+            {
+                Some((5, run(i + 5, alnum_dash), 10))
+            }
+            b'B' | b'b' if rest.len() > 7 && rest[..6].eq_ignore_ascii_case(b"bearer") => {
+                let spaces = run(i + 6, |c| c == b' ');
+                let start = i + 6 + spaces;
+                let len = run(start, bearer_token);
+                if spaces > 0 && len >= 8 && !marker_at(b, start) {
+                    out.push((start, start + len));
+                    i = start + len;
+                    continue;
+                }
+                None
+            }
+            _ => None,
+        };
+        match found {
+            Some((prefix, len, min)) if len >= min => {
+                out.push((i, i + prefix + len));
+                i += prefix + len;
+            }
+            _ => i += 1,
+        }
+    }
+}
+
+/// The password of every `scheme://user:password@host` in `b`, in order.
+fn url_password_ranges(b: &[u8], out: &mut Vec<(usize, usize)>) {
+    let n = b.len();
+    let mut from = 0;
+    while let Some(p) = memchr::memmem::find(&b[from..], b"://") {
+        let authority_start = from + p + 3;
+        let authority_end = b[authority_start..]
+            .iter()
+            .position(|&c| matches!(c, b'/' | b'?' | b'#' | b'"') || c.is_ascii_whitespace())
+            .map_or(n, |q| authority_start + q);
+        let authority = &b[authority_start..authority_end];
+        if let Some(at) = authority.iter().rposition(|&c| c == b'@') {
+            let userinfo = &authority[..at];
+            if let Some(colon) = userinfo.iter().position(|&c| c == b':') {
+                let (ps, pe) = (authority_start + colon + 1, authority_start + at);
+                let password = std::str::from_utf8(&b[ps..pe]).unwrap_or("");
+                if !already_redacted(password) && !marker_at(b, ps) {
+                    out.push((ps, pe));
+                }
+            }
+        }
+        from = authority_end.max(authority_start);
     }
 }
 
@@ -144,90 +524,164 @@ fn already_redacted(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || ".+-".contains(c));
     version
         || s.is_empty()
-        || s == MARKER
+        || s.starts_with(MARKER)
         || s.eq_ignore_ascii_case("redacted")
         || s.eq_ignore_ascii_case("<redacted>")
         || s.chars().all(|c| c == '*' || c == 'x' || c == 'X')
 }
 
-fn redact_value(value: &mut Value, key: &str, names: &mut BTreeSet<String>, changed: &mut bool) {
+/// Redacts a name-like text (no key of its own): the text rules only.
+fn redact_name(text: &mut Option<String>, label: &str, names: &mut BTreeSet<String>) {
+    let Some(t) = text.as_deref() else { return };
+    if let Some(clean) = redact_text(t) {
+        marker_labels(label, &clean, None, names);
+        *text = Some(clean);
+    }
+}
+
+fn redact_json_text(text: &mut Option<String>, names: &mut BTreeSet<String>) {
+    let Some(t) = text.as_deref() else { return };
+    let Ok(mut value) = serde_json::from_str::<Value>(t) else {
+        // Not JSON: the text rules still apply.
+        if let Some(clean) = redact_text(t) {
+            marker_labels("metadata", &clean, None, names);
+            *text = Some(clean);
+        }
+        return;
+    };
+    if redact_value(&mut value, "") {
+        collect_marked(&value, "", names);
+        if let Ok(new_text) = serde_json::to_string(&value) {
+            *text = Some(new_text);
+        }
+    }
+}
+
+/// True when `value` is a text naming a secret flag (`--hf-token`, `-password`; not
+/// `--api-key=X`, an assignment).
+fn is_secret_flag(value: &Value) -> bool {
+    value.as_str().is_some_and(|s| {
+        s.starts_with('-') && !s.contains('=') && s.bytes().all(is_name_byte) && is_secret_name(s)
+    })
+}
+
+/// Redacts `value` (found under `key`) in place; true when something changed.
+fn redact_value(value: &mut Value, key: &str) -> bool {
     match value {
         Value::Object(map) => {
+            let mut changed = false;
             for (k, v) in map.iter_mut() {
-                redact_value(v, k, names, changed);
+                changed |= redact_value(v, k);
             }
+            changed
         }
         Value::Array(items) => {
-            for v in items {
-                redact_value(v, key, names, changed);
+            let mut changed = false;
+            let mut after_flag = false;
+            for v in items.iter_mut() {
+                let flag = is_secret_flag(v);
+                if after_flag && !flag {
+                    let secret = match v {
+                        Value::String(s) => !s.starts_with('-') && !already_redacted(s),
+                        Value::Number(_) => true,
+                        _ => false,
+                    };
+                    if secret {
+                        *v = Value::String(MARKER.to_owned());
+                        changed = true;
+                        after_flag = false;
+                        continue;
+                    }
+                }
+                after_flag = flag;
+                changed |= redact_value(v, key);
             }
+            changed
         }
         Value::String(s) => {
             if is_secret_name(key) && !already_redacted(s) {
                 *s = MARKER.to_owned();
-                names.insert(key.to_owned());
-                *changed = true;
-                return;
+                return true;
             }
-            if let Some((name, v)) = s.split_once('=') {
-                if !name.is_empty()
-                    && !v.starts_with('=')
-                    && name
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
-                    && is_secret_name(name)
-                    && !already_redacted(v)
-                {
-                    let name = name.to_owned();
-                    *s = format!("{name}={MARKER}");
-                    names.insert(name);
-                    *changed = true;
-                    return;
+            match redact_text(s) {
+                Some(clean) => {
+                    *s = clean;
+                    true
                 }
-            }
-            if let Some(clean) = redact_url_passwords(s) {
-                *s = clean;
-                names.insert(format!("{key} (URL password)"));
-                *changed = true;
+                None => false,
             }
         }
+        Value::Number(_) if is_numeric_secret_name(key) => {
+            *value = Value::String(MARKER.to_owned());
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Collects the names of the marked values in `value` (under `key`).
+fn collect_marked(value: &Value, key: &str, names: &mut BTreeSet<String>) {
+    match value {
+        Value::Object(map) => map.iter().for_each(|(k, v)| collect_marked(v, k, names)),
+        Value::Array(items) => {
+            let mut flag: Option<&str> = None;
+            for v in items {
+                match v {
+                    Value::String(s) if s.contains(MARKER) => marker_labels(key, s, flag, names),
+                    _ => collect_marked(v, key, names),
+                }
+                flag = is_secret_flag(v).then(|| v.as_str()).flatten();
+            }
+        }
+        Value::String(s) if s.contains(MARKER) => marker_labels(key, s, None, names),
         _ => {}
     }
 }
 
-/// `text` with the password of every `scheme://user:password@` replaced by [`MARKER`], or
-/// `None` when it holds none.
-pub fn redact_url_passwords(text: &str) -> Option<String> {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    let mut found = false;
-    while let Some(at) = rest.find("://") {
-        let (head, tail) = rest.split_at(at + 3);
-        out.push_str(head);
-        let authority_end = tail
-            .find(|c: char| c == '/' || c == '?' || c == '#' || c.is_whitespace() || c == '"')
-            .unwrap_or(tail.len());
-        let authority = &tail[..authority_end];
-        match authority.rfind('@') {
-            Some(at_sign) => {
-                let userinfo = &authority[..at_sign];
-                match userinfo.split_once(':') {
-                    Some((user, password)) if !already_redacted(password) => {
-                        out.push_str(user);
-                        out.push(':');
-                        out.push_str(MARKER);
-                        found = true;
-                    }
-                    _ => out.push_str(userinfo),
-                }
-                out.push_str(&authority[at_sign..]);
-            }
-            None => out.push_str(authority),
-        }
-        rest = &tail[authority_end..];
+/// The name of each marker in `text` (found under `key`, after the list element `flag` when
+/// that is a secret flag), from what precedes it: `NAME=` gives `NAME`, a flag gives the flag,
+/// `scheme://user:` gives `key (URL password)`, `Bearer ` gives `key (Bearer token)`, a whole
+/// value gives `key`, anything else (a known token shape) `key (secret-shaped value)`.
+fn marker_labels(key: &str, text: &str, flag: Option<&str>, names: &mut BTreeSet<String>) {
+    let key = if key.is_empty() { "metadata" } else { key };
+    if text == MARKER {
+        names.insert(flag.unwrap_or(key).to_owned());
+        return;
     }
-    out.push_str(rest);
-    found.then_some(out)
+    for (at, _) in text.match_indices(MARKER) {
+        let before = &text[..at];
+        let label = if let Some(assigned) = before.strip_suffix('=') {
+            let b = assigned.as_bytes();
+            let start = b
+                .iter()
+                .rposition(|&c| !is_name_byte(c))
+                .map_or(0, |p| p + 1);
+            Some(assigned[start..].to_owned()).filter(|n| !n.is_empty())
+        } else {
+            None
+        };
+        let label = label.or_else(|| {
+            let stripped = before.trim_end_matches([' ', '\t', '\n', '\0', '"', '\'', ',']);
+            let start = stripped
+                .bytes()
+                .rposition(|c| !is_name_byte(c))
+                .map_or(0, |p| p + 1);
+            let word = &stripped[start..];
+            (stripped.len() < before.len() && word.starts_with('-') && is_secret_name(word))
+                .then(|| word.to_owned())
+        });
+        let label = label.unwrap_or_else(|| {
+            let lower = before.to_ascii_lowercase();
+            if before.ends_with(':') && before.contains("://") {
+                format!("{key} (URL password)")
+            } else if lower.trim_end_matches(' ').ends_with("bearer") {
+                format!("{key} (Bearer token)")
+            } else {
+                format!("{key} (secret-shaped value)")
+            }
+        });
+        names.insert(label);
+    }
 }
 
 #[cfg(test)]
@@ -245,6 +699,7 @@ mod tests {
             "GITHUB_AUTH",
             "MY_PASSWD",
             "GOOGLE_APPLICATION_CREDENTIALS",
+            "--hf-token",
         ] {
             assert!(is_secret_name(name), "{name}");
         }
@@ -259,6 +714,7 @@ mod tests {
             "SecretStorage",
             "SSH_AUTH_SOCK",
             "monkey",
+            "AWS_ACCESS_KEY_ID",
         ] {
             assert!(!is_secret_name(name), "{name}");
         }
@@ -275,6 +731,114 @@ mod tests {
         assert_eq!(redact_url_passwords("no url"), None);
     }
 
+    /// Each case of the issue, in a text: the secret is gone, what is not secret stays, and
+    /// a second pass changes nothing.
+    #[test]
+    fn texts_lose_every_secret_and_keep_the_rest() {
+        let hf = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789";
+        let cases: &[(&str, &[&str], &[&str])] = &[
+            (
+                "env HF_TOKEN=hf_abc123 TOKENIZERS_PARALLELISM=false python train.py",
+                &["hf_abc123"],
+                &["TOKENIZERS_PARALLELISM=false", "python train.py", "HF_TOKEN="],
+            ),
+            (
+                "HOME=/root\0HF_TOKEN=tok1\0DB_PASSWORD=1234\0PATH=/usr/bin\nGH_TOKEN=tok2 X=1",
+                &["tok1", "=1234", "tok2"],
+                &["HOME=/root", "PATH=/usr/bin", "X=1"],
+            ),
+            (
+                "[\"python\", \"run.py\", \"--hf-token\", \"secret-val\", \"--lr\", \"1e-3\"]",
+                &["secret-val"],
+                &["--hf-token", "--lr", "1e-3"],
+            ),
+            (
+                "python run.py --hf-token secret-val --api-key=other-val --max-tokens 8",
+                &["secret-val", "other-val"],
+                &["--max-tokens 8", "--api-key="],
+            ),
+            (
+                "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.payload.sig",
+                &["eyJhbGciOiJIUzI1NiJ9"],
+                &["Authorization: Bearer "],
+            ),
+            (
+                "AWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE region=us-east-1",
+                &["AKIAIOSFODNN7EXAMPLE"],
+                &["region=us-east-1"],
+            ),
+            (
+                "GPU 0 (https://user:p4ss@host.example/x) and https://host/a?token=q1&b=2",
+                &["p4ss", "q1"],
+                &["host.example", "&b=2"],
+            ),
+            (
+                "worker ghp_0123456789abcdefghijABCDEFGHIJ sk-proj-0123456789abcdefghij xoxb-1234567890-abc",
+                &["ghp_0123", "sk-proj", "xoxb-"],
+                &["worker "],
+            ),
+            (
+                "pip google-auth==2.40.3 SecretStorage==3.3.1 num_tokens=12 SSH_AUTH_SOCK=/tmp/s",
+                &[],
+                &["google-auth==2.40.3", "SecretStorage==3.3.1", "num_tokens=12", "SSH_AUTH_SOCK=/tmp/s"],
+            ),
+            ("export API_KEY=\"a b c\" next", &["a b c"], &["next"]),
+            ("PASSWORD=REDACTED KEY=*** HF_TOKEN=", &[], &["REDACTED", "***"]),
+        ];
+        for (text, gone, kept) in cases {
+            let text = text.replace("hf_abc123", hf);
+            let clean = redact_text(&text).unwrap_or_else(|| text.clone());
+            for secret in gone.iter().map(|s| s.replace("hf_abc123", hf)) {
+                assert!(!clean.contains(&secret), "{secret} kept in {clean:?}");
+            }
+            for k in *kept {
+                assert!(clean.contains(k), "{k} lost in {clean:?}");
+            }
+            assert_eq!(gone.is_empty(), !clean.contains(MARKER), "{clean:?}");
+            assert_eq!(redact_text(&clean), None, "not idempotent: {clean:?}");
+            if !gone.is_empty() {
+                assert!(might_hold_secret(&text), "{text:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn shapes_need_their_length_and_a_word_start() {
+        for text in [
+            "hf_short",
+            "hf_hub_download",
+            "task-0123456789abcdefghijklmn",
+            "AKIAIOSFODNN7EXAMPLEX",
+            "xAKIAIOSFODNN7EXAMPLE",
+            "Bearer <x>",
+            "ghp_short",
+        ] {
+            assert_eq!(redact_text(text), None, "{text}");
+        }
+    }
+
+    #[test]
+    fn args_blobs_are_redacted_and_others_left_as_they_are() {
+        let blobs = [
+            "{\"External id\":7,\"Input Dims\":[[2,3]]}",
+            "{\"password\":1234,\"MAX_TOKEN\":5,\"cmd\":[\"x\",\"--hf-token\",\"v1\"]}",
+            "{\"Call stack\":\"tokenizer.py(3): encode\"}",
+            "{\"header\":\"Authorization: Bearer abcdefgh12345\"}",
+        ];
+        let mut table: ArgsTable = blobs.iter().collect();
+        assert_eq!(redact_args(&mut table), 2);
+        assert_eq!(table.len(), 4);
+        assert_eq!(table.get(0), Some(blobs[0]));
+        assert_eq!(table.get(2), Some(blobs[2]));
+        let one: Value = serde_json::from_str(table.get(1).unwrap()).unwrap();
+        assert_eq!(one["password"], MARKER);
+        assert_eq!(one["MAX_TOKEN"], 5);
+        assert_eq!(one["cmd"], serde_json::json!(["x", "--hf-token", MARKER]));
+        assert!(!table.get(3).unwrap().contains("abcdefgh12345"));
+        assert!(!might_hold_secret(blobs[0]));
+        assert_eq!(redact_args(&mut table), 0);
+    }
+
     #[test]
     fn metadata_is_redacted_and_reported() {
         let mut trace = Trace::default();
@@ -288,18 +852,40 @@ mod tests {
                 serde_json::json!({
                     "env": {"HF_TOKEN": "hf_abc", "TOKENIZERS_PARALLELISM": "false",
                             "WANDB_API_KEY": "REDACTED", "MAX_TOKEN": 5,
-                            "DB": "postgres://u:pw@db:5432/x"},
-                    "argv": ["python", "GH_TOKEN=ghp_123", "--lr=1"],
+                            "DB": "postgres://u:pw@db:5432/x", "DB_PASSWORD": 1234},
+                    "argv": ["python", "GH_TOKEN=ghp_123", "--lr=1", "--hf-token", "hf_x"],
+                    "cmdline": "env OPENAI_API_KEY=sk-1 python x.py",
                     "pip_packages": ["google-auth==2.40.3", "SecretStorage==3.3.1"],
                 })
                 .to_string(),
             ),
             notes: Default::default(),
         });
-        let names = redact_trace(&mut trace);
-        assert_eq!(names, ["DB (URL password)", "GH_TOKEN", "HF_TOKEN"]);
+        trace.devices.push(strato_trace::Device {
+            name: Some("gpu via https://u:devpw@host/".into()),
+            ..Default::default()
+        });
+        trace.processes.push(strato_trace::Process {
+            rank: strato_trace::RankId(0),
+            pid: 1,
+            name: Some("python HF_TOKEN=procsecret".into()),
+            labels: None,
+        });
+        let redacted = redact_trace(&mut trace);
+        assert_eq!(
+            redacted.names,
+            [
+                "--hf-token",
+                "DB (URL password)",
+                "DB_PASSWORD",
+                "GH_TOKEN",
+                "HF_TOKEN",
+                "OPENAI_API_KEY",
+                "device name (URL password)"
+            ]
+        );
         let text = trace.ranks[0].metadata_json.clone().unwrap_or_default();
-        for secret in ["hf_abc", "ghp_123", ":pw@"] {
+        for secret in ["hf_abc", "ghp_123", ":pw@", "hf_x", "sk-1", "1234"] {
             assert!(!text.contains(secret), "{secret} in {text}");
         }
         for kept in [
@@ -311,7 +897,13 @@ mod tests {
         ] {
             assert!(text.contains(kept), "{kept} not in {text}");
         }
-        assert_eq!(redacted_names(&trace), names);
-        assert!(redact_trace(&mut trace).is_empty());
+        assert!(!trace.devices[0].name.as_deref().unwrap().contains("devpw"));
+        assert!(!trace.processes[0]
+            .name
+            .as_deref()
+            .unwrap()
+            .contains("procsecret"));
+        assert_eq!(redacted_names(&trace), redacted.names);
+        assert_eq!(redact_trace(&mut trace), Redacted::default());
     }
 }

@@ -1,5 +1,5 @@
 //! `strato import`: traces into a profile directory (Parquet tables + metadata.json), secrets
-//! redacted unless `--keep-secrets`.
+//! (in metadata, names and event attributes) redacted unless `--keep-secrets`.
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -137,7 +137,7 @@ fn note_redacted(trace: &Trace) {
     let redacted = strato_io::redact::redacted_names(trace);
     if !redacted.is_empty() {
         eprintln!(
-            "strato: note: redacted secret-looking values in the sources' metadata: {} \
+            "strato: note: redacted secret-looking values in the sources' metadata and names: {} \
              (--keep-secrets keeps them)",
             redacted.join(", ")
         );

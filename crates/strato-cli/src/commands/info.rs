@@ -85,7 +85,7 @@ pub fn run(args: InfoArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()> {
         if !redacted.is_empty() {
             writeln!(
                 out,
-                "redacted {} (secret-looking values in the sources' metadata; \
+                "redacted {} (secret-looking values in the sources' metadata and names; \
                  --keep-secrets keeps them)",
                 redacted.join(", ")
             )?;

@@ -21,6 +21,7 @@ mod outputs;
 mod ranks;
 mod report_diff;
 mod samples;
+mod secrets;
 mod snapshots;
 mod sql;
 mod time_arith;
