@@ -19,6 +19,12 @@
 //! - a trace that comes out satisfies [`strato_trace::Trace::validate`];
 //! - `chrome_chunked` only: reading the same JSON through a tiny, odd read window gives the same
 //!   result as the CLI's read (the splitter must not depend on where reads end).
+//!
+//! The configuration files (`rules`, `device_spec`, `level_map`) go the way the CLI reads them
+//! too: the bounded read of [`strato_io::config::read_config_text`], then the parser and its
+//! checks ([`strato_analysis::advise::AdviseConfig::from_toml`],
+//! [`strato_analysis::devices::DeviceSpec::from_json`], [`strato_trace::LevelMap::from_json`]);
+//! same rules, and a file that is accepted must hold values inside the documented ranges.
 
 use std::io::{BufReader, Cursor};
 use std::path::{Path, PathBuf};
@@ -61,10 +67,16 @@ pub enum Target {
     PerfData,
     /// `perf script` text output (`perf.rs`; sniffed from its first event line).
     PerfScript,
+    /// An advice rules file (`strato advise --rules`, TOML).
+    Rules,
+    /// A device spec (`strato ops --device-spec`, JSON).
+    DeviceSpec,
+    /// A level map (`strato --level-map`, JSON).
+    LevelMap,
 }
 
 /// Every target, in the order the docs and scripts list them.
-pub const TARGETS: [Target; 12] = [
+pub const TARGETS: [Target; 15] = [
     Target::Chrome,
     Target::ChromeChunked,
     Target::Tf,
@@ -77,6 +89,9 @@ pub const TARGETS: [Target; 12] = [
     Target::Perfetto,
     Target::PerfData,
     Target::PerfScript,
+    Target::Rules,
+    Target::DeviceSpec,
+    Target::LevelMap,
 ];
 
 impl Target {
@@ -95,6 +110,9 @@ impl Target {
             Target::Perfetto => "perfetto",
             Target::PerfData => "perf_data",
             Target::PerfScript => "perf_script",
+            Target::Rules => "rules",
+            Target::DeviceSpec => "device_spec",
+            Target::LevelMap => "level_map",
         }
     }
 
@@ -128,6 +146,9 @@ impl Target {
             // No suffix the CLI reads by name (`.pb`, `.pftrace`, `.strato`, `.gz` are
             // content-sniffed anyway): the text is recognised from its first event line.
             Target::PerfScript => "perf-script.txt",
+            Target::Rules => "rules.toml",
+            Target::DeviceSpec => "device.json",
+            Target::LevelMap => "levels.json",
         }
     }
 }
@@ -143,6 +164,8 @@ pub enum Outcome {
     },
     /// The input was refused with one clear error (the error's text).
     Refused(String),
+    /// A configuration file was accepted.
+    Configured,
 }
 
 /// The options the CLI imports with, but with the fuzzing decompression bound.
@@ -159,6 +182,10 @@ pub fn run(target: Target, data: &[u8]) -> Outcome {
     let path = dir.path().join(target.file_name());
     match target {
         Target::Store => run_store(data, &path),
+        Target::Rules | Target::DeviceSpec | Target::LevelMap => {
+            std::fs::write(&path, data).expect("writing the fuzz input");
+            run_config(target, &path)
+        }
         _ => {
             std::fs::write(&path, data).expect("writing the fuzz input");
             let outcome = check_import(&path, strato_io::import_file(&path, &options()));
@@ -167,6 +194,57 @@ pub fn run(target: Target, data: &[u8]) -> Outcome {
             }
             outcome
         }
+    }
+}
+
+/// A configuration target: read and parsed as the CLI does; the error is `PATH: message`.
+fn run_config(target: Target, path: &Path) -> Outcome {
+    let what = match target {
+        Target::Rules => "the rules file",
+        Target::DeviceSpec => "the device spec",
+        _ => "the level map",
+    };
+    let text = match strato_io::config::read_config_text(path, what) {
+        Ok(text) => text,
+        Err(e) => return refused(path, &e.to_string()),
+    };
+    let parsed = match target {
+        Target::Rules => strato_analysis::advise::AdviseConfig::from_toml(&text)
+            .map(|config| {
+                // Accepted means inside the documented ranges.
+                assert_eq!(config.validate(), Ok(()), "accepted rules fail validate");
+                assert!(config.low_util.chunks <= strato_analysis::advise::MAX_CHUNKS);
+            })
+            .map_err(|e| e.to_string()),
+        Target::DeviceSpec => strato_analysis::devices::DeviceSpec::from_json(&text)
+            .map(|spec| {
+                let (lo, hi) = strato_analysis::devices::BANDWIDTH_GBS_RANGE;
+                assert!((lo..=hi).contains(&spec.memory_bandwidth_gbs));
+                for p in [
+                    strato_analysis::devices::Precision::Fp64,
+                    strato_analysis::devices::Precision::Fp32,
+                    strato_analysis::devices::Precision::Tf32,
+                    strato_analysis::devices::Precision::Fp16,
+                    strato_analysis::devices::Precision::Bf16,
+                    strato_analysis::devices::Precision::Fp8,
+                    strato_analysis::devices::Precision::Fp4,
+                ] {
+                    if let Some(ridge) = spec.ridge(p) {
+                        assert!(ridge.is_finite() && ridge > 0.0, "ridge {ridge} for {p:?}");
+                    }
+                }
+            })
+            .map_err(|e| e.to_string()),
+        _ => strato_trace::LevelMap::from_json(&text)
+            .map(|map| {
+                let defaults = strato_trace::LevelMap::default().rules().len();
+                assert!(map.rules().len() <= defaults + strato_trace::MAX_LEVEL_RULES);
+            })
+            .map_err(|e| e.to_string()),
+    };
+    match parsed {
+        Ok(()) => Outcome::Configured,
+        Err(message) => refused(path, &format!("{}: {message}", path.display())),
     }
 }
 

@@ -158,3 +158,18 @@ fn perf_data() {
 fn perf_script() {
     check(Target::PerfScript);
 }
+
+#[test]
+fn rules() {
+    check(Target::Rules);
+}
+
+#[test]
+fn device_spec() {
+    check(Target::DeviceSpec);
+}
+
+#[test]
+fn level_map() {
+    check(Target::LevelMap);
+}

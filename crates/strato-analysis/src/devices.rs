@@ -76,7 +76,10 @@ impl Precision {
 }
 
 /// Peaks of one device model. FLOP/s values are in TFLOP/s, bandwidths in GB/s (10^9 B/s).
+/// Read from a user's file, a field not listed here is refused (a misspelt peak would
+/// otherwise be dropped silently and the precision shown as unknown).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct DeviceSpec {
     pub name: Cow<'static, str>,
     #[serde(default)]
@@ -110,19 +113,59 @@ pub struct DeviceSpec {
 pub enum DeviceSpecError {
     #[error("not a device spec JSON object: {0}")]
     Json(#[from] serde_json::Error),
-    #[error("memory_bandwidth_gbs must be a positive number, got {0}")]
-    Bandwidth(f64),
-    #[error("{field} must be a positive number when given, got {value}")]
-    Peak { field: &'static str, value: f64 },
+    #[error(
+        "{field} must be a number in [{min}, {max}] {unit} (a physically plausible peak), got {value:?}"
+    )]
+    OutOfRange {
+        field: &'static str,
+        value: f64,
+        min: f64,
+        max: f64,
+        unit: &'static str,
+    },
 }
+
+/// The range a user's peak FLOP/s must fall in, in TFLOP/s: from 1 GFLOP/s to 1 EFLOP/s for one
+/// device (the largest dense peak in the table is 10 066 TFLOP/s, MI355X FP4). Outside it a
+/// number is a typo or a unit mistake, and would give "% of peak" of 0.0 % or infinity.
+pub const PEAK_TFLOPS_RANGE: (f64, f64) = (1e-3, 1e6);
+/// The range a user's bandwidth (memory or link) must fall in, in GB/s: from 0.1 GB/s to
+/// 1 PB/s (the table's largest is 8 000 GB/s).
+pub const BANDWIDTH_GBS_RANGE: (f64, f64) = (0.1, 1e6);
 
 impl DeviceSpec {
     /// Parses a user's device spec (the fields of this struct; `name` and
-    /// `memory_bandwidth_gbs` required, every peak optional). Rejects non-positive numbers.
+    /// `memory_bandwidth_gbs` required, every peak optional, any other field refused with
+    /// its name and the accepted ones). Every number must be finite and within
+    /// [`PEAK_TFLOPS_RANGE`] (TFLOP/s) or [`BANDWIDTH_GBS_RANGE`] (GB/s).
     pub fn from_json(text: &str) -> Result<DeviceSpec, DeviceSpecError> {
         let mut s: DeviceSpec = serde_json::from_str(text)?;
-        if !(s.memory_bandwidth_gbs.is_finite() && s.memory_bandwidth_gbs > 0.0) {
-            return Err(DeviceSpecError::Bandwidth(s.memory_bandwidth_gbs));
+        let in_range = |field, value: f64, (min, max): (f64, f64), unit| {
+            if value.is_finite() && (min..=max).contains(&value) {
+                Ok(())
+            } else {
+                Err(DeviceSpecError::OutOfRange {
+                    field,
+                    value,
+                    min,
+                    max,
+                    unit,
+                })
+            }
+        };
+        in_range(
+            "memory_bandwidth_gbs",
+            s.memory_bandwidth_gbs,
+            BANDWIDTH_GBS_RANGE,
+            "GB/s",
+        )?;
+        if let Some(v) = s.link_bandwidth_gbs_per_direction {
+            in_range(
+                "link_bandwidth_gbs_per_direction",
+                v,
+                BANDWIDTH_GBS_RANGE,
+                "GB/s",
+            )?;
         }
         for (field, value) in [
             ("fp64_tflops", s.fp64_tflops),
@@ -132,15 +175,9 @@ impl DeviceSpec {
             ("bf16_tensor_tflops", s.bf16_tensor_tflops),
             ("fp8_tensor_tflops", s.fp8_tensor_tflops),
             ("fp4_tensor_tflops", s.fp4_tensor_tflops),
-            (
-                "link_bandwidth_gbs_per_direction",
-                s.link_bandwidth_gbs_per_direction,
-            ),
         ] {
             if let Some(v) = value {
-                if !(v.is_finite() && v > 0.0) {
-                    return Err(DeviceSpecError::Peak { field, value: v });
-                }
+                in_range(field, v, PEAK_TFLOPS_RANGE, "TFLOP/s")?;
             }
         }
         if s.source.is_empty() {
@@ -734,6 +771,45 @@ mod tests {
             "[1,2]",
         ] {
             assert!(DeviceSpec::from_json(bad).is_err(), "{bad}");
+        }
+        // A misspelt field is named with the accepted ones, not dropped.
+        let e = DeviceSpec::from_json(r#"{"name":"x","memory_bandwidth_gbs":10,"bf16_tflops":50}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("unknown field `bf16_tflops`") && e.contains("`bf16_tensor_tflops`"),
+            "{e}"
+        );
+        // Peaks that would make "% of peak" infinite or 0.0 %: refused, naming the field.
+        for (json, field) in [
+            (r#""fp32_tflops":5e-324"#, "fp32_tflops"),
+            (r#""fp16_tensor_tflops":1e308"#, "fp16_tensor_tflops"),
+            (
+                r#""link_bandwidth_gbs_per_direction":1e9"#,
+                "link_bandwidth_gbs_per_direction",
+            ),
+        ] {
+            let text = format!(r#"{{"name":"x","memory_bandwidth_gbs":10,{json}}}"#);
+            let e = DeviceSpec::from_json(&text).unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!("{field} must be a number in [")),
+                "{e}"
+            );
+        }
+        let e = DeviceSpec::from_json(r#"{"name":"x","memory_bandwidth_gbs":1e-9}"#)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "memory_bandwidth_gbs must be a number in [0.1, 1000000] GB/s (a physically \
+             plausible peak), got 1e-9"
+        );
+        // The bounds themselves are accepted, and every row of the table is inside them.
+        let edge = r#"{"name":"x","memory_bandwidth_gbs":0.1,"fp4_tensor_tflops":1000000}"#;
+        assert!(DeviceSpec::from_json(edge).is_ok());
+        for d in DEVICES {
+            let json = serde_json::to_string(d).unwrap();
+            assert!(DeviceSpec::from_json(&json).is_ok(), "{json}");
         }
     }
 

@@ -302,6 +302,7 @@ fn run(cli: Cli) -> Result<u8> {
         graph_capture: cli.graph_capture.clone(),
     };
     crate::input::set_graph_capture(ctx.graph_capture.clone());
+    crate::input::set_level_map(ctx.level_map.clone());
     crate::table::set_csv_raw(cli.csv_raw);
     crate::input::KEEP_SECRETS.store(cli.keep_secrets, std::sync::atomic::Ordering::Relaxed);
     let stdout = std::io::stdout();

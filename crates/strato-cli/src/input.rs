@@ -5,11 +5,11 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use strato_analysis::calibration::RecordingInfo;
 use strato_analysis::overhead::{self, CorrectionSummary};
 use strato_io::ImportOptions;
-use strato_trace::{LevelMap, LevelRule, Trace};
+use strato_trace::{LevelMap, Trace};
 
 /// `--salvage` of the running command (set by `run` for each invocation: the Python package
 /// runs several in one process).
@@ -26,15 +26,8 @@ pub(crate) fn import_options(
     let level_map = match cli_level_map {
         None => LevelMap::default(),
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("{}: cannot read level map", path.display()))?;
-            let rules: Vec<LevelRule> = serde_json::from_str(&text).with_context(|| {
-                format!(
-                    "{}: not a list of {{format, category, level}} rules",
-                    path.display()
-                )
-            })?;
-            LevelMap::with_overrides(rules).with_context(|| path.display().to_string())?
+            let text = strato_io::config::read_config_text(path, "the level map")?;
+            LevelMap::from_json(&text).map_err(|e| anyhow!("{}: {e}", path.display()))?
         }
     };
     let memory_budget_bytes = strato_io::budget::memory_budget_from_env()?;
@@ -102,11 +95,32 @@ pub(crate) fn graph_capture() -> Option<PathBuf> {
         .clone()
 }
 
+/// `--level-map` of the running command (set by `run` for each invocation), for
+/// [`global_inputs`].
+static LEVEL_MAP: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
+
+/// Sets the `--level-map` file [`global_inputs`] names.
+pub(crate) fn set_level_map(path: Option<PathBuf>) {
+    *LEVEL_MAP.lock().unwrap_or_else(|e| e.into_inner()) = path;
+}
+
+/// The files every command of this invocation reads besides its own inputs: `--graph-capture`
+/// and `--level-map` (an output may not overwrite them either, [`crate::output`]).
+pub(crate) fn global_inputs() -> Vec<PathBuf> {
+    let level_map = LEVEL_MAP.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    graph_capture().into_iter().chain(level_map).collect()
+}
+
 /// The replayed graph kernels of `trace` attributed to the launches of the capture trace at
 /// `capture` ([`strato_analysis::graphs`]); one coverage line on stderr.
 fn apply_graph_capture(trace: Trace, capture: &Path, options: &ImportOptions) -> Result<Trace> {
-    if !capture.exists() {
-        bail!("{}: no such file or directory", capture.display());
+    match std::fs::metadata(capture) {
+        Err(_) => bail!("{}: no such file or directory", capture.display()),
+        Ok(info) if info.is_dir() => bail!(
+            "{}: is a directory; --graph-capture takes one trace file (of the capturing run)",
+            capture.display()
+        ),
+        Ok(_) => {}
     }
     let capture_options = ImportOptions {
         keep_args: true,
@@ -313,13 +327,14 @@ fn load_unredacted(inputs: &[PathBuf], options: &ImportOptions) -> Result<Profil
 /// they are read instead of kept ([`strato_io::import_file_streaming`]: the trace returned
 /// holds every table but the events; secrets redacted unless `--keep-secrets`, import notes
 /// warned about). `None` when the input does not stream (not a regular Chrome/Kineto JSON
-/// file, or a TensorFlow trace viewer file): the caller imports it with [`open_profile`].
+/// file, or a TensorFlow trace viewer file), or with `--graph-capture` (its attribution needs
+/// the whole trace): the caller imports it with [`open_profile`].
 pub(crate) fn stream_file(
     input: &Path,
     options: &ImportOptions,
     sink: &mut strato_io::chrome::EventSink<'_>,
 ) -> Result<Option<Trace>, strato_io::Error> {
-    if !input.is_file() {
+    if !input.is_file() || graph_capture().is_some() {
         return Ok(None);
     }
     let batch = strato_io::chrome::SINK_EVENTS;

@@ -129,22 +129,43 @@ pub(crate) fn python_for(command: &[String]) -> String {
     }
 }
 
+/// The recorder's `_bootstrap` directory inside the stratoscope package of the interpreter
+/// [`python_for`] names (`STRATOSCOPE_BOOTSTRAP` overrides). The package is looked up without
+/// importing anything that could fail loudly: a missing package, or an interpreter that cannot
+/// run, is one error line, never the interpreter's traceback.
 pub(crate) fn bootstrap_dir(command: &[String]) -> Result<PathBuf> {
     if let Ok(dir) = std::env::var("STRATOSCOPE_BOOTSTRAP") {
         return Ok(PathBuf::from(dir));
     }
     let python = python_for(command);
+    // Exit 3: no `stratoscope` module on this interpreter's path; anything else that goes
+    // wrong (a broken install) is reported by its last line.
     let out = Command::new(&python)
         .args([
             "-c",
-            "import os, stratoscope; print(os.path.join(os.path.dirname(stratoscope.__file__), '_bootstrap'))",
+            "import importlib.util, os, sys\n\
+             spec = importlib.util.find_spec('stratoscope')\n\
+             if spec is None or not spec.submodule_search_locations: sys.exit(3)\n\
+             print(os.path.join(list(spec.submodule_search_locations)[0], '_bootstrap'))",
         ])
         .env_remove("STRATOSCOPE_OUT")
-        .stderr(Stdio::inherit())
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
         .output()
-        .with_context(|| format!("record: cannot run {python}"))?;
+        .map_err(|e| anyhow::anyhow!("record: cannot run {python}: {e}"))?;
+    if out.status.code() == Some(3) {
+        bail!(
+            "record: the stratoscope Python package is not importable by {python} (pip install . \
+             at the repository root, or set STRATOSCOPE_PYTHON to the interpreter that has it)"
+        );
+    }
     if !out.status.success() {
-        bail!("record: the stratoscope Python package is not importable by {python} (pip install . at the repository root)");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
+        bail!(
+            "record: {python} cannot locate the stratoscope package: {}",
+            last.unwrap_or("no message").trim()
+        );
     }
     Ok(PathBuf::from(
         String::from_utf8_lossy(&out.stdout).trim().to_owned(),

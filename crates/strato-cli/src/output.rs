@@ -13,10 +13,17 @@
 //! - A character or block device, a FIFO or a socket is opened and written to directly,
 //!   never replaced (`-o /dev/null` discards the output, a FIFO feeds its reader).
 //! - A directory is refused.
+//! - An output may not be an input of the same command ([`refuse_inputs`]): not the same file
+//!   as any input (same device and inode, after symlinks: `report in.json -o in.json`, or
+//!   `-o /dev/stdout` while stdout is redirected to the input), nor a path inside an input
+//!   directory (a profile, a directory of rank files: `sql -o PROFILE/spans.parquet`). The
+//!   inputs are the command's own plus the global `--graph-capture` and `--level-map` files.
+//!   A character device (a terminal, `/dev/null`) is exempt: writing one does not change
+//!   what it reads.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -69,13 +76,84 @@ fn target(path: &Path) -> Result<Target> {
     }
 }
 
+/// A file's identity: (device, inode).
+fn identity(info: &std::fs::Metadata) -> (u64, u64) {
+    (info.dev(), info.ino())
+}
+
+/// Refuses `out` when writing it would change an input of the command: the same file as one
+/// of `inputs` or of the global inputs (`--graph-capture`, `--level-map`), or a path inside
+/// one of them that is a directory (module docs). `-` (standard output) and character devices
+/// pass. Call it before the inputs are read (fail fast); [`write_output`] checks again.
+pub(crate) fn refuse_inputs(out: &Path, inputs: &[PathBuf]) -> Result<()> {
+    if out.as_os_str() == "-" {
+        return Ok(());
+    }
+    let globals = crate::input::global_inputs();
+    let inputs: Vec<(&Path, std::fs::Metadata)> = inputs
+        .iter()
+        .chain(globals.iter())
+        .filter(|p| !strato_io::input::is_stdin(p))
+        .filter_map(|p| std::fs::metadata(p).ok().map(|m| (p.as_path(), m)))
+        .collect();
+    if inputs.is_empty() {
+        return Ok(());
+    }
+    // The output itself (symlinks followed), when it exists.
+    if let Ok(info) = std::fs::metadata(out) {
+        if info.file_type().is_char_device() {
+            return Ok(());
+        }
+        if inputs.iter().any(|(_, m)| identity(m) == identity(&info)) {
+            bail!(
+                "{}: is an input of this command (would overwrite it)",
+                out.display()
+            );
+        }
+    }
+    // The directories it would be written in: its resolved parent and that one's ancestors.
+    let resolved = match std::fs::canonicalize(out) {
+        Ok(path) => path,
+        Err(_) => {
+            let parent = match out.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            };
+            match std::fs::canonicalize(parent) {
+                Ok(parent) => parent.join(out.file_name().unwrap_or_default()),
+                // A parent that does not exist holds no input; writing reports it.
+                Err(_) => return Ok(()),
+            }
+        }
+    };
+    for dir in resolved.ancestors().skip(1) {
+        let Ok(info) = std::fs::metadata(dir) else {
+            continue;
+        };
+        if let Some((input, _)) = inputs
+            .iter()
+            .find(|(_, m)| m.is_dir() && identity(m) == identity(&info))
+        {
+            bail!(
+                "{}: is inside {}, an input of this command (would change it)",
+                out.display(),
+                input.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Writes an output at `path` (see the module docs) with `write`, which gets a buffered
-/// writer. On failure nothing is left at a regular-file path, and the old file (if any) is
-/// untouched; a device or FIFO may have received part of the output.
+/// writer, after [`refuse_inputs`] with the command's `inputs`. On failure nothing is left at
+/// a regular-file path, and the old file (if any) is untouched; a device or FIFO may have
+/// received part of the output.
 pub(crate) fn write_output(
     path: &Path,
+    inputs: &[PathBuf],
     write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> Result<()> {
+    refuse_inputs(path, inputs)?;
     match target(path)? {
         Target::Stdout => {
             let stdout = io::stdout();

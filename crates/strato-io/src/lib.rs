@@ -13,6 +13,7 @@
 
 pub mod budget;
 pub mod chrome;
+pub mod config;
 pub mod error;
 pub mod export;
 pub mod input;

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use strato_analysis::calibration::RecordingInfo;
 use strato_analysis::overhead;
 use strato_io::ImportOptions;
-use strato_trace::{LevelMap, LevelRule, Trace};
+use strato_trace::{LevelMap, Trace};
 
 use crate::errors::OpenError;
 
@@ -42,15 +42,10 @@ fn import_options(options: &OpenOptions) -> Result<ImportOptions, OpenError> {
     let level_map = match &options.level_map {
         None => LevelMap::default(),
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| OpenError::read(path, format!("cannot read level map: {e}")))?;
-            let rules: Vec<LevelRule> = serde_json::from_str(&text).map_err(|e| {
-                OpenError::option(
-                    path,
-                    format!("not a list of {{format, category, level}} rules: {e}"),
-                )
-            })?;
-            LevelMap::with_overrides(rules).map_err(|e| OpenError::option(path, e.to_string()))?
+            // Bounded like every configuration file (strato_io::config).
+            let text = strato_io::config::read_config_text(path, "the level map")
+                .map_err(|e| OpenError::Read(e.to_string()))?;
+            LevelMap::from_json(&text).map_err(|e| OpenError::option(path, e))?
         }
     };
     let memory_budget_bytes = strato_io::budget::memory_budget_from_env()

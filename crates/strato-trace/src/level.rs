@@ -121,7 +121,16 @@ pub struct LevelRule {
 pub enum LevelMapError {
     #[error("level rule with an empty category")]
     EmptyCategory,
+    /// The text is not a JSON list of rules (the parser's message).
+    #[error("not a list of {{format, category, level}} rules: {0}")]
+    Json(String),
+    #[error("{count} level rules; at most {max} are read")]
+    TooManyRules { count: usize, max: usize },
 }
+
+/// Most rules a level map ([`LevelMap::from_json`]) may add: a real map overrides a few
+/// categories, and every category an importer meets is looked up through all of them.
+pub const MAX_LEVEL_RULES: usize = 1000;
 
 /// Maps (format, source category) to a level. Later rules win over earlier ones, and a rule for
 /// the exact format wins over a `"*"` rule. Categories are compared case-sensitively.
@@ -147,6 +156,21 @@ impl LevelMap {
         let mut map = LevelMap::default();
         map.rules.extend(overrides);
         Ok(map)
+    }
+
+    /// The default mapping with the rules of a `--level-map` file applied on top: `text` is a
+    /// JSON list of `{"format", "category", "level"}` objects (every field required, the
+    /// category not empty), at most [`MAX_LEVEL_RULES`] of them.
+    pub fn from_json(text: &str) -> Result<Self, LevelMapError> {
+        let rules: Vec<LevelRule> =
+            serde_json::from_str(text).map_err(|e| LevelMapError::Json(e.to_string()))?;
+        if rules.len() > MAX_LEVEL_RULES {
+            return Err(LevelMapError::TooManyRules {
+                count: rules.len(),
+                max: MAX_LEVEL_RULES,
+            });
+        }
+        LevelMap::with_overrides(rules)
     }
 
     /// The level of `category` in `format`, or `None` when no rule names it.
@@ -312,6 +336,31 @@ mod tests {
         .unwrap();
         assert_eq!(map.level("kineto", "cpu_op"), Some(Level::Library));
         assert_eq!(map.level("nsys", "mine"), Some(Level::Simulator));
+    }
+
+    #[test]
+    fn level_map_files_parse_and_are_bounded() {
+        let map =
+            LevelMap::from_json(r#"[{"format":"*","category":"mine","level":"Library"}]"#).unwrap();
+        assert_eq!(map.level("nsys", "mine"), Some(Level::Library));
+        assert!(matches!(
+            LevelMap::from_json(r#"{"format":"*"}"#),
+            Err(LevelMapError::Json(_))
+        ));
+        assert_eq!(
+            LevelMap::from_json(r#"[{"format":"*","category":"","level":"Library"}]"#),
+            Err(LevelMapError::EmptyCategory)
+        );
+        let rule = r#"{"format":"*","category":"c","level":"Os"}"#;
+        let list = |n: usize| format!("[{}]", vec![rule; n].join(","));
+        assert!(LevelMap::from_json(&list(MAX_LEVEL_RULES)).is_ok());
+        assert_eq!(
+            LevelMap::from_json(&list(MAX_LEVEL_RULES + 1)),
+            Err(LevelMapError::TooManyRules {
+                count: MAX_LEVEL_RULES + 1,
+                max: MAX_LEVEL_RULES
+            })
+        );
     }
 
     #[test]

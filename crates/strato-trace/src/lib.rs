@@ -27,7 +27,7 @@ mod time;
 
 pub use args::ArgsTable;
 pub use budget::{MemoryBudgetExceeded, MemoryTracker};
-pub use level::{Level, LevelMap, LevelMapError, LevelRule};
+pub use level::{Level, LevelMap, LevelMapError, LevelRule, MAX_LEVEL_RULES};
 pub use model::{
     ArgsId, ClockDomain, ClockInfo, ClockSource, CounterSample, Device, Flow, FlowEnd, Instant,
     Process, Rank, RankId, Span, SpanId, Trace, TraceError, Track, TrackId, TrackIndexHandle,

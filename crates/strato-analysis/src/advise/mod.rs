@@ -206,8 +206,12 @@ impl AdviseConfig {
         true
     }
 
-    /// Checks the thresholds: percentages in `[0, 100]`, durations and sizes non-negative and
-    /// finite. The error names the field.
+    /// Checks the thresholds (the error names the field and its range): percentages in
+    /// `[0, 100]`; durations finite, in `[0, MAX_DURATION_US]` (one day); `low_util.chunks` in
+    /// `[1, MAX_CHUNKS]` (the rule cuts each device's window into that many chunks, so a huge
+    /// count would run for ever); `small_copies.max_bytes` in `[0, MAX_COPY_BYTES]` (1 TiB);
+    /// the counts `launch_bound.min_kernels` and `small_copies.min_copies` at most
+    /// `MAX_COUNT`.
     pub fn validate(&self) -> Result<(), String> {
         let pcts = [
             ("floor_pct", self.floor_pct),
@@ -224,10 +228,12 @@ impl AdviseConfig {
         ];
         for (name, v) in pcts {
             if !(0.0..=100.0).contains(&v) {
-                return Err(format!("{name} must be a percentage in [0, 100], got {v}"));
+                return Err(format!(
+                    "{name} must be a percentage in [0, 100], got {v:?}"
+                ));
             }
         }
-        let non_negative = [
+        let durations = [
             ("host_sync.min_stall_us", self.host_sync.min_stall_us),
             ("gpu_idle.min_gap_us", self.gpu_idle.min_gap_us),
             (
@@ -239,19 +245,71 @@ impl AdviseConfig {
                 self.small_copies.max_unsized_us,
             ),
         ];
-        for (name, v) in non_negative {
-            if !(v.is_finite() && v >= 0.0) {
-                return Err(format!("{name} must be a finite duration >= 0, got {v}"));
+        for (name, v) in durations {
+            if !(v.is_finite() && (0.0..=MAX_DURATION_US).contains(&v)) {
+                return Err(format!(
+                    "{name} must be a duration in [0, {MAX_DURATION_US}] us (one day), got {v:?}"
+                ));
             }
         }
-        if self.small_copies.max_bytes < 0 {
-            return Err("small_copies.max_bytes must be >= 0".into());
+        if !(0..=MAX_COPY_BYTES).contains(&self.small_copies.max_bytes) {
+            return Err(format!(
+                "small_copies.max_bytes must be in [0, {MAX_COPY_BYTES}] (1 TiB), got {}",
+                self.small_copies.max_bytes
+            ));
         }
-        if self.low_util.chunks == 0 {
-            return Err("low_util.chunks must be at least 1".into());
+        if !(1..=MAX_CHUNKS).contains(&self.low_util.chunks) {
+            return Err(format!(
+                "low_util.chunks must be in [1, {MAX_CHUNKS}], got {}",
+                self.low_util.chunks
+            ));
+        }
+        for (name, v) in [
+            ("launch_bound.min_kernels", self.launch_bound.min_kernels),
+            ("small_copies.min_copies", self.small_copies.min_copies),
+        ] {
+            if v > MAX_COUNT {
+                return Err(format!("{name} must be at most {MAX_COUNT}, got {v}"));
+            }
         }
         Ok(())
     }
+
+    /// Parses and checks a `--rules` file's TOML text: every field optional (a missing one
+    /// keeps its default), an unknown one refused, then [`AdviseConfig::validate`]. The error
+    /// is one line: what is wrong and, for a syntax or type error, the line.
+    pub fn from_toml(text: &str) -> Result<AdviseConfig, RulesError> {
+        let config: AdviseConfig = toml::from_str(text).map_err(|e| {
+            // The parser's Display spans several lines: its message and where instead.
+            let line = e
+                .span()
+                .map(|r| text[..r.start.min(text.len())].lines().count().max(1));
+            RulesError::Toml {
+                at: line.map(|l| format!(" at line {l}")).unwrap_or_default(),
+                message: e.message().trim().replace('\n', " "),
+            }
+        })?;
+        config.validate().map_err(RulesError::Invalid)?;
+        Ok(config)
+    }
+}
+
+/// Largest duration threshold of a rule (us): one day.
+pub const MAX_DURATION_US: f64 = 86_400e6;
+/// Most chunks [`low_util`] cuts a device's window into.
+pub const MAX_CHUNKS: usize = 100_000;
+/// Largest `small_copies.max_bytes`: 1 TiB.
+pub const MAX_COPY_BYTES: i64 = 1 << 40;
+/// Largest count threshold (`min_kernels`, `min_copies`).
+pub const MAX_COUNT: usize = 1_000_000_000;
+
+/// Why a `--rules` file was refused ([`AdviseConfig::from_toml`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RulesError {
+    #[error("not a valid rules file (TOML){at}: {message}")]
+    Toml { at: String, message: String },
+    #[error("{0}")]
+    Invalid(String),
 }
 
 /// The result of [`advise`].

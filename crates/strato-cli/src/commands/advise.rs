@@ -7,7 +7,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, Result};
 use strato_analysis::advise::{self, AdviseConfig, AdviseReport, RULES};
 use strato_analysis::analyzed::Analyzed;
 
@@ -39,26 +39,11 @@ pub struct AdviseArgs {
     json: bool,
 }
 
-/// Reads a `--rules` file.
+/// Reads a `--rules` file: bounded like every configuration file ([`strato_io::config`]),
+/// parsed and checked by [`AdviseConfig::from_toml`]; the error names the file.
 pub fn read_rules(path: &Path) -> Result<AdviseConfig> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("{}: cannot read the rules file", path.display()))?;
-    let config: AdviseConfig = toml::from_str(&text).map_err(|e| {
-        // One line: the parser's message and where (its Display spans several lines).
-        let line = e
-            .span()
-            .map(|r| text[..r.start.min(text.len())].lines().count().max(1));
-        anyhow!(
-            "{}: not a valid rules file (TOML){}: {}",
-            path.display(),
-            line.map(|l| format!(" at line {l}")).unwrap_or_default(),
-            e.message().trim().replace('\n', " ")
-        )
-    })?;
-    config
-        .validate()
-        .map_err(|e| anyhow!("{}: {e}", path.display()))?;
-    Ok(config)
+    let text = strato_io::config::read_config_text(path, "the rules file")?;
+    AdviseConfig::from_toml(&text).map_err(|e| anyhow!("{}: {e}", path.display()))
 }
 
 /// Runs `strato advise`.

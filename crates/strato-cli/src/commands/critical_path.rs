@@ -147,6 +147,9 @@ pub fn run(args: CriticalPathArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()
         step,
         json,
     } = args;
+    if let Some(path) = &overlay {
+        crate::output::refuse_inputs(path, &inputs)?;
+    }
     let loaded = load(&inputs, &ctx.import_options(true)?)?;
     // A process driving several GPUs: one rank per device, as NCCL numbers them, so that its
     // collectives link the devices (see docs/analyses/collectives.md).
@@ -203,7 +206,7 @@ pub fn run(args: CriticalPathArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()
         .map_err(|e| anyhow::anyhow!("{}: {e}", inputs[0].display()))?;
     if let Some(path) = &overlay {
         let overlay = overlay_of(&trace, &report);
-        crate::output::write_output(path, |w| {
+        crate::output::write_output(path, &inputs, |w| {
             strato_io::export::chrome::write_overlaid(&trace, &overlay, w)
         })?;
     }

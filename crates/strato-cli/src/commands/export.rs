@@ -53,6 +53,12 @@ pub fn run(args: ExportArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Resu
     if perfetto.is_none() && chrome.is_none() && folded.is_none() && firefox.is_none() {
         bail!("export: say where to write: --perfetto OUT, --chrome OUT, --folded OUT and/or --firefox OUT");
     }
+    for path in [&perfetto, &chrome, &folded, &firefox]
+        .into_iter()
+        .flatten()
+    {
+        crate::output::refuse_inputs(path, &inputs)?;
+    }
     let trace = load(&inputs, &ctx.import_options(true)?)?;
     if let Some(path) = perfetto {
         let extras = if raw {
@@ -60,21 +66,23 @@ pub fn run(args: ExportArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Resu
         } else {
             perfetto_extras(&trace, iterations)
         };
-        crate::output::write_output(&path, |w| {
+        crate::output::write_output(&path, &inputs, |w| {
             strato_io::export::perfetto::write_with(&trace, &extras, w)
         })?;
         writeln!(out, "wrote {}", path.display())?;
     }
     if let Some(path) = chrome {
-        crate::output::write_output(&path, |w| strato_io::export::chrome::write(&trace, w))?;
+        crate::output::write_output(&path, &inputs, |w| {
+            strato_io::export::chrome::write(&trace, w)
+        })?;
         writeln!(out, "wrote {}", path.display())?;
     }
     if let Some(path) = folded {
-        let lines = super::export_samples::write_folded(&trace, &path)?;
+        let lines = super::export_samples::write_folded(&trace, &path, &inputs)?;
         writeln!(out, "wrote {} ({lines} stacks)", path.display())?;
     }
     if let Some(path) = firefox {
-        let samples = super::export_samples::write_firefox(&trace, &path)?;
+        let samples = super::export_samples::write_firefox(&trace, &path, &inputs)?;
         writeln!(out, "wrote {} ({samples} samples)", path.display())?;
     }
     Ok(())

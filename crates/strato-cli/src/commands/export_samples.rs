@@ -6,7 +6,7 @@
 //! its time, thread and process, times relative to the first sample.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 use fxprof_processed_profile::{
@@ -19,13 +19,13 @@ use strato_trace::{Trace, TrackKind};
 const NO_SAMPLES: &str = "the profile holds no CPU samples (record with `strato record --sample`)";
 
 /// Writes the folded stacks of `trace`'s samples to `path`; returns the number of lines.
-pub(crate) fn write_folded(trace: &Trace, path: &Path) -> Result<usize> {
+pub(crate) fn write_folded(trace: &Trace, path: &Path, inputs: &[PathBuf]) -> Result<usize> {
     let samples = cpu_samples(trace, &SampleOptions::default());
     if samples.samples == 0 {
         bail!("export --folded: {NO_SAMPLES}");
     }
     let mut lines = 0;
-    crate::output::write_output(path, |w| {
+    crate::output::write_output(path, inputs, |w| {
         for line in samples.folded() {
             writeln!(w, "{line}")?;
             lines += 1;
@@ -37,7 +37,7 @@ pub(crate) fn write_folded(trace: &Trace, path: &Path) -> Result<usize> {
 
 /// Writes `trace`'s samples in the Firefox Profiler's processed format to `path`; returns the
 /// number of samples.
-pub(crate) fn write_firefox(trace: &Trace, path: &Path) -> Result<usize> {
+pub(crate) fn write_firefox(trace: &Trace, path: &Path, inputs: &[PathBuf]) -> Result<usize> {
     let samples = joined_samples(trace, &SampleOptions::default());
     let Some(t0) = samples.iter().map(|s| s.ts).min() else {
         bail!("export --firefox: {NO_SAMPLES}");
@@ -96,7 +96,7 @@ pub(crate) fn write_firefox(trace: &Trace, path: &Path) -> Result<usize> {
         let ts = Timestamp::from_nanos_since_reference((s.ts - t0).max(0) as u64);
         profile.add_sample(thread, ts, stack, CpuDelta::ZERO, 1);
     }
-    crate::output::write_output(path, |w| {
+    crate::output::write_output(path, inputs, |w| {
         serde_json::to_writer(&mut *w, &profile).map_err(std::io::Error::other)
     })?;
     Ok(samples.len())

@@ -36,6 +36,8 @@ pub fn run(args: ImportArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()> {
         partitioned,
         job,
     } = args;
+    // The profile (or store) directory may not be an input nor inside one.
+    crate::output::refuse_inputs(&output, &inputs)?;
     let options = ctx.import_options(true)?;
     if partitioned {
         return import_partitioned(

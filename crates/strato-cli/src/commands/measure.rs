@@ -232,7 +232,8 @@ pub(crate) fn run(args: MeasureArgs, out: &mut dyn Write) -> Result<()> {
     let candidates = load_candidates(&args)?;
     if let Some(path) = &args.write_candidates {
         let text = serde_json::to_string_pretty(&candidate::to_list_json(&candidates))?;
-        crate::output::write_output(path, |w| w.write_all(text.as_bytes()))?;
+        let inputs: Vec<PathBuf> = args.candidates.iter().cloned().collect();
+        crate::output::write_output(path, &inputs, |w| w.write_all(text.as_bytes()))?;
         writeln!(
             out,
             "wrote {} candidates to {}",

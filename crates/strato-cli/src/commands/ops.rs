@@ -7,7 +7,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use strato_analysis::analyzed::Analyzed;
 use strato_analysis::devices::DeviceSpec;
 use strato_analysis::ops::{self, OpRow, OpsReport};
@@ -33,10 +33,10 @@ pub struct OpsArgs {
     csv: bool,
 }
 
-/// Reads a `--device-spec FILE`; the error names the file.
+/// Reads a `--device-spec FILE` (bounded like every configuration file,
+/// [`strato_io::config`]; checked by [`DeviceSpec::from_json`]); the error names the file.
 pub(crate) fn read_device_spec(path: &PathBuf) -> Result<DeviceSpec> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("{}: cannot read the device spec", path.display()))?;
+    let text = strato_io::config::read_config_text(path, "the device spec")?;
     DeviceSpec::from_json(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 

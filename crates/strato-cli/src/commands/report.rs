@@ -50,6 +50,9 @@ fn default_title(inputs: &[PathBuf]) -> String {
 
 /// Runs `strato report`.
 pub fn run(args: ReportArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Result<()> {
+    // The baseline is read too: the report may overwrite neither.
+    let read: Vec<PathBuf> = args.inputs.iter().chain(&args.baseline).cloned().collect();
+    crate::output::refuse_inputs(&args.output, &read)?;
     let options = ctx.import_options(true)?;
     let trace = crate::input::load(&args.inputs, &options)?;
     let mut steps = crate::term::Steps::new(if args.baseline.is_some() {
@@ -78,7 +81,7 @@ pub fn run(args: ReportArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Resu
     }
     steps.finish();
     let html = strato_report::render(&input);
-    crate::output::write_output(&args.output, |w| w.write_all(html.as_bytes()))?;
+    crate::output::write_output(&args.output, &read, |w| w.write_all(html.as_bytes()))?;
     writeln!(
         out,
         "wrote {} ({:.1} KiB)",

@@ -123,7 +123,7 @@ pub fn run(args: SqlArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Result<
     match &args.output {
         None => strato_sql::write_result(&result, format, out)?,
         // The shared output rules: atomic for a file, direct to a device or FIFO.
-        Some(path) => crate::output::write_output(path, |file| {
+        Some(path) => crate::output::write_output(path, &inputs, |file| {
             strato_sql::write_result(&result, format, file).map_err(std::io::Error::other)
         })?,
     }

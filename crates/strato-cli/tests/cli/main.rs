@@ -11,6 +11,7 @@ mod common;
 mod crossstack;
 mod foundation;
 mod graphs;
+mod hostile_inputs;
 mod input_integrity;
 mod iterations_kernels_memory;
 mod multirank;

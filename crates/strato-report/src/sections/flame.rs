@@ -118,26 +118,36 @@ struct Node {
 }
 
 impl Node {
+    /// Adds `n` samples of the stack `frames` (outermost first) below this node, iteratively.
     fn add(&mut self, frames: &[&str], n: u64) {
-        self.samples += n;
-        if let Some((first, rest)) = frames.split_first() {
-            self.children
-                .entry((*first).to_owned())
-                .or_default()
-                .add(rest, n);
+        let mut node = self;
+        node.samples += n;
+        for frame in frames {
+            node = node.children.entry((*frame).to_owned()).or_default();
+            node.samples += n;
         }
     }
 
+    /// Rows of the tree (this node's included), iteratively.
     fn depth(&self) -> usize {
-        1 + self.children.values().map(Node::depth).max().unwrap_or(0)
+        let mut deepest = 0;
+        let mut todo = vec![(self, 1)];
+        while let Some((node, d)) = todo.pop() {
+            deepest = deepest.max(d);
+            todo.extend(node.children.values().map(|c| (c, d + 1)));
+        }
+        deepest
     }
 }
 
-/// The flame graph (icicle) of one operation.
+/// The flame graph (icicle) of one operation. Only the outermost `MAX_DEPTH` frames of a stack
+/// enter the tree (no deeper row is drawn), so a stack of any depth (a 100 000-frame recursion
+/// read from `perf script`) costs no more than one of `MAX_DEPTH` frames: no recursion over
+/// its depth, in building, measuring or dropping the tree.
 pub(super) fn flame_svg(op: &OperationSamples) -> String {
     let mut root = Node::default();
     for (stack, n) in &op.stacks {
-        let frames: Vec<&str> = stack.split(';').collect();
+        let frames: Vec<&str> = stack.split(';').take(MAX_DEPTH).collect();
         root.add(&frames, *n);
     }
     let depth = root.depth().min(MAX_DEPTH);
@@ -229,5 +239,25 @@ mod tests {
             "rows past MAX_DEPTH are left out"
         );
         assert!(svg.len() < 200_000, "{} bytes", svg.len());
+    }
+
+    #[test]
+    fn a_stack_of_any_depth_draws_as_its_outermost_rows() {
+        // 100 000 frames (a runaway recursion in `perf script`): the graph is the one of its
+        // outermost MAX_DEPTH frames, drawn without recursing over the depth.
+        let frames: Vec<String> = (0..100_000).map(|i| format!("f{i} [lib.so]")).collect();
+        let graph = |stack: String| {
+            flame_svg(&OperationSamples {
+                operation: "op".into(),
+                samples: 3,
+                python_joined: 0,
+                stacks: vec![(stack, 2), ("main [lib.so]".into(), 1)],
+            })
+        };
+        let deep = graph(frames.join(";"));
+        let cut = graph(frames[..MAX_DEPTH].join(";"));
+        assert_eq!(deep, cut);
+        assert!(deep.contains(&format!("f{} [lib.so]", MAX_DEPTH - 2)));
+        assert!(!deep.contains(&format!("f{} [lib.so]", MAX_DEPTH)));
     }
 }
