@@ -21,4 +21,5 @@ mod report_diff;
 mod samples;
 mod snapshots;
 mod sql;
+mod sql_limits;
 mod time_arith;
