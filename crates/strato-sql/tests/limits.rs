@@ -50,12 +50,13 @@ fn limits_refuse_with_one_line_and_a_cancel_stops_the_work() {
     );
     assert!(s.query("SELECT 1").is_ok());
 
-    // The result: 1000 x 1000 rows of two Int64 columns are 16 MB, more than the 8 MiB half
-    // of a 16 MiB budget; 100 x 100 rows fit.
+    // The result: 1000 x 1000 rows of two computed Int64 columns are 16 MB, more than the
+    // 8 MiB half of a 16 MiB budget; 100 x 100 rows fit. (Columns a query passes through
+    // share the table's buffers and count once.)
     let limits = Limits::with_budget(16 << 20);
     let s = session(1000, limits);
     let e = s
-        .query("SELECT a.start_ns, b.start_ns FROM kernels a, kernels b")
+        .query("SELECT a.start_ns + b.start_ns AS s, a.start_ns - b.start_ns AS d FROM kernels a, kernels b")
         .unwrap_err();
     assert!(
         matches!(e, SqlError::ResultTooLarge { limit_mib: 8 }),
@@ -63,7 +64,7 @@ fn limits_refuse_with_one_line_and_a_cancel_stops_the_work() {
     );
     assert_eq!(e.to_string().lines().count(), 1);
     let r = s
-        .query("SELECT a.start_ns, b.start_ns FROM kernels a, kernels b WHERE a.start_ns < 1000 AND b.start_ns < 1000")
+        .query("SELECT a.start_ns + b.start_ns AS s, a.start_ns - b.start_ns AS d FROM kernels a, kernels b WHERE a.start_ns < 1000 AND b.start_ns < 1000")
         .unwrap();
     assert_eq!(r.num_rows(), 100 * 100);
 

@@ -46,9 +46,11 @@ fn count(query: &str) -> i64 {
 #[test]
 fn deep_expressions_are_refused_and_those_at_the_limit_run() {
     let Some(_) = trace() else { return };
+    // Kernels of i microseconds: an n-term chain is n + 4 deep (n - 1 ORs, then `=`, `/`,
+    // the parentheses and `-` down to a column).
     let or_chain = |n: usize| {
         (1..=n)
-            .map(|i| format!("(end_ns - start_ns) = {i}"))
+            .map(|i| format!("(end_ns - start_ns) / 1000 = {i}"))
             .collect::<Vec<_>>()
             .join(" OR ")
     };
@@ -73,23 +75,29 @@ fn deep_expressions_are_refused_and_those_at_the_limit_run() {
         &[],
         "nests more than 1000 deep",
     );
-    // An OR chain of 998 comparisons (999 deep with the comparison's operands) finds the
-    // kernels an IN list of the same durations finds.
-    let durations: Vec<String> = (1..=998).map(|i| i.to_string()).collect();
+    // An OR chain of 996 comparisons (1000 deep: the limit) finds the kernels an IN list of
+    // the same durations finds.
+    let micros: Vec<String> = (1..=996).map(|i| i.to_string()).collect();
     let by_in = count(&format!(
-        "SELECT count(*) AS n FROM kernels WHERE (end_ns - start_ns) IN ({})",
-        durations.join(",")
+        "SELECT count(*) AS n FROM kernels WHERE (end_ns - start_ns) / 1000 IN ({})",
+        micros.join(",")
     ));
     assert!(
         by_in > 0,
-        "no kernel of 1..998 ns: the test would prove nothing"
+        "no kernel of 1..996 us: the test would prove nothing"
     );
     assert_eq!(
         count(&format!(
             "SELECT count(*) AS n FROM kernels WHERE {}",
-            or_chain(998)
+            or_chain(996)
         )),
         by_in
+    );
+    refused(
+        &format!("SELECT count(*) AS n FROM kernels WHERE {}", or_chain(997)),
+        &[],
+        &[],
+        "nests more than 1000 deep",
     );
 }
 
