@@ -122,6 +122,14 @@ impl Table {
     }
 }
 
+/// The CSV text cell to write instead of `c` when it would run as a formula (`'` + the cell),
+/// `None` to write it as it is; always `None` with `--csv-raw`. For CSV written by another
+/// writer (`strato sql`), which does its own quoting.
+#[cfg_attr(not(feature = "sql"), allow(dead_code))]
+pub(crate) fn neutralised_csv_text(c: &str) -> Option<String> {
+    (!CSV_RAW.load(Ordering::Relaxed) && is_formula_like(c)).then(|| format!("'{c}"))
+}
+
 /// One CSV cell: quoted when it holds a comma, quote or line break; a text cell starting with a
 /// formula character gets a leading `'` (and quotes) unless `raw`.
 fn csv_cell(c: &str, raw: bool) -> String {

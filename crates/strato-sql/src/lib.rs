@@ -15,15 +15,28 @@
 //! - the views and analyses are SQL texts in `sql/` of this crate, in the subset of SQL that
 //!   DataFusion and Spark SQL both accept (tests run them on both); a view's text is a
 //!   `SELECT` over the tables, an analysis's a query over the views;
-//! - user queries are read-only: DDL, DML (`COPY`, `INSERT`) and `SET` statements are refused.
+//! - user queries are read-only: DDL, DML (`COPY`, `INSERT`) and `SET` statements are refused;
+//! - a query cannot crash, starve or exhaust the machine: its text is bounded ([`QueryLimits`]),
+//!   its operators run in a memory pool, its result and the text functions that build values
+//!   from a count are bounded, and it is cancelled past a timeout ([`Limits`]).
 
 use std::io::Write;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::datasource::MemTable;
 use datafusion::execution::context::{SQLOptions, SessionConfig, SessionContext};
+use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use futures::StreamExt;
+
+mod bounded_text;
+mod guard;
+
+pub use bounded_text::MAX_BUILT_TEXT_BYTES;
+pub use guard::{QueryLimits, MAX_EXPRESSION_DEPTH, MAX_QUERY_BLOCKS, MAX_QUERY_BYTES};
 
 /// Version of the SQL contract: the tables (the profile store's schema version 1 tables) and
 /// the views' names and columns. A change that can break a query bumps it.
@@ -80,10 +93,20 @@ pub fn sql_text(name: &str) -> Option<&'static str> {
 /// What went wrong.
 #[derive(Debug, thiserror::Error)]
 pub enum SqlError {
-    /// The query does not parse, names an unknown table or column, is not read-only, or fails
-    /// while it runs.
+    /// The query does not parse, names an unknown table or column, is not read-only, passes a
+    /// query limit ([`QueryLimits`]), or fails while it runs (the memory pool exhausted, a
+    /// bounded function refused: [`MAX_BUILT_TEXT_BYTES`]).
     #[error("query: {0}")]
     Query(String),
+    /// The result passed its share of the memory budget ([`Limits::result_bytes`]).
+    #[error(
+        "query: the result exceeds {limit_mib} MiB of the memory budget: add LIMIT or aggregate \
+         (STRATO_MEMORY_BUDGET, docs/sql.md)"
+    )]
+    ResultTooLarge { limit_mib: u64 },
+    /// The query ran longer than [`Limits::timeout`] and was cancelled.
+    #[error("query: cancelled after {seconds} s (--timeout SECS; 0: no limit)")]
+    Timeout { seconds: u64 },
     /// A shipped view does not plan (a bug, reported as such).
     #[error("view {name}: {message}")]
     View { name: &'static str, message: String },
@@ -95,13 +118,12 @@ pub enum SqlError {
 impl From<datafusion::error::DataFusionError> for SqlError {
     fn from(e: datafusion::error::DataFusionError) -> Self {
         // DataFusion's messages can span lines (plans, hints): one line for the CLI.
-        SqlError::Query(
-            e.to_string()
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .join(" "),
-        )
+        SqlError::Query(one_line(&e.to_string()))
     }
+}
+
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// The result of a query: its schema and rows.
@@ -118,42 +140,133 @@ impl QueryResult {
     }
 }
 
+/// Default [`Limits::timeout`]: 300 s.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Stack of the threads that parse, plan and run a query: 256 MiB of address space (touched
+/// only as deep as a query goes), enough for the deepest query [`QueryLimits`] allow, in a
+/// debug build (a test plans and runs one at each limit).
+const QUERY_THREAD_STACK_BYTES: usize = 256 << 20;
+
+/// How long a cancelled query's threads get to stop before the session leaves them behind.
+const CANCEL_GRACE: Duration = Duration::from_secs(5);
+
+/// What a session may spend on one query.
+///
+/// Rules: the memory budget is split in two halves, one the pool of DataFusion's operators
+/// (joins, sorts, aggregations, a recursive query's work table: past it the query fails, and
+/// nothing spills to disk), the other the result held for printing
+/// ([`SqlError::ResultTooLarge`] past it). The tables themselves are not counted: they are the
+/// loaded profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Size, depth and breadth of the query text.
+    pub query: QueryLimits,
+    /// The memory budget in bytes (the CLI's `STRATO_MEMORY_BUDGET`).
+    pub memory_budget_bytes: u64,
+    /// Time the query may run; `None`: no limit.
+    pub timeout: Option<Duration>,
+    /// Most bytes one call of `repeat`, `lpad` or `rpad` may build.
+    pub max_built_text_bytes: u64,
+}
+
+impl Limits {
+    /// The default limits under a memory budget of `memory_budget_bytes`.
+    pub fn with_budget(memory_budget_bytes: u64) -> Limits {
+        Limits {
+            query: QueryLimits::default(),
+            memory_budget_bytes,
+            timeout: Some(DEFAULT_TIMEOUT),
+            max_built_text_bytes: MAX_BUILT_TEXT_BYTES,
+        }
+    }
+
+    /// Bytes of the operators' memory pool: half of the budget.
+    pub fn pool_bytes(&self) -> u64 {
+        self.memory_budget_bytes / 2
+    }
+
+    /// Most bytes of result held: the other half of the budget.
+    pub fn result_bytes(&self) -> u64 {
+        self.memory_budget_bytes - self.pool_bytes()
+    }
+}
+
 /// A SQL session over one profile's tables and the views.
 pub struct Session {
-    runtime: tokio::runtime::Runtime,
+    /// Always `Some` until the session is dropped (then shut down without waiting: see
+    /// [`Session::query`]).
+    runtime: Option<tokio::runtime::Runtime>,
     ctx: SessionContext,
+    limits: Limits,
 }
 
 impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Session").finish_non_exhaustive()
+        f.debug_struct("Session")
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // A cancelled query's operator that never yields would make a blocking shutdown hang.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
     }
 }
 
 impl Session {
     /// A session over `tables` (registered under their names, e.g. from
     /// [`strato_store::arrow_tables`]) with [`VIEWS`] defined over them. `threads` is the
-    /// number of partitions and worker threads (at least 1).
+    /// number of partitions and worker threads (at least 1). The limits are
+    /// [`Limits::with_budget`] of 8 GiB.
     pub fn new(tables: Vec<strato_store::ArrowTable>, threads: usize) -> Result<Session, SqlError> {
+        Session::with_limits(tables, threads, Limits::with_budget(8 << 30))
+    }
+
+    /// [`Session::new`] under `limits`.
+    pub fn with_limits(
+        tables: Vec<strato_store::ArrowTable>,
+        threads: usize,
+        limits: Limits,
+    ) -> Result<Session, SqlError> {
         let threads = threads.max(1);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(threads)
             .thread_name("strato-sql")
+            .thread_stack_size(QUERY_THREAD_STACK_BYTES)
             .build()
             .map_err(|e| SqlError::Query(format!("cannot start the query runtime: {e}")))?;
+        let pool = usize::try_from(limits.pool_bytes()).unwrap_or(usize::MAX);
+        let env = RuntimeEnvBuilder::new()
+            .with_memory_limit(pool, 1.0)
+            .with_disk_manager_builder(
+                DiskManagerBuilder::default().with_mode(DiskManagerMode::Disabled),
+            )
+            .build_arc()?;
         let config = SessionConfig::new()
             .with_target_partitions(threads)
             .with_information_schema(true);
-        let ctx = SessionContext::new_with_config(config);
+        let ctx = SessionContext::new_with_config_rt(config, env);
+        for udf in bounded_text::bounded_functions(limits.max_built_text_bytes) {
+            ctx.register_udf(udf);
+        }
         for table in tables {
             let partitions = split(table.batches, threads);
             let mem = MemTable::try_new(table.schema, partitions)?;
             ctx.register_table(table.name, Arc::new(mem))?;
         }
-        let session = Session { runtime, ctx };
+        let session = Session {
+            runtime: Some(runtime),
+            ctx,
+            limits,
+        };
         for (name, text) in VIEWS {
             session
-                .runtime
+                .runtime()
                 .block_on(async {
                     let frame = session.ctx.sql(text).await?;
                     session.ctx.register_table(name, frame.into_view())?;
@@ -167,19 +280,98 @@ impl Session {
         Ok(session)
     }
 
-    /// Runs one read-only query.
-    pub fn query(&self, sql: &str) -> Result<QueryResult, SqlError> {
-        let options = SQLOptions::new()
-            .with_allow_ddl(false)
-            .with_allow_dml(false)
-            .with_allow_statements(false);
-        self.runtime.block_on(async {
-            let frame = self.ctx.sql_with_options(sql, options).await?;
-            let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
-            let batches = frame.collect().await?;
-            Ok(QueryResult { schema, batches })
-        })
+    fn runtime(&self) -> &tokio::runtime::Runtime {
+        self.runtime
+            .as_ref()
+            .unwrap_or_else(|| unreachable!("the runtime lives as long as the session"))
     }
+
+    /// The limits of this session.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Runs one read-only query under the session's [`Limits`]: the text is checked
+    /// ([`QueryLimits`]), then parsed, planned and run on the session's threads (whose stack
+    /// holds the deepest query allowed), the result read as a stream and refused once it
+    /// passes [`Limits::result_bytes`]. Past [`Limits::timeout`] the query is cancelled (its
+    /// stream dropped, which stops DataFusion's operators at their next batch) and
+    /// [`SqlError::Timeout`] returned; an operator that does not stop within a few seconds is
+    /// left to the session's end (its threads are not waited for).
+    pub fn query(&self, sql: &str) -> Result<QueryResult, SqlError> {
+        check_query_size(sql, &self.limits.query)?;
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let ctx = self.ctx.clone();
+        let limits = self.limits;
+        let sql = sql.to_owned();
+        let task = self.runtime().spawn(async move {
+            let result = run_query(&ctx, &sql, &limits).await;
+            // The receiver is gone only after a timeout: nobody wants the result then.
+            let _ = sender.send(result);
+        });
+        let answer = match limits.timeout {
+            Some(timeout) => receiver.recv_timeout(timeout),
+            None => receiver
+                .recv()
+                .map_err(|_| std::sync::mpsc::RecvTimeoutError::Disconnected),
+        };
+        match answer {
+            Ok(result) => result,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                task.abort();
+                let cancelled_at = Instant::now();
+                while !task.is_finished() && cancelled_at.elapsed() < CANCEL_GRACE {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(SqlError::Timeout {
+                    seconds: limits.timeout.map_or(0, |t| t.as_secs()),
+                })
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(SqlError::Query(
+                "the query's thread ended without an answer (a bug)".to_owned(),
+            )),
+        }
+    }
+}
+
+/// Refuses a query text longer than `limits` allow (one line), before anything is parsed: a
+/// caller can check it before loading the inputs.
+pub fn check_query_size(sql: &str, limits: &QueryLimits) -> Result<(), SqlError> {
+    guard::check_size(sql, limits).map_err(SqlError::Query)
+}
+
+/// Parses, checks, plans and runs `sql`, collecting at most [`Limits::result_bytes`].
+async fn run_query(
+    ctx: &SessionContext,
+    sql: &str,
+    limits: &Limits,
+) -> Result<QueryResult, SqlError> {
+    let options = SQLOptions::new()
+        .with_allow_ddl(false)
+        .with_allow_dml(false)
+        .with_allow_statements(false);
+    let state = ctx.state();
+    let dialect = state.config().options().sql_parser.dialect;
+    let statement = state.sql_to_statement(sql, &dialect)?;
+    guard::check_shape(&statement, &limits.query).map_err(SqlError::Query)?;
+    let plan = state.statement_to_plan(statement).await?;
+    options.verify_plan(&plan)?;
+    let frame = ctx.execute_logical_plan(plan).await?;
+    let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
+    let mut stream = frame.execute_stream().await?;
+    let mut batches = Vec::new();
+    let mut held: u64 = 0;
+    while let Some(batch) = stream.next().await {
+        let batch = batch?;
+        held = held.saturating_add(batch.get_array_memory_size() as u64);
+        if held > limits.result_bytes() {
+            return Err(SqlError::ResultTooLarge {
+                limit_mib: limits.result_bytes() >> 20,
+            });
+        }
+        batches.push(batch);
+    }
+    Ok(QueryResult { schema, batches })
 }
 
 /// `batches` dealt round-robin into `n` partitions (DataFusion scans partitions in parallel).
@@ -214,11 +406,18 @@ impl Format {
     }
 }
 
+/// A rule for the text cells of CSV output: the cell to write instead of `cell`, or `None` to
+/// write it as it is. The CLI passes its formula neutralisation (a cell a spreadsheet would
+/// run as a formula is written as text), unless `--csv-raw`.
+pub type CsvTextRule<'a> = &'a dyn Fn(&str) -> Option<String>;
+
 /// Writes `result` to `out` in `format`. Text formats print dictionary-encoded columns as
-/// their values; Parquet and Arrow keep the types.
+/// their values; Parquet and Arrow keep the types. CSV text cells pass through `csv_text`
+/// (numbers, times and other non-text columns are written as they are).
 pub fn write_result(
     result: &QueryResult,
     format: Format,
+    csv_text: CsvTextRule<'_>,
     out: &mut dyn Write,
 ) -> Result<(), SqlError> {
     let fail = |e: &dyn std::fmt::Display| SqlError::Output(e.to_string());
@@ -242,7 +441,7 @@ pub fn write_result(
             writeln!(out, "({} rows)", result.num_rows()).map_err(|e| fail(&e))?;
         }
         Format::Csv => {
-            let batches = plain(result)?;
+            let batches = rewrite_text(plain(result)?, csv_text)?;
             let mut writer = arrow::csv::WriterBuilder::new()
                 .with_header(true)
                 .build(&mut *out);
@@ -322,4 +521,57 @@ fn plain(result: &QueryResult) -> Result<QueryResult, SqlError> {
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| SqlError::Output(e.to_string()))?;
     Ok(QueryResult { schema, batches })
+}
+
+/// `result` with every text cell passed through `rule` (see [`CsvTextRule`]).
+fn rewrite_text(result: QueryResult, rule: CsvTextRule<'_>) -> Result<QueryResult, SqlError> {
+    let batches = result
+        .batches
+        .iter()
+        .map(|batch| {
+            let columns: Vec<ArrayRef> = batch
+                .columns()
+                .iter()
+                .map(|column| rewrite_column(column, rule))
+                .collect();
+            RecordBatch::try_new(batch.schema(), columns)
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| SqlError::Output(e.to_string()))?;
+    Ok(QueryResult {
+        schema: result.schema,
+        batches,
+    })
+}
+
+/// `column` with its text cells passed through `rule`; other columns unchanged.
+fn rewrite_column(column: &ArrayRef, rule: CsvTextRule<'_>) -> ArrayRef {
+    use arrow::array::{AsArray, LargeStringArray, StringArray, StringViewArray};
+    fn rewritten<'a>(
+        cells: impl Iterator<Item = Option<&'a str>>,
+        rule: CsvTextRule<'_>,
+    ) -> Option<Vec<Option<String>>> {
+        let mut changed = false;
+        let cells: Vec<Option<String>> = cells
+            .map(|cell| {
+                cell.map(|c| match rule(c) {
+                    Some(new) => {
+                        changed = true;
+                        new
+                    }
+                    None => c.to_owned(),
+                })
+            })
+            .collect();
+        changed.then_some(cells)
+    }
+    match column.data_type() {
+        DataType::Utf8 => rewritten(column.as_string::<i32>().iter(), rule)
+            .map_or_else(|| column.clone(), |c| Arc::new(StringArray::from(c))),
+        DataType::LargeUtf8 => rewritten(column.as_string::<i64>().iter(), rule)
+            .map_or_else(|| column.clone(), |c| Arc::new(LargeStringArray::from(c))),
+        DataType::Utf8View => rewritten(column.as_string_view().iter(), rule)
+            .map_or_else(|| column.clone(), |c| Arc::new(StringViewArray::from(c))),
+        _ => column.clone(),
+    }
 }

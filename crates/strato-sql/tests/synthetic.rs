@@ -178,25 +178,25 @@ fn formats() {
         .query("SELECT rank, name, correlation, start_ns FROM kernels ORDER BY rank, start_ns")
         .unwrap();
     let mut json = Vec::new();
-    strato_sql::write_result(&r, Format::Json, &mut json).unwrap();
+    strato_sql::write_result(&r, Format::Json, &|_| None, &mut json).unwrap();
     let text = String::from_utf8(json).unwrap();
     assert!(
         text.starts_with("[{\"rank\":3,\"name\":\"gemm\",\"correlation\":null,\"start_ns\":0}"),
         "{text}"
     );
     let mut csv = Vec::new();
-    strato_sql::write_result(&r, Format::Csv, &mut csv).unwrap();
+    strato_sql::write_result(&r, Format::Csv, &|_| None, &mut csv).unwrap();
     let csv = String::from_utf8(csv).unwrap();
     assert_eq!(csv.lines().next(), Some("rank,name,correlation,start_ns"));
     assert_eq!(csv.lines().count(), 1 + 5);
     let mut ipc = Vec::new();
-    strato_sql::write_result(&r, Format::Arrow, &mut ipc).unwrap();
+    strato_sql::write_result(&r, Format::Arrow, &|_| None, &mut ipc).unwrap();
     let reader =
         arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(ipc), None).unwrap();
     let rows: usize = reader.map(|b| b.unwrap().num_rows()).sum();
     assert_eq!(rows, 5);
     let mut pq = Vec::new();
-    strato_sql::write_result(&r, Format::Parquet, &mut pq).unwrap();
+    strato_sql::write_result(&r, Format::Parquet, &|_| None, &mut pq).unwrap();
     let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
         bytes::Bytes::from(pq),
     )
@@ -208,9 +208,9 @@ fn formats() {
     // An empty result: a header, an empty array.
     let empty = s.query("SELECT rank FROM kernels WHERE rank < 0").unwrap();
     let mut json = Vec::new();
-    strato_sql::write_result(&empty, Format::Json, &mut json).unwrap();
+    strato_sql::write_result(&empty, Format::Json, &|_| None, &mut json).unwrap();
     assert_eq!(String::from_utf8(json).unwrap().trim(), "[]");
     let mut csv = Vec::new();
-    strato_sql::write_result(&empty, Format::Csv, &mut csv).unwrap();
+    strato_sql::write_result(&empty, Format::Csv, &|_| None, &mut csv).unwrap();
     assert_eq!(String::from_utf8(csv).unwrap().trim(), "rank");
 }

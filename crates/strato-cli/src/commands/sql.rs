@@ -2,14 +2,17 @@
 //! embedded Apache DataFusion). Inputs are anything the other commands take; the tables are
 //! the profile store's (`docs/profile-format.md`), the views and shipped analyses those of
 //! `docs/sql.md`. Output: a table, CSV, a JSON array of row objects, Parquet or an Arrow IPC
-//! stream.
+//! stream. The query runs under `strato_sql::Limits` (size and depth of the text, the memory
+//! budget for its operators and its result, `--timeout`); CSV text cells get the formula
+//! neutralisation of every CSV strato writes (`crate::table`).
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use strato_sql::{Format, Session};
+use strato_sql::{Format, Limits, Session};
 
 /// Output format of `strato sql`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -54,9 +57,14 @@ pub struct SqlArgs {
     /// List the tables, views and analyses and exit.
     #[arg(long)]
     list: bool,
-    /// Output format.
+    /// Output format. CSV text cells that a spreadsheet would run as a formula (starting with
+    /// =, +, -, @, tab or CR) are written as '<cell>, as in every CSV strato writes (--csv-raw:
+    /// as they are).
     #[arg(long, value_enum, default_value_t = SqlFormat::Table)]
     format: SqlFormat,
+    /// Cancel the query after SECS seconds (one error line, exit code 2); 0: no limit.
+    #[arg(long, value_name = "SECS", default_value_t = 300)]
+    timeout: u64,
     /// Write the result to FILE instead of stdout (`-`: stdout; a file is written beside and
     /// renamed; a device or FIFO is written directly: docs/export.md, "Output paths").
     #[arg(short, long, value_name = "FILE")]
@@ -113,18 +121,25 @@ pub fn run(args: SqlArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Result<
             args.format
         );
     }
-    let trace = crate::input::load(&inputs, &ctx.import_options(true)?)?;
+    let import_options = ctx.import_options(true)?;
+    let mut limits = Limits::with_budget(import_options.memory_budget_bytes);
+    limits.timeout = (args.timeout > 0).then(|| Duration::from_secs(args.timeout));
+    // Refuse an oversized query before the inputs are loaded.
+    strato_sql::check_query_size(&query, &limits.query)?;
+    let trace = crate::input::load(&inputs, &import_options)?;
     let tables = strato_store::arrow_tables(&trace)
         .context("the trace cannot be turned into the profile's tables")?;
     drop(trace);
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let session = Session::new(tables, threads)?;
+    let session = Session::with_limits(tables, threads, limits)?;
     let result = session.query(&query)?;
+    let csv_text = crate::table::neutralised_csv_text;
     match &args.output {
-        None => strato_sql::write_result(&result, format, out)?,
+        None => strato_sql::write_result(&result, format, &csv_text, out)?,
         // The shared output rules: atomic for a file, direct to a device or FIFO.
         Some(path) => crate::output::write_output(path, &inputs, |file| {
-            strato_sql::write_result(&result, format, file).map_err(std::io::Error::other)
+            strato_sql::write_result(&result, format, &csv_text, file)
+                .map_err(std::io::Error::other)
         })?,
     }
     Ok(())

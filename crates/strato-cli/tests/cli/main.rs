@@ -25,4 +25,5 @@ mod samples;
 mod secrets;
 mod snapshots;
 mod sql;
+mod sql_limits;
 mod time_arith;
