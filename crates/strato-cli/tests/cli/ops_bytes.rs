@@ -59,12 +59,13 @@ fn cat_of_a_tensor_list_is_a_copy_with_known_bytes() {
         let kernel = ev
             .iter()
             .find(|e| {
-                e["cat"] == "kernel"
-                    && e["name"].as_str().unwrap().contains("CatArrayBatchedCopy")
+                e["cat"] == "kernel" && e["name"].as_str().unwrap().contains("CatArrayBatchedCopy")
             })
             .unwrap();
         let name = kernel["name"].as_str().unwrap();
-        let size: f64 = name.split("OpaqueType<").nth(1).unwrap()[..1].parse().unwrap();
+        let size: f64 = name.split("OpaqueType<").nth(1).unwrap()[..1]
+            .parse()
+            .unwrap();
         let kernel_ns = kernel["dur"].as_f64().unwrap() * 1e3;
         let report = ops_json(rel);
         let row = rows(&report)
@@ -78,7 +79,10 @@ fn cat_of_a_tensor_list_is_a_copy_with_known_bytes() {
         let tbps = row["tbps"].as_f64().unwrap();
         let want = bytes / (row["total_ns"].as_f64().unwrap() * 1e-9) / 1e12;
         assert!((tbps - want).abs() < 1e-12, "{rel}");
-        assert!((row["total_ns"].as_f64().unwrap() - kernel_ns).abs() <= 1.0, "{rel}");
+        assert!(
+            (row["total_ns"].as_f64().unwrap() - kernel_ns).abs() <= 1.0,
+            "{rel}"
+        );
         assert!(row["reason"].is_null(), "{rel}: {}", row["reason"]);
         assert_eq!(row["over_peak"], false);
     }
@@ -195,7 +199,10 @@ fn collectives_have_rows_with_bytes_algbw_and_busbw() {
     }
     assert!(!want.is_empty());
     let report = ops_json(NCCL);
-    let total: f64 = rows(&report).iter().map(|r| r["total_ns"].as_f64().unwrap()).sum();
+    let total: f64 = rows(&report)
+        .iter()
+        .map(|r| r["total_ns"].as_f64().unwrap())
+        .sum();
     assert_eq!(total, report["device_ns"].as_f64().unwrap());
     let got: Vec<&Value> = rows(&report)
         .iter()
@@ -205,14 +212,23 @@ fn collectives_have_rows_with_bytes_algbw_and_busbw() {
     for ((kind, bytes), (count, us)) in &want {
         let row = got
             .iter()
-            .find(|r| r["collective"]["kind"].is_string() && r["op"] == format!("collective:{kind}")
-                && r["collective"]["message_bytes"] == *bytes)
+            .find(|r| {
+                r["collective"]["kind"].is_string()
+                    && r["op"] == format!("collective:{kind}")
+                    && r["collective"]["message_bytes"] == *bytes
+            })
             .unwrap_or_else(|| panic!("no row for {kind} {bytes}"));
         let c = &row["collective"];
         assert_eq!(row["count"], *count);
         let ns = row["total_ns"].as_f64().unwrap();
-        assert!((ns - us * 1e3).abs() <= *count as f64, "{kind} {bytes}: {ns} vs {us} us");
-        assert_eq!(row["bytes"].as_f64().unwrap(), (*bytes * *count as u64) as f64);
+        assert!(
+            (ns - us * 1e3).abs() <= *count as f64,
+            "{kind} {bytes}: {ns} vs {us} us"
+        );
+        assert_eq!(
+            row["bytes"].as_f64().unwrap(),
+            (*bytes * *count as u64) as f64
+        );
         assert_eq!(c["dtype"], "float");
         assert_eq!(c["group_size"], 2);
         let algbw = (*bytes * *count as u64) as f64 / ns;
