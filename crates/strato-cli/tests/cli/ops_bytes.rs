@@ -94,7 +94,7 @@ fn cat_of_a_tensor_list_is_a_copy_with_known_bytes() {
 /// In that trace `_to_copy`'s dtype is a Scalar without its value: it is refused and the
 /// `copy_` beneath, which records both types, takes the row.
 #[test]
-#[ignore = "fails at the sglang aten::to row lookup (no row with dtype int); not investigated"]
+#[ignore = "wrong premise: sglang's int->long aten::to runs inside aten::cumsum, the outermost modelled op, so it has no row of its own; the test needs another real conversion"]
 fn conversions_count_each_side_at_its_own_dtype() {
     if shared_data().is_none() {
         return;
