@@ -165,9 +165,7 @@ pub fn bandwidths(
         return None;
     }
     let algbw = bytes / ns as f64;
-    let busbw = ranks
-        .and_then(|n| kind.busbw_factor(n))
-        .map(|f| algbw * f);
+    let busbw = ranks.and_then(|n| kind.busbw_factor(n)).map(|f| algbw * f);
     Some((algbw, busbw))
 }
 
@@ -326,7 +324,10 @@ impl CallArgs {
             }
         }
         if self.dtype.is_none() {
-            self.dtype = map.get("dtype").and_then(Value::as_str).and_then(dtype_name);
+            self.dtype = map
+                .get("dtype")
+                .and_then(Value::as_str)
+                .and_then(dtype_name);
             if annotation && self.dtype.is_none() {
                 self.dtype = map
                     .get("Input type")

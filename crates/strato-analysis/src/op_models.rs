@@ -215,7 +215,9 @@ pub fn kernel_element_size(kernel: &str) -> Option<u64> {
         return digits.parse().ok().filter(|n| (1..=16).contains(n));
     }
     let at = kernel.find("CatArrayBatchedCopy<")?;
-    let first = kernel[at + "CatArrayBatchedCopy<".len()..].split([',', '>']).next()?;
+    let first = kernel[at + "CatArrayBatchedCopy<".len()..]
+        .split([',', '>'])
+        .next()?;
     crate::collectives::dtype_size(first)
 }
 
@@ -1132,17 +1134,31 @@ mod tests {
         let mut same = to_bf16.clone();
         same.types[1] = String::new();
         same.concrete[1] = String::new();
-        assert_eq!(model("aten::_to_copy", Some(&same)).unwrap().bytes, Some(8.0 * n));
+        assert_eq!(
+            model("aten::_to_copy", Some(&same)).unwrap().bytes,
+            Some(8.0 * n)
+        );
         // A dtype recorded as a Scalar without its value is refused, not guessed.
         let mut unrecorded = to_bf16.clone();
         unrecorded.concrete.clear();
         let err = model("aten::_to_copy", Some(&unrecorded)).unwrap_err();
         assert!(err.to_string().contains("without its value"), "{err}");
         // copy_(self = bf16 destination, src = fp32).
-        let copy = inputs(&[&[1024, 1024], &[1024, 1024], &[]], &[bf, "float", "Scalar"], &[]);
-        assert_eq!(model("aten::copy_", Some(&copy)).unwrap().bytes, Some(6.0 * n));
+        let copy = inputs(
+            &[&[1024, 1024], &[1024, 1024], &[]],
+            &[bf, "float", "Scalar"],
+            &[],
+        );
+        assert_eq!(
+            model("aten::copy_", Some(&copy)).unwrap().bytes,
+            Some(6.0 * n)
+        );
         // copy_ broadcasting a [1024] fp32 row into a [1024,1024] bf16 destination.
-        let row = inputs(&[&[1024, 1024], &[1024], &[]], &[bf, "float", "Scalar"], &[]);
+        let row = inputs(
+            &[&[1024, 1024], &[1024], &[]],
+            &[bf, "float", "Scalar"],
+            &[],
+        );
         assert_eq!(
             model("aten::copy_", Some(&row)).unwrap().bytes,
             Some(4.0 * 1024.0 + 2.0 * n)

@@ -142,6 +142,8 @@ struct Group {
     cost: Option<OpCost>,
     reason: Option<String>,
     devices: FxHashMap<(u32, i64), usize>,
+    /// Set on a collective row's group.
+    collective: Option<CollectiveRow>,
 }
 
 /// Key of a collective row: (kind, message bytes, dtype).
@@ -335,10 +337,8 @@ pub fn ops(analyzed: &Analyzed, device_spec: Option<&DeviceSpec>) -> OpsReport {
 
     let mut rows: Vec<OpRow> = Vec::with_capacity(groups.len() + collective_groups.len() + 1);
     let mut modelled_ns = 0;
-    let mut add_row = |op: String,
-                       inputs: Option<RowInputs>,
-                       g: Group,
-                       collective: Option<CollectiveRow>| {
+    let mut add_row = |op: String, inputs: Option<RowInputs>, mut g: Group| {
+        let collective = g.collective.take();
         let main_device = g
             .devices
             .iter()
@@ -414,7 +414,7 @@ pub fn ops(analyzed: &Analyzed, device_spec: Option<&DeviceSpec>) -> OpsReport {
     };
     for ((op, key), g) in groups {
         let inputs = serde_json::from_str::<RowInputs>(&key).ok();
-        add_row(op, inputs, g, None);
+        add_row(op, inputs, g);
     }
     for ((kind, message_bytes, dtype), (mut g, group_size)) in collective_groups {
         let bw = g
@@ -423,24 +423,23 @@ pub fn ops(analyzed: &Analyzed, device_spec: Option<&DeviceSpec>) -> OpsReport {
         if message_bytes.is_none() {
             g.reason = Some("the trace does not record the collective's message size".into());
         }
-        let row = CollectiveRow {
+        g.collective = Some(CollectiveRow {
             kind,
             message_bytes,
             dtype: dtype.clone(),
             group_size,
             algbw_gbps: bw.map(|b| b.0),
             busbw_gbps: bw.and_then(|b| b.1),
-        };
+        });
         add_row(
             format!("{COLLECTIVE_PREFIX}{}", kind.as_str()),
             Some((Vec::new(), dtype.into_iter().collect(), Vec::new())),
             g,
-            Some(row),
         );
     }
     if no_op.device_ops > 0 {
         no_op.reason = Some("launched outside any framework op".into());
-        add_row(NO_OP.to_owned(), None, no_op, None);
+        add_row(NO_OP.to_owned(), None, no_op);
     }
     rows.sort_by(|a, b| {
         b.total_ns
@@ -587,7 +586,8 @@ mod tests {
             .args(&cat("[[4,1,768],[4,196,768]]"));
         b.span(t, Level::AcceleratorApi, "cudaLaunchKernel", 10, 20)
             .correlation(1);
-        b.span(q, Level::DeviceKernel, kernel, 200, 1200).correlation(1);
+        b.span(q, Level::DeviceKernel, kernel, 200, 1200)
+            .correlation(1);
         b.span(t, Level::Backend, "aten::cat", 300, 400)
             .args(&cat("[[8,8],[8,8]]"));
         b.span(t, Level::AcceleratorApi, "cudaLaunchKernel", 310, 320)
@@ -599,7 +599,11 @@ mod tests {
         let big = r
             .ops
             .iter()
-            .find(|o| o.input_lists.first().is_some_and(|l| l.len() == 2 && l[0] == [4, 1, 768]))
+            .find(|o| {
+                o.input_lists
+                    .first()
+                    .is_some_and(|l| l.len() == 2 && l[0] == [4, 1, 768])
+            })
             .unwrap();
         let elements = 4.0 * 768.0 + 4.0 * 196.0 * 768.0;
         assert_eq!(big.bytes, Some(2.0 * 2.0 * elements));
@@ -631,11 +635,20 @@ mod tests {
             )
         };
         let kernel = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long)";
-        for (k, (start, n)) in [(0, 1000), (2000, 1000), (4000, 64)].into_iter().enumerate() {
+        for (k, (start, n)) in [(0, 1000), (2000, 1000), (4000, 64)]
+            .into_iter()
+            .enumerate()
+        {
             let c = k as u64 + 1;
             b.span(t, Level::Backend, "nccl:all_reduce", start, start + 100);
-            b.span(t, Level::AcceleratorApi, "cudaLaunchKernel", start + 10, start + 20)
-                .correlation(c);
+            b.span(
+                t,
+                Level::AcceleratorApi,
+                "cudaLaunchKernel",
+                start + 10,
+                start + 20,
+            )
+            .correlation(c);
             b.span(q, Level::DeviceKernel, kernel, start + 500, start + 1500)
                 .correlation(c)
                 .args(&args(n));
@@ -652,7 +665,10 @@ mod tests {
             .unwrap();
         let c = big.collective.as_ref().unwrap();
         assert_eq!(big.op, "collective:all_reduce");
-        assert_eq!((big.count, big.total_ns, big.bytes), (2, 2000, Some(8000.0)));
+        assert_eq!(
+            (big.count, big.total_ns, big.bytes),
+            (2, 2000, Some(8000.0))
+        );
         assert_eq!(c.dtype.as_deref(), Some("float"));
         assert_eq!(c.group_size, Some(4));
         assert_eq!(c.algbw_gbps, Some(4.0));

@@ -464,7 +464,10 @@ fn print_text(report: &CollectivesReport, out: &mut dyn Write) -> Result<()> {
         ]);
     }
     t.write(out, false)?;
-    writeln!(out, "\nby kind and exact size (times and bandwidths: medians over complete instances):")?;
+    writeln!(
+        out,
+        "\nby kind and exact size (times and bandwidths: medians over complete instances):"
+    )?;
     let mut t = Table::new(&[
         "kind",
         "bytes",

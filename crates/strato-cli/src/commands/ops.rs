@@ -68,10 +68,17 @@ fn shapes_text(o: &OpRow) -> String {
         .shapes
         .iter()
         .enumerate()
-        .filter_map(|(i, s)| match o.input_lists.get(i).filter(|l| !l.is_empty()) {
-            Some(list) => Some(list.iter().map(|t| shape_text(t)).collect::<Vec<_>>().join("+")),
-            None => (!s.is_empty()).then(|| shape_text(s)),
-        })
+        .filter_map(
+            |(i, s)| match o.input_lists.get(i).filter(|l| !l.is_empty()) {
+                Some(list) => Some(
+                    list.iter()
+                        .map(|t| shape_text(t))
+                        .collect::<Vec<_>>()
+                        .join("+"),
+                ),
+                None => (!s.is_empty()).then(|| shape_text(s)),
+            },
+        )
         .collect();
     parts.join(" ")
 }
