@@ -206,7 +206,7 @@ pub fn modules(analyzed: &Analyzed) -> ModulesReport {
     // Device time: exclusive per call, then up the module chain.
     let mut dev_excl: FxHashMap<u32, Ns> = FxHashMap::default();
     let mut dev_incl: FxHashMap<u32, Ns> = FxHashMap::default();
-    let (mut device_ns, mut in_modules) = (0, 0);
+    let (mut device_ns, mut in_modules): (Ns, Ns) = (0, 0);
     let mut window = (Ns::MAX, Ns::MIN);
     for (i, s) in trace.spans.iter().enumerate() {
         window = (window.0.min(s.start), window.1.max(s.end));
@@ -216,7 +216,7 @@ pub fn modules(analyzed: &Analyzed) -> ModulesReport {
             continue;
         }
         let d = s.duration();
-        device_ns += d;
+        device_ns = device_ns.saturating_add(d);
         let owner = scopes.launch_of(trace, i as u32).and_then(|l| {
             if is_module[l as usize] {
                 Some(l)
@@ -225,11 +225,13 @@ pub fn modules(analyzed: &Analyzed) -> ModulesReport {
             }
         });
         if let Some(m) = owner {
-            in_modules += d;
-            *dev_excl.entry(m).or_insert(0) += d;
+            in_modules = in_modules.saturating_add(d);
+            let sum = dev_excl.entry(m).or_insert(0);
+            *sum = sum.saturating_add(d);
             let mut cur = Some(m);
             while let Some(c) = cur {
-                *dev_incl.entry(c).or_insert(0) += d;
+                let sum = dev_incl.entry(c).or_insert(0);
+                *sum = sum.saturating_add(d);
                 cur = module_around[c as usize];
             }
         }
@@ -238,7 +240,8 @@ pub fn modules(analyzed: &Analyzed) -> ModulesReport {
     let mut child_cpu: FxHashMap<u32, Ns> = FxHashMap::default();
     for &c in &calls {
         if let Some(p) = module_around[c as usize] {
-            *child_cpu.entry(p).or_insert(0) += trace.spans[c as usize].duration();
+            let sum = child_cpu.entry(p).or_insert(0);
+            *sum = sum.saturating_add(trace.spans[c as usize].duration());
         }
     }
 
@@ -255,7 +258,7 @@ pub fn modules(analyzed: &Analyzed) -> ModulesReport {
     let mut classes: FxHashMap<&str, Acc> = FxHashMap::default();
     let mut recompute = Recompute::default();
     let mut recompute_classes: Vec<String> = Vec::new();
-    let mut root_cpu_ns = 0;
+    let mut root_cpu_ns: Ns = 0;
     for &c in &calls {
         let (class, instance) = ids[c as usize].unwrap_or(("", ""));
         let dur = trace.spans[c as usize].duration();
@@ -281,27 +284,29 @@ pub fn modules(analyzed: &Analyzed) -> ModulesReport {
             recomputed: 0,
         });
         a.calls += 1;
-        a.cpu_excl += excl;
-        a.dev_excl += dev_excl.get(&c).copied().unwrap_or(0);
+        a.cpu_excl = a.cpu_excl.saturating_add(excl);
+        a.dev_excl = a
+            .dev_excl
+            .saturating_add(dev_excl.get(&c).copied().unwrap_or(0));
         // An instance's calls are its own (a module object does not nest in itself).
         let inst = a.per_instance.entry(instance).or_insert((0, 0));
-        inst.0 += dur;
-        inst.1 += di;
+        inst.0 = inst.0.saturating_add(dur);
+        inst.1 = inst.1.saturating_add(di);
         if !nested_same {
-            a.cpu_incl += dur;
-            a.dev_incl += di;
+            a.cpu_incl = a.cpu_incl.saturating_add(dur);
+            a.dev_incl = a.dev_incl.saturating_add(di);
         }
         let parent = module_around[c as usize];
         if parent.is_none() {
-            root_cpu_ns += dur;
+            root_cpu_ns = root_cpu_ns.saturating_add(dur);
         }
         if recomputed(c) {
             a.recomputed += 1;
             recompute.calls += 1;
             if parent.is_none_or(|p| !recomputed(p)) {
                 recompute.root_calls += 1;
-                recompute.cpu_ns += dur;
-                recompute.device_ns += di;
+                recompute.cpu_ns = recompute.cpu_ns.saturating_add(dur);
+                recompute.device_ns = recompute.device_ns.saturating_add(di);
                 if !recompute_classes.iter().any(|k| k == class) {
                     recompute_classes.push(class.to_owned());
                 }
@@ -372,8 +377,12 @@ pub fn modules(analyzed: &Analyzed) -> ModulesReport {
         node_of_call.insert(c, idx);
         let t = &mut tree[idx];
         t.calls += 1;
-        t.cpu_inclusive_ns += trace.spans[c as usize].duration();
-        t.device_ns += dev_incl.get(&c).copied().unwrap_or(0);
+        t.cpu_inclusive_ns = t
+            .cpu_inclusive_ns
+            .saturating_add(trace.spans[c as usize].duration());
+        t.device_ns = t
+            .device_ns
+            .saturating_add(dev_incl.get(&c).copied().unwrap_or(0));
         node_instances[idx].insert(instance, ());
     }
     for (t, inst) in tree.iter_mut().zip(&node_instances) {

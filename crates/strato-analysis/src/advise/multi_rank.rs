@@ -197,7 +197,9 @@ pub fn stragglers(
             let waited = match waits.first() {
                 None => "the other ranks wait for it at the next collective".to_owned(),
                 Some(top) => {
-                    let total: Ns = waits.iter().map(|w| w.wait_ns).sum();
+                    let total = waits
+                        .iter()
+                        .fold(0 as Ns, |t, w| t.saturating_add(w.wait_ns));
                     format!(
                         "the other ranks waited {} for it in collectives, the most rank {} \
                          ({} in `{}`)",
