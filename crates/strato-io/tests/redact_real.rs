@@ -83,7 +83,10 @@ fn a_secret_in_one_real_event_is_redacted_there_only() {
     assert_eq!(redact_args(&mut trace.args), 1);
     for (i, blob) in trace.args.iter().enumerate() {
         if i == target {
-            assert!(!blob.contains("tok_0123456789") && blob.contains(MARKER), "{blob}");
+            assert!(
+                !blob.contains("tok_0123456789") && blob.contains(MARKER),
+                "{blob}"
+            );
             // The rest of the blob is the same object.
             let mut got: serde_json::Value = serde_json::from_str(blob).unwrap();
             let want: serde_json::Value = serde_json::from_str(&original[i]).unwrap();
