@@ -25,7 +25,7 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
         let path = entry.unwrap().path();
         if path.is_dir() {
             files(&path, out);
-        } else if !path.extension().is_some_and(|e| e == "md") {
+        } else if path.extension().is_none_or(|e| e != "md") {
             out.push(path);
         }
     }
