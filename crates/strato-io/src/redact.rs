@@ -168,7 +168,12 @@ pub fn redacted_names(trace: &Trace) -> Vec<String> {
         .map(|r| ("host", &r.host))
         .chain(trace.devices.iter().map(|d| ("device name", &d.name)))
         .chain(trace.processes.iter().map(|p| ("process name", &p.name)))
-        .chain(trace.processes.iter().map(|p| ("process labels", &p.labels)))
+        .chain(
+            trace
+                .processes
+                .iter()
+                .map(|p| ("process labels", &p.labels)),
+        )
         .chain(trace.tracks.iter().map(|t| ("track name", &t.name)));
     for (label, text) in labelled {
         if let Some(text) = text.as_deref().filter(|t| t.contains(MARKER)) {
@@ -239,38 +244,57 @@ fn redact_blob(blob: &str) -> Option<String> {
 /// means no rule can redact anything in it. One pass over the bytes.
 pub fn might_hold_secret(text: &str) -> bool {
     let b = text.as_bytes();
-    let at = |i: usize, needle: &[u8]| {
-        b.len() - i >= needle.len()
-            && b[i..i + needle.len()]
-                .iter()
-                .zip(needle)
-                .all(|(x, n)| x.to_ascii_lowercase() == *n)
-    };
-    for i in 0..b.len() {
-        let hit = match b[i] | 0x20 {
-            b't' => at(i, b"token"),
-            b'k' => at(i, b"key"),
-            b's' => at(i, b"secret") || at(i, b"sk-"),
-            b'p' => at(i, b"pass") || at(i, b"private"),
-            b'c' => at(i, b"cred") || at(i, b"cookie"),
-            b'a' => at(i, b"auth") || at(i, b"akia") || at(i, b"asia"),
-            b'h' => at(i, b"hf_"),
-            b'g' => {
-                at(i, b"github_pat_")
-                    || (at(i, b"gh")
-                        && b.get(i + 3) == Some(&b'_')
-                        && b.get(i + 2).is_some_and(|c| b"pousr".contains(c)))
-            }
-            b'x' => at(i, b"xox"),
-            b'b' => at(i, b"bearer"),
-            b':' => at(i, b"://"),
-            _ => false,
-        };
-        if hit {
+    let n = b.len();
+    let mut i = 0;
+    while i < n {
+        // Most bytes start no needle: one table look-up each.
+        if NEEDLE_START[b[i] as usize] && needle_at(b, i) {
             return true;
         }
+        i += 1;
     }
     false
+}
+
+/// The bytes a [`might_hold_secret`] needle starts with (either case).
+static NEEDLE_START: [bool; 256] = {
+    let mut table = [false; 256];
+    let starts = b"tkspcahgxb:";
+    let mut j = 0;
+    while j < starts.len() {
+        table[starts[j] as usize] = true;
+        table[starts[j].to_ascii_uppercase() as usize] = true;
+        j += 1;
+    }
+    table
+};
+
+/// True when one of the needles of [`might_hold_secret`] starts at `b[i]`.
+fn needle_at(b: &[u8], i: usize) -> bool {
+    let rest = &b[i..];
+    let at = |needle: &[u8]| {
+        rest.len() >= needle.len() && rest[..needle.len()].eq_ignore_ascii_case(needle)
+    };
+    match b[i].to_ascii_lowercase() {
+        b't' => at(b"token"),
+        b'k' => at(b"key"),
+        b's' => at(b"secret") || at(b"sk-"),
+        b'p' => at(b"pass") || at(b"private"),
+        b'c' => at(b"cred") || at(b"cookie"),
+        b'a' => at(b"auth") || at(b"akia") || at(b"asia"),
+        b'h' => at(b"hf_"),
+        b'g' => {
+            at(b"github_pat_")
+                || (rest.len() >= 4
+                    && rest[1].eq_ignore_ascii_case(&b'h')
+                    && b"pousrPOUSR".contains(&rest[2])
+                    && rest[3] == b'_')
+        }
+        b'x' => at(b"xox"),
+        b'b' => at(b"bearer"),
+        b':' => at(b"://"),
+        _ => false,
+    }
 }
 
 /// `text` with every secret the text rules find (assignments, flag-value pairs, shapes, URL
@@ -382,7 +406,9 @@ fn assignment_and_flag_ranges(b: &[u8], out: &mut Vec<(usize, usize)>) {
         if b[start] == b'-' && is_secret_name(name) {
             // A flag: its value follows after separators.
             let mut j = i;
-            while j < n && j - i < 8 && matches!(b[j], b' ' | b'\t' | b'\n' | 0 | b'"' | b'\'' | b',')
+            while j < n
+                && j - i < 8
+                && matches!(b[j], b' ' | b'\t' | b'\n' | 0 | b'"' | b'\'' | b',')
             {
                 j += 1;
             }
@@ -453,7 +479,9 @@ fn shape_ranges(b: &[u8], out: &mut Vec<(usize, usize)>) {
                 (len == 16 && !after.is_some_and(|c| c.is_ascii_alphanumeric()))
                     .then_some((4, len, 16))
             }
-            b'g' if rest.starts_with(b"github_pat_") => Some((11, run(i + 11, alnum_underscore), 20)),
+            b'g' if rest.starts_with(b"github_pat_") => {
+                Some((11, run(i + 11, alnum_underscore), 20))
+            }
             b'g' if rest.len() > 4
                 && rest.starts_with(b"gh")
                 && b"pousr".contains(&rest[2])

@@ -25,7 +25,7 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
         let path = entry.unwrap().path();
         if path.is_dir() {
             files(&path, out);
-        } else if !path.extension().is_some_and(|e| e == "md") {
+        } else if path.extension().is_none_or(|e| e != "md") {
             out.push(path);
         }
     }
@@ -83,7 +83,10 @@ fn a_secret_in_one_real_event_is_redacted_there_only() {
     assert_eq!(redact_args(&mut trace.args), 1);
     for (i, blob) in trace.args.iter().enumerate() {
         if i == target {
-            assert!(!blob.contains("tok_0123456789") && blob.contains(MARKER), "{blob}");
+            assert!(
+                !blob.contains("tok_0123456789") && blob.contains(MARKER),
+                "{blob}"
+            );
             // The rest of the blob is the same object.
             let mut got: serde_json::Value = serde_json::from_str(blob).unwrap();
             let want: serde_json::Value = serde_json::from_str(&original[i]).unwrap();

@@ -58,7 +58,15 @@ const NAMES: &[&str] = &[
     "hfToken",
 ];
 const FLAGS: &[&str] = &["--hf-token", "--api-key", "--password", "-auth"];
-const SHAPES: &[&str] = &["hf_", "sk-proj-", "ghp_", "gho_", "github_pat_", "xoxb-", "xoxp-"];
+const SHAPES: &[&str] = &[
+    "hf_",
+    "sk-proj-",
+    "ghp_",
+    "gho_",
+    "github_pat_",
+    "xoxb-",
+    "xoxp-",
+];
 const PREFIXES: &[&str] = &["", "python train.py ", "env ", "x\n", "a,", "GPU 0 ("];
 const SUFFIXES: &[&str] = &["", " --lr 1", "\n", "\0rest=1", ")", ", more"];
 const NUMBER_KEYS: &[&str] = &["DB_PASSWORD", "passphrase", "redisSecret"];
@@ -66,7 +74,10 @@ const NUMBER_KEYS: &[&str] = &["DB_PASSWORD", "passphrase", "redisSecret"];
 fn text_form() -> impl Strategy<Value = TextForm> {
     prop_oneof![
         prop::sample::select(NAMES).prop_map(TextForm::Assignment),
-        (prop::sample::select(NAMES), prop::sample::select(&["\0", "\n", " "][..]))
+        (
+            prop::sample::select(NAMES),
+            prop::sample::select(&["\0", "\n", " "][..])
+        )
             .prop_map(|(n, sep)| TextForm::EnvBlock(n, sep)),
         prop::sample::select(FLAGS).prop_map(TextForm::Flag),
         prop::sample::select(FLAGS).prop_map(TextForm::FlagEquals),
@@ -90,8 +101,11 @@ fn json_form() -> impl Strategy<Value = JsonForm> {
 
 /// A random token of `len` characters of `alphabet`.
 fn token(alphabet: &'static str, len: std::ops::Range<usize>) -> impl Strategy<Value = String> {
-    prop::collection::vec(0..alphabet.len(), len)
-        .prop_map(move |ix| ix.into_iter().map(|i| alphabet.as_bytes()[i] as char).collect())
+    prop::collection::vec(0..alphabet.len(), len).prop_map(move |ix| {
+        ix.into_iter()
+            .map(|i| alphabet.as_bytes()[i] as char)
+            .collect()
+    })
 }
 
 const ALNUM: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
@@ -296,13 +310,23 @@ fn profile_texts(dir: &Path) -> String {
         all.extend(texts.into_iter().flatten().map(|t| format!("{t}\n")));
     }
     for p in &trace.processes {
-        all.extend([&p.name, &p.labels].into_iter().flatten().map(|t| format!("{t}\n")));
+        all.extend(
+            [&p.name, &p.labels]
+                .into_iter()
+                .flatten()
+                .map(|t| format!("{t}\n")),
+        );
     }
     for t in &trace.tracks {
         all.extend(t.name.iter().map(|t| format!("{t}\n")));
     }
     for d in &trace.devices {
-        all.extend([&d.name, &d.extra_json].into_iter().flatten().map(|t| format!("{t}\n")));
+        all.extend(
+            [&d.name, &d.extra_json]
+                .into_iter()
+                .flatten()
+                .map(|t| format!("{t}\n")),
+        );
     }
     for entry in std::fs::read_dir(dir).unwrap() {
         let bytes = std::fs::read(entry.unwrap().path()).unwrap();
@@ -411,11 +435,18 @@ fn configuration_that_looks_like_a_secret_is_kept() {
     let args = stored.args.get(0).unwrap();
     let name = stored.processes[0].name.clone().unwrap();
     for k in kept {
-        for (what, text) in [("metadata", &meta), ("args", &args.to_owned()), ("name", &name)] {
+        for (what, text) in [
+            ("metadata", &meta),
+            ("args", &args.to_owned()),
+            ("name", &name),
+        ] {
             assert!(text.contains(k), "{k} lost from the {what}: {text}");
         }
     }
-    assert!(meta.contains("\"MAX_TOKEN\":5") && args.contains("\"key\":3"), "{meta} {args}");
+    assert!(
+        meta.contains("\"MAX_TOKEN\":5") && args.contains("\"key\":3"),
+        "{meta} {args}"
+    );
     assert!(!meta.contains("<redacted") && !args.contains("<redacted"));
 }
 
@@ -452,7 +483,10 @@ fn secrets_written_into_a_real_trace_are_redacted_in_its_profile() {
     inject(
         &mut text,
         "\"External id\": ",
-        &format!("\"launcher\": [\"torchrun\", \"--api-key\", \"{}\"], \"External id\": ", secrets[2]),
+        &format!(
+            "\"launcher\": [\"torchrun\", \"--api-key\", \"{}\"], \"External id\": ",
+            secrets[2]
+        ),
     );
     inject(
         &mut text,
