@@ -33,6 +33,7 @@ use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use futures::StreamExt;
 
 mod bounded_text;
+mod cancel;
 mod guard;
 
 pub use bounded_text::MAX_BUILT_TEXT_BYTES;
@@ -144,8 +145,8 @@ impl QueryResult {
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Stack of the threads that parse, plan and run a query: 256 MiB of address space (touched
-/// only as deep as a query goes), enough for the deepest query [`QueryLimits`] allow, in a
-/// debug build (a test plans and runs one at each limit).
+/// only as deep as a query goes), for the deepest query [`QueryLimits`] allow (the CLI tests
+/// plan and run one at the depth limit, in the test profile's build).
 const QUERY_THREAD_STACK_BYTES: usize = 256 << 20;
 
 /// How long a cancelled query's threads get to stop before the session leaves them behind.
@@ -294,8 +295,8 @@ impl Session {
     /// Runs one read-only query under the session's [`Limits`]: the text is checked
     /// ([`QueryLimits`]), then parsed, planned and run on the session's threads (whose stack
     /// holds the deepest query allowed), the result read as a stream and refused once it
-    /// passes [`Limits::result_bytes`]. Past [`Limits::timeout`] the query is cancelled (its
-    /// stream dropped, which stops DataFusion's operators at their next batch) and
+    /// passes [`Limits::result_bytes`]. Past [`Limits::timeout`] the query is cancelled (every
+    /// operator stops at its next batch: `cancel.rs`; its task is aborted) and
     /// [`SqlError::Timeout`] returned; an operator that does not stop within a few seconds is
     /// left to the session's end (its threads are not waited for).
     pub fn query(&self, sql: &str) -> Result<QueryResult, SqlError> {
@@ -304,8 +305,10 @@ impl Session {
         let ctx = self.ctx.clone();
         let limits = self.limits;
         let sql = sql.to_owned();
+        let cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = Arc::clone(&cancel);
         let task = self.runtime().spawn(async move {
-            let result = run_query(&ctx, &sql, &limits).await;
+            let result = run_query(&ctx, &sql, &limits, &flag).await;
             // The receiver is gone only after a timeout: nobody wants the result then.
             let _ = sender.send(result);
         });
@@ -318,6 +321,7 @@ impl Session {
         match answer {
             Ok(result) => result,
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                cancel.store(true, std::sync::atomic::Ordering::Relaxed);
                 task.abort();
                 let cancelled_at = Instant::now();
                 while !task.is_finished() && cancelled_at.elapsed() < CANCEL_GRACE {
@@ -345,6 +349,7 @@ async fn run_query(
     ctx: &SessionContext,
     sql: &str,
     limits: &Limits,
+    cancel: &Arc<std::sync::atomic::AtomicBool>,
 ) -> Result<QueryResult, SqlError> {
     let options = SQLOptions::new()
         .with_allow_ddl(false)
@@ -358,12 +363,15 @@ async fn run_query(
     options.verify_plan(&plan)?;
     let frame = ctx.execute_logical_plan(plan).await?;
     let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
-    let mut stream = frame.execute_stream().await?;
+    let task = Arc::new(frame.task_ctx());
+    let physical = cancel::cancellable(frame.create_physical_plan().await?, cancel)?;
+    let mut stream = datafusion::physical_plan::execute_stream(physical, task)?;
     let mut batches = Vec::new();
     let mut held: u64 = 0;
+    let mut seen = std::collections::HashSet::new();
     while let Some(batch) = stream.next().await {
         let batch = batch?;
-        held = held.saturating_add(batch.get_array_memory_size() as u64);
+        held = held.saturating_add(unseen_bytes(&batch, &mut seen));
         if held > limits.result_bytes() {
             return Err(SqlError::ResultTooLarge {
                 limit_mib: limits.result_bytes() >> 20,
@@ -372,6 +380,30 @@ async fn run_query(
         batches.push(batch);
     }
     Ok(QueryResult { schema, batches })
+}
+
+/// Bytes of the memory `batch` holds that `seen` (allocations already counted, by address)
+/// does not hold yet: a buffer shared by several batches (a dictionary's values, a table's
+/// column a query passes through) counts once, at its allocated size.
+fn unseen_bytes(batch: &RecordBatch, seen: &mut std::collections::HashSet<usize>) -> u64 {
+    fn walk(data: &arrow::array::ArrayData, seen: &mut std::collections::HashSet<usize>) -> u64 {
+        let mut total = 0u64;
+        let nulls = data.nulls().map(|n| n.buffer());
+        for buffer in data.buffers().iter().chain(nulls) {
+            if seen.insert(buffer.data_ptr().as_ptr() as usize) {
+                total = total.saturating_add(buffer.capacity() as u64);
+            }
+        }
+        for child in data.child_data() {
+            total = total.saturating_add(walk(child, seen));
+        }
+        total
+    }
+    batch
+        .columns()
+        .iter()
+        .map(|column| walk(&column.to_data(), seen))
+        .fold(0u64, u64::saturating_add)
 }
 
 /// `batches` dealt round-robin into `n` partitions (DataFusion scans partitions in parallel).
