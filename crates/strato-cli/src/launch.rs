@@ -153,18 +153,17 @@ pub(crate) fn bootstrap_dir(command: &[String]) -> Result<PathBuf> {
         .stderr(Stdio::piped())
         .output()
         .map_err(|e| anyhow::anyhow!("record: cannot run {python}: {e}"))?;
-    if out.status.code() == Some(3) {
-        bail!(
-            "record: the stratoscope Python package is not importable by {python} (pip install . \
-             at the repository root, or set STRATOSCOPE_PYTHON to the interpreter that has it)"
-        );
-    }
     if !out.status.success() {
+        // Exit 3 is the lookup's own "no such module"; otherwise the interpreter's last line.
         let stderr = String::from_utf8_lossy(&out.stderr);
         let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
+        let why = match (out.status.code(), last) {
+            (Some(3), _) | (_, None) => String::new(),
+            (_, Some(line)) => format!(": {}", line.trim()),
+        };
         bail!(
-            "record: {python} cannot locate the stratoscope package: {}",
-            last.unwrap_or("no message").trim()
+            "record: the stratoscope Python package is not importable by {python} (pip install . \
+             at the repository root, or set STRATOSCOPE_PYTHON to the interpreter that has it){why}"
         );
     }
     Ok(PathBuf::from(

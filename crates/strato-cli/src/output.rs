@@ -111,22 +111,27 @@ pub(crate) fn refuse_inputs(out: &Path, inputs: &[PathBuf]) -> Result<()> {
             );
         }
     }
-    // The directories it would be written in: its resolved parent and that one's ancestors.
-    let resolved = match std::fs::canonicalize(out) {
-        Ok(path) => path,
-        Err(_) => {
-            let parent = match out.parent() {
-                Some(p) if !p.as_os_str().is_empty() => p,
-                _ => Path::new("."),
-            };
-            match std::fs::canonicalize(parent) {
-                Ok(parent) => parent.join(out.file_name().unwrap_or_default()),
-                // A parent that does not exist holds no input; writing reports it.
-                Err(_) => return Ok(()),
-            }
-        }
+    // The directories it would be written in: its parent, resolved, or when the output does
+    // not exist the nearest existing ancestor (`import -o` creates the missing ones); and
+    // their ancestors.
+    let parent = match std::fs::canonicalize(out) {
+        Ok(resolved) => resolved.parent().map(Path::to_path_buf),
+        Err(_) => out
+            .ancestors()
+            .skip(1)
+            .map(|p| {
+                if p.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    p
+                }
+            })
+            .find_map(|p| std::fs::canonicalize(p).ok()),
     };
-    for dir in resolved.ancestors().skip(1) {
+    let Some(parent) = parent else {
+        return Ok(());
+    };
+    for dir in parent.ancestors() {
         let Ok(info) = std::fs::metadata(dir) else {
             continue;
         };
@@ -257,5 +262,35 @@ mod tests {
         let link = dir.path().join("link");
         std::os::unix::fs::symlink(dir.path().join("missing"), &link).unwrap();
         assert!(target(&link).is_err());
+    }
+
+    #[test]
+    fn outputs_that_are_inputs_or_inside_input_directories_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("in.json");
+        std::fs::write(&input, "[]").unwrap();
+        let ranks = dir.path().join("ranks");
+        std::fs::create_dir(&ranks).unwrap();
+        let inputs = vec![input.clone(), ranks.clone()];
+        let refused = |out: &Path| {
+            refuse_inputs(out, &inputs)
+                .map_err(|e| e.to_string())
+                .unwrap_err()
+        };
+        assert!(refused(&input).ends_with(": is an input of this command (would overwrite it)"));
+        assert!(refused(&ranks).ends_with(": is an input of this command (would overwrite it)"));
+        // Inside the input directory, however deep and whether or not the levels exist.
+        for out in [ranks.join("r.html"), ranks.join("a/b/prof")] {
+            let e = refused(&out);
+            assert!(e.contains(&format!("is inside {}", ranks.display())), "{e}");
+        }
+        // Beside the inputs, standard output and a character device are fine.
+        for out in [
+            dir.path().join("r.html"),
+            PathBuf::from("-"),
+            PathBuf::from("/dev/null"),
+        ] {
+            refuse_inputs(&out, &inputs).unwrap();
+        }
     }
 }
