@@ -35,7 +35,7 @@ pub struct OpsArgs {
 
 /// Reads a `--device-spec FILE` (bounded like every configuration file,
 /// [`strato_io::config`]; checked by [`DeviceSpec::from_json`]); the error names the file.
-pub(crate) fn read_device_spec(path: &PathBuf) -> Result<DeviceSpec> {
+pub(crate) fn read_device_spec(path: &std::path::Path) -> Result<DeviceSpec> {
     let text = strato_io::config::read_config_text(path, "the device spec")?;
     DeviceSpec::from_json(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
@@ -45,7 +45,7 @@ pub fn run(args: OpsArgs, ctx: &crate::ctx::Ctx, out: &mut impl Write) -> Result
     let spec = args
         .device_spec
         .as_ref()
-        .map(read_device_spec)
+        .map(|p| read_device_spec(p))
         .transpose()?;
     let trace = load(&args.inputs, &ctx.import_options(true)?)?;
     let report = ops::ops(&Analyzed::new(&trace), spec.as_ref());
