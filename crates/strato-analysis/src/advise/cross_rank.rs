@@ -368,6 +368,38 @@ mod tests {
     use super::*;
     use strato_trace::testing::{rank, TraceBuilder};
 
+    /// Ranks with one step `[0, 1100 us)` each and one all-reduce whose kernels all end at
+    /// 1000 us (clocks agree) and start at the given times, each launched 10 us before.
+    fn one_step_all_reduce(starts: &[(i64, Ns)]) -> Trace {
+        const US: Ns = 1_000;
+        let mut b = TraceBuilder::new();
+        for &(r, start) in starts {
+            let mut info = rank(Some(r), &format!("rank{r}"));
+            info.world_size = Some(starts.len() as i64);
+            b.rank(info);
+            let cpu = b.thread(100 + r, 1);
+            let gpu = b.queue(r, 20);
+            b.span(cpu, Level::Operation, "ProfilerStep#1", 0, 1100 * US);
+            b.span(
+                cpu,
+                Level::AcceleratorApi,
+                "cudaLaunchKernel",
+                start - 10 * US,
+                start - 9 * US,
+            )
+            .correlation(1);
+            b.span(
+                gpu,
+                Level::DeviceKernel,
+                "ncclKernel_AllReduce_RING_LL_Sum_float",
+                start,
+                1000 * US,
+            )
+            .correlation(1);
+        }
+        b.build()
+    }
+
     #[test]
     fn uncovered_parts_and_busy_add_up_to_the_kernel() {
         let busy = vec![(10, 20), (30, 40), (60, 100)];
@@ -401,32 +433,8 @@ mod tests {
         // 1000 us (clocks agree) and start at 100, 120 and 600 us: rank 2 is late by
         // 600 - median(100, 120) = 490 us, against a median step of 1100 us.
         const US: Ns = 1_000;
-        let mut b = TraceBuilder::new();
-        for (r, start) in [(0i64, 100 * US), (1, 120 * US), (2, 600 * US)] {
-            let mut info = rank(Some(r), &format!("rank{r}"));
-            info.world_size = Some(3);
-            b.rank(info);
-            let cpu = b.thread(100 + r, 1);
-            let gpu = b.queue(r, 20);
-            b.span(cpu, Level::Operation, "ProfilerStep#1", 0, 1100 * US);
-            b.span(
-                cpu,
-                Level::AcceleratorApi,
-                "cudaLaunchKernel",
-                start - 10 * US,
-                start - 9 * US,
-            )
-            .correlation(1);
-            b.span(
-                gpu,
-                Level::DeviceKernel,
-                "ncclKernel_AllReduce_RING_LL_Sum_float",
-                start,
-                1000 * US,
-            )
-            .correlation(1);
-        }
-        let evidence = CrossRankEvidence::from_trace(&b.build());
+        let trace = one_step_all_reduce(&[(0, 100 * US), (1, 120 * US), (2, 600 * US)]);
+        let evidence = CrossRankEvidence::from_trace(&trace);
         assert!(evidence.compares_ranks);
         assert_eq!(
             evidence.stragglers,
@@ -448,37 +456,9 @@ mod tests {
         // transfer is exposed. Rank 0's kernel: 900 us, of which 800 wait for rank 3 (its
         // arrival - rank 0's) and 100 transfer, [900, 1000) us.
         const US: Ns = 1_000;
-        let mut b = TraceBuilder::new();
-        for (r, start) in [
-            (0i64, 100 * US),
-            (1, 110 * US),
-            (2, 120 * US),
-            (3, 900 * US),
-        ] {
-            let mut info = rank(Some(r), &format!("rank{r}"));
-            info.world_size = Some(4);
-            b.rank(info);
-            let cpu = b.thread(100 + r, 1);
-            let gpu = b.queue(r, 20);
-            b.span(cpu, Level::Operation, "ProfilerStep#1", 0, 1100 * US);
-            b.span(
-                cpu,
-                Level::AcceleratorApi,
-                "cudaLaunchKernel",
-                start - 10 * US,
-                start - 9 * US,
-            )
-            .correlation(1);
-            b.span(
-                gpu,
-                Level::DeviceKernel,
-                "ncclKernel_AllReduce_RING_LL_Sum_float",
-                start,
-                1000 * US,
-            )
-            .correlation(1);
-        }
-        let evidence = CrossRankEvidence::from_trace(&b.build());
+        let trace =
+            one_step_all_reduce(&[(0, 100 * US), (1, 110 * US), (2, 120 * US), (3, 900 * US)]);
+        let evidence = CrossRankEvidence::from_trace(&trace);
         let r0 = &evidence.exposed[0];
         assert_eq!(r0.rank, 0);
         assert_eq!(
