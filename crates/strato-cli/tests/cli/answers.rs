@@ -5,30 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
-
-use crate::common::{data, run, s, stderr, strato};
-
-fn json_ok(args: &[&str]) -> (Value, String) {
-    let out = strato(args);
-    assert!(
-        out.status.success(),
-        "strato {args:?} failed ({:?}): {}",
-        out.status.code(),
-        stderr(&out)
-    );
-    (serde_json::from_slice(&out.stdout).unwrap(), stderr(&out))
-}
-
-fn kineto(dir: &Path, name: &str, events: &[String]) -> PathBuf {
-    let path = dir.join(name);
-    let text = format!(
-        "{{\"schemaVersion\":1,\"traceEvents\":[{}]}}",
-        events.join(",")
-    );
-    std::fs::write(&path, text).unwrap();
-    path
-}
+use crate::common::{data, json_ok, kineto_file, run, s};
 
 /// An MTIA-style trace: a runtime call and three device events of `cat` on device 0, stream 5
 /// (`args.device` + `args.stream`), 10 us each, 10 us apart.
@@ -43,7 +20,7 @@ fn accelerator_trace(dir: &Path, cat: &str) -> PathBuf {
             1 + k
         ));
     }
-    kineto(dir, &format!("{cat}.json"), &events)
+    kineto_file(dir, &format!("{cat}.json"), &events)
 }
 
 #[test]
@@ -108,7 +85,7 @@ fn an_unknown_category_at_a_device_queue_is_device_like() {
     // No stream arg, but placed at a (pid, tid) that is already a device queue, beside a
     // kernel: counted too; and host events of unknown categories are not.
     let dir = tempfile::tempdir().unwrap();
-    let path = kineto(
+    let path = kineto_file(
         dir.path(),
         "placed.json",
         &[
@@ -142,7 +119,7 @@ fn long_spans(dir: &Path) -> PathBuf {
         r#"{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":10,"tid":11,"ts":-2000000000000001,"dur":0.5,"args":{"correlation":1}}"#.to_owned(),
         r#"{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":10,"tid":11,"ts":-2000000000000001,"dur":0.5,"args":{"correlation":2}}"#.to_owned(),
     ];
-    kineto(dir, "long.json", &events)
+    kineto_file(dir, "long.json", &events)
 }
 
 #[test]

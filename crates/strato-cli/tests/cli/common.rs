@@ -94,3 +94,26 @@ pub fn stderr(out: &Output) -> String {
 pub fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
+
+/// Runs `strato` with `args`, which must succeed: its stdout parsed as JSON, and its stderr.
+pub fn json_ok(args: &[&str]) -> (Value, String) {
+    let out = strato(args);
+    assert!(
+        out.status.success(),
+        "strato {args:?} failed ({:?}): {}",
+        out.status.code(),
+        stderr(&out)
+    );
+    (serde_json::from_slice(&out.stdout).unwrap(), stderr(&out))
+}
+
+/// Writes a Kineto trace `name` in `dir` holding `events` (JSON objects as text).
+pub fn kineto_file(dir: &Path, name: &str, events: &[String]) -> PathBuf {
+    let path = dir.join(name);
+    let text = format!(
+        "{{\"schemaVersion\":1,\"traceEvents\":[{}]}}",
+        events.join(",")
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}

@@ -9,17 +9,7 @@ use std::process::Output;
 use rusqlite::Connection;
 use serde_json::Value;
 
-use crate::common::{data, stderr, strato, strato_env};
-
-fn json_ok(args: &[&str]) -> (Value, String) {
-    let out = strato(args);
-    assert!(
-        out.status.success(),
-        "strato {args:?} failed: {}",
-        stderr(&out)
-    );
-    (serde_json::from_slice(&out.stdout).unwrap(), stderr(&out))
-}
+use crate::common::{data, json_ok, kineto_file, stderr, strato, strato_env};
 
 /// Exit 2 with one line on stderr containing every `needles`.
 fn refused(out: &Output, needles: &[&str]) {
@@ -29,16 +19,6 @@ fn refused(out: &Output, needles: &[&str]) {
     for n in needles {
         assert!(err.contains(n), "{n:?} not in {err}");
     }
-}
-
-fn kineto(dir: &Path, name: &str, events: &[String]) -> PathBuf {
-    let path = dir.join(name);
-    let text = format!(
-        "{{\"schemaVersion\":1,\"traceEvents\":[{}]}}",
-        events.join(",")
-    );
-    std::fs::write(&path, text).unwrap();
-    path
 }
 
 fn kernel(name: &str, ts: &str, dur: &str, stream: i64) -> String {
@@ -55,7 +35,7 @@ fn kineto_event_without_ts_is_an_error_naming_it() {
         r#"{"ph":"X","cat":"kernel","name":"lost_ts","pid":0,"tid":7,"dur":3,"args":{"device":0,"stream":7}}"#
             .into(),
     );
-    let path = kineto(dir.path(), "no_ts.json", &events);
+    let path = kineto_file(dir.path(), "no_ts.json", &events);
     let p = path.to_str().unwrap();
     refused(
         &strato(&["info", p]),
@@ -77,7 +57,7 @@ fn kineto_times_out_of_range_or_overflowing_are_errors() {
         ("3999999999999999", "3999999999999999", "valid range"),
     ] {
         let events = vec![kernel("a", "10", "1", 7), kernel("far", ts, dur, 7)];
-        let path = kineto(dir.path(), "range.json", &events);
+        let path = kineto_file(dir.path(), "range.json", &events);
         refused(&strato(&["info", path.to_str().unwrap()]), &["far", what]);
     }
     // Two times each at the edge of the range: their difference (7.8e18 ns) fits, so the span
@@ -86,7 +66,7 @@ fn kineto_times_out_of_range_or_overflowing_are_errors() {
         kernel("early", "-3900000000000000", "1", 7),
         kernel("late", "3900000000000000", "1", 7),
     ];
-    let path = kineto(dir.path(), "edges.json", &events);
+    let path = kineto_file(dir.path(), "edges.json", &events);
     let p = path.to_str().unwrap();
     let (info, _) = json_ok(&["info", p, "--json"]);
     assert_eq!(info["duration_ns"], 7_800_000_000_000_001_000_i64);
@@ -109,7 +89,7 @@ fn report_on_a_54_year_span_stays_bounded() {
         kernel("at_zero", "0", "5", 7),
         kernel("at_epoch", "1712195495505543.2", "5", 7),
     ];
-    let path = kineto(dir.path(), "wide.json", &events);
+    let path = kineto_file(dir.path(), "wide.json", &events);
     let html = dir.path().join("r.html");
     let out = strato(&[
         "report",
@@ -131,7 +111,7 @@ fn overlapping_kernels_are_counted_and_never_negative() {
         kernel("c", "1500", "100", 7),
         kernel("c", "1500", "100", 7),
     ];
-    let path = kineto(dir.path(), "overlap.json", &events);
+    let path = kineto_file(dir.path(), "overlap.json", &events);
     let p = path.to_str().unwrap();
     let (gpu, _) = json_ok(&["gpu-time", p, "--json"]);
     let s = &gpu["ranks"][0]["streams"][0];
