@@ -15,6 +15,7 @@ mod gate;
 mod input;
 mod launch;
 mod output;
+mod profile_write;
 mod rank_stream;
 mod render;
 // signal(2) through `libc` around a recorded program's run, confined to this module.

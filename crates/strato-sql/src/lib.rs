@@ -12,6 +12,9 @@
 //! - the tables are exactly the profile's Parquet tables (same names, columns, types, rows:
 //!   [`strato_store::arrow_tables`]), whatever the input was (trace files, rank directories,
 //!   a profile directory, a recording);
+//! - over a profile directory the tables are its files, read while a query runs (only the
+//!   columns and row groups it needs: `parquet_table.rs`), so memory is what the query's
+//!   operators keep, not the size of the profile;
 //! - the views and analyses are SQL texts in `sql/` of this crate, in the subset of SQL that
 //!   DataFusion and Spark SQL both accept (tests run them on both); a view's text is a
 //!   `SELECT` over the tables, an analysis's a query over the views;
@@ -21,11 +24,13 @@
 //!   from a count are bounded, and it is cancelled past a timeout ([`Limits`]).
 
 use std::io::Write;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::catalog::TableProvider;
 use datafusion::datasource::MemTable;
 use datafusion::execution::context::{SQLOptions, SessionConfig, SessionContext};
 use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
@@ -35,6 +40,7 @@ use futures::StreamExt;
 mod bounded_text;
 mod cancel;
 mod guard;
+mod parquet_table;
 
 pub use bounded_text::MAX_BUILT_TEXT_BYTES;
 pub use guard::{QueryLimits, MAX_EXPRESSION_DEPTH, MAX_QUERY_BLOCKS, MAX_QUERY_BYTES};
@@ -108,6 +114,10 @@ pub enum SqlError {
     /// The query ran longer than [`Limits::timeout`] and was cancelled.
     #[error("query: cancelled after {seconds} s (--timeout SECS; 0: no limit)")]
     Timeout { seconds: u64 },
+    /// The profile directory cannot be read (its metadata, or a table file): the message
+    /// names the file.
+    #[error("{0}")]
+    Profile(String),
     /// A shipped view does not plan (a bug, reported as such).
     #[error("view {name}: {message}")]
     View { name: &'static str, message: String },
@@ -157,8 +167,9 @@ const CANCEL_GRACE: Duration = Duration::from_secs(5);
 /// Rules: the memory budget is split in two halves, one the pool of DataFusion's operators
 /// (joins, sorts, aggregations, a recursive query's work table: past it the query fails, and
 /// nothing spills to disk), the other the result held for printing
-/// ([`SqlError::ResultTooLarge`] past it). The tables themselves are not counted: they are the
-/// loaded profile.
+/// ([`SqlError::ResultTooLarge`] past it). Tables read from a profile's files
+/// ([`Session::over_profile`]) hold one batch per partition while a query runs; tables given in
+/// memory ([`Session::with_limits`]) are not counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Size, depth and breadth of the query text.
@@ -228,13 +239,60 @@ impl Session {
         Session::with_limits(tables, threads, Limits::with_budget(8 << 30))
     }
 
-    /// [`Session::new`] under `limits`.
+    /// [`Session::new`] under `limits`. The tables are held in memory.
     pub fn with_limits(
         tables: Vec<strato_store::ArrowTable>,
         threads: usize,
         limits: Limits,
     ) -> Result<Session, SqlError> {
         let threads = threads.max(1);
+        let mut sources: Vec<(&'static str, Arc<dyn TableProvider>)> = Vec::new();
+        for table in tables {
+            let partitions = split(table.batches, threads);
+            let mem = MemTable::try_new(table.schema, partitions)?;
+            sources.push((table.name, Arc::new(mem)));
+        }
+        Session::over(sources, threads, limits)
+    }
+
+    /// A session over the profile directory `dir` (`docs/profile-format.md`), under `limits`.
+    /// Each table whose file has the writer's schema ([`strato_store::table_schema`]) is read
+    /// from the file as queries run: only the columns and row groups a query needs, a batch at
+    /// a time, so the tables are never held. When a file has another schema (a profile from
+    /// an older writer, or rewritten by another engine), the whole profile is read through
+    /// the store's checking reader ([`strato_store::read`]) and held in memory instead, as
+    /// [`Session::with_limits`] holds it. The rows are the same either way.
+    pub fn over_profile(dir: &Path, threads: usize, limits: Limits) -> Result<Session, SqlError> {
+        let profile_error = |e: strato_store::StoreError| SqlError::Profile(e.to_string());
+        strato_store::read_metadata(dir).map_err(profile_error)?;
+        let threads = threads.max(1);
+        let mut sources: Vec<(&'static str, Arc<dyn TableProvider>)> = Vec::new();
+        for name in strato_store::table_names() {
+            let expected = strato_store::table_schema(name)
+                .unwrap_or_else(|| unreachable!("{name} is one of the table names"));
+            let path = dir.join(format!("{name}.parquet"));
+            match parquet_table::ParquetTable::open(&path, &expected) {
+                Ok(table) => sources.push((name, Arc::new(table))),
+                Err(parquet_table::OpenError::Unreadable(message)) => {
+                    return Err(SqlError::Profile(message))
+                }
+                Err(parquet_table::OpenError::OtherSchema) => {
+                    let trace = strato_store::read(dir).map_err(profile_error)?;
+                    let tables = strato_store::arrow_tables(&trace).map_err(profile_error)?;
+                    drop(trace);
+                    return Session::with_limits(tables, threads, limits);
+                }
+            }
+        }
+        Session::over(sources, threads, limits)
+    }
+
+    /// The session over `sources` (registered under their names) with [`VIEWS`] defined.
+    fn over(
+        sources: Vec<(&'static str, Arc<dyn TableProvider>)>,
+        threads: usize,
+        limits: Limits,
+    ) -> Result<Session, SqlError> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(threads)
             .thread_name("strato-sql")
@@ -255,10 +313,8 @@ impl Session {
         for udf in bounded_text::bounded_functions(limits.max_built_text_bytes) {
             ctx.register_udf(udf);
         }
-        for table in tables {
-            let partitions = split(table.batches, threads);
-            let mem = MemTable::try_new(table.schema, partitions)?;
-            ctx.register_table(table.name, Arc::new(mem))?;
+        for (name, source) in sources {
+            ctx.register_table(name, source)?;
         }
         let session = Session {
             runtime: Some(runtime),

@@ -170,6 +170,16 @@ pub fn table_names() -> impl Iterator<Item = &'static str> {
     schema::ALL.iter().map(|t| t.name)
 }
 
+/// The Arrow schema the writer gives table `name` (`<name>.parquet`, one of [`table_names`]);
+/// `None` for any other name. A file whose schema equals it (field names, types, nullability)
+/// can be read as it is by any Parquet engine (`strato sql` does).
+pub fn table_schema(name: &str) -> Option<arrow::datatypes::SchemaRef> {
+    schema::ALL
+        .iter()
+        .find(|t| t.name == name)
+        .map(|t| t.schema())
+}
+
 /// One table of a profile as Arrow record batches: the schema and rows of `<name>.parquet`
 /// (`docs/profile-format.md`), kept in memory.
 #[derive(Debug, Clone)]

@@ -5,10 +5,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use strato_io::ImportOptions;
-use strato_trace::Trace;
 
 use crate::ctx::Ctx;
-use crate::input::{load, stream_file};
+use crate::input::load;
+use crate::profile_write::{note_redacted, write_profile, Written};
 
 // Arguments of `strato import` (its help text is on the variant in `app.rs`).
 #[derive(clap::Args, Debug)]
@@ -48,24 +48,7 @@ pub fn run(args: ImportArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()> {
             out,
         );
     }
-    if let [input] = inputs.as_slice() {
-        if let Some(written) = import_streaming(input, &output, &options)? {
-            return report(out, &output, &written);
-        }
-    }
-    let trace = load(&inputs, &options)?;
-    note_redacted(&trace);
-    strato_store::write(&trace, &output)?;
-    let written = Written {
-        ranks: trace.ranks.len(),
-        rows: strato_store::WrittenRows {
-            spans: trace.spans.len() as u64,
-            instants: trace.instants.len() as u64,
-            counter_samples: trace.counters.len() as u64,
-            flows: trace.flows.len() as u64,
-            args: trace.args.len() as u64,
-        },
-    };
+    let written = write_profile(&inputs, &output, &options)?;
     report(out, &output, &written)
 }
 
@@ -114,12 +97,6 @@ fn import_partitioned(
     Ok(())
 }
 
-/// What was written: the summary line's figures.
-struct Written {
-    ranks: usize,
-    rows: strato_store::WrittenRows,
-}
-
 fn report(out: &mut impl Write, output: &Path, written: &Written) -> Result<()> {
     let rows = &written.rows;
     writeln!(
@@ -133,52 +110,4 @@ fn report(out: &mut impl Write, output: &Path, written: &Written) -> Result<()> 
         rows.flows
     )?;
     Ok(())
-}
-
-fn note_redacted(trace: &Trace) {
-    let redacted = strato_io::redact::redacted_names(trace);
-    if !redacted.is_empty() {
-        eprintln!(
-            "strato: note: redacted secret-looking values in the sources' metadata and names: {} \
-             (--keep-secrets keeps them)",
-            redacted.join(", ")
-        );
-    }
-}
-
-/// Imports one Chrome/Kineto JSON file straight into the profile: its events go to the
-/// store's row groups as they are read ([`strato_io::import_file_streaming`],
-/// [`strato_store::ProfileWriter`]), so the whole trace is never held. The profile is the one
-/// the in-memory path writes, byte for byte. `None` for an input that does not stream (not a
-/// regular Chrome JSON file, or a TensorFlow trace viewer file): nothing is left behind and
-/// the caller imports it whole.
-fn import_streaming(
-    input: &Path,
-    output: &Path,
-    options: &ImportOptions,
-) -> Result<Option<Written>> {
-    if !input.is_file() {
-        return Ok(None);
-    }
-    let mut writer = strato_store::ProfileWriter::create(output)?;
-    let mut failed: Option<strato_store::StoreError> = None;
-    let mut sink = |trace: &mut Trace| {
-        writer.write_events(trace).map_err(|e| {
-            let message = e.to_string();
-            failed = Some(e);
-            message
-        })
-    };
-    let mut trace = match stream_file(input, options, &mut sink) {
-        Ok(Some(trace)) => trace,
-        // The writer's temporary directory goes with it.
-        Ok(None) => return Ok(None),
-        Err(e) => return Err(failed.map_or_else(|| e.into(), Into::into)),
-    };
-    note_redacted(&trace);
-    let rows = writer.finish(&mut trace)?;
-    Ok(Some(Written {
-        ranks: trace.ranks.len(),
-        rows,
-    }))
 }

@@ -1,7 +1,9 @@
 //! `strato sql`: SQL over a profile's tables and the analyses' views (crate `strato-sql`, an
 //! embedded Apache DataFusion). Inputs are anything the other commands take; the tables are
 //! the profile store's (`docs/profile-format.md`), the views and shipped analyses those of
-//! `docs/sql.md`. Output: a table, CSV, a JSON array of row objects, Parquet or an Arrow IPC
+//! `docs/sql.md`. A profile directory is queried in place, its Parquet files read as the query
+//! runs; other inputs are first written as a temporary profile the way `strato import -o`
+//! writes one (`crate::profile_write`), so memory stays what the import and the query keep. Output: a table, CSV, a JSON array of row objects, Parquet or an Arrow IPC
 //! stream. The query runs under `strato_sql::Limits` (size and depth of the text, the memory
 //! budget for its operators and its result, `--timeout`); CSV text cells get the formula
 //! neutralisation of every CSV strato writes (`crate::table`).
@@ -126,12 +128,23 @@ pub fn run(args: SqlArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Result<
     limits.timeout = (args.timeout > 0).then(|| Duration::from_secs(args.timeout));
     // Refuse an oversized query before the inputs are loaded.
     strato_sql::check_query_size(&query, &limits.query)?;
-    let trace = crate::input::load(&inputs, &import_options)?;
-    let tables = strato_store::arrow_tables(&trace)
-        .context("the trace cannot be turned into the profile's tables")?;
-    drop(trace);
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let session = Session::with_limits(tables, threads, limits)?;
+    // A profile directory is queried in place; anything else is first written as a temporary
+    // profile (streamed when it is one JSON file), removed when the query is done.
+    let (session, _scratch) = match inputs.as_slice() {
+        [input] if strato_store::is_profile_dir(input) && !crate::input::graph_capture_set() => {
+            (Session::over_profile(input, threads, limits)?, None)
+        }
+        _ => {
+            let scratch = tempfile::Builder::new()
+                .prefix("strato-sql-")
+                .tempdir()
+                .context("cannot create the query's temporary profile directory (TMPDIR)")?;
+            let dir = scratch.path().join("profile");
+            crate::profile_write::write_profile(&inputs, &dir, &import_options)?;
+            (Session::over_profile(&dir, threads, limits)?, Some(scratch))
+        }
+    };
     let result = session.query(&query)?;
     let csv_text = crate::table::neutralised_csv_text;
     match &args.output {
