@@ -33,9 +33,10 @@
 //!
 //! What is covered ([`redact_trace`]): each source's metadata (`Rank::metadata_json`), its host
 //! name, each device's name and extra properties, process names and labels, track (thread,
-//! queue) names, and every event attribute blob (`Trace::args`, [`redact_args`]; a blob with a
-//! secret is re-serialized, its keys then sorted). Event names and categories (the program's
-//! own labels) are not scanned. Scanning is linear in the text (no backtracking), and an
+//! queue) names, event names and categories (the string table: the text rules, the id kept,
+//! so every event naming a redacted text reads the marker; two names that redact to the same
+//! text stay apart as `text (2)`), and every event attribute blob (`Trace::args`,
+//! [`redact_args`]; a blob with a secret is re-serialized, its keys then sorted). Scanning is linear in the text (no backtracking), and an
 //! attribute blob holding none of the words and prefixes the rules need ([`might_hold_secret`])
 //! is passed over in one pass over its bytes.
 
@@ -44,7 +45,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 #[cfg(test)]
 use strato_trace::SourceFormat;
-use strato_trace::{ArgsTable, Trace};
+use strato_trace::{ArgsTable, StrId, StringTable, Trace};
 
 /// What a redacted value is replaced with.
 pub const MARKER: &str = "<redacted by stratoscope>";
@@ -140,6 +141,7 @@ pub fn redact_trace(trace: &mut Trace) -> Redacted {
     for track in &mut trace.tracks {
         redact_name(&mut track.name, "track name", &mut names);
     }
+    redact_strings(&mut trace.strings, &mut names);
     let args_blobs = redact_args(&mut trace.args);
     Redacted {
         names: names.into_iter().collect(),
@@ -148,7 +150,7 @@ pub fn redact_trace(trace: &mut Trace) -> Redacted {
 }
 
 /// The names of what carries [`MARKER`] in `trace`'s metadata, host, device, process and track
-/// names (redacted when it was imported, or now): what `strato info` reports. Event
+/// names and its event names (redacted when it was imported, or now): what `strato info` reports. Event
 /// attributes are not searched (a stored profile's are not read for it).
 pub fn redacted_names(trace: &Trace) -> Vec<String> {
     let mut names = BTreeSet::new();
@@ -179,6 +181,9 @@ pub fn redacted_names(trace: &Trace) -> Vec<String> {
         if let Some(text) = text.as_deref().filter(|t| t.contains(MARKER)) {
             marker_labels(label, text, None, &mut names);
         }
+    }
+    for (_, text) in trace.strings.iter().filter(|(_, t)| t.contains(MARKER)) {
+        marker_labels("event name", text, None, &mut names);
     }
     names.into_iter().collect()
 }
@@ -225,7 +230,7 @@ pub fn redact_args(args: &mut ArgsTable) -> usize {
 
 /// One attribute blob with its secrets redacted, or `None` when it holds none. A blob that is
 /// not JSON is redacted as text.
-fn redact_blob(blob: &str) -> Option<String> {
+pub fn redact_blob(blob: &str) -> Option<String> {
     match serde_json::from_str::<Value>(blob) {
         Ok(mut value) => {
             if redact_value(&mut value, "") {
@@ -559,6 +564,21 @@ fn already_redacted(s: &str) -> bool {
 }
 
 /// Redacts a name-like text (no key of its own): the text rules only.
+/// The text rules over the string table: event names and categories (a `record_function`
+/// label built from a URL or a command line). A changed text keeps its id
+/// ([`StringTable::replace`]), so every event naming it reads the redacted text.
+fn redact_strings(strings: &mut StringTable, names: &mut BTreeSet<String>) {
+    let changed: Vec<(StrId, String)> = strings
+        .iter()
+        .filter(|(_, text)| might_hold_secret(text))
+        .filter_map(|(id, text)| redact_text(text).map(|clean| (id, clean)))
+        .collect();
+    for (id, clean) in changed {
+        marker_labels("event name", &clean, None, names);
+        strings.replace(id, &clean);
+    }
+}
+
 fn redact_name(text: &mut Option<String>, label: &str, names: &mut BTreeSet<String>) {
     let Some(t) = text.as_deref() else { return };
     if let Some(clean) = redact_text(t) {

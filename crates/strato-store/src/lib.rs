@@ -142,6 +142,21 @@ pub fn stream_with(
     read::read_tables(dir)?.stream_events(options, sink)
 }
 
+/// Reads the tables of the profile at `dir` that are not events (strings, ranks, processes,
+/// tracks, devices, clock), checked as [`read`] checks them: the trace has no event and no
+/// attribute blob.
+pub fn read_without_events(dir: &Path) -> Result<Trace, StoreError> {
+    Ok(read::read_tables(dir)?.trace)
+}
+
+/// Hands the text of every attribute blob of the profile at `dir` (`args.parquet`, in id
+/// order) to `visit`, a batch at a time, until `visit` returns `false` (the rest is not handed over);
+/// no other table is read. For a scan that keeps nothing: `strato sql`
+/// asks whether a stored profile holds a secret before querying it in place.
+pub fn visit_args(dir: &Path, visit: &mut dyn FnMut(&str) -> bool) -> Result<(), StoreError> {
+    read::visit_args(dir, visit)
+}
+
 /// Reads only `metadata.json` of the profile at `dir` (checked like [`read`] does).
 pub fn read_metadata(dir: &Path) -> Result<Metadata, StoreError> {
     Metadata::read(dir)

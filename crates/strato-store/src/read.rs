@@ -282,6 +282,25 @@ fn read_args(dir: &Path, meta: &Metadata, trace: &mut Trace) -> Result<()> {
     })
 }
 
+/// See [`crate::visit_args`].
+pub(crate) fn visit_args(dir: &Path, visit: &mut dyn FnMut(&str) -> bool) -> Result<()> {
+    let meta = Metadata::read(dir)?;
+    let mut going = true;
+    Table::open(dir, &meta, &schema::ARGS)?.for_each(|rows| {
+        if !going {
+            return Ok(());
+        }
+        let json = rows.text("json")?;
+        for i in 0..rows.len() {
+            if !visit(json.req(i)?) {
+                going = false;
+                break;
+            }
+        }
+        Ok(())
+    })
+}
+
 fn read_ranks(dir: &Path, meta: &Metadata, trace: &mut Trace) -> Result<()> {
     Table::open(dir, meta, &schema::RANKS)?.for_each(|rows| {
         let id = rows.u32("id")?;

@@ -91,6 +91,28 @@ impl StringTable {
         self.strings.is_empty()
     }
 
+    /// Replaces the text of `id` with `text`, keeping the id, so that everything naming `id`
+    /// now reads `text` (redaction rewrites a name this way). The texts stay unique: when
+    /// `text` is already another id's, ` (2)`, ` (3)`, ... is appended until it is not. Returns
+    /// the text stored. The empty string's id and ids not in the table are left as they are.
+    pub fn replace(&mut self, id: StrId, text: &str) -> &str {
+        let i = id.0 as usize;
+        if id == StrId::EMPTY || i >= self.strings.len() || &*self.strings[i] == text {
+            return self.get(id);
+        }
+        let mut unique = text.to_owned();
+        let mut n = 1;
+        while self.index.contains_key(unique.as_str()) {
+            n += 1;
+            unique = format!("{text} ({n})");
+        }
+        let old = std::mem::replace(&mut self.strings[i], unique.as_str().into());
+        self.index.remove(&old);
+        self.text_bytes = self.text_bytes - old.len() + unique.len();
+        self.index.insert(unique.into(), id);
+        &self.strings[i]
+    }
+
     /// All strings in id order.
     pub fn iter(&self) -> impl Iterator<Item = (StrId, &str)> {
         self.strings
@@ -115,5 +137,24 @@ mod tests {
         assert_eq!(table.get(a), "cudaLaunchKernel");
         assert_eq!(table.len(), 3);
         assert_eq!(table.get(StrId(99)), "");
+    }
+
+    #[test]
+    fn replacing_keeps_the_id_and_the_texts_unique() {
+        let mut table = StringTable::default();
+        let a = table.intern("load https://u:pw@host");
+        let b = table.intern("load https://u:<x>@host");
+        assert_eq!(
+            table.replace(a, "load https://u:<x>@host"),
+            "load https://u:<x>@host (2)"
+        );
+        assert_eq!(table.lookup("load https://u:<x>@host (2)"), Some(a));
+        assert_eq!(table.lookup("load https://u:pw@host"), None);
+        assert_eq!(table.get(b), "load https://u:<x>@host");
+        assert_eq!(table.replace(b, "other"), "other");
+        assert_eq!(table.lookup("other"), Some(b));
+        assert_eq!(table.replace(StrId::EMPTY, "x"), "");
+        assert_eq!(table.replace(StrId(99), "x"), "");
+        assert_eq!(table.intern("load https://u:<x>@host"), StrId(3));
     }
 }

@@ -129,10 +129,15 @@ pub fn run(args: SqlArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Result<
     // Refuse an oversized query before the inputs are loaded.
     strato_sql::check_query_size(&query, &limits.query)?;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    // A profile directory is queried in place; anything else is first written as a temporary
-    // profile (streamed when it is one JSON file), removed when the query is done.
+    // A profile directory is queried in place; anything else (and a profile that holds a
+    // secret, unless --keep-secrets) is first written as a temporary profile (streamed when it
+    // is one JSON file; redacted as every import is), removed when the query is done.
     let (session, _scratch) = match inputs.as_slice() {
-        [input] if strato_store::is_profile_dir(input) && !crate::input::graph_capture_set() => {
+        [input]
+            if strato_store::is_profile_dir(input)
+                && !crate::input::graph_capture_set()
+                && (crate::input::keep_secrets() || !holds_secrets(input)?) =>
+        {
             (Session::over_profile(input, threads, limits)?, None)
         }
         _ => {
@@ -156,4 +161,25 @@ pub fn run(args: SqlArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Result<
         })?,
     }
     Ok(())
+}
+
+/// True when the stored profile at `dir` holds a text the redaction rules would change (it was
+/// imported with `--keep-secrets`): every command redacts such a profile as it reads it, so
+/// `sql` queries a redacted copy instead of the files. One pass over `args.parquet`, none over
+/// the events.
+fn holds_secrets(dir: &std::path::Path) -> Result<bool> {
+    let mut tables = strato_store::read_without_events(dir)?;
+    if !strato_io::redact::redact_trace(&mut tables)
+        .names
+        .is_empty()
+    {
+        return Ok(true);
+    }
+    let mut found = false;
+    strato_store::visit_args(dir, &mut |blob| {
+        found = strato_io::redact::might_hold_secret(blob)
+            && strato_io::redact::redact_blob(blob).is_some();
+        !found
+    })?;
+    Ok(found)
 }

@@ -1,7 +1,7 @@
 //! Secrets (issue 28, item 4): a secret written into any field of a Kineto trace that strato
-//! writes back (metadata, event attributes, host, process, thread and device names) is absent
-//! from every output — the profile's tables and metadata.json read back, `info`, exports,
-//! the report — in every form the rules name (docs/profile-format.md, "Secrets"), and
+//! writes back (metadata, event attributes, host, process, thread, device and event names) is
+//! absent from every output — the profile's tables and metadata.json read back, `info`,
+//! exports, the report, `sql` over every table — in every form the rules name (docs/profile-format.md, "Secrets"), and
 //! `--keep-secrets` keeps each of them (so the greps can see what they look for).
 
 use std::path::Path;
@@ -210,17 +210,19 @@ struct Fields {
     process_labels: Placed,
     thread_name: Placed,
     device_name: Placed,
+    /// The name of a `record_function` range (an event name).
+    annotation_name: Placed,
 }
 
 fn fields() -> impl Strategy<Value = Fields> {
     (
         (placed(), placed(), placed(), placed(), placed()),
-        (placed(), placed(), placed(), placed()),
+        (placed(), placed(), placed(), placed(), placed()),
     )
         .prop_map(
             |(
                 (metadata, cpu_args, kernel_args, instant_args, host),
-                (process_name, process_labels, thread_name, device_name),
+                (process_name, process_labels, thread_name, device_name, annotation_name),
             )| Fields {
                 metadata,
                 cpu_args,
@@ -231,12 +233,13 @@ fn fields() -> impl Strategy<Value = Fields> {
                 process_labels,
                 thread_name,
                 device_name,
+                annotation_name,
             },
         )
 }
 
 impl Fields {
-    fn all(&self) -> [(&'static str, &Placed); 9] {
+    fn all(&self) -> [(&'static str, &Placed); 10] {
         [
             ("metadata", &self.metadata),
             ("cpu_op args", &self.cpu_args),
@@ -247,6 +250,7 @@ impl Fields {
             ("process labels", &self.process_labels),
             ("thread name", &self.thread_name),
             ("device name", &self.device_name),
+            ("annotation name", &self.annotation_name),
         ]
     }
 
@@ -278,6 +282,8 @@ impl Fields {
                  "args":{"name": self.thread_name.text()}},
                 {"ph":"X","name":"ProfilerStep#1","cat":"user_annotation","pid":1,"tid":1,
                  "ts":0,"dur":1000},
+                {"ph":"X","name": self.annotation_name.text(),"cat":"user_annotation","pid":1,
+                 "tid":1,"ts":5,"dur":200},
                 {"ph":"X","name":"aten::mm","cat":"cpu_op","pid":1,"tid":1,"ts":10,"dur":100,
                  "args": args(&self.cpu_args, json!({"External id": 1}))},
                 {"ph":"X","name":"cudaLaunchKernel","cat":"cuda_runtime","pid":1,"tid":1,
@@ -399,6 +405,12 @@ proptest! {
             ok(&["report", i, "-o", s(&report)]);
             check_no_secret(&fields, &format!("the report of {i}"),
                 &std::fs::read_to_string(&report).unwrap())?;
+            // The tables that hold text.
+            for table in ["strings", "args", "ranks", "processes", "tracks", "devices"] {
+                let query = format!("SELECT * FROM {table}");
+                check_no_secret(&fields, &format!("sql over {table} of {i}"),
+                    &said(&["sql", &query, i, "--format", "csv", "--csv-raw"]))?;
+            }
         }
     }
 }
