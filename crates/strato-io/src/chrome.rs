@@ -599,6 +599,10 @@ struct PendingFlowEnd {
 /// The bit of `PendingFlowEnd::place` that marks an `s` (start) end; places and track ids
 /// stay below it (an import refuses more than 2^31 tracks long before).
 const FLOW_START: u32 = 1 << 31;
+/// Import-note count: events of a merged multi-rank file whose `args.rank` names another rank
+/// than their pid (see `Builder::fused_rank`).
+pub const MERGED_RANK_CONTRADICTED: &str = "merged_file_args_rank_contradicts_pid";
+
 /// TraceFuse adds rank x this to every pid of a merged file (see `Builder::fused_rank`).
 const FUSED_PID_STRIDE: i64 = 100_000_000;
 
@@ -892,6 +896,16 @@ impl<'p, 's> Builder<'p, 's> {
         } else {
             RankId(0)
         };
+        // In a merged file, an event whose `args.rank` names another rank than its pid does is
+        // kept on its pid's rank and counted there (the file contradicts itself).
+        let claimed = args_rank.and_then(Loose::as_i64);
+        if let Some(claimed) = claimed {
+            let merged = quotient >= 1 || !self.fused_ranks.is_empty();
+            let rank = &mut self.trace.ranks[target.0 as usize];
+            if merged && rank.rank.unwrap_or(0) != claimed {
+                rank.notes.count(MERGED_RANK_CONTRADICTED, 1);
+            }
+        }
         self.rank = target;
     }
 
@@ -2001,6 +2015,36 @@ mod tests {
     fn import_text(text: &str) -> Result<Trace> {
         let input = Input::from_reader(Box::new(Cursor::new(text.as_bytes().to_vec())));
         import(Path::new("test.json"), input, &ImportOptions::default())
+    }
+
+    #[test]
+    fn a_merged_file_whose_args_rank_contradicts_the_pid_is_counted() {
+        // The third event's pid says rank 1, its args.rank says 0; the fourth's pid says rank
+        // 0 (raw), its args.rank 1. Both stay on their pid's rank, counted there.
+        let trace = import_text(
+            r#"{"schemaVersion":1,"distributedInfo":{"rank":0,"world_size":2},"traceEvents":[
+            {"ph":"X","cat":"cpu_op","name":"a","pid":10,"tid":11,"ts":100,"dur":10,"args":{"rank":0}},
+            {"ph":"X","cat":"cpu_op","name":"b","pid":100000010,"tid":11,"ts":100,"dur":10,"args":{"rank":1}},
+            {"ph":"X","cat":"cpu_op","name":"c","pid":100000010,"tid":11,"ts":120,"dur":10,"args":{"rank":0}},
+            {"ph":"X","cat":"cpu_op","name":"d","pid":10,"tid":11,"ts":140,"dur":10,"args":{"rank":1}}
+            ]}"#,
+        )
+        .unwrap();
+        assert_eq!(trace.ranks.len(), 2);
+        let counted: Vec<u64> = trace
+            .ranks
+            .iter()
+            .map(|r| r.notes.get(MERGED_RANK_CONTRADICTED))
+            .collect();
+        assert_eq!(counted, vec![1, 1]);
+        // A single-rank file whose events carry its own rank: nothing to count.
+        let single = import_text(
+            r#"{"schemaVersion":1,"distributedInfo":{"rank":3,"world_size":8},"traceEvents":[
+            {"ph":"X","cat":"cpu_op","name":"a","pid":10,"tid":11,"ts":100,"dur":10,"args":{"rank":5}}
+            ]}"#,
+        )
+        .unwrap();
+        assert_eq!(single.ranks[0].notes.get(MERGED_RANK_CONTRADICTED), 0);
     }
 
     #[test]

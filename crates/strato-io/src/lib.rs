@@ -425,6 +425,7 @@ pub fn import_file_streaming(
     // As `import_paths` gathers one file.
     let mut timeline = Trace::default();
     timeline.append(trace);
+    ranks::note_rank_claims(&mut timeline);
     Ok(Some(timeline))
 }
 
@@ -581,5 +582,6 @@ pub fn import_paths(paths: &[PathBuf], options: &ImportOptions) -> Result<Trace>
             ncu::attach(&mut timeline, m);
         }
     }
+    ranks::note_rank_claims(&mut timeline);
     Ok(timeline)
 }

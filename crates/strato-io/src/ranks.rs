@@ -207,3 +207,105 @@ mod tests {
         }
     }
 }
+
+/// Notes what the ranks of one import claim that cannot all be true, on each rank concerned
+/// (free-text import notes: every command warns of them, `strato info` lists them):
+/// - a negative job rank is not a rank: it is dropped (the rank is then numbered by its
+///   position, as a source without one) and noted;
+/// - a job rank not below its own world size;
+/// - sources that disagree on the world size (ranks of different jobs imported together?).
+///
+/// Nsight Compute and `perf` sources carry no job rank and are left out.
+pub fn note_rank_claims(trace: &mut strato_trace::Trace) {
+    use strato_trace::SourceFormat;
+    let counted =
+        |format: &SourceFormat| *format != SourceFormat::Ncu && *format != SourceFormat::Perf;
+    let mut sizes: std::collections::BTreeMap<i64, usize> = std::collections::BTreeMap::new();
+    for rank in trace.ranks.iter_mut().filter(|r| counted(&r.format)) {
+        if let Some(n) = rank.rank.filter(|&n| n < 0) {
+            rank.notes.note(format!(
+                "job rank {n} is negative, so not a rank: the source is numbered by its position"
+            ));
+            rank.rank = None;
+        }
+        if let (Some(n), Some(world)) = (rank.rank, rank.world_size) {
+            if n >= world {
+                rank.notes.note(format!(
+                    "job rank {n} is not below the world size {world} the source gives"
+                ));
+            }
+        }
+        if let Some(world) = rank.world_size {
+            *sizes.entry(world).or_insert(0) += 1;
+        }
+    }
+    if sizes.len() > 1 {
+        let said: Vec<String> = sizes
+            .iter()
+            .map(|(world, n)| format!("{world} ({n} source{})", if *n == 1 { "" } else { "s" }))
+            .collect();
+        let note = format!(
+            "the sources disagree on the world size: {}; ranks of different jobs imported together?",
+            said.join(", ")
+        );
+        for rank in trace.ranks.iter_mut().filter(|r| counted(&r.format)) {
+            if rank.world_size.is_some() {
+                rank.notes.note(note.clone());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod rank_claims {
+    use super::note_rank_claims;
+    use strato_trace::testing::{rank, TraceBuilder};
+
+    fn job(claims: &[(Option<i64>, Option<i64>)]) -> strato_trace::Trace {
+        let mut b = TraceBuilder::new();
+        for (i, (n, world)) in claims.iter().enumerate() {
+            let mut r = rank(*n, &format!("r{i}"));
+            r.world_size = *world;
+            b.rank(r);
+        }
+        b.build()
+    }
+
+    fn notes(trace: &strato_trace::Trace) -> Vec<Vec<String>> {
+        trace.ranks.iter().map(|r| r.notes.notes.clone()).collect()
+    }
+
+    #[test]
+    fn a_consistent_job_gets_no_note() {
+        let mut t = job(&[(Some(0), Some(2)), (Some(1), Some(2)), (None, None)]);
+        note_rank_claims(&mut t);
+        assert!(notes(&t).iter().all(Vec::is_empty), "{:?}", notes(&t));
+    }
+
+    #[test]
+    fn negative_ranks_are_dropped_and_noted() {
+        let mut t = job(&[(Some(-1), Some(2)), (Some(1), Some(2))]);
+        note_rank_claims(&mut t);
+        assert_eq!(t.ranks[0].rank, None);
+        assert!(notes(&t)[0][0].contains("job rank -1 is negative"));
+        assert!(notes(&t)[1].is_empty());
+    }
+
+    #[test]
+    fn ranks_past_the_world_size_and_two_world_sizes_are_noted() {
+        let mut t = job(&[(Some(0), Some(2)), (Some(5), Some(2)), (Some(1), Some(8))]);
+        note_rank_claims(&mut t);
+        let n = notes(&t);
+        assert!(n[1]
+            .iter()
+            .any(|l| l.contains("job rank 5 is not below the world size 2")));
+        for rank_notes in &n {
+            assert!(
+                rank_notes
+                    .iter()
+                    .any(|l| l.contains("disagree on the world size: 2 (2 sources), 8 (1 source)")),
+                "{rank_notes:?}"
+            );
+        }
+    }
+}

@@ -440,3 +440,36 @@ fn an_output_may_not_go_inside_an_input_directory() {
     let (code, _, err) = run(&["report", p, "-o", s(&dir.path().join("r.html"))]);
     assert_eq!(code, 0, "{err}");
 }
+
+/// Ranks that claim what cannot all be true are taken with a warning naming the claim, never
+/// silently: a negative job rank (dropped), a rank past its world size, and two jobs' ranks
+/// (different world sizes) imported together.
+#[test]
+fn contradictory_rank_claims_are_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, rank: i64, world: i64| {
+        let path = dir.path().join(name);
+        let doc = format!(
+            r#"{{"schemaVersion":1,"distributedInfo":{{"rank":{rank},"world_size":{world}}},"traceEvents":[
+            {{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":100,"dur":10,"args":{{"device":0,"stream":7}}}}]}}"#
+        );
+        std::fs::write(&path, doc).unwrap();
+        path
+    };
+    let negative = file("neg.json", -1, 2);
+    let past = file("past.json", 5, 2);
+    let other_job = file("other.json", 1, 8);
+    let (code, out, err) = run(&["info", s(&negative), s(&past), s(&other_job)]);
+    assert_eq!(code, 0, "{err}");
+    for needle in [
+        "job rank -1 is negative",
+        "job rank 5 is not below the world size 2",
+        "the sources disagree on the world size: 2 (2 sources), 8 (1 source)",
+    ] {
+        assert!(err.contains(needle), "{needle:?} not warned: {err}");
+        assert!(
+            out.contains(needle),
+            "{needle:?} not in info's notes: {out}"
+        );
+    }
+}
