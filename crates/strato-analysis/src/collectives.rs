@@ -568,7 +568,12 @@ pub struct CollectiveInstance {
     /// Order of this instance among its key's on each member rank (0-based).
     pub ordinal: usize,
     pub matched_by: MatchBy,
+    /// The message size the first member that says gives (the bandwidths use it).
     pub bytes: Option<u64>,
+    /// The smallest and largest message size the members report, when they differ (ranks that
+    /// disagree on one collective: a mismatched call, or calls matched by order that are not
+    /// one collective); `None` when they agree or say nothing.
+    pub bytes_disagree: Option<(u64, u64)>,
     /// Expected members: the group's size, else the job's world size, else the ranks with
     /// collectives in the input.
     pub group_size: usize,
@@ -618,6 +623,7 @@ pub fn match_collectives(ranks: &[RankCollectives]) -> Vec<CollectiveInstance> {
                     ordinal,
                     matched_by,
                     bytes: call.bytes,
+                    bytes_disagree: None,
                     group_size: 0,
                     complete: false,
                     members: Vec::new(),
@@ -633,6 +639,12 @@ pub fn match_collectives(ranks: &[RankCollectives]) -> Vec<CollectiveInstance> {
             let inst = &mut instances[index];
             if inst.bytes.is_none() {
                 inst.bytes = call.bytes;
+            }
+            if let (Some(first), Some(here)) = (inst.bytes, call.bytes) {
+                if first != here || inst.bytes_disagree.is_some() {
+                    let (low, high) = inst.bytes_disagree.unwrap_or((first, first));
+                    inst.bytes_disagree = Some((low.min(here), high.max(here)));
+                }
             }
             if inst.cpu_name.is_none() {
                 inst.cpu_name = call.cpu_name.clone();

@@ -100,11 +100,17 @@ fn collective(report: &CollectivesReport, i: &CollectiveInstance) -> Ordered {
             ])
         })
         .collect();
-    object(vec![
+    let mut fields = vec![
         ("kind", o(i.kind.as_str())),
         ("group", o(&i.group)),
         ("seq", o(i.seq)),
         ("bytes", o(i.bytes)),
+    ];
+    // Only when the members disagree, as the CLI writes it.
+    if let Some((low, high)) = i.bytes_disagree {
+        fields.push(("bytes_disagree", o([low, high])));
+    }
+    fields.extend([
         ("complete", o(i.complete)),
         ("ranks", Ordered::List(members)),
         ("last_rank", o(i.last_rank.map(|r| job_rank_of(report, r)))),
@@ -116,7 +122,8 @@ fn collective(report: &CollectivesReport, i: &CollectiveInstance) -> Ordered {
         ("group_size", o(i.group_size)),
         ("matched_by", o(i.matched_by.as_str())),
         ("ordinal", o(i.ordinal)),
-    ])
+    ]);
+    object(fields)
 }
 
 /// `strato collectives --json`.

@@ -339,3 +339,30 @@ fn names_say_their_kind() {
     assert_eq!(dtype_size("long int"), Some(8));
     assert_eq!(dtype_size("mystery"), None);
 }
+
+#[test]
+fn ranks_reporting_different_sizes_for_one_collective_are_said_to_disagree() {
+    // Two ranks, two all-reduces; in the second, rank 1 says twice rank 0's elements.
+    let mut b = TraceBuilder::new();
+    for (job_rank, second) in [(0_i64, 1_048_576_u64), (1, 2_097_152)] {
+        let mut r = test_rank(Some(job_rank), &format!("rank{job_rank}"));
+        r.world_size = Some(2);
+        b.rank(r);
+        let gpu = b.queue(job_rank, 20);
+        for (i, nelems) in [(0_i64, 1_048_576_u64), (1, second)] {
+            let start = 100 * US * (i + 1);
+            b.span(gpu, Level::DeviceKernel, ALL_REDUCE, start, start + 50 * US)
+                .args(&format!(
+                    r#"{{"Collective name":"allreduce","In msg nelems":{nelems},"dtype":"Float","Group size":2}}"#
+                ));
+        }
+    }
+    let report = collectives(&b.build(), &CollectivesOptions::default());
+    assert_eq!(report.instances.len(), 2);
+    assert_eq!(report.instances[0].bytes_disagree, None);
+    assert_eq!(report.instances[0].bytes, Some(4 * 1_048_576));
+    assert_eq!(
+        report.instances[1].bytes_disagree,
+        Some((4 * 1_048_576, 4 * 2_097_152))
+    );
+}

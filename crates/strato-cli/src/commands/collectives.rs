@@ -54,6 +54,9 @@ struct JsonCollective {
     group: Option<String>,
     seq: Option<i64>,
     bytes: Option<u64>,
+    /// The smallest and largest size the members report, only when they differ.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bytes_disagree: Option<[u64; 2]>,
     complete: bool,
     ranks: Vec<JsonMember>,
     last_rank: Option<i64>,
@@ -178,6 +181,7 @@ fn json_collective(report: &CollectivesReport, i: &CollectiveInstance) -> JsonCo
         group: i.group.clone(),
         seq: i.seq,
         bytes: i.bytes,
+        bytes_disagree: i.bytes_disagree.map(|(low, high)| [low, high]),
         complete: i.complete,
         ranks: i
             .members
@@ -386,6 +390,21 @@ fn print_text(report: &CollectivesReport, out: &mut dyn Write) -> Result<()> {
             .max_error_ns
             .map_or("unknown".into(), |e| format!("{} us", us(e as f64)))
     )?;
+    let disagreeing: Vec<&CollectiveInstance> = report
+        .instances
+        .iter()
+        .filter(|i| i.bytes_disagree.is_some())
+        .collect();
+    if let Some(first) = disagreeing.first() {
+        let (low, high) = first.bytes_disagree.unwrap_or_default();
+        writeln!(
+            out,
+            "warning: in {} collectives the ranks report different message sizes (first: {} #{}, {low} to {high} bytes); their bytes and bandwidths are the first rank's\n",
+            disagreeing.len(),
+            first.kind.as_str(),
+            first.seq.map_or(first.ordinal as i64, |s| s),
+        )?;
+    }
     let mut t = Table::new(&[
         "rank",
         "collectives",

@@ -473,3 +473,49 @@ fn contradictory_rank_claims_are_warned_about() {
         );
     }
 }
+
+/// Ranks that report different sizes for one collective: said in the text and the JSON, and
+/// the Python shape follows the CLI's (the field only when they disagree).
+#[test]
+fn ranks_disagreeing_on_a_collectives_size_are_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    for (rank, second) in [(0, 1_048_576_u64), (1, 2_097_152)] {
+        let events: Vec<String> = [1_048_576_u64, second]
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                format!(
+                    r#"{{"ph":"X","cat":"kernel","name":"ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)","pid":0,"tid":20,"ts":{},"dur":50,"args":{{"device":0,"stream":20,"Collective name":"allreduce","In msg nelems":{n},"dtype":"Float","Group size":2}}}}"#,
+                    100 * (i + 1)
+                )
+            })
+            .collect();
+        let doc = format!(
+            r#"{{"schemaVersion":1,"distributedInfo":{{"rank":{rank},"world_size":2}},"traceEvents":[{}]}}"#,
+            events.join(",")
+        );
+        std::fs::write(dir.path().join(format!("r{rank}.json")), doc).unwrap();
+    }
+    let (code, out, err) = run(&["collectives", s(dir.path())]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("warning: in 1 collectives the ranks report different message sizes (first: all_reduce #1, 4194304 to 8388608 bytes)"),
+        "{out}"
+    );
+    let (code, out, err) = run(&["collectives", s(dir.path()), "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let said: Vec<&serde_json::Value> = doc["collectives"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| &c["bytes_disagree"])
+        .collect();
+    assert_eq!(
+        said,
+        [
+            &serde_json::Value::Null,
+            &serde_json::json!([4194304, 8388608])
+        ]
+    );
+}
