@@ -9,7 +9,7 @@
 #   bash scripts/fuzz.sh replay TARGET FILE...   run inputs through a target (triage)
 #
 # Targets: chrome chrome_chunked tf xplane nsys ncu recording store rocprof perfetto perf_data
-# perf_script.
+# perf_script rules device_spec level_map sql.
 # A campaign resumes from its queue (target/fuzz/TARGET/) when run again. Afterwards the
 # script prints executions, crashes and hangs, replays each crash through the (uninstrumented)
 # target to show what broke, and copies crashes and hangs to fuzz/findings/TARGET/ (ignored by
@@ -21,17 +21,22 @@
 # FUZZ_NO_BUILD=1 (use the drivers already built).
 #
 # Two drivers are built (in target/afl/, sharing their dependencies): strato-fuzz-afl-core
-# (every target but store: no parquet or arrow to instrument) and strato-fuzz-afl-store.
+# (every target but store and sql: no parquet or arrow to instrument), strato-fuzz-afl-store and
+# strato-fuzz-afl-sql (DataFusion).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 AFL_VERSION=0.18.2
-TARGETS=(chrome chrome_chunked tf xplane nsys ncu recording store rocprof perfetto perf_data perf_script)
+TARGETS=(chrome chrome_chunked tf xplane nsys ncu recording store rocprof perfetto perf_data perf_script rules device_spec level_map sql)
 AFL_TARGET_DIR="$PWD/target/afl"
 # The uninstrumented tool (replay, seeds), where cargo puts it (CARGO_TARGET_DIR honoured).
 TOOL="${CARGO_TARGET_DIR:-target}/debug/strato-fuzz"
 driver_of() {
-  if [[ $1 == store ]]; then echo "$AFL_TARGET_DIR/strato-fuzz-afl-store"; else echo "$AFL_TARGET_DIR/strato-fuzz-afl-core"; fi
+  case $1 in
+    store) echo "$AFL_TARGET_DIR/strato-fuzz-afl-store" ;;
+    sql) echo "$AFL_TARGET_DIR/strato-fuzz-afl-sql" ;;
+    *) echo "$AFL_TARGET_DIR/strato-fuzz-afl-core" ;;
+  esac
 }
 
 install() {
@@ -55,6 +60,7 @@ build() {
   install
   local features=(--no-default-features --features afl)
   [[ $1 == store ]] && features=(--features afl,store)
+  [[ $1 == sql ]] && features=(--features afl,sql)
   CARGO_TARGET_DIR=$AFL_TARGET_DIR cargo afl build --release --locked -j "${FUZZ_JOBS:-1}" -p strato-fuzz "${features[@]}" \
     --bin strato-fuzz-afl
   cp "$AFL_TARGET_DIR/release/strato-fuzz-afl" "$(driver_of "$1")"

@@ -73,10 +73,14 @@ pub enum Target {
     DeviceSpec,
     /// A level map (`strato --level-map`, JSON).
     LevelMap,
+    /// A `strato sql` query (the bytes as text) over a small fixed profile, under tight
+    /// limits: parsing, planning and running in DataFusion, the query guard, the bounded text
+    /// functions, the Parquet-backed tables.
+    Sql,
 }
 
 /// Every target, in the order the docs and scripts list them.
-pub const TARGETS: [Target; 15] = [
+pub const TARGETS: [Target; 16] = [
     Target::Chrome,
     Target::ChromeChunked,
     Target::Tf,
@@ -92,6 +96,7 @@ pub const TARGETS: [Target; 15] = [
     Target::Rules,
     Target::DeviceSpec,
     Target::LevelMap,
+    Target::Sql,
 ];
 
 impl Target {
@@ -113,6 +118,7 @@ impl Target {
             Target::Rules => "rules",
             Target::DeviceSpec => "device_spec",
             Target::LevelMap => "level_map",
+            Target::Sql => "sql",
         }
     }
 
@@ -149,6 +155,7 @@ impl Target {
             Target::Rules => "rules.toml",
             Target::DeviceSpec => "device.json",
             Target::LevelMap => "levels.json",
+            Target::Sql => "query.sql",
         }
     }
 }
@@ -166,6 +173,8 @@ pub enum Outcome {
     Refused(String),
     /// A configuration file was accepted.
     Configured,
+    /// A query ran (the number of result rows).
+    Answered { rows: usize },
 }
 
 /// The options the CLI imports with, but with the fuzzing decompression bound.
@@ -182,6 +191,7 @@ pub fn run(target: Target, data: &[u8]) -> Outcome {
     let path = dir.path().join(target.file_name());
     match target {
         Target::Store => run_store(data, &path),
+        Target::Sql => run_sql(data),
         Target::Rules | Target::DeviceSpec | Target::LevelMap => {
             std::fs::write(&path, data).expect("writing the fuzz input");
             run_config(target, &path)
@@ -264,6 +274,88 @@ fn run_store(_: &[u8], _: &Path) -> Outcome {
 
 /// True when the `store` target is built in.
 pub const HAS_STORE: bool = cfg!(feature = "store");
+
+/// True when the `sql` target is built in.
+pub const HAS_SQL: bool = cfg!(feature = "sql");
+
+/// The `sql` target's limits: tight enough that a run ends within AFL++'s 5 s bound.
+#[cfg(feature = "sql")]
+pub fn sql_limits() -> strato_sql::Limits {
+    strato_sql::Limits {
+        timeout: Some(Duration::from_secs(2)),
+        ..strato_sql::Limits::with_budget(256 << 20)
+    }
+}
+
+/// The profile every `sql` run queries: a small Kineto trace (a step, CPU ops, launches,
+/// kernels, a copy, flows, memory counters, two streams) imported and written once per process.
+#[cfg(feature = "sql")]
+fn sql_profile() -> &'static Path {
+    static PROFILE: std::sync::OnceLock<(tempfile::TempDir, PathBuf)> = std::sync::OnceLock::new();
+    let (_dir, profile) = PROFILE.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("the sql target's profile directory");
+        let source = dir.path().join("trace.json");
+        std::fs::write(&source, SQL_TRACE).expect("writing the sql target's trace");
+        let trace = strato_io::import_file(&source, &options()).expect("the sql trace imports");
+        let profile = dir.path().join("profile");
+        strato_store::write(&trace, &profile).expect("the sql trace is written as a profile");
+        (dir, profile)
+    });
+    profile
+}
+
+/// The trace of [`sql_profile`].
+#[cfg(feature = "sql")]
+const SQL_TRACE: &str = r#"{"schemaVersion":1,"distributedInfo":{"rank":0,"world_size":1},
+"deviceProperties":[{"id":0,"name":"NVIDIA H100 80GB HBM3","totalGlobalMem":85000000000,"numSms":132}],
+"traceEvents":[
+{"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","pid":1,"tid":1,"ts":0,"dur":1000},
+{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":10,"dur":100,"args":{"External id":1,"Input Dims":[[64,64],[64,64]],"Input type":["float","float"]}},
+{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":20,"dur":10,"args":{"correlation":1,"External id":1}},
+{"ph":"X","cat":"kernel","name":"gemm_kernel","pid":0,"tid":7,"ts":50,"dur":500,"args":{"correlation":1,"device":0,"stream":7,"External id":1}},
+{"ph":"X","cat":"cpu_op","name":"aten::copy_","pid":1,"tid":1,"ts":200,"dur":50,"args":{"External id":2}},
+{"ph":"X","cat":"cuda_runtime","name":"cudaMemcpyAsync","pid":1,"tid":1,"ts":210,"dur":10,"args":{"correlation":2,"External id":2}},
+{"ph":"X","cat":"gpu_memcpy","name":"Memcpy HtoD (Pageable -> Device)","pid":0,"tid":8,"ts":560,"dur":40,"args":{"correlation":2,"device":0,"stream":8,"bytes":65536}},
+{"ph":"X","cat":"kernel","name":"relu_kernel","pid":0,"tid":7,"ts":600,"dur":30,"args":{"correlation":3,"device":0,"stream":7}},
+{"ph":"s","id":1,"pid":1,"tid":1,"ts":20,"cat":"ac2g","name":"ac2g"},
+{"ph":"f","id":1,"pid":0,"tid":7,"ts":50,"cat":"ac2g","name":"ac2g","bp":"e"},
+{"ph":"i","cat":"cpu_instant_event","name":"[memory]","pid":1,"tid":1,"ts":15,"s":"t","args":{"Total Allocated":1048576,"Bytes":4096,"Device Id":0}},
+{"ph":"M","name":"thread_name","pid":1,"tid":1,"args":{"name":"MainThread"}}
+]}"#;
+
+#[cfg(feature = "sql")]
+fn run_sql(data: &[u8]) -> Outcome {
+    let query = String::from_utf8_lossy(data);
+    let session = strato_sql::Session::over_profile(sql_profile(), 2, sql_limits())
+        .expect("a session over the fixed profile");
+    match session.query(&query) {
+        Ok(result) => Outcome::Answered {
+            rows: result.num_rows(),
+        },
+        Err(
+            e @ (strato_sql::SqlError::Query(_)
+            | strato_sql::SqlError::ResultTooLarge { .. }
+            | strato_sql::SqlError::Timeout { .. }),
+        ) => {
+            let message = e.to_string();
+            assert!(
+                !message.contains('\n'),
+                "error is not one line: {message:?}"
+            );
+            assert!(
+                message.starts_with("query: "),
+                "not a query error: {message:?}"
+            );
+            Outcome::Refused(message)
+        }
+        Err(e) => panic!("a query broke the session: {e}"),
+    }
+}
+
+#[cfg(not(feature = "sql"))]
+fn run_sql(_: &[u8]) -> Outcome {
+    panic!("strato-fuzz was built without the `sql` feature");
+}
 
 fn check_import(path: &Path, result: IoResult<Trace>) -> Outcome {
     match result {

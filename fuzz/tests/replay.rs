@@ -173,3 +173,8 @@ fn device_spec() {
 fn level_map() {
     check(Target::LevelMap);
 }
+
+#[test]
+fn sql() {
+    check(Target::Sql);
+}

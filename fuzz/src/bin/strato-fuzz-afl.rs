@@ -19,6 +19,10 @@ fn main() {
         eprintln!("strato-fuzz-afl: built without the `store` feature");
         std::process::exit(2);
     }
+    if target == Target::Sql && !strato_fuzz::HAS_SQL {
+        eprintln!("strato-fuzz-afl: built without the `sql` feature");
+        std::process::exit(2);
+    }
     afl::fuzz!(|data: &[u8]| {
         strato_fuzz::run(target, data);
     });

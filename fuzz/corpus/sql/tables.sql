@@ -1,0 +1,1 @@
+SELECT (SELECT count(*) FROM strings) + (SELECT count(*) FROM ranks) + (SELECT count(*) FROM processes) + (SELECT count(*) FROM tracks) + (SELECT count(*) FROM instants) + (SELECT count(*) FROM counters) + (SELECT count(*) FROM flows) + (SELECT count(*) FROM devices) AS rows

@@ -1,0 +1,1 @@
+COPY spans TO '/tmp/x.csv'

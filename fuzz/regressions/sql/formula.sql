@@ -1,0 +1,1 @@
+SELECT '=HYPERLINK("http://x")' AS cell

@@ -1,0 +1,1 @@
+SELECT length(repeat('x', 2147483647))
