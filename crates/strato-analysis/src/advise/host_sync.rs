@@ -106,7 +106,8 @@ pub fn run(analyzed: &Analyzed, facts: &Facts, config: &Config) -> Vec<Draft> {
     for &(i, k) in &stalls {
         let e = by_kind.entry(k).or_default();
         e.0 += 1;
-        e.1 += trace.spans[i as usize].duration();
+        // Stalls on several threads overlap: the sum can pass i64 on long spans.
+        e.1 = e.1.saturating_add(trace.spans[i as usize].duration());
     }
     let intervals = stalls
         .iter()

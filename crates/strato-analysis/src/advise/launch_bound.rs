@@ -66,8 +66,10 @@ pub fn stretches(ops: &[(Ns, Ns, Option<Ns>)], min_kernels: usize) -> Vec<Stretc
                 start,
                 end,
                 kernels: run.len(),
-                kernel_ns: run.iter().map(|r| r.1 - r.0).sum(),
-                launch_ns: run.iter().map(|r| r.2).sum(),
+                // Kernels of several streams and launches of several threads overlap: the
+                // sums can pass i64 on long spans.
+                kernel_ns: run.iter().map(|r| r.1 - r.0).fold(0, Ns::saturating_add),
+                launch_ns: run.iter().map(|r| r.2).fold(0, Ns::saturating_add),
                 idle: subtract(&[(start, end)], &busy),
             });
         }
@@ -108,8 +110,14 @@ pub fn run(analyzed: &Analyzed, facts: &Facts, config: &Config) -> Vec<Draft> {
             continue;
         }
         let kernels: usize = found.iter().map(|s| s.kernels).sum();
-        let kernel_ns: Ns = found.iter().map(|s| s.kernel_ns).sum();
-        let launch_ns: Ns = found.iter().map(|s| s.launch_ns).sum();
+        let kernel_ns: Ns = found
+            .iter()
+            .map(|s| s.kernel_ns)
+            .fold(0, Ns::saturating_add);
+        let launch_ns: Ns = found
+            .iter()
+            .map(|s| s.launch_ns)
+            .fold(0, Ns::saturating_add);
         let idle: Vec<(Ns, Ns)> = found.iter().flat_map(|s| s.idle.iter().copied()).collect();
         let mut ranked: Vec<&Stretch> = found.iter().collect();
         ranked.sort_by_key(|s| std::cmp::Reverse(length(&s.idle)));
@@ -154,6 +162,17 @@ pub fn run(analyzed: &Analyzed, facts: &Facts, config: &Config) -> Vec<Draft> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sums_over_long_overlapping_kernels_saturate() {
+        // Two kernels of 2^62 ns on two streams, each behind a launch as long: 2^63 ns of
+        // kernel and launch time, one past i64.
+        let long: Ns = 1 << 62;
+        let ops = [(-long, 0, Some(long)), (-long, 0, Some(long))];
+        let found = stretches(&ops, 2);
+        assert_eq!(found.len(), 1);
+        assert_eq!((found[0].kernel_ns, found[0].launch_ns), (Ns::MAX, Ns::MAX));
+    }
 
     #[test]
     fn stretches_need_enough_consecutive_launch_bound_kernels() {

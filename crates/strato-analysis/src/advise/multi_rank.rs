@@ -159,7 +159,7 @@ pub fn stragglers(
         .into_iter()
         .map(|(rank, mut list)| {
             list.sort_by_key(|o| std::cmp::Reverse(o.excess_ns));
-            let excess: Ns = list.iter().map(|o| o.excess_ns).sum();
+            let excess: Ns = list.iter().map(|o| o.excess_ns).fold(0, Ns::saturating_add);
             let mut waits = waits_for.remove(&rank).unwrap_or_default();
             waits.sort_by(|a, b| b.wait_ns.cmp(&a.wait_ns).then(a.rank.cmp(&b.rank)));
             let mut evidence: Vec<Evidence> = list

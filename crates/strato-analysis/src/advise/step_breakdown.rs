@@ -246,7 +246,10 @@ pub fn run(
             .iter()
             .flat_map(|s| s.intervals[index(cat)].1.iter().copied())
             .collect();
-        let total: Ns = bound.iter().map(|s| s.end_ns - s.start_ns).sum();
+        let total: Ns = bound
+            .iter()
+            .map(|s| s.end_ns - s.start_ns)
+            .fold(0, Ns::saturating_add);
         let in_cat = length(&merge(intervals.iter().copied()));
         let mut ranked = bound.clone();
         ranked.sort_by_key(|s| std::cmp::Reverse(s.parts[index(cat)].1));

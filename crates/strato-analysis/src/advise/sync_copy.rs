@@ -116,7 +116,7 @@ pub fn run(analyzed: &Analyzed, facts: &Facts, config: &Config) -> Vec<Draft> {
             );
             let g = groups.entry(key).or_insert((0, 0, i));
             g.0 += 1;
-            g.1 += s.duration();
+            g.1 = g.1.saturating_add(s.duration());
             flagged.push(i);
         }
     }

@@ -160,6 +160,10 @@ fn sums_of_long_spans_never_wrap() {
         .iter()
         .all(|x| x["sampled_pct"].as_f64().unwrap() <= 100.0 + 1e-9));
     assert!(d["true_busy_pct"].as_f64().unwrap() > 99.0);
+    // advise: every rule runs over the long spans without a wrapped or overflowing sum.
+    let (code, out, err) = run(&["advise", p, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("_ns\":-"), "{out}");
     // report: written, no abort.
     let html = dir.path().join("long.html");
     let (code, _, err) = run(&["report", p, "-o", s(&html)]);
