@@ -9,8 +9,13 @@ stored profile that `import -o` wrote. Peak RSS is `wait4`'s `ru_maxrss` (the fi
 the ratio peak RSS / trace size (the uncompressed JSON), the figure issue 11 bounds
 (target <= 0.15x for import and single-pass analyses).
 
+Each row also gives the wall time over `info`'s on the same trace (issue 28's target: every
+command within 5x `info` and 0.15x the JSON size). `--json OUT` keeps the rows, `--svg OUT`
+plots both ratios against the trace size (from this run, or from `--plot-from` JSON files).
+
 Usage: python3 benches/memory.py [--events N ...] [--dir /tmp/strato-mem] [--strato PATH]
-                                 [--only info,gpu-time,...] [--keep]
+                                 [--only info,gpu-time,...] [--keep] [--json OUT] [--svg OUT]
+       python3 benches/memory.py --plot-from A.json [B.json ...] --svg OUT
 Default sizes: 250k, 1M and 4M events (about 70 MB, 280 MB and 1.1 GB). The long runs of
 docs/benchmarks.md: `--events 7000000 --decimal-times` (about 2 GB, every command) and
 `--events 36000000 --decimal-times --only "import -o"` (about 10 GB; needs ~12 GB of disk). Generated files are kept in --dir for the
@@ -35,6 +40,8 @@ def commands(trace, store, html):
         ("breakdown", ["breakdown", trace]),
         ("import -o", ["import", trace, "-o", store]),
         ("report", ["report", trace, "-o", html]),
+        ("critical-path --step all", ["critical-path", trace, "--step", "all"]),
+        ("sql", ["sql", "SELECT count(*) FROM kernels", trace]),
         ("info (profile)", ["info", store]),
         ("gpu-time (profile)", ["gpu-time", store]),
         ("kernels (profile)", ["kernels", store]),
@@ -54,6 +61,56 @@ def run(cmd):
     return wall, usage.ru_maxrss * 1024
 
 
+COLORS = ["#1f77b4", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+          "#bcbd22", "#17becf", "#ff7f0e", "#393b79", "#637939"]
+
+
+def svg_ratios(rows, path):
+    """Two panels against the JSON size (log x): peak RSS / JSON size and wall time / `info`'s
+    wall time (log y), one line per command, with issue 28's targets (0.15x, 5x) dashed.
+    Hand-written SVG (no plotting dependency)."""
+    import math
+    labels = sorted({r["command"] for r in rows}, key=lambda c: [r["command"] for r in rows].index(c))
+    color = {c: COLORS[i % len(COLORS)] for i, c in enumerate(labels)}
+    W, H, M = 440, 320, 50
+    panels = [("rss_over_json", "peak RSS / JSON size", 0.15), ("wall_over_info", "wall time / info's", 5.0)]
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{2 * W + 30}" height="{H + 40 + 16 * ((len(labels) + 3) // 4)}" '
+           'font-family="sans-serif" font-size="11">']
+    xs = [math.log10(r["json_mb"]) for r in rows]
+    xlo, xhi = math.floor(min(xs)), math.ceil(max(xs))
+    xhi = max(xhi, xlo + 1)
+    for p, (key, title, target) in enumerate(panels):
+        x0 = p * (W + 20)
+        vals = [r[key] for r in rows if r.get(key)] + [target]
+        ylo, yhi = math.floor(math.log10(min(vals))), math.ceil(math.log10(max(vals)))
+        yhi = max(yhi, ylo + 1)
+        sx = lambda v: x0 + M + (math.log10(v) - xlo) / (xhi - xlo) * (W - M - 10)
+        sy = lambda v: 20 + (yhi - math.log10(v)) / (yhi - ylo) * (H - 40)
+        out.append(f'<text x="{x0 + W / 2}" y="14" text-anchor="middle">{title} vs JSON size (MB), log-log</text>')
+        out.append(f'<rect x="{x0 + M}" y="20" width="{W - M - 10}" height="{H - 40}" fill="none" stroke="#999"/>')
+        for e in range(xlo, xhi + 1):
+            out.append(f'<text x="{sx(10 ** e):.1f}" y="{H - 5}" text-anchor="middle">{10 ** e:g}</text>')
+        for e in range(ylo, yhi + 1):
+            out.append(f'<text x="{x0 + M - 4}" y="{sy(10 ** e) + 4:.1f}" text-anchor="end">{10 ** e:g}</text>')
+        out.append(f'<line x1="{x0 + M}" x2="{x0 + W - 10}" y1="{sy(target):.1f}" y2="{sy(target):.1f}" '
+                   f'stroke="#000" stroke-dasharray="5 4"/>')
+        out.append(f'<text x="{x0 + W - 12}" y="{sy(target) - 3:.1f}" text-anchor="end">target {target:g}x</text>')
+        for c in labels:
+            line = sorted((r["json_mb"], r[key]) for r in rows if r["command"] == c and r.get(key))
+            if not line:
+                continue
+            pts = " ".join(f"{sx(a):.1f},{sy(b):.1f}" for a, b in line)
+            out.append(f'<polyline points="{pts}" fill="none" stroke="{color[c]}" stroke-width="1.5"/>')
+            out.extend(f'<circle cx="{sx(a):.1f}" cy="{sy(b):.1f}" r="2.5" fill="{color[c]}"/>' for a, b in line)
+    for i, c in enumerate(labels):
+        x, y = 10 + (i % 4) * 220, H + 20 + 16 * (i // 4)
+        out.append(f'<line x1="{x}" y1="{y}" x2="{x + 20}" y2="{y}" stroke="{color[c]}" stroke-width="2"/>')
+        out.append(f'<text x="{x + 25}" y="{y + 4}">{c}</text>')
+    out.append("</svg>")
+    with open(path, "w") as fh:
+        fh.write("\n".join(out) + "\n")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, nargs="+", default=[250_000, 1_000_000, 4_000_000])
@@ -64,14 +121,23 @@ def main():
     parser.add_argument("--decimal-times", action="store_true",
                         help="generate decimal timestamps (Kineto's current layout; needs the "
                              "splitter fix of issue 11 item 1 at large sizes)")
+    parser.add_argument("--json", help="write the rows as JSON to this file")
+    parser.add_argument("--svg", help="plot the ratios against the trace size to this file")
+    parser.add_argument("--plot-from", nargs="+", help="plot these --json files (no run)")
     args = parser.parse_args()
+    if args.plot_from:
+        import json
+        rows = [r for f in args.plot_from for r in json.load(open(f))]
+        svg_ratios(rows, args.svg or "memory.svg")
+        return
     if not os.path.exists(args.strato):
         raise SystemExit(f"{args.strato}: build it first (cargo build --release -p strato-cli)")
     os.makedirs(args.dir, exist_ok=True)
     only = set(args.only.split(",")) if args.only else None
     print(f"strato: {args.strato}; load average {os.getloadavg()[0]:.1f} at start", file=sys.stderr)
-    print("| events | JSON MB | command | wall s | peak RSS MB | RSS / JSON size |")
-    print("|---|---|---|---|---|---|")
+    print("| events | JSON MB | command | wall s | wall / info | peak RSS MB | RSS / JSON size |")
+    print("|---|---|---|---|---|---|---|")
+    rows = []
     for events in args.events:
         trace = os.path.join(args.dir, f"kineto-{events}.json")
         if not os.path.exists(trace):
@@ -82,19 +148,32 @@ def main():
         size = os.path.getsize(trace)
         store = os.path.join(args.dir, f"kineto-{events}.profile")
         html = os.path.join(args.dir, f"kineto-{events}.html")
+        info_wall = None
         for label, cmd in commands(trace, store, html):
-            if only and label not in only:
+            if only and label not in only and label != "info":
                 continue
             if "(profile)" in label and not os.path.exists(store):
                 run([args.strato, "import", trace, "-o", store])
             wall, rss = run([args.strato] + cmd)
-            print(f"| {events:,} | {size / 1e6:,.0f} | `{label}` | {wall:.2f} | {rss / 1e6:,.0f} | "
+            if label == "info":
+                info_wall = wall
+            ratio = wall / info_wall if info_wall else None
+            rows.append({"events": events, "json_mb": size / 1e6, "command": label, "wall_s": wall,
+                         "wall_over_info": ratio, "rss_mb": rss / 1e6, "rss_over_json": rss / size})
+            shown = f"{ratio:.2f}x" if ratio else ""
+            print(f"| {events:,} | {size / 1e6:,.0f} | `{label}` | {wall:.2f} | {shown} | {rss / 1e6:,.0f} | "
                   f"{rss / size:.3f}x |", flush=True)
         if not args.keep:
             shutil.rmtree(store, ignore_errors=True)
         if os.path.exists(html):
             os.remove(html)
     print(f"load average {os.getloadavg()[0]:.1f} at end", file=sys.stderr)
+    if args.json:
+        import json
+        with open(args.json, "w") as fh:
+            json.dump(rows, fh, indent=1)
+    if args.svg:
+        svg_ratios(rows, args.svg)
 
 
 if __name__ == "__main__":

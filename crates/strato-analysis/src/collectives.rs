@@ -176,10 +176,7 @@ pub fn is_collective_kernel(name: &str) -> bool {
     lower.starts_with("nccl") || lower.starts_with("rccl") || name.contains("ncclKernel")
 }
 
-/// Whether a host span is a collective's CPU side.
-fn is_collective_cpu_op(name: &str) -> bool {
-    name == "record_param_comms" || name.starts_with("nccl:") || name.starts_with("c10d::")
-}
+use strato_trace::args_of::is_collective_cpu_op;
 
 /// Size in bytes of one element of a PyTorch dtype as traces write it (`Float`, `float`,
 /// `c10::BFloat16`, `long int`, `unsigned char`).

@@ -262,6 +262,7 @@ pub(crate) fn store_read_options(options: &ImportOptions) -> strato_store::ReadO
         args_scope: match options.args_scope {
             strato_io::ArgsScope::All => strato_store::ArgsSelection::All,
             strato_io::ArgsScope::DeviceOps => strato_store::ArgsSelection::DeviceOps,
+            strato_io::ArgsScope::Dependencies => strato_store::ArgsSelection::Dependencies,
         },
         spans: match projection.spans {
             strato_io::SpanProjection::All => strato_store::SpanSelection::All,

@@ -1222,7 +1222,8 @@ impl<'p, 's> Builder<'p, 's> {
     }
 
     /// Stores the event's args when the options keep them: all, or with
-    /// [`crate::ArgsScope::DeviceOps`] only those of device categories (the event's category
+    /// [`crate::ArgsScope::DeviceOps`] only those of device categories, with
+    /// [`crate::ArgsScope::Dependencies`] those the dependency analyses read (the event's category
     /// was registered by [`Builder::category`] before this is called). An event whose args are
     /// not kept but mark it `is_eager` keeps [`TF_EAGER_ARGS`].
     fn args_id(
@@ -1230,13 +1231,20 @@ impl<'p, 's> Builder<'p, 's> {
         ev: &EventView<'_>,
         known: &KnownArgs<'_>,
     ) -> Option<strato_trace::ArgsId> {
-        let on_device = || {
-            self.categories
-                .get(ev.cat.unwrap_or(""))
-                .is_some_and(|c| c.on_device)
-        };
+        let category = || self.categories.get(ev.cat.unwrap_or(""));
+        let on_device = || category().is_some_and(|c| c.on_device);
         let kept = self.options.keep_args
-            && (self.options.args_scope != crate::ArgsScope::DeviceOps || on_device());
+            && match self.options.args_scope {
+                crate::ArgsScope::All => true,
+                crate::ArgsScope::DeviceOps => on_device(),
+                crate::ArgsScope::Dependencies => category().is_some_and(|c| {
+                    strato_trace::args_of::dependency_args(
+                        c.level,
+                        c.on_device,
+                        ev.name.unwrap_or(""),
+                    )
+                }),
+            };
         match ev.args {
             Some(raw) if kept => Some(self.trace.add_args(raw)),
             _ if known.is_eager => Some(self.trace.add_args(TF_EAGER_ARGS)),

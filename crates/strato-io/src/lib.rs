@@ -87,6 +87,10 @@ pub enum ArgsScope {
     /// Only the args of events on a device queue (kernels, copies, sets, syncs, device
     /// annotations): what `kernels` and `iterations` read (queue times, copy bytes).
     DeviceOps,
+    /// What the dependency analyses (`critical-path`, collectives) read
+    /// ([`strato_trace::args_of::dependency_args`]): device operations, accelerator API calls
+    /// and the CPU side of collectives; not the framework ops' shapes.
+    Dependencies,
 }
 
 /// What an import keeps of the events it reads (see [`ImportOptions::projection`]). Events not

@@ -94,6 +94,10 @@ pub enum ArgsSelection {
     /// copy bytes). The blobs are renumbered in the order of their ids (`ArgsId`s differ from
     /// the profile's); only the row groups of `args.parquet` that hold one are read.
     DeviceOps,
+    /// Only the blobs the dependency analyses read
+    /// ([`strato_trace::args_of::dependency_args`]: device operations, accelerator API calls,
+    /// the CPU side of collectives), renumbered and read as for [`ArgsSelection::DeviceOps`].
+    Dependencies,
 }
 
 /// Which spans a read keeps.

@@ -53,7 +53,7 @@ pub(crate) fn read(dir: &Path, options: &crate::ReadOptions) -> Result<Trace> {
         read_flows(dir, &meta, span_ids.as_deref(), &mut trace, None)?;
     }
     read_devices(dir, &meta, &mut trace)?;
-    if args == ArgsRead::DeviceOps {
+    if args.selects() {
         read_device_args(dir, &meta, &mut trace)?;
     }
     trace
@@ -67,6 +67,7 @@ fn args_read(options: &crate::ReadOptions) -> ArgsRead {
         (false, _) => ArgsRead::None,
         (true, crate::ArgsSelection::All) => ArgsRead::All,
         (true, crate::ArgsSelection::DeviceOps) => ArgsRead::DeviceOps,
+        (true, crate::ArgsSelection::Dependencies) => ArgsRead::Dependencies,
     }
 }
 
@@ -165,16 +166,39 @@ enum ArgsRead {
     /// The device operations' blobs: their stored ids are kept on the events while the tables
     /// are read, then [`read_device_args`] loads those blobs and renumbers them.
     DeviceOps,
+    /// The dependency analyses' blobs, kept and loaded as [`ArgsRead::DeviceOps`]'s.
+    Dependencies,
 }
 
 impl ArgsRead {
-    /// The args id an event keeps, of its stored `id`; `device_op`: whether the event is a
-    /// device operation.
-    fn keep(self, id: Option<u32>, device_op: bool) -> Option<ArgsId> {
+    /// The args id an event keeps, of its stored `id`; `selected`: whether the selection
+    /// takes the event ([`ArgsRead::selected`]).
+    fn keep(self, id: Option<u32>, selected: bool) -> Option<ArgsId> {
         match self {
             ArgsRead::None => None,
             ArgsRead::All => id.map(ArgsId),
-            ArgsRead::DeviceOps => id.filter(|_| device_op).map(ArgsId),
+            ArgsRead::DeviceOps | ArgsRead::Dependencies => id.filter(|_| selected).map(ArgsId),
+        }
+    }
+
+    /// True for the reads that keep some blobs only (loaded by [`read_device_args`]).
+    fn selects(self) -> bool {
+        matches!(self, ArgsRead::DeviceOps | ArgsRead::Dependencies)
+    }
+
+    /// Whether this read keeps the blob of an event on `track` at `level` named `name`.
+    fn selected(self, trace: &Trace, track: TrackId, level: Level, name: StrId) -> bool {
+        match self {
+            ArgsRead::DeviceOps => is_device_op(trace, track, level),
+            ArgsRead::Dependencies => strato_trace::args_of::dependency_args(
+                level,
+                trace
+                    .tracks
+                    .get(track.0 as usize)
+                    .is_some_and(Track::is_device),
+                trace.str(name),
+            ),
+            ArgsRead::None | ArgsRead::All => false,
         }
     }
 }
@@ -447,9 +471,8 @@ fn read_spans(
                 });
             }
             if kept {
-                let device_op =
-                    args == ArgsRead::DeviceOps && is_device_op(trace, span.track, span.level);
-                span.args = args.keep(args_id.as_ref().and_then(|a| a.opt(i)), device_op);
+                let selected = args.selected(trace, span.track, span.level, span.name);
+                span.args = args.keep(args_id.as_ref().and_then(|a| a.opt(i)), selected);
                 trace.spans.push(span);
             }
         }
@@ -489,14 +512,14 @@ fn read_instants(
         for i in 0..rows.len() {
             rows.check_id(&id, i)?;
             let (track, level) = (TrackId(track.req(i)?), parse_level(rows, &level, i)?);
-            let device_op = args == ArgsRead::DeviceOps && is_device_op(trace, track, level);
+            let selected = args.selected(trace, track, level, name[i]);
             trace.instants.push(Instant {
                 track,
                 ts: ts.req(i)?,
                 name: name[i],
                 category: category[i],
                 level,
-                args: args.keep(args_id.as_ref().and_then(|a| a.opt(i)), device_op),
+                args: args.keep(args_id.as_ref().and_then(|a| a.opt(i)), selected),
             });
         }
         match batch_done.as_mut() {
@@ -506,7 +529,7 @@ fn read_instants(
     })
 }
 
-/// Loads the blobs of [`ArgsRead::DeviceOps`]: the events hold their stored args ids; only
+/// Loads the blobs of [`ArgsRead::DeviceOps`] and [`ArgsRead::Dependencies`]: the events hold their stored args ids; only
 /// the row groups of `args.parquet` holding one of them are read, only those rows are
 /// decoded, and the events' ids are renumbered to the blobs' places in `trace.args` (in the
 /// order of the stored ids). A streamed read calls it on each batch (its `args` empty).

@@ -23,6 +23,7 @@ fn read_options(options: &ImportOptions) -> ReadOptions {
         args_scope: match options.args_scope {
             ArgsScope::All => ArgsSelection::All,
             ArgsScope::DeviceOps => ArgsSelection::DeviceOps,
+            ArgsScope::Dependencies => ArgsSelection::Dependencies,
         },
         spans: match options.projection.spans {
             SpanProjection::All => SpanSelection::All,
@@ -72,6 +73,14 @@ fn command_options() -> Vec<(&'static str, ImportOptions)> {
             },
         ),
         (
+            "critical-path",
+            ImportOptions {
+                keep_args: true,
+                args_scope: ArgsScope::Dependencies,
+                ..base.clone()
+            },
+        ),
+        (
             "device time with flows and device args",
             ImportOptions {
                 keep_args: true,
@@ -89,6 +98,30 @@ fn command_options() -> Vec<(&'static str, ImportOptions)> {
 
 fn is_device_op(trace: &Trace, s: &Span) -> bool {
     s.level.is_device_op() || trace.track(s.track).is_device()
+}
+
+/// Whether `read` keeps the blob of an event at `level` named `name` on `track`: the rules of
+/// `ArgsSelection`, written out.
+fn blob_kept(
+    trace: &Trace,
+    read: &ReadOptions,
+    level: strato_trace::Level,
+    name: &str,
+    track: strato_trace::TrackId,
+) -> bool {
+    let device = level.is_device_op() || trace.track(track).is_device();
+    read.args
+        && match read.args_scope {
+            ArgsSelection::All => true,
+            ArgsSelection::DeviceOps => device,
+            ArgsSelection::Dependencies => {
+                device
+                    || level == strato_trace::Level::AcceleratorApi
+                    || name == "record_param_comms"
+                    || name.starts_with("nccl:")
+                    || name.starts_with("c10d::")
+            }
+        }
 }
 
 /// The rule of `SpanSelection::DeviceAndLaunches`, written out on the full read.
@@ -122,8 +155,7 @@ fn expected_spans(full: &Trace, read: &ReadOptions) -> (Vec<String>, Vec<Option<
         new_ids.push(kept.then_some(SpanId(texts.len() as u32)));
         if kept {
             let mut s = s.clone();
-            let device_args = read.args_scope == ArgsSelection::All || is_device_op(full, &s);
-            if !(read.args && device_args) {
+            if !blob_kept(full, read, s.level, full.str(s.name), s.track) {
                 s.args = None;
             }
             texts.push(span_text(full, &s));
@@ -149,8 +181,7 @@ fn check(what: &str, full: &Trace, part: &Trace, read: &ReadOptions) {
             for (a, b) in part.instants.iter().zip(&full.instants) {
                 assert_eq!((a.track, a.ts, a.level), (b.track, b.ts, b.level), "{what}");
                 assert_eq!(part.str(a.name), full.str(b.name), "{what}");
-                let device = b.level.is_device_op() || full.track(b.track).is_device();
-                let kept = read.args && (read.args_scope == ArgsSelection::All || device);
+                let kept = blob_kept(full, read, b.level, full.str(b.name), b.track);
                 let blob = full.args_text(b.args.filter(|_| kept));
                 assert_eq!(part.args_text(a.args), blob, "{what}: instant args");
             }
@@ -180,7 +211,7 @@ fn check(what: &str, full: &Trace, part: &Trace, read: &ReadOptions) {
     // Only the kept args blobs are loaded.
     let blobs = part.spans.iter().filter_map(|s| s.args).count()
         + part.instants.iter().filter_map(|e| e.args).count();
-    if read.args_scope == ArgsSelection::DeviceOps {
+    if read.args_scope != ArgsSelection::All {
         assert!(part.args.len() <= blobs, "{what}: blobs not referenced");
     }
     if !read.args {

@@ -15,6 +15,7 @@
 //! It never does I/O: importers (in `strato-io`) build a `Trace`, analyses read one.
 
 mod args;
+pub mod args_of;
 mod budget;
 mod level;
 mod model;

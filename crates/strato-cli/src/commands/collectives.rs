@@ -516,9 +516,11 @@ fn print_text(report: &CollectivesReport, out: &mut dyn Write) -> Result<()> {
 
 /// Runs `strato collectives`.
 pub fn run(args: CollectivesArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Result<()> {
-    // Spans with their args (collective args sit on CPU ops and kernels); nothing else.
+    // Spans, with the args of kernels, API calls and collectives' CPU ops (where collective
+    // attributes sit); nothing else.
     let options = strato_io::ImportOptions {
         projection: strato_io::Projection::SPANS,
+        args_scope: strato_io::ArgsScope::Dependencies,
         ..ctx.import_options(true)?
     };
     let analysis = CollectivesOptions {

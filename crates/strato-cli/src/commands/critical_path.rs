@@ -150,7 +150,13 @@ pub fn run(args: CriticalPathArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()
     if let Some(path) = &overlay {
         crate::output::refuse_inputs(path, &inputs)?;
     }
-    let loaded = load(&inputs, &ctx.import_options(true)?)?;
+    // The path reads the args of device ops, API calls and collectives' CPU side only; the
+    // overlay writes every event back with its args.
+    let mut import = ctx.import_options(true)?;
+    if overlay.is_none() {
+        import.args_scope = strato_io::ArgsScope::Dependencies;
+    }
+    let loaded = load(&inputs, &import)?;
     // A process driving several GPUs: one rank per device, as NCCL numbers them, so that its
     // collectives link the devices (see docs/analyses/collectives.md).
     let split = strato_analysis::collectives::split_multi_device_ranks(&loaded);
