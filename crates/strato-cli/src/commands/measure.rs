@@ -207,6 +207,8 @@ fn load_candidates(args: &MeasureArgs) -> Result<Vec<Candidate>> {
     }
 }
 
+/// The `--log` file, created (it is written as the run goes: a live log, not replaced
+/// atomically). It may not be the candidate list nor any other input (`crate::output`).
 fn log_sink(args: &MeasureArgs) -> Result<Option<Box<dyn Write + Send>>> {
     Ok(match &args.log {
         None => None,
@@ -225,6 +227,11 @@ pub(crate) fn run(args: MeasureArgs, out: &mut dyn Write) -> Result<()> {
             bail!("measure worker failed");
         }
         return Ok(());
+    }
+    if let Some(log) = &args.log {
+        // Before anything runs: a log over the candidate list would truncate it.
+        let inputs: Vec<PathBuf> = args.candidates.iter().cloned().collect();
+        crate::output::refuse_inputs(log, &inputs)?;
     }
     if args.serve {
         return serve(&args);

@@ -439,6 +439,11 @@ fn an_output_may_not_go_inside_an_input_directory() {
     // Beside the profile is fine.
     let (code, _, err) = run(&["report", p, "-o", s(&dir.path().join("r.html"))]);
     assert_eq!(code, 0, "{err}");
+    // `measure --log` over its own candidate list, refused before anything runs.
+    let list = dir.path().join("candidates.json");
+    std::fs::write(&list, b"[]").unwrap();
+    let l = s(&list);
+    refuses_to_overwrite(&["measure", l, "--log", l], &list, &list);
 }
 
 /// Ranks that claim what cannot all be true are taken with a warning naming the claim, never
