@@ -310,8 +310,24 @@ pub fn redact_text(text: &str) -> Option<String> {
     if ranges.is_empty() {
         return None;
     }
+    Some(with_markers(text, ranges))
+}
+
+/// `text` with the password of every `scheme://user:password@` replaced by [`MARKER`], or
+/// `None` when it holds none.
+pub fn redact_url_passwords(text: &str) -> Option<String> {
+    let mut ranges = Vec::new();
+    url_password_ranges(text.as_bytes(), &mut ranges);
+    if ranges.is_empty() {
+        return None;
+    }
+    Some(with_markers(text, ranges))
+}
+
+/// `text` with each byte range of `ranges` replaced by [`MARKER`]; overlapping ranges (a token
+/// shape inside an assignment's value) are one secret.
+fn with_markers(text: &str, mut ranges: Vec<(usize, usize)>) -> String {
     ranges.sort_unstable();
-    // Overlapping ranges (a token shape inside an assignment's value) are one secret.
     let mut merged: Vec<(usize, usize)> = Vec::with_capacity(ranges.len());
     for (start, end) in ranges {
         match merged.last_mut() {
@@ -327,26 +343,7 @@ pub fn redact_text(text: &str) -> Option<String> {
         done = end;
     }
     out.push_str(&text[done..]);
-    Some(out)
-}
-
-/// `text` with the password of every `scheme://user:password@` replaced by [`MARKER`], or
-/// `None` when it holds none.
-pub fn redact_url_passwords(text: &str) -> Option<String> {
-    let mut ranges = Vec::new();
-    url_password_ranges(text.as_bytes(), &mut ranges);
-    if ranges.is_empty() {
-        return None;
-    }
-    let mut out = String::with_capacity(text.len());
-    let mut done = 0;
-    for (start, end) in ranges {
-        out.push_str(&text[done..start]);
-        out.push_str(MARKER);
-        done = end;
-    }
-    out.push_str(&text[done..]);
-    Some(out)
+    out
 }
 
 /// A byte of a variable or flag name.

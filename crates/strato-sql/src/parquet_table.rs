@@ -33,15 +33,19 @@ use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
 use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream};
 use futures::StreamExt;
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
 use parquet::arrow::ProjectionMask;
 use parquet::file::metadata::ParquetMetaData;
 
-/// One Parquet file as a table: its schema and footer, read once when the session opens it.
+/// One Parquet file as a table: its schema and footer, read once when the session opens it
+/// (every scan's partitions reuse the footer instead of reading and decoding it again).
 #[derive(Debug)]
 pub(crate) struct ParquetTable {
     path: PathBuf,
     schema: SchemaRef,
+    reader_metadata: ArrowReaderMetadata,
     metadata: Arc<ParquetMetaData>,
 }
 
@@ -62,14 +66,16 @@ impl ParquetTable {
         let unreadable =
             |e: &dyn std::fmt::Display| OpenError::Unreadable(format!("{}: {e}", path.display()));
         let file = File::open(path).map_err(|e| unreadable(&e))?;
-        let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| unreadable(&e))?;
-        if builder.schema().fields() != expected.fields() {
+        let reader_metadata = ArrowReaderMetadata::load(&file, ArrowReaderOptions::default())
+            .map_err(|e| unreadable(&e))?;
+        if reader_metadata.schema().fields() != expected.fields() {
             return Err(OpenError::OtherSchema);
         }
         Ok(ParquetTable {
             path: path.to_path_buf(),
             schema: Arc::clone(expected),
-            metadata: Arc::clone(builder.metadata()),
+            metadata: Arc::clone(reader_metadata.metadata()),
+            reader_metadata,
         })
     }
 
@@ -143,7 +149,7 @@ impl TableProvider for ParquetTable {
             .map(|row_groups| {
                 Arc::new(RowGroupRun {
                     path: self.path.clone(),
-                    metadata: Arc::clone(&self.metadata),
+                    reader_metadata: self.reader_metadata.clone(),
                     schema: Arc::clone(&schema),
                     columns: columns.clone(),
                     row_groups,
@@ -183,7 +189,8 @@ fn contiguous_runs(items: &[usize], parts: usize) -> Vec<Vec<usize>> {
 #[derive(Debug)]
 struct RowGroupRun {
     path: PathBuf,
-    metadata: Arc<ParquetMetaData>,
+    /// The table's footer, decoded once ([`ParquetTable::open`]).
+    reader_metadata: ArrowReaderMetadata,
     /// The projected schema (the query's columns, in the query's order).
     schema: SchemaRef,
     /// The table's column indices of [`Self::schema`]'s fields.
@@ -211,16 +218,19 @@ impl RowGroupRun {
             .map(|c| in_file_order.binary_search(c).unwrap_or_default())
             .collect();
         let mask = ProjectionMask::roots(
-            self.metadata.file_metadata().schema_descr(),
+            self.reader_metadata
+                .metadata()
+                .file_metadata()
+                .schema_descr(),
             in_file_order.iter().copied(),
         );
-        let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-            .map_err(|e| failed(&e))?
-            .with_projection(mask)
-            .with_row_groups(self.row_groups.clone())
-            .with_batch_size(self.batch_size)
-            .build()
-            .map_err(|e| failed(&e))?;
+        let reader =
+            ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.reader_metadata.clone())
+                .with_projection(mask)
+                .with_row_groups(self.row_groups.clone())
+                .with_batch_size(self.batch_size)
+                .build()
+                .map_err(|e| failed(&e))?;
         let schema = Arc::clone(&self.schema);
         Ok(reader.map(move |batch| {
             let batch = batch.map_err(|e| failed(&e))?;

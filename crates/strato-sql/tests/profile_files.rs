@@ -162,3 +162,77 @@ fn a_profile_that_is_not_one_fails_with_its_path() {
     let err = Session::over_profile(&profile, 2, Limits::with_budget(1 << 30)).unwrap_err();
     assert!(err.to_string().contains("spans.parquet"), "{err}");
 }
+
+/// A profile whose table was rewritten by another engine (text columns plain instead of
+/// dictionary-encoded: another schema than this version writes) is read through the store's
+/// checking reader instead, and answers the same.
+#[test]
+fn a_table_in_another_schema_answers_the_same() {
+    use std::sync::Arc;
+    let trace = strato_io::import_paths(
+        &[shared_data().join("kineto/hta_trace_filter/sampled_rank-0.json.gz")],
+        &strato_io::ImportOptions::default(),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("p");
+    strato_store::write(&trace, &profile).unwrap();
+    let spans = profile.join("spans.parquet");
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+        std::fs::File::open(&spans).unwrap(),
+    )
+    .unwrap()
+    .build()
+    .unwrap();
+    let batches: Vec<arrow::array::RecordBatch> = reader.map(Result::unwrap).collect();
+    let plain = |f: &arrow::datatypes::Field| match f.data_type() {
+        arrow::datatypes::DataType::Dictionary(_, _) => arrow::datatypes::Field::new(
+            f.name(),
+            arrow::datatypes::DataType::Utf8,
+            f.is_nullable(),
+        ),
+        _ => f.clone(),
+    };
+    let schema = Arc::new(arrow::datatypes::Schema::new(
+        batches[0]
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| plain(f))
+            .collect::<Vec<_>>(),
+    ));
+    let mut writer = parquet::arrow::ArrowWriter::try_new(
+        std::fs::File::create(&spans).unwrap(),
+        Arc::clone(&schema),
+        None,
+    )
+    .unwrap();
+    for batch in &batches {
+        let columns = batch
+            .columns()
+            .iter()
+            .zip(schema.fields())
+            .map(|(c, f)| arrow::compute::cast(c, f.data_type()).unwrap())
+            .collect();
+        writer
+            .write(&arrow::array::RecordBatch::try_new(Arc::clone(&schema), columns).unwrap())
+            .unwrap();
+    }
+    writer.close().unwrap();
+    let limits = Limits::with_budget(1 << 30);
+    let in_memory =
+        Session::with_limits(strato_store::arrow_tables(&trace).unwrap(), 2, limits).unwrap();
+    let rewritten = Session::over_profile(&profile, 2, limits).unwrap();
+    for query in [
+        "SELECT * FROM spans",
+        "SELECT * FROM kernels",
+        "SELECT count(*) FROM spans",
+    ] {
+        let (a, b) = (
+            in_memory.query(query).unwrap(),
+            rewritten.query(query).unwrap(),
+        );
+        assert_eq!(b.schema, a.schema, "{query}");
+        assert_eq!(rows(&b), rows(&a), "{query}");
+    }
+}
