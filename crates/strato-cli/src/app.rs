@@ -1,7 +1,7 @@
 //! The `strato` command: argument parsing and dispatch only. Subcommands are declared in
 //! [`Command`] (their help text on the variants) and dispatched in `run` with a
 //! [`crate::ctx::Ctx`] built from the global options; each command's handling lives in its own
-//! `commands/<name>.rs`; inputs are opened by [`crate::input`], outputs written by
+//! `commands/<name>.rs`; inputs are opened by the context's engine (`strato-engine`), outputs written by
 //! [`crate::output`], text rendered by [`crate::render`].
 //!
 //! Every failure prints one line `strato: PATH: what is wrong` to stderr and exits with code 2;
@@ -292,19 +292,16 @@ where
 /// Runs one command; returns the exit status (non-zero only for `strato record` of a failed
 /// program).
 fn run(cli: Cli) -> Result<u8> {
-    crate::input::SALVAGE.store(cli.salvage, std::sync::atomic::Ordering::Relaxed);
-    crate::input::JOBS.store(
-        cli.jobs.map_or(0, |n| n as usize),
-        std::sync::atomic::Ordering::Relaxed,
+    let ctx = crate::ctx::Ctx::new(
+        strato_engine::OpenOptions {
+            level_map: cli.level_map.clone(),
+            graph_capture: cli.graph_capture.clone(),
+            salvage: cli.salvage,
+            keep_secrets: cli.keep_secrets,
+            jobs: cli.jobs.map(|n| n as usize),
+        },
+        cli.csv_raw,
     );
-    let ctx = crate::ctx::Ctx {
-        level_map: cli.level_map.clone(),
-        graph_capture: cli.graph_capture.clone(),
-    };
-    crate::input::set_graph_capture(ctx.graph_capture.clone());
-    crate::input::set_level_map(ctx.level_map.clone());
-    crate::table::set_csv_raw(cli.csv_raw);
-    crate::input::KEEP_SECRETS.store(cli.keep_secrets, std::sync::atomic::Ordering::Relaxed);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let mut status = 0;
@@ -323,16 +320,18 @@ fn run(cli: Cli) -> Result<u8> {
         Command::Info(args) => crate::commands::info::run(args, &ctx, &mut out)?,
         Command::GpuTime(args) => crate::commands::gpu_time::run(args, &ctx, &mut out)?,
         Command::CriticalPath(args) => crate::commands::critical_path::run(args, &ctx, &mut out)?,
-        Command::Measure(args) => crate::commands::measure::run(args, &mut out)?,
+        Command::Measure(args) => crate::commands::measure::run(args, &ctx, &mut out)?,
         Command::Iterations(args) => crate::commands::iterations::run(args, &ctx, &mut out)?,
         Command::Kernels(args) => crate::commands::kernels::run(args, &ctx, &mut out)?,
         #[cfg(feature = "sql")]
         Command::Sql(args) => crate::commands::sql::run(args, &ctx, &mut out)?,
         Command::Collectives(args) => crate::commands::collectives::run(args, &ctx, &mut out)?,
         Command::Memory(args) => crate::commands::memory::run(args, &ctx, &mut out)?,
-        Command::Record(args) => status = crate::commands::record::run_record(args, &mut out)?,
-        Command::Validate(args) => crate::commands::validate::run(args, &mut out)?,
-        Command::Overhead(args) => crate::commands::overhead::run(args, &mut out)?,
+        Command::Record(args) => {
+            status = crate::commands::record::run_record(args, &ctx, &mut out)?
+        }
+        Command::Validate(args) => crate::commands::validate::run(args, &ctx, &mut out)?,
+        Command::Overhead(args) => crate::commands::overhead::run(args, &ctx, &mut out)?,
         Command::Report(args) => crate::commands::report::run(args, &ctx, &mut out)?,
         Command::Diff(args) => crate::commands::diff::run(args, &ctx, &mut out)?,
         Command::Completions(args) => crate::commands::completions::completions(

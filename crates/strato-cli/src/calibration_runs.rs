@@ -107,6 +107,7 @@ impl Measured {
 /// order they ran) and the held-out runs at the recorded `level`: the content of
 /// `calibration.json`. `strato validate --refit` calls it again on the stored runs.
 pub(crate) fn fit_runs(
+    engine: &strato_engine::Engine,
     measured: &[Measured],
     held_out: &[RunResult],
     level: u64,
@@ -128,7 +129,7 @@ pub(crate) fn fit_runs(
     let cal = fit.calibration.clone();
     let mut removed = Vec::with_capacity(held_out.len());
     for r in held_out {
-        let trace = crate::input::load_recording(&r.dir)?;
+        let trace = engine.load_recording(&r.dir)?;
         removed.push(calibration::removed_in_root(&trace, &cal).map_or(0.0, |v| v.2));
     }
     let uninstrumented = robust(&configs_runs[0], |r| r.time_ns);

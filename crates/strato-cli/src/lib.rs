@@ -1,7 +1,7 @@
 //! The `strato` command as a library (the binary is `main.rs`; the Python package ships that
 //! binary). The command enum and dispatch are in [`app`]; each subcommand's handling lives in
-//! its own `commands/<name>.rs`; shared pieces are `input` (the one way to open a profile),
-//! `output` (writing without destroying), `launch`, `args` and `render` (units and shared text).
+//! its own `commands/<name>.rs`; inputs are opened through the context's engine
+//! (`strato-engine`, the one way in for every front end); shared pieces are `output` (writing without destroying), `launch`, `args` and `render` (units and shared text).
 
 pub mod app;
 mod args;
@@ -12,11 +12,9 @@ mod ctx;
 // confined to this module.
 #[allow(unsafe_code)]
 mod gate;
-mod input;
 mod launch;
 mod output;
 mod profile_write;
-mod rank_stream;
 mod render;
 // signal(2) through `libc` around a recorded program's run, confined to this module.
 #[allow(unsafe_code)]

@@ -82,17 +82,15 @@ fn identity(info: &std::fs::Metadata) -> (u64, u64) {
 }
 
 /// Refuses `out` when writing it would change an input of the command: the same file as one
-/// of `inputs` or of the global inputs (`--graph-capture`, `--level-map`), or a path inside
-/// one of them that is a directory (module docs). `-` (standard output) and character devices
+/// of `inputs` (the command's own and the global options' files, [`crate::ctx::Ctx::read_paths`]),
+/// or a path inside one of them that is a directory (module docs). `-` (standard output) and character devices
 /// pass. Call it before the inputs are read (fail fast); [`write_output`] checks again.
 pub(crate) fn refuse_inputs(out: &Path, inputs: &[PathBuf]) -> Result<()> {
     if out.as_os_str() == "-" {
         return Ok(());
     }
-    let globals = crate::input::global_inputs();
     let inputs: Vec<(&Path, std::fs::Metadata)> = inputs
         .iter()
-        .chain(globals.iter())
         .filter(|p| !strato_io::input::is_stdin(p))
         .filter_map(|p| std::fs::metadata(p).ok().map(|m| (p.as_path(), m)))
         .collect();

@@ -1,6 +1,6 @@
 //! Inputs written as a profile directory, the one way `strato import -o` and `strato sql` do
 //! it: one Chrome/Kineto JSON file streamed straight into the store's row groups (the whole
-//! trace never held), anything else opened as every command opens it ([`crate::input::load`])
+//! trace never held), anything else opened as every command opens it ([`strato_engine::Engine::load`])
 //! and written whole. `strato sql FILE` queries a temporary profile written here, so it answers
 //! what `strato sql` over `strato import FILE -o P` answers.
 
@@ -9,8 +9,6 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use strato_io::ImportOptions;
 use strato_trace::Trace;
-
-use crate::input::{load, stream_file};
 
 /// What was written: the figures of `strato import`'s summary line.
 pub(crate) struct Written {
@@ -21,16 +19,17 @@ pub(crate) struct Written {
 /// Writes `inputs` as the profile directory `output` (replaced atomically if it is already a
 /// profile: [`strato_store::write`]); a note on stderr names the values redacted.
 pub(crate) fn write_profile(
+    engine: &strato_engine::Engine,
     inputs: &[PathBuf],
     output: &Path,
     options: &ImportOptions,
 ) -> Result<Written> {
     if let [input] = inputs {
-        if let Some(written) = write_streaming(input, output, options)? {
+        if let Some(written) = write_streaming(engine, input, output, options)? {
             return Ok(written);
         }
     }
-    let trace = load(inputs, options)?;
+    let trace = engine.load(inputs, options)?;
     note_redacted(&trace);
     strato_store::write(&trace, output)?;
     Ok(Written {
@@ -64,6 +63,7 @@ pub(crate) fn note_redacted(trace: &Trace) {
 /// regular Chrome JSON file, or a TensorFlow trace viewer file): nothing is left behind and
 /// the caller imports it whole.
 fn write_streaming(
+    engine: &strato_engine::Engine,
     input: &Path,
     output: &Path,
     options: &ImportOptions,
@@ -80,7 +80,7 @@ fn write_streaming(
             message
         })
     };
-    let mut trace = match stream_file(input, options, &mut sink) {
+    let mut trace = match engine.stream_file(input, options, &mut sink) {
         Ok(Some(trace)) => trace,
         // The writer's temporary directory goes with it.
         Ok(None) => return Ok(None),

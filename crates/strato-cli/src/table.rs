@@ -6,17 +6,22 @@
 //! starting with `=`, `+`, `-`, `@`, tab or carriage return (OWASP's "CSV injection" list) is
 //! written as `'` + the cell, quoted, so a spreadsheet shows it as text instead of running it
 //! as a formula. Cells that are numbers (`-1.5`, `+3`, `1e-9`) stay as they are. `--csv-raw`
-//! turns this off ([`set_csv_raw`]).
+//! turns this off ([`TableFormat::Csv`] `raw`, from [`crate::ctx::Ctx::table_format`]).
 
 use std::io::{self, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Set once from the command line (`--csv-raw`): write CSV cells exactly as they are.
-static CSV_RAW: AtomicBool = AtomicBool::new(false);
+/// How a command writes its tables: aligned text, or CSV (with `raw`, `--csv-raw`: cells
+/// written as they are, formulas included; see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TableFormat {
+    Text,
+    Csv { raw: bool },
+}
 
-/// With `raw`, CSV cells are written as they are, formulas included (see the module docs).
-pub(crate) fn set_csv_raw(raw: bool) {
-    CSV_RAW.store(raw, Ordering::Relaxed);
+impl TableFormat {
+    pub(crate) fn is_csv(self) -> bool {
+        matches!(self, TableFormat::Csv { .. })
+    }
 }
 
 /// Rows of cells under a header. Columns are right-aligned unless marked left; printed with two
@@ -92,9 +97,8 @@ impl Table {
 
     /// CSV: a header line, then one line per row; cells with commas, quotes or newlines quoted.
     /// Text cells that a spreadsheet would run as a formula are neutralised unless
-    /// `--csv-raw` (see the module docs).
-    pub(crate) fn csv(&self, out: &mut dyn Write) -> io::Result<()> {
-        let raw = CSV_RAW.load(Ordering::Relaxed);
+    /// `raw` (`--csv-raw`, see the module docs).
+    pub(crate) fn csv(&self, out: &mut dyn Write, raw: bool) -> io::Result<()> {
         let line = |cells: &mut dyn Iterator<Item = &str>| -> String {
             cells
                 .map(|c| csv_cell(c, raw))
@@ -112,22 +116,21 @@ impl Table {
         Ok(())
     }
 
-    /// CSV when `csv`, else aligned text with no indent.
-    pub(crate) fn write(&self, out: &mut dyn Write, csv: bool) -> io::Result<()> {
-        if csv {
-            self.csv(out)
-        } else {
-            self.print(out, "")
+    /// In `format`: CSV, or aligned text with no indent.
+    pub(crate) fn write(&self, out: &mut dyn Write, format: TableFormat) -> io::Result<()> {
+        match format {
+            TableFormat::Csv { raw } => self.csv(out, raw),
+            TableFormat::Text => self.print(out, ""),
         }
     }
 }
 
 /// The CSV text cell to write instead of `c` when it would run as a formula (`'` + the cell),
-/// `None` to write it as it is; always `None` with `--csv-raw`. For CSV written by another
-/// writer (`strato sql`), which does its own quoting.
+/// `None` to write it as it is; always `None` when `raw` (`--csv-raw`). For CSV written by
+/// another writer (`strato sql`), which does its own quoting.
 #[cfg_attr(not(feature = "sql"), allow(dead_code))]
-pub(crate) fn neutralised_csv_text(c: &str) -> Option<String> {
-    (!CSV_RAW.load(Ordering::Relaxed) && is_formula_like(c)).then(|| format!("'{c}"))
+pub(crate) fn neutralised_csv_text(c: &str, raw: bool) -> Option<String> {
+    (!raw && is_formula_like(c)).then(|| format!("'{c}"))
 }
 
 /// One CSV cell: quoted when it holds a comma, quote or line break; a text cell starting with a
@@ -167,7 +170,7 @@ mod tests {
             "  name      ms\n  gemm     1.5\n  a,\"b\"  10.25\n"
         );
         let mut csv = Vec::new();
-        t.csv(&mut csv).unwrap();
+        t.csv(&mut csv, false).unwrap();
         assert_eq!(
             String::from_utf8(csv).unwrap(),
             "name,ms\ngemm,1.5\n\"a,\"\"b\"\"\",10.25\n"

@@ -196,6 +196,25 @@ pub fn finish_progress() {
     }
 }
 
+/// The terminal as the engine's listener: the import progress bar on stderr (when it is a
+/// terminal), and each warning or note as one line on stderr.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Terminal;
+
+impl strato_engine::Listener for Terminal {
+    fn progress(&self) -> Option<strato_io::ProgressHook> {
+        import_progress()
+    }
+
+    fn import_finished(&self) {
+        finish_progress();
+    }
+
+    fn notice(&self, line: &str) {
+        eprintln!("{line}");
+    }
+}
+
 /// The import progress hook for `ImportOptions::progress`, or `None` when stderr is not a
 /// terminal.
 pub fn import_progress() -> Option<strato_io::ProgressHook> {

@@ -94,6 +94,18 @@ impl OpenError {
     }
 }
 
+impl From<strato_engine::EngineError> for OpenError {
+    fn from(e: strato_engine::EngineError) -> OpenError {
+        use strato_engine::EngineError as E;
+        match e {
+            E::NotFound(path) => OpenError::NotFound(path),
+            E::Import(e) => OpenError::Import(e),
+            E::Store(e) => OpenError::Store(e),
+            E::Usage(message) | E::InvalidOption(message) => OpenError::Option(message),
+        }
+    }
+}
+
 impl From<OpenError> for PyErr {
     fn from(e: OpenError) -> PyErr {
         use strato_io::ErrorKind as K;

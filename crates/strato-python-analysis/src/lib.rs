@@ -664,8 +664,8 @@ fn plots_text(v: Option<&Ordered>) -> String {
     }
 }
 
-/// Opens trace files, a directory of ranks, a profile directory or a recording (a directory
-/// of `*.strato` files), as the `strato` command's inputs do.
+/// Opens trace files, a directory of ranks, a profile directory, a partitioned store or a
+/// recording (a directory of `*.strato` files), as the `strato` command's inputs do.
 #[pyfunction(name = "open")]
 #[pyo3(signature = (*paths, level_map = None, salvage = false, keep_secrets = false, graph_capture = None))]
 fn open_profile(
@@ -676,18 +676,19 @@ fn open_profile(
     keep_secrets: bool,
     graph_capture: Option<PathBuf>,
 ) -> PyResult<Profile> {
-    let options = opening::OpenOptions {
+    let options = strato_engine::OpenOptions {
         level_map,
         salvage,
         keep_secrets,
         graph_capture,
+        jobs: None,
     };
     let label = paths
         .iter()
         .map(|p| p.display().to_string())
         .collect::<Vec<_>>()
         .join(" ");
-    let opened = py.detach(|| opening::open(&paths, &options))?;
+    let opened = py.detach(|| opening::open(&paths, options))?;
     Ok(Profile {
         trace: opened.trace,
         label,

@@ -12,7 +12,6 @@ use strato_analysis::advise::{self, AdviseConfig, AdviseReport, RULES};
 use strato_analysis::analyzed::Analyzed;
 
 use crate::ctx::Ctx;
-use crate::input::load;
 
 // Arguments of `strato advise` (its help text is on the variant in `app.rs`).
 #[derive(clap::Args, Debug)]
@@ -74,7 +73,7 @@ pub fn run(args: AdviseArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()> {
         projection: strato_io::Projection::SPANS,
         ..ctx.import_options(true)?
     };
-    let trace = load(&args.inputs, &import)?;
+    let trace = ctx.engine.load(&args.inputs, &import)?;
     let cross_rank = advise::CrossRankEvidence::from_trace(&trace);
     let report = advise::advise(
         &Analyzed::new(&trace),

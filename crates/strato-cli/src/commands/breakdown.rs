@@ -9,7 +9,6 @@ use anyhow::Result;
 use strato_analysis::analyzed::Analyzed;
 use strato_analysis::breakdown::{self, BreakdownOptions};
 
-use crate::input::load;
 use crate::render::write_json;
 
 // Arguments of `strato breakdown` (its help text is on the variant in `app.rs`).
@@ -44,12 +43,12 @@ pub fn run(args: BreakdownArgs, ctx: &crate::ctx::Ctx, out: &mut impl Write) -> 
         projection: strato_io::Projection::SPANS,
         ..ctx.import_options(false)?
     };
-    let trace = load(&inputs, &import)?;
+    let trace = ctx.engine.load(&inputs, &import)?;
     let report = breakdown::breakdown(&Analyzed::new(&trace), &BreakdownOptions { per_step });
     if json {
         write_json(out, &report)?;
     } else if csv {
-        crate::render::breakdown::csv(out, &report)?;
+        crate::render::breakdown::csv(out, &report, ctx.csv_raw)?;
     } else {
         crate::render::breakdown::text(out, &report, top)?;
     }

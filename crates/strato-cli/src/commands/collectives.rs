@@ -427,7 +427,7 @@ fn print_text(report: &CollectivesReport, out: &mut dyn Write) -> Result<()> {
             us(r.shift_ns as f64),
         ]);
     }
-    t.write(out, false)?;
+    t.print(out, "")?;
     if let Some(w) = report.worst_rank {
         let r = &report.ranks[w];
         writeln!(
@@ -482,7 +482,7 @@ fn print_text(report: &CollectivesReport, out: &mut dyn Write) -> Result<()> {
             g.link_gbps.map_or("-".into(), |b| format!("{b:.0}")),
         ]);
     }
-    t.write(out, false)?;
+    t.print(out, "")?;
     writeln!(
         out,
         "\nby kind and exact size (times and bandwidths: medians over complete instances):"
@@ -510,7 +510,7 @@ fn print_text(report: &CollectivesReport, out: &mut dyn Write) -> Result<()> {
             num(g.busbw_gbps_median, |b| format!("{b:.2}")),
         ]);
     }
-    t.write(out, false)?;
+    t.print(out, "")?;
     Ok(())
 }
 
@@ -526,10 +526,10 @@ pub fn run(args: CollectivesArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) ->
     let analysis = CollectivesOptions {
         stragglers: args.stragglers,
     };
-    let report = match rank_by_rank(&args.inputs, &options, &analysis)? {
+    let report = match rank_by_rank(&ctx.engine, &args.inputs, &options, &analysis)? {
         Some(report) => report,
         None => {
-            let trace = crate::input::load(&args.inputs, &options)?;
+            let trace = ctx.engine.load(&args.inputs, &options)?;
             // A process driving several GPUs: one rank per device, as NCCL numbers them.
             let split = strato_analysis::collectives::split_multi_device_ranks(&trace);
             collectives(split.as_ref().unwrap_or(&trace), &analysis)
@@ -555,19 +555,23 @@ fn move_call(call: &CollectiveCall, delta: i64) -> CollectiveCall {
 }
 
 /// The analysis over several rank files without holding their events: each file reduced to
-/// its collective calls and devices as it is imported ([`crate::rank_stream`]), the files of
+/// its collective calls and devices as it is imported ([`strato_engine::Engine::map_ranks`]), the files of
 /// the late ranks re-read for the stragglers' causes. `None` for inputs that need the
 /// whole-trace path, and for a single file (held whole during its import anyway: nothing to
 /// save by re-reading it).
 fn rank_by_rank(
+    engine: &strato_engine::Engine,
     inputs: &[PathBuf],
     options: &strato_io::ImportOptions,
     analysis: &CollectivesOptions,
 ) -> Result<Option<CollectivesReport>> {
-    if crate::rank_stream::rank_files(inputs).is_none_or(|files| files.len() < 2) {
+    if engine
+        .rank_files(inputs)
+        .is_none_or(|files| files.len() < 2)
+    {
         return Ok(None);
     }
-    let streamed = crate::rank_stream::map_ranks(inputs, options, |trace| {
+    let streamed = engine.map_ranks(inputs, options, |trace| {
         (rank_summaries(trace), device_links(trace))
     })?;
     let Some(streamed) = streamed else {
@@ -614,7 +618,8 @@ fn rank_by_rank(
         wanted.dedup();
         let reread: Vec<PathBuf> = wanted.iter().map(|&f| files[f].clone()).collect();
         let causes = strato_io::ranks::map_files(&reread, options.effective_jobs(), |k, path| {
-            let trace = crate::rank_stream::import_one(path, options)?
+            let trace = engine
+                .import_rank_file(path, options)?
                 .ok_or_else(|| anyhow::anyhow!("{}: changed while it was read", path.display()))?;
             let file = wanted[k];
             let found: Vec<(usize, StragglerCause)> = requests

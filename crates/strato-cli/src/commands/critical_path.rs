@@ -17,7 +17,6 @@ use strato_io::export::chrome::{Overlay, OverlayArrow};
 use strato_trace::Ns;
 
 use crate::ctx::Ctx;
-use crate::input::load;
 use crate::render::units::ms;
 
 // Arguments of `strato critical-path` (its help text is on the variant in `app.rs`).
@@ -148,7 +147,7 @@ pub fn run(args: CriticalPathArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()
         json,
     } = args;
     if let Some(path) = &overlay {
-        crate::output::refuse_inputs(path, &inputs)?;
+        crate::output::refuse_inputs(path, &ctx.read_paths(&inputs))?;
     }
     // The path reads the args of device ops, API calls and collectives' CPU side only; the
     // overlay writes every event back with its args.
@@ -156,7 +155,7 @@ pub fn run(args: CriticalPathArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()
     if overlay.is_none() {
         import.args_scope = strato_io::ArgsScope::Dependencies;
     }
-    let loaded = load(&inputs, &import)?;
+    let loaded = ctx.engine.load(&inputs, &import)?;
     // A process driving several GPUs: one rank per device, as NCCL numbers them, so that its
     // collectives link the devices (see docs/analyses/collectives.md).
     let split = strato_analysis::collectives::split_multi_device_ranks(&loaded);
@@ -212,7 +211,7 @@ pub fn run(args: CriticalPathArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()
         .map_err(|e| anyhow::anyhow!("{}: {e}", inputs[0].display()))?;
     if let Some(path) = &overlay {
         let overlay = overlay_of(&trace, &report);
-        crate::output::write_output(path, &inputs, |w| {
+        crate::output::write_output(path, &ctx.read_paths(&inputs), |w| {
             strato_io::export::chrome::write_overlaid(&trace, &overlay, w)
         })?;
     }

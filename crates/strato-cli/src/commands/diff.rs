@@ -45,9 +45,9 @@ pub fn run(args: DiffArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Result
     let options = ctx.import_options(false)?;
     let mut steps = crate::term::Steps::new(4);
     steps.step("loading A");
-    let a = crate::input::load(std::slice::from_ref(&args.a), &options)?;
+    let a = ctx.engine.load(std::slice::from_ref(&args.a), &options)?;
     steps.step("loading B");
-    let b = crate::input::load(std::slice::from_ref(&args.b), &options)?;
+    let b = ctx.engine.load(std::slice::from_ref(&args.b), &options)?;
     if args.by_op {
         steps.step("analysing A");
         let ra = OpDiffSide::of(&Analyzed::new(&a));
@@ -55,9 +55,9 @@ pub fn run(args: DiffArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Result
         let rb = OpDiffSide::of(&Analyzed::new(&b));
         steps.finish();
         let report = op_diff(
-            &crate::input::side_label(&args.a),
+            &crate::ctx::Ctx::side_label(&args.a),
             &ra,
-            &crate::input::side_label(&args.b),
+            &crate::ctx::Ctx::side_label(&args.b),
             &rb,
         );
         if args.json {
@@ -73,9 +73,9 @@ pub fn run(args: DiffArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Result
     let rb = DiffSide::of(&Analyzed::new(&b), args.per_step);
     steps.finish();
     let report = diff::diff(
-        &crate::input::side_label(&args.a),
+        &crate::ctx::Ctx::side_label(&args.a),
         ra.parts(),
-        &crate::input::side_label(&args.b),
+        &crate::ctx::Ctx::side_label(&args.b),
         rb.parts(),
     );
     if args.json {

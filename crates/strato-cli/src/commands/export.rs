@@ -9,8 +9,6 @@ use strato_analysis::busy::{busy_series, DEFAULT_BUCKET_NS};
 use strato_analysis::iterations::{iterations, IterationOptions};
 use strato_trace::Trace;
 
-use crate::input::load;
-
 /// Arguments of `strato export`.
 #[derive(clap::Args, Debug)]
 pub struct ExportArgs {
@@ -57,32 +55,33 @@ pub fn run(args: ExportArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Resu
         .into_iter()
         .flatten()
     {
-        crate::output::refuse_inputs(path, &inputs)?;
+        crate::output::refuse_inputs(path, &ctx.read_paths(&inputs))?;
     }
-    let trace = load(&inputs, &ctx.import_options(true)?)?;
+    let trace = ctx.engine.load(&inputs, &ctx.import_options(true)?)?;
     if let Some(path) = perfetto {
         let extras = if raw {
             strato_io::export::perfetto::Extras::default()
         } else {
             perfetto_extras(&trace, iterations)
         };
-        crate::output::write_output(&path, &inputs, |w| {
+        crate::output::write_output(&path, &ctx.read_paths(&inputs), |w| {
             strato_io::export::perfetto::write_with(&trace, &extras, w)
         })?;
         writeln!(out, "wrote {}", path.display())?;
     }
     if let Some(path) = chrome {
-        crate::output::write_output(&path, &inputs, |w| {
+        crate::output::write_output(&path, &ctx.read_paths(&inputs), |w| {
             strato_io::export::chrome::write(&trace, w)
         })?;
         writeln!(out, "wrote {}", path.display())?;
     }
     if let Some(path) = folded {
-        let lines = super::export_samples::write_folded(&trace, &path, &inputs)?;
+        let lines = super::export_samples::write_folded(&trace, &path, &ctx.read_paths(&inputs))?;
         writeln!(out, "wrote {} ({lines} stacks)", path.display())?;
     }
     if let Some(path) = firefox {
-        let samples = super::export_samples::write_firefox(&trace, &path, &inputs)?;
+        let samples =
+            super::export_samples::write_firefox(&trace, &path, &ctx.read_paths(&inputs))?;
         writeln!(out, "wrote {} ({samples} samples)", path.display())?;
     }
     Ok(())

@@ -8,7 +8,6 @@ use clap::ValueEnum;
 use strato_analysis::gpu_time::{GpuTimeOptions, GpuTimeReport, GpuTimeStream, Window};
 
 use crate::ctx::Ctx;
-use crate::input::load;
 
 // Arguments of `strato gpu-time` (its help text is on the variant in `app.rs`).
 #[derive(clap::Args, Debug)]
@@ -52,11 +51,11 @@ pub fn run(args: GpuTimeArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()> {
         kernel_wait_threshold_ns: (kernel_wait_us * 1000.0).round() as i64,
     };
     // One file: its breakdown gathered while it streams (its spans never all held).
-    if let Some(report) = streamed_report(&inputs, &import, &options)? {
+    if let Some(report) = streamed_report(&ctx.engine, &inputs, &import, &options)? {
         return present(&report, json, out);
     }
     // Rank by rank: each rank file's breakdown computed as it is imported, its events dropped.
-    let streamed = crate::rank_stream::map_ranks(&inputs, &import, |trace| {
+    let streamed = ctx.engine.map_ranks(&inputs, &import, |trace| {
         strato_analysis::gpu_time::gpu_time(trace, &options).ranks
     })?;
     let report = match streamed {
@@ -67,7 +66,7 @@ pub fn run(args: GpuTimeArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()> {
                 ranks,
             }
         }
-        None => strato_analysis::gpu_time::gpu_time(&load(&inputs, &import)?, &options),
+        None => strato_analysis::gpu_time::gpu_time(&ctx.engine.load(&inputs, &import)?, &options),
     };
     present(&report, json, out)
 }
@@ -76,21 +75,22 @@ pub fn run(args: GpuTimeArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()> {
 /// ([`GpuTimeStream`]: its spans are never all held); `None` when the input does not stream
 /// (it is then loaded whole) or `--graph-capture` rewrites the trace first.
 fn streamed_report(
+    engine: &strato_engine::Engine,
     inputs: &[PathBuf],
     import: &strato_io::ImportOptions,
     options: &GpuTimeOptions,
 ) -> Result<Option<GpuTimeReport>> {
     let [input] = inputs else { return Ok(None) };
-    if crate::input::graph_capture().is_some() {
+    if engine.attributes_graph_capture() {
         return Ok(None);
     }
     let mut stream = GpuTimeStream::new(*options);
     let mut sink = |trace: &mut strato_trace::Trace| {
         stream.add(trace);
-        crate::input::drop_batch_events(trace);
+        strato_engine::drop_batch_events(trace);
         Ok(())
     };
-    let Some(trace) = crate::input::stream_file(input, import, &mut sink)? else {
+    let Some(trace) = engine.stream_file(input, import, &mut sink)? else {
         return Ok(None);
     };
     Ok(Some(stream.finish(&trace)))

@@ -11,7 +11,6 @@ use strato_analysis::analyzed::Analyzed;
 use strato_analysis::hierarchy::{self, ChainLink, HierarchyReport};
 use strato_trace::{Ns, Trace};
 
-use crate::input::load;
 use crate::render::units::{fit, ms, pct, us_num};
 use crate::render::write_json;
 use crate::table::Table;
@@ -32,7 +31,7 @@ pub fn run_hierarchy(
     out: &mut impl Write,
 ) -> Result<()> {
     let HierarchyArgs { inputs, json } = args;
-    let trace = load(&inputs, &ctx.import_options(false)?)?;
+    let trace = ctx.engine.load(&inputs, &ctx.import_options(false)?)?;
     let report = hierarchy::report(&Analyzed::new(&trace));
     if json {
         write_json(out, &report)?;
@@ -67,7 +66,7 @@ pub fn run_tree(args: TreeArgs, ctx: &crate::ctx::Ctx, out: &mut impl Write) -> 
         limit,
         json,
     } = args;
-    let trace = load(&inputs, &ctx.import_options(false)?)?;
+    let trace = ctx.engine.load(&inputs, &ctx.import_options(false)?)?;
     let analyzed = Analyzed::new(&trace);
     let origin = trace.time_span().map_or(0, |s| s.0);
     let (title, chains) = if let Some(needle) = kernel {

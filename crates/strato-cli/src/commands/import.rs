@@ -7,7 +7,6 @@ use anyhow::Result;
 use strato_io::ImportOptions;
 
 use crate::ctx::Ctx;
-use crate::input::load;
 use crate::profile_write::{note_redacted, write_profile, Written};
 
 // Arguments of `strato import` (its help text is on the variant in `app.rs`).
@@ -37,10 +36,11 @@ pub fn run(args: ImportArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()> {
         job,
     } = args;
     // The profile (or store) directory may not be an input nor inside one.
-    crate::output::refuse_inputs(&output, &inputs)?;
+    crate::output::refuse_inputs(&output, &ctx.read_paths(&inputs))?;
     let options = ctx.import_options(true)?;
     if partitioned {
         return import_partitioned(
+            &ctx.engine,
             &inputs,
             &output,
             job.as_deref().unwrap_or(""),
@@ -48,7 +48,7 @@ pub fn run(args: ImportArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()> {
             out,
         );
     }
-    let written = write_profile(&inputs, &output, &options)?;
+    let written = write_profile(&ctx.engine, &inputs, &output, &options)?;
     report(out, &output, &written)
 }
 
@@ -56,6 +56,7 @@ pub fn run(args: ImportArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()> {
 /// written as one leaf of the store at `output` (its rank: the source's, else its position
 /// among the files).
 fn import_partitioned(
+    engine: &strato_engine::Engine,
     inputs: &[PathBuf],
     output: &Path,
     job: &str,
@@ -75,7 +76,7 @@ fn import_partitioned(
     }
     let mut spans = 0;
     for (position, file) in files.iter().enumerate() {
-        let trace = load(std::slice::from_ref(file), options)?;
+        let trace = engine.load(std::slice::from_ref(file), options)?;
         if trace.ranks.len() != 1 {
             anyhow::bail!(
                 "{}: holds {} ranks; a partitioned import takes one rank per file",

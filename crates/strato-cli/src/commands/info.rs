@@ -8,8 +8,6 @@ use anyhow::Result;
 use crate::ctx::Ctx;
 use strato_analysis::info::{info_with, EventCounts, TraceInfo};
 
-use crate::input::{load, stream_file, stream_stored};
-
 // Arguments of `strato info` (its help text is on the variant in `app.rs`).
 #[derive(clap::Args, Debug)]
 pub struct InfoArgs {
@@ -25,6 +23,7 @@ pub struct InfoArgs {
 /// counted ([`strato_io::Projection::COUNTS`]: not bound to spans). A stored profile or store
 /// streams too ([`stream_stored`]: its tables read batch by batch).
 fn summarise(
+    engine: &strato_engine::Engine,
     inputs: &[PathBuf],
     options: &strato_io::ImportOptions,
 ) -> Result<(strato_trace::Trace, TraceInfo)> {
@@ -33,14 +32,14 @@ fn summarise(
         let mut sink = |trace: &mut strato_trace::Trace| {
             counts.add(trace);
             trace.flows.clear();
-            crate::input::drop_batch_events(trace);
+            strato_engine::drop_batch_events(trace);
             Ok(())
         };
         let counting = strato_io::ImportOptions {
             projection: strato_io::Projection::COUNTS,
             ..options.clone()
         };
-        if let Some(trace) = stream_file(input, &counting, &mut sink)? {
+        if let Some(trace) = engine.stream_file(input, &counting, &mut sink)? {
             counts.add_flows(&trace.flows);
             let info = info_with(&trace, counts);
             return Ok((trace, info));
@@ -48,11 +47,11 @@ fn summarise(
     }
     // A stored profile or store: its events counted batch by batch as they are read.
     let mut counts = EventCounts::default();
-    if let Some(trace) = stream_stored(inputs, options, &mut |batch| counts.add(batch))? {
+    if let Some(trace) = engine.stream_stored(inputs, options, &mut |batch| counts.add(batch))? {
         let info = info_with(&trace, counts);
         return Ok((trace, info));
     }
-    let trace = load(inputs, options)?;
+    let trace = engine.load(inputs, options)?;
     let info = strato_analysis::info::info(&trace);
     Ok((trace, info))
 }
@@ -60,9 +59,9 @@ fn summarise(
 /// Runs `strato info`.
 pub fn run(args: InfoArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()> {
     let InfoArgs { inputs, json } = args;
-    let (trace, info) = summarise(&inputs, &ctx.import_options(false)?)?;
+    let (trace, info) = summarise(&ctx.engine, &inputs, &ctx.import_options(false)?)?;
     let redacted = strato_io::redact::redacted_names(&trace);
-    let shared_ranks = crate::input::shared_rank_claims(&trace);
+    let shared_ranks = strato_engine::shared_rank_claims(&trace);
     if json {
         let mut value = serde_json::to_value(&info)?;
         value["redacted"] = serde_json::json!(redacted);

@@ -75,7 +75,7 @@ pub fn run(args: IterationsArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> 
         args_scope: strato_io::ArgsScope::DeviceOps,
         ..ctx.import_options(true)?
     };
-    let trace = crate::input::load(&args.inputs, &options)?;
+    let trace = ctx.engine.load(&args.inputs, &options)?;
     let options = IterationOptions {
         iterations: args.iterations.clone(),
         epsilon: args.epsilon,
@@ -159,7 +159,7 @@ pub fn run(args: IterationsArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> 
                 ]);
             }
         }
-        t.write(out, true)?;
+        t.write(out, ctx.table_format(true))?;
         return Ok(());
     }
     for e in &entries {
@@ -218,7 +218,7 @@ pub fn run(args: IterationsArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> 
                 i.inserted_ops.to_string(),
             ]);
         }
-        t.write(out, false)?;
+        t.print(out, "")?;
         if shown < s.iterations.len() {
             writeln!(out, "  ... {} more iterations", s.iterations.len() - shown)?;
         }

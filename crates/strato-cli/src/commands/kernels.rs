@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use crate::render::units::fit_ascii;
 use crate::render::units::us;
-use crate::table::Table;
+use crate::table::{Table, TableFormat};
 use anyhow::Result;
 use clap::Args;
 use strato_analysis::kernel_stats::{
@@ -75,31 +75,30 @@ fn latency_line(label: &str, l: &Option<Latency>) -> String {
 /// The statistics of one Chrome/Kineto JSON file gathered while it streams
 /// ([`KernelStatsStream`]: its spans are never all held); `None` when the input does not
 /// stream (it is then loaded whole) or `--graph-capture` rewrites the trace first. A stored
-/// profile or store streams its tables ([`crate::input::stream_stored`]).
+/// profile or store streams its tables ([`strato_engine::Engine::stream_stored`]).
 fn streamed_stats(
+    engine: &strato_engine::Engine,
     inputs: &[std::path::PathBuf],
     options: &strato_io::ImportOptions,
     top: usize,
 ) -> Result<Option<KernelStatsReport>> {
     let [input] = inputs else { return Ok(None) };
-    if crate::input::graph_capture().is_some() {
+    if engine.attributes_graph_capture() {
         return Ok(None);
     }
     // A stored profile or store: its spans read batch by batch (only the columns, and the
     // args rows of device ops, that the statistics read).
     let mut stream = KernelStatsStream::default();
-    if let Some(trace) =
-        crate::input::stream_stored(inputs, options, &mut |batch| stream.add(batch))?
-    {
+    if let Some(trace) = engine.stream_stored(inputs, options, &mut |batch| stream.add(batch))? {
         return Ok(Some(stream.finish(&trace, top)));
     }
     let mut stream = KernelStatsStream::default();
     let mut sink = |trace: &mut strato_trace::Trace| {
         stream.add(trace);
-        crate::input::drop_batch_events(trace);
+        strato_engine::drop_batch_events(trace);
         Ok(())
     };
-    let Some(trace) = crate::input::stream_file(input, options, &mut sink)? else {
+    let Some(trace) = engine.stream_file(input, options, &mut sink)? else {
         return Ok(None);
     };
     Ok(Some(stream.finish(&trace, top)))
@@ -115,11 +114,11 @@ pub fn run(args: KernelsArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Res
         ..ctx.import_options(true)?
     };
     // One file: its statistics gathered while it streams (its spans never all held).
-    if let Some(report) = streamed_stats(&args.inputs, &options, args.top)? {
-        return present(&report, &args, out);
+    if let Some(report) = streamed_stats(&ctx.engine, &args.inputs, &options, args.top)? {
+        return present(&report, &args, ctx.table_format(args.csv), out);
     }
     // Rank by rank: each rank file's statistics computed as it is imported, its events dropped.
-    let streamed = crate::rank_stream::map_ranks(&args.inputs, &options, |trace| {
+    let streamed = ctx.engine.map_ranks(&args.inputs, &options, |trace| {
         kernel_stats(trace, args.top).ranks
     })?;
     let report = match streamed {
@@ -127,13 +126,18 @@ pub fn run(args: KernelsArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Res
             let ranks = streamed.into_ranks(|rank, position| rank.rank = position);
             KernelStatsReport { ranks }
         }
-        None => kernel_stats(&crate::input::load(&args.inputs, &options)?, args.top),
+        None => kernel_stats(&ctx.engine.load(&args.inputs, &options)?, args.top),
     };
-    present(&report, &args, out)
+    present(&report, &args, ctx.table_format(args.csv), out)
 }
 
 /// Writes the statistics as `--json`, `--csv` or the tables.
-fn present(report: &KernelStatsReport, args: &KernelsArgs, out: &mut dyn Write) -> Result<()> {
+fn present(
+    report: &KernelStatsReport,
+    args: &KernelsArgs,
+    format: TableFormat,
+    out: &mut dyn Write,
+) -> Result<()> {
     if args.json {
         serde_json::to_writer_pretty(&mut *out, report)?;
         writeln!(out)?;
@@ -150,9 +154,9 @@ fn present(report: &KernelStatsReport, args: &KernelsArgs, out: &mut dyn Write) 
                 us(r.device_time_ns as f64)
             )?;
         }
-        stat_table(&r.kernels, "<kernel", args.csv).write(out, args.csv)?;
+        stat_table(&r.kernels, "<kernel", args.csv).write(out, format)?;
         writeln!(out)?;
-        stat_table(&r.ops, "<launching op", args.csv).write(out, args.csv)?;
+        stat_table(&r.ops, "<launching op", args.csv).write(out, format)?;
         if !args.csv {
             writeln!(out)?;
             writeln!(

@@ -12,11 +12,10 @@ use strato_analysis::modules::{self, ModulesReport};
 use strato_trace::Ns;
 
 use crate::args::LayerBy;
-use crate::input::load;
 use crate::render::layers::{device_line, notes, roof_cells};
 use crate::render::units::{fit, ms_num, opt, us_num};
 use crate::render::write_json;
-use crate::table::Table;
+use crate::table::{Table, TableFormat};
 
 // Arguments of `strato layers` (its help text is on the variant in `app.rs`).
 #[derive(clap::Args, Debug)]
@@ -62,7 +61,7 @@ pub fn run_layers(args: LayersArgs, ctx: &crate::ctx::Ctx, out: &mut impl Write)
     if !(0.0..0.5).contains(&trim) {
         bail!("layers: --trim must be in [0, 0.5)");
     }
-    let trace = load(&inputs, &ctx.import_options(true)?)?;
+    let trace = ctx.engine.load(&inputs, &ctx.import_options(true)?)?;
     let Some(options) = by.options(trim, batch_size) else {
         if kernels || steps {
             bail!("layers: --kernels and --steps do not apply to --by module");
@@ -71,7 +70,7 @@ pub fn run_layers(args: LayersArgs, ctx: &crate::ctx::Ctx, out: &mut impl Write)
         if json {
             write_json(out, &report)?;
         } else {
-            modules_table(out, &report, top, csv)?;
+            modules_table(out, &report, top, ctx.table_format(csv))?;
         }
         return Ok(());
     };
@@ -79,16 +78,21 @@ pub fn run_layers(args: LayersArgs, ctx: &crate::ctx::Ctx, out: &mut impl Write)
     if json {
         write_json(out, &report)?;
     } else if kernels {
-        kernels_table(out, &report, top, csv)?;
+        kernels_table(out, &report, top, ctx.table_format(csv))?;
     } else if steps {
-        steps_table(out, &report, top, csv)?;
+        steps_table(out, &report, top, ctx.table_format(csv))?;
     } else {
-        layers_table(out, &report, top, csv)?;
+        layers_table(out, &report, top, ctx.table_format(csv))?;
     }
     Ok(())
 }
 
-fn layers_table(out: &mut impl Write, report: &LayersReport, top: usize, csv: bool) -> Result<()> {
+fn layers_table(
+    out: &mut impl Write,
+    report: &LayersReport,
+    top: usize,
+    format: TableFormat,
+) -> Result<()> {
     let mut t = Table::with_left(
         &[
             "layer",
@@ -110,10 +114,10 @@ fn layers_table(out: &mut impl Write, report: &LayersReport, top: usize, csv: bo
         ],
         &[0],
     );
-    let limit = if csv { usize::MAX } else { top };
+    let limit = if format.is_csv() { usize::MAX } else { top };
     for l in report.layers.iter().take(limit) {
         let mut row = vec![
-            if csv {
+            if format.is_csv() {
                 l.name.clone()
             } else {
                 fit(&l.name, 44)
@@ -134,8 +138,8 @@ fn layers_table(out: &mut impl Write, report: &LayersReport, top: usize, csv: bo
         row.extend(roof_cells(&l.roofline));
         t.row(row);
     }
-    if csv {
-        t.csv(out)?;
+    if format.is_csv() {
+        t.write(out, format)?;
         return Ok(());
     }
     device_line(out, report)?;
@@ -177,7 +181,12 @@ fn layers_table(out: &mut impl Write, report: &LayersReport, top: usize, csv: bo
     Ok(())
 }
 
-fn kernels_table(out: &mut impl Write, report: &LayersReport, top: usize, csv: bool) -> Result<()> {
+fn kernels_table(
+    out: &mut impl Write,
+    report: &LayersReport,
+    top: usize,
+    format: TableFormat,
+) -> Result<()> {
     let mut t = Table::with_left(
         &[
             "kernel",
@@ -199,7 +208,7 @@ fn kernels_table(out: &mut impl Write, report: &LayersReport, top: usize, csv: b
         ],
         &[0, 9, 10],
     );
-    let limit = if csv { usize::MAX } else { top };
+    let limit = if format.is_csv() { usize::MAX } else { top };
     let dims = |v: &Option<Vec<i64>>| {
         v.as_ref().map_or("-".into(), |v| {
             v.iter().map(i64::to_string).collect::<Vec<_>>().join("x")
@@ -208,7 +217,7 @@ fn kernels_table(out: &mut impl Write, report: &LayersReport, top: usize, csv: b
     for k in report.kernels.iter().take(limit) {
         let d = &k.duration;
         let mut row = vec![
-            if csv {
+            if format.is_csv() {
                 k.name.clone()
             } else {
                 fit(&k.name, 60)
@@ -228,8 +237,8 @@ fn kernels_table(out: &mut impl Write, report: &LayersReport, top: usize, csv: b
         row.extend(roof_cells(&k.roofline));
         t.row(row);
     }
-    if csv {
-        t.csv(out)?;
+    if format.is_csv() {
+        t.write(out, format)?;
         return Ok(());
     }
     device_line(out, report)?;
@@ -257,7 +266,12 @@ fn kernels_table(out: &mut impl Write, report: &LayersReport, top: usize, csv: b
     Ok(())
 }
 
-fn steps_table(out: &mut impl Write, report: &LayersReport, top: usize, csv: bool) -> Result<()> {
+fn steps_table(
+    out: &mut impl Write,
+    report: &LayersReport,
+    top: usize,
+    format: TableFormat,
+) -> Result<()> {
     let mut t = Table::with_left(
         &[
             "rank",
@@ -271,7 +285,7 @@ fn steps_table(out: &mut impl Write, report: &LayersReport, top: usize, csv: boo
         ],
         &[2],
     );
-    let limit = if csv { usize::MAX } else { top };
+    let limit = if format.is_csv() { usize::MAX } else { top };
     for s in report.steps.iter().take(limit) {
         t.row(vec![
             s.rank.to_string(),
@@ -284,8 +298,8 @@ fn steps_table(out: &mut impl Write, report: &LayersReport, top: usize, csv: boo
             opt(s.flops, |f| format!("{:.3}", f / 1e9)),
         ]);
     }
-    if csv {
-        t.csv(out)?;
+    if format.is_csv() {
+        t.write(out, format)?;
         return Ok(());
     }
     device_line(out, report)?;
@@ -335,8 +349,13 @@ fn steps_table(out: &mut impl Write, report: &LayersReport, top: usize, csv: boo
 }
 
 /// `--by module`: the classes (instances folded, with their spread), then the recompute line.
-fn modules_table(out: &mut impl Write, r: &ModulesReport, top: usize, csv: bool) -> Result<()> {
-    if !csv {
+fn modules_table(
+    out: &mut impl Write,
+    r: &ModulesReport,
+    top: usize,
+    format: TableFormat,
+) -> Result<()> {
+    if !format.is_csv() {
         writeln!(
             out,
             "{} module calls; device time {} ms, {} ms of it under modules, {} ms outside\n",
@@ -363,10 +382,10 @@ fn modules_table(out: &mut impl Write, r: &ModulesReport, top: usize, csv: bool)
         ],
         &[0],
     );
-    let limit = if csv { usize::MAX } else { top };
+    let limit = if format.is_csv() { usize::MAX } else { top };
     for m in r.modules.iter().take(limit) {
         t.row(vec![
-            if csv {
+            if format.is_csv() {
                 m.class.clone()
             } else {
                 fit(&m.class, 40)
@@ -384,8 +403,8 @@ fn modules_table(out: &mut impl Write, r: &ModulesReport, top: usize, csv: bool)
             m.recomputed_calls.to_string(),
         ]);
     }
-    t.write(out, csv)?;
-    if !csv {
+    t.write(out, format)?;
+    if !format.is_csv() {
         if r.modules.is_empty() {
             writeln!(
                 out,

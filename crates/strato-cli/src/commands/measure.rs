@@ -219,7 +219,7 @@ fn log_sink(args: &MeasureArgs) -> Result<Option<Box<dyn Write + Send>>> {
 }
 
 /// Runs `strato measure`.
-pub(crate) fn run(args: MeasureArgs, out: &mut dyn Write) -> Result<()> {
+pub(crate) fn run(args: MeasureArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Result<()> {
     if args.worker {
         // The worker owns stdin/stdout; nothing else may write to them.
         let code = strato_measure::worker::main();
@@ -230,7 +230,7 @@ pub(crate) fn run(args: MeasureArgs, out: &mut dyn Write) -> Result<()> {
     }
     if let Some(log) = &args.log {
         // Before anything runs: a log over the candidate list would truncate it.
-        let inputs: Vec<PathBuf> = args.candidates.iter().cloned().collect();
+        let inputs = ctx.read_paths(&args.candidates);
         crate::output::refuse_inputs(log, &inputs)?;
     }
     if args.serve {
@@ -239,7 +239,7 @@ pub(crate) fn run(args: MeasureArgs, out: &mut dyn Write) -> Result<()> {
     let candidates = load_candidates(&args)?;
     if let Some(path) = &args.write_candidates {
         let text = serde_json::to_string_pretty(&candidate::to_list_json(&candidates))?;
-        let inputs: Vec<PathBuf> = args.candidates.iter().cloned().collect();
+        let inputs = ctx.read_paths(&args.candidates);
         crate::output::write_output(path, &inputs, |w| w.write_all(text.as_bytes()))?;
         writeln!(
             out,

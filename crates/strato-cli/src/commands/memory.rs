@@ -39,7 +39,7 @@ fn mib(bytes: f64) -> String {
 
 /// Runs `strato memory`.
 pub fn run(args: MemoryArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Result<()> {
-    let trace = crate::input::load(&args.inputs, &ctx.import_options(true)?)?;
+    let trace = ctx.engine.load(&args.inputs, &ctx.import_options(true)?)?;
     let report = memory(
         &trace,
         &MemoryOptions {
@@ -80,7 +80,7 @@ pub fn run(args: MemoryArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Resu
     if !args.csv {
         writeln!(out, "allocated memory per device (allocation events)\n")?;
     }
-    t.write(out, args.csv)?;
+    t.write(out, ctx.table_format(args.csv))?;
     for d in &report.devices {
         if d.ops.is_empty() {
             continue;
@@ -112,7 +112,7 @@ pub fn run(args: MemoryArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Resu
                 mib(r.freed_bytes as f64),
             ]);
         }
-        t.write(out, args.csv)?;
+        t.write(out, ctx.table_format(args.csv))?;
     }
     writeln!(out)?;
     if !args.csv {
@@ -138,7 +138,7 @@ pub fn run(args: MemoryArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Resu
                 .map_or("-".into(), |b| format!("{b:.2}")),
         ]);
     }
-    t.write(out, args.csv)?;
+    t.write(out, ctx.table_format(args.csv))?;
     if !args.csv {
         for n in &report.notes {
             writeln!(out, "note: {n}")?;

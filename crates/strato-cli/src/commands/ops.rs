@@ -12,10 +12,9 @@ use strato_analysis::analyzed::Analyzed;
 use strato_analysis::devices::DeviceSpec;
 use strato_analysis::ops::{self, OpRow, OpsReport};
 
-use crate::input::load;
 use crate::render::units::{fit, ms_num, opt, us_num};
 use crate::render::write_json;
-use crate::table::Table;
+use crate::table::{Table, TableFormat};
 
 // Arguments of `strato ops` (its help text is on the variant in `app.rs`).
 #[derive(clap::Args, Debug)]
@@ -47,12 +46,12 @@ pub fn run(args: OpsArgs, ctx: &crate::ctx::Ctx, out: &mut impl Write) -> Result
         .as_ref()
         .map(|p| read_device_spec(p))
         .transpose()?;
-    let trace = load(&args.inputs, &ctx.import_options(true)?)?;
+    let trace = ctx.engine.load(&args.inputs, &ctx.import_options(true)?)?;
     let report = ops::ops(&Analyzed::new(&trace), spec.as_ref());
     if args.json {
         write_json(out, &report)?;
     } else {
-        table(out, &report, args.top, args.csv)?;
+        table(out, &report, args.top, ctx.table_format(args.csv))?;
     }
     Ok(())
 }
@@ -92,8 +91,8 @@ fn bytes_text(b: u64) -> String {
     }
 }
 
-fn table(out: &mut impl Write, r: &OpsReport, top: usize, csv: bool) -> Result<()> {
-    if !csv {
+fn table(out: &mut impl Write, r: &OpsReport, top: usize, format: TableFormat) -> Result<()> {
+    if !format.is_csv() {
         for d in &r.devices {
             writeln!(
                 out,
@@ -139,12 +138,20 @@ fn table(out: &mut impl Write, r: &OpsReport, top: usize, csv: bool) -> Result<(
         ],
         &[0, 1, 2, 9, 10],
     );
-    let limit = if csv { usize::MAX } else { top };
+    let limit = if format.is_csv() { usize::MAX } else { top };
     for o in r.ops.iter().take(limit) {
         let shapes = shapes_text(o);
         t.row(vec![
-            if csv { o.op.clone() } else { fit(&o.op, 40) },
-            if csv { shapes } else { fit(&shapes, 36) },
+            if format.is_csv() {
+                o.op.clone()
+            } else {
+                fit(&o.op, 40)
+            },
+            if format.is_csv() {
+                shapes
+            } else {
+                fit(&shapes, 36)
+            },
             o.precision.map_or("-".into(), |p| p.as_str().to_owned()),
             o.count.to_string(),
             ms_num(o.total_ns as f64),
@@ -152,7 +159,7 @@ fn table(out: &mut impl Write, r: &OpsReport, top: usize, csv: bool) -> Result<(
             opt(o.tflops, |v| format!("{v:.1}")),
             opt(o.tbps, |v| format!("{v:.2}")),
             opt(o.peak_pct, |v| {
-                if o.over_peak && !csv {
+                if o.over_peak && !format.is_csv() {
                     format!("{v:.1}!")
                 } else {
                     format!("{v:.1}")
@@ -167,15 +174,15 @@ fn table(out: &mut impl Write, r: &OpsReport, top: usize, csv: bool) -> Result<(
             },
         ]);
     }
-    t.write(out, csv)?;
-    if !csv && r.ops.len() > limit {
+    t.write(out, format)?;
+    if !format.is_csv() && r.ops.len() > limit {
         writeln!(
             out,
             "({} more groups; --top N or --csv)",
             r.ops.len() - limit
         )?;
     }
-    if csv {
+    if format.is_csv() {
         return Ok(());
     }
     for o in r.ops.iter().filter(|o| o.over_peak) {
@@ -241,6 +248,6 @@ fn collectives_table(out: &mut impl Write, r: &OpsReport) -> Result<()> {
             opt(c.busbw_gbps, |v| format!("{v:.2}")),
         ]);
     }
-    t.write(out, false)?;
+    t.print(out, "")?;
     Ok(())
 }

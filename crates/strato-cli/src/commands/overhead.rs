@@ -74,7 +74,7 @@ fn dir_bytes(dir: &std::path::Path) -> u64 {
 }
 
 /// Runs the measurement and prints the table.
-pub fn run(args: OverheadArgs, out: &mut impl Write) -> Result<()> {
+pub fn run(args: OverheadArgs, _ctx: &crate::ctx::Ctx, out: &mut impl Write) -> Result<()> {
     let levels: Vec<String> = args
         .levels
         .split(',')

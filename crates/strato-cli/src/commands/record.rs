@@ -113,6 +113,8 @@ enum Output {
 
 struct Launcher<'a> {
     args: &'a RecordArgs,
+    /// Reads each run's recording back.
+    engine: &'a strato_engine::Engine,
     /// The recorder's Python bootstrap (put first on `PYTHONPATH`); None when the stratoscope
     /// package is not importable and only the launcher's collectors record ([`bootstrap`]).
     bootstrap: Option<PathBuf>,
@@ -276,7 +278,7 @@ fn run_once(
         }
         .into());
     }
-    let trace = crate::input::load_recording(dir)?;
+    let trace = launcher.engine.load_recording(dir)?;
     let measure = calibration::measure_run(&trace, launcher.device_tracing(level, opencl))
         .with_context(|| format!("{}: no recorded process", dir.display()))?;
     Ok(RunResult {
@@ -309,10 +311,11 @@ fn bootstrap(args: &RecordArgs) -> Result<Option<PathBuf>> {
 /// Runs `strato record`; returns the exit status for `strato`: 0, or the recorded program's
 /// [`ProgramStatus::shell_code`] when it failed (after writing what was recorded). A failed
 /// calibration or leveled run is an error carrying its status ([`ProgramFailed`]).
-pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<u8> {
+pub fn run_record(args: RecordArgs, ctx: &crate::ctx::Ctx, out: &mut impl Write) -> Result<u8> {
     let launcher = Launcher {
         bootstrap: bootstrap(&args)?,
         args: &args,
+        engine: &ctx.engine,
     };
     let dir = args.output.clone();
     crate::output::prepare_record_dir(&dir)?;
@@ -441,7 +444,14 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<u8> {
     }
     let mut calibration_json = None;
     if args.calibrate {
-        let file = fit_runs(&measured, &held_out, args.level, &args.command, repeat)?;
+        let file = fit_runs(
+            &ctx.engine,
+            &measured,
+            &held_out,
+            args.level,
+            &args.command,
+            repeat,
+        )?;
         std::fs::create_dir_all(&dir)?;
         file.write(&dir)?;
         calibration_json = Some(file);
@@ -480,7 +490,7 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<u8> {
             status.shell_code()
         );
     }
-    let profile = match crate::input::open_recording(&dir, !args.no_correct) {
+    let profile = match ctx.engine.open_recording(&dir, !args.no_correct) {
         Ok(profile) => profile,
         // The program's failure is the news; that it recorded nothing comes with it.
         Err(e) => match failed {
@@ -488,7 +498,7 @@ pub fn run_record(args: RecordArgs, out: &mut impl Write) -> Result<u8> {
                 eprintln!("strato: {e:#}");
                 return Ok(status.shell_code());
             }
-            None => return Err(e),
+            None => return Err(e.into()),
         },
     };
     let cal = profile.recording.calibration.clone();
@@ -588,7 +598,7 @@ fn leveled(launcher: &Launcher<'_>, work: &Path, measured: &[Measured]) -> Resul
             continue;
         }
         let _ = work;
-        let trace = crate::input::load_recording(&m.runs[0].dir)?;
+        let trace = launcher.engine.load_recording(&m.runs[0].dir)?;
         if let Some((pid, _, _)) = RecordingInfo::of(&trace).root_region() {
             for (level, ns) in calibration::level_times(&trace, pid) {
                 chosen.entry(level).or_insert((m.level, ns));

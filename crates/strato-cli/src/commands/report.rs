@@ -51,10 +51,10 @@ fn default_title(inputs: &[PathBuf]) -> String {
 /// Runs `strato report`.
 pub fn run(args: ReportArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Result<()> {
     // The baseline is read too: the report may overwrite neither.
-    let read: Vec<PathBuf> = args.inputs.iter().chain(&args.baseline).cloned().collect();
+    let read = ctx.read_paths(args.inputs.iter().chain(&args.baseline));
     crate::output::refuse_inputs(&args.output, &read)?;
     let options = ctx.import_options(true)?;
-    let trace = crate::input::load(&args.inputs, &options)?;
+    let trace = ctx.engine.load(&args.inputs, &options)?;
     let mut steps = crate::term::Steps::new(if args.baseline.is_some() {
         strato_report::ANALYSIS_STEPS + 1 + strato_report::BASELINE_STEPS
     } else {
@@ -72,9 +72,9 @@ pub fn run(args: ReportArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Resu
     let mut input = ReportInput::from_analyzed(&analyzed, &report_options, &mut steps);
     if let Some(base) = &args.baseline {
         steps.step("loading the baseline");
-        let a = crate::input::load(std::slice::from_ref(base), &options)?;
+        let a = ctx.engine.load(std::slice::from_ref(base), &options)?;
         input.add_baseline(
-            (&crate::input::side_label(base), &Analyzed::new(&a)),
+            (&crate::ctx::Ctx::side_label(base), &Analyzed::new(&a)),
             (&default_title(&args.inputs), &analyzed),
             &mut steps,
         );

@@ -11,11 +11,10 @@ use strato_analysis::layers::{self, LayersReport, Roofline};
 use strato_trace::Ns;
 
 use crate::args::LayerBy;
-use crate::input::load;
 use crate::render::layers::{device_line, notes};
 use crate::render::units::{fit, ms_num, opt};
 use crate::render::write_json;
-use crate::table::Table;
+use crate::table::{Table, TableFormat};
 
 // Arguments of `strato roofline` (its help text is on the variant in `app.rs`).
 #[derive(clap::Args, Debug)]
@@ -44,7 +43,7 @@ pub fn run(args: RooflineArgs, ctx: &crate::ctx::Ctx, out: &mut impl Write) -> R
     let Some(options) = by.options(0.1, None) else {
         anyhow::bail!("roofline: --by module has no roofline; see `strato layers --by module`");
     };
-    let trace = load(&inputs, &ctx.import_options(true)?)?;
+    let trace = ctx.engine.load(&inputs, &ctx.import_options(true)?)?;
     let report = layers::layers(&Analyzed::new(&trace), &options);
     let rows = roofline_rows(&report);
     if json {
@@ -53,7 +52,7 @@ pub fn run(args: RooflineArgs, ctx: &crate::ctx::Ctx, out: &mut impl Write) -> R
             &json!({"device": report.device, "rows": rows, "notes": report.notes}),
         )?;
     } else {
-        roofline_table(out, &report, &rows, top, csv)?;
+        roofline_table(out, &report, &rows, top, ctx.table_format(csv))?;
     }
     Ok(())
 }
@@ -106,7 +105,7 @@ fn roofline_table(
     report: &LayersReport,
     rows: &[Value],
     top: usize,
-    csv: bool,
+    format: TableFormat,
 ) -> Result<()> {
     let mut t = Table::with_left(
         &[
@@ -130,7 +129,7 @@ fn roofline_table(
         .iter()
         .filter(|r| f(r, "flops").is_some() || f(r, "bytes").is_some())
         .collect();
-    let limit = if csv { usize::MAX } else { top };
+    let limit = if format.is_csv() { usize::MAX } else { top };
     for r in known.iter().take(limit) {
         let name = r.get("name").and_then(Value::as_str).unwrap_or("");
         t.row(vec![
@@ -138,7 +137,11 @@ fn roofline_table(
                 .and_then(Value::as_str)
                 .unwrap_or("")
                 .to_owned(),
-            if csv { name.to_owned() } else { fit(name, 50) },
+            if format.is_csv() {
+                name.to_owned()
+            } else {
+                fit(name, 50)
+            },
             r.get("count")
                 .and_then(Value::as_u64)
                 .unwrap_or(0)
@@ -160,8 +163,8 @@ fn roofline_table(
             opt(f(r, "roof_pct"), |v| format!("{v:.1}")),
         ]);
     }
-    if csv {
-        t.csv(out)?;
+    if format.is_csv() {
+        t.write(out, format)?;
         return Ok(());
     }
     device_line(out, report)?;

@@ -135,8 +135,8 @@ pub fn run(args: SqlArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Result<
     let (session, _scratch) = match inputs.as_slice() {
         [input]
             if strato_store::is_profile_dir(input)
-                && !crate::input::graph_capture_set()
-                && (crate::input::keep_secrets() || !holds_secrets(input)?) =>
+                && !ctx.engine.attributes_graph_capture()
+                && (!ctx.engine.redacts() || !holds_secrets(input)?) =>
         {
             (Session::over_profile(input, threads, limits)?, None)
         }
@@ -146,16 +146,17 @@ pub fn run(args: SqlArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Result<
                 .tempdir()
                 .context("cannot create the query's temporary profile directory (TMPDIR)")?;
             let dir = scratch.path().join("profile");
-            crate::profile_write::write_profile(&inputs, &dir, &import_options)?;
+            crate::profile_write::write_profile(&ctx.engine, &inputs, &dir, &import_options)?;
             (Session::over_profile(&dir, threads, limits)?, Some(scratch))
         }
     };
     let result = session.query(&query)?;
-    let csv_text = crate::table::neutralised_csv_text;
+    let csv_raw = ctx.csv_raw;
+    let csv_text = |c: &str| crate::table::neutralised_csv_text(c, csv_raw);
     match &args.output {
         None => strato_sql::write_result(&result, format, &csv_text, out)?,
         // The shared output rules: atomic for a file, direct to a device or FIFO.
-        Some(path) => crate::output::write_output(path, &inputs, |file| {
+        Some(path) => crate::output::write_output(path, &ctx.read_paths(&inputs), |file| {
             strato_sql::write_result(&result, format, &csv_text, file)
                 .map_err(std::io::Error::other)
         })?,

@@ -8,7 +8,6 @@ use anyhow::{bail, Result};
 use serde_json::{json, Map, Value};
 use strato_analysis::util::{self, UtilReport, DEFAULT_PERIODS_S};
 
-use crate::input::load;
 use crate::render::units::ms_num;
 use crate::render::write_json;
 use crate::table::Table;
@@ -40,7 +39,7 @@ pub fn run(args: UtilArgs, ctx: &crate::ctx::Ctx, out: &mut impl Write) -> Resul
     if periods.iter().any(|p| !(*p > 0.0 && p.is_finite())) {
         bail!("util: --period must be a positive number of seconds");
     }
-    let trace = load(&inputs, &ctx.import_options(false)?)?;
+    let trace = ctx.engine.load(&inputs, &ctx.import_options(false)?)?;
     let report = util::util(&trace, &periods);
     if json {
         write_json(out, &util_json(&report))?;

@@ -26,13 +26,13 @@ pub struct ValidateArgs {
 
 /// Runs `strato validate`: recomputes the validation of a calibrated profile; with
 /// `--refit`, re-fits the calibration on the runs stored under `PROFILE/.runs` first.
-pub fn run(args: ValidateArgs, out: &mut impl Write) -> Result<()> {
+pub fn run(args: ValidateArgs, ctx: &crate::ctx::Ctx, out: &mut impl Write) -> Result<()> {
     let stored = CalibrationFile::read(&args.profile)?;
     if args.refit {
-        return refit(&args, &stored, out);
+        return refit(ctx, &args, &stored, out);
     }
     let cal = stored.calibration();
-    let trace = crate::input::load_recording(&args.profile)?;
+    let trace = ctx.engine.load_recording(&args.profile)?;
     let v = calibration::validate_recording(
         &trace,
         &cal,
@@ -55,7 +55,12 @@ pub fn run(args: ValidateArgs, out: &mut impl Write) -> Result<()> {
 /// `strato validate --refit`: the runs of every configuration stored by `strato record
 /// --calibrate` (`.runs/level-N[-opencl-L][-os][-samples|-native-samples]/run-K`, `.runs/recorded/run-K`) measured and fitted
 /// again as the recording did; prints the figures and whether they equal the stored ones.
-fn refit(args: &ValidateArgs, stored: &CalibrationFile, out: &mut impl Write) -> Result<()> {
+fn refit(
+    ctx: &crate::ctx::Ctx,
+    args: &ValidateArgs,
+    stored: &CalibrationFile,
+    out: &mut impl Write,
+) -> Result<()> {
     let work = args.profile.join(".runs");
     let Some((held_entry, configs)) = stored.runs.split_last() else {
         bail!("{}: calibration.json lists no runs", args.profile.display());
@@ -65,7 +70,7 @@ fn refit(args: &ValidateArgs, stored: &CalibrationFile, out: &mut impl Write) ->
         (0..n)
             .map(|rep| {
                 let dir = work.join(config).join(format!("run-{rep}"));
-                let trace = crate::input::load_recording(&dir)?;
+                let trace = ctx.engine.load_recording(&dir)?;
                 let measure =
                     calibration::measure_run(&trace, device_tracing(opencl_on, level, opencl))
                         .with_context(|| format!("{}: no recorded process", dir.display()))?;
@@ -105,6 +110,7 @@ fn refit(args: &ValidateArgs, stored: &CalibrationFile, out: &mut impl Write) ->
     }
     let held_out = load_runs("recorded", held_entry.level, None, held_entry.times_s.len())?;
     let mut file = fit_runs(
+        &ctx.engine,
         &measured,
         &held_out,
         held_entry.level,

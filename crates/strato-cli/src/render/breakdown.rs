@@ -13,7 +13,7 @@ use crate::table::Table;
 /// The breakdown rows as CSV: one line per (rank, pid, phase, operation, resource, CPU level).
 /// With OS data, a `thread_state` column follows `cpu_level` (empty where no OS data covers
 /// the row).
-pub(crate) fn csv(out: &mut impl Write, report: &BreakdownReport) -> Result<()> {
+pub(crate) fn csv(out: &mut impl Write, report: &BreakdownReport, raw: bool) -> Result<()> {
     let states = report
         .processes
         .iter()
@@ -42,7 +42,7 @@ pub(crate) fn csv(out: &mut impl Write, report: &BreakdownReport) -> Result<()> 
             t.row(cells);
         }
     }
-    t.csv(out)?;
+    t.csv(out, raw)?;
     Ok(())
 }
 

@@ -1,0 +1,40 @@
+//! The engine under every front end: how the `strato` command and the Python API get from
+//! what the user named (trace files, directories of ranks, merged multi-rank files, profile
+//! directories, partitioned stores, recordings, standard input) to the [`Trace`] an analysis
+//! reads.
+//!
+//! Owns, once for every front end:
+//! - the options every input takes ([`OpenOptions`]: `--level-map`, `--salvage`,
+//!   `--keep-secrets`, `--graph-capture`, `--jobs`, the memory budget), as one typed value
+//!   passed down; there is no process-wide state, so one process may run many commands with
+//!   different options (the Python package does);
+//! - the order of the steps: read or import, overhead correction of calibrated recordings,
+//!   graph attribution, redaction ([`Engine::open`]);
+//! - the three ways of reading: whole ([`Engine::open`]), event batches streamed to a sink
+//!   ([`Engine::stream_file`], [`Engine::stream_stored`]) and rank by rank
+//!   ([`Engine::map_ranks`]), each with the projection the analysis declares in its
+//!   [`ImportOptions`];
+//! - what the user is told while inputs are read (progress, import warnings, notes), through
+//!   the front end's [`Listener`].
+//!
+//! It never prints and never exits: errors are [`EngineError`], lines for the user go to the
+//! listener. Analyses (`strato-analysis`) never open files; front ends never open inputs but
+//! through here.
+
+mod error;
+mod open;
+mod options;
+mod ranks;
+mod stream;
+
+pub use error::EngineError;
+pub use open::{import_warnings, shared_rank_claims, store_read_options, Profile};
+pub use options::{Engine, Listener, OpenOptions, Quiet};
+pub use ranks::{FilePart, Streamed};
+pub use stream::drop_batch_events;
+
+pub use strato_io::ImportOptions;
+pub use strato_trace::Trace;
+
+/// A result of the engine.
+pub type Result<T, E = EngineError> = std::result::Result<T, E>;

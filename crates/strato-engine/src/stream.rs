@@ -1,0 +1,113 @@
+//! Opening inputs as a stream of event batches: [`Engine::stream_file`] (one Chrome/Kineto
+//! JSON file) and [`Engine::stream_stored`] (one profile directory or store), for analyses
+//! that reduce events as they come and so never hold the trace.
+
+use std::path::{Path, PathBuf};
+
+use strato_io::ImportOptions;
+use strato_trace::Trace;
+
+use crate::{Engine, Result};
+
+/// Drops the events of a batch a streaming sink has consumed (spans, instants, counters and
+/// their args; flows and the other tables stay), so memory holds only what the consumer keeps.
+pub fn drop_batch_events(trace: &mut Trace) {
+    trace.spans.clear();
+    trace.instants.clear();
+    trace.counters.clear();
+    trace.args = Default::default();
+}
+
+impl Engine {
+    /// One trace file imported as [`Engine::open`] imports it alone, its events handed to
+    /// `sink` as they are read instead of kept ([`strato_io::import_file_streaming`]: the trace
+    /// returned holds every table but the events; secrets redacted unless `keep_secrets`,
+    /// import notes told). `None` when the input does not stream (not a regular Chrome/Kineto
+    /// JSON file, or a TensorFlow trace viewer file), or with `graph_capture` (its attribution
+    /// needs the whole trace): the caller opens it with [`Engine::open`].
+    pub fn stream_file(
+        &self,
+        input: &Path,
+        options: &ImportOptions,
+        sink: &mut strato_io::chrome::EventSink<'_>,
+    ) -> Result<Option<Trace>> {
+        if !input.is_file() || self.attributes_graph_capture() {
+            return Ok(None);
+        }
+        let batch = strato_io::chrome::SINK_EVENTS;
+        // Each batch's attribute blobs are redacted before anyone sees them (the trace's other
+        // tables are redacted below, once they are complete).
+        let redacts = self.redacts();
+        let mut redacting = |batch: &mut Trace| {
+            if redacts {
+                strato_io::redact::redact_args(&mut batch.args);
+            }
+            sink(batch)
+        };
+        let imported = strato_io::import_file_streaming(input, options, batch, &mut redacting);
+        self.listener().import_finished();
+        let Some(mut trace) = imported? else {
+            return Ok(None);
+        };
+        self.note_shared_rank_claims(&trace);
+        if redacts {
+            strato_io::redact::redact_trace(&mut trace);
+        }
+        self.warn_import_notes(&trace);
+        Ok(Some(trace))
+    }
+
+    /// One stored profile or store (`inputs` is that one directory) read as [`Engine::open`]
+    /// reads it, its events handed to `sink` batch by batch instead of kept
+    /// ([`strato_store::stream_with`], [`strato_store::partitioned::stream_store`]: only the
+    /// tables, columns and row groups `options` reads, one batch of events in memory). The
+    /// trace returned holds every table but the events (secrets redacted unless
+    /// `keep_secrets`, import notes told).
+    ///
+    /// `None` when the input is not one stored profile or store, or when [`Engine::open`]
+    /// would change its events: with `graph_capture`, or when flows are read and the profile
+    /// holds graph node links (their attribution needs the whole trace). In that last case
+    /// `sink` has already seen the events: the caller starts over with [`Engine::open`].
+    pub fn stream_stored(
+        &self,
+        inputs: &[PathBuf],
+        options: &ImportOptions,
+        sink: &mut dyn FnMut(&mut Trace),
+    ) -> Result<Option<Trace>> {
+        let [input] = inputs else { return Ok(None) };
+        if self.attributes_graph_capture() {
+            return Ok(None);
+        }
+        let read = crate::store_read_options(options);
+        // A profile imported with `--keep-secrets` holds them: each batch's attribute blobs are
+        // redacted before the sink sees them.
+        let redacts = self.redacts();
+        let mut redacting = |batch: &mut Trace| {
+            if redacts {
+                strato_io::redact::redact_args(&mut batch.args);
+            }
+            sink(batch)
+        };
+        let mut trace = if strato_store::is_profile_dir(input) {
+            strato_store::stream_with(input, &read, &mut redacting)?
+        } else if strato_store::partitioned::is_store_dir(input) {
+            strato_store::partitioned::stream_store(input, &read, &mut redacting)?
+        } else {
+            return Ok(None);
+        };
+        let graph_links = [
+            strato_analysis::graphs::GRAPH_NODE_FLOW,
+            strato_analysis::graphs::GRAPH_NODE_ORDER_FLOW,
+        ]
+        .iter()
+        .any(|category| trace.strings.lookup(category).is_some());
+        if read.flows && graph_links {
+            return Ok(None);
+        }
+        self.warn_import_notes(&trace);
+        if redacts {
+            strato_io::redact::redact_trace(&mut trace);
+        }
+        Ok(Some(trace))
+    }
+}
