@@ -14,6 +14,9 @@ bash scripts/setup.sh
 step "cargo fmt --check"
 cargo fmt --all --check
 
+step "no import circles between modules (scripts/module-cycles.py)"
+python3 scripts/module-cycles.py
+
 step "cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 

@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 
 use strato_trace::Trace;
 
-use crate::hierarchy::Hierarchy;
+use crate::hierarchy::index::Hierarchy;
 use crate::scope::Scopes;
 
 /// A trace and its lazily built shared indexes.

@@ -36,14 +36,14 @@ use strato_trace::{Level, Ns, Trace};
 
 use crate::analyzed::Analyzed;
 use crate::hierarchy::Hierarchy;
-use crate::scope::{effective_level, is_cpu_level, operation_label, AttributedBy, Scopes};
+use crate::scope::{
+    effective_level, is_cpu_level, is_thread_state, operation_label, AttributedBy, Scopes,
+};
 
 /// The label used outside any operation or phase.
 pub const NONE: &str = "(none)";
 
-/// The category of the OS level's thread-state spans (`strato_record::os`): their name is the
-/// state.
-pub const THREAD_STATE_CATEGORY: &str = "thread_state";
+pub use strato_trace::names::{SYSCALL_CATEGORY, THREAD_STATE_CATEGORY};
 
 /// A row's thread-state key: absent (the process has no OS data: the field is not written, so
 /// outputs without OS data stay as they were), null (OS data exists but does not cover the
@@ -238,14 +238,6 @@ pub fn breakdown(analyzed: &Analyzed, options: &BreakdownOptions) -> BreakdownRe
         summary,
     }
 }
-
-/// True when a thread-state span of `s`'s kind: the OS level's per-thread states.
-pub(crate) fn is_thread_state(trace: &Trace, s: &strato_trace::Span) -> bool {
-    s.level == Level::Os && trace.str(s.category) == THREAD_STATE_CATEGORY
-}
-
-/// The category of the OS level's slow system-call spans (`strato_record::os`).
-pub const SYSCALL_CATEGORY: &str = "syscall";
 
 /// True when a slow system call recorded by the OS level.
 fn is_os_syscall(trace: &Trace, s: &strato_trace::Span) -> bool {

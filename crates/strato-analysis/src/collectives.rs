@@ -790,14 +790,34 @@ pub struct RankSummary {
     pub shift_ns: Ns,
 }
 
+/// Why a rank was late to a collective. Written (JSON, tables) as its snake_case name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StragglerVerdict {
+    /// Its CPU launched the collective after the first peer had arrived.
+    LateLaunch,
+    /// Launched in time; the device was busy with other work (more than half of the window).
+    DeviceBusy,
+    /// Neither (e.g. a wait on an event, or the launch is not in the input).
+    Other,
+}
+
+impl StragglerVerdict {
+    /// The name written in outputs: `late_launch`, `device_busy`, `other`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StragglerVerdict::LateLaunch => "late_launch",
+            StragglerVerdict::DeviceBusy => "device_busy",
+            StragglerVerdict::Other => "other",
+        }
+    }
+}
+
 /// What the late rank was doing while the others waited.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StragglerCause {
-    /// `late_launch`: its CPU launched the collective after the first peer had arrived;
-    /// `device_busy`: launched in time, the device was busy with other work (more than half
-    /// of the window); `other`: neither (e.g. a wait on an event, or the launch is not in
-    /// the input).
-    pub verdict: &'static str,
+    /// Why it was late.
+    pub verdict: StragglerVerdict,
     /// The window on the late rank's own clock: from the first peer's arrival to its own.
     pub window_start: Ns,
     pub window_end: Ns,
@@ -1101,7 +1121,7 @@ impl StragglerCause {
     /// Nothing known yet about the window (filled by [`straggler_cause`]).
     pub fn unknown(window_start: Ns, window_end: Ns) -> StragglerCause {
         StragglerCause {
-            verdict: "other",
+            verdict: StragglerVerdict::Other,
             window_start,
             window_end,
             launch_delay_ns: None,
@@ -1224,9 +1244,9 @@ pub fn straggler_cause(
     }
     let window = (window_end - window_start).max(0);
     let verdict = match launch_delay_ns {
-        Some(d) if d > 0 => "late_launch",
-        _ if window > 0 && device_busy_ns * 2 > window => "device_busy",
-        _ => "other",
+        Some(d) if d > 0 => StragglerVerdict::LateLaunch,
+        _ if window > 0 && device_busy_ns * 2 > window => StragglerVerdict::DeviceBusy,
+        _ => StragglerVerdict::Other,
     };
     StragglerCause {
         verdict,

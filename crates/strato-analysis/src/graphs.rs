@@ -43,26 +43,12 @@ use strato_trace::{Flow, FlowEnd, Level, Ns, Span, Trace, Track, TrackId, TrackK
 
 use crate::scope::is_device_work;
 
-/// The name prefix of the thread tracks holding copies of captured ops.
-pub const GRAPH_CAPTURE_TRACK_PREFIX: &str = "graph capture: ";
-
-/// The category of the flows from a copied captured launch to the kernel it replayed.
-pub const GRAPH_NODE_FLOW: &str = "graph_node";
-
-/// True for the thread tracks [`attribute_graphs`] adds (copies of captured ops, no CPU time).
-pub fn is_graph_capture_track(track: &Track) -> bool {
-    matches!(track.kind, TrackKind::Thread { .. })
-        && track
-            .name
-            .as_deref()
-            .is_some_and(|n| n.starts_with(GRAPH_CAPTURE_TRACK_PREFIX))
-}
-
-/// True for the API calls that replay a graph (`cudaGraphLaunch`, `hipGraphLaunch`,
-/// `cuGraphLaunch`, their `_v10000`/`_spt` variants).
-pub fn is_graph_launch_name(name: &str) -> bool {
-    name.contains("GraphLaunch")
-}
+// The shared names: the tracks [`attribute_graphs`] adds (copies of captured ops, no CPU time),
+// the flows it and the nsys importer write, the launch calls that replay a graph.
+pub use strato_trace::names::{
+    is_graph_capture_track, is_graph_launch_name, GRAPH_CAPTURE_TRACK_PREFIX, GRAPH_NODE_FLOW,
+    GRAPH_NODE_ORDER_FLOW,
+};
 
 /// Why the capture trace cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -277,7 +263,7 @@ fn spans_to_copy(capture: &Trace, graph: &CapturedGraph, thread_spans: &[u32]) -
         if s.start < w0
             || s.end > w1
             || s.level == Level::Other
-            || capture.str(s.category) == crate::breakdown::THREAD_STATE_CATEGORY
+            || capture.str(s.category) == strato_trace::names::THREAD_STATE_CATEGORY
         {
             continue;
         }
@@ -619,11 +605,6 @@ pub fn attribute_graphs(
     }
     Ok((trace, coverage))
 }
-
-/// The flow category the nsys importer gives the link from a graph node's creating call to a
-/// device op replayed from that node when the export has no node events and the link comes from
-/// node order (`strato_io::nsys::GRAPH_NODE_ORDER_FLOW`).
-pub const GRAPH_NODE_ORDER_FLOW: &str = "graph_node_order";
 
 /// How [`attribute_graph_nodes`] pairs a replayed op with its captured launch.
 pub const METHOD_GRAPH_NODE: &str = "graph node";

@@ -89,10 +89,10 @@ pub const COLLECTOR_WAIT_COUNTER_PREFIX: &str = "collector_wait_ns/";
 
 /// The book-keeping type of a native CPU sample in a thread (`strato record --sample`), and the
 /// category of its instants (`strato_record::sample` writes them).
-pub const CPU_SAMPLE: &str = "cpu_sample";
+pub const CPU_SAMPLE: &str = strato_trace::names::CPU_SAMPLE_CATEGORY;
 /// The book-keeping type of a Python-stack sample of a thread (the program's stack sampler),
 /// and the category of its instants.
-pub const PYTHON_STACK: &str = "python_stack";
+pub const PYTHON_STACK: &str = strato_trace::names::PYTHON_STACK_CATEGORY;
 
 /// The category of the OpenCL layer's API-call spans.
 pub const OPENCL_API_CATEGORY: &str = "opencl";

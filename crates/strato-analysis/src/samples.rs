@@ -21,10 +21,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 use strato_trace::{Level, Ns, Trace, TrackId};
 
-/// The category of native CPU-sample instants (`strato_record::sample::CPU_SAMPLE_CATEGORY`).
-pub const CPU_SAMPLE_CATEGORY: &str = "cpu_sample";
-/// The category of Python-stack instants (`strato_record::sample::PYTHON_STACK_CATEGORY`).
-pub const PYTHON_STACK_CATEGORY: &str = "python_stack";
+pub use strato_trace::names::{CPU_SAMPLE_CATEGORY, PYTHON_STACK_CATEGORY};
 /// The operation name of samples outside every operation of their thread.
 pub const NO_OPERATION: &str = "(no operation)";
 /// The Python part of a sample no Python stack could be joined with.

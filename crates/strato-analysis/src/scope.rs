@@ -21,7 +21,7 @@
 //!   operation innermost on that process's annotated thread at the launch's start. A device op
 //!   without a launch is given to the rank's only process when the rank has exactly one
 //!   (operation at the device op's own start), else it stays unattributed;
-//! - graph-capture tracks ([`crate::graphs`]: copies of the ops that captured a CUDA/HIP graph,
+//! - graph-capture tracks ([`strato_trace::names::is_graph_capture_track`], [`crate::graphs`]: copies of the ops that captured a CUDA/HIP graph,
 //!   laid out inside the graph launch) belong to their process for attribution only: they are
 //!   not among its `threads` (no CPU time) and never its annotated thread. A device op launched
 //!   from one belongs to the operation innermost on that track at the launch, else to the
@@ -54,6 +54,11 @@ pub fn is_device_work(level: Level) -> bool {
         level,
         Level::DeviceKernel | Level::DeviceCopy | Level::DeviceSet
     )
+}
+
+/// True when a thread-state span of `s`'s kind: the OS level's per-thread states.
+pub(crate) fn is_thread_state(trace: &Trace, s: &strato_trace::Span) -> bool {
+    s.level == Level::Os && trace.str(s.category) == strato_trace::names::THREAD_STATE_CATEGORY
 }
 
 /// True when `name` is a PyTorch profiler step marker (`ProfilerStep#12`).
@@ -262,7 +267,7 @@ impl Scopes {
                     });
                     processes.len() - 1
                 });
-                if crate::graphs::is_graph_capture_track(track) {
+                if strato_trace::names::is_graph_capture_track(track) {
                     processes[p]
                         .graph_capture
                         .push((TrackId(t as u32), Vec::new()));

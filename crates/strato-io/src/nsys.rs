@@ -70,7 +70,7 @@ const ENUM_THREAD_BLOCK: &str = "ENUM_SCHEDULING_THREAD_BLOCK";
 /// The category of the OS level's thread-state spans: the name the live recorder writes
 /// (`strato_record::os::THREAD_STATE_CATEGORY`) and the breakdown's `thread_state` key reads
 /// (`strato_analysis::breakdown::THREAD_STATE_CATEGORY`); the span's name is the state.
-pub const THREAD_STATE_CATEGORY: &str = "thread_state";
+pub use strato_trace::names::THREAD_STATE_CATEGORY;
 
 /// Tables of which at least one must exist for a database to be taken as an nsys export.
 const NSYS_TABLES: [&str; 16] = [
@@ -120,12 +120,12 @@ const FLOW_CATEGORY: &str = "ac2g";
 /// Flow category of the link from the runtime call that created a CUDA graph node (the
 /// captured launch, found through `CUDA_GRAPH_NODE_EVENTS`) to a device op replayed from that
 /// node. `strato_analysis::graphs` reads it.
-pub const GRAPH_NODE_FLOW: &str = "graph_node";
+pub use strato_trace::names::GRAPH_NODE_FLOW;
 
 /// Flow category of the same link when the export has no node events: the replayed ops of one
 /// graph launch, in `graphNodeId` order, paired one to one with the kernel launches of the one
 /// stream capture of that process with as many launches (see [`Importer::graph_node_links`]).
-pub const GRAPH_NODE_ORDER_FLOW: &str = "graph_node_order";
+pub use strato_trace::names::GRAPH_NODE_ORDER_FLOW;
 
 /// Name of allocation instants and of the per-(pid, device) counter track: the names the Kineto
 /// importer uses, which `strato_analysis::memory` reads.

@@ -74,7 +74,7 @@ use crate::input::{classify, Input};
 use crate::ImportOptions;
 
 /// The category of thread-state spans (as the live recorder and the nsys importer write them).
-pub const THREAD_STATE_CATEGORY: &str = strato_record::os::THREAD_STATE_CATEGORY;
+pub use strato_trace::names::THREAD_STATE_CATEGORY;
 /// System calls at least this long become spans (the live recorder's default too).
 pub const SLOW_SYSCALL_NS: i64 = 100_000;
 /// Joined events outside the recording's window by more than this are counted as misaligned.

@@ -186,7 +186,7 @@ pub fn collectives(report: &CollectivesReport) -> Ordered {
                 (
                     "cause",
                     object(vec![
-                        ("verdict", o(cause.verdict)),
+                        ("verdict", o(cause.verdict.as_str())),
                         (
                             "window_ns",
                             o((cause.window_end - cause.window_start).max(0)),

@@ -67,10 +67,7 @@ use strato_trace::Level;
 use crate::format::{tag, Enc, FLAG_ARGS};
 use crate::side_file::{CollectorThread, SideFile};
 
-/// The category of thread-state spans (the breakdown's `thread_state` key reads them).
-pub const THREAD_STATE_CATEGORY: &str = "thread_state";
-/// The category of slow system-call spans.
-pub const SYSCALL_CATEGORY: &str = "syscall";
+pub use strato_trace::names::{SYSCALL_CATEGORY, THREAD_STATE_CATEGORY};
 /// The metadata key of each process's OS summary.
 pub const OS_METADATA_KEY: &str = "strato.os";
 /// The metadata key of the collector's own cost, `{"cpu_ns":N,"records":N,"program_wait_ns":N}`

@@ -57,11 +57,10 @@ use strato_trace::Level;
 use crate::format::tag;
 use crate::side_file::{CollectorThread, SideFile};
 
-/// The category of native CPU-sample instants.
-pub const CPU_SAMPLE_CATEGORY: &str = "cpu_sample";
+pub use strato_trace::names::CPU_SAMPLE_CATEGORY;
 /// The category of the Python-stack instants the program's recorder writes (`stratoscope`'s
 /// stack sampler), joined with the native samples at analysis time.
-pub const PYTHON_STACK_CATEGORY: &str = "python_stack";
+pub use strato_trace::names::PYTHON_STACK_CATEGORY;
 /// The metadata key of each process's sampling summary.
 pub const SAMPLE_METADATA_KEY: &str = "strato.samples";
 /// The metadata key of the collector's own cost, `{"cpu_ns":N,"samples":N}` (root file only).

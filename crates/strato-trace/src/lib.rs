@@ -19,6 +19,7 @@ pub mod args_of;
 mod budget;
 mod level;
 mod model;
+pub mod names;
 mod notes;
 mod source_format;
 mod strings;

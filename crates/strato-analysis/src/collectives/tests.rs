@@ -143,7 +143,7 @@ fn a_rank_late_by_design_is_named_with_what_its_cpu_was_doing() {
     assert_eq!((worst.instance, worst.rank), (1, RankId(2)));
     assert_eq!(worst.lateness_ns, 490 * US);
     let cause = &worst.cause;
-    assert_eq!(cause.verdict, "late_launch");
+    assert_eq!(cause.verdict, StragglerVerdict::LateLaunch);
     assert_eq!(cause.cpu_op.as_deref(), Some("load_batch"));
     assert_eq!(cause.cpu_level, Some(Level::Operation));
     assert_eq!(cause.launch_delay_ns, Some(515 * US));
@@ -304,7 +304,7 @@ fn a_rank_queued_behind_its_own_kernels_is_device_busy() {
     let report = collectives(&trace, &CollectivesOptions::default());
     let s = &report.stragglers[0];
     assert_eq!(s.rank, RankId(1));
-    assert_eq!(s.cause.verdict, "device_busy");
+    assert_eq!(s.cause.verdict, StragglerVerdict::DeviceBusy);
     assert_eq!(s.cause.device_op.as_deref(), Some("big_gemm"));
     assert_eq!(s.cause.device_busy_ns, 300 * US);
     assert_eq!(s.imposed_wait_ns, 300 * US);

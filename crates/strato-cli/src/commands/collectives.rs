@@ -18,7 +18,7 @@ use strato_analysis::clock_align::RankClock;
 use strato_analysis::collectives::{
     collectives, collectives_of_summaries, device_links, rank_summaries, straggler_cause,
     CollectiveCall, CollectiveInstance, CollectivesOptions, CollectivesReport, DeviceLink,
-    ExactSizeGroup, RankCollectives, SizeGroup, StragglerCause,
+    ExactSizeGroup, RankCollectives, SizeGroup, StragglerCause, StragglerVerdict,
 };
 use strato_trace::{Level, Ns, RankId, SpanId};
 
@@ -209,7 +209,7 @@ fn json_collective(report: &CollectivesReport, i: &CollectiveInstance) -> JsonCo
 
 fn json_cause(c: &StragglerCause) -> JsonCause {
     JsonCause {
-        verdict: c.verdict,
+        verdict: c.verdict.as_str(),
         window_ns: (c.window_end - c.window_start).max(0),
         launch_delay_ns: c.launch_delay_ns,
         cpu_op: c.cpu_op.clone(),
@@ -329,12 +329,16 @@ fn bytes_text(b: Option<u64>) -> String {
 pub(crate) fn cause_text(c: &StragglerCause) -> String {
     let mut parts = Vec::new();
     match c.verdict {
-        "late_launch" => parts.push(format!(
+        StragglerVerdict::LateLaunch => parts.push(format!(
             "its CPU launched the collective {} us after the first peer arrived",
             us(c.launch_delay_ns.unwrap_or(0) as f64)
         )),
-        "device_busy" => parts.push("launched in time, its device was busy".to_string()),
-        _ => parts.push("neither a late launch nor a busy device".to_string()),
+        StragglerVerdict::DeviceBusy => {
+            parts.push("launched in time, its device was busy".to_string())
+        }
+        StragglerVerdict::Other => {
+            parts.push("neither a late launch nor a busy device".to_string())
+        }
     }
     if let Some(op) = &c.cpu_op {
         let level = c.cpu_level.map_or("?", Level::as_str);

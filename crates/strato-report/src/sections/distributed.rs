@@ -13,7 +13,7 @@ use crate::html::Html;
 use crate::svg::bars::{self, Axis, Bar, Chart, Segment};
 use crate::svg::{color, fmt_bytes, fmt_ns, Svg, WIDTH};
 use crate::{ReportInput, TABLE_ROWS};
-use strato_analysis::collectives::{CollectivesReport, StragglerCause};
+use strato_analysis::collectives::{CollectivesReport, StragglerCause, StragglerVerdict};
 use strato_trace::Ns;
 
 use super::{analysis_or_close, cell_rows, close, close_empty, name, open};
@@ -28,12 +28,12 @@ const TRANSFER_COLOR: &str = "#1f77b4";
 fn cause_text(c: &StragglerCause) -> String {
     let mut parts = Vec::new();
     match c.verdict {
-        "late_launch" => parts.push(format!(
+        StragglerVerdict::LateLaunch => parts.push(format!(
             "launched {} after the first peer arrived",
             fmt_ns(c.launch_delay_ns.unwrap_or(0) as f64)
         )),
-        "device_busy" => parts.push("launched in time; device busy".to_string()),
-        _ => parts.push("no late launch, device not busy".to_string()),
+        StragglerVerdict::DeviceBusy => parts.push("launched in time; device busy".to_string()),
+        StragglerVerdict::Other => parts.push("no late launch, device not busy".to_string()),
     }
     if let Some(op) = &c.cpu_op {
         parts.push(format!(
@@ -405,7 +405,7 @@ pub(super) fn distributed(h: &mut Html, input: &ReportInput) -> bool {
                     s.job_rank.to_string(),
                     fmt_ns(s.lateness_ns as f64),
                     fmt_ns(s.imposed_wait_ns as f64),
-                    s.cause.verdict.to_owned(),
+                    s.cause.verdict.as_str().to_owned(),
                     cause_text(&s.cause),
                 ]
             })
