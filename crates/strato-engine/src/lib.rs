@@ -17,6 +17,9 @@
 //! - what the user is told while inputs are read (progress, import warnings, notes), through
 //!   the front end's [`Listener`].
 //!
+//! - the result shapes the front ends present ([`shapes`]: one serde definition of each
+//!   command's JSON, which the Python API turns into tables).
+//!
 //! It never prints and never exits: errors are [`EngineError`], lines for the user go to the
 //! listener. Analyses (`strato-analysis`) never open files; front ends never open inputs but
 //! through here.
@@ -25,6 +28,7 @@ mod error;
 mod open;
 mod options;
 mod ranks;
+pub mod shapes;
 mod stream;
 
 pub use error::EngineError;

@@ -23,7 +23,6 @@ mod opening;
 mod plots;
 mod raw;
 pub mod rows;
-mod shapes;
 mod table;
 
 use errors::OpenError;
@@ -72,7 +71,9 @@ impl Profile {
             window,
             kernel_wait_threshold_ns: (kernel_wait_us * 1000.0).round() as i64,
         };
-        Ok(shapes::gpu_time(&gpu_time(&self.trace, &options)))
+        Ok(Ordered::of(
+            &strato_engine::shapes::gpu_time::gpu_time_json(&gpu_time(&self.trace, &options)),
+        ))
     }
 
     fn breakdown_doc(&self, per_step: bool) -> Ordered {
@@ -159,19 +160,25 @@ impl Profile {
 
     fn collectives_doc(&self, stragglers: usize) -> Ordered {
         use strato_analysis::collectives::{collectives, CollectivesOptions};
-        shapes::collectives(&collectives(
+        Ordered::of(&strato_engine::shapes::collectives::to_json(&collectives(
             &self.trace,
             &CollectivesOptions { stragglers },
-        ))
+        )))
     }
 
     fn critical_path_doc(&self) -> PyResult<Ordered> {
         use strato_analysis::critical_path::{critical_path, CriticalPathOptions};
         let trace = &self.trace;
         // The same matching and clock alignment as `strato critical-path` and `collectives`.
-        let report = critical_path(trace, &CriticalPathOptions::matched(trace))
+        let options = CriticalPathOptions::matched(trace);
+        let instances = options.collectives.as_ref().map_or(0, Vec::len);
+        let report = critical_path(trace, &options)
             .map_err(|e| OpenError::Analysis(format!("{}: {e}", self.label)))?;
-        Ok(shapes::critical_path(&report))
+        use strato_engine::shapes::critical_path::{collectives_json, report_json};
+        Ok(Ordered::of(&report_json(
+            &report,
+            collectives_json(trace.ranks.len(), instances),
+        )))
     }
 
     fn findings_doc(

@@ -8,13 +8,16 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Result;
-use serde::Serialize;
 use strato_analysis::critical_path::{
     critical_path, critical_path_steps, step_numbers, CriticalPathOptions, CriticalPathReport,
-    PathKind, RankCriticalPath, StepCriticalPath, WindowComposition, TOP_PATH_OPS,
+    PathKind, StepCriticalPath, TOP_PATH_OPS,
 };
 use strato_io::export::chrome::{Overlay, OverlayArrow};
 use strato_trace::Ns;
+
+use strato_engine::shapes::critical_path::{
+    collectives_json, report_json, steps_json, CollectivesJson,
+};
 
 use crate::ctx::Ctx;
 use crate::render::units::ms;
@@ -54,89 +57,6 @@ fn parse_step(text: &str) -> Result<StepSelection, String> {
         .map_err(|_| format!("expected a step number (N of ProfilerStep#N) or `all`, got `{text}`"))
 }
 
-#[derive(Serialize)]
-struct StepsJson {
-    window: &'static str,
-    collectives: Option<CollectivesJson>,
-    steps: Vec<StepJson>,
-}
-
-#[derive(Serialize)]
-struct StepJson {
-    step: String,
-    number: u64,
-    ranks: Vec<StepRankJson>,
-    graph: strato_analysis::critical_path::GraphStats,
-}
-
-#[derive(Serialize)]
-struct StepRankJson {
-    #[serde(flatten)]
-    path: RankJson,
-    /// The path inside the rank's step window.
-    window: WindowJson,
-}
-
-#[derive(Serialize)]
-struct WindowJson {
-    start_ns: Ns,
-    end_ns: Ns,
-    window_ns: Ns,
-    before_path_ns: Ns,
-    after_path_ns: Ns,
-    by_kind: serde_json::Map<String, serde_json::Value>,
-    /// `by_kind.kernel` split: communication (NCCL/RCCL) kernels and the rest.
-    compute_ns: Ns,
-    communication_ns: Ns,
-    top_ops: Vec<TopOpJson>,
-}
-
-#[derive(Serialize)]
-struct TopOpJson {
-    name: String,
-    kind: &'static str,
-    rank: i64,
-    ns: Ns,
-}
-
-#[derive(Serialize)]
-struct ReportJson {
-    window: &'static str,
-    /// How collectives were matched across ranks (`null` with one rank).
-    collectives: Option<CollectivesJson>,
-    ranks: Vec<RankJson>,
-    graph: strato_analysis::critical_path::GraphStats,
-}
-
-#[derive(Serialize)]
-struct CollectivesJson {
-    method: &'static str,
-    instances: usize,
-}
-
-#[derive(Serialize)]
-struct RankJson {
-    rank: i64,
-    source: String,
-    length_ns: Ns,
-    start_ns: Option<Ns>,
-    end_ns: Option<Ns>,
-    work_ns: Ns,
-    by_kind: serde_json::Map<String, serde_json::Value>,
-    events: Vec<EventJson>,
-    backward_edges: usize,
-    note: Option<String>,
-}
-
-#[derive(Serialize)]
-struct EventJson {
-    name: String,
-    start_ns: Ns,
-    end_ns: Ns,
-    kind: &'static str,
-    rank: i64,
-}
-
 /// Runs `strato critical-path`.
 pub fn run(args: CriticalPathArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()> {
     let CriticalPathArgs {
@@ -165,12 +85,7 @@ pub fn run(args: CriticalPathArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()
     // and the same clock alignment: every cross-rank analysis sees one job.
     let options = CriticalPathOptions::matched(&trace);
     let instances = options.collectives.as_ref().map_or(0, Vec::len);
-    let collectives_json = || {
-        (trace.ranks.len() > 1).then_some(CollectivesJson {
-            method: "collectives matcher (group and sequence number, else group, kind and order, else kind and order)",
-            instances,
-        })
-    };
+    let collectives_json = || collectives_json(trace.ranks.len(), instances);
     if let Some(selection) = step {
         if overlay.is_some() {
             anyhow::bail!("--overlay draws the whole trace's path: use it without --step");
@@ -228,100 +143,6 @@ pub fn run(args: CriticalPathArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()
         }
     }
     Ok(())
-}
-
-fn report_json(report: &CriticalPathReport, collectives: Option<CollectivesJson>) -> ReportJson {
-    ReportJson {
-        window: "whole trace",
-        collectives,
-        graph: report.graph,
-        ranks: report.ranks.iter().map(rank_json).collect(),
-    }
-}
-
-fn rank_json(r: &RankCriticalPath) -> RankJson {
-    RankJson {
-        rank: r.rank,
-        source: r.source.clone(),
-        length_ns: r.length_ns,
-        start_ns: r.start_ns,
-        end_ns: r.end_ns,
-        work_ns: r.work_ns,
-        by_kind: r
-            .by_kind
-            .iter()
-            .map(|(k, v)| (k.as_str().to_owned(), (*v).into()))
-            .collect(),
-        events: r
-            .events
-            .iter()
-            .map(|e| EventJson {
-                name: e.name.clone(),
-                start_ns: e.start_ns,
-                end_ns: e.end_ns,
-                kind: e.kind.as_str(),
-                rank: e.rank,
-            })
-            .collect(),
-        backward_edges: r.backward_edges,
-        note: r.note.clone(),
-    }
-}
-
-fn kinds_json(
-    by_kind: &std::collections::BTreeMap<PathKind, Ns>,
-) -> serde_json::Map<String, serde_json::Value> {
-    by_kind
-        .iter()
-        .map(|(k, v)| (k.as_str().to_owned(), (*v).into()))
-        .collect()
-}
-
-fn window_json(w: &WindowComposition) -> WindowJson {
-    let kernel = w.by_kind.get(&PathKind::Kernel).copied().unwrap_or(0);
-    WindowJson {
-        start_ns: w.start_ns,
-        end_ns: w.end_ns,
-        window_ns: w.window_ns,
-        before_path_ns: w.before_path_ns,
-        after_path_ns: w.after_path_ns,
-        by_kind: kinds_json(&w.by_kind),
-        compute_ns: kernel - w.communication_ns,
-        communication_ns: w.communication_ns,
-        top_ops: w
-            .top_ops
-            .iter()
-            .map(|o| TopOpJson {
-                name: o.name.clone(),
-                kind: o.kind.as_str(),
-                rank: o.rank,
-                ns: o.ns,
-            })
-            .collect(),
-    }
-}
-
-fn steps_json(steps: &[StepCriticalPath], collectives: Option<CollectivesJson>) -> StepsJson {
-    StepsJson {
-        window: "per ProfilerStep#N: the step annotation's start to the latest end of its CPU ops and of the device ops they launched",
-        collectives,
-        steps: steps
-            .iter()
-            .map(|s| StepJson {
-                step: s.step.clone(),
-                number: s.number,
-                graph: s.graph,
-                ranks: s
-                    .ranks
-                    .iter()
-                    .map(|r| StepRankJson {
-                        path: rank_json(&r.path),
-                        window: window_json(&r.window),
-                    })
-                    .collect(),
-            })
-            .collect(),
-    }
 }
 
 fn render_steps(

@@ -99,7 +99,10 @@ fn streamed_report(
 /// Writes the breakdown as `--json` or as the tables.
 fn present(report: &GpuTimeReport, json: bool, out: &mut impl Write) -> Result<()> {
     if json {
-        serde_json::to_writer_pretty(&mut *out, &crate::render::present::gpu_time_json(report))?;
+        serde_json::to_writer_pretty(
+            &mut *out,
+            &strato_engine::shapes::gpu_time::gpu_time_json(report),
+        )?;
         writeln!(out)?;
     } else {
         crate::render::present::gpu_time(out, report)?;

@@ -3,8 +3,7 @@
 use crate::render::units::ms;
 use std::io::{self, Write};
 
-use serde::Serialize;
-use strato_analysis::gpu_time::{DeviceExposure, GpuTimeReport, Window};
+use strato_analysis::gpu_time::{GpuTimeReport, Window};
 use strato_analysis::info::TraceInfo;
 
 /// `strato info` as text.
@@ -102,100 +101,6 @@ pub fn info(out: &mut impl Write, info: &TraceInfo) -> io::Result<()> {
         )?;
     }
     Ok(())
-}
-
-/// The JSON shape of `strato gpu-time --json` (stable keys; times in microseconds).
-#[derive(Serialize)]
-pub struct GpuTimeJson {
-    window: Window,
-    ranks: Vec<RankJson>,
-}
-
-#[derive(Serialize)]
-struct RankJson {
-    rank: i64,
-    source: String,
-    device_events: usize,
-    idle_pct: f64,
-    compute_pct: f64,
-    non_compute_pct: f64,
-    kernel_time_us: f64,
-    idle_us: f64,
-    compute_us: f64,
-    non_compute_us: f64,
-    comm_comp_overlap_pct: Option<f64>,
-    window_start_ns: Option<i64>,
-    window_end_ns: Option<i64>,
-    streams: Vec<StreamJson>,
-    /// Exposed communication per device that ran work (whole window only: absent with
-    /// `--window hta`, whose output stays HTA's).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    exposure: Option<Vec<DeviceExposure>>,
-    note: Option<String>,
-    /// Events that looked like device work under a category no level rule names, per category.
-    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    unclassified_device_like_events: std::collections::BTreeMap<String, u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    warning: Option<String>,
-}
-
-#[derive(Serialize)]
-struct StreamJson {
-    device: i64,
-    stream: i64,
-    events: usize,
-    host_wait_us: f64,
-    kernel_wait_us: f64,
-    other_us: f64,
-    /// Events that started before earlier events on the stream had ended.
-    overlapping_events: usize,
-}
-
-fn us(ns: i64) -> f64 {
-    ns as f64 / 1000.0
-}
-
-/// Converts the report to its JSON shape.
-pub fn gpu_time_json(report: &GpuTimeReport) -> GpuTimeJson {
-    GpuTimeJson {
-        window: report.window,
-        ranks: report
-            .ranks
-            .iter()
-            .map(|r| RankJson {
-                rank: r.rank,
-                source: r.source.clone(),
-                device_events: r.device_events,
-                idle_pct: r.idle_pct,
-                compute_pct: r.compute_pct,
-                non_compute_pct: r.non_compute_pct,
-                kernel_time_us: us(r.kernel_time_ns),
-                idle_us: us(r.idle_ns),
-                compute_us: us(r.compute_ns),
-                non_compute_us: us(r.non_compute_ns),
-                comm_comp_overlap_pct: r.comm_comp_overlap_pct,
-                window_start_ns: r.window_start_ns,
-                window_end_ns: r.window_end_ns,
-                streams: r
-                    .streams
-                    .iter()
-                    .map(|s| StreamJson {
-                        device: s.device,
-                        stream: s.stream,
-                        events: s.events,
-                        host_wait_us: us(s.host_wait_ns),
-                        kernel_wait_us: us(s.kernel_wait_ns),
-                        other_us: us(s.other_ns),
-                        overlapping_events: s.overlapping_events,
-                    })
-                    .collect(),
-                exposure: r.exposure.clone(),
-                note: r.note.clone(),
-                unclassified_device_like_events: r.unclassified_device_like_events.clone(),
-                warning: r.unclassified_warning(),
-            })
-            .collect(),
-    }
 }
 
 /// `strato gpu-time` as text.

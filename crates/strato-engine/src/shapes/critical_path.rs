@@ -1,0 +1,197 @@
+//! The JSON shape of `strato critical-path --json` (whole trace, and `--step`) and of
+//! `Profile.critical_path()` in Python (one definition: both serialise it).
+
+use serde::Serialize;
+use strato_analysis::critical_path::{
+    CriticalPathReport, PathKind, RankCriticalPath, StepCriticalPath, WindowComposition,
+};
+use strato_trace::Ns;
+
+#[derive(Debug, Serialize)]
+pub struct StepsJson {
+    pub window: &'static str,
+    pub collectives: Option<CollectivesJson>,
+    pub steps: Vec<StepJson>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct StepJson {
+    pub step: String,
+    pub number: u64,
+    pub ranks: Vec<StepRankJson>,
+    pub graph: strato_analysis::critical_path::GraphStats,
+}
+
+#[derive(Debug, Serialize)]
+pub struct StepRankJson {
+    #[serde(flatten)]
+    pub path: RankJson,
+    /// The path inside the rank's step window.
+    pub window: WindowJson,
+}
+
+#[derive(Debug, Serialize)]
+pub struct WindowJson {
+    pub start_ns: Ns,
+    pub end_ns: Ns,
+    pub window_ns: Ns,
+    pub before_path_ns: Ns,
+    pub after_path_ns: Ns,
+    pub by_kind: serde_json::Map<String, serde_json::Value>,
+    /// `by_kind.kernel` split: communication (NCCL/RCCL) kernels and the rest.
+    pub compute_ns: Ns,
+    pub communication_ns: Ns,
+    pub top_ops: Vec<TopOpJson>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TopOpJson {
+    pub name: String,
+    pub kind: &'static str,
+    pub rank: i64,
+    pub ns: Ns,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ReportJson {
+    pub window: &'static str,
+    /// How collectives were matched across ranks (`null` with one rank).
+    pub collectives: Option<CollectivesJson>,
+    pub ranks: Vec<RankJson>,
+    pub graph: strato_analysis::critical_path::GraphStats,
+}
+
+#[derive(Debug, Serialize)]
+pub struct CollectivesJson {
+    pub method: &'static str,
+    pub instances: usize,
+}
+
+#[derive(Debug, Serialize)]
+pub struct RankJson {
+    pub rank: i64,
+    pub source: String,
+    pub length_ns: Ns,
+    pub start_ns: Option<Ns>,
+    pub end_ns: Option<Ns>,
+    pub work_ns: Ns,
+    pub by_kind: serde_json::Map<String, serde_json::Value>,
+    pub events: Vec<EventJson>,
+    pub backward_edges: usize,
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct EventJson {
+    pub name: String,
+    pub start_ns: Ns,
+    pub end_ns: Ns,
+    pub kind: &'static str,
+    pub rank: i64,
+}
+
+/// How collectives were matched across ranks, for a job of `ranks` ranks with `instances`
+/// matched collective instances (`None` with one rank).
+pub fn collectives_json(ranks: usize, instances: usize) -> Option<CollectivesJson> {
+    (ranks > 1).then_some(CollectivesJson {
+        method: "collectives matcher (group and sequence number, else group, kind and order, else kind and order)",
+        instances,
+    })
+}
+
+pub fn report_json(
+    report: &CriticalPathReport,
+    collectives: Option<CollectivesJson>,
+) -> ReportJson {
+    ReportJson {
+        window: "whole trace",
+        collectives,
+        graph: report.graph,
+        ranks: report.ranks.iter().map(rank_json).collect(),
+    }
+}
+
+pub fn rank_json(r: &RankCriticalPath) -> RankJson {
+    RankJson {
+        rank: r.rank,
+        source: r.source.clone(),
+        length_ns: r.length_ns,
+        start_ns: r.start_ns,
+        end_ns: r.end_ns,
+        work_ns: r.work_ns,
+        by_kind: r
+            .by_kind
+            .iter()
+            .map(|(k, v)| (k.as_str().to_owned(), (*v).into()))
+            .collect(),
+        events: r
+            .events
+            .iter()
+            .map(|e| EventJson {
+                name: e.name.clone(),
+                start_ns: e.start_ns,
+                end_ns: e.end_ns,
+                kind: e.kind.as_str(),
+                rank: e.rank,
+            })
+            .collect(),
+        backward_edges: r.backward_edges,
+        note: r.note.clone(),
+    }
+}
+
+fn kinds_json(
+    by_kind: &std::collections::BTreeMap<PathKind, Ns>,
+) -> serde_json::Map<String, serde_json::Value> {
+    by_kind
+        .iter()
+        .map(|(k, v)| (k.as_str().to_owned(), (*v).into()))
+        .collect()
+}
+
+pub fn window_json(w: &WindowComposition) -> WindowJson {
+    let kernel = w.by_kind.get(&PathKind::Kernel).copied().unwrap_or(0);
+    WindowJson {
+        start_ns: w.start_ns,
+        end_ns: w.end_ns,
+        window_ns: w.window_ns,
+        before_path_ns: w.before_path_ns,
+        after_path_ns: w.after_path_ns,
+        by_kind: kinds_json(&w.by_kind),
+        compute_ns: kernel - w.communication_ns,
+        communication_ns: w.communication_ns,
+        top_ops: w
+            .top_ops
+            .iter()
+            .map(|o| TopOpJson {
+                name: o.name.clone(),
+                kind: o.kind.as_str(),
+                rank: o.rank,
+                ns: o.ns,
+            })
+            .collect(),
+    }
+}
+
+pub fn steps_json(steps: &[StepCriticalPath], collectives: Option<CollectivesJson>) -> StepsJson {
+    StepsJson {
+        window: "per ProfilerStep#N: the step annotation's start to the latest end of its CPU ops and of the device ops they launched",
+        collectives,
+        steps: steps
+            .iter()
+            .map(|s| StepJson {
+                step: s.step.clone(),
+                number: s.number,
+                graph: s.graph,
+                ranks: s
+                    .ranks
+                    .iter()
+                    .map(|r| StepRankJson {
+                        path: rank_json(&r.path),
+                        window: window_json(&r.window),
+                    })
+                    .collect(),
+            })
+            .collect(),
+    }
+}
