@@ -93,17 +93,8 @@ pub fn store_read_options(options: &ImportOptions) -> strato_store::ReadOptions 
     let projection = options.projection;
     strato_store::ReadOptions {
         args: options.keep_args,
-        args_scope: match options.args_scope {
-            strato_io::ArgsScope::All => strato_store::ArgsSelection::All,
-            strato_io::ArgsScope::DeviceOps => strato_store::ArgsSelection::DeviceOps,
-            strato_io::ArgsScope::Dependencies => strato_store::ArgsSelection::Dependencies,
-        },
-        spans: match projection.spans {
-            strato_io::SpanProjection::All => strato_store::SpanSelection::All,
-            strato_io::SpanProjection::DeviceAndLaunches => {
-                strato_store::SpanSelection::DeviceAndLaunches
-            }
-        },
+        args_scope: options.args_scope,
+        spans: projection.spans,
         instants: projection.instants,
         counters: projection.counters,
         flows: projection.flows,

@@ -62,16 +62,7 @@ const DEVICE_CATEGORIES: &[&str] = &[
     "Memset",
 ];
 
-/// Kineto's host categories: with [`crate::SpanProjection::DeviceAndLaunches`] their spans are
-/// left out unless they carry a launch correlation or are `ProfilerStep#` steps.
-const KINETO_HOST_CATEGORIES: &[&str] = &[
-    "cpu_op",
-    "user_annotation",
-    "python_function",
-    "Trace",
-    "Operator",
-    "fwdbwd",
-];
+use strato_trace::projection::KINETO_HOST_CATEGORIES;
 
 /// An event's launch correlation (`args.correlation`, or TensorFlow's `correlation_id`).
 fn correlation_of(known: &KnownArgs<'_>) -> Option<u64> {

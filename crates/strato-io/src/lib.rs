@@ -78,20 +78,7 @@ pub struct ImportOptions {
     pub jobs: usize,
 }
 
-/// Which events' attributes (`args`) an import keeps, when it keeps any.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ArgsScope {
-    /// Every event's.
-    #[default]
-    All,
-    /// Only the args of events on a device queue (kernels, copies, sets, syncs, device
-    /// annotations): what `kernels` and `iterations` read (queue times, copy bytes).
-    DeviceOps,
-    /// What the dependency analyses (`critical-path`, collectives) read
-    /// ([`strato_trace::args_of::dependency_args`]): device operations, accelerator API calls
-    /// and the CPU side of collectives; not the framework ops' shapes.
-    Dependencies,
-}
+pub use strato_trace::projection::{ArgsScope, SpanProjection};
 
 /// What an import keeps of the events it reads (see [`ImportOptions::projection`]). Events not
 /// kept are still read and checked (times, ids; a bad event is the same error), count in
@@ -154,20 +141,6 @@ impl Default for Projection {
     fn default() -> Self {
         Projection::ALL
     }
-}
-
-/// Which spans an import keeps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SpanProjection {
-    /// Every span.
-    #[default]
-    All,
-    /// Spans of device categories, spans with a launch correlation, `ProfilerStep#` spans, and
-    /// every span of a category the importer does not know as a Kineto host category (so a
-    /// TensorFlow trace viewer file, whose events carry no category and are classified after
-    /// the import, keeps all its spans). Left out: Kineto host spans (`cpu_op`,
-    /// `user_annotation`, `python_function`, ...) without a correlation.
-    DeviceAndLaunches,
 }
 
 /// A progress callback: `(file, bytes read so far)`. Called from the reading thread, often

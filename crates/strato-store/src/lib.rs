@@ -49,7 +49,7 @@ pub fn read(dir: &Path) -> Result<Trace, StoreError> {
 /// (`strato_io::Projection`, `strato_io::ArgsScope`). A table not asked for is not opened; a
 /// column not asked for is not decoded (Parquet column projection); left-out spans are
 /// dropped batch by batch as the spans table is read, and only the row groups of
-/// `args.parquet` holding a kept blob are read (see [`ArgsSelection::DeviceOps`]).
+/// `args.parquet` holding a kept blob are read (see [`ArgsScope::DeviceOps`]).
 /// [`ReadOptions::default`] reads everything (what [`read`] does).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadOptions {
@@ -58,14 +58,14 @@ pub struct ReadOptions {
     /// read only times, names and correlations keep far less in memory.
     pub args: bool,
     /// With `args`: whose blobs are kept.
-    pub args_scope: ArgsSelection,
+    pub args_scope: ArgsScope,
     /// Which spans are kept.
-    pub spans: SpanSelection,
+    pub spans: SpanProjection,
     /// Read `instants.parquet` (else no instant).
     pub instants: bool,
     /// Read `counters.parquet` (else no counter sample).
     pub counters: bool,
-    /// Read `flows.parquet` (else no flow). With a [`SpanSelection`] that leaves spans out,
+    /// Read `flows.parquet` (else no flow). With a [`SpanProjection`] that leaves spans out,
     /// a flow end on a left-out span keeps its track and time but no span.
     pub flows: bool,
 }
@@ -74,8 +74,8 @@ impl Default for ReadOptions {
     fn default() -> Self {
         ReadOptions {
             args: true,
-            args_scope: ArgsSelection::All,
-            spans: SpanSelection::All,
+            args_scope: ArgsScope::All,
+            spans: SpanProjection::All,
             instants: true,
             counters: true,
             flows: true,
@@ -83,37 +83,13 @@ impl Default for ReadOptions {
     }
 }
 
-/// Whose attribute blobs a read keeps (with [`ReadOptions::args`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ArgsSelection {
-    /// Every blob, with the ids the profile stores.
-    #[default]
-    All,
-    /// Only the blobs of the spans and instants kept that are device operations (a device
-    /// level, or on a device queue track): what `kernels` and `iterations` read (queue times,
-    /// copy bytes). The blobs are renumbered in the order of their ids (`ArgsId`s differ from
-    /// the profile's); only the row groups of `args.parquet` that hold one are read.
-    DeviceOps,
-    /// Only the blobs the dependency analyses read
-    /// ([`strato_trace::args_of::dependency_args`]: device operations, accelerator API calls,
-    /// the CPU side of collectives), renumbered and read as for [`ArgsSelection::DeviceOps`].
-    Dependencies,
-}
-
-/// Which spans a read keeps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SpanSelection {
-    /// Every span.
-    #[default]
-    All,
-    /// What the device time breakdown (`gpu-time`) reads, by the rule of the Chrome importer's
-    /// `strato_io::SpanProjection::DeviceAndLaunches`: of ranks imported from Chrome/Kineto
-    /// JSON, the spans of Kineto's host categories (`cpu_op`, `user_annotation`,
-    /// `python_function`, `Trace`, `Operator`, `fwdbwd`) are left out unless they carry a
-    /// launch correlation, are `ProfilerStep#` steps, are device operations or lie on a device
-    /// queue. Spans of ranks of other formats are all kept (their importers keep everything).
-    DeviceAndLaunches,
-}
+/// Whose attribute blobs and which spans a read keeps: the projection vocabulary every reader
+/// shares ([`strato_trace::projection`]). With [`ArgsScope::DeviceOps`] or
+/// [`ArgsScope::Dependencies`] the blobs kept are renumbered in the order of their ids
+/// (`ArgsId`s differ from the profile's) and only the row groups of `args.parquet` that hold
+/// one are read. [`SpanProjection::DeviceAndLaunches`] applies its rule to ranks imported from
+/// Chrome/Kineto JSON; spans of ranks of other formats are all kept.
+pub use strato_trace::projection::{ArgsScope, SpanProjection};
 
 /// Reads the profile directory at `dir`, the parts `options` asks for.
 pub fn read_with(dir: &Path, options: &ReadOptions) -> Result<Trace, StoreError> {

@@ -65,9 +65,9 @@ pub(crate) fn read(dir: &Path, options: &crate::ReadOptions) -> Result<Trace> {
 fn args_read(options: &crate::ReadOptions) -> ArgsRead {
     match (options.args, options.args_scope) {
         (false, _) => ArgsRead::None,
-        (true, crate::ArgsSelection::All) => ArgsRead::All,
-        (true, crate::ArgsSelection::DeviceOps) => ArgsRead::DeviceOps,
-        (true, crate::ArgsSelection::Dependencies) => ArgsRead::Dependencies,
+        (true, crate::ArgsScope::All) => ArgsRead::All,
+        (true, crate::ArgsScope::DeviceOps) => ArgsRead::DeviceOps,
+        (true, crate::ArgsScope::Dependencies) => ArgsRead::Dependencies,
     }
 }
 
@@ -203,18 +203,9 @@ impl ArgsRead {
     }
 }
 
-/// Kineto's host categories (as the Chrome importer's `DeviceAndLaunches` projection knows
-/// them): their spans are what [`crate::SpanSelection::DeviceAndLaunches`] leaves out.
-const KINETO_HOST_CATEGORIES: &[&str] = &[
-    "cpu_op",
-    "user_annotation",
-    "python_function",
-    "Trace",
-    "Operator",
-    "fwdbwd",
-];
+use strato_trace::projection::KINETO_HOST_CATEGORIES;
 
-/// Decides, span by span, whether a [`crate::SpanSelection`] keeps it.
+/// Decides, span by span, whether a [`crate::SpanProjection`] keeps it.
 struct SpanRule {
     /// Per track: its spans may be left out (a host track of a Chrome/Kineto rank).
     host_track_of_chrome_rank: Vec<bool>,
@@ -223,9 +214,9 @@ struct SpanRule {
 }
 
 impl SpanRule {
-    /// `None` for [`crate::SpanSelection::All`] (every span kept).
-    fn new(selection: crate::SpanSelection, trace: &Trace) -> Option<SpanRule> {
-        if selection == crate::SpanSelection::All {
+    /// `None` for [`crate::SpanProjection::All`] (every span kept).
+    fn new(selection: crate::SpanProjection, trace: &Trace) -> Option<SpanRule> {
+        if selection == crate::SpanProjection::All {
             return None;
         }
         let host_track_of_chrome_rank = trace
@@ -263,7 +254,7 @@ impl SpanRule {
 }
 
 /// Whether an event on `track` at `level` is a device operation (whose args
-/// [`crate::ArgsSelection::DeviceOps`] keeps).
+/// [`crate::ArgsScope::DeviceOps`] keeps).
 fn is_device_op(trace: &Trace, track: TrackId, level: Level) -> bool {
     level.is_device_op()
         || trace

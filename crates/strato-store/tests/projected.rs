@@ -12,7 +12,7 @@ use common::{chrome_files, import_redacted, span_text};
 use std::path::Path;
 
 use strato_io::{ArgsScope, ImportOptions, Projection, SpanProjection};
-use strato_store::{ArgsSelection, ReadOptions, SpanSelection};
+use strato_store::{ArgsScope, ReadOptions, SpanProjection};
 use strato_trace::{Span, SpanId, Trace};
 
 /// The store read options a command importing with `options` uses (as `strato-cli`'s
@@ -21,13 +21,13 @@ fn read_options(options: &ImportOptions) -> ReadOptions {
     ReadOptions {
         args: options.keep_args,
         args_scope: match options.args_scope {
-            ArgsScope::All => ArgsSelection::All,
-            ArgsScope::DeviceOps => ArgsSelection::DeviceOps,
-            ArgsScope::Dependencies => ArgsSelection::Dependencies,
+            ArgsScope::All => ArgsScope::All,
+            ArgsScope::DeviceOps => ArgsScope::DeviceOps,
+            ArgsScope::Dependencies => ArgsScope::Dependencies,
         },
         spans: match options.projection.spans {
-            SpanProjection::All => SpanSelection::All,
-            SpanProjection::DeviceAndLaunches => SpanSelection::DeviceAndLaunches,
+            SpanProjection::All => SpanProjection::All,
+            SpanProjection::DeviceAndLaunches => SpanProjection::DeviceAndLaunches,
         },
         instants: options.projection.instants,
         counters: options.projection.counters,
@@ -101,7 +101,7 @@ fn is_device_op(trace: &Trace, s: &Span) -> bool {
 }
 
 /// Whether `read` keeps the blob of an event at `level` named `name` on `track`: the rules of
-/// `ArgsSelection`, written out.
+/// `ArgsScope`, written out.
 fn blob_kept(
     trace: &Trace,
     read: &ReadOptions,
@@ -112,9 +112,9 @@ fn blob_kept(
     let device = level.is_device_op() || trace.track(track).is_device();
     read.args
         && match read.args_scope {
-            ArgsSelection::All => true,
-            ArgsSelection::DeviceOps => device,
-            ArgsSelection::Dependencies => {
+            ArgsScope::All => true,
+            ArgsScope::DeviceOps => device,
+            ArgsScope::Dependencies => {
                 device
                     || level == strato_trace::Level::AcceleratorApi
                     || name == "record_param_comms"
@@ -124,7 +124,7 @@ fn blob_kept(
         }
 }
 
-/// The rule of `SpanSelection::DeviceAndLaunches`, written out on the full read.
+/// The rule of `SpanProjection::DeviceAndLaunches`, written out on the full read.
 fn device_time_keeps(trace: &Trace, s: &Span) -> bool {
     const KINETO_HOST: &[&str] = &[
         "cpu_op",
@@ -151,7 +151,7 @@ fn expected_spans(full: &Trace, read: &ReadOptions) -> (Vec<String>, Vec<Option<
     let mut texts = Vec::new();
     let mut new_ids = Vec::new();
     for s in &full.spans {
-        let kept = read.spans == SpanSelection::All || device_time_keeps(full, s);
+        let kept = read.spans == SpanProjection::All || device_time_keeps(full, s);
         new_ids.push(kept.then_some(SpanId(texts.len() as u32)));
         if kept {
             let mut s = s.clone();
@@ -211,7 +211,7 @@ fn check(what: &str, full: &Trace, part: &Trace, read: &ReadOptions) {
     // Only the kept args blobs are loaded.
     let blobs = part.spans.iter().filter_map(|s| s.args).count()
         + part.instants.iter().filter_map(|e| e.args).count();
-    if read.args_scope != ArgsSelection::All {
+    if read.args_scope != ArgsScope::All {
         assert!(part.args.len() <= blobs, "{what}: blobs not referenced");
     }
     if !read.args {

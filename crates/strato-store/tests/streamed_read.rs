@@ -13,7 +13,7 @@ use common::{chrome_files, import_redacted, span_text};
 
 use strato_analysis::info::{info, info_with, EventCounts};
 use strato_analysis::kernel_stats::{kernel_stats, KernelStatsStream};
-use strato_store::{ArgsSelection, ReadOptions, SpanSelection};
+use strato_store::{ArgsScope, ReadOptions, SpanProjection};
 use strato_trace::Trace;
 
 /// The reads of `strato info` (no args, every table) and `strato kernels` (spans, device ops'
@@ -38,7 +38,7 @@ fn reads() -> Vec<(&'static str, ReadOptions)> {
         (
             "kernels",
             ReadOptions {
-                args_scope: ArgsSelection::DeviceOps,
+                args_scope: ArgsScope::DeviceOps,
                 ..spans_only
             },
         ),
@@ -47,7 +47,7 @@ fn reads() -> Vec<(&'static str, ReadOptions)> {
             "device time with flows",
             ReadOptions {
                 args: false,
-                spans: SpanSelection::DeviceAndLaunches,
+                spans: SpanProjection::DeviceAndLaunches,
                 ..ReadOptions::default()
             },
         ),

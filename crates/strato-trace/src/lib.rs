@@ -21,6 +21,7 @@ mod level;
 mod model;
 pub mod names;
 mod notes;
+pub mod projection;
 mod source_format;
 mod strings;
 #[cfg(any(test, feature = "test-support"))]
