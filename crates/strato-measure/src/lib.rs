@@ -28,6 +28,7 @@ pub mod log;
 pub mod pool;
 pub mod protocol;
 pub mod serial;
+pub mod serve;
 pub mod worker;
 
 pub use candidate::{Arg, BufferInit, Candidate, Fault};

@@ -12,6 +12,7 @@ use strato_measure::calibrate::Params;
 use strato_measure::candidate::{self, Candidate};
 use strato_measure::compare::{self, CompareConfig};
 use strato_measure::engine::{Engine, EngineConfig, Parallelism, Statistic};
+use strato_measure::serve::{ServeReply, ServeRequest};
 use strato_measure::WorkerSpec;
 
 /// Arguments of `strato measure`.
@@ -286,9 +287,10 @@ pub(crate) fn run(args: MeasureArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write)
     Ok(())
 }
 
-/// JSON-lines server: `{"op":"measure","candidates":[...]}` measures a tuner batch (REACT
-/// state carries over), `{"op":"finish"}` runs rank selection over everything measured and
-/// returns the report, `{"op":"shutdown"}` ends. Each request gets one JSON line back.
+/// JSON-lines server ([`strato_measure::serve`]): `{"op":"measure","candidates":[...]}`
+/// measures a tuner batch (REACT state carries over), `{"op":"finish"}` runs rank selection
+/// over everything measured and returns the report, `{"op":"shutdown"}` ends. Each request
+/// but `shutdown` gets one JSON line back.
 fn serve(args: &MeasureArgs) -> Result<()> {
     let cfg = engine_config(args)?;
     let mut engine = Engine::new(cfg);
@@ -300,61 +302,52 @@ fn serve(args: &MeasureArgs) -> Result<()> {
     let mut all_candidates: Vec<Candidate> = Vec::new();
     let mut all_results = Vec::new();
     let started = std::time::Instant::now();
-    let reply = |v: serde_json::Value| -> Result<()> {
+    let reply = |r: ServeReply<'_>| -> Result<()> {
         let mut o = stdout.lock();
-        writeln!(o, "{v}")?;
+        writeln!(o, "{}", serde_json::to_string(&r)?)?;
         o.flush()?;
         Ok(())
     };
+    let error = |error: String| ServeReply::Error { error };
     for line in stdin.lock().lines() {
         let line = line?;
         if line.trim().is_empty() {
             continue;
         }
-        let req: serde_json::Value = match serde_json::from_str(&line) {
-            Ok(v) => v,
-            Err(e) => {
-                reply(serde_json::json!({"error": format!("bad request: {e}")}))?;
-                continue;
-            }
-        };
-        match req.get("op").and_then(|v| v.as_str()) {
-            Some("measure") => {
-                let list = req
-                    .get("candidates")
-                    .cloned()
-                    .unwrap_or(serde_json::Value::Array(vec![]));
-                let cands = match candidate::parse_list(
-                    &serde_json::json!({"candidates": list}).to_string(),
-                    None,
-                ) {
+        match ServeRequest::parse(&line) {
+            Err(message) => reply(error(message))?,
+            Ok(ServeRequest::Measure { candidates }) => {
+                let list = serde_json::json!({ "candidates": candidates }).to_string();
+                let cands = match candidate::parse_list(&list, None) {
                     Ok(c) => c,
                     Err(e) => {
-                        reply(serde_json::json!({"error": e.to_string()}))?;
+                        reply(error(e.to_string()))?;
                         continue;
                     }
                 };
                 match engine.measure_batch(&cands) {
                     Ok(results) => {
-                        reply(serde_json::json!({"results": results, "dp": engine.dp()}))?;
+                        reply(ServeReply::Measured {
+                            dp: engine.dp(),
+                            results: &results,
+                        })?;
                         all_candidates.extend(cands);
                         all_results.extend(results);
                     }
-                    Err(e) => reply(serde_json::json!({"error": e.to_string()}))?,
+                    Err(e) => reply(error(e.to_string()))?,
                 }
             }
-            Some("finish") => {
+            Ok(ServeRequest::Finish) => {
                 let best = engine.rank_select(&all_candidates, &mut all_results)?;
                 let report = engine.report(
                     std::mem::take(&mut all_results),
                     best,
                     started.elapsed().as_secs_f64(),
                 );
-                reply(serde_json::to_value(&report)?)?;
+                reply(ServeReply::Finished(&report))?;
                 all_candidates.clear();
             }
-            Some("shutdown") => break,
-            other => reply(serde_json::json!({"error": format!("unknown op {other:?}")}))?,
+            Ok(ServeRequest::Shutdown) => break,
         }
     }
     engine.shutdown();
