@@ -12,23 +12,16 @@ use common::{chrome_files, import_redacted, span_text};
 use std::path::Path;
 
 use strato_io::{ArgsScope, ImportOptions, Projection, SpanProjection};
-use strato_store::{ArgsScope, ReadOptions, SpanProjection};
+use strato_store::ReadOptions;
 use strato_trace::{Span, SpanId, Trace};
 
-/// The store read options a command importing with `options` uses (as `strato-cli`'s
-/// `store_read_options` maps them).
+/// The store read options a command importing with `options` uses (as
+/// `strato_engine::store_read_options` maps them: one projection vocabulary).
 fn read_options(options: &ImportOptions) -> ReadOptions {
     ReadOptions {
         args: options.keep_args,
-        args_scope: match options.args_scope {
-            ArgsScope::All => ArgsScope::All,
-            ArgsScope::DeviceOps => ArgsScope::DeviceOps,
-            ArgsScope::Dependencies => ArgsScope::Dependencies,
-        },
-        spans: match options.projection.spans {
-            SpanProjection::All => SpanProjection::All,
-            SpanProjection::DeviceAndLaunches => SpanProjection::DeviceAndLaunches,
-        },
+        args_scope: options.args_scope,
+        spans: options.projection.spans,
         instants: options.projection.instants,
         counters: options.projection.counters,
         flows: options.projection.flows,
