@@ -142,6 +142,36 @@ impl EventCounts {
 }
 
 impl EventCounts {
+    /// Adds the counts of another part of the same job: `other` counted the events of a trace
+    /// whose tracks were appended after the first `track_base` tracks of the whole trace
+    /// ([`Trace::append`] keeps their order), as a rank-by-rank import gathers its files.
+    pub fn append(&mut self, other: EventCounts, track_base: usize) {
+        if let Some((lo, hi)) = other.time_span {
+            self.time_span = Some(match self.time_span {
+                None => (lo, hi),
+                Some((a, b)) => (a.min(lo), b.max(hi)),
+            });
+        }
+        self.spans += other.spans;
+        self.instants += other.instants;
+        self.counter_samples += other.counter_samples;
+        self.flows += other.flows;
+        self.flows_complete += other.flows_complete;
+        for (k, v) in other.by_level {
+            *self.by_level.entry(k).or_insert(0) += v;
+        }
+        for (k, v) in other.by_category {
+            *self.by_category.entry(k).or_insert(0) += v;
+        }
+        let needed = track_base + other.spans_per_track.len();
+        if self.spans_per_track.len() < needed {
+            self.spans_per_track.resize(needed, 0);
+        }
+        for (i, n) in other.spans_per_track.into_iter().enumerate() {
+            self.spans_per_track[track_base + i] += n;
+        }
+    }
+
     /// Counts `flows` (all of them, and those with both ends).
     pub fn add_flows(&mut self, flows: &[strato_trace::Flow]) {
         self.flows += flows.len();

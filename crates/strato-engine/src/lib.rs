@@ -35,7 +35,7 @@ pub use error::EngineError;
 pub use open::{import_warnings, shared_rank_claims, store_read_options, Profile};
 pub use options::{Engine, Listener, OpenOptions, Quiet};
 pub use ranks::{FilePart, Streamed};
-pub use stream::drop_batch_events;
+pub use stream::{drop_batch_events, tables_of};
 
 pub use strato_io::ImportOptions;
 pub use strato_trace::Trace;

@@ -26,10 +26,8 @@ pub struct FilePart<T> {
     /// Per rank of the file: the job rank when the source says (`None`: the rank is known by
     /// its position in the input).
     pub job_ranks: Vec<Option<i64>>,
-    /// Sources and formats of the file's ranks (for the shared-rank note).
-    sources: Vec<(Option<i64>, String, SourceFormat)>,
-    /// Warning lines of the import notes ([`crate::import_warnings`]).
-    warnings: Vec<String>,
+    /// The file's ranks as imported (for the job-wide rank claims, their notes and warnings).
+    ranks: Vec<strato_trace::Rank>,
     /// Spans the file's trace held (to shift span ids to the whole trace's).
     pub spans: u32,
 }
@@ -148,34 +146,35 @@ impl Engine {
             Ok(FilePart {
                 value,
                 job_ranks: trace.ranks.iter().map(|r| r.rank).collect(),
-                sources: trace
-                    .ranks
-                    .iter()
-                    .map(|r| (r.rank, r.source.clone(), r.format.clone()))
-                    .collect(),
-                warnings: crate::import_warnings(&trace),
+                ranks: trace.ranks.clone(),
                 spans: trace.spans.len() as u32,
             })
         });
         self.listener().import_finished();
-        let parts = match parts {
+        let mut parts = match parts {
             Ok(parts) => parts,
             Err(Failure::Whole) => return Ok(None),
             Err(Failure::Import(e)) => return Err(e.into()),
         };
-        let mut by_rank: std::collections::BTreeMap<i64, Vec<String>> = Default::default();
-        for (rank, source, format) in parts.iter().flat_map(|p| p.sources.iter()) {
-            if let (Some(n), false) = (rank, *format == SourceFormat::Ncu) {
-                by_rank.entry(*n).or_default().push(source.clone());
+        // The job's rank claims checked across every file, as the whole import checks them
+        // ([`strato_io::ranks::note_rank_claims`]: a negative rank is no rank, notes on
+        // contradictions), then told as the whole import tells them.
+        let mut job = Trace {
+            ranks: parts
+                .iter_mut()
+                .flat_map(|p| std::mem::take(&mut p.ranks))
+                .collect(),
+            ..Trace::default()
+        };
+        strato_io::ranks::note_rank_claims(&mut job);
+        let mut claimed = job.ranks.iter().map(|r| r.rank);
+        for part in &mut parts {
+            for rank in &mut part.job_ranks {
+                *rank = claimed.next().flatten();
             }
         }
-        for (rank, sources) in by_rank.into_iter().filter(|(_, s)| s.len() > 1) {
-            self.listener()
-                .notice(&crate::open::shared_rank_note(rank, &sources));
-        }
-        for line in parts.iter().flat_map(|p| p.warnings.iter()) {
-            self.listener().notice(line);
-        }
+        self.note_shared_rank_claims(&job);
+        self.warn_import_notes(&job);
         Ok(Some(Streamed { files, parts }))
     }
 }

@@ -253,3 +253,72 @@ fn the_listener_hears_warnings_and_the_end_of_each_import() {
     assert!(matches!(err, EngineError::Import(_)), "{err}");
     assert!(err.to_string().contains("cut.json"), "{err}");
 }
+
+/// `strato info` over rank files, rank by rank (what the command does for a directory): each
+/// file's events counted, its tables kept and appended, the job's rank claims checked. It must
+/// give exactly the summary of the whole trace.
+#[test]
+fn the_summary_of_ranks_read_one_by_one_is_the_summary_of_the_whole() {
+    use strato_analysis::info::{info, info_with, EventCounts};
+    for rel in ["kineto/param_dlrm8", "kineto/hta_trace_compare"] {
+        let dir = data(rel);
+        let engine = Engine::default();
+        let import = engine.import_options(false).unwrap();
+        let whole = engine.load(std::slice::from_ref(&dir), &import).unwrap();
+        let parts = engine
+            .map_ranks(std::slice::from_ref(&dir), &import, |t| {
+                let mut counts = EventCounts::default();
+                counts.add(t);
+                (counts, strato_engine::tables_of(t))
+            })
+            .unwrap()
+            .expect("Kineto rank files go rank by rank");
+        let mut tables = Trace::default();
+        let mut counts = EventCounts::default();
+        for part in parts.parts {
+            let (part_counts, part_tables) = part.value;
+            counts.append(part_counts, tables.tracks.len());
+            tables.append(part_tables);
+        }
+        strato_io::ranks::note_rank_claims(&mut tables);
+        let by_parts = serde_json::to_value(info_with(&tables, counts)).unwrap();
+        let of_whole = serde_json::to_value(info(&whole)).unwrap();
+        assert_eq!(by_parts, of_whole, "{rel}");
+    }
+}
+
+/// A rank file claiming a negative rank: the whole import numbers it by its position, and so
+/// does the rank-by-rank path (the job's claims are checked across files, not per file).
+#[test]
+fn rank_by_rank_checks_the_jobs_rank_claims_as_the_whole_import_does() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, rank) in [("a.json", -1), ("b.json", 1)] {
+        let text = format!(
+            r#"{{"distributedInfo":{{"rank":{rank},"world_size":2}},"traceEvents":[{{"ph":"X","name":"k","cat":"kernel","ts":1,"dur":2,"pid":0,"tid":7,"args":{{"device":0,"stream":7,"correlation":1}}}}]}}"#
+        );
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
+    let heard = Arc::new(Heard::default());
+    let engine = Engine::new(OpenOptions::default(), heard.clone());
+    let import = engine.import_options(false).unwrap();
+    let inputs = [dir.path().to_path_buf()];
+    let whole = engine.load(&inputs, &import).unwrap();
+    let whole_ranks: Vec<Option<i64>> = whole.ranks.iter().map(|r| r.rank).collect();
+    assert_eq!(whole_ranks, [None, Some(1)]);
+    heard.lines.lock().unwrap().clear();
+    let streamed = engine
+        .map_ranks(&inputs, &import, |_| ())
+        .unwrap()
+        .expect("Kineto rank files go rank by rank");
+    let claimed: Vec<Option<i64>> = streamed
+        .parts
+        .iter()
+        .flat_map(|p| p.job_ranks.clone())
+        .collect();
+    assert_eq!(claimed, whole_ranks);
+    let lines = heard.lines.lock().unwrap();
+    assert!(
+        lines.iter().any(|l| l.contains("negative")),
+        "the note is told as the whole import tells it: {lines:?}"
+    );
+}
