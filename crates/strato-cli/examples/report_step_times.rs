@@ -40,6 +40,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let options = ReportOptions {
             title: input.display().to_string(),
             generator: "report_step_times".into(),
+            // One thread: each step's own time.
+            parallel: false,
         };
         let report = ReportInput::from_analyzed(&analyzed, &options, &mut timer);
         let analysed = Instant::now();

@@ -138,116 +138,60 @@ pub struct ReportOptions {
     pub title: String,
     /// What produced it (`strato 0.1.0`), shown in the footer.
     pub generator: String,
+    /// Run the analyses on two threads ([`ReportInput::from_analyzed`]); the report is the
+    /// same either way. The CLI sets it unless one job is asked for (`--jobs 1`).
+    pub parallel: bool,
 }
 
 impl ReportInput {
-    /// Runs every analysis the report shows on one profile, in page order, each guarded (a
-    /// panic becomes that section's [`PartError`]): overview, breakdown, utilization and busy
-    /// series, kernel statistics folded after [`KERNEL_TOP`], layers and roofline, iterations,
-    /// memory downsampled to [`svg::line::MAX_POINTS`], collectives, the critical path per
-    /// step, the advice rules' findings.
-    /// Announces [`ANALYSIS_STEPS`] steps.
+    /// Runs every analysis the report shows on one profile, each guarded (a panic becomes
+    /// that section's [`PartError`]): overview, breakdown, utilization and busy series, layers
+    /// and roofline, the module tree, iterations, memory downsampled to
+    /// [`svg::line::MAX_POINTS`] and CPU samples on one side; kernel statistics folded after
+    /// [`KERNEL_TOP`], collectives, the critical path per step and the advice rules' findings
+    /// on the other. With [`ReportOptions::parallel`] the two sides run on two threads (they
+    /// share the trace and the [`Analyzed`] indexes, built once by whichever needs them
+    /// first); the results do not depend on it: every analysis is a pure function of the
+    /// trace. Announces [`ANALYSIS_STEPS`] steps.
     pub fn from_analyzed(
         analyzed: &Analyzed,
         options: &ReportOptions,
         progress: &mut dyn Progress,
     ) -> ReportInput {
-        let trace = analyzed.trace();
-        progress.step("overview");
-        let info = strato_analysis::info::info(trace);
-        progress.step("breakdown");
-        let breakdown = guarded("breakdown", || {
-            strato_analysis::breakdown::breakdown(analyzed, &Default::default())
-        });
-        progress.step("utilization");
-        let util = guarded("utilization", || util(trace, &DEFAULT_PERIODS_S));
-        let busy = guarded("busy", || busy_series(trace, DEFAULT_BUCKET_NS)).unwrap_or_default();
-        progress.step("kernels");
-        let kernels = guarded("kernel statistics", || {
-            let mut k = strato_analysis::kernel_stats::kernel_stats(trace, 0);
-            for r in &mut k.ranks {
-                r.kernels = fold_top(std::mem::take(&mut r.kernels), KERNEL_TOP, "kernels");
-                r.ops = fold_top(std::mem::take(&mut r.ops), KERNEL_TOP, "operations");
+        let (local, cross) = if options.parallel {
+            let (local, cross) = std::thread::scope(|s| {
+                let cross = s.spawn(|| CrossParts::run(analyzed, None));
+                let local = LocalParts::run(analyzed, progress);
+                // Each analysis is guarded: a panic that reaches the join is not an analysis'.
+                let cross = cross
+                    .join()
+                    .unwrap_or_else(|e| std::panic::resume_unwind(e));
+                (local, cross)
+            });
+            for step in CrossParts::STEPS {
+                progress.step(step);
             }
-            k
-        });
-        progress.step("layers and roofline");
-        let layers = guarded("layers", || layers(analyzed, &LayersOptions::default()));
-        progress.step("module tree");
-        let modules = guarded("module tree", || modules(analyzed));
-        progress.step("iterations");
-        let iterations = guarded("iterations", || {
-            iterations(trace, &IterationOptions::default())
-        });
-        progress.step("memory");
-        let memory = guarded("memory", || {
-            memory(
-                trace,
-                &MemoryOptions {
-                    max_points: svg::line::MAX_POINTS,
-                    ..MemoryOptions::default()
-                },
-            )
-        });
-        progress.step("collectives");
-        // A process driving several GPUs is seen as one rank per device by the cross-rank
-        // analyses (collectives, their advice, the critical path), as NCCL numbers them.
-        let split = guarded("collectives", || {
-            strato_analysis::collectives::split_multi_device_ranks(trace)
-        })
-        .ok()
-        .flatten();
-        let cross_rank_trace = split.as_ref().unwrap_or(trace);
-        let collectives = guarded("collectives", || {
-            collectives(cross_rank_trace, &CollectivesOptions::default())
-        });
-        progress.step("critical path");
-        let critical_path = guarded("critical path", || {
-            use strato_analysis::critical_path::{
-                critical_path_by_step_or_whole, CriticalPathOptions,
-            };
-            // The collectives' matching and clock alignment: one view of the job.
-            let options = match &collectives {
-                Ok(report) => CriticalPathOptions::from_collectives(cross_rank_trace, report),
-                Err(_) => CriticalPathOptions::default(),
-            };
-            critical_path_by_step_or_whole(cross_rank_trace, &options)
-        });
-        progress.step("advice");
-        let advice = guarded("advice", || {
-            let cross_rank = match &collectives {
-                Ok(report) => strato_analysis::advise::CrossRankEvidence::from_collectives(
-                    cross_rank_trace,
-                    report,
-                ),
-                Err(_) => strato_analysis::advise::CrossRankEvidence::from_trace(trace),
-            };
-            strato_analysis::advise::advise(
-                analyzed,
-                &Default::default(),
-                Some(&cross_rank as &dyn strato_analysis::advise::MultiRankEvidence),
-            )
-        });
-        progress.step("cpu samples");
-        let samples = guarded("cpu samples", || {
-            strato_analysis::samples::cpu_samples(trace, &Default::default())
-        });
+            (local, cross)
+        } else {
+            let local = LocalParts::run(analyzed, progress);
+            (local, CrossParts::run(analyzed, Some(progress)))
+        };
         ReportInput {
             title: options.title.clone(),
             generator: options.generator.clone(),
-            info,
-            breakdown,
-            util,
-            busy,
-            kernels,
-            layers,
-            modules,
-            iterations,
-            memory,
-            collectives,
-            critical_path,
-            advice,
-            samples,
+            info: local.info,
+            breakdown: local.breakdown,
+            util: local.util,
+            busy: local.busy,
+            kernels: cross.kernels,
+            layers: local.layers,
+            modules: local.modules,
+            iterations: local.iterations,
+            memory: local.memory,
+            collectives: cross.collectives,
+            critical_path: cross.critical_path,
+            advice: cross.advice,
+            samples: local.samples,
             diff: None,
         }
     }
@@ -266,6 +210,151 @@ impl ReportInput {
         progress.step("diff");
         let b = DiffSide::of(this.1, false);
         self.diff = Some(diff(baseline.0, a.parts(), this.0, b.parts()));
+    }
+}
+
+/// The analyses of one rank at a time (and the overview), in page order: one side of
+/// [`ReportInput::from_analyzed`], announcing its steps as it goes.
+struct LocalParts {
+    info: TraceInfo,
+    breakdown: Part<BreakdownReport>,
+    util: Part<UtilReport>,
+    busy: Vec<BusySeries>,
+    layers: Part<LayersReport>,
+    modules: Part<ModulesReport>,
+    iterations: Part<IterationsReport>,
+    memory: Part<MemoryReport>,
+    samples: Part<strato_analysis::samples::CpuSamples>,
+}
+
+impl LocalParts {
+    fn run(analyzed: &Analyzed, progress: &mut dyn Progress) -> LocalParts {
+        let trace = analyzed.trace();
+        progress.step("overview");
+        let info = strato_analysis::info::info(trace);
+        progress.step("breakdown");
+        let breakdown = guarded("breakdown", || {
+            strato_analysis::breakdown::breakdown(analyzed, &Default::default())
+        });
+        progress.step("utilization");
+        let util = guarded("utilization", || util(trace, &DEFAULT_PERIODS_S));
+        let busy = guarded("busy", || busy_series(trace, DEFAULT_BUCKET_NS)).unwrap_or_default();
+        progress.step("layers and roofline");
+        let layers = guarded("layers", || layers(analyzed, &LayersOptions::default()));
+        progress.step("module tree");
+        let modules = guarded("module tree", || modules(analyzed));
+        progress.step("iterations");
+        let iterations = guarded("iterations", || {
+            iterations(trace, &IterationOptions::default())
+        });
+        progress.step("memory");
+        let memory = guarded("memory", || {
+            memory(
+                trace,
+                &MemoryOptions {
+                    max_points: svg::line::MAX_POINTS,
+                    ..MemoryOptions::default()
+                },
+            )
+        });
+        progress.step("cpu samples");
+        let samples = guarded("cpu samples", || {
+            strato_analysis::samples::cpu_samples(trace, &Default::default())
+        });
+        LocalParts {
+            info,
+            breakdown,
+            util,
+            busy,
+            layers,
+            modules,
+            iterations,
+            memory,
+            samples,
+        }
+    }
+}
+
+/// The kernel statistics and the cross-rank analyses, which build on each other (the critical
+/// path and the advice use the collectives' matching and clock alignment): the other side of
+/// [`ReportInput::from_analyzed`]. On another thread it announces nothing (`progress` is
+/// `None`): its [`CrossParts::STEPS`] are announced when it is done.
+struct CrossParts {
+    kernels: Part<KernelStatsReport>,
+    collectives: Part<CollectivesReport>,
+    critical_path: Part<
+        Result<
+            Vec<strato_analysis::critical_path::StepCriticalPath>,
+            strato_analysis::critical_path::CriticalPathError,
+        >,
+    >,
+    advice: Part<strato_analysis::advise::AdviseReport>,
+}
+
+impl CrossParts {
+    const STEPS: [&'static str; 4] = ["kernels", "collectives", "critical path", "advice"];
+
+    fn run(analyzed: &Analyzed, mut progress: Option<&mut dyn Progress>) -> CrossParts {
+        let mut announce = |step: &str| {
+            if let Some(p) = progress.as_mut() {
+                p.step(step);
+            }
+        };
+        let trace = analyzed.trace();
+        announce(Self::STEPS[0]);
+        let kernels = guarded("kernel statistics", || {
+            let mut k = strato_analysis::kernel_stats::kernel_stats(trace, 0);
+            for r in &mut k.ranks {
+                r.kernels = fold_top(std::mem::take(&mut r.kernels), KERNEL_TOP, "kernels");
+                r.ops = fold_top(std::mem::take(&mut r.ops), KERNEL_TOP, "operations");
+            }
+            k
+        });
+        // A process driving several GPUs is seen as one rank per device by the cross-rank
+        // analyses (collectives, their advice, the critical path), as NCCL numbers them.
+        let split = guarded("collectives", || {
+            strato_analysis::collectives::split_multi_device_ranks(trace)
+        })
+        .ok()
+        .flatten();
+        let cross_rank_trace = split.as_ref().unwrap_or(trace);
+        announce(Self::STEPS[1]);
+        let collectives = guarded("collectives", || {
+            collectives(cross_rank_trace, &CollectivesOptions::default())
+        });
+        announce(Self::STEPS[2]);
+        let critical_path = guarded("critical path", || {
+            use strato_analysis::critical_path::{
+                critical_path_by_step_or_whole, CriticalPathOptions,
+            };
+            // The collectives' matching and clock alignment: one view of the job.
+            let options = match &collectives {
+                Ok(report) => CriticalPathOptions::from_collectives(cross_rank_trace, report),
+                Err(_) => CriticalPathOptions::default(),
+            };
+            critical_path_by_step_or_whole(cross_rank_trace, &options)
+        });
+        announce(Self::STEPS[3]);
+        let advice = guarded("advice", || {
+            let cross_rank = match &collectives {
+                Ok(report) => strato_analysis::advise::CrossRankEvidence::from_collectives(
+                    cross_rank_trace,
+                    report,
+                ),
+                Err(_) => strato_analysis::advise::CrossRankEvidence::from_trace(trace),
+            };
+            strato_analysis::advise::advise(
+                analyzed,
+                &Default::default(),
+                Some(&cross_rank as &dyn strato_analysis::advise::MultiRankEvidence),
+            )
+        });
+        CrossParts {
+            kernels,
+            collectives,
+            critical_path,
+            advice,
+        }
     }
 }
 

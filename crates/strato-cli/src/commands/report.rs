@@ -68,6 +68,14 @@ pub fn run(args: ReportArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Resu
     let report_options = ReportOptions {
         title,
         generator: format!("strato {}", env!("CARGO_PKG_VERSION")),
+        // Two threads unless one job is asked for (`--jobs 1`, `STRATO_JOBS=1`) or the trace
+        // holds more than a third of the memory budget: the second thread's working memory
+        // (about a quarter more at the peak, docs/report.md) must not be what passes it.
+        parallel: options.effective_jobs() > 1
+            && strato_trace::MemoryTracker::new(options.memory_budget_bytes)
+                .kept_bytes(&trace)
+                .saturating_mul(3)
+                <= options.memory_budget_bytes,
     };
     let mut input = ReportInput::from_analyzed(&analyzed, &report_options, &mut steps);
     if let Some(base) = &args.baseline {

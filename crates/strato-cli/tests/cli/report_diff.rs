@@ -99,6 +99,45 @@ fn report_of_every_dev_trace_is_self_contained_and_bounded() {
 
 /// A Kineto trace whose operation and kernel names hold markup and quotes; the kernel pattern
 /// repeats so iterations, kernels, utilization and transitions all have data.
+/// The report's analyses run on two threads by default and on one with `--jobs 1`; the HTML
+/// must be the same byte for byte (every analysis is a pure function of the trace), on a
+/// single-process trace, a multi-rank job (collectives, the critical path across ranks, the
+/// cross-rank advice) and a trace with steps.
+#[test]
+fn report_parallel_and_sequential_are_the_same() {
+    let Some(data) = shared_data() else {
+        eprintln!("skipped: ../shared/data is absent");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    for rel in [
+        "kineto/param_dlrm8",
+        "kineto/hta_nccl_data.json.gz",
+        "kineto/kineto2021_resnet50_worker0.pt.trace.json.gz",
+        "kineto/tracelens/h100_Falconsai_nsfw_image_detection.json.gz",
+    ] {
+        let input = data.join(rel);
+        let input = input.to_str().expect("utf-8 path");
+        let two = dir.path().join("two.html");
+        let one = dir.path().join("one.html");
+        ok(&["report", input, "-o", two.to_str().expect("utf-8")]);
+        ok(&[
+            "report",
+            input,
+            "-o",
+            one.to_str().expect("utf-8"),
+            "--jobs",
+            "1",
+        ]);
+        let (two, one) = (
+            std::fs::read(&two).expect("read"),
+            std::fs::read(&one).expect("read"),
+        );
+        assert!(two.len() > 10_000, "{rel}: a real report");
+        assert!(two == one, "{rel}: two threads and one differ");
+    }
+}
+
 fn evil_trace(dir: &Path) -> PathBuf {
     let mut events = Vec::new();
     let evil_kernel = "<script>alert(\"k\")</script>&'gemm'";

@@ -116,6 +116,7 @@ fn input(trace: &Trace) -> ReportInput {
     let options = ReportOptions {
         title: "constructed <trace>".into(),
         generator: "strato test".into(),
+        parallel: false,
     };
     ReportInput::from_analyzed(&Analyzed::new(trace), &options, &mut ())
 }
