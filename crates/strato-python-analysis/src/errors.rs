@@ -12,8 +12,6 @@
 //!   the critical path);
 //! - `ReadError`: reading an input failed (an I/O error other than a missing path).
 
-use std::path::{Path, PathBuf};
-
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -67,52 +65,27 @@ create_exception!(
     "Reading an input failed."
 );
 
-/// Why a profile could not be opened or analysed.
+/// Why a profile could not be opened or analysed: the engine's error when opening (one
+/// definition of what can go wrong there, `strato_engine::EngineError`), or a bad option or
+/// an analysis that cannot run.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
-    #[error("{}: no such file or directory", .0.display())]
-    NotFound(PathBuf),
     #[error(transparent)]
-    Import(#[from] strato_io::Error),
-    #[error(transparent)]
-    Store(#[from] strato_store::StoreError),
+    Engine(#[from] strato_engine::EngineError),
     #[error("{0}")]
     Option(String),
-    #[error("{0}")]
-    Read(String),
     #[error("{0}")]
     Analysis(String),
 }
 
-impl OpenError {
-    pub fn option(path: &Path, what: impl std::fmt::Display) -> OpenError {
-        OpenError::Option(format!("{}: {what}", path.display()))
-    }
-
-    pub fn read(path: &Path, what: impl std::fmt::Display) -> OpenError {
-        OpenError::Read(format!("{}: {what}", path.display()))
-    }
-}
-
-impl From<strato_engine::EngineError> for OpenError {
-    fn from(e: strato_engine::EngineError) -> OpenError {
-        use strato_engine::EngineError as E;
-        match e {
-            E::NotFound(path) => OpenError::NotFound(path),
-            E::Import(e) => OpenError::Import(e),
-            E::Store(e) => OpenError::Store(e),
-            E::Usage(message) | E::InvalidOption(message) => OpenError::Option(message),
-        }
-    }
-}
-
 impl From<OpenError> for PyErr {
     fn from(e: OpenError) -> PyErr {
+        use strato_engine::EngineError as E;
         use strato_io::ErrorKind as K;
         let message = e.to_string();
         match &e {
-            OpenError::NotFound(_) => InputNotFound::new_err(message),
-            OpenError::Import(err) => match &err.kind {
+            OpenError::Engine(E::NotFound(_)) => InputNotFound::new_err(message),
+            OpenError::Engine(E::Import(err)) => match &err.kind {
                 K::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {
                     InputNotFound::new_err(message)
                 }
@@ -121,9 +94,10 @@ impl From<OpenError> for PyErr {
                 K::Config(_) | K::DecompressedTooLarge { .. } => InvalidOption::new_err(message),
                 _ => TraceFormatError::new_err(message),
             },
-            OpenError::Store(_) => ProfileStoreError::new_err(message),
-            OpenError::Option(_) => InvalidOption::new_err(message),
-            OpenError::Read(_) => ReadError::new_err(message),
+            OpenError::Engine(E::Store(_)) => ProfileStoreError::new_err(message),
+            OpenError::Engine(E::Usage(_) | E::InvalidOption(_)) | OpenError::Option(_) => {
+                InvalidOption::new_err(message)
+            }
             OpenError::Analysis(_) => AnalysisError::new_err(message),
         }
     }
