@@ -1,7 +1,8 @@
 //! The `strato` command as a library (the binary is `main.rs`; the Python package ships that
 //! binary). The command enum and dispatch are in [`app`]; each subcommand's handling lives in
 //! its own `commands/<name>.rs`; inputs are opened through the context's engine
-//! (`strato-engine`, the one way in for every front end); shared pieces are `output` (writing without destroying), `launch`, `args` and `render` (units and shared text).
+//! (`strato-engine`, the one way in for every front end); shared pieces are `output` (writing
+//! without destroying), `launch`, `args`, `table` and `render` (units and shared text).
 
 pub mod app;
 mod args;
