@@ -126,6 +126,10 @@ impl Progress for () {
     fn step(&mut self, _what: &str) {}
 }
 
+/// Stack of the thread [`ReportInput::from_analyzed`] runs the cross-rank analyses on: the
+/// main thread's usual 8 MiB.
+const CROSS_THREAD_STACK_BYTES: usize = 8 << 20;
+
 /// Steps [`ReportInput::from_analyzed`] announces: one per analysis.
 pub const ANALYSIS_STEPS: usize = 12;
 /// Steps [`ReportInput::add_baseline`] announces.
@@ -160,12 +164,23 @@ impl ReportInput {
     ) -> ReportInput {
         let (local, cross) = if options.parallel {
             let (local, cross) = std::thread::scope(|s| {
-                let cross = s.spawn(|| CrossParts::run(analyzed, None));
+                // The main thread's stack size (a spawned thread gets 2 MiB by default): an
+                // analysis must not run out of stack on one thread where it would not on the
+                // other.
+                let cross = std::thread::Builder::new()
+                    .name("report cross-rank analyses".into())
+                    .stack_size(CROSS_THREAD_STACK_BYTES)
+                    .spawn_scoped(s, || CrossParts::run(analyzed, None));
                 let local = LocalParts::run(analyzed, progress);
-                // Each analysis is guarded: a panic that reaches the join is not an analysis'.
-                let cross = cross
-                    .join()
-                    .unwrap_or_else(|e| std::panic::resume_unwind(e));
+                let cross = match cross {
+                    // Each analysis is guarded: a panic that reaches the join is not an
+                    // analysis' own.
+                    Ok(handle) => handle
+                        .join()
+                        .unwrap_or_else(|e| std::panic::resume_unwind(e)),
+                    // No thread to be had: the other side runs here, after this one.
+                    Err(_) => CrossParts::run(analyzed, None),
+                };
                 (local, cross)
             });
             for step in CrossParts::STEPS {
