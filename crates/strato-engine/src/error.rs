@@ -19,6 +19,10 @@ pub enum EngineError {
     /// with other inputs).
     #[error("{0}")]
     Usage(String),
+    /// An input that changed between two reads of it (a rank file read again for the
+    /// stragglers' causes is no longer what it was).
+    #[error("{}: changed while it was read", .0.display())]
+    InputChanged(PathBuf),
     /// A bad option or setting (a level map, the memory budget variable, a graph capture trace
     /// that cannot be used).
     #[error("{0}")]

@@ -12,8 +12,9 @@
 //!   graph attribution, redaction ([`Engine::open`]);
 //! - the three ways of reading: whole ([`Engine::open`]), event batches streamed to a sink
 //!   ([`Engine::stream_file`], [`Engine::stream_stored`]) and rank by rank
-//!   ([`Engine::map_ranks`]), each with the projection the analysis declares in its
-//!   [`ImportOptions`];
+//!   ([`Engine::map_ranks`], and on it the collectives of a job,
+//!   [`Engine::collectives_rank_by_rank`]), each with the projection the analysis declares in
+//!   its [`ImportOptions`];
 //! - what the user is told while inputs are read (progress, import warnings, notes), through
 //!   the front end's [`Listener`].
 //!
@@ -24,6 +25,7 @@
 //! listener. Analyses (`strato-analysis`) never open files; front ends never open inputs but
 //! through here.
 
+mod collectives;
 mod error;
 mod open;
 mod options;

@@ -1,10 +1,11 @@
 //! `strato collectives`: the collectives of a multi-rank job matched across ranks (issue 15):
 //! per instance arrival, wait, transfer and bandwidth; per rank how often it arrives last and
 //! the wait it imposes; the worst late arrivals with what the late rank was doing; clock
-//! alignment. The analysis is [`strato_analysis::collectives`]; this module only shapes its
-//! output. The JSON keeps the shape the issue names (fields the trace cannot fill are `null`,
-//! never 0) and adds fields beside it. Bandwidths are decimal GB/s (10^9 B/s), which the text
-//! says and the JSON's `bandwidth_unit` states; sizes in the text are binary (KiB, MiB).
+//! alignment. The analysis is [`strato_analysis::collectives`], run on several rank files
+//! rank by rank by the engine ([`strato_engine::Engine::collectives_rank_by_rank`]) and on
+//! anything else on the whole trace; the JSON is [`strato_engine::shapes::collectives`]. This
+//! module only prints the text: bandwidths in decimal GB/s (10^9 B/s), as the JSON's
+//! `bandwidth_unit` states, sizes in binary units (KiB, MiB).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -14,11 +15,10 @@ use crate::table::Table;
 use anyhow::Result;
 use clap::Args;
 use strato_analysis::collectives::{
-    collectives, collectives_of_summaries, device_links, rank_summaries, straggler_cause,
-    CollectiveCall, CollectiveInstance, CollectivesOptions, CollectivesReport, DeviceLink,
-    RankCollectives, StragglerCause, StragglerVerdict,
+    collectives, CollectiveInstance, CollectivesOptions, CollectivesReport, StragglerCause,
+    StragglerVerdict,
 };
-use strato_trace::{Level, Ns, RankId, SpanId};
+use strato_trace::{Level, Ns};
 
 /// Arguments of `strato collectives`.
 #[derive(Args, Debug)]
@@ -253,7 +253,10 @@ pub fn run(args: CollectivesArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) ->
     let analysis = CollectivesOptions {
         stragglers: args.stragglers,
     };
-    let report = match rank_by_rank(&ctx.engine, &args.inputs, &options, &analysis)? {
+    let report = match ctx
+        .engine
+        .collectives_rank_by_rank(&args.inputs, &options, &analysis)?
+    {
         Some(report) => report,
         None => {
             let trace = ctx.engine.load(&args.inputs, &options)?;
@@ -271,122 +274,4 @@ pub fn run(args: CollectivesArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) ->
         return Ok(());
     }
     print_text(&report, out)
-}
-
-/// Span ids of a call moved by `delta` (between a rank file's own trace and the whole one).
-fn move_call(call: &CollectiveCall, delta: i64) -> CollectiveCall {
-    let moved = |s: SpanId| SpanId((i64::from(s.0) + delta) as u32);
-    CollectiveCall {
-        kernel: moved(call.kernel),
-        launch: call.launch.map(moved),
-        cpu_op: call.cpu_op.map(moved),
-        ..call.clone()
-    }
-}
-
-/// The analysis over several rank files without holding their events: each file reduced to
-/// its collective calls and devices as it is imported ([`strato_engine::Engine::map_ranks`]), the files of
-/// the late ranks re-read for the stragglers' causes. `None` for inputs that need the
-/// whole-trace path, and for a single file (held whole during its import anyway: nothing to
-/// save by re-reading it).
-fn rank_by_rank(
-    engine: &strato_engine::Engine,
-    inputs: &[PathBuf],
-    options: &strato_io::ImportOptions,
-    analysis: &CollectivesOptions,
-) -> Result<Option<CollectivesReport>> {
-    if engine
-        .rank_files(inputs)
-        .is_none_or(|files| files.len() < 2)
-    {
-        return Ok(None);
-    }
-    let streamed = engine.map_ranks(inputs, options, |trace| {
-        (rank_summaries(trace), device_links(trace))
-    })?;
-    let Some(streamed) = streamed else {
-        return Ok(None);
-    };
-    let offsets = streamed.offsets();
-    let mut ranks = Vec::new();
-    let mut links = Vec::new();
-    // Whole-trace rank index -> (file, that file's first rank, first span).
-    let mut rank_file: Vec<(usize, u32, u32)> = Vec::new();
-    for (file, (part, &(first_rank, first_span))) in streamed.parts.iter().zip(&offsets).enumerate()
-    {
-        let (summaries, devices) = &part.value;
-        for _ in 0..part.job_ranks.len() {
-            rank_file.push((file, first_rank, first_span));
-        }
-        for summary in summaries {
-            let local = summary.rank.0;
-            ranks.push(RankCollectives {
-                rank: RankId(first_rank + local),
-                job_rank: part.job_ranks[local as usize].unwrap_or(i64::from(first_rank + local)),
-                world_size: summary.world_size,
-                calls: summary
-                    .calls
-                    .iter()
-                    .map(|c| move_call(c, i64::from(first_span)))
-                    .collect(),
-            });
-        }
-        links.extend(devices.iter().map(|d| DeviceLink {
-            rank: RankId(first_rank + d.rank.0),
-            ..d.clone()
-        }));
-    }
-    let files = streamed.files;
-    let mut failure: Option<anyhow::Error> = None;
-    let report = collectives_of_summaries(ranks, &links, analysis, |requests| {
-        // Re-read only the files of the late ranks, in parallel, each once.
-        let mut wanted: Vec<usize> = requests
-            .iter()
-            .map(|r| rank_file[r.rank.0 as usize].0)
-            .collect();
-        wanted.sort_unstable();
-        wanted.dedup();
-        let reread: Vec<PathBuf> = wanted.iter().map(|&f| files[f].clone()).collect();
-        let causes = strato_io::ranks::map_files(&reread, options.effective_jobs(), |k, path| {
-            let trace = engine
-                .import_rank_file(path, options)?
-                .ok_or_else(|| anyhow::anyhow!("{}: changed while it was read", path.display()))?;
-            let file = wanted[k];
-            let found: Vec<(usize, StragglerCause)> = requests
-                .iter()
-                .enumerate()
-                .filter(|(_, r)| rank_file[r.rank.0 as usize].0 == file)
-                .map(|(i, r)| {
-                    let (_, first_rank, first_span) = rank_file[r.rank.0 as usize];
-                    let call = move_call(r.call, -i64::from(first_span));
-                    let rank = RankId(r.rank.0 - first_rank);
-                    (
-                        i,
-                        straggler_cause(&trace, rank, &call, r.window_start, r.window_end),
-                    )
-                })
-                .collect();
-            Ok::<_, anyhow::Error>(found)
-        });
-        crate::term::finish_progress();
-        let mut out: Vec<Option<StragglerCause>> = vec![None; requests.len()];
-        match causes {
-            Ok(causes) => {
-                for (i, cause) in causes.into_iter().flatten() {
-                    out[i] = Some(cause);
-                }
-            }
-            Err(e) => failure = Some(e),
-        }
-        out.into_iter()
-            .zip(requests)
-            .map(|(c, r)| {
-                c.unwrap_or_else(|| StragglerCause::unknown(r.window_start, r.window_end))
-            })
-            .collect()
-    });
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(Some(report)),
-    }
 }

@@ -1,0 +1,136 @@
+//! `strato collectives` over several rank files without holding their events
+//! ([`Engine::collectives_rank_by_rank`]): each file reduced to its collective calls and
+//! devices as it is imported ([`Engine::map_ranks`]), the calls renumbered to the whole
+//! trace's span ids, the collectives matched across ranks
+//! ([`strato_analysis::collectives::collectives_of_summaries`]), and the files of the late
+//! ranks read again, in parallel and each once, for the stragglers' causes. The report is the
+//! one the analysis gives on the whole trace.
+
+use std::path::PathBuf;
+
+use strato_analysis::collectives::{
+    collectives_of_summaries, device_links, rank_summaries, straggler_cause, CollectiveCall,
+    CollectivesOptions, CollectivesReport, DeviceLink, RankCollectives, StragglerCause,
+};
+use strato_trace::{RankId, SpanId};
+
+use crate::{Engine, EngineError, Result};
+
+/// Span ids of a call moved by `delta` (between a rank file's own trace and the whole one).
+fn move_call(call: &CollectiveCall, delta: i64) -> CollectiveCall {
+    let moved = |s: SpanId| SpanId((i64::from(s.0) + delta) as u32);
+    CollectiveCall {
+        kernel: moved(call.kernel),
+        launch: call.launch.map(moved),
+        cpu_op: call.cpu_op.map(moved),
+        ..call.clone()
+    }
+}
+
+impl Engine {
+    /// The collectives of the rank files of `inputs`, read rank by rank (see the module docs).
+    /// `None` for inputs that need the whole-trace path ([`Engine::map_ranks`]), and for a
+    /// single file (held whole during its import anyway: nothing to save by reading it again):
+    /// the caller then runs the analysis on [`Engine::open`]'s trace.
+    pub fn collectives_rank_by_rank(
+        &self,
+        inputs: &[PathBuf],
+        options: &strato_io::ImportOptions,
+        analysis: &CollectivesOptions,
+    ) -> Result<Option<CollectivesReport>> {
+        if self.rank_files(inputs).is_none_or(|files| files.len() < 2) {
+            return Ok(None);
+        }
+        let streamed = self.map_ranks(inputs, options, |trace| {
+            (rank_summaries(trace), device_links(trace))
+        })?;
+        let Some(streamed) = streamed else {
+            return Ok(None);
+        };
+        let offsets = streamed.offsets();
+        let mut ranks = Vec::new();
+        let mut links = Vec::new();
+        // Whole-trace rank index -> (file, that file's first rank, first span).
+        let mut rank_file: Vec<(usize, u32, u32)> = Vec::new();
+        for (file, (part, &(first_rank, first_span))) in
+            streamed.parts.iter().zip(&offsets).enumerate()
+        {
+            let (summaries, devices) = &part.value;
+            for _ in 0..part.job_ranks.len() {
+                rank_file.push((file, first_rank, first_span));
+            }
+            for summary in summaries {
+                let local = summary.rank.0;
+                ranks.push(RankCollectives {
+                    rank: RankId(first_rank + local),
+                    job_rank: part.job_ranks[local as usize]
+                        .unwrap_or(i64::from(first_rank + local)),
+                    world_size: summary.world_size,
+                    calls: summary
+                        .calls
+                        .iter()
+                        .map(|c| move_call(c, i64::from(first_span)))
+                        .collect(),
+                });
+            }
+            links.extend(devices.iter().map(|d| DeviceLink {
+                rank: RankId(first_rank + d.rank.0),
+                ..d.clone()
+            }));
+        }
+        let files = streamed.files;
+        let mut failure: Option<EngineError> = None;
+        let report = collectives_of_summaries(ranks, &links, analysis, |requests| {
+            // Read only the files of the late ranks again, in parallel, each once.
+            let mut wanted: Vec<usize> = requests
+                .iter()
+                .map(|r| rank_file[r.rank.0 as usize].0)
+                .collect();
+            wanted.sort_unstable();
+            wanted.dedup();
+            let reread: Vec<PathBuf> = wanted.iter().map(|&f| files[f].clone()).collect();
+            let causes =
+                strato_io::ranks::map_files(&reread, options.effective_jobs(), |k, path| {
+                    let trace = self
+                        .import_rank_file(path, options)?
+                        .ok_or_else(|| EngineError::InputChanged(path.to_path_buf()))?;
+                    let file = wanted[k];
+                    let found: Vec<(usize, StragglerCause)> = requests
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, r)| rank_file[r.rank.0 as usize].0 == file)
+                        .map(|(i, r)| {
+                            let (_, first_rank, first_span) = rank_file[r.rank.0 as usize];
+                            let call = move_call(r.call, -i64::from(first_span));
+                            let rank = RankId(r.rank.0 - first_rank);
+                            (
+                                i,
+                                straggler_cause(&trace, rank, &call, r.window_start, r.window_end),
+                            )
+                        })
+                        .collect();
+                    Ok::<_, EngineError>(found)
+                });
+            self.listener().import_finished();
+            let mut out: Vec<Option<StragglerCause>> = vec![None; requests.len()];
+            match causes {
+                Ok(causes) => {
+                    for (i, cause) in causes.into_iter().flatten() {
+                        out[i] = Some(cause);
+                    }
+                }
+                Err(e) => failure = Some(e),
+            }
+            out.into_iter()
+                .zip(requests)
+                .map(|(c, r)| {
+                    c.unwrap_or_else(|| StragglerCause::unknown(r.window_start, r.window_end))
+                })
+                .collect()
+        });
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(Some(report)),
+        }
+    }
+}
