@@ -71,6 +71,11 @@ class Profile:
     def corrected(self) -> bool:
         """Whether a recording's calibration was applied (overhead-corrected)."""
     @property
+    def warnings(self) -> list[str]:
+        """What opening the profile told (the `strato` command's stderr lines: import
+        warnings, notes on rank claims and graph attribution); each was also issued as a
+        `UserWarning` by `open`."""
+    @property
     def rank_count(self) -> int: ...
     @property
     def span_count(self) -> int: ...

@@ -227,6 +227,28 @@ def test_errors_are_named_exceptions(tmp_path):
         p.findings(disable=["no-such-rule"])
 
 
+def test_what_opening_tells_is_a_warning_and_kept_on_the_profile(tmp_path):
+    # A real trace cut in half, opened with salvage: the CLI prints a `salvaged` warning on
+    # stderr; Python issues the same line as a UserWarning and keeps it on the profile.
+    import gzip
+    text = gzip.decompress(SINGLE.read_bytes())
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(text[: len(text) // 2])
+    with pytest.warns(UserWarning, match="salvaged") as caught:
+        p = stratoscope.open(cut, salvage=True)
+    assert any("cut.json" in str(w.message) for w in caught)
+    assert any("salvaged" in line for line in p.warnings)
+    cli = strato("info", str(cut), "--salvage")
+    assert [l for l in cli.stderr.splitlines() if "salvaged" in l] == [
+        l for l in p.warnings if "salvaged" in l
+    ]
+    # A whole trace tells nothing.
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert stratoscope.open(SINGLE).warnings == []
+
+
 def test_the_recorder_does_not_load_the_analysis_module(tmp_path):
     from conftest import run_script
     proc = run_script(tmp_path, """

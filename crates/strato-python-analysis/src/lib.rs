@@ -36,6 +36,8 @@ pub struct Profile {
     trace: Trace,
     label: String,
     corrected: bool,
+    /// What opening it told (the CLI's stderr lines), in order.
+    warnings: Vec<String>,
 }
 
 /// `doc`'s rows at `shape` as a table named `name`, with an optional plot.
@@ -233,6 +235,15 @@ impl Profile {
     #[getter]
     fn corrected(&self) -> bool {
         self.corrected
+    }
+
+    /// What opening the profile told, as the `strato` command prints it on stderr: import
+    /// warnings (losses above 0.1 % of the events, salvaged input, unclassified device-like
+    /// events, ...), notes on rank claims and graph attribution. Each was also issued as a
+    /// `UserWarning` by `stratoscope.open`.
+    #[getter]
+    fn warnings(&self) -> Vec<String> {
+        self.warnings.clone()
     }
 
     /// Ranks (sources) in the profile.
@@ -696,10 +707,18 @@ fn open_profile(
         .collect::<Vec<_>>()
         .join(" ");
     let opened = py.detach(|| opening::open(&paths, options))?;
+    let category = py.get_type::<pyo3::exceptions::PyUserWarning>();
+    for line in &opened.warnings {
+        // A line with a NUL byte (it came from the data) is cut there rather than lost.
+        let text = line.split('\0').next().unwrap_or_default();
+        let message = std::ffi::CString::new(text).unwrap_or_default();
+        PyErr::warn(py, category.as_any(), &message, 1)?;
+    }
     Ok(Profile {
         trace: opened.trace,
         label,
         corrected: opened.corrected,
+        warnings: opened.warnings,
     })
 }
 

@@ -6,20 +6,39 @@
 //! are the CLI's global input flags (`--level-map`, `--salvage`, `--keep-secrets`,
 //! `--graph-capture`; the memory budget from `STRATO_MEMORY_BUDGET`, jobs from `STRATO_JOBS`).
 //! Everything is kept (every event and its attributes): one import serves every analysis
-//! method. Nothing is printed: the engine's listener is quiet.
+//! method. Nothing is printed: what the CLI prints on stderr while opening (import warnings,
+//! notes on rank claims and graph attribution) is collected, and `stratoscope.open` issues
+//! each line as a `UserWarning` and keeps them in `Profile.warnings`.
 
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
-use strato_engine::{Engine, OpenOptions};
+use strato_engine::{Engine, Listener, OpenOptions};
 use strato_trace::Trace;
 
 use crate::errors::OpenError;
 
-/// An opened profile: the trace the analyses read and whether a calibration was applied.
+/// An opened profile: the trace the analyses read, whether a calibration was applied, and the
+/// lines the CLI would have printed on stderr while opening it.
 #[derive(Debug)]
 pub struct Opened {
     pub trace: Trace,
     pub corrected: bool,
+    pub warnings: Vec<String>,
+}
+
+/// The engine's listener for Python: keeps every line, shows nothing (no progress bar).
+#[derive(Debug, Default)]
+struct Collected {
+    lines: Mutex<Vec<String>>,
+}
+
+impl Listener for Collected {
+    fn notice(&self, line: &str) {
+        if let Ok(mut lines) = self.lines.lock() {
+            lines.push(line.to_owned());
+        }
+    }
 }
 
 /// Opens `inputs` as `strato <command> INPUTS...` does (standard input excepted: Python
@@ -30,11 +49,18 @@ pub fn open(inputs: &[PathBuf], options: OpenOptions) -> Result<Opened, OpenErro
             "-: standard input cannot be opened from Python; give a path".into(),
         ));
     }
-    let engine = Engine::new(options, std::sync::Arc::new(strato_engine::Quiet));
+    let collected = Arc::new(Collected::default());
+    let engine = Engine::new(options, collected.clone());
     let import = engine.import_options(true)?;
     let profile = engine.open(inputs, &import)?;
+    let warnings = collected
+        .lines
+        .lock()
+        .map(|mut lines| std::mem::take(&mut *lines))
+        .unwrap_or_default();
     Ok(Opened {
         corrected: profile.correction.is_some(),
         trace: profile.trace,
+        warnings,
     })
 }
