@@ -5,10 +5,13 @@
 //!   [`perfetto::summarize`] to decode and count one back; [`perfetto_proto`] (also `perfetto::proto`) holds the
 //!   hand-written message subset.
 //! - [`chrome`]: Chrome Trace Event JSON (chrome://tracing, ui.perfetto.dev, Kineto tools).
+//! - [`firefox`]: CPU samples in the Firefox Profiler's processed format (the samples joined
+//!   with their operations by the caller).
 //!
 //! What each format carries, the clock, and how to open the files: `docs/export.md`.
 
 pub mod chrome;
+pub mod firefox;
 pub mod perfetto;
 pub mod perfetto_proto;
 
