@@ -101,7 +101,9 @@ impl Engine {
     }
 
     /// One rank file imported as the whole-trace path imports it (redacted unless
-    /// `keep_secrets`); `None` when it must be read whole with the others.
+    /// `keep_secrets`); `None` when it must be read whole with the others: Nsight Compute
+    /// metrics, recordings and perf data join other files, and graph node links are
+    /// attributed by [`Engine::open`] (which this path does not do).
     pub fn import_rank_file(
         &self,
         path: &Path,
@@ -113,7 +115,8 @@ impl Engine {
                 r.format,
                 SourceFormat::Ncu | SourceFormat::Strato | SourceFormat::Perf
             )
-        }) {
+        }) || strato_trace::names::has_graph_node_links(&trace)
+        {
             return Ok(None);
         }
         if self.redacts() {

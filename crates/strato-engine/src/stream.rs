@@ -111,13 +111,7 @@ impl Engine {
         } else {
             return Ok(None);
         };
-        let graph_links = [
-            strato_analysis::graphs::GRAPH_NODE_FLOW,
-            strato_analysis::graphs::GRAPH_NODE_ORDER_FLOW,
-        ]
-        .iter()
-        .any(|category| trace.strings.lookup(category).is_some());
-        if read.flows && graph_links {
+        if read.flows && strato_trace::names::has_graph_node_links(&trace) {
             return Ok(None);
         }
         self.warn_import_notes(&trace);

@@ -2,7 +2,7 @@
 //! importer writes and the analyses recognise. One definition each, here in the model crate
 //! that every other crate depends on, so a writer and its readers cannot drift apart.
 
-use crate::{Track, TrackKind};
+use crate::{Trace, Track, TrackKind};
 
 /// Category of the OS level's thread-state spans (running, runnable, sleeping, ...; the span's
 /// name is the state). Written by the OS recorder and the perf and nsys importers; states are
@@ -28,6 +28,15 @@ pub const GRAPH_NODE_FLOW: &str = "graph_node";
 /// Flow category of the same link when an nsys export has no node events: the replayed ops of
 /// one graph launch paired with the captured launches in node order.
 pub const GRAPH_NODE_ORDER_FLOW: &str = "graph_node_order";
+
+/// Whether `trace` links replayed device ops to their captured launches by graph node
+/// ([`GRAPH_NODE_FLOW`], [`GRAPH_NODE_ORDER_FLOW`]): opening it then attributes them, which
+/// needs the whole trace.
+pub fn has_graph_node_links(trace: &Trace) -> bool {
+    [GRAPH_NODE_FLOW, GRAPH_NODE_ORDER_FLOW]
+        .iter()
+        .any(|category| trace.strings.lookup(category).is_some())
+}
 
 /// Name prefix of the thread tracks that hold copies of the ops that captured a CUDA/HIP graph
 /// (graph attribution): `graph capture: <thread name>`.

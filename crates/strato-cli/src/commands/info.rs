@@ -47,24 +47,17 @@ fn summarise(
     }
     // Several rank files: each imported on its own (at most `--jobs` at once), its events
     // counted and dropped, its tables kept; the tables gathered as the whole import gathers
-    // them. Inputs the rank-by-rank path does not cover, and traces whose graph nodes the
-    // whole path would attribute (nsys graph links), are read whole below.
+    // them. Inputs the rank-by-rank path does not cover are read whole below.
     if inputs.len() > 1 || inputs.first().is_some_and(|p| p.is_dir()) {
         let parts = engine.map_ranks(inputs, options, |trace| {
-            let graph_links = [
-                strato_trace::names::GRAPH_NODE_FLOW,
-                strato_trace::names::GRAPH_NODE_ORDER_FLOW,
-            ]
-            .iter()
-            .any(|category| trace.strings.lookup(category).is_some());
             let mut counts = EventCounts::default();
             counts.add(trace);
-            (!graph_links).then(|| (counts, strato_engine::tables_of(trace)))
+            (counts, strato_engine::tables_of(trace))
         })?;
-        if let Some(parts) = parts.filter(|p| p.parts.iter().all(|part| part.value.is_some())) {
+        if let Some(parts) = parts {
             let mut tables = strato_trace::Trace::default();
             let mut counts = EventCounts::default();
-            for (part_counts, part_tables) in parts.parts.into_iter().filter_map(|p| p.value) {
+            for (part_counts, part_tables) in parts.parts.into_iter().map(|p| p.value) {
                 counts.append(part_counts, tables.tracks.len());
                 tables.append(part_tables);
             }
