@@ -48,5 +48,6 @@ from ._analysis import (
     StratoscopeError as StratoscopeError,
     Table as Table,
     TraceFormatError as TraceFormatError,
+    analyses as analyses,
     open as open,
 )

@@ -140,6 +140,13 @@ class Profile:
     def diff_kernels(self, other: "Profile", *, per_step: bool = False) -> Table:
         """`strato diff SELF OTHER`: `kernels[]`."""
 
+    # Registered analyses (`analyses()` lists them; strato_engine::registry).
+    def analysis(self, name: str, *, table: str | None = None, **options: Any) -> Table:
+        """A registered analysis by name (`strato NAME --json`'s fields as columns): `table`
+        (its main table when None), options as keywords."""
+    def __getattr__(self, name: str) -> Any:
+        """`profile.NAME(**options)` for any registered analysis NAME."""
+
     # The trace's own tables.
     def spans(self, *, args: bool = False) -> Table: ...
     def flows(self) -> Table: ...
@@ -147,6 +154,11 @@ class Profile:
     def tracks(self) -> Table: ...
     def ranks(self) -> Table: ...
     def _repr_html_(self) -> str: ...
+
+def analyses() -> list[dict[str, Any]]:
+    """The registered analyses: name, method, summary, window, doc, options
+    (name, help, default), tables (name, about, path, inherit: where the rows are in
+    `strato NAME --json`)."""
 
 def open(*paths: _Path, level_map: _Path | None = None, salvage: bool = False,
          keep_secrets: bool = False, graph_capture: _Path | None = None) -> Profile:

@@ -27,6 +27,15 @@ profile directory written by `strato import`.\n\nExamples:\n  strato import trac
 strato info prof\n  strato gpu-time traces/rank-0.json.gz --window hta\n  strato export prof --perfetto prof.pftrace"
 )]
 struct Cli {
+    #[command(flatten)]
+    globals: Globals,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The options every command takes (before or after its name).
+#[derive(clap::Args, Debug)]
+struct Globals {
     /// A JSON file of level rules `[{"format":"kineto","category":"cpu_op","level":"Library"}]`
     /// applied over the default category -> level mapping (see docs/levels.md).
     #[arg(long, global = true, value_name = "FILE")]
@@ -55,8 +64,32 @@ struct Cli {
     /// Results never depend on it (see docs/scale.md).
     #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     jobs: Option<u64>,
-    #[command(subcommand)]
-    command: Command,
+}
+
+impl Globals {
+    /// The command context these options build.
+    fn ctx(&self) -> crate::ctx::Ctx {
+        crate::ctx::Ctx::new(
+            strato_engine::OpenOptions {
+                level_map: self.level_map.clone(),
+                graph_capture: self.graph_capture.clone(),
+                salvage: self.salvage,
+                keep_secrets: self.keep_secrets,
+                jobs: self.jobs.map(|n| n as usize),
+            },
+            self.csv_raw,
+        )
+    }
+}
+
+/// The whole command line: [`Cli`]'s subcommands and one per registered analysis
+/// ([`crate::commands::registered`]).
+fn command() -> clap::Command {
+    let mut command = <Cli as clap::CommandFactory>::command();
+    for analysis in strato_engine::registry::ANALYSES {
+        command = command.subcommand(crate::commands::registered::command(analysis));
+    }
+    command
 }
 
 #[derive(Subcommand, Debug)]
@@ -254,14 +287,32 @@ where
     if args.get(1).is_some_and(|a| a == crate::gate::GATE_ARG) {
         return crate::gate::exec_when_ready(&args[2..]);
     }
-    let cli = match Cli::try_parse_from(args) {
-        Ok(cli) => cli,
+    let parsed = command().try_get_matches_from(args).and_then(|matches| {
+        // A registered analysis: its own subcommand's matches and the global options.
+        if let Some((name, sub)) = matches.subcommand() {
+            if let Some(analysis) = strato_engine::registry::find(name) {
+                let globals = <Globals as clap::FromArgMatches>::from_arg_matches(&matches)?;
+                return Ok(Parsed::Registered(analysis, globals, sub.clone()));
+            }
+        }
+        Ok(Parsed::Builtin(
+            <Cli as clap::FromArgMatches>::from_arg_matches(&matches)?,
+        ))
+    });
+    let parsed = match parsed {
+        Ok(parsed) => parsed,
         Err(e) => {
             let _ = e.print();
             return if e.use_stderr() { 2 } else { 0 };
         }
     };
-    match run(cli) {
+    let result = match parsed {
+        Parsed::Builtin(cli) => run(cli),
+        Parsed::Registered(analysis, globals, matches) => {
+            run_registered(analysis, &globals, &matches)
+        }
+    };
+    match result {
         Ok(status) => status,
         Err(error) => {
             if let Some(failed) = error.downcast_ref::<crate::launch::ProgramFailed>() {
@@ -289,19 +340,34 @@ where
     }
 }
 
+/// What the command line asks for.
+enum Parsed {
+    Builtin(Cli),
+    Registered(
+        &'static strato_engine::registry::Registered,
+        Globals,
+        clap::ArgMatches,
+    ),
+}
+
+/// Runs a registered analysis's subcommand.
+fn run_registered(
+    analysis: &'static strato_engine::registry::Registered,
+    globals: &Globals,
+    matches: &clap::ArgMatches,
+) -> Result<u8> {
+    let ctx = globals.ctx();
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    crate::commands::registered::run(analysis, matches, &ctx, &mut out)?;
+    out.flush()?;
+    Ok(0)
+}
+
 /// Runs one command; returns the exit status (non-zero only for `strato record` of a failed
 /// program).
 fn run(cli: Cli) -> Result<u8> {
-    let ctx = crate::ctx::Ctx::new(
-        strato_engine::OpenOptions {
-            level_map: cli.level_map.clone(),
-            graph_capture: cli.graph_capture.clone(),
-            salvage: cli.salvage,
-            keep_secrets: cli.keep_secrets,
-            jobs: cli.jobs.map(|n| n as usize),
-        },
-        cli.csv_raw,
-    );
+    let ctx = cli.globals.ctx();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let mut status = 0;
@@ -334,11 +400,9 @@ fn run(cli: Cli) -> Result<u8> {
         Command::Overhead(args) => crate::commands::overhead::run(args, &ctx, &mut out)?,
         Command::Report(args) => crate::commands::report::run(args, &ctx, &mut out)?,
         Command::Diff(args) => crate::commands::diff::run(args, &ctx, &mut out)?,
-        Command::Completions(args) => crate::commands::completions::completions(
-            args,
-            &mut <Cli as clap::CommandFactory>::command(),
-            &mut out,
-        )?,
+        Command::Completions(args) => {
+            crate::commands::completions::completions(args, &mut command(), &mut out)?
+        }
         Command::Export(args) => crate::commands::export::run(args, &ctx, &mut out)?,
     }
     out.flush()?;

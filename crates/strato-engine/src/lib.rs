@@ -19,7 +19,9 @@
 //!   the front end's [`Listener`].
 //!
 //! - the result shapes the front ends present ([`shapes`]: one serde definition of each
-//!   command's JSON, which the Python API turns into tables).
+//!   command's JSON, which the Python API turns into tables, [`rows`]);
+//! - the registry of analyses ([`registry`]): each registered once, run by name from every
+//!   front end (command, Python, SQL views, report).
 //!
 //! It never prints and never exits: errors are [`EngineError`], lines for the user go to the
 //! listener. Analyses (`strato-analysis`) never open files; front ends never open inputs but
@@ -30,6 +32,8 @@ mod error;
 mod open;
 mod options;
 mod ranks;
+pub mod registry;
+pub mod rows;
 pub mod shapes;
 mod stream;
 

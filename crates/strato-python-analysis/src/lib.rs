@@ -22,11 +22,10 @@ mod errors;
 mod opening;
 mod plots;
 mod raw;
-pub mod rows;
 mod table;
 
 use errors::OpenError;
-use rows::{Ordered, Shape};
+use strato_engine::rows::{self, Ordered, Shape};
 use table::Table;
 
 /// A profile opened for analysis (`stratoscope.open`).
@@ -612,6 +611,51 @@ impl Profile {
         table_of("diff_kernels", &doc, shape(&["kernels"], &[]), None)
     }
 
+    // ---- registered analyses (strato_engine::registry) -------------------------------------
+
+    /// A registered analysis by name (`stratoscope.analyses()` lists them): `table` (its main
+    /// table when `None`) as an Arrow table, its options as keywords; `strato NAME --json`'s
+    /// fields as columns.
+    #[pyo3(signature = (name, *, table = None, **options))]
+    fn analysis(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        table: Option<&str>,
+        options: Option<&Bound<'_, pyo3::types::PyDict>>,
+    ) -> PyResult<Table> {
+        let analysis = strato_engine::registry::find(name).ok_or_else(|| {
+            let names: Vec<&str> = strato_engine::registry::ANALYSES
+                .iter()
+                .map(|a| a.name)
+                .collect();
+            OpenError::Option(format!(
+                "no analysis {name:?} (analyses: {})",
+                names.join(", ")
+            ))
+        })?;
+        let spec = analysis.table(table).map_err(OpenError::from)?;
+        let values = option_texts(options)?;
+        let outcome = py
+            .detach(|| analysis.run_trace(&self.trace, &values))
+            .map_err(OpenError::from)?;
+        Ok(Table::new(spec.name, outcome.batch(spec), None))
+    }
+
+    /// `profile.NAME(**options)` for a registered analysis NAME (snake_case): its main table,
+    /// or another with `table=`.
+    fn __getattr__(slf: &Bound<'_, Self>, name: &str) -> PyResult<Py<PyAny>> {
+        if name.starts_with('_') || strato_engine::registry::find(name).is_none() {
+            return Err(pyo3::exceptions::PyAttributeError::new_err(format!(
+                "'Profile' object has no attribute '{name}'"
+            )));
+        }
+        let py = slf.py();
+        let method = slf.getattr("analysis")?;
+        let partial = py.import("functools")?.getattr("partial")?;
+        Ok(partial.call1((method, name))?.unbind())
+    }
+
     // ---- raw tables -----------------------------------------------------------------------
 
     /// One row per span (`args`: the attributes' JSON text, with `args=True`).
@@ -722,9 +766,66 @@ fn open_profile(
     })
 }
 
+/// Python keyword options as the registry takes them: (name, text); `True`/`False` as
+/// `true`/`false`, numbers and strings as their text.
+fn option_texts(
+    options: Option<&Bound<'_, pyo3::types::PyDict>>,
+) -> PyResult<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    let Some(options) = options else {
+        return Ok(out);
+    };
+    for (key, value) in options.iter() {
+        let key: String = key.extract()?;
+        let text = if let Ok(b) = value.cast::<pyo3::types::PyBool>() {
+            b.is_true().to_string()
+        } else {
+            value.str()?.to_string()
+        };
+        out.push((key, text));
+    }
+    Ok(out)
+}
+
+/// The registered analyses: per analysis its name, Python method, summary, window, doc page,
+/// options (name, help, default) and tables (name, what a row is, and where its rows are in
+/// `strato NAME --json`: the path of lists and the fields of enclosing objects carried).
+#[pyfunction]
+fn analyses(py: Python<'_>) -> PyResult<Vec<Py<pyo3::types::PyDict>>> {
+    use pyo3::types::{PyDict, PyList};
+    let mut out = Vec::new();
+    for a in strato_engine::registry::ANALYSES {
+        let d = PyDict::new(py);
+        d.set_item("name", a.name)?;
+        d.set_item("method", a.python_name())?;
+        d.set_item("summary", a.summary)?;
+        d.set_item("window", a.window)?;
+        d.set_item("doc", a.doc)?;
+        let options: Vec<(&str, &str, &str)> = a
+            .options
+            .iter()
+            .map(|o| (o.name, o.help, o.default))
+            .collect();
+        d.set_item("options", options)?;
+        let tables = PyList::empty(py);
+        for t in a.tables {
+            let table = PyDict::new(py);
+            table.set_item("name", t.name)?;
+            table.set_item("about", t.about)?;
+            table.set_item("path", t.path.to_vec())?;
+            table.set_item("inherit", t.inherit.to_vec())?;
+            tables.append(table)?;
+        }
+        d.set_item("tables", tables)?;
+        out.push(d.unbind());
+    }
+    Ok(out)
+}
+
 #[pymodule]
 fn _analysis(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Profile>()?;
+    m.add_function(wrap_pyfunction!(analyses, m)?)?;
     m.add_class::<Table>()?;
     m.add_function(wrap_pyfunction!(open_profile, m)?)?;
     errors::register(m)?;

@@ -5,7 +5,7 @@
 use strato_report::svg::bars::{stacked, Axis, Bar, Chart, Segment};
 use strato_report::svg::color;
 
-use crate::rows::Ordered;
+use strato_engine::rows::Ordered;
 
 /// `svg` with the report's plot styles (`svg.plot ...` rules of `report.css`), scoped to
 /// `div.stratoscope`.

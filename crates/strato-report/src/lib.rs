@@ -113,7 +113,38 @@ pub struct ReportInput {
     pub samples: Part<strato_analysis::samples::CpuSamples>,
     /// A comparison with another profile, when one was asked for.
     pub diff: Option<DiffReport>,
+    /// The sections of the registered analyses (`strato_engine::registry`), after the fixed
+    /// ones: their main table, filled in by the front end ([`ReportInput::registered`]).
+    pub registered: Vec<RegisteredSection>,
 }
+
+/// The section of one registered analysis: its main table as text cells.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RegisteredSection {
+    /// The analysis's name: the section's anchor.
+    pub id: String,
+    /// One line: what the analysis shows.
+    pub summary: String,
+    pub window: String,
+    /// Its doc page.
+    pub doc: String,
+    /// The table, or why the analysis failed.
+    pub table: Result<RegisteredTable, String>,
+}
+
+/// A registered analysis's main table: its columns and its first rows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RegisteredTable {
+    pub columns: Vec<String>,
+    /// At most [`REGISTERED_ROWS`] rows.
+    pub rows: Vec<Vec<String>>,
+    /// Rows the table has in all.
+    pub total_rows: usize,
+}
+
+/// Rows a registered analysis's section shows (the report's size stays bounded; `strato NAME
+/// --csv` has them all).
+pub const REGISTERED_ROWS: usize = 64;
 
 /// Told before each analysis step of [`ReportInput::from_analyzed`] (e.g. a progress bar).
 pub trait Progress {
@@ -208,6 +239,7 @@ impl ReportInput {
             advice: cross.advice,
             samples: local.samples,
             diff: None,
+            registered: Vec::new(),
         }
     }
 

@@ -394,6 +394,45 @@ impl Session {
     }
 }
 
+impl Session {
+    /// The tables a query names (CTE names left out), as DataFusion resolves them, checked as
+    /// [`Session::query`] checks a query and parsed on the session's threads (whose stack
+    /// holds the deepest query allowed): for a caller that defines some tables only when a
+    /// query needs them ([`Session::add_table`]).
+    pub fn table_references(&self, sql: &str) -> Result<Vec<String>, SqlError> {
+        check_query_size(sql, &self.limits.query)?;
+        let state = self.ctx.state();
+        let limits = self.limits;
+        let sql = sql.to_owned();
+        let task = self.runtime().spawn(async move {
+            let dialect = state.config().options().sql_parser.dialect;
+            let statement = state.sql_to_statement(&sql, &dialect)?;
+            guard::check_shape(&statement, &limits.query).map_err(SqlError::Query)?;
+            let references = state.resolve_table_references(&statement)?;
+            Ok::<_, SqlError>(
+                references
+                    .iter()
+                    .map(|r| r.table().to_owned())
+                    .collect::<Vec<String>>(),
+            )
+        });
+        self.runtime().block_on(task).map_err(|e| {
+            SqlError::Query(format!("the query's parse ended without an answer: {e}"))
+        })?
+    }
+
+    /// Registers `batch` as the table `name` (held in memory), e.g. a registered analysis's
+    /// table. A name the session already has is refused.
+    pub fn add_table(&self, name: &str, batch: RecordBatch) -> Result<(), SqlError> {
+        if self.ctx.table_exist(name)? {
+            return Err(SqlError::Query(format!("a table {name} exists already")));
+        }
+        let table = MemTable::try_new(batch.schema(), vec![vec![batch]])?;
+        self.ctx.register_table(name, Arc::new(table))?;
+        Ok(())
+    }
+}
+
 /// Refuses a query text longer than `limits` allow (one line), before anything is parsed: a
 /// caller can check it before loading the inputs.
 pub fn check_query_size(sql: &str, limits: &QueryLimits) -> Result<(), SqlError> {

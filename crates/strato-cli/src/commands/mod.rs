@@ -22,6 +22,7 @@ pub(crate) mod ops;
 pub mod overhead;
 pub mod record;
 pub(crate) mod record_sample;
+pub(crate) mod registered;
 pub(crate) mod report;
 pub(crate) mod roofline;
 #[cfg(feature = "sql")]

@@ -78,6 +78,10 @@ pub fn run(args: ReportArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Resu
                 <= options.memory_budget_bytes,
     };
     let mut input = ReportInput::from_analyzed(&analyzed, &report_options, &mut steps);
+    input.registered = strato_engine::registry::ANALYSES
+        .iter()
+        .map(|analysis| registered_section(analysis, &trace))
+        .collect();
     if let Some(base) = &args.baseline {
         steps.step("loading the baseline");
         let a = ctx.engine.load(std::slice::from_ref(base), &options)?;
@@ -97,4 +101,34 @@ pub fn run(args: ReportArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Resu
         html.len() as f64 / 1024.0
     )?;
     Ok(())
+}
+
+/// The report section of a registered analysis: its main table's first rows, or why it failed
+/// (a panic included: one section's failure does not lose the report).
+fn registered_section(
+    analysis: &strato_engine::registry::Registered,
+    trace: &strato_trace::Trace,
+) -> strato_report::RegisteredSection {
+    let run = || -> Result<strato_report::RegisteredTable, String> {
+        let outcome = analysis.run_trace(trace, &[]).map_err(|e| e.to_string())?;
+        let spec = analysis.table(None).map_err(|e| e.to_string())?;
+        let (columns, rows) = outcome.text_rows(spec);
+        Ok(strato_report::RegisteredTable {
+            columns,
+            total_rows: rows.len(),
+            rows: rows
+                .into_iter()
+                .take(strato_report::REGISTERED_ROWS)
+                .collect(),
+        })
+    };
+    let table = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
+        .unwrap_or_else(|_| Err("the analysis panicked (a bug)".to_owned()));
+    strato_report::RegisteredSection {
+        id: analysis.name.to_owned(),
+        summary: analysis.summary.to_owned(),
+        window: analysis.window.to_owned(),
+        doc: analysis.doc.to_owned(),
+        table,
+    }
 }

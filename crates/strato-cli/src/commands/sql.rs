@@ -88,6 +88,15 @@ pub fn run(args: SqlArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Result<
         writeln!(out, "store views (for other engines): {}", store.join(", "))?;
         let analyses: Vec<&str> = strato_sql::ANALYSES.iter().map(|(n, _)| *n).collect();
         writeln!(out, "analyses: {}", analyses.join(", "))?;
+        let registered: Vec<&str> = strato_engine::registry::ANALYSES
+            .iter()
+            .flat_map(|a| a.tables.iter().map(|t| t.name))
+            .collect();
+        writeln!(
+            out,
+            "analysis views (computed when a query names them): {}",
+            registered.join(", ")
+        )?;
         return Ok(());
     }
     if let Some(name) = &args.show {
@@ -150,6 +159,14 @@ pub fn run(args: SqlArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Result<
             (Session::over_profile(&dir, threads, limits)?, Some(scratch))
         }
     };
+    // The views of registered analyses (`strato_engine::registry`) the query names, computed
+    // over the same inputs (default options) and held in memory for this query only.
+    for name in session.table_references(&query)? {
+        if let Some((analysis, table)) = strato_engine::registry::find_table(&name) {
+            let outcome = analysis.run(&ctx.engine, &inputs, &[])?;
+            session.add_table(table.name, outcome.batch(table))?;
+        }
+    }
     let result = session.query(&query)?;
     let csv_raw = ctx.csv_raw;
     let csv_text = |c: &str| crate::table::neutralised_csv_text(c, csv_raw);

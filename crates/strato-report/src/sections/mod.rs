@@ -86,8 +86,47 @@ fn representatives(n: usize) -> Vec<(usize, Option<&'static str>)> {
 }
 
 /// One section: its id, its title in the navigation, and whether it has data.
-struct Toc {
-    entries: Vec<(&'static str, &'static str, bool)>,
+struct Toc<'a> {
+    entries: Vec<(&'a str, &'a str, bool)>,
+}
+
+/// The section of a registered analysis: its summary, window and doc page, then its main table
+/// (the first [`crate::REGISTERED_ROWS`] rows).
+fn registered(h: &mut Html, section: &crate::RegisteredSection) -> bool {
+    h.markup("<section>").heading(&section.id, &section.id);
+    h.elem_class(
+        "p",
+        "lead",
+        &format!(
+            "{}. Window: {}. See {} (strato {} --csv: every row).",
+            section.summary, section.window, section.doc, section.id
+        ),
+    );
+    let table = match &section.table {
+        Ok(table) => table,
+        Err(why) => return close_empty(h, &format!("The analysis failed: {why}")),
+    };
+    if table.total_rows == 0 {
+        return close_empty(h, "No rows: the profile has nothing this analysis counts.");
+    }
+    let header: Vec<&str> = table.columns.iter().map(String::as_str).collect();
+    let numeric: Vec<usize> = (0..table.columns.len())
+        .filter(|&i| {
+            table.rows.iter().all(|r| {
+                r.get(i)
+                    .is_none_or(|c| c.is_empty() || c.parse::<f64>().is_ok())
+            })
+        })
+        .collect();
+    h.table(&header, &numeric, &table.rows);
+    if table.total_rows > table.rows.len() {
+        h.elem(
+            "p",
+            &format!("first {} of {} rows", table.rows.len(), table.total_rows),
+        );
+    }
+    close(h);
+    true
 }
 
 /// A section's writer: writes it and says whether the profile has data for it.
@@ -130,6 +169,11 @@ pub fn document(input: &ReportInput) -> String {
     for (id, title, write) in SECTIONS {
         let has = write(&mut body, input);
         toc.entries.push((id, title, has));
+    }
+    for section in &input.registered {
+        let has = registered(&mut body, section);
+        toc.entries
+            .push((section.id.as_str(), section.id.as_str(), has));
     }
     if let Some(d) = &input.diff {
         diff::diff_section(&mut body, d);

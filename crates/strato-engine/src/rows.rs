@@ -1,5 +1,7 @@
 //! From an analysis's JSON shape to Arrow: the one place that turns `strato <command> --json`
-//! documents into tables, so a method's columns are the command's fields by construction.
+//! documents into tables, so Python's tables, `strato sql`'s analysis views and `--csv` of a
+//! registered analysis ([`crate::registry`]) have the command's JSON fields as columns by
+//! construction.
 //!
 //! An analysis report is serialised exactly as the command serialises it (its serde shape) and
 //! read back as an [`Ordered`] value, which keeps the fields in their declared order (the
@@ -331,6 +333,35 @@ pub fn batch(rows: &[Row]) -> RecordBatch {
     // The arrays are built from the same rows with the field types just chosen: they agree.
     RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), arrays, &options)
         .unwrap_or_else(|_| RecordBatch::new_empty(Arc::new(Schema::empty())))
+}
+
+/// The rows as text cells under the column names of [`batch`] (same columns, same order; a
+/// missing or null value is an empty cell, a number its shortest text, a mixed value its JSON).
+pub fn text_rows(rows: &[Row]) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut names: Vec<String> = Vec::new();
+    for row in rows {
+        for (k, _) in row {
+            if !names.contains(k) {
+                names.push(k.clone());
+            }
+        }
+    }
+    let cells = rows
+        .iter()
+        .map(|row| {
+            names
+                .iter()
+                .map(
+                    |name| match row.iter().find(|(k, _)| k == name).map(|(_, v)| v) {
+                        None | Some(Ordered::Null) => String::new(),
+                        Some(Ordered::Text(s)) => s.clone(),
+                        Some(other) => other.json_text(),
+                    },
+                )
+                .collect()
+        })
+        .collect();
+    (names, cells)
 }
 
 #[cfg(test)]

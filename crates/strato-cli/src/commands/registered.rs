@@ -1,0 +1,119 @@
+//! `strato NAME` for every analysis of the registry (`strato_engine::registry`): the
+//! subcommand is built from the analysis's declaration (its options as flags, help, window,
+//! tables, examples) and runs through the registry, so a registered analysis needs no code
+//! here. Output: the analysis's text, `--json` (its serde JSON), or `--csv` (one of its tables,
+//! the main one unless `--table`; the same columns as Python's table and the SQL view).
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::builder::PossibleValuesParser;
+use clap::{Arg, ArgAction, ArgMatches, Command};
+use strato_analysis::registry::OptionKind;
+use strato_engine::registry::Registered;
+
+use crate::table::Table;
+
+/// The subcommand of `analysis`.
+pub(crate) fn command(analysis: &'static Registered) -> Command {
+    let tables: Vec<String> = analysis
+        .tables
+        .iter()
+        .map(|t| format!("  {}: {}", t.name, t.about))
+        .collect();
+    let examples: Vec<String> = analysis.examples.iter().map(|e| format!("  {e}")).collect();
+    let mut command = Command::new(analysis.name)
+        .about(analysis.summary)
+        .after_help(format!(
+            "Window: {}.\nTables (--csv --table, Python's tables, SQL views):\n{}\nSee {}.\n\nExamples:\n{}",
+            analysis.window,
+            tables.join("\n"),
+            analysis.doc,
+            examples.join("\n")
+        ))
+        .arg(
+            Arg::new("inputs")
+                .required(true)
+                .num_args(1..)
+                .value_parser(clap::value_parser!(PathBuf))
+                .help("Trace files, directories of ranks, or a profile directory."),
+        )
+        .arg(
+            Arg::new("json")
+                .long("json")
+                .action(ArgAction::SetTrue)
+                .help("Print JSON."),
+        )
+        .arg(
+            Arg::new("csv")
+                .long("csv")
+                .action(ArgAction::SetTrue)
+                .conflicts_with("json")
+                .help("Print a table as CSV (the first one, or --table)."),
+        )
+        .arg(
+            Arg::new("table")
+                .long("table")
+                .requires("csv")
+                .value_parser(PossibleValuesParser::new(
+                    analysis.tables.iter().map(|t| t.name),
+                ))
+                .help("The table --csv prints."),
+        );
+    for option in analysis.options {
+        // clap takes a flag's name as `&'static str`: the dashed form lives as long as the
+        // process (a few short strings, built once).
+        let flag: &'static str = Box::leak(option.name.replace('_', "-").into_boxed_str());
+        let mut arg = Arg::new(option.name)
+            .long(flag)
+            .help(format!("{} [default: {}]", option.help, option.default));
+        arg = match option.kind {
+            OptionKind::Flag => arg.action(ArgAction::SetTrue),
+            OptionKind::Choice(words) => arg.value_parser(PossibleValuesParser::new(words)),
+            OptionKind::Count { .. } => arg.value_name("N"),
+            OptionKind::Number => arg.value_name("X"),
+        };
+        command = command.arg(arg);
+    }
+    command
+}
+
+/// Runs `analysis` as `matches` (its subcommand's) ask.
+pub(crate) fn run(
+    analysis: &'static Registered,
+    matches: &ArgMatches,
+    ctx: &crate::ctx::Ctx,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let inputs: Vec<PathBuf> = matches
+        .get_many::<PathBuf>("inputs")
+        .map(|v| v.cloned().collect())
+        .unwrap_or_default();
+    let mut options = Vec::new();
+    for option in analysis.options {
+        if option.kind == OptionKind::Flag {
+            if matches.get_flag(option.name) {
+                options.push((option.name.to_owned(), "true".to_owned()));
+            }
+        } else if let Some(value) = matches.get_one::<String>(option.name) {
+            options.push((option.name.to_owned(), value.clone()));
+        }
+    }
+    let outcome = analysis.run(&ctx.engine, &inputs, &options)?;
+    if matches.get_flag("json") {
+        writeln!(out, "{}", outcome.json)?;
+    } else if matches.get_flag("csv") {
+        let table = analysis.table(matches.get_one::<String>("table").map(String::as_str))?;
+        let (columns, rows) = outcome.text_rows(table);
+        let headers: Vec<&str> = columns.iter().map(String::as_str).collect();
+        let mut csv = Table::with_left(&headers, &[]);
+        for row in rows {
+            csv.row(row);
+        }
+        csv.write(out, ctx.table_format(true))?;
+    } else {
+        write!(out, "{}", outcome.text)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,499 @@
+//! The registry: every analysis registered once, and the one way any front end runs one by its
+//! name. An analysis implements [`strato_analysis::registry::Analysis`] in its own module
+//! (options, result, tables, text, window, doc page); one line in [`ANALYSES`] registers it.
+//! From that line:
+//! - the `strato` command has a subcommand `strato NAME` (its options as flags, `--json`,
+//!   `--csv [--table T]`), with help and examples from the declaration;
+//! - Python's `Profile.analysis(NAME, **options)` (and `profile.NAME(...)`) returns its tables;
+//! - `strato sql` has a view per table (computed when a query names it);
+//! - `strato report` has a section with its main table;
+//! - `stratoscope.analyses()` and `strato NAME --help` describe it.
+//!
+//! Options reach an analysis as text (a command-line value, a Python value's text) checked
+//! against its [`OptionSpec`]s, then as its typed options through serde: one parser for every
+//! front end, and an unknown or malformed option is one [`EngineError::InvalidOption`].
+
+use std::path::PathBuf;
+
+use arrow::record_batch::RecordBatch;
+use strato_analysis::registry::{Analysis, OptionKind, OptionSpec, RankPart, Reads, TableSpec};
+use strato_trace::Trace;
+
+use crate::rows::{self, Ordered, Shape};
+use crate::{Engine, EngineError};
+
+type Result<T, E = EngineError> = std::result::Result<T, E>;
+
+/// Every registered analysis, in the order front ends list them.
+pub static ANALYSES: &[Registered] = &[];
+
+/// The registered analysis called `name` (its kebab-case name, or the snake_case form Python
+/// uses).
+pub fn find(name: &str) -> Option<&'static Registered> {
+    ANALYSES
+        .iter()
+        .find(|a| a.name == name || a.name.replace('-', "_") == name)
+}
+
+/// The registered table called `name` (a SQL view's name) and its analysis.
+pub fn find_table(name: &str) -> Option<(&'static Registered, &'static TableSpec)> {
+    ANALYSES
+        .iter()
+        .find_map(|a| a.tables.iter().find(|t| t.name == name).map(|t| (a, t)))
+}
+
+/// An option value as a front end gives it: its name (snake_case) and its text.
+pub type OptionValues = [(String, String)];
+
+/// A registered analysis, its types erased for the front ends (see [`Analysis`] for each
+/// field's rule).
+#[derive(Clone, Copy)]
+pub struct Registered {
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub window: &'static str,
+    pub doc: &'static str,
+    pub examples: &'static [&'static str],
+    pub options: &'static [OptionSpec],
+    pub tables: &'static [TableSpec],
+    pub rank_by_rank: bool,
+    pub reads: Reads,
+    run_trace: fn(&Trace, &OptionValues) -> Result<Outcome>,
+    run_inputs: fn(&Engine, &[PathBuf], &OptionValues) -> Result<Outcome>,
+    check: fn() -> std::result::Result<(), String>,
+}
+
+impl std::fmt::Debug for Registered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registered")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a registered analysis gave: its result as JSON, as a document for tables, as text.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The result's serde JSON, pretty-printed (`--json`).
+    pub json: String,
+    /// The same document with its fields in declared order (the tables' source).
+    pub doc: Ordered,
+    /// The text rendering.
+    pub text: String,
+}
+
+impl Outcome {
+    fn of<A: Analysis>(output: &A::Output) -> Outcome {
+        Outcome {
+            // Our result types serialise without failing (no maps with non-string keys).
+            json: serde_json::to_string_pretty(output).unwrap_or_default(),
+            doc: Ordered::of(output),
+            text: A::render_text(output),
+        }
+    }
+
+    /// The rows of `table` as an Arrow record batch.
+    pub fn batch(&self, table: &TableSpec) -> RecordBatch {
+        rows::batch(&rows::rows(&self.doc, &shape(table)))
+    }
+
+    /// The rows of `table` as text cells, with their column names (the batch's columns).
+    pub fn text_rows(&self, table: &TableSpec) -> (Vec<String>, Vec<Vec<String>>) {
+        rows::text_rows(&rows::rows(&self.doc, &shape(table)))
+    }
+}
+
+fn shape(table: &TableSpec) -> Shape {
+    Shape {
+        path: table.path,
+        inherit: table.inherit,
+    }
+}
+
+impl Registered {
+    /// The registration of analysis `A`.
+    pub const fn of<A: Analysis>() -> Registered {
+        Registered {
+            name: A::NAME,
+            summary: A::SUMMARY,
+            window: A::WINDOW,
+            doc: A::DOC,
+            examples: A::EXAMPLES,
+            options: A::OPTIONS,
+            tables: A::TABLES,
+            rank_by_rank: A::RANK_BY_RANK,
+            reads: A::READS,
+            run_trace: run_trace::<A>,
+            run_inputs: run_inputs::<A>,
+            check: check::<A>,
+        }
+    }
+
+    /// The snake_case name (Python's method).
+    pub fn python_name(&self) -> String {
+        self.name.replace('-', "_")
+    }
+
+    /// The table called `name`, or the main table when `None`.
+    pub fn table(&self, name: Option<&str>) -> Result<&'static TableSpec> {
+        match name {
+            None => self
+                .tables
+                .first()
+                .ok_or_else(|| EngineError::InvalidOption(format!("{}: has no table", self.name))),
+            Some(name) => self.tables.iter().find(|t| t.name == name).ok_or_else(|| {
+                let names: Vec<&str> = self.tables.iter().map(|t| t.name).collect();
+                EngineError::InvalidOption(format!(
+                    "{}: no table {name:?} (tables: {})",
+                    self.name,
+                    names.join(", ")
+                ))
+            }),
+        }
+    }
+
+    /// Runs the analysis over a trace already open.
+    pub fn run_trace(&self, trace: &Trace, options: &OptionValues) -> Result<Outcome> {
+        (self.run_trace)(trace, options)
+    }
+
+    /// Opens `inputs` with what the analysis reads and runs it: rank file by rank file (each
+    /// imported, analysed and dropped) when it runs rank by rank and the inputs allow, else
+    /// over the whole trace.
+    pub fn run(
+        &self,
+        engine: &Engine,
+        inputs: &[PathBuf],
+        options: &OptionValues,
+    ) -> Result<Outcome> {
+        (self.run_inputs)(engine, inputs, options)
+    }
+
+    /// Whether the declaration holds together: option specs and typed options agree (names,
+    /// defaults), table names are unique over the registry. For tests.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        (self.check)()?;
+        for table in self.tables {
+            let owners = ANALYSES
+                .iter()
+                .flat_map(|a| a.tables)
+                .filter(|t| t.name == table.name)
+                .count();
+            if owners != 1 {
+                return Err(format!(
+                    "{}: table name {} is not unique",
+                    self.name, table.name
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The import options of what the analysis reads.
+    pub fn import_options(&self, engine: &Engine) -> Result<strato_io::ImportOptions> {
+        import_options(engine, self.reads)
+    }
+}
+
+fn import_options(engine: &Engine, reads: Reads) -> Result<strato_io::ImportOptions> {
+    Ok(match reads {
+        Reads::Spans => strato_io::ImportOptions {
+            projection: strato_io::Projection::SPANS,
+            ..engine.import_options(false)?
+        },
+        Reads::Everything => engine.import_options(true)?,
+    })
+}
+
+fn run_trace<A: Analysis>(trace: &Trace, values: &OptionValues) -> Result<Outcome> {
+    let options = typed_options::<A>(values)?;
+    Ok(Outcome::of::<A>(&A::run(trace, &options)))
+}
+
+fn run_inputs<A: Analysis>(
+    engine: &Engine,
+    inputs: &[PathBuf],
+    values: &OptionValues,
+) -> Result<Outcome> {
+    let options = typed_options::<A>(values)?;
+    let import = import_options(engine, A::READS)?;
+    if A::RANK_BY_RANK {
+        if let Some(streamed) = engine.map_ranks(inputs, &import, |t| A::run(t, &options))? {
+            let offsets = streamed.offsets();
+            let parts = (streamed.parts.into_iter().zip(offsets))
+                .map(|(part, (first_rank, _))| RankPart {
+                    value: part.value,
+                    first_rank,
+                    job_ranks: part.job_ranks,
+                })
+                .collect();
+            return Ok(Outcome::of::<A>(&A::merge(parts, &options)));
+        }
+    }
+    let trace = engine.load(inputs, &import)?;
+    Ok(Outcome::of::<A>(&A::run(&trace, &options)))
+}
+
+/// The JSON value of option `spec` given as `text`.
+fn option_value(
+    analysis: &str,
+    spec: &OptionSpec,
+    text: &str,
+) -> Result<serde_json::Value, String> {
+    let bad = |what: &str| format!("{analysis}: option {}: {what}, not {text:?}", spec.name);
+    match spec.kind {
+        OptionKind::Count { min } => match text.trim().parse::<u64>() {
+            Ok(n) if n >= min => Ok(n.into()),
+            _ => Err(bad(&format!("a whole number of at least {min}"))),
+        },
+        OptionKind::Number => match text.trim().parse::<f64>() {
+            Ok(x) if x.is_finite() => Ok(x.into()),
+            _ => Err(bad("a finite number")),
+        },
+        OptionKind::Flag => match text.trim().to_ascii_lowercase().as_str() {
+            "true" | "1" | "yes" | "on" => Ok(true.into()),
+            "false" | "0" | "no" | "off" => Ok(false.into()),
+            _ => Err(bad("true or false")),
+        },
+        OptionKind::Choice(words) => match words.iter().find(|w| **w == text) {
+            Some(w) => Ok((*w).into()),
+            None => Err(bad(&format!("one of {}", words.join(", ")))),
+        },
+    }
+}
+
+/// The typed options of `A` from option values (unset ones at their defaults).
+fn typed_options<A: Analysis>(values: &OptionValues) -> Result<A::Options> {
+    let mut map = serde_json::Map::new();
+    for (name, text) in values {
+        let Some(spec) = A::OPTIONS.iter().find(|s| s.name == name.replace('-', "_")) else {
+            let known: Vec<&str> = A::OPTIONS.iter().map(|s| s.name).collect();
+            return Err(EngineError::InvalidOption(format!(
+                "{}: no option {name:?} (options: {})",
+                A::NAME,
+                if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                }
+            )));
+        };
+        let value = option_value(A::NAME, spec, text).map_err(EngineError::InvalidOption)?;
+        map.insert(spec.name.to_owned(), value);
+    }
+    serde_json::from_value(serde_json::Value::Object(map))
+        .map_err(|e| EngineError::InvalidOption(format!("{}: {e}", A::NAME)))
+}
+
+fn check<A: Analysis>() -> std::result::Result<(), String> {
+    let defaults = serde_json::to_value(A::Options::default()).map_err(|e| e.to_string())?;
+    let fields: Vec<&String> = match &defaults {
+        serde_json::Value::Object(map) => map.keys().collect(),
+        serde_json::Value::Null => Vec::new(),
+        other => return Err(format!("{}: options serialise as {other}", A::NAME)),
+    };
+    if fields.len() != A::OPTIONS.len() {
+        return Err(format!(
+            "{}: {} typed options, {} option specs",
+            A::NAME,
+            fields.len(),
+            A::OPTIONS.len()
+        ));
+    }
+    for spec in A::OPTIONS {
+        let declared = option_value(A::NAME, spec, spec.default)?;
+        if defaults.get(spec.name) != Some(&declared) {
+            return Err(format!(
+                "{}: option {}: default {} in its spec, {:?} in the typed options",
+                A::NAME,
+                spec.name,
+                spec.default,
+                defaults.get(spec.name)
+            ));
+        }
+    }
+    if A::TABLES.is_empty() {
+        return Err(format!("{}: no table", A::NAME));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::{Deserialize, Serialize};
+
+    #[test]
+    fn every_registration_holds_together() {
+        for a in ANALYSES {
+            a.check().unwrap_or_else(|e| panic!("{e}"));
+            assert!(!a.examples.is_empty(), "{}: no example", a.name);
+            let doc = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../..")
+                .join(a.doc);
+            assert!(doc.is_file(), "{}: no doc page {}", a.name, a.doc);
+            assert_eq!(find(a.name).map(|f| f.name), Some(a.name));
+            assert_eq!(find(&a.python_name()).map(|f| f.name), Some(a.name));
+        }
+    }
+
+    /// An analysis of one option of each kind, counting spans.
+    #[derive(Debug)]
+    struct Counting;
+
+    #[derive(Debug, Serialize, Deserialize)]
+    #[serde(default, deny_unknown_fields)]
+    struct CountingOptions {
+        at_least: u64,
+        scale: f64,
+        verbose: bool,
+        unit: String,
+    }
+
+    impl Default for CountingOptions {
+        fn default() -> Self {
+            CountingOptions {
+                at_least: 1,
+                scale: 1.5,
+                verbose: false,
+                unit: "ns".into(),
+            }
+        }
+    }
+
+    impl Analysis for Counting {
+        const NAME: &'static str = "counting";
+        const SUMMARY: &'static str = "spans";
+        const WINDOW: &'static str = "the trace";
+        const DOC: &'static str = "README.md";
+        const EXAMPLES: &'static [&'static str] = &["strato counting t.json"];
+        const OPTIONS: &'static [OptionSpec] = &[
+            OptionSpec {
+                name: "at_least",
+                help: "",
+                kind: OptionKind::Count { min: 1 },
+                default: "1",
+            },
+            OptionSpec {
+                name: "scale",
+                help: "",
+                kind: OptionKind::Number,
+                default: "1.5",
+            },
+            OptionSpec {
+                name: "verbose",
+                help: "",
+                kind: OptionKind::Flag,
+                default: "false",
+            },
+            OptionSpec {
+                name: "unit",
+                help: "",
+                kind: OptionKind::Choice(&["ns", "us"]),
+                default: "ns",
+            },
+        ];
+        const TABLES: &'static [TableSpec] = &[TableSpec {
+            name: "counting",
+            about: "",
+            path: &[],
+            inherit: &[],
+        }];
+        const RANK_BY_RANK: bool = false;
+        const READS: Reads = Reads::Spans;
+        type Options = CountingOptions;
+        type Output = serde_json::Value;
+
+        fn run(trace: &Trace, options: &CountingOptions) -> serde_json::Value {
+            serde_json::json!({"spans": trace.spans.len(), "scale": options.scale})
+        }
+        fn merge(_: Vec<RankPart<serde_json::Value>>, _: &CountingOptions) -> serde_json::Value {
+            serde_json::Value::Null
+        }
+        fn render_text(output: &serde_json::Value) -> String {
+            output.to_string()
+        }
+    }
+
+    fn values(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn options_are_read_against_their_spec_into_the_typed_options() {
+        assert_eq!(check::<Counting>(), Ok(()));
+        let o = typed_options::<Counting>(&values(&[
+            ("at-least", "3"),
+            ("scale", "2"),
+            ("verbose", "true"),
+            ("unit", "us"),
+        ]))
+        .expect("valid options");
+        assert_eq!(
+            (o.at_least, o.scale, o.verbose, o.unit.as_str()),
+            (3, 2.0, true, "us")
+        );
+        let err = |pairs: &[(&str, &str)]| {
+            typed_options::<Counting>(&values(pairs))
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        };
+        assert!(err(&[("at_least", "0")]).contains("at least 1"));
+        assert!(err(&[("at_least", "-3")]).contains("whole number"));
+        assert!(err(&[("scale", "inf")]).contains("finite number"));
+        assert!(err(&[("verbose", "maybe")]).contains("true or false"));
+        assert!(err(&[("unit", "ms")]).contains("one of ns, us"));
+        assert!(err(&[("limmit", "3")]).contains("no option \"limmit\""));
+        let outcome = Registered::of::<Counting>()
+            .run_trace(&Trace::default(), &values(&[("scale", "0.25")]))
+            .expect("runs");
+        assert_eq!(outcome.text, r#"{"scale":0.25,"spans":0}"#);
+        let table = Registered::of::<Counting>()
+            .table(None)
+            .expect("main table");
+        assert_eq!(outcome.batch(table).num_rows(), 1);
+        assert!(Registered::of::<Counting>().table(Some("nope")).is_err());
+    }
+
+    #[test]
+    fn a_spec_default_that_disagrees_with_the_typed_default_is_caught() {
+        #[derive(Debug)]
+        struct Wrong;
+        impl Analysis for Wrong {
+            const NAME: &'static str = "wrong";
+            const SUMMARY: &'static str = "";
+            const WINDOW: &'static str = "";
+            const DOC: &'static str = "";
+            const EXAMPLES: &'static [&'static str] = &[];
+            const OPTIONS: &'static [OptionSpec] = &[OptionSpec {
+                name: "at_least",
+                help: "",
+                kind: OptionKind::Count { min: 1 },
+                default: "2",
+            }];
+            const TABLES: &'static [TableSpec] = Counting::TABLES;
+            const RANK_BY_RANK: bool = false;
+            const READS: Reads = Reads::Spans;
+            type Options = CountingOptions;
+            type Output = serde_json::Value;
+            fn run(trace: &Trace, options: &CountingOptions) -> serde_json::Value {
+                Counting::run(trace, options)
+            }
+            fn merge(
+                _: Vec<RankPart<serde_json::Value>>,
+                _: &CountingOptions,
+            ) -> serde_json::Value {
+                serde_json::Value::Null
+            }
+            fn render_text(_: &serde_json::Value) -> String {
+                String::new()
+            }
+        }
+        // Four typed options, one spec.
+        assert!(check::<Wrong>().is_err_and(|e| e.contains("4 typed options, 1 option specs")));
+    }
+}

@@ -1,0 +1,125 @@
+"""The registry of analyses (strato_engine::registry) through every front end, generically:
+for every registered analysis (`stratoscope.analyses()`) and every input in ../shared/data,
+each of its tables from Python (`Profile.analysis(NAME, table=T)`) holds the rows of
+`strato NAME INPUT --json` at the table's path, value for value (the rows derived here from
+the JSON by the documented flattening rule, independently of the Rust side); an input the
+command refuses is refused by Python too. Also: `strato NAME --csv --table T` has the table's
+columns and rows, `strato sql` sees the table as a view, and `profile.NAME()` is the method
+form. A new registered analysis is covered by adding it, with no change here."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import stratoscope
+from conftest import REPO, strato
+from test_analysis_api import expected_rows, same
+
+DATA = REPO.parent / "shared" / "data"
+
+pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason="shared data not present")
+
+
+def inputs() -> list[Path]:
+    """Every trace in ../shared/data (files and the rank directories, each as one job)."""
+    if not DATA.is_dir():
+        return []
+    out: list[Path] = []
+    for path in sorted(DATA.rglob("*")):
+        if path.name.endswith(".md") or path.parent.name in {"param_dlrm8", "hta_trace_filter"}:
+            continue
+        if path.is_file():
+            out.append(path)
+    out += [DATA / "kineto" / "param_dlrm8", DATA / "kineto" / "hta_trace_filter"]
+    return out
+
+
+ANALYSES = stratoscope.analyses()
+
+
+def test_the_registry_lists_what_the_command_offers() -> None:
+    for a in ANALYSES:
+        help_text = strato(a["name"], "--help").stdout
+        assert a["summary"].split(":")[0][:40] in " ".join(help_text.split())
+        for option in a["options"]:
+            assert "--" + option[0].replace("_", "-") in help_text
+        for table in a["tables"]:
+            assert table["name"] in help_text
+        assert (REPO / a["doc"]).is_file(), f"{a['name']}: no doc page {a['doc']}"
+
+
+@pytest.fixture(scope="module")
+def opened() -> dict:
+    """Each input opened once (or the error it raised)."""
+    out: dict = {}
+    for path in inputs():
+        try:
+            out[path] = stratoscope.open(str(path))
+        except stratoscope.StratoscopeError as e:
+            out[path] = e
+    return out
+
+
+@pytest.mark.parametrize("analysis", [a["name"] for a in ANALYSES])
+def test_python_tables_equal_the_commands_json_on_every_input(analysis: str, opened: dict) -> None:
+    spec = next(a for a in ANALYSES if a["name"] == analysis)
+    rows_seen = 0
+    for path, profile in opened.items():
+        proc = strato(analysis, str(path), "--json", check=False)
+        if isinstance(profile, Exception):
+            assert proc.returncode == 2, f"{path}: Python refused it ({profile}), the command did not"
+            continue
+        assert proc.returncode == 0, f"{path}: {proc.stderr}"
+        doc = json.loads(proc.stdout)
+        for table in spec["tables"]:
+            expected = expected_rows(doc, table["path"], table["inherit"])
+            got = pa.table(profile.analysis(analysis, table=table["name"])).to_pylist()
+            assert len(got) == len(expected), f"{path} {table['name']}: {len(got)} != {len(expected)}"
+            for i, (g, e) in enumerate(zip(got, expected)):
+                assert set(g) == set(e), f"{path} {table['name']} row {i}: {sorted(set(g) ^ set(e))}"
+                for k, v in e.items():
+                    assert same(g[k], v), f"{path} {table['name']} row {i} {k}: {g[k]!r} != {v!r}"
+            rows_seen += len(got)
+    assert rows_seen > 0, f"{analysis}: no rows on any input: the comparison proved nothing"
+
+
+@pytest.mark.parametrize("analysis", [a["name"] for a in ANALYSES])
+def test_csv_sql_and_the_method_form_show_the_same_table(analysis: str) -> None:
+    spec = next(a for a in ANALYSES if a["name"] == analysis)
+    job = DATA / "kineto" / "param_dlrm8"
+    profile = stratoscope.open(str(job))
+    for table in spec["tables"]:
+        want = pa.table(profile.analysis(analysis, table=table["name"]))
+        assert want.num_rows > 0
+        text = strato(analysis, str(job), "--csv", "--table", table["name"]).stdout
+        rows = list(csv.reader(io.StringIO(text)))
+        assert rows[0] == want.column_names
+        assert len(rows) - 1 == want.num_rows
+        counted = strato("sql", f"SELECT count(*) AS n FROM {table['name']}", str(job),
+                         "--format", "json").stdout
+        assert json.loads(counted)[0]["n"] == want.num_rows
+    method = getattr(profile, spec["method"])
+    assert pa.table(method()).equals(pa.table(profile.analysis(analysis)))
+
+
+def test_unknown_analyses_options_and_tables_are_one_clear_error() -> None:
+    profile = stratoscope.open(str(DATA / "kineto" / "hta_alexnet_trace.json.gz"))
+    with pytest.raises(stratoscope.InvalidOption, match="no analysis"):
+        profile.analysis("no-such-analysis")
+    with pytest.raises(stratoscope.InvalidOption, match="no option"):
+        profile.analysis("queue-length", limmit=3)
+    with pytest.raises(stratoscope.InvalidOption, match="at least 1"):
+        profile.analysis("queue-length", limit=0)
+    with pytest.raises(stratoscope.InvalidOption, match="no table"):
+        profile.analysis("queue-length", table="nope")
+    with pytest.raises(AttributeError):
+        profile.no_such_method()
+    proc = strato("queue-length", str(DATA / "kineto" / "hta_alexnet_trace.json.gz"),
+                  "--limit", "0", check=False)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
