@@ -27,6 +27,7 @@ pub mod op_diff;
 pub mod op_models;
 pub mod ops;
 pub mod overhead;
+pub mod queue_length;
 pub mod registry;
 pub mod samples;
 pub mod scope;
