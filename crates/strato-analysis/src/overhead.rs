@@ -834,8 +834,33 @@ pub fn removed_at(trace: &Trace, cal: &Calibration, pid: i64, tid: i64, times: &
         .collect()
 }
 
+/// The mean and the sample standard deviation (n - 1) of `values`: NaN for both when there is
+/// none, a standard deviation of 0 for one value. For timed repeats (`strato overhead`).
+pub fn mean_and_sample_std(values: &[f64]) -> (f64, f64) {
+    if values.is_empty() {
+        return (f64::NAN, f64::NAN);
+    }
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let var = if values.len() > 1 {
+        values.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)
+    } else {
+        0.0
+    };
+    (mean, var.sqrt())
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn mean_and_sample_std_of_timed_repeats() {
+        let (m, s) = super::mean_and_sample_std(&[1.0, 2.0, 3.0, 4.0]);
+        assert!((m - 2.5).abs() < 1e-12);
+        assert!((s - 1.2909944487358056).abs() < 1e-12);
+        assert!(super::mean_and_sample_std(&[]).0.is_nan());
+        assert_eq!(super::mean_and_sample_std(&[7.0]), (7.0, 0.0));
+    }
+
     use super::*;
     use strato_trace::testing::{rank, TraceBuilder};
     use strato_trace::Level;

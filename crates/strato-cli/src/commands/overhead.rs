@@ -14,6 +14,7 @@ use std::time::Instant;
 use crate::launch::opencl_layer_path;
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
+use strato_analysis::overhead::mean_and_sample_std as mean_std;
 
 /// `strato overhead`.
 #[derive(clap::Args, Debug)]
@@ -46,20 +47,6 @@ struct Samples {
     wall: Vec<f64>,
     workload: Vec<f64>,
     bytes: Vec<f64>,
-}
-
-fn mean_std(v: &[f64]) -> (f64, f64) {
-    if v.is_empty() {
-        return (f64::NAN, f64::NAN);
-    }
-    let n = v.len() as f64;
-    let m = v.iter().sum::<f64>() / n;
-    let var = if v.len() > 1 {
-        v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0)
-    } else {
-        0.0
-    };
-    (m, var.sqrt())
 }
 
 fn dir_bytes(dir: &std::path::Path) -> u64 {
@@ -225,17 +212,4 @@ pub fn run(args: OverheadArgs, _ctx: &crate::ctx::Ctx, out: &mut impl Write) -> 
         )?;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::mean_std;
-
-    #[test]
-    fn mean_and_sample_std() {
-        let (m, s) = mean_std(&[1.0, 2.0, 3.0, 4.0]);
-        assert!((m - 2.5).abs() < 1e-12);
-        assert!((s - 1.2909944487358056).abs() < 1e-12);
-        assert!(mean_std(&[]).0.is_nan());
-    }
 }
