@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job, end to end, on a fresh machine:
-#   1. installs what stratoscope needs and the `stratoscope` Python package (which puts
-#      `strato` on PATH);
+#   1. installs what the demo needs (scripts/setup.sh demo: numpy, gymnasium) and the
+#      `stratoscope` Python package (which puts `strato` on PATH);
 #   2. analyses a real 2-rank GPU training trace shipped in fixtures/ (where the GPU time went,
 #      the cross-stack breakdown, an HTML report);
 #   3. records a live RL training loop (gymnasium CartPole + a numpy Q-network) unmodified and
@@ -10,8 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/setup.sh
-echo "== installing the stratoscope package (builds the Rust core: about 30 minutes the first time on 2 cores)"
+bash scripts/setup.sh demo
+echo "== installing the stratoscope package (builds the Rust core: about 20 minutes the first time on 2 cores)"
 python3 -m pip install --quiet --disable-pip-version-check .
 mkdir -p out
 
