@@ -3,31 +3,47 @@
 //! builds them once; the others take the trace.
 //! Nothing here reads or writes files; every analysis states its window and conserves time
 //! (its parts add up to the whole), which the tests check.
+//!
+//! Layout: one folder per family, each with a `mod.rs` saying what it owns, and a shared core
+//! at the root.
+//! - [`device_time`]: where each device's time went (GPU time, busy fraction, utilization
+//!   figures, kernel statistics, device memory and copies);
+//! - [`cross_stack`]: device work attributed to the CPU stack above it (breakdown, span
+//!   hierarchy, layers and roofline, module tree, per-op table, CPU samples, CUDA graphs);
+//! - [`distributed`]: several ranks at once (collectives matched across ranks, clock
+//!   alignment);
+//! - [`paths`]: the critical path through CPU, runtime, device and cross-rank dependencies;
+//! - [`patterns`]: iterations mined from the kernel stream (with its suffix structures);
+//! - [`models`]: performance models (the device table, per-op FLOPs and bytes);
+//! - [`recording`]: stratoscope's own recordings (overhead correction and its calibration);
+//! - [`compare`]: two profiles side by side (run to run, cross-hardware);
+//! - [`advise`]: the expert rules that read the other families' facts.
+//!
+//! Shared core at the root, read across families rather than owned by one:
+//! - [`scope`] classifies spans (device work, CPU strata, step markers) and indexes a trace's
+//!   processes, annotated threads and launches; every family but `recording`, `models` and
+//!   `distributed` reads it;
+//! - [`analyzed`] is the context that builds the scopes and the span hierarchy's index once
+//!   for all the analyses that take it;
+//! - [`info`] is the inventory every command starts from (formats, levels, processes,
+//!   devices): counts, no analysis of any family.
+//!
+//! Dependencies between modules point one way (`scripts/module-cycles.py` checks there is no
+//! circle); between families, the core and the lower families are read by the higher ones:
+//! `scope` reads only the interval helpers of [`device_time::gpu_time`]; [`analyzed`] builds
+//! [`cross_stack::hierarchy`]'s index; `models` reads only the element sizes of
+//! `distributed`; `cross_stack` reads `models` (roofline); `paths`, `compare` and `advise`
+//! read the families below them and nothing reads them.
 
 pub mod advise;
 pub mod analyzed;
-pub mod breakdown;
-pub mod busy;
-pub mod calibration;
-pub mod clock_align;
-pub mod collectives;
-pub mod critical_path;
-pub mod devices;
-pub mod diff;
-pub mod gpu_time;
-pub mod graphs;
-pub mod hierarchy;
+pub mod compare;
+pub mod cross_stack;
+pub mod device_time;
+pub mod distributed;
 pub mod info;
-pub mod iterations;
-pub mod kernel_stats;
-pub mod layers;
-pub mod memory;
-pub mod modules;
-pub mod op_diff;
-pub mod op_models;
-pub mod ops;
-pub mod overhead;
-pub mod samples;
+pub mod models;
+pub mod paths;
+pub mod patterns;
+pub mod recording;
 pub mod scope;
-pub mod suffix;
-pub mod util;

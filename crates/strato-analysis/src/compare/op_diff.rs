@@ -4,7 +4,7 @@
 //! the module that issued it; per op and per module the report gives the time on each side,
 //! the ratio, and the ops (modules) that account for 80 % of the difference.
 //!
-//! Keys, from each device op's chain of parents ([`crate::hierarchy`]):
+//! Keys, from each device op's chain of parents ([`crate::cross_stack::hierarchy`]):
 //! - *op*: the outermost framework op (Backend span, e.g. `aten::linear`) above the device op:
 //!   the call the model made, whatever it decomposed into on that device;
 //!   `(no framework op)` when there is none;

@@ -3,7 +3,7 @@
 //! - **Layer** instances are, by default, top-level framework ops: `Backend` spans with no
 //!   `Backend` ancestor ([`LayerSource::Op`]); or annotations (`Operation` spans other than step
 //!   markers, the innermost one enclosing) with [`LayerSource::Annotation`]. A layer instance
-//!   owns the device work whose launch descends from it ([`crate::hierarchy`]) and the
+//!   owns the device work whose launch descends from it ([`crate::cross_stack::hierarchy`]) and the
 //!   `[memory]` allocations recorded on its thread while it is the innermost layer there.
 //!   Per layer name: occurrences, CPU latency (total, mean, trimmed mean, min, max), type
 //!   distribution (share of occurrences and of CPU time), allocated bytes, its kernels and
@@ -17,8 +17,8 @@
 //!   on any thread, that start in the step); per process the step throughput.
 //!
 //! FLOPs and bytes (see `docs/analyses/layers-roofline.md`): an op's `flops` arg (PyTorch
-//! `with_flops`), else the FLOP-carrying per-op models of [`crate::op_models`] (GEMM family,
-//! attention, convolution forward/backward; the same formulas `strato ops` uses, from
+//! `with_flops`), else the FLOP-carrying per-op models of [`crate::models::op_models`] (GEMM
+//! family, attention, convolution forward/backward; the same formulas `strato ops` uses, from
 //! `Input Dims`, `Input type` and `Concrete Inputs`); bytes are the compulsory traffic (each
 //! input read once, the output written once) when element types are known. Ops modelled by
 //! bytes only do not enter the layer roofline (it needs FLOPs). Only ops that launched
@@ -37,9 +37,9 @@ use serde_json::Value;
 use strato_trace::{Level, Ns, Trace, TrackKind};
 
 use crate::analyzed::Analyzed;
-use crate::devices::{detect, DeviceSpec, Precision};
-use crate::hierarchy::UNDER_BACKEND;
-use crate::op_models::{self, OpInputs};
+use crate::cross_stack::hierarchy::UNDER_BACKEND;
+use crate::models::devices::{detect, DeviceSpec, Precision};
+use crate::models::op_models::{self, OpInputs};
 use crate::scope::{effective_level, flatten_innermost, is_device_work, is_step_name, Scopes};
 
 /// What a layer is.
@@ -312,8 +312,8 @@ impl Cost {
 }
 
 /// The cost of one op for the layer roofline: the op's `flops` arg (PyTorch `with_flops`)
-/// when recorded, else the FLOP-carrying models of [`crate::op_models`] (the one source of the
-/// formulas, shared with `strato ops`). Ops modelled by bytes only (elementwise, norms, ...)
+/// when recorded, else the FLOP-carrying models of [`crate::models::op_models`] (the one source of
+/// the formulas, shared with `strato ops`). Ops modelled by bytes only (elementwise, norms, ...)
 /// and ops without a model give `None` here: the layer roofline needs FLOPs, and a layer whose
 /// own FLOPs are unknown sums its descendants' known costs instead.
 fn op_cost(name: &str, args: &Value) -> Option<Cost> {
@@ -836,7 +836,9 @@ fn steps_and_models(
         for (k, &st) in steps.iter().enumerate() {
             let s = &trace.spans[st as usize];
             let gpu_end = ops[k].iter().map(|o| o.1).max().unwrap_or(s.end);
-            let busy = crate::gpu_time::length(&crate::gpu_time::merge(ops[k].iter().copied()));
+            let busy = crate::device_time::gpu_time::length(&crate::device_time::gpu_time::merge(
+                ops[k].iter().copied(),
+            ));
             busy_total += busy;
             let c = step_cost[k];
             model_cost.add(&c);
@@ -952,7 +954,7 @@ mod tests {
 
     #[test]
     fn roofline_classifies_against_the_ridge() {
-        let spec = crate::devices::lookup("Tesla V100-SXM2-32GB", None);
+        let spec = crate::models::devices::lookup("Tesla V100-SXM2-32GB", None);
         // AI 1 FLOP/byte << ridge 17.4: memory-bound.
         let r = roofline(Some(1e9), Some(1e9), Some(Precision::Fp32), 1_000_000, spec);
         assert_eq!(r.bound, Some(Bound::Memory));

@@ -23,9 +23,9 @@
 //!
 //! Conservation: rows are integer nanoseconds and sum to `window_ns` exactly.
 //!
-//! Transitions: for every CPU span with a parent (the [`crate::hierarchy`] containment parent on
-//! the same thread) whose stratum differs from its parent's, one transition parent level ->
-//! child level, where an operation or phase parent reads as `Python`; it is counted under the
+//! Transitions: for every CPU span with a parent (the [`crate::cross_stack::hierarchy`] containment
+//! parent on the same thread) whose stratum differs from its parent's, one transition parent level
+//! -> child level, where an operation or phase parent reads as `Python`; it is counted under the
 //! operation innermost on the annotated thread at the child's start.
 
 use std::collections::BTreeSet;
@@ -35,7 +35,7 @@ use serde::Serialize;
 use strato_trace::{Level, Ns, Trace};
 
 use crate::analyzed::Analyzed;
-use crate::hierarchy::Hierarchy;
+use crate::cross_stack::hierarchy::Hierarchy;
 use crate::scope::{
     effective_level, is_cpu_level, is_thread_state, operation_label, AttributedBy, Scopes,
 };
@@ -565,8 +565,9 @@ fn process_breakdown(
         total_of(&mut totals, &name);
         if let Some(t) = totals.get_mut(&name) {
             t.device_ops_launched = intervals.len();
-            t.gpu_launched_ns =
-                crate::gpu_time::length(&crate::gpu_time::merge(intervals.into_iter()));
+            t.gpu_launched_ns = crate::device_time::gpu_time::length(
+                &crate::device_time::gpu_time::merge(intervals.into_iter()),
+            );
         }
     }
     let mut operations: Vec<OperationTotals> = totals.into_values().collect();

@@ -35,11 +35,11 @@
 //! A model refuses (returns [`Unmodelled`] with the reason) rather than guess: missing shapes,
 //! shapes that do not fit the op's signature, a causal flag or stride that is not recorded, or an
 //! op no model covers. Pure function of its inputs; no window or conservation rule here (the op
-//! table in [`crate::ops`] states those).
+//! table in [`crate::cross_stack::ops`] states those).
 
 use serde_json::Value;
 
-use crate::devices::Precision;
+use crate::models::devices::Precision;
 
 /// The modelled cost of one op call.
 #[derive(Debug, Clone, PartialEq)]
@@ -218,7 +218,7 @@ pub fn kernel_element_size(kernel: &str) -> Option<u64> {
     let first = kernel[at + "CatArrayBatchedCopy<".len()..]
         .split([',', '>'])
         .next()?;
-    crate::collectives::dtype_size(first)
+    crate::distributed::collectives::dtype_size(first)
 }
 
 /// The model of one op call: its cost, or why there is none.

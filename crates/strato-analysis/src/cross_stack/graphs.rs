@@ -10,7 +10,7 @@
 //! [`attribute_graphs`] takes the replay trace and the capture trace and returns the replay
 //! trace with graph kernels re-parented, plus a [`GraphCoverage`] summary. Every analysis then
 //! sees the captured ops through the ordinary rules of [`crate::scope`] and
-//! [`crate::hierarchy`], with no change of its own.
+//! [`crate::cross_stack::hierarchy`], with no change of its own.
 //!
 //! Rules (see `docs/analyses/graphs.md`):
 //! - a *graph launch* is a CPU span whose name contains `GraphLaunch`; the device work with its
@@ -25,12 +25,12 @@
 //! - for a mapped graph launch, the captured launches and their enclosing spans on the capture
 //!   thread that lie within the capture window are copied onto a *graph-capture track* of the
 //!   launching process (less the Python frames nested inside a framework op, such as the Triton
-//!   launcher's: they would hide the op from the kernel's chain of parents) (a thread track named `graph capture: ...`, see
-//!   [`is_graph_capture_track`]). Their times keep their order but are laid out inside the graph
-//!   launch call (the captured ops did not run on the CPU during the replay, so they carry no
-//!   CPU time: analyses ignore those tracks for CPU time, see [`crate::scope`]). Each mapped
-//!   kernel gets the correlation id of its copied launch, and a flow of category `graph_node`
-//!   from that launch to the kernel;
+//!   launcher's: they would hide the op from the kernel's chain of parents) (a thread track named
+//!   `graph capture: ...`, see [`is_graph_capture_track`]). Their times keep their order but are
+//!   laid out inside the graph launch call (the captured ops did not run on the CPU during the
+//!   replay, so they carry no CPU time: analyses ignore those tracks for CPU time, see
+//!   [`crate::scope`]). Each mapped kernel gets the correlation id of its copied launch, and a flow
+//!   of category `graph_node` from that launch to the kernel;
 //! - graph kernels left unmapped keep their graph launch as parent.
 //!
 //! No window of its own: the coverage counts conserve (`mapped + unmapped = graph_kernels`,
@@ -279,7 +279,7 @@ fn spans_to_copy(capture: &Trace, graph: &CapturedGraph, thread_spans: &[u32]) -
             keep.insert(i);
             // Python frames inside a framework op (the Triton launcher's, a custom op's
             // wrapper) are left out: a Python frame never has a framework op as parent in
-            // [`crate::hierarchy`], so they would hide the op from the launch's chain.
+            // [`crate::cross_stack::hierarchy`], so they would hide the op from the launch's chain.
             let mut under_backend = false;
             for &a in &stack {
                 let level = capture.spans[a as usize].level;
@@ -972,7 +972,7 @@ mod tests {
         assert_eq!(parent_op("k3")[..2], ["cudaLaunchKernel", "aten::c"]);
         assert_eq!(parent_op("kx")[0], "cudaGraphLaunch");
         assert_eq!(parent_op("k2")[0], "cudaGraphLaunch");
-        let r = crate::hierarchy::report(&a);
+        let r = crate::cross_stack::hierarchy::report(&a);
         assert_eq!(
             (r.total.graph_kernels, r.total.graph_kernels_mapped),
             (4, 2)

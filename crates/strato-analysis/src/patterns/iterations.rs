@@ -5,9 +5,9 @@
 //!   (DeepProf's main stream holds the framework's compute kernels; copy and assist streams
 //!   hold few or none). Its device ops (kernels, copies, sets; not device-side syncs) in start
 //!   order, each mapped to an integer symbol by name, form the string S.
-//! - **Pattern**: a suffix array + LCP (SA-IS, Kasai; [`crate::suffix`]) of S, walked as suffix
-//!   tree nodes. Given `i` iterations, the pattern is the longest substring that repeats c times
-//!   with `i - eps < c <= i` (eps starts at i/2), is at most `|S| / i` long, and whose c
+//! - **Pattern**: a suffix array + LCP (SA-IS, Kasai; [`crate::patterns::suffix`]) of S, walked as
+//!   suffix tree nodes. Given `i` iterations, the pattern is the longest substring that repeats c
+//!   times with `i - eps < c <= i` (eps starts at i/2), is at most `|S| / i` long, and whose c
 //!   occurrences do not overlap; when none qualifies eps doubles (DeepProf).
 //!   Ties (same length and count: rotations of the loop when the trace starts or ends mid-way
 //!   through an iteration) go to the candidate whose occurrences follow the largest device idle
@@ -28,9 +28,9 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 use strato_trace::{Level, Ns, RankId, Trace, TrackKind};
 
-use crate::gpu_time::{intersection_length, merge};
-use crate::memory::{arg_i64, copy_direction, CopyDirection};
-use crate::suffix::{for_each_node, lcp_array, rank_of, suffix_array, Lce};
+use crate::device_time::gpu_time::{intersection_length, merge};
+use crate::device_time::memory::{arg_i64, copy_direction, CopyDirection};
+use crate::patterns::suffix::{for_each_node, lcp_array, rank_of, suffix_array, Lce};
 
 /// Options of [`iterations`] and [`mine`].
 #[derive(Debug, Clone)]
@@ -355,7 +355,7 @@ struct Candidate {
 }
 
 impl Candidate {
-    fn new(node: crate::suffix::Node, len: usize) -> Self {
+    fn new(node: crate::patterns::suffix::Node, len: usize) -> Self {
         Candidate {
             len,
             count: node.count(),
@@ -516,8 +516,9 @@ fn mine_round(
 /// of S.
 fn estimate_i(n: usize, sa: &[u32], lcp: &[u32], min_len: usize) -> Option<usize> {
     let mut heap = std::collections::BinaryHeap::new();
-    let spread_ok =
-        |len: usize, node: &crate::suffix::Node| ((node.last - node.first) as usize + len) * 2 >= n;
+    let spread_ok = |len: usize, node: &crate::patterns::suffix::Node| {
+        ((node.last - node.first) as usize + len) * 2 >= n
+    };
     for_each_node(sa, lcp, |node| {
         let c = node.count();
         // The whole string must fit between occurrences on average: a node spanning two
@@ -1478,8 +1479,8 @@ fn lines_up_key(trace: &Trace, span: &strato_trace::Span) -> Option<(&'static st
 /// (mined from `analyzed`'s trace), and rewords the loops of one-step traces.
 ///
 /// Rules: each device op of the loop's stream is keyed by the annotations and module frames on
-/// its chain of parents ([`crate::hierarchy`]: launch, then the CPU spans around it) and on the
-/// chain of the operation it belongs to ([`crate::scope`]). A key
+/// its chain of parents ([`crate::cross_stack::hierarchy`]: launch, then the CPU spans around it)
+/// and on the chain of the operation it belongs to ([`crate::scope`]). A key
 /// *lines up* with the loop when every iteration has one instance (span) of that key owning at
 /// least [`LINES_UP_SHARE`] of the iteration's ops, that instance's ops on the stream are at
 /// least that share inside the iteration (except for the first and last iterations, which the
@@ -1489,12 +1490,12 @@ fn lines_up_key(trace: &Trace, span: &strato_trace::Span) -> Option<(&'static st
 /// most iterations (distinct instances, at least two and at least half of the iterations;
 /// then the highest mean share) is named as a partial match, with that count in
 /// `lines_up_iterations`: a loop that runs past the layers (a tail of other blocks repeating
-/// the same ops) is still named after its layers, and says how many of them there are. A loop whose iterations each contain at least two iterations of another loop on the
-/// same stream is *inside* that loop (steps containing layers). When the loop lines up with a
-/// module class and the rank has at most one `ProfilerStep#N`, or when (nearly) all its
-/// iterations' ops lie inside one step annotation (a name containing `step`) it does not line
-/// up with, its between-iteration findings (CPU/copy-bound, irregular) are replaced by
-/// [`Diagnosis::LayersInOneStep`].
+/// the same ops) is still named after its layers, and says how many of them there are. A loop whose
+/// iterations each contain at least two iterations of another loop on the same stream is *inside*
+/// that loop (steps containing layers). When the loop lines up with a module class and the rank has
+/// at most one `ProfilerStep#N`, or when (nearly) all its iterations' ops lie inside one step
+/// annotation (a name containing `step`) it does not line up with, its between-iteration findings
+/// (CPU/copy-bound, irregular) are replaced by [`Diagnosis::LayersInOneStep`].
 pub fn attach_lines_up(analyzed: &crate::analyzed::Analyzed, report: &mut IterationsReport) {
     let trace = analyzed.trace();
     let h = analyzed.hierarchy();

@@ -1,7 +1,7 @@
 //! The per-op performance table (`strato ops`): framework ops grouped by (op, input shapes,
-//! input types), with their count, device time, and — where [`crate::op_models`] has a model —
-//! achieved TFLOP/s and TB/s, % of the device's peak for the op's precision and the roofline
-//! bound.
+//! input types), with their count, device time, and — where [`crate::models::op_models`] has a
+//! model — achieved TFLOP/s and TB/s, % of the device's peak for the op's precision and the
+//! roofline bound.
 //!
 //! Attribution: every device op (kernel, copy, set) belongs to one op call: the *outermost*
 //! framework (`Backend`) op in its launch's ancestor chain that has a model (`aten::linear`
@@ -11,7 +11,7 @@
 //! framework op, the row `(no framework op)`. An op call's device time is the sum of its device
 //! ops' durations; a group's TFLOP/s is its FLOPs over its device time.
 //!
-//! % of peak: FLOP/s over the device's peak at the op's precision ([`crate::devices`]) for
+//! % of peak: FLOP/s over the device's peak at the op's precision ([`crate::models::devices`]) for
 //! ops with FLOPs; bytes/s over the memory bandwidth for ops modelled by bytes only. Bound:
 //! arithmetic intensity against the ridge point (FLOP models), `memory` for bytes-only models.
 //!
@@ -20,10 +20,10 @@
 //! device row is wrong, and the figure must not pass silently.
 //!
 //! Collectives: an NCCL/RCCL kernel is not an op call: it goes to a row per (collective kind,
-//! message bytes, dtype) with the definitions of [`crate::collectives`] (bytes = NCCL-tests'
-//! size, busbw = algbw x the kind's factor, one definition: [`crate::collectives::bandwidths`]),
-//! over the kernels' device time (which includes waiting for peers: `strato collectives`
-//! measures the transfer alone across ranks).
+//! message bytes, dtype) with the definitions of [`crate::distributed::collectives`] (bytes =
+//! NCCL-tests' size, busbw = algbw x the kind's factor, one definition:
+//! [`crate::distributed::collectives::bandwidths`]), over the kernels' device time (which includes
+//! waiting for peers: `strato collectives` measures the transfer alone across ranks).
 //!
 //! Window: the whole trace. Conservation: the rows' `total_ns` add up to the device time of all
 //! device ops (`device_ns`), and each device op is counted in exactly one row.
@@ -34,10 +34,10 @@ use serde_json::Value;
 use strato_trace::{Level, Ns, TrackKind};
 
 use crate::analyzed::Analyzed;
-use crate::collectives::{bandwidths, rank_summaries, CollectiveKind};
-use crate::devices::{detect, DeviceSpec, Precision};
-use crate::layers::Bound;
-use crate::op_models::{kernel_element_size, model, OpCost, OpInputs};
+use crate::cross_stack::layers::Bound;
+use crate::distributed::collectives::{bandwidths, rank_summaries, CollectiveKind};
+use crate::models::devices::{detect, DeviceSpec, Precision};
+use crate::models::op_models::{kernel_element_size, model, OpCost, OpInputs};
 use crate::scope::{effective_level, is_device_work};
 
 /// Name of the row of device ops launched outside any framework op.
@@ -47,7 +47,7 @@ pub const NO_OP: &str = "(no framework op)";
 pub const COLLECTIVE_PREFIX: &str = "collective:";
 
 /// What a collective row says beyond an op row's fields: its message and bandwidths by the
-/// definitions of [`crate::collectives`], over the kernels' device time.
+/// definitions of [`crate::distributed::collectives`], over the kernels' device time.
 #[derive(Debug, Clone, Serialize)]
 pub struct CollectiveRow {
     pub kind: CollectiveKind,
@@ -112,7 +112,7 @@ pub struct OpsDevice {
     pub index: i64,
     pub name: Option<String>,
     pub spec: Option<DeviceSpec>,
-    pub detected_by: Option<crate::devices::DetectedBy>,
+    pub detected_by: Option<crate::models::devices::DetectedBy>,
 }
 
 /// The op table.
@@ -166,7 +166,7 @@ pub fn ops(analyzed: &Analyzed, device_spec: Option<&DeviceSpec>) -> OpsReport {
     // By time containment, not the hierarchy's parents: PyTorch records Python frames inside
     // custom ops (`vllm::unified_attention_with_output` > its Python code > the launch), and a
     // Python frame's hierarchy parent skips the op.
-    let op_around = crate::modules::enclosing(trace, &is_op);
+    let op_around = crate::cross_stack::modules::enclosing(trace, &is_op);
     // Per op span, the model result, computed once and only for ops on some launch chain.
     type Modelled = FxHashMap<u32, (Option<OpInputs>, Result<OpCost, String>)>;
     let mut modelled: Modelled = FxHashMap::default();
@@ -320,9 +320,9 @@ pub fn ops(analyzed: &Analyzed, device_spec: Option<&DeviceSpec>) -> OpsReport {
             .find(|d| d.index == index && d.rank.is_none_or(|r| r.0 == rank));
         let found = match d {
             Some(d) => detect(d, device_spec),
-            None => device_spec.map(|s| crate::devices::Detected {
+            None => device_spec.map(|s| crate::models::devices::Detected {
                 spec: s.clone(),
-                by: crate::devices::DetectedBy::UserSpec,
+                by: crate::models::devices::DetectedBy::UserSpec,
             }),
         };
         specs.insert((rank, index), found.as_ref().map(|f| f.spec.clone()));

@@ -18,7 +18,8 @@
 //!   out (`sched_switch`), counted per thread by the counter tracks `os_events/<tid>` the
 //!   collector writes (cumulative, sampled at each switch out and at least every millisecond
 //!   of system calls). The collector thread's own CPU time is not one of these: it runs in the
-//!   launcher, outside the program's threads (`strato_analysis::calibration` reports it);
+//!   launcher, outside the program's threads (`strato_analysis::recording::calibration` reports
+//!   it);
 //! - `cpu_sample`: one native CPU sample (`strato record --sample`) the kernel took in the
 //!   thread: the `cpu-clock` timer interrupt, the frame-pointer walk of the user stack and the
 //!   ring-buffer write, all charged to the sampled thread; counted by the thread's instants of
@@ -27,7 +28,7 @@
 //!   sampler (a daemon thread in the program): the GIL hand-over it forces on the thread,
 //!   counted by the thread's instants of category `python_stack`. The sampler thread's own CPU
 //!   time, and the launcher's sample collector, are not in the program's recording threads
-//!   (`strato_analysis::calibration` reports the collector's).
+//!   (`strato_analysis::recording::calibration` reports the collector's).
 //!
 //! Measured, not fitted: the time a thread was runnable on a CPU while the launcher's
 //! collectors (`strato record --os`, `--sample`) ran there, counted per thread by the counters
@@ -423,11 +424,12 @@ pub fn max_cost_ns(name: &str) -> f64 {
 /// API tracing on or off), solved jointly: every run is one
 /// equation `time = base + sum_k cost_k x count_k` over its own book-keeping counts, and the
 /// base time and the per-event costs are fitted by least squares over all runs with the costs
-/// constrained to `[0, max_cost_ns(type)]` (exact: only the types with events enter, at most eight costs and in practice five or six, so every
-/// combination of free / at 0 / at the bound is tried). Costs of types whose count is zero in every run are left out. Runs
-/// of every level enter the fit, so no level's error carries into the next (as it does when
-/// the levels are solved one after another). Callers pass the runs they trust (e.g. the
-/// fastest runs of each configuration: interference only ever adds time).
+/// constrained to `[0, max_cost_ns(type)]` (exact: only the types with events enter, at most eight
+/// costs and in practice five or six, so every combination of free / at 0 / at the bound is tried).
+/// Costs of types whose count is zero in every run are left out. Runs of every level enter the fit,
+/// so no level's error carries into the next (as it does when the levels are solved one after
+/// another). Callers pass the runs they trust (e.g. the fastest runs of each configuration:
+/// interference only ever adds time).
 pub fn calibrate(runs: &[CalibrationRun]) -> Calibration {
     let mut cal = Calibration::default();
     if runs.is_empty() || !runs.iter().any(|r| r.level == 0) {

@@ -130,8 +130,8 @@ pub struct CriticalPathOptions {
     /// Collectives matched across ranks (cross-rank edges); `None`: ranks are independent.
     pub collectives: Option<Vec<CollectiveInstance>>,
     /// Per rank (indexed by [`RankId`]), what is added to its times to put them on the job's
-    /// reference clock: the clock alignment of [`crate::collectives`] (ranks beyond the list:
-    /// 0). Every cross-rank edge compares aligned times, and every time the result gives
+    /// reference clock: the clock alignment of [`crate::distributed::collectives`] (ranks beyond
+    /// the list: 0). Every cross-rank edge compares aligned times, and every time the result gives
     /// (path, events, segments, windows) is on that clock.
     pub clock_shift: Vec<Ns>,
 }
@@ -142,7 +142,7 @@ impl CriticalPathOptions {
     /// analysis sees the same job.
     pub fn from_collectives(
         trace: &Trace,
-        report: &crate::collectives::CollectivesReport,
+        report: &crate::distributed::collectives::CollectivesReport,
     ) -> CriticalPathOptions {
         if trace.ranks.len() < 2 {
             return CriticalPathOptions::default();
@@ -162,9 +162,9 @@ impl CriticalPathOptions {
         if trace.ranks.len() < 2 {
             return CriticalPathOptions::default();
         }
-        let ranks = crate::collectives::rank_summaries(trace);
-        let mut instances = crate::collectives::match_collectives(&ranks);
-        let clock = crate::collectives::measure(&ranks, &mut instances);
+        let ranks = crate::distributed::collectives::rank_summaries(trace);
+        let mut instances = crate::distributed::collectives::match_collectives(&ranks);
+        let clock = crate::distributed::collectives::measure(&ranks, &mut instances);
         CriticalPathOptions {
             collectives: Some(instances_from_matched(&instances)),
             clock_shift: (0..trace.ranks.len() as u32)
@@ -1138,7 +1138,7 @@ pub fn compose(
         });
         if seg.kind == PathKind::Kernel {
             if let Some(id) = seg.span {
-                if crate::collectives::is_collective_kernel(
+                if crate::distributed::collectives::is_collective_kernel(
                     trace.str(trace.spans[id.0 as usize].name),
                 ) {
                     communication_ns += ns;
@@ -1508,11 +1508,11 @@ pub fn critical_path_by_step_or_whole(
     }])
 }
 
-/// The cross-rank instances of [`crate::collectives::match_collectives`] as critical-path
-/// input: each matched collective's member kernels (incomplete instances keep the members the
-/// input has; fewer than two add no edge).
+/// The cross-rank instances of [`crate::distributed::collectives::match_collectives`] as
+/// critical-path input: each matched collective's member kernels (incomplete instances keep the
+/// members the input has; fewer than two add no edge).
 pub fn instances_from_matched(
-    matched: &[crate::collectives::CollectiveInstance],
+    matched: &[crate::distributed::collectives::CollectiveInstance],
 ) -> Vec<CollectiveInstance> {
     matched
         .iter()

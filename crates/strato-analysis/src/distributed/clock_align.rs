@@ -3,7 +3,7 @@
 //! Owns: the estimate of each rank's clock offset to a reference rank, its error, and the rule
 //! that decides whether a rank is shifted. Why here and not in the importer: the only paired
 //! observations ranks on different hosts share are their collectives, and those are known only
-//! after [`crate::collectives`] matched them.
+//! after [`crate::distributed::collectives`] matched them.
 //!
 //! Method. The kernels of one all-reduce, all-gather or reduce-scatter end within microseconds
 //! of each other on every member (no member can finish before the last one has contributed,

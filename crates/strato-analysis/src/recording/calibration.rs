@@ -8,14 +8,14 @@
 //! `strato record --calibrate` launches the runs and calls these; `strato validate --refit`
 //! calls them again on the stored runs, so the figures can be recomputed. The book-keeping
 //! counts, the NNLS fit of per-event costs and the correction itself are in
-//! [`crate::overhead`].
+//! [`crate::recording::overhead`].
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use strato_trace::{Level, Trace, TrackKind};
 
-use crate::overhead::{self, Calibration, CalibrationRun, CallStats, Counts};
+use crate::recording::overhead::{self, Calibration, CalibrationRun, CallStats, Counts};
 
 /// Names of the collection levels 0..=4, as the calibration file and the CLI show them.
 pub const LEVEL_NAMES: [&str; 5] = [

@@ -17,7 +17,7 @@
 use serde::Serialize;
 use strato_trace::{Ns, Trace, TrackKind};
 
-use crate::gpu_time::{length, merge};
+use crate::device_time::gpu_time::{length, merge};
 use crate::scope::is_device_work;
 
 /// nvidia-smi's documented sampling periods: 1/6 s and 1 s.

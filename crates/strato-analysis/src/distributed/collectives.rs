@@ -5,7 +5,7 @@
 //! Owns: the per-rank collective summaries ([`rank_summaries`]), the cross-rank matching
 //! ([`match_collectives`], public for the critical path, which needs the cross-rank edges), the
 //! per-instance measures and the straggler analysis ([`collectives`]). Clock alignment lives in
-//! [`crate::clock_align`] and is applied here, between matching and measuring.
+//! [`crate::distributed::clock_align`] and is applied here, between matching and measuring.
 //!
 //! Definitions (docs/analyses/collectives.md says more):
 //! - A **call** is one collective kernel on one rank (device side), with the CPU side attached
@@ -42,7 +42,7 @@ use serde::Serialize;
 use serde_json::Value;
 use strato_trace::{Level, Ns, RankId, SpanId, Trace, TrackKind};
 
-use crate::clock_align::{self, ClockAlignment, EndSample};
+use crate::distributed::clock_align::{self, ClockAlignment, EndSample};
 
 mod per_device;
 pub use per_device::split_multi_device_ranks;
@@ -545,7 +545,7 @@ pub struct Member {
     pub local_start: Ns,
     pub local_end: Ns,
     /// Kernel times on the reference clock (local + the rank's shift, see
-    /// [`crate::clock_align`]); equal to the local times before [`measure`].
+    /// [`crate::distributed::clock_align`]); equal to the local times before [`measure`].
     pub start: Ns,
     pub end: Ns,
     /// Time from own arrival to the last member's, at most the kernel's duration; `None` for
@@ -694,8 +694,8 @@ fn first_start(inst: &CollectiveInstance) -> Ns {
     inst.members.iter().map(|m| m.start).min().unwrap_or(0)
 }
 
-/// Aligns clocks from the symmetric instances (see [`crate::clock_align`]), fills every
-/// instance's aligned times, waits, last arrival, transfer and bandwidths, and orders the
+/// Aligns clocks from the symmetric instances (see [`crate::distributed::clock_align`]), fills
+/// every instance's aligned times, waits, last arrival, transfer and bandwidths, and orders the
 /// instances by their first (aligned) arrival.
 pub fn measure(ranks: &[RankCollectives], instances: &mut [CollectiveInstance]) -> ClockAlignment {
     let samples: Vec<EndSample> = instances

@@ -1,7 +1,7 @@
 //! The span hierarchy's index: every span's parent and the flags it inherits, built once per
 //! trace (through [`crate::analyzed::Analyzed::hierarchy`]) from the trace and its
-//! [`Scopes`]. The rules are in the parent module's docs ([`crate::hierarchy`]); the report
-//! built on it is there too.
+//! [`Scopes`]. The rules are in the parent module's docs ([`crate::cross_stack::hierarchy`]); the
+//! report built on it is there too.
 
 use strato_trace::{Level, Trace};
 

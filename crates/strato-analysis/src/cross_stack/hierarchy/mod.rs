@@ -22,11 +22,12 @@
 //! `launched_before_trace`: their launch precedes the CPU side of the trace.
 //!
 //! Device ops whose launch is a graph launch call (`cudaGraphLaunch`, `hipGraphLaunch`) or a
-//! captured launch copied in by [`crate::graphs`] are counted as `graph_kernels`, the latter
-//! also as `graph_kernels_mapped`.
+//! captured launch copied in by [`crate::cross_stack::graphs`] are counted as `graph_kernels`, the
+//! latter also as `graph_kernels_mapped`.
 //!
 //! Window: the whole trace. Conservation: `with_annotation = by_containment + by_time`,
-//! `graph_kernels_mapped <= graph_kernels <= with_launch` and each count is at most `device_ops`; per-rank counts add up to the totals.
+//! `graph_kernels_mapped <= graph_kernels <= with_launch` and each count is at most `device_ops`;
+//! per-rank counts add up to the totals.
 
 use serde::Serialize;
 use strato_trace::{Level, Ns, Trace};
@@ -54,8 +55,8 @@ pub struct Attribution {
     /// no attribution is possible from this trace.
     pub launched_before_trace: usize,
     pub kernels_launched_before_trace: usize,
-    /// Device ops replayed by a CUDA/HIP graph launch ([`crate::graphs`]): their launch is a
-    /// graph launch call, or a captured launch copied in by `--graph-capture`.
+    /// Device ops replayed by a CUDA/HIP graph launch ([`crate::cross_stack::graphs`]): their
+    /// launch is a graph launch call, or a captured launch copied in by `--graph-capture`.
     pub graph_kernels: usize,
     /// Of those, mapped to a captured launch (their launch is on a graph-capture track).
     pub graph_kernels_mapped: usize,
@@ -135,10 +136,10 @@ pub fn report(analyzed: &Analyzed) -> HierarchyReport {
         a.with_launch += 1;
         a.kernels_with_launch += usize::from(kernel);
         let ls = &trace.spans[l as usize];
-        if crate::graphs::is_graph_capture_track(trace.track(ls.track)) {
+        if crate::cross_stack::graphs::is_graph_capture_track(trace.track(ls.track)) {
             a.graph_kernels += 1;
             a.graph_kernels_mapped += 1;
-        } else if crate::graphs::is_graph_launch_name(trace.str(ls.name)) {
+        } else if crate::cross_stack::graphs::is_graph_launch_name(trace.str(ls.name)) {
             a.graph_kernels += 1;
         }
         let f = h.flags[l as usize];
@@ -295,7 +296,7 @@ fn link(trace: &Trace, i: u32) -> ChainLink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::breakdown::tests::Synth;
+    use crate::cross_stack::breakdown::tests::Synth;
 
     #[test]
     fn chain_annotation_op_api_kernel_and_counts() {

@@ -18,7 +18,7 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 use strato_trace::{Level, Ns, RankId, Trace, TrackKind};
 
-use crate::memory::arg_i64;
+use crate::device_time::memory::arg_i64;
 
 /// Duration statistics of one group of device ops.
 #[derive(Debug, Clone, PartialEq, Serialize)]

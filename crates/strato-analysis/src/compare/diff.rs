@@ -19,8 +19,8 @@ use serde::Serialize;
 use strato_trace::{Level, Ns};
 
 use crate::analyzed::Analyzed;
-use crate::breakdown::{BreakdownOptions, BreakdownReport, Resource};
-use crate::kernel_stats::KernelStatsReport;
+use crate::cross_stack::breakdown::{BreakdownOptions, BreakdownReport, Resource};
+use crate::device_time::kernel_stats::KernelStatsReport;
 
 /// How a row changed from A to B.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -262,8 +262,11 @@ impl DiffSide {
     /// Computes both analyses of one profile; `per_step` keeps `ProfilerStep#N` apart.
     pub fn of(analyzed: &Analyzed, per_step: bool) -> DiffSide {
         DiffSide {
-            breakdown: crate::breakdown::breakdown(analyzed, &BreakdownOptions { per_step }),
-            kernels: crate::kernel_stats::kernel_stats(analyzed.trace(), 0),
+            breakdown: crate::cross_stack::breakdown::breakdown(
+                analyzed,
+                &BreakdownOptions { per_step },
+            ),
+            kernels: crate::device_time::kernel_stats::kernel_stats(analyzed.trace(), 0),
         }
     }
 
@@ -339,8 +342,8 @@ pub fn diff(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::breakdown::{ProcessBreakdown, Row};
-    use crate::kernel_stats::{RankKernelStats, StatRow};
+    use crate::cross_stack::breakdown::{ProcessBreakdown, Row};
+    use crate::device_time::kernel_stats::{RankKernelStats, StatRow};
 
     fn process(rows: &[(&str, Resource, Option<Level>, Ns)]) -> ProcessBreakdown {
         let window: Ns = rows.iter().map(|r| r.3).sum();
