@@ -15,7 +15,7 @@
 use rustc_hash::{FxHashMap, FxHashSet};
 use strato_trace::{Level, Rank, RankId, Trace, TrackKind};
 
-use super::is_collective_kernel;
+use super::kinds::is_collective_kernel;
 
 /// The trace with each multi-device rank split by device (see the module docs); `None` when
 /// every rank's collective kernels run on at most one device (nothing to split).

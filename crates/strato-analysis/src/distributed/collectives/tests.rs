@@ -3,7 +3,7 @@
 
 use super::*;
 use strato_trace::testing::{rank as test_rank, TraceBuilder};
-use strato_trace::Level;
+use strato_trace::{Level, Ns, RankId, Trace};
 
 const US: Ns = 1_000;
 
