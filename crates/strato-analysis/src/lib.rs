@@ -29,11 +29,14 @@
 //!   devices): counts, no analysis of any family.
 //!
 //! Dependencies between modules point one way (`scripts/module-cycles.py` checks there is no
-//! circle); between families, the core and the lower families are read by the higher ones:
-//! `scope` reads only the interval helpers of [`device_time::gpu_time`]; [`analyzed`] builds
-//! [`cross_stack::hierarchy`]'s index; `models` reads only the element sizes of
-//! `distributed`; `cross_stack` reads `models` (roofline); `paths`, `compare` and `advise`
-//! read the families below them and nothing reads them.
+//! circle). Between families: `distributed` and `recording` read no other module; `models`
+//! reads only the dtype sizes of `distributed`; `device_time` reads only `scope`'s
+//! classification (`busy`, `util`), and `scope` reads only the interval helpers of
+//! [`device_time::gpu_time`], which reads nothing back; [`analyzed`] builds
+//! [`cross_stack::hierarchy`]'s index, which reads only `scope`; `cross_stack` reads
+//! `device_time`'s interval helpers, `models` (roofline, per-op costs) and `distributed`
+//! (collective sizes and bandwidths in the per-op table); `patterns`, `paths`, `compare` and
+//! `advise` read what they need of the others, and nothing reads them.
 
 pub mod advise;
 pub mod analyzed;
