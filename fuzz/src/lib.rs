@@ -23,8 +23,9 @@
 //! The configuration files (`rules`, `device_spec`, `level_map`) go the way the CLI reads them
 //! too: the bounded read of [`strato_io::config::read_config_text`], then the parser and its
 //! checks ([`strato_analysis::advise::AdviseConfig::from_toml`],
-//! [`strato_analysis::devices::DeviceSpec::from_json`], [`strato_trace::LevelMap::from_json`]);
-//! same rules, and a file that is accepted must hold values inside the documented ranges.
+//! [`strato_analysis::models::devices::DeviceSpec::from_json`],
+//! [`strato_trace::LevelMap::from_json`]); same rules, and a file that is accepted must hold values
+//! inside the documented ranges.
 
 use std::io::{BufReader, Cursor};
 use std::path::{Path, PathBuf};
@@ -226,18 +227,18 @@ fn run_config(target: Target, path: &Path) -> Outcome {
                 assert!(config.low_util.chunks <= strato_analysis::advise::MAX_CHUNKS);
             })
             .map_err(|e| e.to_string()),
-        Target::DeviceSpec => strato_analysis::devices::DeviceSpec::from_json(&text)
+        Target::DeviceSpec => strato_analysis::models::devices::DeviceSpec::from_json(&text)
             .map(|spec| {
-                let (lo, hi) = strato_analysis::devices::BANDWIDTH_GBS_RANGE;
+                let (lo, hi) = strato_analysis::models::devices::BANDWIDTH_GBS_RANGE;
                 assert!((lo..=hi).contains(&spec.memory_bandwidth_gbs));
                 for p in [
-                    strato_analysis::devices::Precision::Fp64,
-                    strato_analysis::devices::Precision::Fp32,
-                    strato_analysis::devices::Precision::Tf32,
-                    strato_analysis::devices::Precision::Fp16,
-                    strato_analysis::devices::Precision::Bf16,
-                    strato_analysis::devices::Precision::Fp8,
-                    strato_analysis::devices::Precision::Fp4,
+                    strato_analysis::models::devices::Precision::Fp64,
+                    strato_analysis::models::devices::Precision::Fp32,
+                    strato_analysis::models::devices::Precision::Tf32,
+                    strato_analysis::models::devices::Precision::Fp16,
+                    strato_analysis::models::devices::Precision::Bf16,
+                    strato_analysis::models::devices::Precision::Fp8,
+                    strato_analysis::models::devices::Precision::Fp4,
                 ] {
                     if let Some(ridge) = spec.ridge(p) {
                         assert!(ridge.is_finite() && ridge > 0.0, "ridge {ridge} for {p:?}");

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use strato_analysis::analyzed::Analyzed;
-use strato_analysis::breakdown::{breakdown, BreakdownOptions};
-use strato_analysis::hierarchy;
+use strato_analysis::cross_stack::breakdown::{breakdown, BreakdownOptions};
+use strato_analysis::cross_stack::hierarchy;
 use strato_io::{import_paths, ImportOptions};
 use strato_trace::Trace;
 

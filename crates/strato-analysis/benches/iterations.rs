@@ -6,7 +6,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use strato_analysis::iterations::{iterations, mine, synthetic, IterationOptions};
+use strato_analysis::patterns::iterations::{iterations, mine, synthetic, IterationOptions};
 
 const PERIOD: usize = 2_000;
 

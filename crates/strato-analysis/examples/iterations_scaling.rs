@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use strato_analysis::iterations::{mine, synthetic, IterationOptions};
+use strato_analysis::patterns::iterations::{mine, synthetic, IterationOptions};
 
 const PERIOD: usize = 2_000;
 

@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 
 use strato_trace::Trace;
 
-use crate::hierarchy::index::Hierarchy;
+use crate::cross_stack::hierarchy::index::Hierarchy;
 use crate::scope::Scopes;
 
 /// A trace and its lazily built shared indexes.
@@ -56,7 +56,7 @@ impl<'t> Analyzed<'t> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::breakdown::tests::Synth;
+    use crate::cross_stack::breakdown::tests::Synth;
     use strato_trace::Level;
 
     #[test]

@@ -21,11 +21,12 @@
 //!   operation innermost on that process's annotated thread at the launch's start. A device op
 //!   without a launch is given to the rank's only process when the rank has exactly one
 //!   (operation at the device op's own start), else it stays unattributed;
-//! - graph-capture tracks ([`strato_trace::names::is_graph_capture_track`], [`crate::graphs`]: copies of the ops that captured a CUDA/HIP graph,
-//!   laid out inside the graph launch) belong to their process for attribution only: they are
-//!   not among its `threads` (no CPU time) and never its annotated thread. A device op launched
-//!   from one belongs to the operation innermost on that track at the launch, else to the
-//!   operation on the annotated thread at the launch (as for any launch).
+//! - graph-capture tracks ([`strato_trace::names::is_graph_capture_track`],
+//!   [`crate::cross_stack::graphs`]: copies of the ops that captured a CUDA/HIP graph, laid out
+//!   inside the graph launch) belong to their process for attribution only: they are not among its
+//!   `threads` (no CPU time) and never its annotated thread. A device op launched from one belongs
+//!   to the operation innermost on that track at the launch, else to the operation on the annotated
+//!   thread at the launch (as for any launch).
 
 use std::cmp::Reverse;
 use std::collections::BTreeSet;
@@ -295,11 +296,12 @@ impl Scopes {
                         effective_level(trace, &trace.spans[i as usize]) == Level::Operation
                     })
                     .collect();
-                let covered =
-                    crate::gpu_time::length(&crate::gpu_time::merge(ops.iter().map(|&i| {
+                let covered = crate::device_time::gpu_time::length(
+                    &crate::device_time::gpu_time::merge(ops.iter().map(|&i| {
                         let s = &trace.spans[i as usize];
                         (s.start, s.end)
-                    })));
+                    })),
+                );
                 let cpu = spans
                     .iter()
                     .filter(|&&i| is_cpu_level(trace.spans[i as usize].level))

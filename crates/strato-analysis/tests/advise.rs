@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use strato_analysis::advise::{self, AdviseConfig, AdviseReport, Finding};
 use strato_analysis::analyzed::Analyzed;
-use strato_analysis::gpu_time::{length, merge};
+use strato_analysis::device_time::gpu_time::{length, merge};
 use strato_io::{import_paths, ImportOptions};
 use strato_trace::testing::TraceBuilder;
 use strato_trace::{Level, Trace};
@@ -573,7 +573,7 @@ fn multi_rank_rules_on_the_dlrm_ranks() {
         assert!(s.median_ns > 0);
     }
     let worst = stragglers.iter().max_by_key(|s| s.excess_ns).unwrap();
-    let coll = strato_analysis::collectives::collectives(&trace, &Default::default());
+    let coll = strato_analysis::distributed::collectives::collectives(&trace, &Default::default());
     let last_most = coll.worst_rank.map(|i| coll.ranks[i].job_rank);
     eprintln!(
         "worst straggler rank {} excess {} ns of median {} ns; collectives' worst rank {:?}",
@@ -674,7 +674,7 @@ fn no_straggler_is_named_from_incomplete_collectives() {
 /// union over the findings with every threshold at 0).
 #[test]
 fn exposed_communication_on_a_single_rank() {
-    use strato_analysis::gpu_time::{gpu_time, GpuTimeOptions};
+    use strato_analysis::device_time::gpu_time::{gpu_time, GpuTimeOptions};
     for (rel, kernel) in [
         (NCCL, "ncclKernel_AllReduce_RING_LL_Sum_float"),
         (MI300_RESNET, "ncclDevKernel_Generic"),

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use strato_analysis::advise::{self, AdviseConfig, MultiRankEvidence};
 use strato_analysis::analyzed::Analyzed;
-use strato_analysis::gpu_time::{intersection_length, length, merge};
+use strato_analysis::device_time::gpu_time::{intersection_length, length, merge};
 use strato_io::{import_paths, ImportOptions};
 
 #[test]

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use strato_analysis::analyzed::Analyzed;
-use strato_analysis::breakdown::{breakdown, BreakdownOptions, THREAD_STATE_CATEGORY};
+use strato_analysis::cross_stack::breakdown::{breakdown, BreakdownOptions, THREAD_STATE_CATEGORY};
 use strato_io::{import_paths, ImportOptions};
 
 #[test]

@@ -6,7 +6,9 @@
 
 use std::path::PathBuf;
 
-use strato_analysis::collectives::{collectives, CollectivesOptions, CollectivesReport};
+use strato_analysis::distributed::collectives::{
+    collectives, CollectivesOptions, CollectivesReport,
+};
 use strato_io::ImportOptions;
 use strato_trace::{Ns, RankId, Trace};
 

@@ -6,10 +6,10 @@
 use std::path::PathBuf;
 
 use strato_analysis::analyzed::Analyzed;
-use strato_analysis::breakdown::{breakdown, BreakdownOptions};
-use strato_analysis::hierarchy;
-use strato_analysis::layers::{layers, LayersOptions};
-use strato_analysis::util::{util, DEFAULT_PERIODS_S};
+use strato_analysis::cross_stack::breakdown::{breakdown, BreakdownOptions};
+use strato_analysis::cross_stack::hierarchy;
+use strato_analysis::cross_stack::layers::{layers, LayersOptions};
+use strato_analysis::device_time::util::{util, DEFAULT_PERIODS_S};
 use strato_io::{import_paths, ImportOptions};
 use strato_trace::Trace;
 

@@ -1,7 +1,7 @@
 //! Device detection per importer, on the real files: each importer's device record (Kineto
 //! `deviceProperties`, nsys `TARGET_INFO_GPU`, rocprofv3 agents, the JAX XPlane's device plane)
-//! leads to the right device-table row ([`strato_analysis::devices::detect`]); variants of the
-//! same files with the name removed fall back to SM/CU count + memory; a device the table lacks
+//! leads to the right device-table row ([`strato_analysis::models::devices::detect`]); variants of
+//! the same files with the name removed fall back to SM/CU count + memory; a device the table lacks
 //! is unknown and the layers roofline says "not in the device table". The variants are written
 //! with serde_json / rusqlite from the real files (only the fields named are changed).
 
@@ -15,8 +15,8 @@ use std::path::Path;
 
 use serde_json::Value;
 use strato_analysis::analyzed::Analyzed;
-use strato_analysis::devices::{detect, DetectedBy};
-use strato_analysis::layers::{layers, LayersOptions};
+use strato_analysis::cross_stack::layers::{layers, LayersOptions};
+use strato_analysis::models::devices::{detect, DetectedBy};
 use strato_io::{import_paths, ImportOptions};
 use strato_trace::Trace;
 

@@ -9,7 +9,7 @@
 
 mod common;
 
-use strato_analysis::gpu_time::{gpu_time, GpuTimeOptions, GpuTimeStream, Window};
+use strato_analysis::device_time::gpu_time::{gpu_time, GpuTimeOptions, GpuTimeStream, Window};
 use strato_io::{ImportOptions, Projection};
 use strato_trace::Trace;
 

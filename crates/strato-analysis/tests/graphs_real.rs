@@ -11,10 +11,10 @@ use common::{data, raw};
 
 use serde_json::Value;
 use strato_analysis::analyzed::Analyzed;
-use strato_analysis::breakdown::{breakdown, BreakdownOptions, Resource};
-use strato_analysis::graphs::{attribute_graphs, GraphError};
-use strato_analysis::hierarchy;
-use strato_analysis::layers::{layers, LayersOptions};
+use strato_analysis::cross_stack::breakdown::{breakdown, BreakdownOptions, Resource};
+use strato_analysis::cross_stack::graphs::{attribute_graphs, GraphError};
+use strato_analysis::cross_stack::hierarchy;
+use strato_analysis::cross_stack::layers::{layers, LayersOptions};
 use strato_io::{import_paths, ImportOptions};
 use strato_trace::{Level, Trace};
 
@@ -161,7 +161,7 @@ fn vllm_full_graph_kernels_map_to_the_captured_ops() {
             let s = &trace.spans[i as usize];
             trace.track(s.track).is_device()
                 && a.scopes().launch_of(&trace, i).is_some_and(|l| {
-                    strato_analysis::graphs::is_graph_capture_track(
+                    strato_analysis::cross_stack::graphs::is_graph_capture_track(
                         trace.track(trace.spans[l as usize].track),
                     )
                 })
@@ -193,7 +193,7 @@ fn vllm_full_graph_kernels_map_to_the_captured_ops() {
         assert_eq!(sum, p.window_ns);
         // Same window and the same CPU-side time: the copies carry no CPU time.
         assert_eq!(p.window_ns, p0.window_ns);
-        let cpu = |p: &strato_analysis::breakdown::ProcessBreakdown| -> i64 {
+        let cpu = |p: &strato_analysis::cross_stack::breakdown::ProcessBreakdown| -> i64 {
             p.rows
                 .iter()
                 .filter(|r| matches!(r.resource, Resource::Cpu | Resource::CpuGpu))
@@ -202,21 +202,22 @@ fn vllm_full_graph_kernels_map_to_the_captured_ops() {
         };
         assert_eq!(cpu(p), cpu(p0));
     }
-    let gpu_only_under = |r: &strato_analysis::breakdown::BreakdownReport, needle: &str| -> i64 {
-        r.processes
-            .iter()
-            .flat_map(|p| &p.rows)
-            .filter(|row| row.resource == Resource::Gpu && row.operation.contains(needle))
-            .map(|row| row.time_ns)
-            .sum()
-    };
+    let gpu_only_under =
+        |r: &strato_analysis::cross_stack::breakdown::BreakdownReport, needle: &str| -> i64 {
+            r.processes
+                .iter()
+                .flat_map(|p| &p.rows)
+                .filter(|row| row.resource == Resource::Gpu && row.operation.contains(needle))
+                .map(|row| row.time_ns)
+                .sum()
+        };
     assert_eq!(gpu_only_under(&b0, "CompiledFxGraph"), 0);
     assert!(gpu_only_under(&b, "CompiledFxGraph") > 0);
 
     // Layers: the captured framework ops own the graph kernels.
     let l = layers(&a, &LayersOptions::default());
     let l0 = layers(&Analyzed::new(&b0_trace), &LayersOptions::default());
-    let under = |r: &strato_analysis::layers::LayersReport| -> usize {
+    let under = |r: &strato_analysis::cross_stack::layers::LayersReport| -> usize {
         r.layers.iter().map(|x| x.kernels).sum()
     };
     assert!(

@@ -8,7 +8,9 @@ use common::{data, raw};
 
 use serde_json::Value;
 use strato_analysis::analyzed::Analyzed;
-use strato_analysis::iterations::{attach_lines_up, iterations, Diagnosis, IterationOptions};
+use strato_analysis::patterns::iterations::{
+    attach_lines_up, iterations, Diagnosis, IterationOptions,
+};
 use strato_io::{import_paths, ImportOptions};
 
 fn count(events: &[Value], pred: impl Fn(&str) -> bool) -> usize {
@@ -23,7 +25,7 @@ fn count(events: &[Value], pred: impl Fn(&str) -> bool) -> usize {
         .count()
 }
 
-fn report(rel: &str) -> strato_analysis::iterations::IterationsReport {
+fn report(rel: &str) -> strato_analysis::patterns::iterations::IterationsReport {
     let trace = import_paths(&[data(rel)], &ImportOptions::default()).unwrap();
     let mut r = iterations(&trace, &IterationOptions::default());
     attach_lines_up(&Analyzed::new(&trace), &mut r);
@@ -95,7 +97,8 @@ fn a_decode_step_of_graph_replayed_layers_is_not_called_training() {
 /// Layers inside a loop on a real trace: the B200 eager trace (gpt-oss style, sliding and full
 /// attention layers alternate) repeats a pair of decoder layers; the miner finds the pairs, then
 /// the layers inside them. Expected: as many layers as calls of each per-layer `aten::linear`
-/// shape (counted from the raw JSON; the LM head's single call aside), every one inside one outer iteration, time conserved.
+/// shape (counted from the raw JSON; the LM head's single call aside), every one inside one outer
+/// iteration, time conserved.
 #[test]
 fn layers_are_mined_inside_the_loop_that_holds_them() {
     let rel = "kineto/tracelens/b200_eager_trace.json.gz";
@@ -127,7 +130,7 @@ fn layers_are_mined_inside_the_loop_that_holds_them() {
     assert_eq!(inner.len(), 1, "one nested loop");
     let inner = inner[0];
     assert_eq!(inner.iterations.len(), layers);
-    assert!(inner.pattern_len >= strato_analysis::iterations::NESTED_MIN_LEN);
+    assert!(inner.pattern_len >= strato_analysis::patterns::iterations::NESTED_MIN_LEN);
     assert_eq!(outer.iterations.len() * 2, layers, "pairs of layers");
     for it in &inner.iterations {
         assert!(

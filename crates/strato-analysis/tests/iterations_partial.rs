@@ -6,7 +6,9 @@
 #![allow(clippy::unwrap_used)] // test helpers panic on broken fixtures by design
 
 use strato_analysis::analyzed::Analyzed;
-use strato_analysis::iterations::{attach_lines_up, iterations, Diagnosis, IterationOptions};
+use strato_analysis::patterns::iterations::{
+    attach_lines_up, iterations, Diagnosis, IterationOptions,
+};
 use strato_trace::testing::{rank, TraceBuilder};
 use strato_trace::{Level, Ns, Trace};
 
@@ -57,7 +59,7 @@ fn trace(layers: usize, tail: usize) -> Trace {
     b.build()
 }
 
-fn first_loop(t: &Trace) -> strato_analysis::iterations::LoopReport {
+fn first_loop(t: &Trace) -> strato_analysis::patterns::iterations::LoopReport {
     let mut r = iterations(t, &IterationOptions::default());
     attach_lines_up(&Analyzed::new(t), &mut r);
     r.sequences.into_iter().next().unwrap()

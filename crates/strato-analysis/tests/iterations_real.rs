@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use strato_analysis::iterations::{check_against_steps, iterations, IterationOptions};
+use strato_analysis::patterns::iterations::{check_against_steps, iterations, IterationOptions};
 use strato_io::ImportOptions;
 
 fn data(rel: &str) -> Option<PathBuf> {

@@ -8,7 +8,7 @@
 
 mod common;
 
-use strato_analysis::kernel_stats::{kernel_stats, KernelStatsStream};
+use strato_analysis::device_time::kernel_stats::{kernel_stats, KernelStatsStream};
 use strato_io::{ArgsScope, ImportOptions, Projection};
 use strato_trace::Trace;
 

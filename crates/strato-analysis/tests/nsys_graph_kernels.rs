@@ -13,7 +13,7 @@ use common::data;
 use common::nsys::CloverLeafCopy;
 
 use strato_analysis::analyzed::Analyzed;
-use strato_analysis::hierarchy::report;
+use strato_analysis::cross_stack::hierarchy::report;
 use strato_io::{import_paths, ImportOptions};
 
 #[test]

@@ -24,11 +24,11 @@ use common::data;
 use common::nsys::{CloverLeafCopy, NVTX_EVENTS};
 
 use strato_analysis::analyzed::Analyzed;
-use strato_analysis::graphs::{
+use strato_analysis::cross_stack::graphs::{
     attribute_graph_nodes, has_capture_links, is_graph_capture_track, METHOD_GRAPH_NODE,
     METHOD_NODE_ORDER,
 };
-use strato_analysis::hierarchy::report;
+use strato_analysis::cross_stack::hierarchy::report;
 use strato_io::{import_paths, ImportOptions};
 use strato_trace::Trace;
 

@@ -14,7 +14,9 @@ mod common;
 use common::data;
 use common::nsys::CloverLeafCopy;
 
-use strato_analysis::collectives::{collectives, split_multi_device_ranks, CollectiveKind};
+use strato_analysis::distributed::collectives::{
+    collectives, split_multi_device_ranks, CollectiveKind,
+};
 use strato_io::{import_paths, ImportOptions};
 
 const KERNEL: &str = "ncclKernel_AllReduce_RING_LL_Sum_float";

@@ -1,7 +1,7 @@
 //! nsys CPU samples per operation: the samples of an Nsight Systems export go to the innermost
 //! NVTX range (level Operation) of their own thread that covers them, by the same rules as a
-//! live recording's (`strato_analysis::samples`). The fixture is the real CloverLeaf export
-//! (1531 samples, no NVTX) with two nested push/pop ranges inserted on its most-sampled
+//! live recording's (`strato_analysis::cross_stack::samples`). The fixture is the real CloverLeaf
+//! export (1531 samples, no NVTX) with two nested push/pop ranges inserted on its most-sampled
 //! thread, placed at the times of its own samples; the expected counts per range come from
 //! SQL on the copy, not from the importer.
 
@@ -10,7 +10,7 @@
 mod common;
 use common::nsys::{CloverLeafCopy, NVTX_EVENTS};
 
-use strato_analysis::samples::{cpu_samples, SampleOptions, NO_OPERATION};
+use strato_analysis::cross_stack::samples::{cpu_samples, SampleOptions, NO_OPERATION};
 use strato_io::{import_paths, ImportOptions};
 
 #[test]

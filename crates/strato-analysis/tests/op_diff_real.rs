@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 use strato_analysis::analyzed::Analyzed;
-use strato_analysis::op_diff::{op_diff, OpDiffSide, EXPLAINED_SHARE, NO_MODULE, NO_OP};
+use strato_analysis::compare::op_diff::{op_diff, OpDiffSide, EXPLAINED_SHARE, NO_MODULE, NO_OP};
 use strato_io::{import_paths, ImportOptions};
 
 const H100: &str = "kineto/tracelens/h100_Falconsai_nsfw_image_detection.json.gz";

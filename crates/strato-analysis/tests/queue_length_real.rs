@@ -1,4 +1,4 @@
-//! `strato_analysis::queue_length` on real traces: the ops counted and the longest queue per
+//! `strato_analysis::device_time::queue_length` on real traces: the ops counted and the longest queue per
 //! stream equal HTA 0.5.0's (`get_queue_length_summary`) where both count the same ops, and on
 //! every Chrome trace of ../shared/data the time per length band adds up to each stream's
 //! window.
@@ -6,7 +6,7 @@
 
 mod common;
 
-use strato_analysis::queue_length::{queue_length, QueueLengthOptions};
+use strato_analysis::device_time::queue_length::{queue_length, QueueLengthOptions};
 use strato_io::ImportOptions;
 
 fn streams(rel: &str) -> Vec<(i64, u64, u64)> {

@@ -5,11 +5,12 @@
 //! generated trace of N steps and of 16N steps (same shape per step) in the same process and
 //! requires the larger to cost less than 40 times the smaller: linear work costs ~16 times
 //! (20-26 measured: sorting, caches), quadratic work ~256 times (the per-step work that does
-//! not depend on the trace's size dilutes it at these sizes: 60x and more measured). The measure is the thread's CPU time
-//! (`/proc/thread-self/schedstat`; wall time where that is missing), the least of three runs,
-//! so that other processes on the machine do not decide the result; each measure repeats the work
-//! for 200 ms, since the thread's CPU time may advance only by whole scheduler ticks. The test was checked to
-//! fail with the quadratic versions (ratios in `docs/benchmarks.md`).
+//! not depend on the trace's size dilutes it at these sizes: 60x and more measured). The measure is
+//! the thread's CPU time (`/proc/thread-self/schedstat`; wall time where that is missing), the
+//! least of three runs, so that other processes on the machine do not decide the result; each
+//! measure repeats the work for 200 ms, since the thread's CPU time may advance only by whole
+//! scheduler ticks. The test was checked to fail with the quadratic versions (ratios in
+//! `docs/benchmarks.md`).
 //!
 //! The generated trace (exact by construction): per step a `ProfilerStep#i` span on the main
 //! thread, a DataLoader span, then launches (`cudaLaunchKernel`) of computation kernels on
@@ -21,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use strato_analysis::advise::{self, step_breakdown};
 use strato_analysis::analyzed::Analyzed;
-use strato_analysis::gpu_time::{gpu_time, GpuTimeOptions};
+use strato_analysis::device_time::gpu_time::{gpu_time, GpuTimeOptions};
 use strato_trace::testing::TraceBuilder;
 use strato_trace::{Level, Ns, Trace};
 
@@ -196,7 +197,7 @@ fn step_breakdown_is_linear_in_steps() {
 /// events). Each step now reads its own spans, bucketed in two passes.
 #[test]
 fn critical_path_steps_is_linear_in_steps() {
-    use strato_analysis::critical_path::{critical_path_steps, CriticalPathOptions};
+    use strato_analysis::paths::critical_path::{critical_path_steps, CriticalPathOptions};
     let small = trace_with_steps(STEPS);
     let large = trace_with_steps(STEPS * GROWTH);
     let options = CriticalPathOptions::default();

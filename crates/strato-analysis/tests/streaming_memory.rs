@@ -29,9 +29,9 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use strato_analysis::gpu_time::{gpu_time, GpuTimeOptions, GpuTimeStream};
+use strato_analysis::device_time::gpu_time::{gpu_time, GpuTimeOptions, GpuTimeStream};
+use strato_analysis::device_time::kernel_stats::{kernel_stats, KernelStatsStream};
 use strato_analysis::info::{info, info_with, EventCounts};
-use strato_analysis::kernel_stats::{kernel_stats, KernelStatsStream};
 use strato_io::{ArgsScope, ImportOptions, Projection};
 use strato_trace::Trace;
 

@@ -1,10 +1,10 @@
 //! Command-line values shared by several commands, turned into the analyses' plain options.
 
 use clap::ValueEnum;
-use strato_analysis::layers::{LayerSource, LayersOptions};
+use strato_analysis::cross_stack::layers::{LayerSource, LayersOptions};
 
 /// What a layer is (`--by`), for `strato layers` and `strato roofline`. `module` (the
-/// nn.Module tree, `strato_analysis::modules`) is a `strato layers` view only.
+/// nn.Module tree, `strato_analysis::cross_stack::modules`) is a `strato layers` view only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LayerBy {
     Op,

@@ -1,11 +1,11 @@
 //! The CLI side of calibration shared by `strato record --calibrate` and `strato validate
 //! --refit`: the runs of each configuration as they were measured, which runs traced device
-//! commands, and the fit over them (`strato_analysis::calibration` does the math).
+//! commands, and the fit over them (`strato_analysis::recording::calibration` does the math).
 
 use std::path::PathBuf;
 
 use anyhow::Result;
-use strato_analysis::calibration::{
+use strato_analysis::recording::calibration::{
     self, robust, Basis, CalibrationFile, ConfigRuns, RunMeasure, StoredRuns, BOOTSTRAP_SAMPLES,
     LEVEL_NAMES,
 };
@@ -85,7 +85,8 @@ impl Measured {
         }
     }
 
-    /// The configuration's directory under `.runs`: `level-N[-opencl-L][-os][-samples|-native-samples]`.
+    /// The configuration's directory under `.runs`:
+    /// `level-N[-opencl-L][-os][-samples|-native-samples]`.
     pub(crate) fn dir_name(&self) -> String {
         let mut dir = format!("level-{}", self.level);
         if let Some(layer) = self.opencl {

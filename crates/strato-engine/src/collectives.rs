@@ -2,13 +2,13 @@
 //! ([`Engine::collectives_rank_by_rank`]): each file reduced to its collective calls and
 //! devices as it is imported ([`Engine::map_ranks`]), the calls renumbered to the whole
 //! trace's span ids, the collectives matched across ranks
-//! ([`strato_analysis::collectives::collectives_of_summaries`]), and the files of the late
-//! ranks read again, in parallel and each once, for the stragglers' causes. The report is the
+//! ([`strato_analysis::distributed::collectives::collectives_of_summaries`]), and the files of the
+//! late ranks read again, in parallel and each once, for the stragglers' causes. The report is the
 //! one the analysis gives on the whole trace.
 
 use std::path::PathBuf;
 
-use strato_analysis::collectives::{
+use strato_analysis::distributed::collectives::{
     collectives_of_summaries, device_links, rank_summaries, straggler_cause, CollectiveCall,
     CollectivesOptions, CollectivesReport, DeviceLink, RankCollectives, StragglerCause,
 };

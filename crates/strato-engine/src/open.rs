@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use strato_analysis::calibration::RecordingInfo;
-use strato_analysis::overhead::{self, CorrectionSummary};
+use strato_analysis::recording::calibration::RecordingInfo;
+use strato_analysis::recording::overhead::{self, CorrectionSummary};
 use strato_io::ImportOptions;
 use strato_trace::Trace;
 
@@ -207,7 +207,7 @@ impl Engine {
     }
 
     /// The replayed graph kernels of `trace` attributed to the launches of the capture trace at
-    /// `capture` ([`strato_analysis::graphs`]); one coverage line told.
+    /// `capture` ([`strato_analysis::cross_stack::graphs`]); one coverage line told.
     fn apply_graph_capture(
         &self,
         trace: Trace,
@@ -232,14 +232,11 @@ impl Engine {
         self.listener().import_finished();
         let capture_trace = capture_trace?;
         let label = capture.display().to_string();
-        let (trace, coverage) = strato_analysis::graphs::attribute_graphs(
-            trace,
-            &capture_trace,
-            &label,
-        )
-        .map_err(|e| {
-            EngineError::option(capture, format!("cannot be used as the graph capture: {e}"))
-        })?;
+        let (trace, coverage) =
+            strato_analysis::cross_stack::graphs::attribute_graphs(trace, &capture_trace, &label)
+                .map_err(|e| {
+                EngineError::option(capture, format!("cannot be used as the graph capture: {e}"))
+            })?;
         self.listener().notice(&format!(
             "strato: note: --graph-capture {label}: {} of {} graph-replayed device ops mapped to captured launches ({} graph launches, {} replayed exactly as captured, {} captured graphs)",
             coverage.graph_kernels_mapped,
@@ -253,9 +250,10 @@ impl Engine {
 
     /// The graph-replayed device ops of `trace` attributed to the launches that captured them
     /// when the trace links them itself (an nsys export with graph node ids,
-    /// [`strato_analysis::graphs::attribute_graph_nodes`]); one coverage line told then.
+    /// [`strato_analysis::cross_stack::graphs::attribute_graph_nodes`]); one coverage line told
+    /// then.
     fn apply_graph_nodes(&self, trace: Trace) -> Trace {
-        let (trace, coverage) = strato_analysis::graphs::attribute_graph_nodes(trace);
+        let (trace, coverage) = strato_analysis::cross_stack::graphs::attribute_graph_nodes(trace);
         if let Some(c) = coverage {
             self.listener().notice(&format!(
                 "strato: note: {}: {} of {} graph-replayed device ops mapped to the launches that captured them by graph node ({} of them by node order only), {} graph launches, {} replayed exactly as captured",

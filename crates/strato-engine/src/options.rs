@@ -18,8 +18,8 @@ pub struct OpenOptions {
     /// A JSON list of `{format, category, level}` rules over the default level map.
     pub level_map: Option<PathBuf>,
     /// The trace that captured the CUDA/HIP graphs the inputs replay: replayed graph kernels
-    /// are attributed to their captured launches ([`strato_analysis::graphs`]). An analysis
-    /// that needs this reads the whole trace (no streaming, no rank-by-rank path).
+    /// are attributed to their captured launches ([`strato_analysis::cross_stack::graphs`]). An
+    /// analysis that needs this reads the whole trace (no streaming, no rank-by-rank path).
     pub graph_capture: Option<PathBuf>,
     /// Keep what can be read from a damaged Chrome/Kineto input (an import note says what was
     /// lost) instead of failing.

@@ -25,8 +25,9 @@ use crate::{Engine, EngineError};
 type Result<T, E = EngineError> = std::result::Result<T, E>;
 
 /// Every registered analysis, in the order front ends list them.
-pub static ANALYSES: &[Registered] =
-    &[Registered::of::<strato_analysis::queue_length::QueueLength>()];
+pub static ANALYSES: &[Registered] = &[Registered::of::<
+    strato_analysis::device_time::queue_length::QueueLength,
+>()];
 
 /// The registered analysis called `name` (its kebab-case name, or the snake_case form Python
 /// uses).

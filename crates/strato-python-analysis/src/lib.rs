@@ -57,7 +57,7 @@ fn list<'a>(doc: &'a Ordered, key: &str) -> &'a [Ordered] {
 
 impl Profile {
     fn gpu_time_doc(&self, window: &str, kernel_wait_us: f64) -> PyResult<Ordered> {
-        use strato_analysis::gpu_time::{gpu_time, GpuTimeOptions, Window};
+        use strato_analysis::device_time::gpu_time::{gpu_time, GpuTimeOptions, Window};
         let window = match window {
             "whole" => Window::Whole,
             "hta" => Window::Hta,
@@ -78,7 +78,7 @@ impl Profile {
     }
 
     fn breakdown_doc(&self, per_step: bool) -> Ordered {
-        use strato_analysis::breakdown::{breakdown, BreakdownOptions};
+        use strato_analysis::cross_stack::breakdown::{breakdown, BreakdownOptions};
         Ordered::of(&breakdown(
             &Analyzed::new(&self.trace),
             &BreakdownOptions { per_step },
@@ -86,14 +86,14 @@ impl Profile {
     }
 
     fn kernels_doc(&self, top: usize) -> Ordered {
-        Ordered::of(&strato_analysis::kernel_stats::kernel_stats(
+        Ordered::of(&strato_analysis::device_time::kernel_stats::kernel_stats(
             &self.trace,
             top,
         ))
     }
 
     fn layers_doc(&self, by: &str, trim: f64, batch_size: Option<u64>) -> PyResult<Ordered> {
-        use strato_analysis::layers::{layers, LayerSource, LayersOptions};
+        use strato_analysis::cross_stack::layers::{layers, LayerSource, LayersOptions};
         if !(0.0..0.5).contains(&trim) {
             return Err(OpenError::Option("layers: trim must be in [0, 0.5)".into()).into());
         }
@@ -124,7 +124,9 @@ impl Profile {
         epsilon: Option<usize>,
         max_loops: usize,
     ) -> PyResult<Ordered> {
-        use strato_analysis::iterations::{attach_lines_up, iterations as mine, IterationOptions};
+        use strato_analysis::patterns::iterations::{
+            attach_lines_up, iterations as mine, IterationOptions,
+        };
         let iterations = iterations.unwrap_or_default();
         if iterations.iter().any(|&i| i < 2) {
             return Err(OpenError::Option(
@@ -148,7 +150,7 @@ impl Profile {
     }
 
     fn memory_doc(&self, top: usize, max_points: usize, bins: usize) -> Ordered {
-        use strato_analysis::memory::{memory, MemoryOptions};
+        use strato_analysis::device_time::memory::{memory, MemoryOptions};
         Ordered::of(&memory(
             &self.trace,
             &MemoryOptions {
@@ -160,7 +162,7 @@ impl Profile {
     }
 
     fn collectives_doc(&self, stragglers: usize) -> Ordered {
-        use strato_analysis::collectives::{collectives, CollectivesOptions};
+        use strato_analysis::distributed::collectives::{collectives, CollectivesOptions};
         Ordered::of(&strato_engine::shapes::collectives::to_json(&collectives(
             &self.trace,
             &CollectivesOptions { stragglers },
@@ -168,7 +170,7 @@ impl Profile {
     }
 
     fn critical_path_doc(&self) -> PyResult<Ordered> {
-        use strato_analysis::critical_path::{critical_path, CriticalPathOptions};
+        use strato_analysis::paths::critical_path::{critical_path, CriticalPathOptions};
         let trace = &self.trace;
         // The same matching and clock alignment as `strato critical-path` and `collectives`.
         let options = CriticalPathOptions::matched(trace);
@@ -215,7 +217,7 @@ impl Profile {
     }
 
     fn diff_doc(&self, other: &Profile, per_step: bool) -> Ordered {
-        use strato_analysis::diff::{self, DiffSide};
+        use strato_analysis::compare::diff::{self, DiffSide};
         let a = DiffSide::of(&Analyzed::new(&self.trace), per_step);
         let b = DiffSide::of(&Analyzed::new(&other.trace), per_step);
         Ordered::of(&diff::diff(&self.label, a.parts(), &other.label, b.parts()))
@@ -383,9 +385,9 @@ impl Profile {
     /// `strato hierarchy --json`: one row per rank (`ranks[]`).
     fn hierarchy(&self, py: Python<'_>) -> Table {
         let doc = py.detach(|| {
-            Ordered::of(&strato_analysis::hierarchy::report(&Analyzed::new(
-                &self.trace,
-            )))
+            Ordered::of(&strato_analysis::cross_stack::hierarchy::report(
+                &Analyzed::new(&self.trace),
+            ))
         });
         table_of("hierarchy", &doc, shape(&["ranks"], &[]), None)
     }
@@ -468,9 +470,9 @@ impl Profile {
     /// `strato layers --by module --json`: one row per nn.Module (`modules[]`).
     fn modules(&self, py: Python<'_>) -> Table {
         let doc = py.detach(|| {
-            Ordered::of(&strato_analysis::modules::modules(&Analyzed::new(
-                &self.trace,
-            )))
+            Ordered::of(&strato_analysis::cross_stack::modules::modules(
+                &Analyzed::new(&self.trace),
+            ))
         });
         table_of("modules", &doc, shape(&["modules"], &[]), None)
     }

@@ -36,13 +36,14 @@
 //!   context (one per system call, for its `sys_enter` + `sys_exit` pair, and one per switch
 //!   out), sampled at each switch out, at least every [`OS_EVENTS_SAMPLE_NS`] of the thread's
 //!   system calls, and at the end. Overhead calibration fits a cost per such event and the
-//!   correction removes it where the counter grew (`strato_analysis::overhead`);
+//!   correction removes it where the counter grew (`strato_analysis::recording::overhead`);
 //! - per thread, a cumulative counter [`COLLECTOR_WAIT_COUNTER_PREFIX`]`<tid>` (ns): the time
 //!   the thread was runnable on a CPU while a thread of the launcher (this collector, the
 //!   sample collector) ran on that CPU, from the same `sched_switch` records (the launcher's
 //!   threads are read from `/proc/self/task`): what the collectors' CPU time cost the program
 //!   on a machine without a spare core. Sampled when it grows, at the end of each such wait;
-//!   the correction of a calibrated profile removes it there (`strato_analysis::overhead`);
+//!   the correction of a calibrated profile removes it there
+//!   (`strato_analysis::recording::overhead`);
 //! - in the root process's file, metadata [`OS_COLLECTOR_METADATA_KEY`]: the collector
 //!   thread's CPU time, the records it read and the tree's total collector wait (its cost runs
 //!   in the launcher, outside the program's threads).

@@ -41,7 +41,7 @@
 //! to that thread's CPU time (about 12 µs a sample on this VM, where the timer exits to the
 //! hypervisor). The sample instants count them exactly, per thread and in time, so
 //! `strato record --sample --calibrate` fits and removes that cost
-//! (`strato_analysis::overhead`, type `cpu_sample`).
+//! (`strato_analysis::recording::overhead`, type `cpu_sample`).
 
 use std::collections::HashMap;
 use std::io;

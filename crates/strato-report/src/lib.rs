@@ -26,17 +26,19 @@ pub mod svg;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use strato_analysis::analyzed::Analyzed;
-use strato_analysis::breakdown::BreakdownReport;
-use strato_analysis::busy::{busy_series, BusySeries, DEFAULT_BUCKET_NS};
-use strato_analysis::collectives::{collectives, CollectivesOptions, CollectivesReport};
-use strato_analysis::diff::{diff, DiffReport, DiffSide};
+use strato_analysis::compare::diff::{diff, DiffReport, DiffSide};
+use strato_analysis::cross_stack::breakdown::BreakdownReport;
+use strato_analysis::cross_stack::layers::{layers, LayersOptions, LayersReport};
+use strato_analysis::cross_stack::modules::{modules, ModulesReport};
+use strato_analysis::device_time::busy::{busy_series, BusySeries, DEFAULT_BUCKET_NS};
+use strato_analysis::device_time::kernel_stats::{fold_top, KernelStatsReport};
+use strato_analysis::device_time::memory::{memory, MemoryOptions, MemoryReport};
+use strato_analysis::device_time::util::{util, UtilReport, DEFAULT_PERIODS_S};
+use strato_analysis::distributed::collectives::{
+    collectives, CollectivesOptions, CollectivesReport,
+};
 use strato_analysis::info::TraceInfo;
-use strato_analysis::iterations::{iterations, IterationOptions, IterationsReport};
-use strato_analysis::kernel_stats::{fold_top, KernelStatsReport};
-use strato_analysis::layers::{layers, LayersOptions, LayersReport};
-use strato_analysis::memory::{memory, MemoryOptions, MemoryReport};
-use strato_analysis::modules::{modules, ModulesReport};
-use strato_analysis::util::{util, UtilReport, DEFAULT_PERIODS_S};
+use strato_analysis::patterns::iterations::{iterations, IterationOptions, IterationsReport};
 
 /// Kernels shown in the ranking before the rest is folded into one bar.
 pub const KERNEL_TOP: usize = 30;
@@ -88,12 +90,12 @@ pub struct ReportInput {
     pub info: TraceInfo,
     pub breakdown: Part<BreakdownReport>,
     pub util: Part<UtilReport>,
-    /// Device busy fraction over time (`strato_analysis::busy`).
+    /// Device busy fraction over time (`strato_analysis::device_time::busy`).
     pub busy: Vec<BusySeries>,
     /// Kernel statistics, folded after [`KERNEL_TOP`].
     pub kernels: Part<KernelStatsReport>,
     pub layers: Part<LayersReport>,
-    /// The nn.Module tree (`strato_analysis::modules`).
+    /// The nn.Module tree (`strato_analysis::cross_stack::modules`).
     pub modules: Part<ModulesReport>,
     pub iterations: Part<IterationsReport>,
     pub memory: Part<MemoryReport>,
@@ -103,14 +105,14 @@ pub struct ReportInput {
     /// collectives above as cross-rank edges; the analysis's own error (a cycle) inside.
     pub critical_path: Part<
         Result<
-            Vec<strato_analysis::critical_path::StepCriticalPath>,
-            strato_analysis::critical_path::CriticalPathError,
+            Vec<strato_analysis::paths::critical_path::StepCriticalPath>,
+            strato_analysis::paths::critical_path::CriticalPathError,
         >,
     >,
     /// The advice rules' findings (`strato advise` with the default rules), shown first.
     pub advice: Part<strato_analysis::advise::AdviseReport>,
-    /// CPU samples per operation (`strato_analysis::samples`), the flame graphs.
-    pub samples: Part<strato_analysis::samples::CpuSamples>,
+    /// CPU samples per operation (`strato_analysis::cross_stack::samples`), the flame graphs.
+    pub samples: Part<strato_analysis::cross_stack::samples::CpuSamples>,
     /// A comparison with another profile, when one was asked for.
     pub diff: Option<DiffReport>,
     /// The sections of the registered analyses (`strato_engine::registry`), after the fixed
@@ -271,7 +273,7 @@ struct LocalParts {
     modules: Part<ModulesReport>,
     iterations: Part<IterationsReport>,
     memory: Part<MemoryReport>,
-    samples: Part<strato_analysis::samples::CpuSamples>,
+    samples: Part<strato_analysis::cross_stack::samples::CpuSamples>,
 }
 
 impl LocalParts {
@@ -281,7 +283,7 @@ impl LocalParts {
         let info = strato_analysis::info::info(trace);
         progress.step("breakdown");
         let breakdown = guarded("breakdown", || {
-            strato_analysis::breakdown::breakdown(analyzed, &Default::default())
+            strato_analysis::cross_stack::breakdown::breakdown(analyzed, &Default::default())
         });
         progress.step("utilization");
         let util = guarded("utilization", || util(trace, &DEFAULT_PERIODS_S));
@@ -306,7 +308,7 @@ impl LocalParts {
         });
         progress.step("cpu samples");
         let samples = guarded("cpu samples", || {
-            strato_analysis::samples::cpu_samples(trace, &Default::default())
+            strato_analysis::cross_stack::samples::cpu_samples(trace, &Default::default())
         });
         LocalParts {
             info,
@@ -331,8 +333,8 @@ struct CrossParts {
     collectives: Part<CollectivesReport>,
     critical_path: Part<
         Result<
-            Vec<strato_analysis::critical_path::StepCriticalPath>,
-            strato_analysis::critical_path::CriticalPathError,
+            Vec<strato_analysis::paths::critical_path::StepCriticalPath>,
+            strato_analysis::paths::critical_path::CriticalPathError,
         >,
     >,
     advice: Part<strato_analysis::advise::AdviseReport>,
@@ -350,7 +352,7 @@ impl CrossParts {
         let trace = analyzed.trace();
         announce(Self::STEPS[0]);
         let kernels = guarded("kernel statistics", || {
-            let mut k = strato_analysis::kernel_stats::kernel_stats(trace, 0);
+            let mut k = strato_analysis::device_time::kernel_stats::kernel_stats(trace, 0);
             for r in &mut k.ranks {
                 r.kernels = fold_top(std::mem::take(&mut r.kernels), KERNEL_TOP, "kernels");
                 r.ops = fold_top(std::mem::take(&mut r.ops), KERNEL_TOP, "operations");
@@ -360,7 +362,7 @@ impl CrossParts {
         // A process driving several GPUs is seen as one rank per device by the cross-rank
         // analyses (collectives, their advice, the critical path), as NCCL numbers them.
         let split = guarded("collectives", || {
-            strato_analysis::collectives::split_multi_device_ranks(trace)
+            strato_analysis::distributed::collectives::split_multi_device_ranks(trace)
         })
         .ok()
         .flatten();
@@ -371,7 +373,7 @@ impl CrossParts {
         });
         announce(Self::STEPS[2]);
         let critical_path = guarded("critical path", || {
-            use strato_analysis::critical_path::{
+            use strato_analysis::paths::critical_path::{
                 critical_path_by_step_or_whole, CriticalPathOptions,
             };
             // The collectives' matching and clock alignment: one view of the job.

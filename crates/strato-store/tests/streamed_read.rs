@@ -11,8 +11,8 @@
 mod common;
 use common::{chrome_files, import_redacted, span_text};
 
+use strato_analysis::device_time::kernel_stats::{kernel_stats, KernelStatsStream};
 use strato_analysis::info::{info, info_with, EventCounts};
-use strato_analysis::kernel_stats::{kernel_stats, KernelStatsStream};
 use strato_store::{ArgsScope, ReadOptions, SpanProjection};
 use strato_trace::Trace;
 

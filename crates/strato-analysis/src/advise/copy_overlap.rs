@@ -2,9 +2,9 @@
 //! Profiler's "Low Memcpy/Compute Overlap" guided-analysis rule).
 //!
 //! Per device (rank, device index): the union of its host-to-device and device-to-host copies
-//! ([`crate::memory::copy_direction`]) minus the union of its compute kernels
-//! ([`crate::gpu_time::kernel_class`] `Computation`). That remainder is the copy time the
-//! device spent doing nothing else: the time at stake. Devices with no compute kernel at all
+//! ([`crate::device_time::memory::copy_direction`]) minus the union of its compute kernels
+//! ([`crate::device_time::gpu_time::kernel_class`] `Computation`). That remainder is the copy time
+//! the device spent doing nothing else: the time at stake. Devices with no compute kernel at all
 //! are skipped (there is nothing to overlap with). Conservation: per device, exposed copy
 //! time + overlapped copy time = copy time (tested).
 
@@ -13,8 +13,8 @@ use strato_trace::{Level, Ns};
 
 use super::{human, rank_number, span_evidence, subtract, Draft, Facts};
 use crate::analyzed::Analyzed;
-use crate::gpu_time::{kernel_class, length, merge, KernelClass};
-use crate::memory::{copy_direction, CopyDirection};
+use crate::device_time::gpu_time::{kernel_class, length, merge, KernelClass};
+use crate::device_time::memory::{copy_direction, CopyDirection};
 
 /// The rule id.
 pub const ID: &str = "copy-overlap";

@@ -1,5 +1,6 @@
 //! [`CrossRankEvidence`]: the [`MultiRankEvidence`] the multi-rank rules consume, computed
-//! from a trace of several ranks with the collectives analysis ([`crate::collectives`]).
+//! from a trace of several ranks with the collectives analysis
+//! ([`crate::distributed::collectives`]).
 //!
 //! - **Stragglers** are the ranks the others wait for. Step durations alone cannot name them:
 //!   in synchronous data parallelism every rank's step lasts as long as the slowest one's,
@@ -11,12 +12,12 @@
 //!   outside every step, the step before), and compared with the median duration of that step
 //!   (same `N`) over the ranks. A rank without steps has one window, its whole extent.
 //! - **Exposed communication** is, for each communication kernel (HTA's classes,
-//!   [`crate::gpu_time::kernel_class`]), the part of its *transfer* that no computation kernel
-//!   of the same rank and device overlapped (any stream), grouped per (rank, kernel name). A
-//!   kernel that is a member of a complete matched collective starts by waiting for the last
-//!   member ([`crate::collectives::Member::wait_ns`]): that head, `[start, start + wait)` on
-//!   the rank's clock, is a [`PeerWait`] for the last member (the straggler's finding), and
-//!   only the rest is transfer. Unmatched kernels are transfer whole.
+//!   [`crate::device_time::gpu_time::kernel_class`]), the part of its *transfer* that no
+//!   computation kernel of the same rank and device overlapped (any stream), grouped per (rank,
+//!   kernel name). A kernel that is a member of a complete matched collective starts by waiting for
+//!   the last member ([`crate::distributed::collectives::Member::wait_ns`]): that head, `[start,
+//!   start + wait)` on the rank's clock, is a [`PeerWait`] for the last member (the straggler's
+//!   finding), and only the rest is transfer. Unmatched kernels are transfer whole.
 //!
 //! Exposure needs no peer, so it is computed for every trace, single-rank included. With a
 //! single rank there is nothing to compare: the collectives analysis is not run, no straggler
@@ -27,8 +28,8 @@ use rustc_hash::FxHashMap;
 use strato_trace::{Level, Ns, Trace};
 
 use super::multi_rank::{ExposedCommunication, MultiRankEvidence, PeerWait, StragglerObservation};
-use crate::collectives::{collectives, CollectivesOptions, CollectivesReport};
-use crate::gpu_time::{kernel_class, merge, KernelClass};
+use crate::device_time::gpu_time::{kernel_class, merge, KernelClass};
+use crate::distributed::collectives::{collectives, CollectivesOptions, CollectivesReport};
 
 /// What the cross-rank analyses found, ready for the multi-rank rules.
 #[derive(Debug, Clone, Default)]

@@ -21,7 +21,7 @@ use strato_trace::{Level, Ns, Trace, TrackId};
 
 use super::{human, rank_number, Draft, Evidence, Facts};
 use crate::analyzed::Analyzed;
-use crate::gpu_time::merge;
+use crate::device_time::gpu_time::merge;
 
 /// The rule id.
 pub const ID: &str = "gpu-idle";
@@ -149,7 +149,7 @@ pub fn cause(
         *names.entry(trace.spans[i as usize].name.0).or_default() += e - s;
         // Split the segment at data-loading boundaries.
         let loading = super::intersect(&[(s, e)], &loaders);
-        let in_loading: Ns = crate::gpu_time::length(&loading);
+        let in_loading: Ns = crate::device_time::gpu_time::length(&loading);
         if in_loading > 0 {
             *parts.entry("data loading".into()).or_default() += in_loading;
         }

@@ -15,7 +15,7 @@ use strato_trace::{Level, Ns};
 
 use super::{human, rank_number, subtract, Draft, Evidence, Facts};
 use crate::analyzed::Analyzed;
-use crate::gpu_time::{length, merge};
+use crate::device_time::gpu_time::{length, merge};
 
 /// The rule id.
 pub const ID: &str = "launch-bound";

@@ -12,7 +12,7 @@ use strato_trace::Ns;
 
 use super::{human, intersect, rank_number, subtract, Draft, Evidence, Facts};
 use crate::analyzed::Analyzed;
-use crate::gpu_time::{length, merge};
+use crate::device_time::gpu_time::{length, merge};
 
 /// The rule id.
 pub const ID: &str = "low-util";

@@ -5,9 +5,9 @@
 //! Owns the rule engine (the [`Finding`] data, the configuration and its defaults, the floor,
 //! the union of the time at stake) and one module per rule. Rules read the trace through the
 //! shared indexes of [`Analyzed`] (scopes: processes, annotated threads, launches) and the
-//! interval helpers of [`crate::gpu_time`]; they never read files. Every threshold is a field
-//! of [`AdviseConfig`] with its source documented in `docs/advise.md` (one section per rule,
-//! the target of each finding's `docs` link).
+//! interval helpers of [`crate::device_time::gpu_time`]; they never read files. Every threshold is
+//! a field of [`AdviseConfig`] with its source documented in `docs/advise.md` (one section per
+//! rule, the target of each finding's `docs` link).
 //!
 //! Window: the whole trace (earliest span start to latest span end over every rank). A
 //! finding's `time_ns` is the length of the union of its own intervals, `share_pct` is that
@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use strato_trace::{Level, Ns, Span, Trace, TrackKind};
 
 use crate::analyzed::Analyzed;
-use crate::gpu_time::{length, merge};
+use crate::device_time::gpu_time::{length, merge};
 use crate::scope::is_device_work;
 
 pub use cross_rank::CrossRankEvidence;

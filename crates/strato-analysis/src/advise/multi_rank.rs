@@ -242,8 +242,9 @@ pub fn exposed_communication(
         .exposed_communication()
         .into_iter()
         .filter_map(|c| {
-            let exposed =
-                crate::gpu_time::length(&crate::gpu_time::merge(c.intervals.iter().copied()));
+            let exposed = crate::device_time::gpu_time::length(
+                &crate::device_time::gpu_time::merge(c.intervals.iter().copied()),
+            );
             // Judged against the transfer part only: waits for late peers are the stragglers'.
             let transfer = c.total_ns - c.waiting_ns;
             if transfer <= 0 || super::pct(exposed, transfer) < config.min_exposed_pct {

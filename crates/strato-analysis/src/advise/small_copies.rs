@@ -5,7 +5,7 @@
 //! A copy is *small* when its size (the `bytes`/`Bytes` attribute) is at most
 //! [`Config::max_bytes`]; copies without a size count as small when they ran at most
 //! [`Config::max_unsized_us`]. Per device (rank, device index) and direction (host-to-device,
-//! device-to-host; [`crate::memory::copy_direction`] or the OpenCL layer's `direction`
+//! device-to-host; [`crate::device_time::memory::copy_direction`] or the OpenCL layer's `direction`
 //! attribute), a finding needs at least [`Config::min_copies`] small copies. A *burst* is a run
 //! of small copies with no other device op of the device between them. Time at stake: the
 //! union of the bursts, each from its first copy's start to its last copy's end (the copies
@@ -17,8 +17,8 @@ use strato_trace::{Level, Ns, Span, Trace};
 
 use super::{human, rank_number, Draft, Evidence, Facts};
 use crate::analyzed::Analyzed;
-use crate::gpu_time::{length, merge};
-use crate::memory::{arg_i64, copy_direction, CopyDirection};
+use crate::device_time::gpu_time::{length, merge};
+use crate::device_time::memory::{arg_i64, copy_direction, CopyDirection};
 
 /// The rule id.
 pub const ID: &str = "small-copies";

@@ -5,7 +5,7 @@
 //! Steps are the PyTorch profiler's `ProfilerStep#N` spans ([`crate::scope::is_step_name`]) on
 //! a CPU thread. Each instant of a step `[start, end)` gets exactly one category, by priority:
 //! 1. `device compute`: a computation kernel of the step's rank runs
-//!    ([`crate::gpu_time::kernel_class`] `Computation`);
+//!    ([`crate::device_time::gpu_time::kernel_class`] `Computation`);
 //! 2. `communication`: else a communication kernel (NCCL, ...) runs;
 //! 3. `input`: else a host-to-device copy runs;
 //! 4. `device copy`: else another copy or set runs;
@@ -24,8 +24,8 @@ use strato_trace::{Level, Ns, TrackKind};
 
 use super::{human, intersect, rank_number, subtract, Draft, Evidence, Facts};
 use crate::analyzed::Analyzed;
-use crate::gpu_time::{kernel_class, length, merge, KernelClass};
-use crate::memory::CopyDirection;
+use crate::device_time::gpu_time::{kernel_class, length, merge, KernelClass};
+use crate::device_time::memory::CopyDirection;
 use crate::scope::{effective_level, flatten_innermost, is_step_name};
 
 /// The rule id.

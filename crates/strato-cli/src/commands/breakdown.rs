@@ -1,13 +1,13 @@
 //! `strato breakdown`: the operation-scoped CPU/GPU breakdown per process (RL-Scope) and its
-//! text / JSON / CSV rendering. Window and conservation rules: `strato_analysis::breakdown`,
-//! docs/analyses/breakdown.md.
+//! text / JSON / CSV rendering. Window and conservation rules:
+//! `strato_analysis::cross_stack::breakdown`, docs/analyses/breakdown.md.
 
 use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Result;
 use strato_analysis::analyzed::Analyzed;
-use strato_analysis::breakdown::{self, BreakdownOptions};
+use strato_analysis::cross_stack::breakdown::{self, BreakdownOptions};
 
 use crate::render::write_json;
 

@@ -1,8 +1,8 @@
 //! `strato collectives`: the collectives of a multi-rank job matched across ranks (issue 15):
 //! per instance arrival, wait, transfer and bandwidth; per rank how often it arrives last and
 //! the wait it imposes; the worst late arrivals with what the late rank was doing; clock
-//! alignment. The analysis is [`strato_analysis::collectives`], run on several rank files
-//! rank by rank by the engine ([`strato_engine::Engine::collectives_rank_by_rank`]) and on
+//! alignment. The analysis is [`strato_analysis::distributed::collectives`], run on several rank
+//! files rank by rank by the engine ([`strato_engine::Engine::collectives_rank_by_rank`]) and on
 //! anything else on the whole trace; the JSON is [`strato_engine::shapes::collectives`]. This
 //! module only prints the text: bandwidths in decimal GB/s (10^9 B/s), as the JSON's
 //! `bandwidth_unit` states, sizes in binary units (KiB, MiB).
@@ -14,7 +14,7 @@ use crate::render::units::{fit_ascii, us};
 use crate::table::Table;
 use anyhow::Result;
 use clap::Args;
-use strato_analysis::collectives::{
+use strato_analysis::distributed::collectives::{
     collectives, CollectiveInstance, CollectivesOptions, CollectivesReport, StragglerCause,
     StragglerVerdict,
 };
@@ -261,7 +261,7 @@ pub fn run(args: CollectivesArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) ->
         None => {
             let trace = ctx.engine.load(&args.inputs, &options)?;
             // A process driving several GPUs: one rank per device, as NCCL numbers them.
-            let split = strato_analysis::collectives::split_multi_device_ranks(&trace);
+            let split = strato_analysis::distributed::collectives::split_multi_device_ranks(&trace);
             collectives(split.as_ref().unwrap_or(&trace), &analysis)
         }
     };

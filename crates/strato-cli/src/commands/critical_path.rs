@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Result;
-use strato_analysis::critical_path::{
+use strato_analysis::paths::critical_path::{
     critical_path, critical_path_steps, step_numbers, CriticalPathOptions, CriticalPathReport,
     PathKind, StepCriticalPath, TOP_PATH_OPS,
 };
@@ -78,7 +78,7 @@ pub fn run(args: CriticalPathArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()
     let loaded = ctx.engine.load(&inputs, &import)?;
     // A process driving several GPUs: one rank per device, as NCCL numbers them, so that its
     // collectives link the devices (see docs/analyses/collectives.md).
-    let split = strato_analysis::collectives::split_multi_device_ranks(&loaded);
+    let split = strato_analysis::distributed::collectives::split_multi_device_ranks(&loaded);
     let trace = split.unwrap_or(loaded);
     // The same matching as `strato collectives` (group + sequence number, else group + kind +
     // order, else kind + order on each rank).

@@ -1,8 +1,8 @@
 //! `strato diff A B`: compares two profiles (two frameworks, before/after a fix) per
 //! operation, per (operation, stratum) and per kernel name, with added and removed ones.
 //! Loading and the analyses' wiring are here; the comparison is
-//! `strato_analysis::diff::diff`; text rendering (coloured on a TTY, fitted to the terminal's
-//! width) and JSON are here too.
+//! `strato_analysis::compare::diff::diff`; text rendering (coloured on a TTY, fitted to the
+//! terminal's width) and JSON are here too.
 
 use crate::render::units::ms_num;
 use std::io::Write;
@@ -11,8 +11,10 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 use strato_analysis::analyzed::Analyzed;
-use strato_analysis::diff::{self, Change, Delta, DiffReport, DiffSide};
-use strato_analysis::op_diff::{op_diff, KeyDiff, OpDiffReport, OpDiffSide, EXPLAINED_SHARE};
+use strato_analysis::compare::diff::{self, Change, Delta, DiffReport, DiffSide};
+use strato_analysis::compare::op_diff::{
+    op_diff, KeyDiff, OpDiffReport, OpDiffSide, EXPLAINED_SHARE,
+};
 
 use crate::render::units::{fit, fit_middle};
 use crate::term::{Style, Term};

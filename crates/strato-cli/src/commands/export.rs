@@ -5,8 +5,8 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{bail, Result};
-use strato_analysis::busy::{busy_series, DEFAULT_BUCKET_NS};
-use strato_analysis::iterations::{iterations, IterationOptions};
+use strato_analysis::device_time::busy::{busy_series, DEFAULT_BUCKET_NS};
+use strato_analysis::patterns::iterations::{iterations, IterationOptions};
 use strato_trace::Trace;
 
 /// Arguments of `strato export`.
@@ -89,8 +89,8 @@ pub fn run(args: ExportArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Resu
 
 /// What the analyses add to a Perfetto export (`strato export --perfetto`): threads split
 /// into one track per stratum, a device busy-fraction counter per device (10 ms buckets,
-/// `strato_analysis::busy`), and with `with_iterations` the iterations of each device's loops
-/// as spans under the device (extra slices). See docs/export.md.
+/// `strato_analysis::device_time::busy`), and with `with_iterations` the iterations of each
+/// device's loops as spans under the device (extra slices). See docs/export.md.
 pub(crate) fn perfetto_extras(
     trace: &Trace,
     with_iterations: bool,

@@ -1,14 +1,14 @@
 //! `strato export --folded OUT` and `--firefox OUT`: a profile's CPU samples (`strato record
-//! --sample`), each joined with its operation and Python stack by `strato_analysis::samples`,
-//! for the viewers people already use. Folded stacks (`op:NAME;frame;...;leaf COUNT`, one line
-//! per distinct stack) feed `flamegraph.pl`, inferno and speedscope; the Firefox Profiler's
-//! processed format ([`strato_io::export::firefox`]) keeps every sample with its time, thread
-//! and process, times relative to the first sample.
+//! --sample`), each joined with its operation and Python stack by
+//! `strato_analysis::cross_stack::samples`, for the viewers people already use. Folded stacks
+//! (`op:NAME;frame;...;leaf COUNT`, one line per distinct stack) feed `flamegraph.pl`, inferno and
+//! speedscope; the Firefox Profiler's processed format ([`strato_io::export::firefox`]) keeps every
+//! sample with its time, thread and process, times relative to the first sample.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
-use strato_analysis::samples::{cpu_samples, joined_samples, SampleOptions};
+use strato_analysis::cross_stack::samples::{cpu_samples, joined_samples, SampleOptions};
 use strato_io::export::firefox;
 use strato_trace::Trace;
 

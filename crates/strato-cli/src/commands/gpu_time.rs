@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::ValueEnum;
-use strato_analysis::gpu_time::{GpuTimeOptions, GpuTimeReport, GpuTimeStream, Window};
+use strato_analysis::device_time::gpu_time::{
+    GpuTimeOptions, GpuTimeReport, GpuTimeStream, Window,
+};
 
 use crate::ctx::Ctx;
 
@@ -56,7 +58,7 @@ pub fn run(args: GpuTimeArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()> {
     }
     // Rank by rank: each rank file's breakdown computed as it is imported, its events dropped.
     let streamed = ctx.engine.map_ranks(&inputs, &import, |trace| {
-        strato_analysis::gpu_time::gpu_time(trace, &options).ranks
+        strato_analysis::device_time::gpu_time::gpu_time(trace, &options).ranks
     })?;
     let report = match streamed {
         Some(streamed) => {
@@ -66,7 +68,10 @@ pub fn run(args: GpuTimeArgs, ctx: &Ctx, out: &mut impl Write) -> Result<()> {
                 ranks,
             }
         }
-        None => strato_analysis::gpu_time::gpu_time(&ctx.engine.load(&inputs, &import)?, &options),
+        None => strato_analysis::device_time::gpu_time::gpu_time(
+            &ctx.engine.load(&inputs, &import)?,
+            &options,
+        ),
     };
     present(&report, json, out)
 }

@@ -1,6 +1,6 @@
 //! `strato hierarchy` and `strato tree`: the span hierarchy (XSP) and the chain annotation ->
-//! op -> API call -> kernel at a time or for kernels by name. Rules: `strato_analysis::hierarchy`,
-//! docs/analyses/hierarchy.md.
+//! op -> API call -> kernel at a time or for kernels by name. Rules:
+//! `strato_analysis::cross_stack::hierarchy`, docs/analyses/hierarchy.md.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use serde_json::json;
 use strato_analysis::analyzed::Analyzed;
-use strato_analysis::hierarchy::{self, ChainLink, HierarchyReport};
+use strato_analysis::cross_stack::hierarchy::{self, ChainLink, HierarchyReport};
 use strato_trace::{Ns, Trace};
 
 use crate::render::units::{fit, ms, pct, us_num};

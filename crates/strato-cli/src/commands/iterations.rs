@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use clap::Args;
 use serde::Serialize;
-use strato_analysis::iterations::{
+use strato_analysis::patterns::iterations::{
     check_against_steps, iterations, IterationOptions, LoopReport, StepCheck,
 };
 
@@ -54,7 +54,7 @@ pub struct IterationsArgs {
 #[derive(Serialize)]
 struct Output<'a> {
     sequences: Vec<Entry<'a>>,
-    not_found: &'a [strato_analysis::iterations::NoLoop],
+    not_found: &'a [strato_analysis::patterns::iterations::NoLoop],
 }
 
 #[derive(Serialize)]
@@ -84,7 +84,7 @@ pub fn run(args: IterationsArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> 
         ..IterationOptions::default()
     };
     let mut report = iterations(&trace, &options);
-    strato_analysis::iterations::attach_lines_up(
+    strato_analysis::patterns::iterations::attach_lines_up(
         &strato_analysis::analyzed::Analyzed::new(&trace),
         &mut report,
     );

@@ -10,7 +10,7 @@ use crate::render::units::us;
 use crate::table::{Table, TableFormat};
 use anyhow::Result;
 use clap::Args;
-use strato_analysis::kernel_stats::{
+use strato_analysis::device_time::kernel_stats::{
     kernel_stats, KernelStatsReport, KernelStatsStream, Latency, StatRow,
 };
 

@@ -1,5 +1,5 @@
 //! `strato layers` and `strato roofline`: layer, kernel and step tables (XSP A1-A15) and the
-//! roofline per kernel, layer and model. Rules: `strato_analysis::layers`,
+//! roofline per kernel, layer and model. Rules: `strato_analysis::cross_stack::layers`,
 //! docs/analyses/layers-roofline.md.
 
 use std::io::Write;
@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use strato_analysis::analyzed::Analyzed;
-use strato_analysis::layers::{self, LayerSource, LayersReport};
-use strato_analysis::modules::{self, ModulesReport};
+use strato_analysis::cross_stack::layers::{self, LayerSource, LayersReport};
+use strato_analysis::cross_stack::modules::{self, ModulesReport};
 use strato_trace::Ns;
 
 use crate::args::LayerBy;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
-use strato_analysis::memory::{memory, MemoryOptions};
+use strato_analysis::device_time::memory::{memory, MemoryOptions};
 
 use crate::table::Table;
 

@@ -2,15 +2,16 @@
 //! dtypes) with count, device time, TFLOP/s, TB/s, % of the device's peak and roofline bound,
 //! from the documented op models, plus the collectives' rows (bytes, algbw, busbw in decimal
 //! GB/s). A row above 100% of its peak is marked (`!`) and named in a note under the table.
-//! Rules: `strato_analysis::ops`, `strato_analysis::op_models`, docs/analyses/ops.md.
+//! Rules: `strato_analysis::cross_stack::ops`, `strato_analysis::models::op_models`,
+//! docs/analyses/ops.md.
 
 use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Result;
 use strato_analysis::analyzed::Analyzed;
-use strato_analysis::devices::DeviceSpec;
-use strato_analysis::ops::{self, OpRow, OpsReport};
+use strato_analysis::cross_stack::ops::{self, OpRow, OpsReport};
+use strato_analysis::models::devices::DeviceSpec;
 
 use crate::render::units::{fit, ms_num, opt, us_num};
 use crate::render::write_json;

@@ -14,7 +14,7 @@ use std::time::Instant;
 use crate::launch::opencl_layer_path;
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
-use strato_analysis::overhead::mean_and_sample_std as mean_std;
+use strato_analysis::recording::overhead::mean_and_sample_std as mean_std;
 
 /// `strato overhead`.
 #[derive(clap::Args, Debug)]

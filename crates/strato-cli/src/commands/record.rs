@@ -26,9 +26,9 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result};
 use serde_json::{json, Value};
-use strato_analysis::breakdown::{self, BreakdownOptions};
+use strato_analysis::cross_stack::breakdown::{self, BreakdownOptions};
 
-use strato_analysis::calibration::{self, robust, RecordingInfo, LEVEL_NAMES};
+use strato_analysis::recording::calibration::{self, robust, RecordingInfo, LEVEL_NAMES};
 use strato_trace::Level;
 
 use crate::calibration_runs::{device_tracing, fit_runs, Measured, RunResult, Sampling};

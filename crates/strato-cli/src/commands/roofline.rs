@@ -1,5 +1,5 @@
 //! `strato roofline`: the roofline per kernel, layer and model (XSP) against the device's ridge
-//! point. Rules: `strato_analysis::layers`, docs/analyses/layers-roofline.md.
+//! point. Rules: `strato_analysis::cross_stack::layers`, docs/analyses/layers-roofline.md.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use serde_json::{json, Map, Value};
 use strato_analysis::analyzed::Analyzed;
-use strato_analysis::layers::{self, LayersReport, Roofline};
+use strato_analysis::cross_stack::layers::{self, LayersReport, Roofline};
 use strato_trace::Ns;
 
 use crate::args::LayerBy;

@@ -1,12 +1,12 @@
 //! `strato util`: nvidia-smi's sampled utilization beside true device-busy time (RL-Scope
-//! F.11). Rules: `strato_analysis::util`, docs/analyses/util.md.
+//! F.11). Rules: `strato_analysis::device_time::util`, docs/analyses/util.md.
 
 use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use serde_json::{json, Map, Value};
-use strato_analysis::util::{self, UtilReport, DEFAULT_PERIODS_S};
+use strato_analysis::device_time::util::{self, UtilReport, DEFAULT_PERIODS_S};
 
 use crate::render::units::ms_num;
 use crate::render::write_json;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use serde_json::json;
-use strato_analysis::calibration::{self, CalibrationFile};
+use strato_analysis::recording::calibration::{self, CalibrationFile};
 
 use crate::calibration_runs::{device_tracing, fit_runs, Measured, RunResult, Sampling};
 use crate::render::record::write_validation;
@@ -53,8 +53,9 @@ pub fn run(args: ValidateArgs, ctx: &crate::ctx::Ctx, out: &mut impl Write) -> R
 }
 
 /// `strato validate --refit`: the runs of every configuration stored by `strato record
-/// --calibrate` (`.runs/level-N[-opencl-L][-os][-samples|-native-samples]/run-K`, `.runs/recorded/run-K`) measured and fitted
-/// again as the recording did; prints the figures and whether they equal the stored ones.
+/// --calibrate` (`.runs/level-N[-opencl-L][-os][-samples|-native-samples]/run-K`,
+/// `.runs/recorded/run-K`) measured and fitted again as the recording did; prints the figures and
+/// whether they equal the stored ones.
 fn refit(
     ctx: &crate::ctx::Ctx,
     args: &ValidateArgs,

@@ -4,7 +4,7 @@
 use std::io::Write;
 
 use anyhow::Result;
-use strato_analysis::breakdown::{BreakdownReport, Resource};
+use strato_analysis::cross_stack::breakdown::{BreakdownReport, Resource};
 use strato_trace::Ns;
 
 use crate::render::units::{fit, ms, ms_num, pct};

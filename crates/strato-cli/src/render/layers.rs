@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use anyhow::Result;
-use strato_analysis::layers::{LayersReport, Roofline};
+use strato_analysis::cross_stack::layers::{LayersReport, Roofline};
 
 use crate::render::units::opt;
 
@@ -20,7 +20,7 @@ pub(crate) fn device_line(out: &mut impl Write, report: &LayersReport) -> Result
                         s.fp32_tflops.map_or("unknown".into(), |v| v.to_string()),
                         s.memory_bandwidth_gbs,
                         opt(
-                            s.ridge(strato_analysis::devices::Precision::Fp32),
+                            s.ridge(strato_analysis::models::devices::Precision::Fp32),
                             |r| format!("{r:.1} FLOP/B")
                         )
                     )

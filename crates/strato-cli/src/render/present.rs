@@ -3,7 +3,7 @@
 use crate::render::units::ms;
 use std::io::{self, Write};
 
-use strato_analysis::gpu_time::{GpuTimeReport, Window};
+use strato_analysis::device_time::gpu_time::{GpuTimeReport, Window};
 use strato_analysis::info::TraceInfo;
 
 /// `strato info` as text.

@@ -5,7 +5,7 @@ use std::io::Write;
 
 use anyhow::Result;
 use serde_json::Value;
-use strato_analysis::breakdown::BreakdownReport;
+use strato_analysis::cross_stack::breakdown::BreakdownReport;
 
 /// Prints the summary of a `strato record` run (`doc` is its JSON form).
 pub(crate) fn print_text(

@@ -4,8 +4,8 @@
 //! (10^9 B/s), as `bandwidth_unit` states.
 
 use serde::Serialize;
-use strato_analysis::clock_align::RankClock;
-use strato_analysis::collectives::{
+use strato_analysis::distributed::clock_align::RankClock;
+use strato_analysis::distributed::collectives::{
     CollectiveInstance, CollectivesReport, ExactSizeGroup, SizeGroup, StragglerCause,
 };
 use strato_trace::{Level, Ns};

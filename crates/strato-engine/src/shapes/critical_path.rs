@@ -2,7 +2,7 @@
 //! `Profile.critical_path()` in Python (one definition: both serialise it).
 
 use serde::Serialize;
-use strato_analysis::critical_path::{
+use strato_analysis::paths::critical_path::{
     CriticalPathReport, PathKind, RankCriticalPath, StepCriticalPath, WindowComposition,
 };
 use strato_trace::Ns;
@@ -19,7 +19,7 @@ pub struct StepJson {
     pub step: String,
     pub number: u64,
     pub ranks: Vec<StepRankJson>,
-    pub graph: strato_analysis::critical_path::GraphStats,
+    pub graph: strato_analysis::paths::critical_path::GraphStats,
 }
 
 #[derive(Debug, Serialize)]
@@ -58,7 +58,7 @@ pub struct ReportJson {
     /// How collectives were matched across ranks (`null` with one rank).
     pub collectives: Option<CollectivesJson>,
     pub ranks: Vec<RankJson>,
-    pub graph: strato_analysis::critical_path::GraphStats,
+    pub graph: strato_analysis::paths::critical_path::GraphStats,
 }
 
 #[derive(Debug, Serialize)]

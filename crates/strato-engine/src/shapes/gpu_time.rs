@@ -2,7 +2,7 @@
 //! definition: both serialise it). Stable keys; times in microseconds.
 
 use serde::Serialize;
-use strato_analysis::gpu_time::{DeviceExposure, GpuTimeReport, Window};
+use strato_analysis::device_time::gpu_time::{DeviceExposure, GpuTimeReport, Window};
 
 /// The JSON shape of `strato gpu-time --json` (stable keys; times in microseconds).
 #[derive(Debug, Serialize)]

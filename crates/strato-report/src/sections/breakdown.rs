@@ -6,7 +6,7 @@ use crate::svg::bars::{self, Axis, Bar, Chart, Segment};
 use crate::svg::fmt_ns;
 use crate::ReportInput;
 use std::collections::BTreeMap;
-use strato_analysis::breakdown::{ProcessBreakdown, Resource};
+use strato_analysis::cross_stack::breakdown::{ProcessBreakdown, Resource};
 use strato_trace::{Level, Ns};
 
 use super::palette::{breakdown_legend, fill_of, level_label};

@@ -1,6 +1,6 @@
 //! Critical path: per `ProfilerStep#N` window and rank (the whole trace when the profile has no
 //! steps), what the longest dependency chain is made of
-//! ([`strato_analysis::critical_path::critical_path_by_step_or_whole`]): CPU ops, launches,
+//! ([`strato_analysis::paths::critical_path::critical_path_by_step_or_whole`]): CPU ops, launches,
 //! compute and communication kernels, copies, waits for the device or for peers, untraced gaps,
 //! and the part of the window the path does not reach. Each bar adds up to its window. Below:
 //! the operations with the most path time over all windows.
@@ -14,7 +14,7 @@ use crate::html::Html;
 use crate::svg::bars::{self, Axis, Bar, Chart, Segment};
 use crate::svg::fmt_ns;
 use crate::ReportInput;
-use strato_analysis::critical_path::{PathKind, WindowComposition};
+use strato_analysis::paths::critical_path::{PathKind, WindowComposition};
 use strato_trace::Ns;
 
 use super::{analysis_or_close, cell_rows, close, close_empty, name, open, pct, share};
@@ -68,7 +68,11 @@ pub(super) fn critical_path(h: &mut Html, input: &ReportInput) -> bool {
         Ok(windows) => windows,
         Err(e) => return close_empty(h, &format!("No critical path: {e}.")),
     };
-    let rows: Vec<(&str, i64, &strato_analysis::critical_path::RankStepPath)> = windows
+    let rows: Vec<(
+        &str,
+        i64,
+        &strato_analysis::paths::critical_path::RankStepPath,
+    )> = windows
         .iter()
         .flat_map(|s| {
             s.ranks

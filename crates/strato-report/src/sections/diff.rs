@@ -4,7 +4,7 @@
 use crate::html::Html;
 use crate::svg::bars::{self, Axis, Bar, Chart, Segment};
 use crate::svg::{color, fmt_ns};
-use strato_analysis::diff::{Change, Delta, DiffReport};
+use strato_analysis::compare::diff::{Change, Delta, DiffReport};
 use strato_trace::Ns;
 
 use super::{card, cell_rows, close, name, open, pct};

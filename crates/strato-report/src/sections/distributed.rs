@@ -1,7 +1,8 @@
-//! Distributed: the collectives of a multi-rank job ([`strato_analysis::collectives`]): per
-//! rank its collective kernel time split into waiting for the last peer and transfer; a ranks
-//! x collectives heat map of lateness (arrival after the first peer); busbw against message
-//! size; the worst late arrivals with what the late rank was doing; clock alignment.
+//! Distributed: the collectives of a multi-rank job
+//! ([`strato_analysis::distributed::collectives`]): per rank its collective kernel time split into
+//! waiting for the last peer and transfer; a ranks x collectives heat map of lateness (arrival
+//! after the first peer); busbw against message size; the worst late arrivals with what the late
+//! rank was doing; clock alignment.
 //!
 //! Size at job scale: one bar per rank (at most [`crate::TABLE_ROWS`]), the heat map keeps at
 //! most [`HEAT_CELLS`] cells (the collectives with the most waiting, in time order), the
@@ -13,7 +14,9 @@ use crate::html::Html;
 use crate::svg::bars::{self, Axis, Bar, Chart, Segment};
 use crate::svg::{color, fmt_bytes, fmt_ns, Svg, WIDTH};
 use crate::{ReportInput, TABLE_ROWS};
-use strato_analysis::collectives::{CollectivesReport, StragglerCause, StragglerVerdict};
+use strato_analysis::distributed::collectives::{
+    CollectivesReport, StragglerCause, StragglerVerdict,
+};
 use strato_trace::Ns;
 
 use super::{analysis_or_close, cell_rows, close, close_empty, name, open};

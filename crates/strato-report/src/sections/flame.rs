@@ -1,13 +1,13 @@
 //! CPU samples per operation (issue 19, item 3): one flame graph per operation, drawn as an
 //! icicle (the operation on top, callers above callees; each frame as wide as its samples),
-//! from `strato_analysis::samples` (native stacks by perf events joined with the Python stack
-//! the recorder sampled). Size is bounded: at most [`MAX_OPERATIONS`] graphs, [`MAX_DEPTH`]
-//! rows each, and frames narrower than [`MIN_WIDTH`] px are left out (their samples stay in
-//! their parent's width).
+//! from `strato_analysis::cross_stack::samples` (native stacks by perf events joined with the
+//! Python stack the recorder sampled). Size is bounded: at most [`MAX_OPERATIONS`] graphs,
+//! [`MAX_DEPTH`] rows each, and frames narrower than [`MIN_WIDTH`] px are left out (their samples
+//! stay in their parent's width).
 
 use std::collections::BTreeMap;
 
-use strato_analysis::samples::{CpuSamples, OperationSamples, PYTHON_NOT_SAMPLED};
+use strato_analysis::cross_stack::samples::{CpuSamples, OperationSamples, PYTHON_NOT_SAMPLED};
 
 use crate::html::Html;
 use crate::svg::{Svg, WIDTH};

@@ -2,7 +2,7 @@
 //! path, instances folded) as wide as its inclusive device time — or its inclusive CPU time when
 //! no device work ran under modules — inside its parent's extent. Recomputed forward work under
 //! backward (activation checkpointing) shows as `[recompute]` roots and in a line of its own.
-//! Rules: `strato_analysis::modules`.
+//! Rules: `strato_analysis::cross_stack::modules`.
 
 use crate::html::Html;
 use crate::svg::{color, fmt_ns, Svg, WIDTH};

@@ -2,7 +2,7 @@
 //! stratum), shared by the breakdown, processes and kernels sections and the page's pattern
 //! definitions.
 
-use strato_analysis::breakdown::Resource;
+use strato_analysis::cross_stack::breakdown::Resource;
 use strato_trace::Level;
 
 pub(super) const CPU_COLOR: &str = "#4e79a7";

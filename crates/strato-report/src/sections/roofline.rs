@@ -4,7 +4,7 @@ use crate::html::Html;
 use crate::svg::fmt_si;
 use crate::svg::scatter::{self, Point, Roof};
 use crate::ReportInput;
-use strato_analysis::layers::Roofline as RooflineFigures;
+use strato_analysis::cross_stack::layers::Roofline as RooflineFigures;
 
 use super::{analysis_or_close, cell_rows, close, close_empty, name, open};
 

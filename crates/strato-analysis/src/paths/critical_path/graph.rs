@@ -1,0 +1,196 @@
+//! The dependency graph under construction: its nodes (a span's start or end, a collective's
+//! "all arrived" point) and weighted edges, the classification of events into path kinds
+//! ([`BLOCKING_CALLS`]), and what every graph reads of the whole trace (event records, each
+//! rank's spans).
+
+use rustc_hash::FxHashMap;
+use strato_trace::{Level, Ns, RankId, SpanId, Trace, TrackId};
+
+use super::options::CriticalPathOptions;
+use super::shapes::PathKind;
+
+/// Runtime calls during which the CPU waits for the device (their inside weighs 0).
+pub const BLOCKING_CALLS: &[&str] = &[
+    "cudaDeviceSynchronize",
+    "cudaStreamSynchronize",
+    "cudaEventQuery",
+    "cudaEventSynchronize",
+    "cudaMemcpy",
+    "cudaMemcpyAsync",
+    "hipDeviceSynchronize",
+    "hipStreamSynchronize",
+    "hipEventSynchronize",
+    "hipMemcpy",
+    "hipMemcpyAsync",
+];
+
+/// A point in time of one span (its start or end) or a collective's "all arrived" point.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Node {
+    pub(super) ts: Ns,
+    pub(super) span: Option<SpanId>,
+    pub(super) rank: RankId,
+    pub(super) track: Option<TrackId>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Edge {
+    pub(super) from: u32,
+    pub(super) to: u32,
+    pub(super) weight: Ns,
+    pub(super) kind: PathKind,
+    pub(super) dependency: bool,
+    /// The event whose time the edge is (an op's inside, a kernel's transfer or wait); `None`
+    /// for the dependencies between events (launch delay, sync, stream gap, idle).
+    pub(super) owner: Option<SpanId>,
+}
+
+/// The graph under construction: nodes in creation order, renumbered by time before the
+/// search.
+#[derive(Default)]
+pub(super) struct Graph {
+    pub(super) nodes: Vec<Node>,
+    pub(super) edges: Vec<Edge>,
+    /// Span -> (start node, end node).
+    pub(super) span_nodes: FxHashMap<SpanId, (u32, u32)>,
+    pub(super) negative: usize,
+    /// Per rank, the shift onto the reference clock ([`CriticalPathOptions::clock_shift`]).
+    clock_shift: Vec<Ns>,
+}
+
+impl Graph {
+    pub(super) fn new(options: &CriticalPathOptions) -> Graph {
+        Graph {
+            clock_shift: options.clock_shift.clone(),
+            ..Graph::default()
+        }
+    }
+
+    pub(super) fn shift_of(&self, rank: RankId) -> Ns {
+        self.clock_shift.get(rank.0 as usize).copied().unwrap_or(0)
+    }
+
+    pub(super) fn add_span(&mut self, trace: &Trace, id: SpanId, rank: RankId) -> (u32, u32) {
+        let span = &trace.spans[id.0 as usize];
+        let start = self.nodes.len() as u32;
+        let shift = self.shift_of(rank);
+        for ts in [span.start, span.end] {
+            self.nodes.push(Node {
+                ts: ts.saturating_add(shift),
+                span: Some(id),
+                rank,
+                track: Some(span.track),
+            });
+        }
+        self.span_nodes.insert(id, (start, start + 1));
+        (start, start + 1)
+    }
+
+    /// Adds an edge; `weighted` edges weigh the time between their nodes (never below 0).
+    pub(super) fn edge(
+        &mut self,
+        from: u32,
+        to: u32,
+        kind: PathKind,
+        weighted: bool,
+        dependency: bool,
+    ) {
+        self.owned_edge(from, to, kind, weighted, dependency, None);
+    }
+
+    /// [`Graph::edge`] whose time belongs to the event `owner`.
+    pub(super) fn owned_edge(
+        &mut self,
+        from: u32,
+        to: u32,
+        kind: PathKind,
+        weighted: bool,
+        dependency: bool,
+        owner: Option<SpanId>,
+    ) {
+        if from == to {
+            return;
+        }
+        let dt = self.nodes[to as usize].ts - self.nodes[from as usize].ts;
+        if dt < 0 {
+            self.negative += 1;
+        }
+        self.edges.push(Edge {
+            from,
+            to,
+            weight: if weighted { dt.max(0) } else { 0 },
+            kind,
+            dependency,
+            owner,
+        });
+    }
+}
+
+/// The included CPU levels.
+pub(super) fn is_cpu_level(level: Level) -> bool {
+    matches!(
+        level,
+        Level::Backend | Level::Simulator | Level::Library | Level::AcceleratorApi
+    )
+}
+
+pub(super) fn event_kind(trace: &Trace, id: SpanId) -> PathKind {
+    let span = &trace.spans[id.0 as usize];
+    match span.level {
+        Level::DeviceKernel => PathKind::Kernel,
+        Level::DeviceCopy | Level::DeviceSet => PathKind::Copy,
+        Level::DeviceSync => PathKind::SyncWait,
+        Level::AcceleratorApi => {
+            if BLOCKING_CALLS.contains(&trace.str(span.name)) {
+                PathKind::SyncWait
+            } else {
+                PathKind::Launch
+            }
+        }
+        _ => PathKind::CpuOp,
+    }
+}
+
+/// Reads an integer field of a span's args (`None` when absent or not an integer).
+pub(super) fn arg_i64(trace: &Trace, id: SpanId, key: &str) -> Option<i64> {
+    let text = trace.args_text(trace.spans[id.0 as usize].args)?;
+    if !text.contains(key) {
+        return None;
+    }
+    let value: serde_json::Value = serde_json::from_str(text).ok()?;
+    value.get(key)?.as_i64()
+}
+
+/// What the graphs read of the whole trace, gathered in one pass: per rank, the event-record
+/// runtime calls by correlation (an event sync names the record it waits for, which can lie
+/// outside the sync's step).
+pub(super) struct TraceIndex {
+    pub(super) event_records: Vec<FxHashMap<u64, Ns>>,
+}
+
+impl TraceIndex {
+    pub(super) fn new(trace: &Trace) -> TraceIndex {
+        let mut event_records = vec![FxHashMap::default(); trace.ranks.len()];
+        for s in &trace.spans {
+            if s.level != Level::AcceleratorApi {
+                continue;
+            }
+            let Some(c) = s.correlation else { continue };
+            if trace.str(s.name).ends_with("EventRecord") {
+                let rank = trace.track(s.track).rank;
+                event_records[rank.0 as usize].insert(c, s.start);
+            }
+        }
+        TraceIndex { event_records }
+    }
+}
+
+/// The spans of each rank, in trace order (one pass).
+pub(super) fn spans_by_rank(trace: &Trace) -> Vec<Vec<SpanId>> {
+    let mut by_rank: Vec<Vec<SpanId>> = vec![Vec::new(); trace.ranks.len()];
+    for (i, span) in trace.spans.iter().enumerate() {
+        let rank = trace.track(span.track).rank;
+        by_rank[rank.0 as usize].push(SpanId(i as u32));
+    }
+    by_rank
+}

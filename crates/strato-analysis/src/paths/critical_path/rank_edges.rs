@@ -1,0 +1,383 @@
+//! One rank's nodes and edges: the call-order chain of each CPU thread, and the launch,
+//! stream-order and synchronisation edges of its device work (stream, device/context and
+//! event syncs, stream wait events). The rules are in the parent module's docs.
+
+use rustc_hash::FxHashMap;
+use strato_trace::{Level, Ns, RankId, SpanId, Trace, TrackId, TrackKind};
+
+use super::graph::{arg_i64, event_kind, is_cpu_level, Graph, TraceIndex, BLOCKING_CALLS};
+use super::shapes::PathKind;
+
+/// Adds the nodes and edges of one rank from `spans`, the rank's spans that take part (a step
+/// window's; every one of the rank for the whole trace), each category in trace order. Its
+/// work is linear in `spans` (plus the rank's launches when it has stream-wait events).
+pub(super) fn build_rank(
+    trace: &Trace,
+    index: &TraceIndex,
+    rank: RankId,
+    spans: &[SpanId],
+    graph: &mut Graph,
+) {
+    let mut threads: FxHashMap<TrackId, Vec<SpanId>> = FxHashMap::default();
+    let mut device: Vec<SpanId> = Vec::new();
+    let mut syncs: Vec<SpanId> = Vec::new();
+    for &id in spans {
+        let span = &trace.spans[id.0 as usize];
+        let track = trace.track(span.track);
+        debug_assert_eq!(track.rank, rank);
+        match track.kind {
+            TrackKind::Thread { .. } if is_cpu_level(span.level) && span.end > span.start => {
+                threads.entry(span.track).or_default().push(id);
+            }
+            TrackKind::DeviceQueue { queue, .. } => match span.level {
+                Level::DeviceSync => syncs.push(id),
+                Level::DeviceKernel | Level::DeviceCopy | Level::DeviceSet if queue != -1 => {
+                    device.push(id)
+                }
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+    // Nodes: every CPU span, every device op.
+    let mut thread_ids: Vec<TrackId> = threads.keys().copied().collect();
+    thread_ids.sort_unstable();
+    for &t in &thread_ids {
+        for &id in &threads[&t] {
+            graph.add_span(trace, id, rank);
+        }
+    }
+    for &id in &device {
+        graph.add_span(trace, id, rank);
+    }
+    for &t in &thread_ids {
+        cpu_chain(trace, &threads[&t], graph);
+    }
+    // The rank's runtime calls in the graph, by correlation (the first in trace order when
+    // two share one).
+    let mut call_by_corr: FxHashMap<u64, SpanId> = FxHashMap::default();
+    for &t in &thread_ids {
+        for &id in &threads[&t] {
+            let s = &trace.spans[id.0 as usize];
+            if s.level == Level::AcceleratorApi {
+                if let Some(c) = s.correlation {
+                    call_by_corr
+                        .entry(c)
+                        .and_modify(|first| *first = SpanId(first.0.min(id.0)))
+                        .or_insert(id);
+                }
+            }
+        }
+    }
+    device_edges(trace, index, rank, &device, &syncs, &call_by_corr, graph);
+}
+
+/// The call-order chain of one thread (see the module docs).
+fn cpu_chain(trace: &Trace, spans: &[SpanId], graph: &mut Graph) {
+    let mut order: Vec<SpanId> = spans.to_vec();
+    order.sort_by_key(|id| {
+        let s = &trace.spans[id.0 as usize];
+        (s.start, std::cmp::Reverse(s.end), id.0)
+    });
+    struct Walk {
+        last: Option<u32>,
+        last_top: Option<u32>,
+        stack: Vec<SpanId>,
+    }
+    let mut walk = Walk {
+        last: None,
+        last_top: None,
+        stack: Vec::new(),
+    };
+    // Kind of the time between `last` and the next node: the event the edge lies in.
+    let inside_kind = |trace: &Trace, id: SpanId, zero: bool| -> PathKind {
+        if zero {
+            PathKind::SyncWait
+        } else {
+            match event_kind(trace, id) {
+                PathKind::SyncWait => PathKind::Launch,
+                k => k,
+            }
+        }
+    };
+    let exit = |walk: &mut Walk, graph: &mut Graph, id: SpanId| {
+        let (_, end) = graph.span_nodes[&id];
+        walk.stack.pop();
+        if let Some(last) = walk.last {
+            let blocking = BLOCKING_CALLS.contains(&trace.str(trace.spans[id.0 as usize].name));
+            // Start -> end of one event, or end of a child -> end of its parent: the event
+            // the edge ends in.
+            graph.owned_edge(
+                last,
+                end,
+                inside_kind(trace, id, blocking),
+                !blocking,
+                false,
+                Some(id),
+            );
+        }
+        if walk.stack.is_empty() {
+            walk.last = None;
+            walk.last_top = Some(end);
+        } else {
+            walk.last = Some(end);
+        }
+    };
+    for &id in &order {
+        let span = &trace.spans[id.0 as usize];
+        while let Some(&top) = walk.stack.last() {
+            let parent = &trace.spans[top.0 as usize];
+            if span.start < parent.end && span.end <= parent.end {
+                break;
+            }
+            exit(&mut walk, graph, top);
+        }
+        let (start, _) = graph.span_nodes[&id];
+        if walk.stack.is_empty() {
+            if let Some(prev) = walk.last_top {
+                graph.edge(prev, start, PathKind::Idle, false, true);
+            }
+        }
+        if let Some(last) = walk.last {
+            // From a start (the parent's start) into a child, or from a sibling's end to the
+            // next sibling's start: time in the parent.
+            let parent = *walk
+                .stack
+                .last()
+                .expect("a last node implies an open parent");
+            graph.owned_edge(
+                last,
+                start,
+                inside_kind(trace, parent, false),
+                true,
+                false,
+                Some(parent),
+            );
+        }
+        walk.last = Some(start);
+        walk.stack.push(id);
+    }
+    while let Some(&top) = walk.stack.last() {
+        exit(&mut walk, graph, top);
+    }
+}
+
+/// Launch, stream-order and synchronisation edges of one rank's device work.
+fn device_edges(
+    trace: &Trace,
+    index: &TraceIndex,
+    rank: RankId,
+    device: &[SpanId],
+    syncs: &[SpanId],
+    call_by_corr: &FxHashMap<u64, SpanId>,
+    graph: &mut Graph,
+) {
+    let span = |id: SpanId| &trace.spans[id.0 as usize];
+    let queue_of = |id: SpanId| match trace.track(span(id).track).kind {
+        TrackKind::DeviceQueue { device, queue } => (device, queue),
+        _ => (-1, -1),
+    };
+    // Kernel by correlation, and each launch's stream (for event synchronisation).
+    let mut kernel_by_corr: FxHashMap<u64, SpanId> = FxHashMap::default();
+    for &id in device {
+        if let Some(c) = span(id).correlation {
+            kernel_by_corr.entry(c).or_insert(id);
+        }
+    }
+    let event_syncs = event_sync_sources(
+        trace,
+        &index.event_records[rank.0 as usize],
+        syncs,
+        &kernel_by_corr,
+        call_by_corr,
+    );
+    // Pending GPU -> GPU dependencies: destination kernel -> source kernel.
+    let mut kernel_wait: FxHashMap<SpanId, SpanId> = FxHashMap::default();
+    let mut launches: Option<LaunchesByStreamAndThread> = None;
+    for (sync, source) in &event_syncs {
+        if let Some(dest) =
+            stream_wait_destination(trace, *sync, &kernel_by_corr, call_by_corr, &mut launches)
+        {
+            kernel_wait.insert(dest, *source);
+        }
+    }
+    let event_source: FxHashMap<SpanId, SpanId> = event_syncs.into_iter().collect();
+
+    let mut items: Vec<(Ns, bool, SpanId)> = device
+        .iter()
+        .map(|&id| (span(id).start, false, id))
+        .chain(syncs.iter().map(|&id| (span(id).end, true, id)))
+        .collect();
+    items.sort_by_key(|&(key, _, id)| (key, id.0));
+    let mut last: FxHashMap<(i64, i64), u32> = FxHashMap::default();
+    for (_, is_sync, id) in items {
+        let (dev, queue) = queue_of(id);
+        if is_sync {
+            let name = trace.str(span(id).name);
+            let call_end = span(id)
+                .correlation
+                .and_then(|c| call_by_corr.get(&c))
+                .map(|call| graph.span_nodes[call].1);
+            match name {
+                "Context Sync" | "Device Sync" => {
+                    if let Some(call_end) = call_end {
+                        let mut ends: Vec<((i64, i64), u32)> = last
+                            .iter()
+                            .filter(|((d, _), _)| *d == dev)
+                            .map(|(k, v)| (*k, *v))
+                            .collect();
+                        ends.sort_unstable();
+                        for (_, end) in ends {
+                            graph.edge(end, call_end, PathKind::SyncWait, false, true);
+                        }
+                    }
+                }
+                "Stream Sync" => {
+                    if let (Some(call_end), Some(&end)) = (call_end, last.get(&(dev, queue))) {
+                        graph.edge(end, call_end, PathKind::SyncWait, false, true);
+                    }
+                }
+                "Event Sync" => {
+                    if let (Some(call_end), Some(source)) = (call_end, event_source.get(&id)) {
+                        if let Some(&(_, end)) = graph.span_nodes.get(source) {
+                            graph.edge(end, call_end, PathKind::SyncWait, false, true);
+                        }
+                    }
+                }
+                _ => {}
+            }
+            continue;
+        }
+        let (start, end) = graph.span_nodes[&id];
+        let kind = event_kind(trace, id);
+        // The op's own edge is added by `add_collectives` for collective members; here for all
+        // (collectives replace it later).
+        graph.owned_edge(start, end, kind, true, false, Some(id));
+        let mut waits_on: Option<u32> = None;
+        if let Some(source) = kernel_wait.get(&id) {
+            if let Some(&(_, source_end)) = graph.span_nodes.get(source) {
+                graph.edge(source_end, start, PathKind::SyncWait, false, true);
+                waits_on = Some(source_end);
+            }
+        }
+        let previous = last.get(&(dev, queue)).copied();
+        let launch = span(id).correlation.and_then(|c| call_by_corr.get(&c));
+        let ts = |n: u32| graph.nodes[n as usize].ts;
+        let launched_on_empty = launch.is_some_and(|&call| {
+            let call_start = span(call).start;
+            previous.is_none_or(|p| ts(p) < call_start)
+                && waits_on.is_none_or(|w| ts(w) < call_start)
+        });
+        if launched_on_empty {
+            let call_start = graph.span_nodes[launch.expect("checked above")].0;
+            graph.edge(call_start, start, PathKind::Launch, true, true);
+        } else if let Some(p) = previous {
+            if waits_on.is_none_or(|w| ts(w) < ts(p)) {
+                graph.edge(p, start, PathKind::Idle, true, true);
+            }
+        }
+        last.insert((dev, queue), end);
+    }
+}
+
+/// For each event sync / stream wait event with `wait_on_cuda_event_record_corr_id`: the
+/// kernel launched last on the recorded stream before the event was recorded.
+fn event_sync_sources(
+    trace: &Trace,
+    records: &FxHashMap<u64, Ns>,
+    syncs: &[SpanId],
+    kernel_by_corr: &FxHashMap<u64, SpanId>,
+    call_by_corr: &FxHashMap<u64, SpanId>,
+) -> Vec<(SpanId, SpanId)> {
+    let span = |id: SpanId| &trace.spans[id.0 as usize];
+    let wanted: Vec<(SpanId, i64, i64, u64)> = syncs
+        .iter()
+        .filter_map(|&id| {
+            let record = arg_i64(trace, id, "wait_on_cuda_event_record_corr_id")?;
+            let stream = arg_i64(trace, id, "wait_on_stream")?;
+            if record < 0 || stream < 0 {
+                return None;
+            }
+            let device = match trace.track(span(id).track).kind {
+                TrackKind::DeviceQueue { device, .. } => device,
+                _ => return None,
+            };
+            Some((id, device, stream, record as u64))
+        })
+        .collect();
+    if wanted.is_empty() {
+        return Vec::new();
+    }
+    // Launches per (device, stream), by the call's start.
+    let mut launches: FxHashMap<(i64, i64), Vec<(Ns, SpanId)>> = FxHashMap::default();
+    for (&c, &kernel) in kernel_by_corr {
+        let Some(&call) = call_by_corr.get(&c) else {
+            continue;
+        };
+        if let TrackKind::DeviceQueue { device, queue } = trace.track(span(kernel).track).kind {
+            launches
+                .entry((device, queue))
+                .or_default()
+                .push((span(call).start, kernel));
+        }
+    }
+    for list in launches.values_mut() {
+        list.sort_unstable_by_key(|&(ts, k)| (ts, k.0));
+    }
+    wanted
+        .into_iter()
+        .filter_map(|(id, device, stream, record)| {
+            let recorded_at = *records.get(&record)?;
+            let list = launches.get(&(device, stream))?;
+            let before = list.partition_point(|&(ts, _)| ts <= recorded_at);
+            let (_, kernel) = *list.get(before.checked_sub(1)?)?;
+            Some((id, kernel))
+        })
+        .collect()
+}
+
+/// The launches of one rank's graph whose kernel ran on a stream, per (device, stream of the
+/// kernel, thread of the launch call), sorted by the call's start: built once per rank graph,
+/// when a stream wait event asks.
+type LaunchesByStreamAndThread = FxHashMap<(i64, i64, TrackId), Vec<(Ns, SpanId)>>;
+
+/// For a stream wait event: the next kernel launched on the waiting stream from the thread
+/// that called `cudaStreamWaitEvent`, after that call.
+fn stream_wait_destination(
+    trace: &Trace,
+    sync: SpanId,
+    kernel_by_corr: &FxHashMap<u64, SpanId>,
+    call_by_corr: &FxHashMap<u64, SpanId>,
+    launches: &mut Option<LaunchesByStreamAndThread>,
+) -> Option<SpanId> {
+    let span = |id: SpanId| &trace.spans[id.0 as usize];
+    if trace.str(span(sync).name) != "Stream Wait Event" {
+        return None;
+    }
+    let TrackKind::DeviceQueue { device, queue } = trace.track(span(sync).track).kind else {
+        return None;
+    };
+    let call = *call_by_corr.get(&span(sync).correlation?)?;
+    let thread = span(call).track;
+    let after = span(call).start;
+    let launches = launches.get_or_insert_with(|| {
+        let mut by: LaunchesByStreamAndThread = FxHashMap::default();
+        for (c, &k) in kernel_by_corr {
+            let Some(&launch) = call_by_corr.get(c) else {
+                continue;
+            };
+            if let TrackKind::DeviceQueue { device, queue } = trace.track(span(k).track).kind {
+                by.entry((device, queue, span(launch).track))
+                    .or_default()
+                    .push((span(launch).start, k));
+            }
+        }
+        for list in by.values_mut() {
+            list.sort_unstable_by_key(|&(ts, k)| (ts, k.0));
+        }
+        by
+    });
+    let list = launches.get(&(device, queue, thread))?;
+    let first_after = list.partition_point(|&(ts, _)| ts <= after);
+    list.get(first_after).map(|&(_, k)| k)
+}

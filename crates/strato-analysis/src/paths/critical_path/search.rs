@@ -1,0 +1,218 @@
+//! The longest-path search over the graph and each rank's path read back from it
+//! ([`critical_path`]: the whole trace as one window).
+
+use rustc_hash::FxHashSet;
+use strato_trace::{Ns, RankId, SpanId, Trace};
+
+use super::collective_edges::{add_collectives, MemberIndex};
+use super::graph::{event_kind, spans_by_rank, Graph, TraceIndex};
+use super::options::CriticalPathOptions;
+use super::rank_edges::build_rank;
+use super::shapes::{
+    CriticalPathError, CriticalPathReport, GraphStats, PathEvent, PathKind, PathSegment,
+    RankCriticalPath,
+};
+
+/// Computes the critical path of every rank of `trace`.
+pub fn critical_path(
+    trace: &Trace,
+    options: &CriticalPathOptions,
+) -> Result<CriticalPathReport, CriticalPathError> {
+    let mut graph = Graph::new(options);
+    let index = TraceIndex::new(trace);
+    let by_rank = spans_by_rank(trace);
+    for (r, spans) in by_rank.iter().enumerate() {
+        build_rank(trace, &index, RankId(r as u32), spans, &mut graph);
+    }
+    drop(by_rank);
+    let members = MemberIndex::new(options);
+    let collectives = add_collectives(options, &members, &mut graph);
+    let stats = GraphStats {
+        nodes: graph.nodes.len(),
+        edges: graph.edges.len(),
+        negative_edges: graph.negative,
+        collectives,
+    };
+    let search = longest_paths(&graph)?;
+    let ends = path_ends(trace, &graph, &search);
+    let ranks = (0..trace.ranks.len())
+        .map(|r| rank_path(trace, RankId(r as u32), &graph, &search, ends[r]))
+        .collect();
+    Ok(CriticalPathReport {
+        ranks,
+        graph: stats,
+        clock_shift: options.clock_shift.clone(),
+    })
+}
+
+/// Longest-path search result: per node its best distance and the edge it came by.
+pub(super) struct Search {
+    dist: Vec<Ns>,
+    via: Vec<Option<u32>>,
+    /// Topological position of each node.
+    order: Vec<u32>,
+}
+
+/// Longest paths over the DAG (generational Kahn order, nodes numbered by time).
+pub(super) fn longest_paths(graph: &Graph) -> Result<Search, CriticalPathError> {
+    let n = graph.nodes.len();
+    // Node numbering by time (stable on creation order), as the search's base order.
+    let mut by_time: Vec<u32> = (0..n as u32).collect();
+    by_time.sort_by_key(|&i| (graph.nodes[i as usize].ts, i));
+    let mut out_edges: Vec<Vec<u32>> = vec![Vec::new(); n];
+    let mut in_edges: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for (i, e) in graph.edges.iter().enumerate() {
+        out_edges[e.from as usize].push(i as u32);
+        in_edges[e.to as usize].push(i as u32);
+    }
+    let mut indegree: Vec<usize> = in_edges.iter().map(Vec::len).collect();
+    let mut generation: Vec<u32> = by_time
+        .iter()
+        .copied()
+        .filter(|&v| indegree[v as usize] == 0)
+        .collect();
+    let mut topo: Vec<u32> = Vec::with_capacity(n);
+    while !generation.is_empty() {
+        let mut next = Vec::new();
+        for &v in &generation {
+            topo.push(v);
+            for &e in &out_edges[v as usize] {
+                let to = graph.edges[e as usize].to;
+                indegree[to as usize] -= 1;
+                if indegree[to as usize] == 0 {
+                    next.push(to);
+                }
+            }
+        }
+        generation = next;
+    }
+    if topo.len() != n {
+        return Err(CriticalPathError::Cycle {
+            nodes: n - topo.len(),
+        });
+    }
+    let mut dist = vec![0; n];
+    let mut via = vec![None; n];
+    let mut order = vec![0u32; n];
+    for (pos, &v) in topo.iter().enumerate() {
+        order[v as usize] = pos as u32;
+        let mut best: Option<(Ns, u32)> = None;
+        for &e in &in_edges[v as usize] {
+            let edge = &graph.edges[e as usize];
+            let d = dist[edge.from as usize] + edge.weight;
+            if best.is_none_or(|(b, _)| d > b) {
+                best = Some((d, e));
+            }
+        }
+        if let Some((d, e)) = best {
+            dist[v as usize] = d;
+            via[v as usize] = Some(e);
+        }
+    }
+    Ok(Search { dist, via, order })
+}
+
+/// Per rank, the rank's span node where its path ends: the largest distance (ties: the first
+/// in topological order). One pass over the nodes.
+pub(super) fn path_ends(trace: &Trace, graph: &Graph, search: &Search) -> Vec<Option<usize>> {
+    let mut ends: Vec<Option<usize>> = vec![None; trace.ranks.len()];
+    for (v, node) in graph.nodes.iter().enumerate() {
+        if node.span.is_none() {
+            continue;
+        }
+        let key = |v: usize| (search.dist[v], std::cmp::Reverse(search.order[v]));
+        let slot = &mut ends[node.rank.0 as usize];
+        if slot.is_none_or(|best| key(v) >= key(best)) {
+            *slot = Some(v);
+        }
+    }
+    ends
+}
+
+/// The path ending at `end` (the rank's node of largest distance: [`path_ends`]), with its
+/// composition.
+pub(super) fn rank_path(
+    trace: &Trace,
+    rank: RankId,
+    graph: &Graph,
+    search: &Search,
+    end: Option<usize>,
+) -> RankCriticalPath {
+    let info = &trace.ranks[rank.0 as usize];
+    let mut result = RankCriticalPath {
+        rank: info.rank.unwrap_or(i64::from(rank.0)),
+        source: info.source.clone(),
+        start_ns: None,
+        end_ns: None,
+        length_ns: 0,
+        work_ns: 0,
+        by_kind: PathKind::ALL.iter().map(|&k| (k, 0)).collect(),
+        events: Vec::new(),
+        segments: Vec::new(),
+        backward_edges: 0,
+        note: None,
+    };
+    let Some(mut v) = end else {
+        result.note = Some("no CPU operation, runtime call or device op in the trace".into());
+        return result;
+    };
+    result.work_ns = search.dist[v];
+    let mut nodes = vec![v as u32];
+    let mut edges = Vec::new();
+    while let Some(e) = search.via[v] {
+        edges.push(e);
+        v = graph.edges[e as usize].from as usize;
+        nodes.push(v as u32);
+    }
+    nodes.reverse();
+    edges.reverse();
+    result.start_ns = nodes.first().map(|&n| graph.nodes[n as usize].ts);
+    result.end_ns = nodes.last().map(|&n| graph.nodes[n as usize].ts);
+    for &e in &edges {
+        let edge = &graph.edges[e as usize];
+        let (from, to) = (
+            graph.nodes[edge.from as usize],
+            graph.nodes[edge.to as usize],
+        );
+        let covered = to.ts - from.ts;
+        if covered < 0 {
+            result.backward_edges += 1;
+        }
+        let covered = covered.max(0);
+        result.length_ns += covered;
+        *result.by_kind.entry(edge.kind).or_insert(0) += covered;
+        result.segments.push(PathSegment {
+            kind: edge.kind,
+            from_ns: from.ts,
+            to_ns: to.ts,
+            weight_ns: edge.weight,
+            from_track: from.track,
+            to_track: to.track,
+            dependency: edge.dependency,
+            span: edge.owner,
+        });
+    }
+    let mut seen: FxHashSet<SpanId> = FxHashSet::default();
+    for &n in &nodes {
+        let node = graph.nodes[n as usize];
+        let Some(id) = node.span else { continue };
+        if !seen.insert(id) {
+            continue;
+        }
+        let span = &trace.spans[id.0 as usize];
+        let r = &trace.ranks[node.rank.0 as usize];
+        let shift = graph.shift_of(node.rank);
+        result.events.push(PathEvent {
+            span: id,
+            rank: r.rank.unwrap_or(i64::from(node.rank.0)),
+            name: trace.str(span.name).to_owned(),
+            start_ns: span.start.saturating_add(shift),
+            end_ns: span.end.saturating_add(shift),
+            kind: event_kind(trace, id),
+        });
+    }
+    result
+        .events
+        .sort_by_key(|e| (e.start_ns, std::cmp::Reverse(e.end_ns), e.span.0));
+    result
+}

@@ -1,0 +1,298 @@
+//! Per-step windows: the critical path of each `ProfilerStep#N` on every rank that has it
+//! ([`critical_path_steps`]), the spans each step's graph holds, and the whole trace as one
+//! window when there are no steps ([`critical_path_by_step_or_whole`]).
+
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use strato_trace::{Level, Ns, RankId, SpanId, Trace};
+
+use super::collective_edges::{add_collectives, MemberIndex};
+use super::graph::{Graph, TraceIndex};
+use super::options::CriticalPathOptions;
+use super::rank_edges::build_rank;
+use super::search::{critical_path, longest_paths, path_ends, rank_path};
+use super::shapes::{CriticalPathError, GraphStats, RankCriticalPath};
+use super::window::{compose, WindowComposition, TOP_PATH_OPS};
+
+/// One rank's critical path in one step.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RankStepPath {
+    /// The path searched in the step's graph (its `start_ns`/`end_ns` can leave the window
+    /// only through another rank's collective).
+    pub path: RankCriticalPath,
+    /// The path inside the rank's step window.
+    pub window: WindowComposition,
+}
+
+/// The critical paths of one `ProfilerStep#N`, on every rank that has it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepCriticalPath {
+    /// The annotation (`ProfilerStep#12`).
+    pub step: String,
+    pub number: u64,
+    pub ranks: Vec<RankStepPath>,
+    pub graph: GraphStats,
+}
+
+/// The `ProfilerStep#N` annotations of each rank: number -> (start, end); for a number
+/// annotated twice on a rank (several threads), the earliest.
+pub(super) fn rank_steps(trace: &Trace) -> Vec<BTreeMap<u64, (Ns, Ns)>> {
+    let mut steps = vec![BTreeMap::new(); trace.ranks.len()];
+    for span in &trace.spans {
+        let track = trace.track(span.track);
+        if track.is_device() {
+            continue;
+        }
+        let name = trace.str(span.name);
+        if !crate::scope::is_step_name(name) {
+            continue;
+        }
+        let Ok(number) = name["ProfilerStep#".len()..].parse::<u64>() else {
+            continue;
+        };
+        let slot = steps[track.rank.0 as usize]
+            .entry(number)
+            .or_insert((span.start, span.end));
+        if span.start < slot.0 {
+            *slot = (span.start, span.end);
+        }
+    }
+    steps
+}
+
+/// The step numbers of `trace` (any rank), in order.
+pub fn step_numbers(trace: &Trace) -> Vec<u64> {
+    let mut all: Vec<u64> = rank_steps(trace)
+        .into_iter()
+        .flat_map(|m| m.into_keys())
+        .collect();
+    all.sort_unstable();
+    all.dedup();
+    all
+}
+
+/// The critical path of every rank in each `ProfilerStep#N` (only step `only` when given).
+///
+/// **Window** of a step on a rank: from the step annotation's start to the latest end of what
+/// the step includes: the CPU spans of the rank that start inside the annotation, and the
+/// device ops (kernels, copies, memsets, syncs) launched by a runtime call among them (device
+/// ops whose launch is not in the trace: those starting inside the annotation). The device
+/// work of a step can thus run past the next step's start: step windows of one rank may
+/// overlap, each holds its own work. The graph of step N holds the step-N spans of every rank
+/// with a step N, and the collectives whose members are among them, so a path can cross
+/// ranks within the step. Each rank's path is composed inside its window ([`compose`]).
+pub fn critical_path_steps(
+    trace: &Trace,
+    options: &CriticalPathOptions,
+    only: Option<u64>,
+) -> Result<Vec<StepCriticalPath>, CriticalPathError> {
+    let steps = rank_steps(trace);
+    let numbers: Vec<u64> = step_numbers(trace)
+        .into_iter()
+        .filter(|n| only.is_none_or(|o| o == *n))
+        .collect();
+    let index = TraceIndex::new(trace);
+    let members = MemberIndex::new(options);
+    let mut buckets = step_buckets(trace, &steps, &numbers);
+    let mut out = Vec::with_capacity(numbers.len());
+    for (step, &number) in numbers.iter().enumerate() {
+        // Windows on the reference clock, as the graph's times.
+        let window_of = |rank: RankId| {
+            let shift = options.shift_of(rank);
+            steps[rank.0 as usize]
+                .get(&number)
+                .map(|&(s, e)| (s.saturating_add(shift), e.saturating_add(shift)))
+        };
+        let mut window_end: Vec<Ns> = (0..steps.len() as u32)
+            .map(|r| window_of(RankId(r)).map_or(0, |w| w.1))
+            .collect();
+        let mut graph = Graph::new(options);
+        let ranks: Vec<RankId> = (0..trace.ranks.len() as u32)
+            .map(RankId)
+            .filter(|&r| window_of(r).is_some())
+            .collect();
+        // Each step's spans are dropped once its graph holds them.
+        let step_spans = std::mem::take(&mut buckets[step]);
+        for &r in &ranks {
+            build_rank(trace, &index, r, &step_spans[r.0 as usize], &mut graph);
+        }
+        drop(step_spans);
+        // The window ends at the latest end of the rank's nodes.
+        for node in &graph.nodes {
+            if let Some(id) = node.span {
+                let end = trace.spans[id.0 as usize]
+                    .end
+                    .saturating_add(options.shift_of(node.rank));
+                let slot = &mut window_end[node.rank.0 as usize];
+                *slot = (*slot).max(end);
+            }
+        }
+        let collectives = add_collectives(options, &members, &mut graph);
+        let stats = GraphStats {
+            nodes: graph.nodes.len(),
+            edges: graph.edges.len(),
+            negative_edges: graph.negative,
+            collectives,
+        };
+        let search = longest_paths(&graph)?;
+        let ends = path_ends(trace, &graph, &search);
+        let rank_paths = ranks
+            .iter()
+            .map(|&r| {
+                let path = rank_path(trace, r, &graph, &search, ends[r.0 as usize]);
+                let (start, _) = window_of(r).expect("ranks with the step");
+                let window = compose(trace, &path, start, window_end[r.0 as usize], TOP_PATH_OPS);
+                RankStepPath { path, window }
+            })
+            .collect();
+        out.push(StepCriticalPath {
+            step: format!("ProfilerStep#{number}"),
+            number,
+            ranks: rank_paths,
+            graph: stats,
+        });
+    }
+    Ok(out)
+}
+
+/// One rank's step windows, for finding every window that holds an instant.
+struct RankWindows {
+    /// `(start, end, step index)`, by start.
+    windows: Vec<(Ns, Ns, u32)>,
+    /// Largest end among `windows[..=i]`.
+    max_end: Vec<Ns>,
+}
+
+impl RankWindows {
+    pub(super) fn new(steps: &BTreeMap<u64, (Ns, Ns)>, numbers: &[u64]) -> RankWindows {
+        let mut windows: Vec<(Ns, Ns, u32)> = numbers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| steps.get(n).map(|&(s, e)| (s, e, i as u32)))
+            .collect();
+        windows.sort_unstable();
+        let mut max_end = Vec::with_capacity(windows.len());
+        let mut m = Ns::MIN;
+        for w in &windows {
+            m = m.max(w.1);
+            max_end.push(m);
+        }
+        RankWindows { windows, max_end }
+    }
+
+    /// Calls `found` with the step index of every window `[start, end)` holding `t`. Visits
+    /// only the windows that start at or before `t` and could still be open: one for
+    /// steps that do not overlap.
+    fn containing(&self, t: Ns, mut found: impl FnMut(u32)) {
+        let mut i = self.windows.partition_point(|w| w.0 <= t);
+        while i > 0 && self.max_end[i - 1] > t {
+            i -= 1;
+            let (s, e, step) = self.windows[i];
+            if t >= s && t < e {
+                found(step);
+            }
+        }
+    }
+}
+
+/// The spans of each step's graph, per rank, in trace order: `[step index][rank]`. A rank's
+/// CPU span belongs to a step when it starts inside the rank's step annotation; a device op
+/// to the step of its launching runtime call when the rank has that call, else to the step
+/// it starts in. Two passes over the trace, whatever the number of steps.
+pub(super) fn step_buckets(
+    trace: &Trace,
+    steps: &[BTreeMap<u64, (Ns, Ns)>],
+    numbers: &[u64],
+) -> Vec<Vec<Vec<SpanId>>> {
+    let ranks = trace.ranks.len();
+    let windows: Vec<RankWindows> = steps.iter().map(|m| RankWindows::new(m, numbers)).collect();
+    let mut buckets: Vec<Vec<Vec<SpanId>>> = vec![vec![Vec::new(); ranks]; numbers.len()];
+    // Each runtime call of a rank: the first step holding it (`u32::MAX`: none), further ones
+    // apart (only where step annotations overlap).
+    const NONE: u32 = u32::MAX;
+    let mut call_step: FxHashMap<(u32, u64), u32> = FxHashMap::default();
+    let mut call_more: FxHashMap<(u32, u64), Vec<u32>> = FxHashMap::default();
+    for (i, span) in trace.spans.iter().enumerate() {
+        let track = trace.track(span.track);
+        if track.is_device() {
+            continue;
+        }
+        let rank = track.rank.0;
+        let call = match (span.level, span.correlation) {
+            (Level::AcceleratorApi, Some(c)) => Some((rank, c)),
+            _ => None,
+        };
+        if let Some(key) = call {
+            call_step.entry(key).or_insert(NONE);
+        }
+        windows[rank as usize].containing(span.start, |step| {
+            buckets[step as usize][rank as usize].push(SpanId(i as u32));
+            if let Some(key) = call {
+                let first = call_step.get_mut(&key).expect("inserted above");
+                if *first == NONE {
+                    *first = step;
+                } else if *first != step {
+                    call_more.entry(key).or_default().push(step);
+                }
+            }
+        });
+    }
+    for (i, span) in trace.spans.iter().enumerate() {
+        let track = trace.track(span.track);
+        if !track.is_device() {
+            continue;
+        }
+        let rank = track.rank.0;
+        let id = SpanId(i as u32);
+        let launched = span.correlation.and_then(|c| {
+            call_step
+                .get(&(rank, c))
+                .map(|&first| (first, call_more.get(&(rank, c))))
+        });
+        match launched {
+            Some((first, more)) => {
+                let mut seen: Vec<u32> = Vec::new();
+                for step in std::iter::once(first).chain(more.into_iter().flatten().copied()) {
+                    if step != NONE && !seen.contains(&step) {
+                        seen.push(step);
+                        buckets[step as usize][rank as usize].push(id);
+                    }
+                }
+            }
+            None => windows[rank as usize].containing(span.start, |step| {
+                buckets[step as usize][rank as usize].push(id);
+            }),
+        }
+    }
+    buckets
+}
+
+/// Per step when the trace has `ProfilerStep#N` annotations ([`critical_path_steps`]), else
+/// the whole trace as one window per rank (the path's own extent, so nothing is before or
+/// after it), named `whole trace` with number 0: what the report shows.
+pub fn critical_path_by_step_or_whole(
+    trace: &Trace,
+    options: &CriticalPathOptions,
+) -> Result<Vec<StepCriticalPath>, CriticalPathError> {
+    if !step_numbers(trace).is_empty() {
+        return critical_path_steps(trace, options, None);
+    }
+    let report = critical_path(trace, options)?;
+    let ranks = report
+        .ranks
+        .into_iter()
+        .map(|path| {
+            let (start, end) = (path.start_ns.unwrap_or(0), path.end_ns.unwrap_or(0));
+            let window = compose(trace, &path, start, end, TOP_PATH_OPS);
+            RankStepPath { path, window }
+        })
+        .collect();
+    Ok(vec![StepCriticalPath {
+        step: "whole trace".into(),
+        number: 0,
+        ranks,
+        graph: report.graph,
+    }])
+}

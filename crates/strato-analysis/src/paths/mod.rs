@@ -1,0 +1,5 @@
+//! Dependency paths: the critical path ([`critical_path`]), the longest chain of dependencies
+//! through CPU operations, runtime calls, device work, stream order, synchronisations and,
+//! across ranks, collectives (read from [`crate::distributed`]).
+
+pub mod critical_path;

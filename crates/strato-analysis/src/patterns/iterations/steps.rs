@@ -1,0 +1,144 @@
+//! Mined iterations against `ProfilerStep#N` annotations ([`check_against_steps`]): ground
+//! truth for the miner, never its input.
+
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use strato_trace::{Level, Ns, RankId, Trace, TrackKind};
+
+use super::report::LoopReport;
+
+/// A `ProfilerStep#N` annotation seen from the device: the main-stream ops launched by the
+/// runtime calls inside it (by correlation).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepWindow {
+    pub name: String,
+    pub cpu_start_ns: Ns,
+    pub cpu_end_ns: Ns,
+    /// First start and last end of the step's ops on the stream.
+    pub device_start_ns: Ns,
+    pub device_end_ns: Ns,
+    pub ops: usize,
+}
+
+/// Mined boundaries against `ProfilerStep#N` (ground truth, never input).
+///
+/// A mined boundary is an iteration's start. It is *within* step j when
+/// `device_start(j) <= start < device_end(j)`; each step takes at most one boundary (the first);
+/// a boundary in no step, or in an already taken step, is a false positive. *Exact*: the
+/// boundary is the step's first op.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepCheck {
+    pub steps: usize,
+    pub mined: usize,
+    pub matched: usize,
+    pub exact: usize,
+    pub precision: f64,
+    pub recall: f64,
+    pub step_windows: Vec<StepWindow>,
+}
+
+/// The device windows of the `ProfilerStep#N` spans of a rank on one stream. Steps that
+/// launched nothing on it are dropped (outside the window the kernels cover).
+pub fn step_windows(trace: &Trace, rank: RankId, device: i64, stream: i64) -> Vec<StepWindow> {
+    let mut steps: Vec<(Ns, Ns, String)> = trace
+        .spans
+        .iter()
+        .filter(|s| {
+            let t = trace.track(s.track);
+            t.rank == rank && !t.is_device() && trace.str(s.name).starts_with("ProfilerStep#")
+        })
+        .map(|s| (s.start, s.end, trace.str(s.name).to_string()))
+        .collect();
+    steps.sort_by_key(|s| s.0);
+    let mut step_of: FxHashMap<u64, usize> = FxHashMap::default();
+    for span in &trace.spans {
+        let t = trace.track(span.track);
+        if t.rank != rank || t.is_device() || span.level != Level::AcceleratorApi {
+            continue;
+        }
+        let Some(c) = span.correlation else { continue };
+        let k = steps.partition_point(|s| s.0 <= span.start);
+        if k > 0 && span.start < steps[k - 1].1 {
+            step_of.insert(c, k - 1);
+        }
+    }
+    let mut windows: Vec<Option<(Ns, Ns, usize)>> = vec![None; steps.len()];
+    for span in &trace.spans {
+        let t = trace.track(span.track);
+        if t.rank != rank || !span.level.is_device_op() || span.level == Level::DeviceSync {
+            continue;
+        }
+        if t.kind
+            != (TrackKind::DeviceQueue {
+                device,
+                queue: stream,
+            })
+        {
+            continue;
+        }
+        let Some(&k) = span.correlation.and_then(|c| step_of.get(&c)) else {
+            continue;
+        };
+        let w = windows[k].get_or_insert((span.start, span.end, 0));
+        w.0 = w.0.min(span.start);
+        w.1 = w.1.max(span.end);
+        w.2 += 1;
+    }
+    steps
+        .into_iter()
+        .zip(windows)
+        .filter_map(|((cs, ce, name), w)| {
+            w.map(|(ds, de, n)| StepWindow {
+                name,
+                cpu_start_ns: cs,
+                cpu_end_ns: ce,
+                device_start_ns: ds,
+                device_end_ns: de,
+                ops: n,
+            })
+        })
+        .collect()
+}
+
+/// Compares a device's mined iteration starts (all loops) with its step windows.
+pub fn check_against_steps(trace: &Trace, loops: &[&LoopReport]) -> Option<StepCheck> {
+    let first = loops.first()?;
+    let windows = step_windows(trace, RankId(first.rank_index), first.device, first.stream);
+    if windows.is_empty() {
+        return None;
+    }
+    let mut starts: Vec<Ns> = loops
+        .iter()
+        .flat_map(|l| l.iterations.iter().map(|i| i.start_ns))
+        .collect();
+    starts.sort_unstable();
+    let mut taken = vec![false; windows.len()];
+    let (mut matched, mut exact) = (0usize, 0usize);
+    for &s in &starts {
+        if let Some(k) = windows
+            .iter()
+            .position(|w| w.device_start_ns <= s && s < w.device_end_ns)
+        {
+            if !taken[k] {
+                taken[k] = true;
+                matched += 1;
+                if windows[k].device_start_ns == s {
+                    exact += 1;
+                }
+            }
+        }
+    }
+    Some(StepCheck {
+        steps: windows.len(),
+        mined: starts.len(),
+        matched,
+        exact,
+        precision: if starts.is_empty() {
+            0.0
+        } else {
+            matched as f64 / starts.len() as f64
+        },
+        recall: matched as f64 / windows.len() as f64,
+        step_windows: windows,
+    })
+}
