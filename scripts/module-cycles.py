@@ -81,11 +81,10 @@ def crate_graph(src: Path):
     for m, f in mods.items():
         text = non_test_text(f)
         is_dir_module = f.name in ("mod.rs", "lib.rs", "main.rs")
-        parent = m if is_dir_module else m[:-1]
+        # `super` is the enclosing module, for a file module (`a/b.rs`: `a`) as for a folder's
+        # `mod.rs` (`a/mod.rs`: the crate root).
         targets = [list(p) for p in paths_after(text, "crate")]
-        targets += [list(parent[:-1]) + p for p in paths_after(text, "super")] if not is_dir_module else [
-            list(m[:-1]) + p for p in paths_after(text, "super")
-        ]
+        targets += [list(m[:-1]) + p for p in paths_after(text, "super")]
         for path in targets:
             t = resolve(mods, path)
             if t is None or t == m or t == ():
