@@ -207,7 +207,7 @@ def varint_fields(buf, number):
 def slice_xspace(buf, events_per_line, lines_per_plane):
     # XSpace.planes = 1; XPlane.lines = 3, event_metadata = 4, stat_metadata = 5, stats = 6;
     # XLine.events = 4; XEvent.metadata_id = 1, stats = 4; XStat.metadata_id = 1; a map entry
-    # is {key = 1, value = 2}; XEventMetadata.stats = 5 (crates/strato-io/src/xplane.rs).
+    # is {key = 1, value = 2}; XEventMetadata.stats = 5 (crates/strato-io/src/xplane/proto.rs).
     def line(number, payload, count):
         if number == 4:
             return payload if count < events_per_line else None
@@ -290,9 +290,10 @@ def nsys_seeds(data, out, rows):
             con.execute(
                 f'DELETE FROM "{table}" WHERE rowid NOT IN (SELECT rowid FROM "{table}" LIMIT {rows})'
             )
-        # Tables the importer never reads (crates/strato-io/src/nsys.rs names the ones it
+        # Tables the importer never reads (crates/strato-io/src/nsys/ names the ones it
         # does) go: each costs pages and nothing else.
-        importer = (Path(__file__).resolve().parent.parent / "crates/strato-io/src/nsys.rs").read_text()
+        nsys_dir = Path(__file__).resolve().parent.parent / "crates/strato-io/src/nsys"
+        importer = "\n".join(p.read_text() for p in sorted(nsys_dir.glob("*.rs")))
         for table in tables:
             if f'"{table}"' not in importer:
                 con.execute(f'DROP TABLE "{table}"')

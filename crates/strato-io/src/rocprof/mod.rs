@@ -790,17 +790,4 @@ fn device(rank: RankId, index: i64, agent: &Agent) -> Device {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn head_sniffing() {
-        assert!(is_rocprof_head(b"{\"rocprofiler-sdk-tool\":[]}"));
-        assert!(is_rocprof_head(
-            b"\xEF\xBB\xBF {\n  \"rocprofiler-sdk-tool\" : []}"
-        ));
-        assert!(!is_rocprof_head(b"{\"traceEvents\":[]}"));
-        assert!(!is_rocprof_head(b"[{\"rocprofiler-sdk-tool\":1}]"));
-        assert!(!is_rocprof_head(b"{\"rocprofiler-sdk"));
-    }
-}
+mod tests;
