@@ -5,7 +5,7 @@
 //! the "Python" category and native ones (`symbol [module]`) in "Native".
 //!
 //! Which operation and Python stack a native sample belongs to is the analyses' business
-//! (`strato_analysis::samples::joined_samples`): the caller passes the joined [`Sample`]s in,
+//! (`strato_analysis::cross_stack::samples::joined_samples`): the caller passes the joined [`Sample`]s in,
 //! as the Perfetto exporter takes what the analyses add.
 
 use std::collections::HashMap;

@@ -11,7 +11,7 @@ use super::{Importer, GRAPH_NODES, GRAPH_NODE_FLOW, GRAPH_NODE_ORDER_FLOW};
 
 impl Importer<'_> {
     /// Links the device ops replayed from a CUDA graph node (`graphNodeId` set) to the runtime
-    /// call that created the node, as flows `strato_analysis::graphs` reads
+    /// call that created the node, as flows `strato_analysis::cross_stack::graphs` reads
     /// (`docs/analyses/graphs.md`):
     /// - with `CUDA_GRAPH_NODE_EVENTS` (`--cuda-graph-trace=node`): the op's node is followed
     ///   through `originalGraphNodeId` (instantiation and `cudaGraphClone` clone nodes) to the

@@ -87,7 +87,7 @@ const ENUM_THREAD_BLOCK: &str = "ENUM_SCHEDULING_THREAD_BLOCK";
 
 /// The category of the OS level's thread-state spans: the name the live recorder writes
 /// (`strato_record::os::THREAD_STATE_CATEGORY`) and the breakdown's `thread_state` key reads
-/// (`strato_analysis::breakdown::THREAD_STATE_CATEGORY`); the span's name is the state.
+/// (`strato_analysis::cross_stack::breakdown::THREAD_STATE_CATEGORY`); the span's name is the state.
 pub use strato_trace::names::THREAD_STATE_CATEGORY;
 
 /// Tables of which at least one must exist for a database to be taken as an nsys export.
@@ -131,7 +131,7 @@ const FLOW_CATEGORY: &str = "ac2g";
 
 /// Flow category of the link from the runtime call that created a CUDA graph node (the
 /// captured launch, found through `CUDA_GRAPH_NODE_EVENTS`) to a device op replayed from that
-/// node. `strato_analysis::graphs` reads it.
+/// node. `strato_analysis::cross_stack::graphs` reads it.
 pub use strato_trace::names::GRAPH_NODE_FLOW;
 
 /// Flow category of the same link when the export has no node events: the replayed ops of one
@@ -140,7 +140,7 @@ pub use strato_trace::names::GRAPH_NODE_FLOW;
 pub use strato_trace::names::GRAPH_NODE_ORDER_FLOW;
 
 /// Name of allocation instants and of the per-(pid, device) counter track: the names the Kineto
-/// importer uses, which `strato_analysis::memory` reads.
+/// importer uses, which `strato_analysis::device_time::memory` reads.
 const MEMORY_INSTANT: &str = "[memory]";
 const MEMORY_COUNTER: &str = "memory allocated";
 
