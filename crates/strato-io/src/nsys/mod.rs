@@ -87,7 +87,7 @@ const ENUM_THREAD_BLOCK: &str = "ENUM_SCHEDULING_THREAD_BLOCK";
 
 /// The category of the OS level's thread-state spans: the name the live recorder writes
 /// (`strato_record::os::THREAD_STATE_CATEGORY`) and the breakdown's `thread_state` key reads
-/// (`strato_analysis::cross_stack::breakdown::THREAD_STATE_CATEGORY`); the span's name is the state.
+/// (`strato_trace::names::THREAD_STATE_CATEGORY`); the span's name is the state.
 pub use strato_trace::names::THREAD_STATE_CATEGORY;
 
 /// Tables of which at least one must exist for a database to be taken as an nsys export.
