@@ -40,4 +40,6 @@ if [[ $purpose == tests ]]; then
   fi
 fi
 
-python3 -m pip install --quiet --disable-pip-version-check -r "$(dirname "$0")/requirements-$purpose.txt"
+requirements=requirements-test.txt
+if [[ $purpose == demo ]]; then requirements=requirements-demo.txt; fi
+python3 -m pip install --quiet --disable-pip-version-check -r "$(dirname "$0")/$requirements"
