@@ -302,9 +302,8 @@ fn column(kind: Kind, values: &[Option<&Ordered>]) -> (DataType, ArrayRef) {
     }
 }
 
-/// The rows as one record batch (columns in first-seen order; a row without a column has a
-/// null there).
-pub fn batch(rows: &[Row]) -> RecordBatch {
+/// The columns of `rows`, in first-seen order (of [`batch`] and [`text_rows`] alike).
+fn column_names(rows: &[Row]) -> Vec<&str> {
     let mut names: Vec<&str> = Vec::new();
     for row in rows {
         for (k, _) in row {
@@ -313,6 +312,13 @@ pub fn batch(rows: &[Row]) -> RecordBatch {
             }
         }
     }
+    names
+}
+
+/// The rows as one record batch (columns in first-seen order; a row without a column has a
+/// null there).
+pub fn batch(rows: &[Row]) -> RecordBatch {
+    let names = column_names(rows);
     let mut fields = Vec::with_capacity(names.len());
     let mut arrays = Vec::with_capacity(names.len());
     for name in &names {
@@ -338,30 +344,27 @@ pub fn batch(rows: &[Row]) -> RecordBatch {
 /// The rows as text cells under the column names of [`batch`] (same columns, same order; a
 /// missing or null value is an empty cell, a number its shortest text, a mixed value its JSON).
 pub fn text_rows(rows: &[Row]) -> (Vec<String>, Vec<Vec<String>>) {
-    let mut names: Vec<String> = Vec::new();
-    for row in rows {
-        for (k, _) in row {
-            if !names.contains(k) {
-                names.push(k.clone());
-            }
-        }
-    }
+    let names = column_names(rows);
     let cells = rows
         .iter()
         .map(|row| {
             names
                 .iter()
-                .map(
-                    |name| match row.iter().find(|(k, _)| k == name).map(|(_, v)| v) {
+                .map(|name| {
+                    match row
+                        .iter()
+                        .find(|(k, _)| k.as_str() == *name)
+                        .map(|(_, v)| v)
+                    {
                         None | Some(Ordered::Null) => String::new(),
                         Some(Ordered::Text(s)) => s.clone(),
                         Some(other) => other.json_text(),
-                    },
-                )
+                    }
+                })
                 .collect()
         })
         .collect();
-    (names, cells)
+    (names.into_iter().map(str::to_owned).collect(), cells)
 }
 
 #[cfg(test)]

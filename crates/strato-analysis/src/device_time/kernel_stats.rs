@@ -96,7 +96,7 @@ impl Acc {
 }
 
 /// An exact sum of durations as an [`Ns`], saturated at the ends of its range.
-fn saturated(total: i128) -> Ns {
+pub(crate) fn saturated(total: i128) -> Ns {
     total.clamp(i128::from(Ns::MIN), i128::from(Ns::MAX)) as Ns
 }
 

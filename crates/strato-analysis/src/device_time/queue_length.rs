@@ -25,6 +25,7 @@ use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use strato_trace::{Level, Ns, RankId, Trace, TrackKind};
 
+use super::kernel_stats::saturated;
 use crate::registry::{Analysis, OptionKind, OptionSpec, RankPart, Reads, TableSpec};
 
 /// CUDA's bound on launches pending on one stream: a launch beyond it blocks the CPU thread.
@@ -269,10 +270,6 @@ fn bands(time_at: &BTreeMap<u64, i128>) -> Vec<(u64, u64, i128)> {
         out[band].2 += time;
     }
     out
-}
-
-fn saturated(total: i128) -> Ns {
-    total.clamp(i128::from(Ns::MIN), i128::from(Ns::MAX)) as Ns
 }
 
 /// The launch-queue analysis, registered for every front end (`strato queue-length`,
