@@ -80,30 +80,42 @@ class Profile:
     @property
     def span_count(self) -> int: ...
 
-    # Analyses (each: the rows of one list of `strato <command> --json`).
+    # Analyses (each: the rows of one list of `strato <command> --json`). The registered
+    # analyses (`stratoscope.analyses()`) are reached by name through `analysis()` and as
+    # `profile.NAME(**options)` / `profile.TABLE(**options)`; their signatures are listed here.
     def gpu_time(self, *, window: str = "whole", kernel_wait_us: float = 30.0) -> Table:
-        """`strato gpu-time`: one row per rank (scalar fields of `ranks[]`)."""
+        """Registered `gpu-time`, table `gpu_time`: one row per rank (scalar fields of
+        `ranks[]`, with `window`)."""
     def gpu_time_streams(self, *, window: str = "whole", kernel_wait_us: float = 30.0) -> Table:
-        """`strato gpu-time`: `ranks[].streams[]` with `rank`."""
+        """Registered `gpu-time`, table `gpu_time_streams`: `ranks[].streams[]` with `rank`."""
     def gpu_time_exposure(self, *, window: str = "whole", kernel_wait_us: float = 30.0) -> Table:
-        """`strato gpu-time`: `ranks[].exposure[]` with `rank`."""
-    def breakdown(self, *, per_step: bool = False) -> Table:
-        """`strato breakdown`: `processes[].rows[]` with `rank` and `pid`."""
-    def breakdown_processes(self, *, per_step: bool = False) -> Table:
-        """`strato breakdown`: `processes[]`."""
-    def operations(self, *, per_step: bool = False) -> Table:
-        """`strato breakdown`: `processes[].operations[]` with `rank` and `pid`."""
-    def transitions(self, *, per_step: bool = False) -> Table:
-        """`strato breakdown`: `processes[].transitions[]` with `rank` and `pid`."""
+        """Registered `gpu-time`, table `gpu_time_exposure`: `ranks[].exposure[]` with
+        `rank`."""
+    def breakdown(self, *, per_step: bool = False, top: int = 12) -> Table:
+        """Registered `breakdown`, table `breakdown`: `processes[].rows[]` with `rank` and
+        `pid` (`top` shapes the command's text only)."""
+    def breakdown_processes(self, *, per_step: bool = False, top: int = 12) -> Table:
+        """Registered `breakdown`, table `breakdown_processes`: `processes[]`."""
+    def operations(self, *, per_step: bool = False, top: int = 12) -> Table:
+        """Registered `breakdown`, table `operations`: `processes[].operations[]` with
+        `rank` and `pid`."""
+    def transitions(self, *, per_step: bool = False, top: int = 12) -> Table:
+        """Registered `breakdown`, table `transitions`: `processes[].transitions[]` with
+        `rank` and `pid`."""
     def hierarchy(self) -> Table:
-        """`strato hierarchy`: `ranks[]`."""
+        """Registered `hierarchy`, table `hierarchy`: `ranks[]`."""
     def kernels(self, *, top: int = 20) -> Table:
-        """`strato kernels`: `ranks[].kernels[]` with `rank` (one row per (rank, kernel
-        name); past `top`, one `(other N)` row; 0: all)."""
+        """Registered `kernels`, table `kernel_stats`: `ranks[].kernels[]` with `rank` (one
+        row per (rank, kernel name); past `top`, one `(other N)` row; 0: all)."""
     def kernel_ops(self, *, top: int = 20) -> Table:
-        """`strato kernels`: `ranks[].ops[]` with `rank`."""
+        """Registered `kernels`, table `kernel_ops`: `ranks[].ops[]` with `rank`."""
     def kernel_latencies(self, *, top: int = 20) -> Table:
-        """`strato kernels`: `ranks[]` (device ops, time, launch/queue/submit latencies)."""
+        """Registered `kernels`, table `kernel_latencies`: `ranks[]` (device ops, time,
+        launch/queue/submit latencies)."""
+    def memory(self, *, top: int = 20, max_points: int = 512, bins: int = 50) -> Table:
+        """Registered `memory`, table `memory`: `devices[]`."""
+    def memory_copies(self, *, top: int = 20, max_points: int = 512, bins: int = 50) -> Table:
+        """Registered `memory`, table `memory_copies`: `copies[]`."""
     def layers(self, *, by: str = "op", trim: float = 0.1, batch_size: int | None = None) -> Table:
         """`strato layers --by op|annotation`: `layers[]`."""
     def layer_kernels(self, *, by: str = "op", trim: float = 0.1,
@@ -118,10 +130,6 @@ class Profile:
     def iteration_loops(self, *, iterations: Sequence[int] | None = None, k0: int | None = None,
                         epsilon: int | None = None, max_loops: int = 3) -> Table:
         """`strato iterations`: `sequences[]`."""
-    def memory(self, *, top: int = 20, max_points: int = 512, bins: int = 50) -> Table:
-        """`strato memory`: `devices[]`."""
-    def memory_copies(self, *, top: int = 20, max_points: int = 512, bins: int = 50) -> Table:
-        """`strato memory`: `copies[]`."""
     def collectives(self, *, stragglers: int = 5) -> Table:
         """`strato collectives`: `collectives[]`."""
     def collectives_ranks(self, *, stragglers: int = 5) -> Table:
@@ -145,7 +153,8 @@ class Profile:
         """A registered analysis by name (`strato NAME --json`'s fields as columns): `table`
         (its main table when None), options as keywords."""
     def __getattr__(self, name: str) -> Any:
-        """`profile.NAME(**options)` for any registered analysis NAME."""
+        """`profile.NAME(**options)` for any registered analysis NAME (its main table), and
+        `profile.TABLE(**options)` for any table of one."""
 
     # The trace's own tables.
     def spans(self, *, args: bool = False) -> Table: ...

@@ -28,7 +28,9 @@
 //! - [`info`] is the inventory every command starts from (formats, levels, processes,
 //!   devices): counts, no analysis of any family;
 //! - [`registry`] is the contract an analysis implements to be registered once for every
-//!   front end (`strato_engine::registry` holds the list); it reads no module.
+//!   front end (`strato_engine::registry` holds the list); it reads no module;
+//! - [`text`] writes results as aligned tables and CSV, for every analysis's text and the
+//!   command line's own output; it reads no module.
 //!
 //! Dependencies between modules point one way (`scripts/module-cycles.py` checks there is no
 //! circle). Between families: `distributed` and `recording` read no other module; `models`
@@ -53,3 +55,4 @@ pub mod patterns;
 pub mod recording;
 pub mod registry;
 pub mod scope;
+pub mod text;

@@ -12,30 +12,51 @@
 //!   tables ([`Analysis::TABLES`]) are lists of that JSON, flattened into rows
 //!   (`strato_engine::rows`): Python's tables, SQL views and CSV are the JSON's fields by
 //!   construction;
-//! - its text rendering, its window (what time it covers), its doc page, examples;
+//! - its text rendering (and its own CSV when it has one), its window (what time it covers),
+//!   its doc page, examples;
 //! - whether it runs rank by rank ([`Analysis::RANK_BY_RANK`]): each rank file imported,
-//!   analysed and dropped in turn, the parts merged ([`Analysis::merge`]).
+//!   analysed and dropped in turn, the parts merged ([`Analysis::merge`]);
+//! - whether it can be fed while one file streams ([`Analysis::stream`]), its events never all
+//!   held;
+//! - what it reads of a trace ([`Reads`]), so that opening keeps no more.
 
+use crate::analyzed::Analyzed;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use strato_trace::projection::ArgsScope;
 use strato_trace::Trace;
 
 /// How a front end reads an option's value.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy)]
 pub enum OptionKind {
-    /// A whole number at least `min`.
+    /// A whole number at least `min`; with default `""`, optional (unset: `None`).
     Count { min: u64 },
+    /// A list of whole numbers at least `min`: comma-separated (`100,20`) on the command line
+    /// and as text, a list in Python; empty by default.
+    Counts { min: u64 },
     /// A finite number.
     Number,
     /// On or off (a flag without a value on the command line).
     Flag,
     /// One of the given words.
     Choice(&'static [&'static str]),
+    /// A list of positive finite numbers: the flag repeated on the command line, a list in
+    /// Python, comma-separated as text; empty by default (the analysis then uses its own).
+    Positives,
+    /// A configuration file given by its path: the engine reads it (bounded like every
+    /// configuration file; `what` names it in errors) and the typed option holds its text,
+    /// `None` when not given (default `""`). `check` says what is wrong with a text, and the
+    /// engine refuses the file with that message and its path, so [`Analysis::run`] can parse
+    /// it without failing.
+    File {
+        what: &'static str,
+        check: fn(&str) -> Result<(), String>,
+    },
 }
 
 /// One option of an analysis, as the front ends show and parse it. `name` is the serde field
 /// of [`Analysis::Options`] (snake_case; the command line spells it with dashes).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy)]
 pub struct OptionSpec {
     pub name: &'static str,
     pub help: &'static str,
@@ -60,12 +81,55 @@ pub struct TableSpec {
 /// What of a trace an analysis reads, so that opening keeps no more (the engine turns it into
 /// the import's projection).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reads {
-    /// Spans (times, names, tracks, levels, correlations), no attributes, instants, counters
-    /// or flows.
+pub struct Reads {
+    pub events: Events,
+    /// Whose attributes (`args`) are kept; `None`: no attributes.
+    pub args: Option<ArgsScope>,
+}
+
+/// Which events an analysis reads ([`Reads::events`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Events {
+    /// Spans (times, names, tracks, levels, correlations); no instants, counters or flows.
     Spans,
-    /// Everything the trace holds, attributes included.
-    Everything,
+    /// What the device time breakdown reads: device spans, the host spans that carry a launch
+    /// correlation, and step spans ([`strato_trace::projection::SpanProjection`]).
+    DeviceTime,
+    /// Every event: spans, instants, counters and flows.
+    All,
+}
+
+impl Reads {
+    /// Spans without attributes.
+    pub const SPANS: Reads = Reads {
+        events: Events::Spans,
+        args: None,
+    };
+    /// Every event with every attribute.
+    pub const EVERYTHING: Reads = Reads {
+        events: Events::All,
+        args: Some(ArgsScope::All),
+    };
+}
+
+/// An analysis fed while one file streams ([`Analysis::stream`]): the import hands it each
+/// batch of events and drops them, so the file's spans are never all held.
+pub trait Stream<T> {
+    /// One batch: `batch` holds the batch's events and every table read so far (tracks,
+    /// ranks, strings).
+    fn add(&mut self, batch: &Trace);
+    /// The result once the file is read; `trace` holds every table but the events.
+    fn finish(self: Box<Self>, trace: &Trace) -> T;
+}
+
+/// How the HTML report shows an analysis ([`Analysis::IN_REPORT`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InReport {
+    /// A section with its summary, window, doc page and its main table's first rows.
+    Table,
+    /// A section of the report's own (plots, folded tables), which `strato-report` builds from
+    /// the same analysis; no table section is added.
+    OwnSection,
 }
 
 /// The result of the ranks of one file of a job analysed alone ([`Analysis::merge`]).
@@ -90,6 +154,37 @@ impl<T> RankPart<T> {
     }
 }
 
+/// The options of an analysis that takes none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoOptions {}
+
+/// A per-rank part of a result, numbered by its rank ([`merged_ranks`]).
+pub trait RankRow {
+    fn rank(&self) -> i64;
+    fn set_rank(&mut self, rank: i64);
+}
+
+/// Every part's per-rank rows (`rows` of each part's value), in input order, each numbered as
+/// the whole job numbers it ([`RankPart::job_rank`]): the merge of the analyses whose result
+/// is a list of ranks.
+pub fn merged_ranks<T, R: RankRow>(parts: Vec<RankPart<T>>, rows: impl Fn(T) -> Vec<R>) -> Vec<R> {
+    let mut merged = Vec::new();
+    for part in parts {
+        let (first_rank, job_ranks) = (part.first_rank, part.job_ranks);
+        let numbering = RankPart {
+            value: (),
+            first_rank,
+            job_ranks,
+        };
+        for (local, mut rank) in rows(part.value).into_iter().enumerate() {
+            rank.set_rank(numbering.job_rank(local, rank.rank()));
+            merged.push(rank);
+        }
+    }
+    merged
+}
+
 /// An analysis every front end reaches by its name (see the module header).
 pub trait Analysis {
     /// kebab-case: the command (`strato NAME`); Python's method is the snake_case form.
@@ -105,19 +200,57 @@ pub trait Analysis {
     const OPTIONS: &'static [OptionSpec];
     /// Its tables; the first is the main one (CSV's default, the report's section).
     const TABLES: &'static [TableSpec];
-    /// Whether each rank can be analysed alone and the parts merged.
-    const RANK_BY_RANK: bool;
+    /// Whether each rank can be analysed alone and the parts merged ([`Analysis::merge`]).
+    const RANK_BY_RANK: bool = false;
     const READS: Reads;
-    type Options: Serialize + DeserializeOwned + Default + Sync;
-    type Output: Serialize + Send;
+    /// How the HTML report shows it.
+    const IN_REPORT: InReport = InReport::Table;
+    /// One-letter command-line flags of options, `(option name, letter)` (`-i` for
+    /// `--iterations`).
+    const SHORT_FLAGS: &'static [(&'static str, char)] = &[];
+    type Options: Serialize + DeserializeOwned + Default + Send + Sync;
+    type Output: Serialize + Send + Sync;
 
-    fn run(trace: &Trace, options: &Self::Options) -> Self::Output;
+    /// What is wrong with options that each passed their spec but do not hold together or
+    /// fall outside a range (`Err`: one line, naming the option); checked by every front end
+    /// before the analysis runs. Default: nothing.
+    fn check_options(options: &Self::Options) -> Result<(), String> {
+        let _ = options;
+        Ok(())
+    }
+
+    /// The result over one trace (with its shared indexes, built once for every analysis
+    /// that runs on it).
+    fn run(analyzed: &Analyzed<'_>, options: &Self::Options) -> Self::Output;
 
     /// The result of a whole job from the results of its rank files, in input order (each
-    /// part is [`Analysis::run`] over the trace of one file). Called only when `RANK_BY_RANK`;
-    /// must equal [`Analysis::run`] over the whole job (the engine's tests check it).
-    fn merge(parts: Vec<RankPart<Self::Output>>, options: &Self::Options) -> Self::Output;
+    /// part is [`Analysis::run`] over the trace of one file). Must be `Some` when
+    /// `RANK_BY_RANK` (an empty job included), and equal [`Analysis::run`] over the whole job
+    /// (the engine's tests check both); `None` (the default) when the analysis needs the
+    /// whole job at once.
+    fn merge(parts: Vec<RankPart<Self::Output>>, options: &Self::Options) -> Option<Self::Output> {
+        let _ = (parts, options);
+        None
+    }
 
-    /// The result as text for a terminal.
-    fn render_text(output: &Self::Output) -> String;
+    /// The result as text for a terminal (`options`: those it ran with, for what the text
+    /// shows of it, such as how many rows).
+    fn render_text(output: &Self::Output, options: &Self::Options) -> String;
+
+    /// The result as CSV when the analysis writes its own (`--csv` without `--table`); `raw`:
+    /// cells written as they are ([`crate::text::table`]). `None` (the default): the front
+    /// end writes the main table's rows.
+    fn render_csv(output: &Self::Output, options: &Self::Options, raw: bool) -> Option<String> {
+        let _ = (output, options, raw);
+        None
+    }
+
+    /// The analysis fed batch by batch while one file streams, when it can be: the engine
+    /// then reads a single trace file or stored profile this way instead of holding its
+    /// events (same result as [`Analysis::run`] over the whole trace). `None` (the default):
+    /// it runs over the whole trace.
+    fn stream(options: &Self::Options) -> Option<Box<dyn Stream<Self::Output>>> {
+        let _ = options;
+        None
+    }
 }

@@ -94,21 +94,6 @@ fn command() -> clap::Command {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Operation-scoped CPU/GPU breakdown per process (RL-Scope): time by (phase, operation,
-    /// resource, CPU level), and language transitions per operation.
-    #[command(
-        after_help = "Rows sum to each process's window exactly. Resource is CPU, GPU, \
-CPU+GPU or idle; the CPU level is the stratum the CPU was in (Python, Backend, AcceleratorApi, ...).\n\
-See docs/analyses/breakdown.md.\n\nExamples:\n  strato breakdown trace.json.gz\n  \
-strato breakdown ranks/ --json\n  strato breakdown trace.json.gz --csv > rows.csv"
-    )]
-    Breakdown(crate::commands::breakdown::BreakdownArgs),
-    /// Span hierarchy (XSP): how many device ops reach a launching call, a framework op and an
-    /// annotation.
-    #[command(
-        after_help = "See docs/analyses/hierarchy.md.\n\nExample:\n  strato hierarchy trace.json.gz --json"
-    )]
-    Hierarchy(crate::commands::hierarchy::HierarchyArgs),
     /// The chain annotation -> op -> API call -> kernel of what runs at a time, or of kernels by
     /// name.
     #[command(
@@ -117,34 +102,6 @@ trace start with a unit (250ms, 1.5s, 300us).\nWithout --at or --kernel: the mid
 longest kernel.\n\nExamples:\n  strato tree trace.json.gz --at 250ms\n  strato tree trace.json.gz --kernel gemm --limit 2"
     )]
     Tree(crate::commands::hierarchy::TreeArgs),
-    /// Layer, kernel and model tables (XSP A1-A15): latency, occurrences, allocated memory,
-    /// kernels, GPU vs CPU latency, throughput, roofline where FLOPs and bytes are known.
-    #[command(after_help = "See docs/analyses/layers-roofline.md.\n\nExamples:\n  \
-strato layers trace.json.gz\n  strato layers trace.json.gz --kernels --csv\n  \
-strato layers trace.json.gz --by annotation --json")]
-    Layers(crate::commands::layers::LayersArgs),
-    /// Roofline per kernel, layer and model: arithmetic intensity, attained FLOP/s, memory- or
-    /// compute-bound against the device's ridge point ("unknown" where inputs are missing).
-    #[command(
-        after_help = "See docs/analyses/layers-roofline.md for the device table and FLOP \
-formulas.\n\nExample:\n  strato roofline trace.json.gz metrics.csv"
-    )]
-    Roofline(crate::commands::roofline::RooflineArgs),
-    /// Per-op performance models: ops grouped by (op, input shapes, dtypes) with count, device
-    /// time, TFLOP/s, TB/s, % of the device's peak for the dtype and roofline bound; ops
-    /// without a model say why.
-    #[command(
-        after_help = "See docs/analyses/ops.md for the formulas and their sources.\n\nExamples:\n  \
-strato ops trace.json.gz\n  strato ops trace.json.gz --json\n  \
-strato ops trace.json.gz --device-spec my_gpu.json"
-    )]
-    Ops(crate::commands::ops::OpsArgs),
-    /// Utilization reality check (RL-Scope F.11): nvidia-smi's sampled figure beside true
-    /// device-busy time, per device.
-    #[command(
-        after_help = "See docs/analyses/util.md.\n\nExample:\n  strato util trace.json.gz --period 0.1 --period 1"
-    )]
-    Util(crate::commands::util::UtilArgs),
     /// Import traces into a profile directory (Parquet tables + metadata.json).
     #[command(
         after_help = "Example:\n  strato import ../shared/data/kineto/hta_trace_filter -o prof"
@@ -165,15 +122,6 @@ Examples:
     /// Summarise a trace: formats, time span, events by level and category, processes, devices.
     #[command(after_help = "Example:\n  strato info trace.json.gz --json")]
     Info(crate::commands::info::InfoArgs),
-    /// Device temporal breakdown per rank (idle / compute / non-compute, comm-comp overlap)
-    /// and per-stream idle breakdown (host wait / kernel wait / other).
-    #[command(
-        name = "gpu-time",
-        after_help = "Windows:\n  whole  every device event, exact nanoseconds (default)\n  hta    \
-Holistic Trace Analysis's window (CPU events before the last ProfilerStep, device events \
-correlated to them) and whole-microsecond rounding\n\nExample:\n  strato gpu-time traces/ --window hta --json"
-    )]
-    GpuTime(crate::commands::gpu_time::GpuTimeArgs),
     /// Critical path per rank: the longest dependency chain through CPU ops, launches,
     /// kernels, stream order, synchronisations and (across ranks) collectives; its length and
     /// its time by kind (cpu_op, launch, kernel, copy, sync_wait, collective_wait, idle).
@@ -197,17 +145,6 @@ strato export trace.json.gz --chrome out.json"
 strato measure --compare-serial --example opencl-matmul --json\n  \
 strato measure --example opencl-matmul --write-candidates mm.json")]
     Measure(crate::commands::measure::MeasureArgs),
-    /// Find training/inference iterations from device activity alone (DeepProf pattern mining):
-    /// per-iteration duration, interval, copy overlap, op gap, bytes in; summary and diagnosis.
-    #[command(after_help = "Examples:\n  strato iterations trace.json.gz\n  \
-strato iterations trace.json.gz -i 100,20 --k0 8 --json\n  \
-strato iterations trace.json.gz --check-steps")]
-    Iterations(crate::commands::iterations::IterationsArgs),
-    /// Kernel statistics per kernel and per launching op (count, total, mean, std, min, max,
-    /// share), launch and queue latencies.
-    #[command(after_help = "Examples:\n  strato kernels trace.json.gz --top 15\n  \
-strato kernels trace.json.gz --csv > kernels.csv")]
-    Kernels(crate::commands::kernels::KernelsArgs),
     /// SQL over the profile's tables (spans, tracks, ranks, counters, flows, ...) and the
     /// analyses' views (kernels, device_events) on an embedded DataFusion; the shipped
     /// cross-rank analyses (--analysis). Schema: docs/sql.md.
@@ -218,15 +155,6 @@ strato sql --analysis gpu_busy prof/ --format csv\n  strato sql --show gpu_busy 
     )]
     #[cfg(feature = "sql")]
     Sql(crate::commands::sql::SqlArgs),
-    /// Collectives of a multi-rank job matched across ranks: per collective arrival, wait,
-    /// transfer, algbw/busbw; stragglers and what the late rank was doing; clock alignment.
-    #[command(after_help = "Examples:\n  strato collectives ranks_dir/\n  \
-strato collectives rank0.json.gz rank1.json.gz --json")]
-    Collectives(crate::commands::collectives::CollectivesArgs),
-    /// Device memory over time (peak, top allocating ops) and host<->device copies.
-    #[command(after_help = "Examples:\n  strato memory trace.json.gz\n  \
-strato memory trace.json.gz --json")]
-    Memory(crate::commands::memory::MemoryArgs),
     /// Record an unmodified Python program (stratoscope's recorder on) and print its breakdown;
     /// `--calibrate` also calibrates and validates overhead correction, `--levels` runs XSP
     /// leveled experiments (see docs/recording.md).
@@ -372,27 +300,14 @@ fn run(cli: Cli) -> Result<u8> {
     let mut out = stdout.lock();
     let mut status = 0;
     match cli.command {
-        Command::Breakdown(args) => crate::commands::breakdown::run(args, &ctx, &mut out)?,
-        Command::Hierarchy(args) => {
-            crate::commands::hierarchy::run_hierarchy(args, &ctx, &mut out)?
-        }
         Command::Tree(args) => crate::commands::hierarchy::run_tree(args, &ctx, &mut out)?,
-        Command::Layers(args) => crate::commands::layers::run_layers(args, &ctx, &mut out)?,
-        Command::Roofline(args) => crate::commands::roofline::run(args, &ctx, &mut out)?,
-        Command::Ops(args) => crate::commands::ops::run(args, &ctx, &mut out)?,
-        Command::Util(args) => crate::commands::util::run(args, &ctx, &mut out)?,
         Command::Import(args) => crate::commands::import::run(args, &ctx, &mut out)?,
         Command::Advise(args) => crate::commands::advise::run(args, &ctx, &mut out)?,
         Command::Info(args) => crate::commands::info::run(args, &ctx, &mut out)?,
-        Command::GpuTime(args) => crate::commands::gpu_time::run(args, &ctx, &mut out)?,
         Command::CriticalPath(args) => crate::commands::critical_path::run(args, &ctx, &mut out)?,
         Command::Measure(args) => crate::commands::measure::run(args, &ctx, &mut out)?,
-        Command::Iterations(args) => crate::commands::iterations::run(args, &ctx, &mut out)?,
-        Command::Kernels(args) => crate::commands::kernels::run(args, &ctx, &mut out)?,
         #[cfg(feature = "sql")]
         Command::Sql(args) => crate::commands::sql::run(args, &ctx, &mut out)?,
-        Command::Collectives(args) => crate::commands::collectives::run(args, &ctx, &mut out)?,
-        Command::Memory(args) => crate::commands::memory::run(args, &ctx, &mut out)?,
         Command::Record(args) => {
             status = crate::commands::record::run_record(args, &ctx, &mut out)?
         }

@@ -16,7 +16,7 @@ pub struct Ctx {
     /// Opens inputs with the global input options (`--level-map`, `--graph-capture`,
     /// `--salvage`, `--keep-secrets`, `--jobs`).
     pub engine: Engine,
-    /// `--csv-raw`: CSV cells written as they are (see [`crate::table`]).
+    /// `--csv-raw`: CSV cells written as they are (see [`strato_analysis::text::table`]).
     pub csv_raw: bool,
 }
 
@@ -51,11 +51,11 @@ impl Ctx {
     }
 
     /// How a command asked for CSV (`--csv`) writes its tables (`--csv-raw` applied).
-    pub(crate) fn table_format(&self, csv: bool) -> crate::table::TableFormat {
+    pub(crate) fn table_format(&self, csv: bool) -> strato_analysis::text::table::TableFormat {
         if csv {
-            crate::table::TableFormat::Csv { raw: self.csv_raw }
+            strato_analysis::text::table::TableFormat::Csv { raw: self.csv_raw }
         } else {
-            crate::table::TableFormat::Text
+            strato_analysis::text::table::TableFormat::Text
         }
     }
 

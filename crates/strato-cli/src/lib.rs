@@ -5,7 +5,6 @@
 //! without destroying), `launch`, `args`, `table` and `render` (units and shared text).
 
 pub mod app;
-mod args;
 mod calibration_runs;
 pub mod commands;
 mod ctx;
@@ -20,7 +19,6 @@ mod render;
 // signal(2) through `libc` around a recorded program's run, confined to this module.
 #[allow(unsafe_code)]
 mod shell_signals;
-mod table;
 pub mod term;
 
 pub use app::{main, main_with_args};

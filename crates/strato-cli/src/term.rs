@@ -161,7 +161,7 @@ fn render_bar(
                 rate
             );
             let name_w = 24.min(width / 3);
-            let name = crate::render::units::fit(label, name_w);
+            let name = strato_analysis::text::units::fit(label, name_w);
             let bar_w = width
                 .saturating_sub(name_w + tail.chars().count() + 4)
                 .clamp(5, 50);
@@ -174,7 +174,7 @@ fn render_bar(
         }
         None => format!(
             "{} {} read, {:.0} MiB/s",
-            crate::render::units::fit(label, 40),
+            strato_analysis::text::units::fit(label, 40),
             human(done),
             rate
         ),
@@ -292,7 +292,7 @@ impl Steps {
             let frac = self.done as f64 / self.total.max(1) as f64;
             let bar_w = 20usize;
             let fill = ((bar_w as f64) * frac).round() as usize;
-            draw(&crate::render::units::fit(
+            draw(&strato_analysis::text::units::fit(
                 &format!(
                     "{} [{}{}] {}/{} {what}",
                     self.label,

@@ -10,7 +10,8 @@ use std::path::PathBuf;
 
 use strato_analysis::distributed::collectives::{
     collectives_of_summaries, device_links, rank_summaries, straggler_cause, CollectiveCall,
-    CollectivesOptions, CollectivesReport, DeviceLink, RankCollectives, StragglerCause,
+    Collectives, CollectivesOptions, CollectivesReport, CollectivesResult, CollectivesSettings,
+    DeviceLink, RankCollectives, StragglerCause,
 };
 use strato_trace::{RankId, SpanId};
 
@@ -132,5 +133,23 @@ impl Engine {
             Some(e) => Err(e),
             None => Ok(Some(report)),
         }
+    }
+}
+
+/// The registry's opening of `collectives` ([`crate::opening::Opening`]): several rank files
+/// read rank by rank ([`Engine::collectives_rank_by_rank`]).
+#[derive(Debug)]
+pub struct RankByRank;
+
+impl crate::opening::Opening<Collectives> for RankByRank {
+    fn open(
+        engine: &Engine,
+        inputs: &[PathBuf],
+        import: &strato_io::ImportOptions,
+        settings: &CollectivesSettings,
+    ) -> Result<Option<CollectivesResult>> {
+        Ok(engine
+            .collectives_rank_by_rank(inputs, import, &settings.options())?
+            .map(CollectivesResult))
     }
 }

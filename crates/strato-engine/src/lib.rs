@@ -18,10 +18,11 @@
 //! - what the user is told while inputs are read (progress, import warnings, notes), through
 //!   the front end's [`Listener`].
 //!
-//! - the result shapes the front ends present ([`shapes`]: one serde definition of each
-//!   command's JSON, which the Python API turns into tables, [`rows`]);
+//! - the JSON -> table flattening every front end shares ([`rows`]), and the one result shape
+//!   not yet owned by its analysis ([`shapes`]: `critical-path`'s, until it is registered);
 //! - the registry of analyses ([`registry`]): each registered once, run by name from every
-//!   front end (command, Python, SQL views, report).
+//!   front end (command, Python, SQL views, report), with the openings of analyses that read
+//!   their inputs their own way ([`opening`]).
 //!
 //! It never prints and never exits: errors are [`EngineError`], lines for the user go to the
 //! listener. Analyses (`strato-analysis`) never open files; front ends never open inputs but
@@ -30,6 +31,7 @@
 mod collectives;
 mod error;
 mod open;
+pub mod opening;
 mod options;
 mod ranks;
 pub mod registry;

@@ -6,7 +6,8 @@
 //!   `--csv [--table T]`), with help and examples from the declaration;
 //! - Python's `Profile.analysis(NAME, **options)` (and `profile.NAME(...)`) returns its tables;
 //! - `strato sql` has a view per table (computed when a query names it);
-//! - `strato report` has a section with its main table;
+//! - `strato report` has a section with its main table, unless the report has its own section
+//!   for it ([`InReport`]);
 //! - `stratoscope.analyses()` and `strato NAME --help` describe it.
 //!
 //! Options reach an analysis as text (a command-line value, a Python value's text) checked
@@ -16,18 +17,37 @@
 use std::path::PathBuf;
 
 use arrow::record_batch::RecordBatch;
-use strato_analysis::registry::{Analysis, OptionKind, OptionSpec, RankPart, Reads, TableSpec};
+use strato_analysis::analyzed::Analyzed;
+use strato_analysis::registry::{
+    Analysis, Events, InReport, OptionKind, OptionSpec, RankPart, Reads, TableSpec,
+};
 use strato_trace::Trace;
 
+use crate::opening::{Opening, Plain};
 use crate::rows::{self, Ordered, Shape};
 use crate::{Engine, EngineError};
 
 type Result<T, E = EngineError> = std::result::Result<T, E>;
 
 /// Every registered analysis, in the order front ends list them.
-pub static ANALYSES: &[Registered] = &[Registered::of::<
-    strato_analysis::device_time::queue_length::QueueLength,
->()];
+pub static ANALYSES: &[Registered] = &[
+    Registered::of::<strato_analysis::device_time::gpu_time::GpuTime>(),
+    Registered::of::<strato_analysis::cross_stack::breakdown::Breakdown>(),
+    Registered::with_opening::<
+        strato_analysis::distributed::collectives::Collectives,
+        crate::collectives::RankByRank,
+    >(),
+    Registered::of::<strato_analysis::cross_stack::hierarchy::SpanHierarchy>(),
+    Registered::of::<strato_analysis::cross_stack::layers::Layers>(),
+    Registered::of::<strato_analysis::cross_stack::modules::Modules>(),
+    Registered::of::<strato_analysis::cross_stack::layers::RooflineAnalysis>(),
+    Registered::of::<strato_analysis::cross_stack::ops::Ops>(),
+    Registered::of::<strato_analysis::device_time::kernel_stats::Kernels>(),
+    Registered::of::<strato_analysis::device_time::memory::Memory>(),
+    Registered::of::<strato_analysis::patterns::iterations::Iterations>(),
+    Registered::of::<strato_analysis::device_time::queue_length::QueueLength>(),
+    Registered::of::<strato_analysis::device_time::util::Util>(),
+];
 
 /// The registered analysis called `name` (its kebab-case name, or the snake_case form Python
 /// uses).
@@ -60,7 +80,9 @@ pub struct Registered {
     pub tables: &'static [TableSpec],
     pub rank_by_rank: bool,
     pub reads: Reads,
-    run_trace: fn(&Trace, &OptionValues) -> Result<Outcome>,
+    pub in_report: InReport,
+    pub short_flags: &'static [(&'static str, char)],
+    run_analyzed: fn(&Analyzed<'_>, &OptionValues) -> Result<Outcome>,
     run_inputs: fn(&Engine, &[PathBuf], &OptionValues) -> Result<Outcome>,
     check: fn() -> std::result::Result<(), String>,
 }
@@ -73,35 +95,86 @@ impl std::fmt::Debug for Registered {
     }
 }
 
-/// What a registered analysis gave: its result as JSON, as a document for tables, as text.
-#[derive(Debug, Clone)]
+/// What a registered analysis gave, shown on demand: as JSON, as a document for tables, as
+/// text, as its own CSV. Holds the typed result and the options it ran with.
 pub struct Outcome {
-    /// The result's serde JSON, pretty-printed (`--json`).
-    pub json: String,
-    /// The same document with its fields in declared order (the tables' source).
-    pub doc: Ordered,
-    /// The text rendering.
-    pub text: String,
+    shown: Box<dyn Shown>,
+    /// The document, made once when a table is first asked for.
+    doc: std::sync::OnceLock<Ordered>,
+}
+
+impl std::fmt::Debug for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Outcome").finish_non_exhaustive()
+    }
+}
+
+/// The typed result of an analysis, its type erased.
+trait Shown: Send + Sync {
+    fn json(&self) -> String;
+    fn doc(&self) -> Ordered;
+    fn text(&self) -> String;
+    fn csv(&self, raw: bool) -> Option<String>;
+}
+
+struct Typed<A: Analysis> {
+    output: A::Output,
+    options: A::Options,
+}
+
+impl<A: Analysis> Shown for Typed<A> {
+    fn json(&self) -> String {
+        // Our result types serialise without failing (no maps with non-string keys).
+        serde_json::to_string_pretty(&self.output).unwrap_or_default()
+    }
+    fn doc(&self) -> Ordered {
+        Ordered::of(&self.output)
+    }
+    fn text(&self) -> String {
+        A::render_text(&self.output, &self.options)
+    }
+    fn csv(&self, raw: bool) -> Option<String> {
+        A::render_csv(&self.output, &self.options, raw)
+    }
 }
 
 impl Outcome {
-    fn of<A: Analysis>(output: &A::Output) -> Outcome {
+    fn of<A: Analysis + 'static>(output: A::Output, options: A::Options) -> Outcome {
         Outcome {
-            // Our result types serialise without failing (no maps with non-string keys).
-            json: serde_json::to_string_pretty(output).unwrap_or_default(),
-            doc: Ordered::of(output),
-            text: A::render_text(output),
+            shown: Box::new(Typed::<A> { output, options }),
+            doc: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The result's serde JSON, pretty-printed (`--json`).
+    pub fn json(&self) -> String {
+        self.shown.json()
+    }
+
+    /// The result with its fields in declared order (the tables' source).
+    pub fn doc(&self) -> &Ordered {
+        self.doc.get_or_init(|| self.shown.doc())
+    }
+
+    /// The text rendering.
+    pub fn text(&self) -> String {
+        self.shown.text()
+    }
+
+    /// The analysis's own CSV (`raw`: cells as they are), when it writes one
+    /// ([`Analysis::render_csv`]).
+    pub fn own_csv(&self, raw: bool) -> Option<String> {
+        self.shown.csv(raw)
     }
 
     /// The rows of `table` as an Arrow record batch.
     pub fn batch(&self, table: &TableSpec) -> RecordBatch {
-        rows::batch(&rows::rows(&self.doc, &shape(table)))
+        rows::batch(&rows::rows(self.doc(), &shape(table)))
     }
 
     /// The rows of `table` as text cells, with their column names (the batch's columns).
     pub fn text_rows(&self, table: &TableSpec) -> (Vec<String>, Vec<Vec<String>>) {
-        rows::text_rows(&rows::rows(&self.doc, &shape(table)))
+        rows::text_rows(&rows::rows(self.doc(), &shape(table)))
     }
 }
 
@@ -114,7 +187,12 @@ fn shape(table: &TableSpec) -> Shape {
 
 impl Registered {
     /// The registration of analysis `A`.
-    pub const fn of<A: Analysis>() -> Registered {
+    pub const fn of<A: Analysis + 'static>() -> Registered {
+        Registered::with_opening::<A, Plain>()
+    }
+
+    /// The registration of analysis `A`, opened by `O` first ([`Opening`]).
+    pub const fn with_opening<A: Analysis + 'static, O: Opening<A>>() -> Registered {
         Registered {
             name: A::NAME,
             summary: A::SUMMARY,
@@ -125,8 +203,10 @@ impl Registered {
             tables: A::TABLES,
             rank_by_rank: A::RANK_BY_RANK,
             reads: A::READS,
-            run_trace: run_trace::<A>,
-            run_inputs: run_inputs::<A>,
+            in_report: A::IN_REPORT,
+            short_flags: A::SHORT_FLAGS,
+            run_analyzed: run_analyzed::<A>,
+            run_inputs: run_inputs::<A, O>,
             check: check::<A>,
         }
     }
@@ -156,7 +236,13 @@ impl Registered {
 
     /// Runs the analysis over a trace already open.
     pub fn run_trace(&self, trace: &Trace, options: &OptionValues) -> Result<Outcome> {
-        (self.run_trace)(trace, options)
+        (self.run_analyzed)(&Analyzed::new(trace), options)
+    }
+
+    /// Runs the analysis over a trace already open and analysed (its shared indexes built
+    /// once for several analyses: the report's sections).
+    pub fn run_analyzed(&self, analyzed: &Analyzed<'_>, options: &OptionValues) -> Result<Outcome> {
+        (self.run_analyzed)(analyzed, options)
     }
 
     /// Opens `inputs` with what the analysis reads and runs it: rank file by rank file (each
@@ -198,29 +284,47 @@ impl Registered {
 }
 
 fn import_options(engine: &Engine, reads: Reads) -> Result<strato_io::ImportOptions> {
-    Ok(match reads {
-        Reads::Spans => strato_io::ImportOptions {
-            projection: strato_io::Projection::SPANS,
-            ..engine.import_options(false)?
+    let all = engine.import_options(reads.args.is_some())?;
+    Ok(strato_io::ImportOptions {
+        projection: match reads.events {
+            Events::Spans => strato_io::Projection::SPANS,
+            Events::DeviceTime => strato_io::Projection::DEVICE_TIME,
+            Events::All => strato_io::Projection::ALL,
         },
-        Reads::Everything => engine.import_options(true)?,
+        args_scope: reads.args.unwrap_or_default(),
+        ..all
     })
 }
 
-fn run_trace<A: Analysis>(trace: &Trace, values: &OptionValues) -> Result<Outcome> {
+fn run_analyzed<A: Analysis + 'static>(
+    analyzed: &Analyzed<'_>,
+    values: &OptionValues,
+) -> Result<Outcome> {
     let options = typed_options::<A>(values)?;
-    Ok(Outcome::of::<A>(&A::run(trace, &options)))
+    let output = A::run(analyzed, &options);
+    Ok(Outcome::of::<A>(output, options))
 }
 
-fn run_inputs<A: Analysis>(
+/// Runs `A` over `inputs` the leanest way they allow: its own opening (`O`), else fed while a
+/// single file or stored profile streams ([`Analysis::stream`]), else rank file by rank file
+/// ([`Analysis::RANK_BY_RANK`]), else over the whole trace.
+fn run_inputs<A: Analysis + 'static, O: Opening<A>>(
     engine: &Engine,
     inputs: &[PathBuf],
     values: &OptionValues,
 ) -> Result<Outcome> {
     let options = typed_options::<A>(values)?;
     let import = import_options(engine, A::READS)?;
+    if let Some(output) = O::open(engine, inputs, &import, &options)? {
+        return Ok(Outcome::of::<A>(output, options));
+    }
+    if let Some(output) = streamed::<A>(engine, inputs, &import, &options)? {
+        return Ok(Outcome::of::<A>(output, options));
+    }
     if A::RANK_BY_RANK {
-        if let Some(streamed) = engine.map_ranks(inputs, &import, |t| A::run(t, &options))? {
+        if let Some(streamed) =
+            engine.map_ranks(inputs, &import, |t| A::run(&Analyzed::new(t), &options))?
+        {
             let offsets = streamed.offsets();
             let parts = (streamed.parts.into_iter().zip(offsets))
                 .map(|(part, (first_rank, _))| RankPart {
@@ -229,11 +333,50 @@ fn run_inputs<A: Analysis>(
                     job_ranks: part.job_ranks,
                 })
                 .collect();
-            return Ok(Outcome::of::<A>(&A::merge(parts, &options)));
+            // A rank-by-rank analysis always merges (`check` holds every registration to it).
+            if let Some(output) = A::merge(parts, &options) {
+                return Ok(Outcome::of::<A>(output, options));
+            }
         }
     }
     let trace = engine.load(inputs, &import)?;
-    Ok(Outcome::of::<A>(&A::run(&trace, &options)))
+    let output = A::run(&Analyzed::new(&trace), &options);
+    Ok(Outcome::of::<A>(output, options))
+}
+
+/// `A`'s result fed while the one input streams: a stored profile or store batch by batch
+/// ([`Engine::stream_stored`]), or one Chrome/Kineto JSON file as it is read
+/// ([`Engine::stream_file`]); `None` when `A` does not stream or the input does not (it is
+/// then opened whole). A stream the stored read gave up on midway is dropped and the file path
+/// starts a fresh one.
+fn streamed<A: Analysis>(
+    engine: &Engine,
+    inputs: &[PathBuf],
+    import: &strato_io::ImportOptions,
+    options: &A::Options,
+) -> Result<Option<A::Output>> {
+    let [input] = inputs else { return Ok(None) };
+    if engine.attributes_graph_capture() {
+        return Ok(None);
+    }
+    let Some(mut stream) = A::stream(options) else {
+        return Ok(None);
+    };
+    if let Some(trace) = engine.stream_stored(inputs, import, &mut |batch| stream.add(batch))? {
+        return Ok(Some(stream.finish(&trace)));
+    }
+    let Some(mut stream) = A::stream(options) else {
+        return Ok(None);
+    };
+    let mut sink = |batch: &mut Trace| {
+        stream.add(batch);
+        crate::drop_batch_events(batch);
+        Ok(())
+    };
+    let Some(trace) = engine.stream_file(input, import, &mut sink)? else {
+        return Ok(None);
+    };
+    Ok(Some(stream.finish(&trace)))
 }
 
 /// The JSON value of option `spec` given as `text`.
@@ -244,6 +387,20 @@ fn option_value(
 ) -> Result<serde_json::Value, String> {
     let bad = |what: &str| format!("{analysis}: option {}: {what}, not {text:?}", spec.name);
     match spec.kind {
+        // An optional count not given (its default, `""`).
+        OptionKind::Count { .. } if text.is_empty() => Ok(serde_json::Value::Null),
+        OptionKind::Counts { min } => text
+            .split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(|t| match t.parse::<u64>() {
+                Ok(n) if n >= min => Ok(serde_json::Value::from(n)),
+                _ => Err(bad(&format!(
+                    "whole numbers of at least {min} separated by commas"
+                ))),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(serde_json::Value::Array),
         OptionKind::Count { min } => match text.trim().parse::<u64>() {
             Ok(n) if n >= min => Ok(n.into()),
             _ => Err(bad(&format!("a whole number of at least {min}"))),
@@ -257,6 +414,19 @@ fn option_value(
             "false" | "0" | "no" | "off" => Ok(false.into()),
             _ => Err(bad("true or false")),
         },
+        OptionKind::Positives => text
+            .split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(|t| match t.parse::<f64>() {
+                Ok(x) if x.is_finite() && x > 0.0 => Ok(serde_json::Value::from(x)),
+                _ => Err(bad("positive numbers separated by commas")),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(serde_json::Value::Array),
+        // Read by `typed_options` (its text is the file's); the default, not given, is null.
+        OptionKind::File { .. } if text.is_empty() => Ok(serde_json::Value::Null),
+        OptionKind::File { .. } => Ok(text.into()),
         OptionKind::Choice(words) => match words.iter().find(|w| **w == text) {
             Some(w) => Ok((*w).into()),
             None => Err(bad(&format!("one of {}", words.join(", ")))),
@@ -280,11 +450,22 @@ fn typed_options<A: Analysis>(values: &OptionValues) -> Result<A::Options> {
                 }
             )));
         };
-        let value = option_value(A::NAME, spec, text).map_err(EngineError::InvalidOption)?;
+        let value = match spec.kind {
+            OptionKind::File { what, check } if !text.is_empty() => {
+                let path = std::path::Path::new(text);
+                let content = strato_io::config::read_config_text(path, what)?;
+                check(&content).map_err(|e| EngineError::option(path, e))?;
+                content.into()
+            }
+            _ => option_value(A::NAME, spec, text).map_err(EngineError::InvalidOption)?,
+        };
         map.insert(spec.name.to_owned(), value);
     }
-    serde_json::from_value(serde_json::Value::Object(map))
-        .map_err(|e| EngineError::InvalidOption(format!("{}: {e}", A::NAME)))
+    let options: A::Options = serde_json::from_value(serde_json::Value::Object(map))
+        .map_err(|e| EngineError::InvalidOption(format!("{}: {e}", A::NAME)))?;
+    A::check_options(&options)
+        .map_err(|e| EngineError::InvalidOption(format!("{}: {e}", A::NAME)))?;
+    Ok(options)
 }
 
 fn check<A: Analysis>() -> std::result::Result<(), String> {
@@ -316,6 +497,9 @@ fn check<A: Analysis>() -> std::result::Result<(), String> {
     }
     if A::TABLES.is_empty() {
         return Err(format!("{}: no table", A::NAME));
+    }
+    if A::RANK_BY_RANK && A::merge(Vec::new(), &A::Options::default()).is_none() {
+        return Err(format!("{}: runs rank by rank but does not merge", A::NAME));
     }
     Ok(())
 }
@@ -401,18 +585,14 @@ mod tests {
             path: &[],
             inherit: &[],
         }];
-        const RANK_BY_RANK: bool = false;
-        const READS: Reads = Reads::Spans;
+        const READS: Reads = Reads::SPANS;
         type Options = CountingOptions;
         type Output = serde_json::Value;
 
-        fn run(trace: &Trace, options: &CountingOptions) -> serde_json::Value {
-            serde_json::json!({"spans": trace.spans.len(), "scale": options.scale})
+        fn run(analyzed: &Analyzed<'_>, options: &CountingOptions) -> serde_json::Value {
+            serde_json::json!({"spans": analyzed.trace().spans.len(), "scale": options.scale})
         }
-        fn merge(_: Vec<RankPart<serde_json::Value>>, _: &CountingOptions) -> serde_json::Value {
-            serde_json::Value::Null
-        }
-        fn render_text(output: &serde_json::Value) -> String {
+        fn render_text(output: &serde_json::Value, _: &CountingOptions) -> String {
             output.to_string()
         }
     }
@@ -453,7 +633,7 @@ mod tests {
         let outcome = Registered::of::<Counting>()
             .run_trace(&Trace::default(), &values(&[("scale", "0.25")]))
             .expect("runs");
-        assert_eq!(outcome.text, r#"{"scale":0.25,"spans":0}"#);
+        assert_eq!(outcome.text(), r#"{"scale":0.25,"spans":0}"#);
         let table = Registered::of::<Counting>()
             .table(None)
             .expect("main table");
@@ -478,20 +658,13 @@ mod tests {
                 default: "2",
             }];
             const TABLES: &'static [TableSpec] = Counting::TABLES;
-            const RANK_BY_RANK: bool = false;
-            const READS: Reads = Reads::Spans;
+            const READS: Reads = Reads::SPANS;
             type Options = CountingOptions;
             type Output = serde_json::Value;
-            fn run(trace: &Trace, options: &CountingOptions) -> serde_json::Value {
-                Counting::run(trace, options)
+            fn run(analyzed: &Analyzed<'_>, options: &CountingOptions) -> serde_json::Value {
+                Counting::run(analyzed, options)
             }
-            fn merge(
-                _: Vec<RankPart<serde_json::Value>>,
-                _: &CountingOptions,
-            ) -> serde_json::Value {
-                serde_json::Value::Null
-            }
-            fn render_text(_: &serde_json::Value) -> String {
+            fn render_text(_: &serde_json::Value, _: &CountingOptions) -> String {
                 String::new()
             }
         }

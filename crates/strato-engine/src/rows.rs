@@ -12,6 +12,13 @@
 //! - nested objects are flattened, their fields named `outer.inner`;
 //! - lists are left out (each has its own table, i.e. its own [`Shape`]).
 //!
+//! The columns are the union of the rows' (a row without a column has a null there), with two
+//! rules across rows, so that a column never says null where the JSON has a value: a field
+//! that is a list in any row is left out of every row (a `grid` that is `[128, 1, 1]` in one
+//! row and `null` in another is no column), and a field that is an object in some rows and
+//! null in others is only its flattened fields (`collective.kind`, ..., null in the rows where
+//! `collective` is null), not a `collective` column.
+//!
 //! Column types follow the values: all integers -> int64 (uint64 when a value does not fit),
 //! any float -> float64, strings -> utf8, booleans -> bool, only nulls -> null; a column whose
 //! values mix kinds holds their JSON text.
@@ -158,6 +165,10 @@ type Row = Vec<(String, Ordered)>;
 fn flatten_into(prefix: &str, value: &Ordered, row: &mut Row) {
     match value {
         Ordered::Object(fields) => {
+            if !prefix.is_empty() {
+                // Marks where an object was, until the rows are known together (see `rows`).
+                row.push((prefix.to_owned(), Ordered::Object(Vec::new())));
+            }
             for (k, v) in fields {
                 let name = if prefix.is_empty() {
                     k.clone()
@@ -167,7 +178,8 @@ fn flatten_into(prefix: &str, value: &Ordered, row: &mut Row) {
                 flatten_into(&name, v, row);
             }
         }
-        Ordered::List(_) => {}
+        // Kept as an empty list until the rows are known together (see `rows`).
+        Ordered::List(_) => row.push((prefix.to_owned(), Ordered::List(Vec::new()))),
         scalar => row.push((prefix.to_owned(), scalar.clone())),
     }
 }
@@ -205,6 +217,37 @@ fn collect(node: &Ordered, path: &[&str], shape: &Shape, carried: &Row, out: &mu
 pub fn rows(doc: &Ordered, shape: &Shape) -> Vec<Row> {
     let mut out = Vec::new();
     collect(doc, shape.path, shape, &Row::new(), &mut out);
+    // The rules across rows (module docs): fields that are a list in any row, and nulls where
+    // other rows have an object, leave every row; so do the markers of lists and objects.
+    let mut lists: Vec<String> = Vec::new();
+    let mut objects: Vec<String> = Vec::new();
+    for row in &out {
+        for (k, v) in row {
+            let seen = match v {
+                Ordered::List(_) => &mut lists,
+                Ordered::Object(_) => &mut objects,
+                _ => continue,
+            };
+            if !seen.contains(k) {
+                seen.push(k.clone());
+            }
+        }
+    }
+    let in_list = |key: &str| {
+        lists.iter().any(|l| {
+            key == l
+                || (key.len() > l.len()
+                    && key.starts_with(l.as_str())
+                    && key.as_bytes()[l.len()] == b'.')
+        })
+    };
+    for row in &mut out {
+        row.retain(|(k, v)| match v {
+            Ordered::List(_) | Ordered::Object(_) => false,
+            Ordered::Null => !in_list(k) && !objects.contains(k),
+            _ => !in_list(k),
+        });
+    }
     out
 }
 
@@ -374,6 +417,32 @@ mod tests {
     use arrow::datatypes::Int64Type;
 
     #[test]
+    fn a_field_that_is_a_list_or_an_object_in_another_row_is_no_null_column() {
+        // `grid` is a list in one row and null in another: no column (it would say null
+        // where the JSON has [2, 1]); `c` is an object in one row and null in another: only
+        // its fields, null in the other row.
+        let doc: Ordered = serde_json::from_str(
+            r#"{"rows":[{"n":1,"grid":[2,1],"c":null},{"n":2,"grid":null,"c":{"kind":"ar","bytes":8}}]}"#,
+        )
+        .expect("valid JSON");
+        let table = batch(&rows(
+            &doc,
+            &Shape {
+                path: &["rows"],
+                inherit: &[],
+            },
+        ));
+        let names: Vec<&str> = table
+            .schema_ref()
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
+        assert_eq!(names, ["n", "c.kind", "c.bytes"]);
+        assert_eq!(table.column(1).null_count(), 1);
+    }
+
+    #[test]
     fn nested_rows_carry_their_parents_fields_and_keep_the_field_order() {
         let doc: Ordered = serde_json::from_str(
             r#"{"window":"whole","ranks":[
@@ -414,7 +483,7 @@ mod tests {
     #[test]
     fn an_empty_list_is_an_empty_table_and_mixed_values_keep_their_text() {
         let doc: Ordered =
-            serde_json::from_str(r#"{"rows":[{"v":1},{"v":"a"},{"v":[1]}],"none":[]}"#)
+            serde_json::from_str(r#"{"rows":[{"v":1},{"v":"a"},{"w":2}],"none":[]}"#)
                 .expect("valid JSON");
         let empty = batch(&rows(
             &doc,
@@ -435,7 +504,7 @@ mod tests {
         let text = mixed.column(0).as_string::<i32>();
         assert_eq!(text.value(0), "1");
         assert_eq!(text.value(1), "a");
-        // A list is left out of the row: that row has no value there.
+        // A row without the field has a null there.
         assert!(text.is_null(2));
     }
 }

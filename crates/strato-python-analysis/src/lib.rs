@@ -48,127 +48,7 @@ fn shape(path: &'static [&'static str], inherit: &'static [&'static str]) -> Sha
     Shape { path, inherit }
 }
 
-fn list<'a>(doc: &'a Ordered, key: &str) -> &'a [Ordered] {
-    match doc.get(key) {
-        Some(Ordered::List(items)) => items,
-        _ => &[],
-    }
-}
-
 impl Profile {
-    fn gpu_time_doc(&self, window: &str, kernel_wait_us: f64) -> PyResult<Ordered> {
-        use strato_analysis::device_time::gpu_time::{gpu_time, GpuTimeOptions, Window};
-        let window = match window {
-            "whole" => Window::Whole,
-            "hta" => Window::Hta,
-            other => {
-                return Err(OpenError::Option(format!(
-                    "gpu_time: window must be 'whole' or 'hta', not {other:?}"
-                ))
-                .into())
-            }
-        };
-        let options = GpuTimeOptions {
-            window,
-            kernel_wait_threshold_ns: (kernel_wait_us * 1000.0).round() as i64,
-        };
-        Ok(Ordered::of(
-            &strato_engine::shapes::gpu_time::gpu_time_json(&gpu_time(&self.trace, &options)),
-        ))
-    }
-
-    fn breakdown_doc(&self, per_step: bool) -> Ordered {
-        use strato_analysis::cross_stack::breakdown::{breakdown, BreakdownOptions};
-        Ordered::of(&breakdown(
-            &Analyzed::new(&self.trace),
-            &BreakdownOptions { per_step },
-        ))
-    }
-
-    fn kernels_doc(&self, top: usize) -> Ordered {
-        Ordered::of(&strato_analysis::device_time::kernel_stats::kernel_stats(
-            &self.trace,
-            top,
-        ))
-    }
-
-    fn layers_doc(&self, by: &str, trim: f64, batch_size: Option<u64>) -> PyResult<Ordered> {
-        use strato_analysis::cross_stack::layers::{layers, LayerSource, LayersOptions};
-        if !(0.0..0.5).contains(&trim) {
-            return Err(OpenError::Option("layers: trim must be in [0, 0.5)".into()).into());
-        }
-        let source = match by {
-            "op" => LayerSource::Op,
-            "annotation" => LayerSource::Annotation,
-            other => {
-                return Err(OpenError::Option(format!(
-                    "layers: by must be 'op' or 'annotation' (modules(): by module), not {other:?}"
-                ))
-                .into())
-            }
-        };
-        Ok(Ordered::of(&layers(
-            &Analyzed::new(&self.trace),
-            &LayersOptions {
-                source,
-                trim,
-                batch_size,
-            },
-        )))
-    }
-
-    fn iterations_doc(
-        &self,
-        iterations: Option<Vec<usize>>,
-        k0: Option<usize>,
-        epsilon: Option<usize>,
-        max_loops: usize,
-    ) -> PyResult<Ordered> {
-        use strato_analysis::patterns::iterations::{
-            attach_lines_up, iterations as mine, IterationOptions,
-        };
-        let iterations = iterations.unwrap_or_default();
-        if iterations.iter().any(|&i| i < 2) {
-            return Err(OpenError::Option(
-                "iterations: each loop needs at least 2 iterations".into(),
-            )
-            .into());
-        }
-        let options = IterationOptions {
-            iterations,
-            epsilon,
-            k0,
-            max_loops: max_loops.max(1),
-            ..IterationOptions::default()
-        };
-        let mut report = mine(&self.trace, &options);
-        attach_lines_up(&Analyzed::new(&self.trace), &mut report);
-        Ok(Ordered::Object(vec![
-            ("sequences".into(), Ordered::of(&report.sequences)),
-            ("not_found".into(), Ordered::of(&report.not_found)),
-        ]))
-    }
-
-    fn memory_doc(&self, top: usize, max_points: usize, bins: usize) -> Ordered {
-        use strato_analysis::device_time::memory::{memory, MemoryOptions};
-        Ordered::of(&memory(
-            &self.trace,
-            &MemoryOptions {
-                max_points,
-                bandwidth_bins: bins,
-                top_ops: top,
-            },
-        ))
-    }
-
-    fn collectives_doc(&self, stragglers: usize) -> Ordered {
-        use strato_analysis::distributed::collectives::{collectives, CollectivesOptions};
-        Ordered::of(&strato_engine::shapes::collectives::to_json(&collectives(
-            &self.trace,
-            &CollectivesOptions { stragglers },
-        )))
-    }
-
     fn critical_path_doc(&self) -> PyResult<Ordered> {
         use strato_analysis::paths::critical_path::{critical_path, CriticalPathOptions};
         let trace = &self.trace;
@@ -261,307 +141,6 @@ impl Profile {
 
     // ---- analyses -------------------------------------------------------------------------
 
-    /// `strato gpu-time --json`: one row per rank with the scalar fields of its rank object.
-    #[pyo3(signature = (*, window = "whole", kernel_wait_us = 30.0))]
-    fn gpu_time(&self, py: Python<'_>, window: &str, kernel_wait_us: f64) -> PyResult<Table> {
-        let doc = py.detach(|| self.gpu_time_doc(window, kernel_wait_us))?;
-        let svg = plots::stacked_fields(
-            "device time per rank",
-            strato_report::svg::bars::Axis::Percent,
-            list(&doc, "ranks"),
-            |r| format!("rank {}", plots_text(r.get("rank"))),
-            &[
-                ("compute_pct", "compute %"),
-                ("non_compute_pct", "non-compute %"),
-                ("idle_pct", "idle %"),
-            ],
-        );
-        Ok(table_of(
-            "gpu_time",
-            &doc,
-            shape(&["ranks"], &["window"]),
-            svg,
-        ))
-    }
-
-    /// The idle breakdown per stream of `strato gpu-time --json` (`ranks[].streams[]`), with
-    /// `rank`.
-    #[pyo3(signature = (*, window = "whole", kernel_wait_us = 30.0))]
-    fn gpu_time_streams(
-        &self,
-        py: Python<'_>,
-        window: &str,
-        kernel_wait_us: f64,
-    ) -> PyResult<Table> {
-        let doc = py.detach(|| self.gpu_time_doc(window, kernel_wait_us))?;
-        Ok(table_of(
-            "gpu_time_streams",
-            &doc,
-            shape(&["ranks", "streams"], &["rank"]),
-            None,
-        ))
-    }
-
-    /// Exposed communication per device (`ranks[].exposure[]`), with `rank`.
-    #[pyo3(signature = (*, window = "whole", kernel_wait_us = 30.0))]
-    fn gpu_time_exposure(
-        &self,
-        py: Python<'_>,
-        window: &str,
-        kernel_wait_us: f64,
-    ) -> PyResult<Table> {
-        let doc = py.detach(|| self.gpu_time_doc(window, kernel_wait_us))?;
-        Ok(table_of(
-            "gpu_time_exposure",
-            &doc,
-            shape(&["ranks", "exposure"], &["rank"]),
-            None,
-        ))
-    }
-
-    /// `strato breakdown --json`: one row per breakdown row (`processes[].rows[]`), with
-    /// `rank` and `pid`.
-    #[pyo3(signature = (*, per_step = false))]
-    fn breakdown(&self, py: Python<'_>, per_step: bool) -> Table {
-        let doc = py.detach(|| self.breakdown_doc(per_step));
-        let groups: Vec<(String, Vec<Ordered>)> = list(&doc, "processes")
-            .iter()
-            .map(|p| {
-                (
-                    format!(
-                        "rank {} pid {}",
-                        plots_text(p.get("rank")),
-                        plots_text(p.get("pid"))
-                    ),
-                    list(p, "rows").to_vec(),
-                )
-            })
-            .collect();
-        let svg = plots::stacked_groups("time by resource", &groups, "resource", "time_ns", 8);
-        table_of(
-            "breakdown",
-            &doc,
-            shape(&["processes", "rows"], &["rank", "pid"]),
-            svg,
-        )
-    }
-
-    /// The processes of `strato breakdown --json` (window and counts per process).
-    #[pyo3(signature = (*, per_step = false))]
-    fn breakdown_processes(&self, py: Python<'_>, per_step: bool) -> Table {
-        let doc = py.detach(|| self.breakdown_doc(per_step));
-        table_of(
-            "breakdown_processes",
-            &doc,
-            shape(&["processes"], &[]),
-            None,
-        )
-    }
-
-    /// Per-operation totals of `strato breakdown --json` (`processes[].operations[]`).
-    #[pyo3(signature = (*, per_step = false))]
-    fn operations(&self, py: Python<'_>, per_step: bool) -> Table {
-        let doc = py.detach(|| self.breakdown_doc(per_step));
-        table_of(
-            "operations",
-            &doc,
-            shape(&["processes", "operations"], &["rank", "pid"]),
-            None,
-        )
-    }
-
-    /// Level transitions of `strato breakdown --json` (`processes[].transitions[]`).
-    #[pyo3(signature = (*, per_step = false))]
-    fn transitions(&self, py: Python<'_>, per_step: bool) -> Table {
-        let doc = py.detach(|| self.breakdown_doc(per_step));
-        table_of(
-            "transitions",
-            &doc,
-            shape(&["processes", "transitions"], &["rank", "pid"]),
-            None,
-        )
-    }
-
-    /// `strato hierarchy --json`: one row per rank (`ranks[]`).
-    fn hierarchy(&self, py: Python<'_>) -> Table {
-        let doc = py.detach(|| {
-            Ordered::of(&strato_analysis::cross_stack::hierarchy::report(
-                &Analyzed::new(&self.trace),
-            ))
-        });
-        table_of("hierarchy", &doc, shape(&["ranks"], &[]), None)
-    }
-
-    /// `strato kernels --json`: one row per (rank, kernel name) (`ranks[].kernels[]`); `top`
-    /// rows per rank, the rest folded into one `(other N)` row (0: all), as the command.
-    #[pyo3(signature = (*, top = 20))]
-    fn kernels(&self, py: Python<'_>, top: usize) -> Table {
-        let doc = py.detach(|| self.kernels_doc(top));
-        let groups: Vec<(String, Vec<Ordered>)> = list(&doc, "ranks")
-            .iter()
-            .map(|r| {
-                (
-                    format!("rank {}", plots_text(r.get("rank"))),
-                    list(r, "kernels").to_vec(),
-                )
-            })
-            .collect();
-        let svg = plots::stacked_groups("kernel time per rank", &groups, "name", "total_ns", 8);
-        table_of(
-            "kernels",
-            &doc,
-            shape(&["ranks", "kernels"], &["rank"]),
-            svg,
-        )
-    }
-
-    /// Device time per launching op of `strato kernels --json` (`ranks[].ops[]`).
-    #[pyo3(signature = (*, top = 20))]
-    fn kernel_ops(&self, py: Python<'_>, top: usize) -> Table {
-        let doc = py.detach(|| self.kernels_doc(top));
-        table_of(
-            "kernel_ops",
-            &doc,
-            shape(&["ranks", "ops"], &["rank"]),
-            None,
-        )
-    }
-
-    /// Per rank of `strato kernels --json`: device ops and time, and the launch / queue /
-    /// submit latencies (`launch_latency.mean_ns`, ...).
-    #[pyo3(signature = (*, top = 20))]
-    fn kernel_latencies(&self, py: Python<'_>, top: usize) -> Table {
-        let doc = py.detach(|| self.kernels_doc(top));
-        table_of("kernel_latencies", &doc, shape(&["ranks"], &[]), None)
-    }
-
-    /// `strato layers --json` (`--by op|annotation`): one row per layer (`layers[]`; the
-    /// `cpu` / `gpu` statistics flattened as `cpu.mean_ns`, ...).
-    #[pyo3(signature = (*, by = "op", trim = 0.1, batch_size = None))]
-    fn layers(
-        &self,
-        py: Python<'_>,
-        by: &str,
-        trim: f64,
-        batch_size: Option<u64>,
-    ) -> PyResult<Table> {
-        let doc = py.detach(|| self.layers_doc(by, trim, batch_size))?;
-        Ok(table_of("layers", &doc, shape(&["layers"], &[]), None))
-    }
-
-    /// The per-kernel table of `strato layers --json` (`kernels[]`).
-    #[pyo3(signature = (*, by = "op", trim = 0.1, batch_size = None))]
-    fn layer_kernels(
-        &self,
-        py: Python<'_>,
-        by: &str,
-        trim: f64,
-        batch_size: Option<u64>,
-    ) -> PyResult<Table> {
-        let doc = py.detach(|| self.layers_doc(by, trim, batch_size))?;
-        Ok(table_of(
-            "layer_kernels",
-            &doc,
-            shape(&["kernels"], &[]),
-            None,
-        ))
-    }
-
-    /// `strato layers --by module --json`: one row per nn.Module (`modules[]`).
-    fn modules(&self, py: Python<'_>) -> Table {
-        let doc = py.detach(|| {
-            Ordered::of(&strato_analysis::cross_stack::modules::modules(
-                &Analyzed::new(&self.trace),
-            ))
-        });
-        table_of("modules", &doc, shape(&["modules"], &[]), None)
-    }
-
-    /// `strato iterations --json`: one row per mined iteration (`sequences[].iterations[]`),
-    /// with the sequence's rank, pid, device, stream and loop.
-    #[pyo3(signature = (*, iterations = None, k0 = None, epsilon = None, max_loops = 3))]
-    fn iterations(
-        &self,
-        py: Python<'_>,
-        iterations: Option<Vec<usize>>,
-        k0: Option<usize>,
-        epsilon: Option<usize>,
-        max_loops: usize,
-    ) -> PyResult<Table> {
-        let doc = py.detach(|| self.iterations_doc(iterations, k0, epsilon, max_loops))?;
-        Ok(table_of(
-            "iterations",
-            &doc,
-            shape(
-                &["sequences", "iterations"],
-                &["rank_index", "rank", "pid", "device", "stream", "loop"],
-            ),
-            None,
-        ))
-    }
-
-    /// The mined loops of `strato iterations --json` (`sequences[]`, summary flattened).
-    #[pyo3(signature = (*, iterations = None, k0 = None, epsilon = None, max_loops = 3))]
-    fn iteration_loops(
-        &self,
-        py: Python<'_>,
-        iterations: Option<Vec<usize>>,
-        k0: Option<usize>,
-        epsilon: Option<usize>,
-        max_loops: usize,
-    ) -> PyResult<Table> {
-        let doc = py.detach(|| self.iterations_doc(iterations, k0, epsilon, max_loops))?;
-        Ok(table_of(
-            "iteration_loops",
-            &doc,
-            shape(&["sequences"], &[]),
-            None,
-        ))
-    }
-
-    /// `strato memory --json`: one row per device's allocation series (`devices[]`).
-    #[pyo3(signature = (*, top = 20, max_points = 512, bins = 50))]
-    fn memory(&self, py: Python<'_>, top: usize, max_points: usize, bins: usize) -> Table {
-        let doc = py.detach(|| self.memory_doc(top, max_points, bins));
-        table_of("memory", &doc, shape(&["devices"], &[]), None)
-    }
-
-    /// Copies per (rank, device, direction) of `strato memory --json` (`copies[]`).
-    #[pyo3(signature = (*, top = 20, max_points = 512, bins = 50))]
-    fn memory_copies(&self, py: Python<'_>, top: usize, max_points: usize, bins: usize) -> Table {
-        let doc = py.detach(|| self.memory_doc(top, max_points, bins));
-        table_of("memory_copies", &doc, shape(&["copies"], &[]), None)
-    }
-
-    /// `strato collectives --json`: one row per collective instance (`collectives[]`).
-    #[pyo3(signature = (*, stragglers = 5))]
-    fn collectives(&self, py: Python<'_>, stragglers: usize) -> Table {
-        let doc = py.detach(|| self.collectives_doc(stragglers));
-        table_of("collectives", &doc, shape(&["collectives"], &[]), None)
-    }
-
-    /// Per rank of `strato collectives --json` (`ranks[]`): arrivals, waits, imposed waits.
-    #[pyo3(signature = (*, stragglers = 5))]
-    fn collectives_ranks(&self, py: Python<'_>, stragglers: usize) -> Table {
-        let doc = py.detach(|| self.collectives_doc(stragglers));
-        let svg = plots::stacked_fields(
-            "collective wait per rank",
-            strato_report::svg::bars::Axis::Duration,
-            list(&doc, "ranks"),
-            |r| format!("rank {}", plots_text(r.get("rank"))),
-            &[("wait_ns", "wait"), ("transfer_part_ns", "transfer")],
-        );
-        table_of("collectives_ranks", &doc, shape(&["ranks"], &[]), svg)
-    }
-
-    /// The worst late arrivals of `strato collectives --json` (`stragglers[]`, cause
-    /// flattened as `cause.verdict`, ...).
-    #[pyo3(signature = (*, stragglers = 5))]
-    fn stragglers(&self, py: Python<'_>, stragglers: usize) -> Table {
-        let doc = py.detach(|| self.collectives_doc(stragglers));
-        table_of("stragglers", &doc, shape(&["stragglers"], &[]), None)
-    }
-
     /// `strato critical-path --json`: one row per rank (`ranks[]`, time per kind flattened
     /// as `by_kind.<kind>`).
     fn critical_path(&self, py: Python<'_>) -> PyResult<Table> {
@@ -641,21 +220,31 @@ impl Profile {
         let outcome = py
             .detach(|| analysis.run_trace(&self.trace, &values))
             .map_err(OpenError::from)?;
-        Ok(Table::new(spec.name, outcome.batch(spec), None))
+        let svg = plots::of_table(spec.name, outcome.doc());
+        Ok(Table::new(spec.name, outcome.batch(spec), svg))
     }
 
     /// `profile.NAME(**options)` for a registered analysis NAME (snake_case): its main table,
-    /// or another with `table=`.
+    /// or another with `table=`; `profile.TABLE(**options)` for a table of a registered
+    /// analysis (`profile.kernel_ops(top=5)`).
     fn __getattr__(slf: &Bound<'_, Self>, name: &str) -> PyResult<Py<PyAny>> {
-        if name.starts_with('_') || strato_engine::registry::find(name).is_none() {
-            return Err(pyo3::exceptions::PyAttributeError::new_err(format!(
-                "'Profile' object has no attribute '{name}'"
-            )));
-        }
         let py = slf.py();
-        let method = slf.getattr("analysis")?;
         let partial = py.import("functools")?.getattr("partial")?;
-        Ok(partial.call1((method, name))?.unbind())
+        let method = slf.getattr("analysis")?;
+        if name.starts_with('_') {
+            // Python's own protocols (`__array__`, `_ipython_display_`, ...): not analyses.
+        } else if let Some(analysis) = strato_engine::registry::find(name) {
+            return Ok(partial.call1((method, analysis.name))?.unbind());
+        } else if let Some((analysis, table)) = strato_engine::registry::find_table(name) {
+            let kwargs = pyo3::types::PyDict::new(py);
+            kwargs.set_item("table", table.name)?;
+            return Ok(partial
+                .call((method, analysis.name), Some(&kwargs))?
+                .unbind());
+        }
+        Err(pyo3::exceptions::PyAttributeError::new_err(format!(
+            "'Profile' object has no attribute '{name}'"
+        )))
     }
 
     // ---- raw tables -----------------------------------------------------------------------
@@ -698,7 +287,8 @@ impl Profile {
                 ""
             }
         );
-        let gpu = self.gpu_time(py, "whole", 30.0)?;
+        // The device time per rank (registered `gpu-time`, default options) with its plot.
+        let gpu = self.analysis(py, "gpu-time", None, None)?;
         let ranks = self.ranks();
         let mut out = format!("<div class=\"stratoscope\">{summary}");
         if let Some(svg) = gpu.plot() {
@@ -716,15 +306,6 @@ impl Profile {
             self.trace.ranks.len(),
             self.trace.spans.len()
         )
-    }
-}
-
-fn plots_text(v: Option<&Ordered>) -> String {
-    match v {
-        Some(Ordered::Int(i)) => i.to_string(),
-        Some(Ordered::UInt(u)) => u.to_string(),
-        Some(Ordered::Text(s)) => s.clone(),
-        _ => "?".into(),
     }
 }
 
@@ -769,7 +350,8 @@ fn open_profile(
 }
 
 /// Python keyword options as the registry takes them: (name, text); `True`/`False` as
-/// `true`/`false`, numbers and strings as their text.
+/// `true`/`false`, numbers and strings as their text, a list or tuple as its items' texts
+/// separated by commas.
 fn option_texts(
     options: Option<&Bound<'_, pyo3::types::PyDict>>,
 ) -> PyResult<Vec<(String, String)>> {
@@ -781,6 +363,15 @@ fn option_texts(
         let key: String = key.extract()?;
         let text = if let Ok(b) = value.cast::<pyo3::types::PyBool>() {
             b.is_true().to_string()
+        } else if value.is_instance_of::<pyo3::types::PyList>()
+            || value.is_instance_of::<pyo3::types::PyTuple>()
+        {
+            // A list option (`period=[0.1, 1]`): its items' texts, comma-separated.
+            let items: Vec<String> = value
+                .try_iter()?
+                .map(|item| item.and_then(|i| Ok(i.str()?.to_string())))
+                .collect::<PyResult<_>>()?;
+            items.join(",")
         } else {
             value.str()?.to_string()
         };

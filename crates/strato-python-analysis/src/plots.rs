@@ -149,3 +149,74 @@ pub fn stacked_groups(
         defs: String::new(),
     }))
 }
+
+/// The plot shown with a registered analysis's table `name` (the rows' result `doc`), where
+/// it has one.
+pub fn of_table(name: &str, doc: &Ordered) -> Option<String> {
+    match name {
+        "gpu_time" => stacked_fields(
+            "device time per rank",
+            Axis::Percent,
+            list(doc, "ranks"),
+            |r| format!("rank {}", label_text(r.get("rank"))),
+            &[
+                ("compute_pct", "compute %"),
+                ("non_compute_pct", "non-compute %"),
+                ("idle_pct", "idle %"),
+            ],
+        ),
+        "breakdown" => {
+            let groups: Vec<(String, Vec<Ordered>)> = list(doc, "processes")
+                .iter()
+                .map(|p| {
+                    (
+                        format!(
+                            "rank {} pid {}",
+                            label_text(p.get("rank")),
+                            label_text(p.get("pid"))
+                        ),
+                        list(p, "rows").to_vec(),
+                    )
+                })
+                .collect();
+            stacked_groups("time by resource", &groups, "resource", "time_ns", 8)
+        }
+        "collectives_ranks" => stacked_fields(
+            "collective wait per rank",
+            Axis::Duration,
+            list(doc, "ranks"),
+            |r| format!("rank {}", label_text(r.get("rank"))),
+            &[("wait_ns", "wait"), ("transfer_part_ns", "transfer")],
+        ),
+        "kernel_stats" => {
+            let groups: Vec<(String, Vec<Ordered>)> = list(doc, "ranks")
+                .iter()
+                .map(|r| {
+                    (
+                        format!("rank {}", label_text(r.get("rank"))),
+                        list(r, "kernels").to_vec(),
+                    )
+                })
+                .collect();
+            stacked_groups("kernel time per rank", &groups, "name", "total_ns", 8)
+        }
+        _ => None,
+    }
+}
+
+fn list<'a>(doc: &'a Ordered, key: &str) -> &'a [Ordered] {
+    match doc.get(key) {
+        Some(Ordered::List(items)) => items,
+        _ => &[],
+    }
+}
+
+/// A rank (or pid) as a group label (`?` when it is not a number or text).
+pub fn label_text(v: Option<&Ordered>) -> String {
+    match v {
+        Some(Ordered::Int(i)) => i.to_string(),
+        Some(Ordered::UInt(u)) => u.to_string(),
+        Some(Ordered::Text(s)) => s.clone(),
+        _ => "?".into(),
+    }
+}

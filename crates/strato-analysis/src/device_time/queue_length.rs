@@ -26,7 +26,10 @@ use serde::{Deserialize, Serialize};
 use strato_trace::{Level, Ns, RankId, Trace, TrackKind};
 
 use super::kernel_stats::saturated;
-use crate::registry::{Analysis, OptionKind, OptionSpec, RankPart, Reads, TableSpec};
+use crate::analyzed::Analyzed;
+use crate::registry::{
+    merged_ranks, Analysis, OptionKind, OptionSpec, RankPart, RankRow, Reads, TableSpec,
+};
 
 /// CUDA's bound on launches pending on one stream: a launch beyond it blocks the CPU thread.
 pub const CUDA_QUEUE_LIMIT: u64 = 1024;
@@ -312,35 +315,25 @@ thread beyond 1024)",
         },
     ];
     const RANK_BY_RANK: bool = true;
-    const READS: Reads = Reads::Spans;
+    const READS: Reads = Reads::SPANS;
     type Options = QueueLengthOptions;
     type Output = QueueLengthReport;
 
-    fn run(trace: &Trace, options: &QueueLengthOptions) -> QueueLengthReport {
-        queue_length(trace, options)
+    fn run(analyzed: &Analyzed<'_>, options: &QueueLengthOptions) -> QueueLengthReport {
+        queue_length(analyzed.trace(), options)
     }
 
     fn merge(
         parts: Vec<RankPart<QueueLengthReport>>,
         options: &QueueLengthOptions,
-    ) -> QueueLengthReport {
-        let mut ranks = Vec::new();
-        for part in parts {
-            let numbers: Vec<i64> = (part.value.ranks.iter().enumerate())
-                .map(|(local, rank)| part.job_rank(local, rank.rank))
-                .collect();
-            for (mut rank, number) in part.value.ranks.into_iter().zip(numbers) {
-                rank.rank = number;
-                ranks.push(rank);
-            }
-        }
-        QueueLengthReport {
+    ) -> Option<QueueLengthReport> {
+        Some(QueueLengthReport {
             limit: options.limit,
-            ranks,
-        }
+            ranks: merged_ranks(parts, |report| report.ranks),
+        })
     }
 
-    fn render_text(report: &QueueLengthReport) -> String {
+    fn render_text(report: &QueueLengthReport, _: &QueueLengthOptions) -> String {
         let mut out = String::new();
         for rank in &report.ranks {
             out.push_str(&format!(
@@ -386,6 +379,15 @@ thread beyond 1024)",
             report.limit
         ));
         out
+    }
+}
+
+impl RankRow for RankQueues {
+    fn rank(&self) -> i64 {
+        self.rank
+    }
+    fn set_rank(&mut self, rank: i64) {
+        self.rank = rank;
     }
 }
 
@@ -505,7 +507,8 @@ mod tests {
         let merged = QueueLength::merge(
             vec![part(0, None), part(1, None), part(2, Some(5))],
             &options,
-        );
+        )
+        .expect("queue-length merges");
         let numbers: Vec<i64> = merged.ranks.iter().map(|r| r.rank).collect();
         assert_eq!(numbers, vec![0, 1, 5]);
     }

@@ -20,7 +20,7 @@ use strato_engine::shapes::critical_path::{
 };
 
 use crate::ctx::Ctx;
-use crate::render::units::ms;
+use strato_analysis::text::units::ms;
 
 // Arguments of `strato critical-path` (its help text is on the variant in `app.rs`).
 #[derive(clap::Args, Debug)]
@@ -213,7 +213,7 @@ fn render_steps(
                         ms(o.ns),
                         o.kind.as_str(),
                         o.rank,
-                        crate::render::units::fit(&o.name, 80)
+                        strato_analysis::text::units::fit(&o.name, 80)
                     )?;
                 }
             }
@@ -320,7 +320,7 @@ fn render(
                     ms(e.end_ns - e.start_ns),
                     e.kind.as_str(),
                     e.rank,
-                    crate::render::units::fit(&e.name, 80)
+                    strato_analysis::text::units::fit(&e.name, 80)
                 )?;
             }
         }

@@ -4,9 +4,9 @@
 //! `strato_analysis::compare::diff::diff`; text rendering (coloured on a TTY, fitted to the
 //! terminal's width) and JSON are here too.
 
-use crate::render::units::ms_num;
 use std::io::Write;
 use std::path::PathBuf;
+use strato_analysis::text::units::ms_num;
 
 use anyhow::Result;
 use clap::Args;
@@ -16,8 +16,8 @@ use strato_analysis::compare::op_diff::{
     op_diff, KeyDiff, OpDiffReport, OpDiffSide, EXPLAINED_SHARE,
 };
 
-use crate::render::units::{fit, fit_middle};
 use crate::term::{Style, Term};
+use strato_analysis::text::units::{fit, fit_middle};
 
 /// Arguments of `strato diff`.
 #[derive(Args, Debug)]

@@ -1,5 +1,5 @@
-//! `strato hierarchy` and `strato tree`: the span hierarchy (XSP) and the chain annotation ->
-//! op -> API call -> kernel at a time or for kernels by name. Rules:
+//! `strato tree`: the chain annotation -> op -> API call -> kernel at a time or for kernels by
+//! name, over the span hierarchy (XSP; `strato hierarchy` is a registered analysis). Rules:
 //! `strato_analysis::cross_stack::hierarchy`, docs/analyses/hierarchy.md.
 
 use std::io::Write;
@@ -8,38 +8,11 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use serde_json::json;
 use strato_analysis::analyzed::Analyzed;
-use strato_analysis::cross_stack::hierarchy::{self, ChainLink, HierarchyReport};
+use strato_analysis::cross_stack::hierarchy::{self, ChainLink};
 use strato_trace::{Ns, Trace};
 
-use crate::render::units::{fit, ms, pct, us_num};
 use crate::render::write_json;
-use crate::table::Table;
-
-// Arguments of `strato hierarchy` (its help text is on the variant in `app.rs`).
-#[derive(clap::Args, Debug)]
-pub struct HierarchyArgs {
-    #[arg(required = true)]
-    inputs: Vec<PathBuf>,
-    #[arg(long)]
-    json: bool,
-}
-
-/// Runs `strato hierarchy`.
-pub fn run_hierarchy(
-    args: HierarchyArgs,
-    ctx: &crate::ctx::Ctx,
-    out: &mut impl Write,
-) -> Result<()> {
-    let HierarchyArgs { inputs, json } = args;
-    let trace = ctx.engine.load(&inputs, &ctx.import_options(false)?)?;
-    let report = hierarchy::report(&Analyzed::new(&trace));
-    if json {
-        write_json(out, &report)?;
-    } else {
-        hierarchy_text(out, &report)?;
-    }
-    Ok(())
-}
+use strato_analysis::text::units::{fit, ms, us_num};
 
 // Arguments of `strato tree` (its help text is on the variant in `app.rs`).
 #[derive(clap::Args, Debug)]
@@ -89,81 +62,6 @@ pub fn run_tree(args: TreeArgs, ctx: &crate::ctx::Ctx, out: &mut impl Write) -> 
         write_json(out, &json!({"what": title, "chains": chains}))?;
     } else {
         tree_text(out, &title, &chains, origin)?;
-    }
-    Ok(())
-}
-
-fn hierarchy_text(out: &mut impl Write, r: &HierarchyReport) -> Result<()> {
-    let share = |n: usize, of: usize| pct(n as f64, of as f64);
-    let t = &r.total;
-    writeln!(
-        out,
-        "spans {}  with a parent {} ({})  deepest chain {}",
-        r.spans,
-        r.spans_with_parent,
-        share(r.spans_with_parent, r.spans),
-        r.max_depth + 1
-    )?;
-    let mut table = Table::with_left(
-        &[
-            "rank",
-            "device ops",
-            "with launch",
-            "with op",
-            "with annotation",
-            "kernels",
-            "kernels w/ launch",
-            "launched before trace",
-            "source",
-        ],
-        &[8],
-    );
-    let mut add = |rank: String, a: &hierarchy::Attribution, source: &str| {
-        table.row(vec![
-            rank,
-            a.device_ops.to_string(),
-            format!("{} ({})", a.with_launch, share(a.with_launch, a.device_ops)),
-            format!("{} ({})", a.with_op, share(a.with_op, a.device_ops)),
-            format!(
-                "{} ({})",
-                a.with_annotation,
-                share(a.with_annotation, a.device_ops)
-            ),
-            a.kernels.to_string(),
-            format!(
-                "{} ({})",
-                a.kernels_with_launch,
-                share(a.kernels_with_launch, a.kernels)
-            ),
-            a.launched_before_trace.to_string(),
-            source.to_owned(),
-        ]);
-    };
-    for rank in &r.ranks {
-        add(rank.rank.to_string(), &rank.counts, &rank.source);
-    }
-    if r.ranks.len() > 1 {
-        add("all".into(), t, "");
-    }
-    table.print(out, "")?;
-    writeln!(
-        out,
-        "\nwith annotation: {} by containment, {} by time on the annotated thread",
-        t.with_annotation_by_containment, t.with_annotation_by_time
-    )?;
-    if t.graph_kernels > 0 {
-        writeln!(
-            out,
-            "graph kernels (replayed by a graph launch): {}, mapped to captured launches {} ({}){}",
-            t.graph_kernels,
-            t.graph_kernels_mapped,
-            share(t.graph_kernels_mapped, t.graph_kernels),
-            if t.graph_kernels_mapped == 0 {
-                "; give --graph-capture FILE to attribute them"
-            } else {
-                ""
-            }
-        )?;
     }
     Ok(())
 }

@@ -1,8 +1,9 @@
 //! `strato NAME` for every analysis of the registry (`strato_engine::registry`): the
 //! subcommand is built from the analysis's declaration (its options as flags, help, window,
 //! tables, examples) and runs through the registry, so a registered analysis needs no code
-//! here. Output: the analysis's text, `--json` (its serde JSON), or `--csv` (one of its tables,
-//! the main one unless `--table`; the same columns as Python's table and the SQL view).
+//! here. Output: the analysis's text, `--json` (its serde JSON), or `--csv`: the analysis's own
+//! CSV when it writes one and no `--table` is asked, else one of its tables (the main one
+//! unless `--table`; the same columns as Python's table and the SQL view).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -13,7 +14,7 @@ use clap::{Arg, ArgAction, ArgMatches, Command};
 use strato_analysis::registry::OptionKind;
 use strato_engine::registry::Registered;
 
-use crate::table::Table;
+use strato_analysis::text::table::Table;
 
 /// The subcommand of `analysis`.
 pub(crate) fn command(analysis: &'static Registered) -> Command {
@@ -65,14 +66,25 @@ pub(crate) fn command(analysis: &'static Registered) -> Command {
         // clap takes a flag's name as `&'static str`: the dashed form lives as long as the
         // process (a few short strings, built once).
         let flag: &'static str = Box::leak(option.name.replace('_', "-").into_boxed_str());
+        let default = if option.default.is_empty() {
+            String::new()
+        } else {
+            format!(" [default: {}]", option.default)
+        };
         let mut arg = Arg::new(option.name)
             .long(flag)
-            .help(format!("{} [default: {}]", option.help, option.default));
+            .help(format!("{}{default}", option.help));
+        if let Some((_, letter)) = analysis.short_flags.iter().find(|(n, _)| *n == option.name) {
+            arg = arg.short(*letter);
+        }
         arg = match option.kind {
             OptionKind::Flag => arg.action(ArgAction::SetTrue),
             OptionKind::Choice(words) => arg.value_parser(PossibleValuesParser::new(words)),
             OptionKind::Count { .. } => arg.value_name("N"),
+            OptionKind::Counts { .. } => arg.value_name("N[,N...]"),
             OptionKind::Number => arg.value_name("X"),
+            OptionKind::Positives => arg.value_name("X").action(ArgAction::Append),
+            OptionKind::File { .. } => arg.value_name("FILE"),
         };
         command = command.arg(arg);
     }
@@ -92,9 +104,14 @@ pub(crate) fn run(
         .unwrap_or_default();
     let mut options = Vec::new();
     for option in analysis.options {
-        if option.kind == OptionKind::Flag {
+        if matches!(option.kind, OptionKind::Flag) {
             if matches.get_flag(option.name) {
                 options.push((option.name.to_owned(), "true".to_owned()));
+            }
+        } else if matches!(option.kind, OptionKind::Positives) {
+            if let Some(values) = matches.get_many::<String>(option.name) {
+                let values: Vec<&str> = values.map(String::as_str).collect();
+                options.push((option.name.to_owned(), values.join(",")));
             }
         } else if let Some(value) = matches.get_one::<String>(option.name) {
             options.push((option.name.to_owned(), value.clone()));
@@ -102,9 +119,16 @@ pub(crate) fn run(
     }
     let outcome = analysis.run(&ctx.engine, &inputs, &options)?;
     if matches.get_flag("json") {
-        writeln!(out, "{}", outcome.json)?;
+        writeln!(out, "{}", outcome.json())?;
     } else if matches.get_flag("csv") {
-        let table = analysis.table(matches.get_one::<String>("table").map(String::as_str))?;
+        let table_name = matches.get_one::<String>("table").map(String::as_str);
+        if table_name.is_none() {
+            if let Some(csv) = outcome.own_csv(ctx.csv_raw) {
+                write!(out, "{csv}")?;
+                return Ok(());
+            }
+        }
+        let table = analysis.table(table_name)?;
         let (columns, rows) = outcome.text_rows(table);
         let headers: Vec<&str> = columns.iter().map(String::as_str).collect();
         let mut csv = Table::with_left(&headers, &[]);
@@ -113,7 +137,7 @@ pub(crate) fn run(
         }
         csv.write(out, ctx.table_format(true))?;
     } else {
-        write!(out, "{}", outcome.text)?;
+        write!(out, "{}", outcome.text())?;
     }
     Ok(())
 }

@@ -80,7 +80,8 @@ pub fn run(args: ReportArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Resu
     let mut input = ReportInput::from_analyzed(&analyzed, &report_options, &mut steps);
     input.registered = strato_engine::registry::ANALYSES
         .iter()
-        .map(|analysis| registered_section(analysis, &trace))
+        .filter(|a| a.in_report == strato_analysis::registry::InReport::Table)
+        .map(|analysis| registered_section(analysis, &analyzed))
         .collect();
     if let Some(base) = &args.baseline {
         steps.step("loading the baseline");
@@ -107,10 +108,12 @@ pub fn run(args: ReportArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Resu
 /// (a panic included: one section's failure does not lose the report).
 fn registered_section(
     analysis: &strato_engine::registry::Registered,
-    trace: &strato_trace::Trace,
+    analyzed: &Analyzed<'_>,
 ) -> strato_report::RegisteredSection {
     let run = || -> Result<strato_report::RegisteredTable, String> {
-        let outcome = analysis.run_trace(trace, &[]).map_err(|e| e.to_string())?;
+        let outcome = analysis
+            .run_analyzed(analyzed, &[])
+            .map_err(|e| e.to_string())?;
         let spec = analysis.table(None).map_err(|e| e.to_string())?;
         let (columns, rows) = outcome.text_rows(spec);
         Ok(strato_report::RegisteredTable {

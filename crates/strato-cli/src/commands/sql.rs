@@ -6,7 +6,7 @@
 //! writes one (`crate::profile_write`), so memory stays what the import and the query keep. Output: a table, CSV, a JSON array of row objects, Parquet or an Arrow IPC
 //! stream. The query runs under `strato_sql::Limits` (size and depth of the text, the memory
 //! budget for its operators and its result, `--timeout`); CSV text cells get the formula
-//! neutralisation of every CSV strato writes (`crate::table`).
+//! neutralisation of every CSV strato writes (`strato_analysis::text::table`).
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -169,7 +169,7 @@ pub fn run(args: SqlArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Result<
     }
     let result = session.query(&query)?;
     let csv_raw = ctx.csv_raw;
-    let csv_text = |c: &str| crate::table::neutralised_csv_text(c, csv_raw);
+    let csv_text = |c: &str| strato_analysis::text::table::neutralised_csv_text(c, csv_raw);
     match &args.output {
         None => strato_sql::write_result(&result, format, &csv_text, out)?,
         // The shared output rules: atomic for a file, direct to a device or FIFO.
@@ -200,4 +200,26 @@ fn holds_secrets(dir: &std::path::Path) -> Result<bool> {
         !found
     })?;
     Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    /// A registered analysis's table is a view of `strato sql` by its name: no name may be a
+    /// table of the profile or a shipped view, which it would hide (or be hidden by).
+    #[test]
+    fn no_registered_table_shadows_a_profile_table_or_view() {
+        let taken: Vec<&str> = strato_store::table_names()
+            .chain(strato_sql::VIEWS.iter().map(|(name, _)| *name))
+            .collect();
+        for analysis in strato_engine::registry::ANALYSES {
+            for table in analysis.tables {
+                assert!(
+                    !taken.contains(&table.name),
+                    "{}: table {} is also a profile table or view",
+                    analysis.name,
+                    table.name
+                );
+            }
+        }
+    }
 }

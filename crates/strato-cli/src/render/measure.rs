@@ -1,9 +1,9 @@
 //! `strato measure` results as text: a run's ranking and the comparison with the serial
 //! harness (`--compare-serial`).
 
-use crate::render::units::ms_or_dash;
 use anyhow::Result;
 use std::io::Write;
+use strato_analysis::text::units::ms_or_dash;
 use strato_measure::compare::{self, CompareReport};
 use strato_measure::engine::RunReport;
 

@@ -1,9 +1,8 @@
 //! Terminal rendering and the stable JSON shapes of the commands. Reads analysis results only.
 
-use crate::render::units::ms;
 use std::io::{self, Write};
+use strato_analysis::text::units::ms;
 
-use strato_analysis::device_time::gpu_time::{GpuTimeReport, Window};
 use strato_analysis::info::TraceInfo;
 
 /// `strato info` as text.
@@ -99,131 +98,6 @@ pub fn info(out: &mut impl Write, info: &TraceInfo) -> io::Result<()> {
             streams.join(", "),
             d.device_ops
         )?;
-    }
-    Ok(())
-}
-
-/// `strato gpu-time` as text.
-pub fn gpu_time(out: &mut impl Write, report: &GpuTimeReport) -> io::Result<()> {
-    let window = match report.window {
-        Window::Whole => "whole trace, ns resolution",
-        Window::Hta => "HTA window and rounding",
-    };
-    writeln!(
-        out,
-        "device temporal breakdown ({window}); percentages of kernel time\n"
-    )?;
-    writeln!(
-        out,
-        "{:>5}  {:>8}  {:>8}  {:>12}  {:>14}  {:>13}  source",
-        "rank", "idle %", "compute %", "non-compute %", "kernel time", "comm/comp ovl"
-    )?;
-    for r in &report.ranks {
-        writeln!(
-            out,
-            "{:>5}  {:>8.2}  {:>9.2}  {:>13.2}  {:>14}  {:>13}  {}",
-            r.rank,
-            r.idle_pct,
-            r.compute_pct,
-            r.non_compute_pct,
-            ms(r.kernel_time_ns),
-            r.comm_comp_overlap_pct
-                .map_or("n/a".into(), |v| format!("{v:.2} %")),
-            r.source
-        )?;
-        if let Some(note) = &r.note {
-            writeln!(out, "       note: {note}")?;
-        }
-        if let Some(warning) = r.unclassified_warning() {
-            writeln!(out, "       warning: {warning}")?;
-        }
-    }
-    writeln!(
-        out,
-        "\nidle time per stream (host wait: launch came late; kernel wait: gap < threshold)\n"
-    )?;
-    writeln!(
-        out,
-        "{:>5}  {:>6}  {:>6}  {:>8}  {:>14}  {:>14}  {:>14}  {:>11}",
-        "rank", "device", "stream", "events", "host wait", "kernel wait", "other", "overlapping"
-    )?;
-    let mut overlapping = 0;
-    for r in &report.ranks {
-        for s in &r.streams {
-            overlapping += s.overlapping_events;
-            writeln!(
-                out,
-                "{:>5}  {:>6}  {:>6}  {:>8}  {:>14}  {:>14}  {:>14}  {:>11}",
-                r.rank,
-                s.device,
-                s.stream,
-                s.events,
-                ms(s.host_wait_ns),
-                ms(s.kernel_wait_ns),
-                ms(s.other_ns),
-                s.overlapping_events
-            )?;
-        }
-    }
-    if overlapping > 0 {
-        let how = match report.window {
-            Window::Whole => "no gap is counted before them",
-            Window::Hta => "HTA counts their negative gaps",
-        };
-        writeln!(
-            out,
-            "
-{overlapping} events started before earlier events on their stream had ended \
-             (overlapping); {how}"
-        )?;
-    }
-    gpu_exposure(out, report)
-}
-
-/// The exposure table of `strato gpu-time` (whole window only): per device that ran work, and
-/// per step, the window split into compute alone / compute with communication beside it /
-/// exposed communication / exposed copy / idle.
-fn gpu_exposure(out: &mut impl Write, report: &GpuTimeReport) -> io::Result<()> {
-    if !report.ranks.iter().any(|r| r.exposure.is_some()) {
-        return Ok(());
-    }
-    writeln!(
-        out,
-        "\nexposed communication per device that ran work (parts add up to the device's window)\n"
-    )?;
-    writeln!(
-        out,
-        "{:>5}  {:>6}  {:<18}  {:>14}  {:>14}  {:>14}  {:>14}  {:>14}  {:>14}",
-        "rank",
-        "device",
-        "step",
-        "window",
-        "compute alone",
-        "compute + comm",
-        "exposed comm",
-        "exposed copy",
-        "idle"
-    )?;
-    for r in &report.ranks {
-        for d in r.exposure.iter().flatten() {
-            let rows = std::iter::once(("all", &d.exposure))
-                .chain(d.steps.iter().map(|s| (s.step.as_str(), &s.exposure)));
-            for (step, e) in rows {
-                writeln!(
-                    out,
-                    "{:>5}  {:>6}  {:<18}  {:>14}  {:>14}  {:>14}  {:>14}  {:>14}  {:>14}",
-                    r.rank,
-                    d.device,
-                    crate::render::units::fit(step, 18),
-                    ms(e.window_end_ns - e.window_start_ns),
-                    ms(e.compute_alone_ns),
-                    ms(e.compute_with_communication_ns),
-                    ms(e.exposed_communication_ns),
-                    ms(e.exposed_copy_ns),
-                    ms(e.idle_ns)
-                )?;
-            }
-        }
     }
     Ok(())
 }

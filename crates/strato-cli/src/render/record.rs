@@ -25,7 +25,7 @@ pub(crate) fn print_text(
         }
     )?;
     writeln!(out)?;
-    crate::render::breakdown::text(out, report, top)?;
+    strato_analysis::cross_stack::breakdown::write_text(out, report, top)?;
     if let Some(v) = doc.get("validation") {
         write_validation(out, "\nvalidation ", v)?;
     }

@@ -3,6 +3,4 @@
 //! the CLI and Python cannot drift apart. Analyses whose report is printed as its own serde
 //! shape need none.
 
-pub mod collectives;
 pub mod critical_path;
-pub mod gpu_time;

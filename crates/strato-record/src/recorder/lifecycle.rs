@@ -75,7 +75,7 @@ fn push_start(session: &Arc<Session>) {
 pub fn start(config: Config) -> Result<(), RecordError> {
     ATFORK.call_once(|| {
         // SAFETY: the three handlers are `extern "C" fn()` with static lifetime; they only take
-        // this module's locks (in the order documented above) and allocate.
+        // this module's locks (in the order `recorder`'s header documents) and allocate.
         unsafe {
             libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
         }

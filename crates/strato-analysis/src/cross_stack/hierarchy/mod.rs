@@ -36,7 +36,9 @@ use crate::analyzed::Analyzed;
 use crate::scope::effective_level;
 
 pub mod index;
+mod registration;
 pub use index::{Hierarchy, UNDER_BACKEND, UNDER_OPERATION};
+pub use registration::SpanHierarchy;
 
 /// Attribution counts of one rank (or of all).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

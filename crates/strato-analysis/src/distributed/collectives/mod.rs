@@ -47,6 +47,7 @@ mod calls;
 mod kinds;
 mod matching;
 mod per_device;
+mod registration;
 mod report;
 mod stragglers;
 
@@ -54,6 +55,7 @@ pub use calls::{rank_summaries, CollectiveCall, RankCollectives};
 pub use kinds::{bandwidths, dtype_size, is_collective_kernel, CollectiveKind};
 pub use matching::{match_collectives, measure, CollectiveInstance, MatchBy, Member};
 pub use per_device::split_multi_device_ranks;
+pub use registration::{Collectives, CollectivesResult, CollectivesSettings};
 pub use report::{
     collectives, collectives_of_summaries, device_links, link_bandwidth_gbps, CollectivesOptions,
     CollectivesReport, DeviceLink, ExactSizeGroup, RankSummary, SizeGroup,

@@ -34,6 +34,7 @@ mod diagnosis;
 mod lines_up;
 mod measure;
 mod mine;
+mod registration;
 mod report;
 mod steps;
 
@@ -44,6 +45,7 @@ pub use mine::{
     mine, synthetic, IterationOptions, Match, MinedLoop, NESTED_COVER, NESTED_MAX_I,
     NESTED_MAX_LEN, NESTED_MIN_LEN,
 };
+pub use registration::{Iterations, IterationsResult, IterationsSettings};
 pub use report::{iterations, IterationsReport, LoopReport, NoLoop, Options};
 pub use steps::{check_against_steps, step_windows, StepCheck, StepWindow};
 

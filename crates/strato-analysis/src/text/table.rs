@@ -1,32 +1,34 @@
-//! Plain text tables and CSV for the analysis commands: one implementation of column
-//! alignment, CSV quoting and name shortening, so every command's tables look and parse alike.
-//! (`commands::diff` keeps its own table: it shrinks name columns to the terminal and paints rows.)
+//! Plain text tables and CSV for every front end that writes an analysis as text: one
+//! implementation of column alignment, CSV quoting and name shortening, so every command's
+//! tables look and parse alike. (`strato diff` keeps its own table: it shrinks name columns to
+//! the terminal and paints rows.)
 //!
 //! CSV is every CSV the command writes, so formula neutralisation lives here: a text cell
 //! starting with `=`, `+`, `-`, `@`, tab or carriage return (OWASP's "CSV injection" list) is
 //! written as `'` + the cell, quoted, so a spreadsheet shows it as text instead of running it
 //! as a formula. Cells that are numbers (`-1.5`, `+3`, `1e-9`) stay as they are. `--csv-raw`
-//! turns this off ([`TableFormat::Csv`] `raw`, from [`crate::ctx::Ctx::table_format`]).
+//! turns this off ([`TableFormat::Csv`] `raw`).
 
 use std::io::{self, Write};
 
 /// How a command writes its tables: aligned text, or CSV (with `raw`, `--csv-raw`: cells
 /// written as they are, formulas included; see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum TableFormat {
+pub enum TableFormat {
     Text,
     Csv { raw: bool },
 }
 
 impl TableFormat {
-    pub(crate) fn is_csv(self) -> bool {
+    pub fn is_csv(self) -> bool {
         matches!(self, TableFormat::Csv { .. })
     }
 }
 
 /// Rows of cells under a header. Columns are right-aligned unless marked left; printed with two
 /// spaces between columns and no trailing spaces, or as CSV.
-pub(crate) struct Table {
+#[derive(Debug)]
+pub struct Table {
     headers: Vec<String>,
     left: Vec<bool>,
     rows: Vec<Vec<String>>,
@@ -34,7 +36,7 @@ pub(crate) struct Table {
 
 impl Table {
     /// Columns named `headers`; names starting with `<` are left-aligned (the `<` is dropped).
-    pub(crate) fn new(headers: &[&str]) -> Self {
+    pub fn new(headers: &[&str]) -> Self {
         Table {
             left: headers.iter().map(|h| h.starts_with('<')).collect(),
             headers: headers
@@ -46,7 +48,7 @@ impl Table {
     }
 
     /// Columns named `headers`; the columns at the indices in `left` are left-aligned.
-    pub(crate) fn with_left(headers: &[&str], left: &[usize]) -> Self {
+    pub fn with_left(headers: &[&str], left: &[usize]) -> Self {
         Table {
             headers: headers.iter().map(|h| (*h).to_owned()).collect(),
             left: (0..headers.len()).map(|i| left.contains(&i)).collect(),
@@ -54,12 +56,12 @@ impl Table {
         }
     }
 
-    pub(crate) fn row(&mut self, cells: Vec<String>) {
+    pub fn row(&mut self, cells: Vec<String>) {
         self.rows.push(cells);
     }
 
     /// Aligned text, each line starting with `indent`.
-    pub(crate) fn print(&self, out: &mut dyn Write, indent: &str) -> io::Result<()> {
+    pub fn print(&self, out: &mut dyn Write, indent: &str) -> io::Result<()> {
         let mut width: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
         for r in &self.rows {
             for (k, c) in r.iter().enumerate() {
@@ -98,7 +100,7 @@ impl Table {
     /// CSV: a header line, then one line per row; cells with commas, quotes or newlines quoted.
     /// Text cells that a spreadsheet would run as a formula are neutralised unless
     /// `raw` (`--csv-raw`, see the module docs).
-    pub(crate) fn csv(&self, out: &mut dyn Write, raw: bool) -> io::Result<()> {
+    pub fn csv(&self, out: &mut dyn Write, raw: bool) -> io::Result<()> {
         let line = |cells: &mut dyn Iterator<Item = &str>| -> String {
             cells
                 .map(|c| csv_cell(c, raw))
@@ -117,7 +119,7 @@ impl Table {
     }
 
     /// In `format`: CSV, or aligned text with no indent.
-    pub(crate) fn write(&self, out: &mut dyn Write, format: TableFormat) -> io::Result<()> {
+    pub fn write(&self, out: &mut dyn Write, format: TableFormat) -> io::Result<()> {
         match format {
             TableFormat::Csv { raw } => self.csv(out, raw),
             TableFormat::Text => self.print(out, ""),
@@ -128,8 +130,7 @@ impl Table {
 /// The CSV text cell to write instead of `c` when it would run as a formula (`'` + the cell),
 /// `None` to write it as it is; always `None` when `raw` (`--csv-raw`). For CSV written by
 /// another writer (`strato sql`), which does its own quoting.
-#[cfg_attr(not(feature = "sql"), allow(dead_code))]
-pub(crate) fn neutralised_csv_text(c: &str, raw: bool) -> Option<String> {
+pub fn neutralised_csv_text(c: &str, raw: bool) -> Option<String> {
     (!raw && is_formula_like(c)).then(|| format!("'{c}"))
 }
 
@@ -156,7 +157,7 @@ fn is_formula_like(c: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::units::fit_ascii as shorten;
+    use crate::text::units::fit_ascii as shorten;
 
     #[test]
     fn aligns_quotes_and_shortens() {

@@ -35,10 +35,15 @@ use serde::Serialize;
 use strato_trace::{Level, Ns, Trace};
 
 use crate::analyzed::Analyzed;
+
+mod registration;
+mod text;
 use crate::cross_stack::hierarchy::Hierarchy;
 use crate::scope::{
     effective_level, is_cpu_level, is_thread_state, operation_label, AttributedBy, Scopes,
 };
+pub use registration::{Breakdown, BreakdownSettings};
+pub use text::{write_csv, write_text};
 
 /// The label used outside any operation or phase.
 pub const NONE: &str = "(none)";

@@ -1,13 +1,12 @@
 //! Text shared by the layer tables and the roofline: the device line, notes, roofline cells.
 
-use std::io::Write;
+use std::io::{Result, Write};
 
-use anyhow::Result;
-use strato_analysis::cross_stack::layers::{LayersReport, Roofline};
+use super::{LayersReport, Roofline};
+use crate::text::units::opt;
 
-use crate::render::units::opt;
-
-pub(crate) fn device_line(out: &mut impl Write, report: &LayersReport) -> Result<()> {
+/// The device the rooflines are against, and its table entry.
+pub fn device_line(out: &mut dyn Write, report: &LayersReport) -> Result<()> {
     match &report.device {
         Some(d) => {
             let spec = d
@@ -20,7 +19,7 @@ pub(crate) fn device_line(out: &mut impl Write, report: &LayersReport) -> Result
                         s.fp32_tflops.map_or("unknown".into(), |v| v.to_string()),
                         s.memory_bandwidth_gbs,
                         opt(
-                            s.ridge(strato_analysis::models::devices::Precision::Fp32),
+                            s.ridge(crate::models::devices::Precision::Fp32),
                             |r| format!("{r:.1} FLOP/B")
                         )
                     )
@@ -39,14 +38,16 @@ pub(crate) fn device_line(out: &mut impl Write, report: &LayersReport) -> Result
     Ok(())
 }
 
-pub(crate) fn notes(out: &mut impl Write, report: &LayersReport) -> Result<()> {
+/// One `note:` line per note of the report.
+pub fn notes(out: &mut dyn Write, report: &LayersReport) -> Result<()> {
     for n in &report.notes {
         writeln!(out, "note: {n}")?;
     }
     Ok(())
 }
 
-pub(crate) fn roof_cells(r: &Roofline) -> Vec<String> {
+/// GFLOP, FLOP/B, TFLOP/s and bound cells of a roofline (`unknown` where missing).
+pub fn roof_cells(r: &Roofline) -> Vec<String> {
     vec![
         opt(r.flops, |f| format!("{:.3}", f / 1e9)),
         opt(r.arithmetic_intensity, |a| format!("{a:.2}")),

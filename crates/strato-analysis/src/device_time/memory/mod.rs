@@ -13,6 +13,9 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 use strato_trace::{Level, Ns, RankId, Trace, TrackKind};
 
+mod registration;
+pub use registration::{Memory, MemorySettings};
+
 /// Direction of a copy, from its name (`Memcpy HtoD (Pageable -> Device)`, `[CUDA memcpy
 /// DtoH]`, `Memcpy PtoP`, ...).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]

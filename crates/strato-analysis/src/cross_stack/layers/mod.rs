@@ -42,8 +42,14 @@ use crate::models::devices::{detect, DeviceSpec, Precision};
 use crate::models::op_models::{self, OpInputs};
 use crate::scope::{effective_level, flatten_innermost, is_device_work, is_step_name, Scopes};
 
+mod registration;
+mod roofline;
+pub mod text;
+pub use registration::{LayerBy, Layers, LayersResult, LayersSettings};
+pub use roofline::{RooflineAnalysis, RooflineResult, RooflineSettings};
+
 /// What a layer is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LayerSource {
     /// Top-level framework ops.

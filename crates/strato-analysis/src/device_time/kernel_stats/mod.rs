@@ -20,6 +20,9 @@ use strato_trace::{Level, Ns, RankId, Trace, TrackKind};
 
 use crate::device_time::memory::arg_i64;
 
+mod registration;
+pub use registration::{Kernels, KernelsOptions};
+
 /// Duration statistics of one group of device ops.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StatRow {

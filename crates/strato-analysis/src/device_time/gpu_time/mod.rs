@@ -42,8 +42,11 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 use strato_trace::{Level, Ns, RankId, StrId, Trace, TrackKind};
 
+mod registration;
+pub use registration::{GpuTime, GpuTimeSettings};
+
 /// Which events and resolution the breakdown uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Window {
     /// Every device event, exact nanoseconds.
@@ -173,8 +176,9 @@ pub struct DeviceExposure {
     pub steps: Vec<StepExposure>,
 }
 
-/// The breakdown of every rank.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// The breakdown of every rank (it serialises as the command's JSON shape:
+/// [`registration`]).
+#[derive(Debug, Clone, PartialEq)]
 pub struct GpuTimeReport {
     pub window: Window,
     pub ranks: Vec<RankGpuTime>,

@@ -1,19 +1,18 @@
 //! The breakdown as text and CSV: the one renderer of a [`BreakdownReport`] (`strato
 //! breakdown`, `strato record`).
 
-use std::io::Write;
+use std::io::{Result, Write};
 
-use anyhow::Result;
-use strato_analysis::cross_stack::breakdown::{BreakdownReport, Resource};
 use strato_trace::Ns;
 
-use crate::render::units::{fit, ms, ms_num, pct};
-use crate::table::Table;
+use super::{BreakdownReport, Resource};
+use crate::text::table::Table;
+use crate::text::units::{fit, ms, ms_num, pct};
 
 /// The breakdown rows as CSV: one line per (rank, pid, phase, operation, resource, CPU level).
 /// With OS data, a `thread_state` column follows `cpu_level` (empty where no OS data covers
 /// the row).
-pub(crate) fn csv(out: &mut impl Write, report: &BreakdownReport, raw: bool) -> Result<()> {
+pub fn write_csv(out: &mut dyn Write, report: &BreakdownReport, raw: bool) -> Result<()> {
     let states = report
         .processes
         .iter()
@@ -49,7 +48,7 @@ pub(crate) fn csv(out: &mut impl Write, report: &BreakdownReport, raw: bool) -> 
 /// The breakdown as text: per process its window, resource totals, the operations table
 /// (`top` rows, the rest folded) and the rows by stratum. Used by `strato breakdown` and
 /// `strato record`.
-pub(crate) fn text(out: &mut impl Write, report: &BreakdownReport, top: usize) -> Result<()> {
+pub fn write_text(out: &mut dyn Write, report: &BreakdownReport, top: usize) -> Result<()> {
     if report.processes.is_empty() {
         writeln!(out, "no CPU processes in the trace: nothing to break down")?;
     }

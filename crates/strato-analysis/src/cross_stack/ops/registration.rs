@@ -1,60 +1,118 @@
-//! `strato ops`: the per-op performance table — framework ops grouped by (op, input shapes,
-//! dtypes) with count, device time, TFLOP/s, TB/s, % of the device's peak and roofline bound,
-//! from the documented op models, plus the collectives' rows (bytes, algbw, busbw in decimal
-//! GB/s). A row above 100% of its peak is marked (`!`) and named in a note under the table.
-//! Rules: `strato_analysis::cross_stack::ops`, `strato_analysis::models::op_models`,
-//! docs/analyses/ops.md.
+//! `ops` as a registered analysis ([`crate::registry`]): its options (a device spec file
+//! among them), table and text. The per-op table itself is the parent module's.
 
-use std::io::Write;
-use std::path::PathBuf;
+use std::io::{self, Write};
 
-use anyhow::Result;
-use strato_analysis::analyzed::Analyzed;
-use strato_analysis::cross_stack::ops::{self, OpRow, OpsReport};
-use strato_analysis::models::devices::DeviceSpec;
+use serde::{Deserialize, Serialize};
 
-use crate::render::units::{fit, ms_num, opt, us_num};
-use crate::render::write_json;
-use crate::table::{Table, TableFormat};
+use super::{ops, OpRow, OpsReport};
+use crate::analyzed::Analyzed;
+use crate::models::devices::DeviceSpec;
+use crate::registry::{Analysis, OptionKind, OptionSpec, Reads, TableSpec};
+use crate::text::table::{Table, TableFormat};
+use crate::text::units::{fit, ms_num, opt, us_num};
 
-// Arguments of `strato ops` (its help text is on the variant in `app.rs`).
-#[derive(clap::Args, Debug)]
-pub struct OpsArgs {
-    #[arg(required = true)]
-    inputs: Vec<PathBuf>,
-    /// A JSON device spec overriding the detected device (fields of docs/analyses/ops.md).
-    #[arg(long, value_name = "FILE")]
-    device_spec: Option<PathBuf>,
-    #[arg(long, default_value_t = 20)]
-    top: usize,
-    #[arg(long)]
-    json: bool,
-    #[arg(long, conflicts_with = "json")]
-    csv: bool,
+/// The per-op performance table.
+#[derive(Debug)]
+pub struct Ops;
+
+/// The options of [`Ops`] as the front ends give them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OpsSettings {
+    /// A device spec (JSON text, read by the engine from the file given) overriding the
+    /// detected device.
+    pub device_spec: Option<String>,
+    /// Rows shown in the text table.
+    pub top: usize,
 }
 
-/// Reads a `--device-spec FILE` (bounded like every configuration file,
-/// [`strato_io::config`]; checked by [`DeviceSpec::from_json`]); the error names the file.
-pub(crate) fn read_device_spec(path: &std::path::Path) -> Result<DeviceSpec> {
-    let text = strato_io::config::read_config_text(path, "the device spec")?;
-    DeviceSpec::from_json(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
-}
-
-/// Runs `strato ops`.
-pub fn run(args: OpsArgs, ctx: &crate::ctx::Ctx, out: &mut impl Write) -> Result<()> {
-    let spec = args
-        .device_spec
-        .as_ref()
-        .map(|p| read_device_spec(p))
-        .transpose()?;
-    let trace = ctx.engine.load(&args.inputs, &ctx.import_options(true)?)?;
-    let report = ops::ops(&Analyzed::new(&trace), spec.as_ref());
-    if args.json {
-        write_json(out, &report)?;
-    } else {
-        table(out, &report, args.top, ctx.table_format(args.csv))?;
+impl Default for OpsSettings {
+    fn default() -> Self {
+        OpsSettings {
+            device_spec: None,
+            top: 20,
+        }
     }
-    Ok(())
+}
+
+/// Whether a device spec file's text is one ([`DeviceSpec::from_json`]).
+fn check_device_spec(text: &str) -> Result<(), String> {
+    DeviceSpec::from_json(text)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+impl Analysis for Ops {
+    const NAME: &'static str = "ops";
+    const SUMMARY: &'static str = "Per-op performance models: ops grouped by (op, input shapes, \
+dtypes) with count, device time, TFLOP/s, TB/s, % of the device's peak for the dtype and \
+roofline bound; ops without a model say why";
+    const WINDOW: &'static str = "every framework op with device work, and every collective, \
+of each rank";
+    const DOC: &'static str = "docs/analyses/ops.md";
+    const EXAMPLES: &'static [&'static str] = &[
+        "strato ops trace.json.gz",
+        "strato ops trace.json.gz --json",
+        "strato ops trace.json.gz --device-spec my_gpu.json",
+    ];
+    const OPTIONS: &'static [OptionSpec] = &[
+        OptionSpec {
+            name: "device_spec",
+            help: "a JSON device spec overriding the detected device (fields of \
+docs/analyses/ops.md)",
+            kind: OptionKind::File {
+                what: "the device spec",
+                check: check_device_spec,
+            },
+            default: "",
+        },
+        OptionSpec {
+            name: "top",
+            help: "rows shown in the text table (CSV and JSON hold all)",
+            kind: OptionKind::Count { min: 0 },
+            default: "20",
+        },
+    ];
+    const TABLES: &'static [TableSpec] = &[
+        TableSpec {
+            name: "ops",
+            about: "one row per (op, input shapes, dtypes), collectives by (kind, size, dtype): \
+count, device time, FLOPs, bytes, % of peak, bound",
+            path: &["ops"],
+            inherit: &[],
+        },
+        TableSpec {
+            name: "ops_devices",
+            about: "one row per device: its name and the device table entry the peaks come from",
+            path: &["devices"],
+            inherit: &[],
+        },
+    ];
+    const READS: Reads = Reads::EVERYTHING;
+    type Options = OpsSettings;
+    type Output = OpsReport;
+
+    fn run(analyzed: &Analyzed<'_>, settings: &OpsSettings) -> OpsReport {
+        // The engine has checked the spec's text (`check_device_spec`).
+        let spec = (settings.device_spec.as_deref()).and_then(|t| DeviceSpec::from_json(t).ok());
+        ops(analyzed, spec.as_ref())
+    }
+
+    fn render_text(report: &OpsReport, settings: &OpsSettings) -> String {
+        render(report, settings.top, TableFormat::Text)
+    }
+
+    fn render_csv(report: &OpsReport, settings: &OpsSettings, raw: bool) -> Option<String> {
+        Some(render(report, settings.top, TableFormat::Csv { raw }))
+    }
+}
+
+fn render(report: &OpsReport, top: usize, format: TableFormat) -> String {
+    let mut out = Vec::new();
+    // Writing to a Vec cannot fail.
+    let _ = write_tables(&mut out, report, top, format);
+    String::from_utf8(out).unwrap_or_default()
 }
 
 fn shape_text(s: &[i64]) -> String {
@@ -92,7 +150,12 @@ fn bytes_text(b: u64) -> String {
     }
 }
 
-fn table(out: &mut impl Write, r: &OpsReport, top: usize, format: TableFormat) -> Result<()> {
+fn write_tables(
+    out: &mut Vec<u8>,
+    r: &OpsReport,
+    top: usize,
+    format: TableFormat,
+) -> io::Result<()> {
     if !format.is_csv() {
         for d in &r.devices {
             writeln!(
@@ -211,7 +274,7 @@ fn table(out: &mut impl Write, r: &OpsReport, top: usize, format: TableFormat) -
 }
 
 /// The collective rows again, with their message, dtype and bandwidths.
-fn collectives_table(out: &mut impl Write, r: &OpsReport) -> Result<()> {
+fn collectives_table(out: &mut Vec<u8>, r: &OpsReport) -> io::Result<()> {
     let rows: Vec<&OpRow> = r.ops.iter().filter(|o| o.collective.is_some()).collect();
     if rows.is_empty() {
         return Ok(());

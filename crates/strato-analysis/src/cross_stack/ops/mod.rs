@@ -40,6 +40,9 @@ use crate::models::devices::{detect, DeviceSpec, Precision};
 use crate::models::op_models::{kernel_element_size, model, OpCost, OpInputs};
 use crate::scope::{effective_level, is_device_work};
 
+mod registration;
+pub use registration::{Ops, OpsSettings};
+
 /// Name of the row of device ops launched outside any framework op.
 pub const NO_OP: &str = "(no framework op)";
 

@@ -20,6 +20,9 @@ use strato_trace::{Ns, Trace, TrackKind};
 use crate::device_time::gpu_time::{length, merge};
 use crate::scope::is_device_work;
 
+mod registration;
+pub use registration::{Util, UtilResult, UtilSettings};
+
 /// nvidia-smi's documented sampling periods: 1/6 s and 1 s.
 pub const DEFAULT_PERIODS_S: [f64; 2] = [1.0 / 6.0, 1.0];
 

@@ -30,6 +30,10 @@ use strato_trace::{Ns, Trace, TrackKind};
 use crate::analyzed::Analyzed;
 use crate::scope::is_device_work;
 
+mod registration;
+pub(crate) use registration::modules_table;
+pub use registration::Modules;
+
 /// The prefix PyTorch's profiler gives module spans (`with_stack=True` / `with_modules=True`).
 pub const MODULE_PREFIX: &str = "nn.Module: ";
 /// The name prefix of the autograd engine's per-node spans: what runs inside is backward.

@@ -1,0 +1,127 @@
+//! `hierarchy` as a registered analysis ([`crate::registry`]): its tables and text. The
+//! hierarchy and its attribution counts are the parent module's.
+
+use std::io::{self, Write};
+
+use super::{report, Attribution, HierarchyReport};
+use crate::analyzed::Analyzed;
+use crate::registry::{Analysis, Events, NoOptions, OptionSpec, Reads, TableSpec};
+use crate::text::table::Table;
+use crate::text::units::pct;
+
+/// The span hierarchy (XSP): how many device ops reach a launching call, a framework op and
+/// an annotation.
+#[derive(Debug)]
+pub struct SpanHierarchy;
+
+impl Analysis for SpanHierarchy {
+    const NAME: &'static str = "hierarchy";
+    const SUMMARY: &'static str = "Span hierarchy (XSP): how many device ops reach a launching \
+call, a framework op and an annotation";
+    const WINDOW: &'static str = "every span of each rank";
+    const DOC: &'static str = "docs/analyses/hierarchy.md";
+    const EXAMPLES: &'static [&'static str] = &[
+        "strato hierarchy trace.json.gz",
+        "strato hierarchy trace.json.gz --json",
+    ];
+    const OPTIONS: &'static [OptionSpec] = &[];
+    const TABLES: &'static [TableSpec] = &[TableSpec {
+        name: "hierarchy",
+        about: "one row per rank: device ops and kernels reaching a launch, an op, an annotation",
+        path: &["ranks"],
+        inherit: &[],
+    }];
+    /// Every event (graph node links are flows), no attributes.
+    const READS: Reads = Reads {
+        events: Events::All,
+        args: None,
+    };
+    type Options = NoOptions;
+    type Output = HierarchyReport;
+
+    fn run(analyzed: &Analyzed<'_>, _: &NoOptions) -> HierarchyReport {
+        report(analyzed)
+    }
+
+    fn render_text(report: &HierarchyReport, _: &NoOptions) -> String {
+        let mut out = Vec::new();
+        // Writing to a Vec cannot fail.
+        let _ = write_text(&mut out, report);
+        String::from_utf8(out).unwrap_or_default()
+    }
+}
+
+fn write_text(out: &mut Vec<u8>, r: &HierarchyReport) -> io::Result<()> {
+    let share = |n: usize, of: usize| pct(n as f64, of as f64);
+    let t = &r.total;
+    writeln!(
+        out,
+        "spans {}  with a parent {} ({})  deepest chain {}",
+        r.spans,
+        r.spans_with_parent,
+        share(r.spans_with_parent, r.spans),
+        r.max_depth + 1
+    )?;
+    let mut table = Table::with_left(
+        &[
+            "rank",
+            "device ops",
+            "with launch",
+            "with op",
+            "with annotation",
+            "kernels",
+            "kernels w/ launch",
+            "launched before trace",
+            "source",
+        ],
+        &[8],
+    );
+    let mut add = |rank: String, a: &Attribution, source: &str| {
+        table.row(vec![
+            rank,
+            a.device_ops.to_string(),
+            format!("{} ({})", a.with_launch, share(a.with_launch, a.device_ops)),
+            format!("{} ({})", a.with_op, share(a.with_op, a.device_ops)),
+            format!(
+                "{} ({})",
+                a.with_annotation,
+                share(a.with_annotation, a.device_ops)
+            ),
+            a.kernels.to_string(),
+            format!(
+                "{} ({})",
+                a.kernels_with_launch,
+                share(a.kernels_with_launch, a.kernels)
+            ),
+            a.launched_before_trace.to_string(),
+            source.to_owned(),
+        ]);
+    };
+    for rank in &r.ranks {
+        add(rank.rank.to_string(), &rank.counts, &rank.source);
+    }
+    if r.ranks.len() > 1 {
+        add("all".into(), t, "");
+    }
+    table.print(out, "")?;
+    writeln!(
+        out,
+        "\nwith annotation: {} by containment, {} by time on the annotated thread",
+        t.with_annotation_by_containment, t.with_annotation_by_time
+    )?;
+    if t.graph_kernels > 0 {
+        writeln!(
+            out,
+            "graph kernels (replayed by a graph launch): {}, mapped to captured launches {} ({}){}",
+            t.graph_kernels,
+            t.graph_kernels_mapped,
+            share(t.graph_kernels_mapped, t.graph_kernels),
+            if t.graph_kernels_mapped == 0 {
+                "; give --graph-capture FILE to attribute them"
+            } else {
+                ""
+            }
+        )?;
+    }
+    Ok(())
+}

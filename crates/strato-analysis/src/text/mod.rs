@@ -1,0 +1,8 @@
+//! How results are written for a terminal and as CSV: aligned tables with CSV's quoting and
+//! formula neutralisation ([`table`]), units and name widths ([`units`]). Shared by every
+//! analysis's text rendering ([`crate::registry::Analysis::render_text`]) and by the command
+//! line's own output, so a table looks and parses the same wherever it is written. Writes to
+//! a caller's writer or string; opens nothing.
+
+pub mod table;
+pub mod units;
