@@ -130,6 +130,9 @@ pub enum InReport {
     /// A section of the report's own (plots, folded tables), which `strato-report` builds from
     /// the same analysis; no table section is added.
     OwnSection,
+    /// Not in the report, for the reason given (its cost on large traces, say): the report
+    /// runs every analysis it shows on the whole trace.
+    Left(&'static str),
 }
 
 /// The result of the ranks of one file of a job analysed alone ([`Analysis::merge`]).

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::builder::PossibleValuesParser;
 use clap::{Arg, ArgAction, ArgMatches, Command};
-use strato_analysis::registry::OptionKind;
+use strato_analysis::registry::{InReport, OptionKind};
 use strato_engine::registry::Registered;
 
 use strato_analysis::text::table::Table;
@@ -24,10 +24,14 @@ pub(crate) fn command(analysis: &'static Registered) -> Command {
         .map(|t| format!("  {}: {}", t.name, t.about))
         .collect();
     let examples: Vec<String> = analysis.examples.iter().map(|e| format!("  {e}")).collect();
+    let report = match analysis.in_report {
+        InReport::Left(reason) => format!("\nNot in `strato report`: {reason}."),
+        InReport::Table | InReport::OwnSection => String::new(),
+    };
     let mut command = Command::new(analysis.name)
         .about(analysis.summary)
         .after_help(format!(
-            "Window: {}.\nTables (--csv --table, Python's tables, SQL views):\n{}\nSee {}.\n\nExamples:\n{}",
+            "Window: {}.\nTables (--csv --table, Python's tables, SQL views):\n{}\nSee {}.{report}\n\nExamples:\n{}",
             analysis.window,
             tables.join("\n"),
             analysis.doc,
