@@ -6,3 +6,12 @@
 
 pub mod table;
 pub mod units;
+
+/// The text a writer of a result writes, as a string (a writer into memory cannot fail; a
+/// text is UTF-8 by construction).
+pub fn written(write: impl FnOnce(&mut Vec<u8>) -> std::io::Result<()>) -> String {
+    let mut out = Vec::new();
+    // Writing to a Vec cannot fail.
+    let _ = write(&mut out);
+    String::from_utf8(out).unwrap_or_default()
+}

@@ -101,16 +101,13 @@ to the process's window",
     }
 
     fn render_text(report: &BreakdownReport, settings: &BreakdownSettings) -> String {
-        let mut out = Vec::new();
-        // Writing to a Vec cannot fail.
-        let _ = super::text::write_text(&mut out, report, settings.top);
-        String::from_utf8(out).unwrap_or_default()
+        crate::text::written(|out| super::text::write_text(out, report, settings.top))
     }
 
     /// One line per (rank, pid, phase, operation, resource, CPU level).
     fn render_csv(report: &BreakdownReport, _: &BreakdownSettings, raw: bool) -> Option<String> {
-        let mut out = Vec::new();
-        let _ = super::text::write_csv(&mut out, report, raw);
-        Some(String::from_utf8(out).unwrap_or_default())
+        Some(crate::text::written(|out| {
+            super::text::write_csv(out, report, raw)
+        }))
     }
 }

@@ -44,10 +44,7 @@ call, a framework op and an annotation";
     }
 
     fn render_text(report: &HierarchyReport, _: &NoOptions) -> String {
-        let mut out = Vec::new();
-        // Writing to a Vec cannot fail.
-        let _ = write_text(&mut out, report);
-        String::from_utf8(out).unwrap_or_default()
+        crate::text::written(|out| write_text(out, report))
     }
 }
 

@@ -188,20 +188,13 @@ module tree)",
 }
 
 fn render(result: &LayersResult, settings: &LayersSettings, format: TableFormat) -> String {
-    let mut out = Vec::new();
     let top = settings.top;
-    // Writing to a Vec cannot fail.
-    let _ = match result {
-        LayersResult::Modules(report) => modules_table(&mut out, report, top, format),
-        LayersResult::Layers(report) if settings.kernels => {
-            kernels_table(&mut out, report, top, format)
-        }
-        LayersResult::Layers(report) if settings.steps => {
-            steps_table(&mut out, report, top, format)
-        }
-        LayersResult::Layers(report) => layers_table(&mut out, report, top, format),
-    };
-    String::from_utf8(out).unwrap_or_default()
+    crate::text::written(|out| match result {
+        LayersResult::Modules(report) => modules_table(out, report, top, format),
+        LayersResult::Layers(report) if settings.kernels => kernels_table(out, report, top, format),
+        LayersResult::Layers(report) if settings.steps => steps_table(out, report, top, format),
+        LayersResult::Layers(report) => layers_table(out, report, top, format),
+    })
 }
 
 fn layers_table(

@@ -118,10 +118,7 @@ bound",
 
 fn render(result: &RooflineResult, top: usize, format: TableFormat) -> String {
     let rows = roofline_rows(&result.0);
-    let mut out = Vec::new();
-    // Writing to a Vec cannot fail.
-    let _ = roofline_table(&mut out, &result.0, &rows, top, format);
-    String::from_utf8(out).unwrap_or_default()
+    crate::text::written(|out| roofline_table(out, &result.0, &rows, top, format))
 }
 
 fn roofline_rows(report: &LayersReport) -> Vec<Value> {

@@ -42,16 +42,13 @@ recomputed under backward";
     }
 
     fn render_text(report: &ModulesReport, _: &NoOptions) -> String {
-        let mut out = Vec::new();
-        // Writing to a Vec cannot fail.
-        let _ = modules_table(&mut out, report, usize::MAX, TableFormat::Text);
-        String::from_utf8(out).unwrap_or_default()
+        crate::text::written(|out| modules_table(out, report, usize::MAX, TableFormat::Text))
     }
 
     fn render_csv(report: &ModulesReport, _: &NoOptions, raw: bool) -> Option<String> {
-        let mut out = Vec::new();
-        let _ = modules_table(&mut out, report, usize::MAX, TableFormat::Csv { raw });
-        Some(String::from_utf8(out).unwrap_or_default())
+        Some(crate::text::written(|out| {
+            modules_table(out, report, usize::MAX, TableFormat::Csv { raw })
+        }))
     }
 }
 

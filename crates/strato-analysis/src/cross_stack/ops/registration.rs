@@ -115,10 +115,7 @@ third to the report's time and 45% to its memory (issue 28); run `strato ops`",
 }
 
 fn render(report: &OpsReport, top: usize, format: TableFormat) -> String {
-    let mut out = Vec::new();
-    // Writing to a Vec cannot fail.
-    let _ = write_tables(&mut out, report, top, format);
-    String::from_utf8(out).unwrap_or_default()
+    crate::text::written(|out| write_tables(out, report, top, format))
 }
 
 fn shape_text(s: &[i64]) -> String {

@@ -122,10 +122,7 @@ and rounding",
     }
 
     fn render_text(report: &GpuTimeReport, _: &GpuTimeSettings) -> String {
-        let mut out = Vec::new();
-        // Writing to a Vec cannot fail.
-        let _ = write_text(&mut out, report);
-        String::from_utf8(out).unwrap_or_default()
+        crate::text::written(|out| write_text(out, report))
     }
 
     fn stream(settings: &GpuTimeSettings) -> Option<Box<dyn Stream<GpuTimeReport>>> {

@@ -169,11 +169,7 @@ fn latency_line(label: &str, l: &Option<Latency>) -> String {
 
 /// The tables (and, in text, each rank's header and latencies) in `format`.
 fn render(report: &KernelStatsReport, format: TableFormat) -> String {
-    let csv = format.is_csv();
-    let mut out = Vec::new();
-    // Writing to a Vec cannot fail.
-    let _ = write_tables(report, format, csv, &mut out);
-    String::from_utf8(out).unwrap_or_default()
+    crate::text::written(|out| write_tables(report, format, format.is_csv(), out))
 }
 
 fn write_tables(

@@ -113,10 +113,7 @@ fn mib(bytes: f64) -> String {
 }
 
 fn render(report: &MemoryReport, format: TableFormat) -> String {
-    let mut out = Vec::new();
-    // Writing to a Vec cannot fail.
-    let _ = write_tables(&mut out, report, format);
-    String::from_utf8(out).unwrap_or_default()
+    crate::text::written(|out| write_tables(out, report, format))
 }
 
 fn write_tables(out: &mut Vec<u8>, report: &MemoryReport, format: TableFormat) -> io::Result<()> {

@@ -77,10 +77,7 @@ sampled figure beside true device-busy time, per device";
     }
 
     fn render_text(result: &UtilResult, _: &UtilSettings) -> String {
-        let mut out = Vec::new();
-        // Writing to a Vec cannot fail.
-        let _ = write_text(&mut out, &result.0);
-        String::from_utf8(out).unwrap_or_default()
+        crate::text::written(|out| write_text(out, &result.0))
     }
 }
 

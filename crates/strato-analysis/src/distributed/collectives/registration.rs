@@ -120,10 +120,7 @@ transfer, bandwidths",
     }
 
     fn render_text(result: &CollectivesResult, _: &CollectivesSettings) -> String {
-        let mut out = Vec::new();
-        // Writing to a Vec cannot fail.
-        let _ = print_text(&result.0, &mut out);
-        String::from_utf8(out).unwrap_or_default()
+        crate::text::written(|out| print_text(&result.0, out))
     }
 }
 

@@ -207,10 +207,7 @@ and loop",
 }
 
 fn render(result: &IterationsResult, top: usize, format: TableFormat) -> String {
-    let mut out = Vec::new();
-    // Writing to a Vec cannot fail.
-    let _ = write_tables(&mut out, result, top, format);
-    String::from_utf8(out).unwrap_or_default()
+    crate::text::written(|out| write_tables(out, result, top, format))
 }
 
 fn write_tables(
