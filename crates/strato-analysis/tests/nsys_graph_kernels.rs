@@ -82,7 +82,7 @@ fn graph_kernels_of_an_nsys_export_are_counted_with_their_node_ids() {
         .filter(|s| s.correlation == Some(correlation as u64) && trace.track(s.track).is_device())
         .map(|s| {
             let v: serde_json::Value =
-                serde_json::from_str(trace.args_text(s.args).unwrap()).unwrap();
+                serde_json::from_str(&trace.args_text(s.args).unwrap()).unwrap();
             (
                 v["graphId"].as_i64().unwrap(),
                 v["graphNodeId"].as_i64().unwrap(),

@@ -15,7 +15,7 @@ pub fn drop_batch_events(trace: &mut Trace) {
     trace.spans.clear();
     trace.instants.clear();
     trace.counters.clear();
-    trace.args = Default::default();
+    trace.args = strato_trace::ArgsTable::uncompressed();
 }
 
 /// A copy of `trace`'s tables without its events (no spans, instants, counters, flows or

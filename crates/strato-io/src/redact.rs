@@ -196,8 +196,8 @@ pub fn redact_args(args: &mut ArgsTable) -> usize {
     let mut rebuilt: Option<ArgsTable> = None;
     let mut changed = 0;
     for (i, blob) in args.iter().enumerate() {
-        let redacted = if might_hold_secret(blob) {
-            redact_blob(blob)
+        let redacted = if might_hold_secret(&blob) {
+            redact_blob(&blob)
         } else {
             None
         };
@@ -206,7 +206,7 @@ pub fn redact_args(args: &mut ArgsTable) -> usize {
                 let mut table = ArgsTable::default();
                 table.reserve(args.len(), args.text_bytes() + MARKER.len());
                 for earlier in args.range(0..i) {
-                    table.push(earlier);
+                    table.push(&earlier);
                 }
                 table.push(&new);
                 rebuilt = Some(table);
@@ -217,7 +217,7 @@ pub fn redact_args(args: &mut ArgsTable) -> usize {
                 changed += 1;
             }
             (None, Some(table)) => {
-                table.push(blob);
+                table.push(&blob);
             }
             (None, None) => {}
         }
@@ -873,9 +873,9 @@ mod tests {
         let mut table: ArgsTable = blobs.iter().collect();
         assert_eq!(redact_args(&mut table), 2);
         assert_eq!(table.len(), 4);
-        assert_eq!(table.get(0), Some(blobs[0]));
-        assert_eq!(table.get(2), Some(blobs[2]));
-        let one: Value = serde_json::from_str(table.get(1).unwrap()).unwrap();
+        assert_eq!(table.get(0).as_deref(), Some(blobs[0]));
+        assert_eq!(table.get(2).as_deref(), Some(blobs[2]));
+        let one: Value = serde_json::from_str(&table.get(1).unwrap()).unwrap();
         assert_eq!(one["password"], MARKER);
         assert_eq!(one["MAX_TOKEN"], 5);
         assert_eq!(one["cmd"], serde_json::json!(["x", "--hf-token", MARKER]));

@@ -161,7 +161,7 @@ fn refine_rank(trace: &mut Trace, rank: RankId, options: &ImportOptions) {
     let parse_args = |trace: &Trace, id| -> TfArgs {
         trace
             .args_text(id)
-            .and_then(|text| serde_json::from_str(text).ok())
+            .and_then(|text| serde_json::from_str(&text).ok())
             .unwrap_or_default()
     };
 

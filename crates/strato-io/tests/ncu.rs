@@ -28,7 +28,7 @@ fn import_text(text: &str) -> strato_io::Result<Trace> {
 }
 
 fn args(trace: &Trace, span: usize) -> Value {
-    serde_json::from_str(trace.args_text(trace.spans[span].args).unwrap()).unwrap()
+    serde_json::from_str(&trace.args_text(trace.spans[span].args).unwrap()).unwrap()
 }
 
 const LONG_HEADER: &str = "\"ID\",\"Process ID\",\"Process Name\",\"Host Name\",\"Kernel Name\",\

@@ -86,7 +86,7 @@ fn nsys_real_file_counts_levels_and_links() {
     assert_eq!(first.end, 534_705_884 + SESSION_START_UTC_NS);
     assert_eq!(first.correlation, Some(452));
     let args: serde_json::Value =
-        serde_json::from_str(trace.args_text(first.args).unwrap()).unwrap();
+        serde_json::from_str(&trace.args_text(first.args).unwrap()).unwrap();
     assert_eq!(args["grid"], serde_json::json!([115426, 1, 1]));
     assert_eq!(args["block"], serde_json::json!([256, 1, 1]));
     assert_eq!(args["registersPerThread"], 32);
@@ -205,7 +205,7 @@ fn nsys_real_file_counts_levels_and_links() {
     assert_eq!(name.split(';').count(), 7);
     assert!(name.ends_with(";do_lookup_x [ld-2.31.so]"), "{name}");
     let args: serde_json::Value =
-        serde_json::from_str(trace.args_text(sample.args).unwrap()).unwrap();
+        serde_json::from_str(&trace.args_text(sample.args).unwrap()).unwrap();
     assert_eq!(args["stack"].as_array().unwrap().len(), 7);
     assert_eq!(args["cpu"], 39);
 }
@@ -370,7 +370,7 @@ fn nsys_minimal_2023_export_imports_what_exists() {
     assert_eq!(trace.str(kernels[0].name), "void gemm<float>(float*)");
     assert_eq!(trace.str(kernels[1].name), "gemm");
     assert_eq!(
-        trace.args_text(kernels[0].args),
+        trace.args_text(kernels[0].args).as_deref(),
         Some("{\"grid\":[64,null,null],\"shortName\":\"gemm\"}")
     );
     let memcpys = spans_of(&trace, "CUPTI_ACTIVITY_KIND_MEMCPY");
@@ -399,7 +399,7 @@ fn nsys_minimal_2023_export_imports_what_exists() {
     assert_eq!(trace.str(nvtx[0].name), "train step");
     assert_eq!((nvtx[0].start, nvtx[0].end), (90, 500));
     let args: serde_json::Value =
-        serde_json::from_str(trace.args_text(nvtx[0].args).unwrap()).unwrap();
+        serde_json::from_str(&trace.args_text(nvtx[0].args).unwrap()).unwrap();
     assert_eq!(args["domain"], "my domain");
     assert_eq!(trace.str(nvtx[1].name), "load");
     assert_eq!(
@@ -583,7 +583,7 @@ fn nsys_cuda_memory_events_become_kineto_style_memory_events_and_counters() {
     assert_eq!(thread(mem[1]), TrackKind::Thread { pid: 42, tid: 42 });
 
     let args = |i: usize| -> serde_json::Value {
-        serde_json::from_str(trace.args_text(mem[i].args).unwrap()).unwrap()
+        serde_json::from_str(&trace.args_text(mem[i].args).unwrap()).unwrap()
     };
     let first = args(0);
     assert_eq!(first["Bytes"], 1000);
@@ -647,7 +647,7 @@ fn nsys_memory_table_without_optional_columns_or_enums() {
         [(10, 100.0), (20, 150.0), (30, 50.0), (40, 50.0)]
     );
     let last: serde_json::Value =
-        serde_json::from_str(trace.args_text(trace.instants[3].args).unwrap()).unwrap();
+        serde_json::from_str(&trace.args_text(trace.instants[3].args).unwrap()).unwrap();
     assert!(last.get("Bytes").is_none());
     assert_eq!(last["memoryOperationType"], 1);
     assert_eq!(

@@ -374,7 +374,7 @@ fn committed_fixtures_import() {
     let mut with_stack = 0;
     for i in &samples {
         let a: serde_json::Value =
-            serde_json::from_str(t.args.get(i.args.unwrap().0 as usize).unwrap()).unwrap();
+            serde_json::from_str(&t.args.get(i.args.unwrap().0 as usize).unwrap()).unwrap();
         let stack = a["stack"].as_array().unwrap();
         // Named by the whole stack folded outermost first (`symbol [module]` each; perf's
         // `[unknown]` as `??`): as many frames as call-stack lines, the leaf (the first line

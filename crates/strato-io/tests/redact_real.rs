@@ -67,7 +67,7 @@ fn a_secret_in_one_real_event_is_redacted_there_only() {
     let mut trace = import_file(&path, &ImportOptions::default()).unwrap();
     let n = trace.args.len();
     assert!(n > 10);
-    let original: Vec<String> = trace.args.iter().map(str::to_owned).collect();
+    let original: Vec<String> = trace.args.iter().map(|b| b.to_string()).collect();
     // A blob in the middle with at least one entry (the secret goes in before it).
     let target = (n / 2..n).find(|&i| original[i].len() > 2).unwrap();
     let mut args = strato_trace::ArgsTable::default();
@@ -88,7 +88,7 @@ fn a_secret_in_one_real_event_is_redacted_there_only() {
                 "{blob}"
             );
             // The rest of the blob is the same object.
-            let mut got: serde_json::Value = serde_json::from_str(blob).unwrap();
+            let mut got: serde_json::Value = serde_json::from_str(&blob).unwrap();
             let want: serde_json::Value = serde_json::from_str(&original[i]).unwrap();
             got.as_object_mut().unwrap().remove("cmd");
             assert_eq!(got, want);

@@ -229,7 +229,7 @@ fn hip_api_markers_and_copies_map_with_their_correlations() {
     let kernels = device_spans(&trace, Level::DeviceKernel);
     let names: Vec<&str> = kernels.iter().map(|s| trace.str(s.name)).collect();
     assert_eq!(names, ["gemm()", "relu"]);
-    let grid: Value = serde_json::from_str(trace.args_text(kernels[0].args).unwrap()).unwrap();
+    let grid: Value = serde_json::from_str(&trace.args_text(kernels[0].args).unwrap()).unwrap();
     assert_eq!(grid["grid"], json!([1024, 2, 1]));
     assert_eq!(grid["block"], json!([256, 1, 1]));
 
@@ -237,7 +237,7 @@ fn hip_api_markers_and_copies_map_with_their_correlations() {
     assert_eq!(copies.len(), 2);
     assert_eq!(trace.str(copies[0].name), "MEMORY_COPY_HOST_TO_DEVICE");
     assert_eq!(trace.str(copies[1].name), "MEMORY_COPY_DEVICE_TO_HOST");
-    let bytes: Value = serde_json::from_str(trace.args_text(copies[0].args).unwrap()).unwrap();
+    let bytes: Value = serde_json::from_str(&trace.args_text(copies[0].args).unwrap()).unwrap();
     assert_eq!(bytes["bytes"], 4096);
     // Both copies are on device 0 (the GPU side of each), on the copy queue.
     for c in &copies {

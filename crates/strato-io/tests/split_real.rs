@@ -121,7 +121,7 @@ fn summary(trace: &Trace) -> Summary {
         fnv(&mut checksum, &span.end.to_le_bytes());
         fnv(&mut checksum, trace.str(span.name).as_bytes());
         if let Some(args) = trace.args_text(span.args) {
-            fnv(&mut checksum, &squeeze(args));
+            fnv(&mut checksum, &squeeze(&args));
         }
     }
     for instant in &trace.instants {

@@ -288,7 +288,7 @@ fn xplane_real_file_figures() {
         .find(|s| s.level == Level::DeviceKernel)
         .unwrap();
     let args: serde_json::Value =
-        serde_json::from_str(trace.args_text(kernel.args).unwrap()).unwrap();
+        serde_json::from_str(&trace.args_text(kernel.args).unwrap()).unwrap();
     assert!(args["kernel_details"]
         .as_str()
         .unwrap()
@@ -498,7 +498,7 @@ fn xplane_mapping_on_a_built_space() {
         }
     );
     let args: serde_json::Value =
-        serde_json::from_str(trace.args_text(kernel.args).unwrap()).unwrap();
+        serde_json::from_str(&trace.args_text(kernel.args).unwrap()).unwrap();
     assert_eq!(
         args,
         serde_json::json!({"kernel_details": "regs:32 grid:1,1,1", "occupancy": 0.5})

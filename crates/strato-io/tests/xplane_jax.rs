@@ -20,7 +20,7 @@ fn real_file() -> PathBuf {
 fn args(trace: &Trace, s: &strato_trace::Span) -> Value {
     trace
         .args_text(s.args)
-        .map(|t| serde_json::from_str(t).unwrap())
+        .map(|t| serde_json::from_str(&t).unwrap())
         .unwrap_or(Value::Null)
 }
 

@@ -302,7 +302,7 @@ pub fn stream_store(
             combined.instants.clear();
             combined.counters.clear();
             combined.flows.clear();
-            combined.args = Default::default();
+            combined.args = strato_trace::ArgsTable::uncompressed();
         })?;
     }
     Ok(combined)

@@ -28,7 +28,7 @@ mod strings;
 pub mod testing;
 mod time;
 
-pub use args::ArgsTable;
+pub use args::{ArgsTable, ArgsText};
 pub use budget::{MemoryBudgetExceeded, MemoryTracker};
 pub use level::{Level, LevelMap, LevelMapError, LevelRule, MAX_LEVEL_RULES};
 pub use model::{

@@ -316,7 +316,7 @@ impl Trace {
     }
 
     /// The attribute blob of a span or instant.
-    pub fn args_text(&self, id: Option<ArgsId>) -> Option<&str> {
+    pub fn args_text(&self, id: Option<ArgsId>) -> Option<crate::ArgsText<'_>> {
         id.and_then(|id| self.args.get(id.0 as usize))
     }
 
@@ -615,7 +615,10 @@ mod tests {
         assert_eq!(a.tracks[2].rank, RankId(1));
         assert_eq!(a.spans[3].track, TrackId(3));
         assert_eq!(a.str(a.spans[3].name), "gemm");
-        assert_eq!(a.args_text(a.spans[3].args), Some("{\"grid\":[1,1,1]}"));
+        assert_eq!(
+            a.args_text(a.spans[3].args).as_deref(),
+            Some("{\"grid\":[1,1,1]}")
+        );
         assert_eq!(a.flows[1].to.as_ref().unwrap().span, Some(SpanId(3)));
         assert_eq!(a.time_span(), Some((0, 30)));
     }

@@ -261,7 +261,7 @@ mod tests {
         assert_eq!((span.start, span.end, span.duration()), (5, 9, 4));
         assert_eq!((t.str(span.name), t.str(span.category)), ("k", "kernel"));
         assert_eq!((span.correlation, span.external_id), (Some(3), Some(4)));
-        assert_eq!(t.args_text(span.args), Some(r#"{"a":1}"#));
+        assert_eq!(t.args_text(span.args).as_deref(), Some(r#"{"a":1}"#));
         assert_eq!(
             (t.instants.len(), t.counters.len(), t.flows.len()),
             (1, 1, 1)

@@ -59,7 +59,7 @@ pub fn direction(trace: &Trace, span: &Span) -> CopyDirection {
     if !text.contains("direction") {
         return CopyDirection::Unknown;
     }
-    let value: serde_json::Value = match serde_json::from_str(text) {
+    let value: serde_json::Value = match serde_json::from_str(&text) {
         Ok(v) => v,
         Err(_) => return CopyDirection::Unknown,
     };
@@ -85,7 +85,7 @@ pub fn run(analyzed: &Analyzed, facts: &Facts, config: &Config) -> Vec<Draft> {
             for &i in ops {
                 let s = &trace.spans[i as usize];
                 let is_small = s.level == Level::DeviceCopy && direction(trace, s) == dir && {
-                    match arg_i64(trace.args_text(s.args), &["bytes", "Bytes"]) {
+                    match arg_i64(trace.args_text(s.args).as_deref(), &["bytes", "Bytes"]) {
                         Some(b) => {
                             let ok = b <= config.max_bytes;
                             if ok {

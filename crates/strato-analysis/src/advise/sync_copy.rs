@@ -57,7 +57,7 @@ pub fn pageable_side(trace: &Trace, span: &Span) -> Option<bool> {
     if !text.contains("Pageable") {
         return None;
     }
-    let value: serde_json::Value = serde_json::from_str(text).ok()?;
+    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
     let is = |k: &str| value.get(k).and_then(|v| v.as_str()) == Some("Pageable");
     if is("srcKind") {
         Some(true)

@@ -126,7 +126,7 @@ struct CapturedGraph {
 
 fn parse_args(trace: &Trace, span: &Span) -> Option<serde_json::Map<String, serde_json::Value>> {
     let text = trace.args_text(span.args)?;
-    match serde_json::from_str::<serde_json::Value>(text).ok()? {
+    match serde_json::from_str::<serde_json::Value>(&text).ok()? {
         serde_json::Value::Object(m) => Some(m),
         _ => None,
     }
@@ -367,7 +367,7 @@ fn copy_spans(
     let mut copy_of: FxHashMap<u32, u32> = FxHashMap::default();
     for &i in to_copy {
         let s = &capture.spans[i as usize];
-        let args = capture.args_text(s.args).map(|text| trace.add_args(text));
+        let args = capture.args_text(s.args).map(|text| trace.add_args(&text));
         let span = Span {
             track: capture_track,
             start: at[&s.start],

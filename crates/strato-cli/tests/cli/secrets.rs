@@ -308,7 +308,7 @@ fn profile_texts(dir: &Path) -> String {
         all.push('\n');
     }
     for blob in trace.args.iter() {
-        all.push_str(blob);
+        all.push_str(&blob);
         all.push('\n');
     }
     for rank in &trace.ranks {
@@ -449,7 +449,7 @@ fn configuration_that_looks_like_a_secret_is_kept() {
     for k in kept {
         for (what, text) in [
             ("metadata", &meta),
-            ("args", &args.to_owned()),
+            ("args", &args.to_string()),
             ("name", &name),
         ] {
             assert!(text.contains(k), "{k} lost from the {what}: {text}");

@@ -128,6 +128,8 @@ fn import_into(
     builder.sink = match sink {
         Some((sink, batch)) => {
             builder.batch_events = batch;
+            // Each batch's args are read once and dropped: not worth compressing.
+            builder.trace.args = strato_trace::ArgsTable::uncompressed();
             Some(sink)
         }
         None => None,

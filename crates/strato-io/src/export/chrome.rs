@@ -474,7 +474,8 @@ fn write_args(
     (correlation, external_id): (Option<u64>, Option<u64>),
     mark: Option<&str>,
 ) -> io::Result<()> {
-    let text = trace.args_text(args).map(str::trim);
+    let blob = trace.args_text(args);
+    let text = blob.as_deref().map(str::trim);
     let keys = text.map(serde_json::from_str::<FxHashMap<String, IgnoredAny>>);
     let mut empty = true;
     let present: FxHashMap<String, IgnoredAny> = match (text, keys) {

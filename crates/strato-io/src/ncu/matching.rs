@@ -100,15 +100,15 @@ pub fn attach(timeline: &mut Trace, metrics: Trace) {
     for (span, launch) in matches {
         let ncu_args = metrics
             .args_text(metrics.spans[launch].args)
-            .and_then(|t| serde_json::from_str::<Value>(t).ok())
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
             .unwrap_or_else(|| Value::Object(Map::new()));
         let mut object = match timeline.args_text(timeline.spans[span].args) {
             None => Map::new(),
-            Some(text) => match serde_json::from_str::<Value>(text) {
+            Some(text) => match serde_json::from_str::<Value>(&text) {
                 Ok(Value::Object(map)) => map,
                 _ => {
                     let mut map = Map::new();
-                    map.insert("original_args".into(), Value::String(text.to_owned()));
+                    map.insert("original_args".into(), Value::String(text.to_string()));
                     map
                 }
             },
@@ -165,7 +165,7 @@ pub(super) fn subset(source: &Trace, keep: &[usize]) -> Trace {
         });
         let name = out.intern(source.str(span.name));
         let category = out.intern(source.str(span.category));
-        let args = source.args_text(span.args).map(|t| out.add_args(t));
+        let args = source.args_text(span.args).map(|t| out.add_args(&t));
         out.spans.push(Span {
             track: track_id,
             name,

@@ -137,7 +137,7 @@ impl TablesRead {
             t.instants.clear();
             t.counters.clear();
             t.flows.clear();
-            t.args = Default::default();
+            t.args = strato_trace::ArgsTable::uncompressed();
             Ok(())
         };
         let trace = &mut self.trace;

@@ -139,13 +139,14 @@ impl ArgsWriter {
         let mut next = 0;
         if !self.pending.is_empty() {
             while next < blobs.len() && self.pending.len() < CHUNK_ROWS {
-                self.pending.push(blobs.get(next).unwrap_or_default());
+                self.pending
+                    .push(blobs.get(next).as_deref().unwrap_or_default());
                 next += 1;
             }
             if self.pending.len() < CHUNK_ROWS {
                 return Ok(());
             }
-            let pending = std::mem::take(&mut self.pending);
+            let pending = std::mem::replace(&mut self.pending, ArgsTable::uncompressed());
             self.write_chunk(&pending, 0..pending.len())?;
         }
         while blobs.len() - next >= CHUNK_ROWS {
@@ -153,7 +154,8 @@ impl ArgsWriter {
             next += CHUNK_ROWS;
         }
         for i in next..blobs.len() {
-            self.pending.push(blobs.get(i).unwrap_or_default());
+            self.pending
+                .push(blobs.get(i).as_deref().unwrap_or_default());
         }
         Ok(())
     }

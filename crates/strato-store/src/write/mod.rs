@@ -113,7 +113,7 @@ impl ProfileWriter {
                 counters: EventTable::create(&ctx, &schema::COUNTERS)?,
                 args: ArgsWriter {
                     file: TableFile::create(&ctx, &schema::ARGS)?,
-                    pending: ArgsTable::default(),
+                    pending: ArgsTable::uncompressed(),
                 },
                 ctx,
                 dir: dir.to_path_buf(),

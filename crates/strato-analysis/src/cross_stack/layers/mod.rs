@@ -351,7 +351,7 @@ fn op_cost(name: &str, args: &Value) -> Option<Cost> {
 fn parse_args(trace: &Trace, args: Option<strato_trace::ArgsId>) -> Option<Value> {
     trace
         .args_text(args)
-        .and_then(|t| serde_json::from_str::<Value>(t).ok())
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
 }
 
 fn i64_list(v: Option<&Value>) -> Option<Vec<i64>> {
@@ -446,10 +446,10 @@ pub fn layers(analyzed: &Analyzed, options: &LayersOptions) -> LayersReport {
             }
         }
     }
-    // Costs bottom-up: own cost, else the sum of the children's.
+    // Costs bottom-up: own cost, else the sum of the children's. A parent comes before its
+    // children in `order`: walking it backwards, `cost[i]` holds the sum of `i`'s children's
+    // costs when `i` is reached (one vector, not a second one for the sums: 40 bytes a span).
     let mut cost: Vec<Cost> = vec![Cost::default(); n];
-    let mut child_sum: Vec<Cost> = vec![Cost::default(); n];
-    let mut own_known = vec![false; n];
     for &i in order.iter().rev() {
         let s = &trace.spans[i as usize];
         let own = if levels[i as usize] == Level::Backend && launched[i as usize] {
@@ -457,16 +457,12 @@ pub fn layers(analyzed: &Analyzed, options: &LayersOptions) -> LayersReport {
         } else {
             None
         };
-        let c = match own {
-            Some(c) => {
-                own_known[i as usize] = true;
-                c
-            }
-            None => child_sum[i as usize],
-        };
-        cost[i as usize] = c;
+        if let Some(own) = own {
+            cost[i as usize] = own;
+        }
+        let c = cost[i as usize];
         if let Some(p) = h.parent[i as usize] {
-            child_sum[p as usize].add(&c);
+            cost[p as usize].add(&c);
         }
     }
     let layer_instances: Vec<u32> = order.iter().copied().filter(|&i| is_layer(i)).collect();

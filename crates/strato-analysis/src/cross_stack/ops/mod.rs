@@ -180,7 +180,7 @@ pub fn ops(analyzed: &Analyzed, device_spec: Option<&DeviceSpec>) -> OpsReport {
                 let s = &trace.spans[i as usize];
                 let inputs = trace
                     .args_text(s.args)
-                    .and_then(|t| serde_json::from_str::<Value>(t).ok())
+                    .and_then(|t| serde_json::from_str::<Value>(&t).ok())
                     .and_then(|a| OpInputs::from_args(&a));
                 let r = model(trace.str(s.name), inputs.as_ref()).map_err(|e| e.to_string());
                 (inputs, r)

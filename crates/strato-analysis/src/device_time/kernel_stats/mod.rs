@@ -247,8 +247,8 @@ impl KernelStatsStream {
             rank.ops.push((span.start, d, span.correlation));
             if let Some(text) = trace.args_text(span.args) {
                 if text.contains("queued") || text.contains("submitted") {
-                    let queued = arg_i64(Some(text), &["queued"]);
-                    let submitted = arg_i64(Some(text), &["submitted"]);
+                    let queued = arg_i64(Some(&text), &["queued"]);
+                    let submitted = arg_i64(Some(&text), &["submitted"]);
                     // The attributes are the file's numbers, not checked times: saturate.
                     if let (Some(q), Some(s)) = (queued, submitted) {
                         rank.queue_lat.push(s.saturating_sub(q));

@@ -270,7 +270,7 @@ pub fn memory(trace: &Trace, options: &MemoryOptions) -> MemoryReport {
         let direction = *dir_cache
             .entry(span.name.0)
             .or_insert_with(|| copy_direction(trace.str(span.name)));
-        let bytes = arg_i64(trace.args_text(span.args), &["bytes", "Bytes"]);
+        let bytes = arg_i64(trace.args_text(span.args).as_deref(), &["bytes", "Bytes"]);
         copies
             .entry((track.rank.0, device, direction))
             .or_default()
@@ -423,10 +423,10 @@ fn allocation_ops(trace: &Trace) -> OpRows {
             continue;
         }
         let text = trace.args_text(inst.args);
-        let Some(bytes) = arg_i64(text, &["Bytes"]) else {
+        let Some(bytes) = arg_i64(text.as_deref(), &["Bytes"]) else {
             continue;
         };
-        let device = arg_i64(text, &["Device Id"]).unwrap_or(-1);
+        let device = arg_i64(text.as_deref(), &["Device Id"]).unwrap_or(-1);
         by_track
             .entry(inst.track.0)
             .or_default()

@@ -246,11 +246,11 @@ pub fn rank_summaries(trace: &Trace) -> Vec<RankCollectives> {
                 }
             }
             let mut args = CallArgs::default();
-            args.fill(trace.args_text(span.args), false);
+            args.fill(trace.args_text(span.args).as_deref(), false);
             for s in &around {
                 let sp = &trace.spans[s.0 as usize];
                 let annotation = trace.str(sp.name).starts_with("nccl:");
-                args.fill(trace.args_text(sp.args), annotation);
+                args.fill(trace.args_text(sp.args).as_deref(), annotation);
             }
             let kernel_name = trace.str(span.name);
             let kernel_kind = CollectiveKind::from_name(kernel_name);

@@ -157,7 +157,7 @@ pub(super) fn arg_i64(trace: &Trace, id: SpanId, key: &str) -> Option<i64> {
     if !text.contains(key) {
         return None;
     }
-    let value: serde_json::Value = serde_json::from_str(text).ok()?;
+    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
     value.get(key)?.as_i64()
 }
 

@@ -88,6 +88,25 @@ pub fn critical_path_steps(
     options: &CriticalPathOptions,
     only: Option<u64>,
 ) -> Result<Vec<StepCriticalPath>, CriticalPathError> {
+    steps_with(trace, options, only, PathDetail::Full)
+}
+
+/// What each rank's path keeps once its window is composed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PathDetail {
+    /// Its events and segments too.
+    Full,
+    /// Its figures and window composition only: the events and segments of every step of a
+    /// long trace would be held at once (on 5M events, 245 MB of a report's 1.8 GB peak).
+    Summary,
+}
+
+fn steps_with(
+    trace: &Trace,
+    options: &CriticalPathOptions,
+    only: Option<u64>,
+    detail: PathDetail,
+) -> Result<Vec<StepCriticalPath>, CriticalPathError> {
     let steps = rank_steps(trace);
     let numbers: Vec<u64> = step_numbers(trace)
         .into_iter()
@@ -141,9 +160,13 @@ pub fn critical_path_steps(
         let rank_paths = ranks
             .iter()
             .map(|&r| {
-                let path = rank_path(trace, r, &graph, &search, ends[r.0 as usize]);
+                let mut path = rank_path(trace, r, &graph, &search, ends[r.0 as usize]);
                 let (start, _) = window_of(r).expect("ranks with the step");
                 let window = compose(trace, &path, start, window_end[r.0 as usize], TOP_PATH_OPS);
+                if detail == PathDetail::Summary {
+                    path.events = Vec::new();
+                    path.segments = Vec::new();
+                }
                 RankStepPath { path, window }
             })
             .collect();
@@ -271,21 +294,26 @@ pub(super) fn step_buckets(
 
 /// Per step when the trace has `ProfilerStep#N` annotations ([`critical_path_steps`]), else
 /// the whole trace as one window per rank (the path's own extent, so nothing is before or
-/// after it), named `whole trace` with number 0: what the report shows.
+/// after it), named `whole trace` with number 0: what the report shows. Each rank's path
+/// keeps its figures (length, work, time by kind, note) and its window composition; its
+/// `events` and `segments` are left empty (the report shows neither, and every step's would
+/// be held at once).
 pub fn critical_path_by_step_or_whole(
     trace: &Trace,
     options: &CriticalPathOptions,
 ) -> Result<Vec<StepCriticalPath>, CriticalPathError> {
     if !step_numbers(trace).is_empty() {
-        return critical_path_steps(trace, options, None);
+        return steps_with(trace, options, None, PathDetail::Summary);
     }
     let report = critical_path(trace, options)?;
     let ranks = report
         .ranks
         .into_iter()
-        .map(|path| {
+        .map(|mut path| {
             let (start, end) = (path.start_ns.unwrap_or(0), path.end_ns.unwrap_or(0));
             let window = compose(trace, &path, start, end, TOP_PATH_OPS);
+            path.events = Vec::new();
+            path.segments = Vec::new();
             RankStepPath { path, window }
         })
         .collect();

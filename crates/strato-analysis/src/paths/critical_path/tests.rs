@@ -394,6 +394,31 @@ fn step_windows_hold_their_own_work() {
     assert_eq!((two.before_path_ns, two.after_path_ns), (10, 100));
     assert_eq!(two.by_kind[&PathKind::CpuOp], 890);
     assert_eq!(names(&steps[1].ranks[0].path), vec!["op2"]);
+    // The report's summary: the same figures and windows, without events or segments.
+    let summary = critical_path_by_step_or_whole(&trace, &CriticalPathOptions::default()).unwrap();
+    assert_eq!(summary.len(), steps.len());
+    for (s, full) in summary.iter().zip(&steps) {
+        assert_eq!((&s.step, s.ranks.len()), (&full.step, full.ranks.len()));
+        for (r, f) in s.ranks.iter().zip(&full.ranks) {
+            assert_eq!(r.window, f.window);
+            assert_eq!(
+                (
+                    r.path.length_ns,
+                    r.path.work_ns,
+                    &r.path.by_kind,
+                    &r.path.note
+                ),
+                (
+                    f.path.length_ns,
+                    f.path.work_ns,
+                    &f.path.by_kind,
+                    &f.path.note
+                )
+            );
+            assert!(r.path.events.is_empty() && r.path.segments.is_empty());
+            assert!(!f.path.events.is_empty() && !f.path.segments.is_empty());
+        }
+    }
     // Only step 2 asked for.
     let only = critical_path_steps(&trace, &CriticalPathOptions::default(), Some(2)).unwrap();
     assert_eq!(only.len(), 1);

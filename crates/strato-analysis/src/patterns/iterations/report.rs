@@ -149,7 +149,7 @@ pub fn iterations(trace: &Trace, options: &IterationOptions) -> IterationsReport
             if span.level == Level::DeviceCopy
                 && copy_direction(trace.str(span.name)) == CopyDirection::HostToDevice
             {
-                let bytes = arg_i64(trace.args_text(span.args), &["bytes", "Bytes"]);
+                let bytes = arg_i64(trace.args_text(span.args).as_deref(), &["bytes", "Bytes"]);
                 h2d.push((span.start, span.end, bytes));
             }
             if queue != stream || span.level == Level::DeviceSync {

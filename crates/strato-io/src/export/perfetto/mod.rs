@@ -758,7 +758,7 @@ impl<'t, W: Write> Writer<'t, W> {
         let Some(text) = self.trace.args_text(args) else {
             return out;
         };
-        match serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text) {
+        match serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&text) {
             Ok(map) => {
                 for (key, value) in map {
                     // The typed fields above already carry these.
@@ -775,7 +775,7 @@ impl<'t, W: Write> Writer<'t, W> {
             }
             Err(_) => {
                 let mut a = self.annotation("args", interned);
-                a.string_value = Some(text.to_owned());
+                a.string_value = Some(text.to_string());
                 out.push(a);
             }
         }
