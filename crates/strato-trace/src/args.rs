@@ -10,7 +10,7 @@
 //!   [`ArgsTable::push`] (the object means the same; `{"a": [1, 2]}` is kept as `{"a":[1,2]}`);
 //! - consecutive blobs share a block of about [`BLOCK_BYTES`] of text, and a full block is
 //!   compressed (LZ4: args text compresses 5-6x on the real traces of `../shared/data`); the
-//!   index costs 4 bytes per blob (its end inside its block) and 24 bytes per block;
+//!   index costs 4 bytes per blob (its end inside its block) and 32 bytes per block;
 //! - reading a blob of a compressed block ([`ArgsTable::get`]) decompresses the whole block
 //!   once into a small per-thread cache of the last [`CACHED_BLOCKS`] blocks read, so reading
 //!   blobs in id order (or a few ids apart, as walking two or three tracks side by side does)
@@ -503,6 +503,8 @@ mod tests {
         // docs/benchmarks.md counts memory per event from these sizes: update it with them.
         assert_eq!(std::mem::size_of::<crate::Span>(), 72);
         assert_eq!(std::mem::size_of::<crate::Instant>(), 32);
+        // The module header counts the index per block from this.
+        assert_eq!(std::mem::size_of::<Block>(), 32);
     }
 
     #[test]
