@@ -136,13 +136,41 @@ class Profile:
         """`strato collectives`: `ranks[]`."""
     def stragglers(self, *, stragglers: int = 5) -> Table:
         """`strato collectives`: `stragglers[]`."""
-    def critical_path(self) -> Table:
-        """`strato critical-path`: `ranks[]` (`by_kind.<kind>` columns)."""
-    def critical_path_events(self) -> Table:
-        """`strato critical-path`: `ranks[].events[]`."""
-    def findings(self, *, floor: float | None = None, all: bool = False,
-                 disable: Sequence[str] = ()) -> Table:
-        """`strato advise`: `findings[]`."""
+    def critical_path(self, *, top: int = 10, step: str | int = "") -> Table:
+        """Registered `critical-path`, table `critical_path`: `ranks[]` (`by_kind.<kind>`
+        columns; the whole trace's path, empty with `step`)."""
+    def critical_path_events(self, *, top: int = 10, step: str | int = "") -> Table:
+        """Registered `critical-path`, table `critical_path_events`: `ranks[].events[]`."""
+    def critical_path_steps(self, *, top: int = 10, step: str | int = "all") -> Table:
+        """Registered `critical-path`, table `critical_path_steps`: `steps[].ranks[]` with
+        `step` and `number` (each rank's path inside its ProfilerStep#N window, `window.*`
+        columns): every step, or `step=N`'s (the table implies `step="all"`)."""
+    def info(self) -> Table:
+        """Registered `info`, table `info`: one row (time span, event counts,
+        `spans_by_level.<level>`, `events_by_category.<category>`)."""
+    def info_sources(self) -> Table:
+        """Registered `info`, table `info_sources`: `sources[]`."""
+    def info_processes(self) -> Table:
+        """Registered `info`, table `info_processes`: `processes[]`."""
+    def info_devices(self) -> Table:
+        """Registered `info`, table `info_devices`: `devices[]`."""
+    def advise(self, *, rules: _Path | None = None, disable: Sequence[str] = (),
+               floor: float | None = None, all: bool = False) -> Table:
+        """Registered `advise`, table `findings`: `findings[]` (`rules`: a rules file's path;
+        `disable`: rule ids; `floor`: percent of the window, default the rules file's or 1)."""
+    def findings(self, *, rules: _Path | None = None, disable: Sequence[str] = (),
+                 floor: float | None = None, all: bool = False) -> Table:
+        """Registered `advise`, table `findings`: `findings[]`."""
+    def findings_evidence(self, *, rules: _Path | None = None, disable: Sequence[str] = (),
+                          floor: float | None = None, all: bool = False) -> Table:
+        """Registered `advise`, table `findings_evidence`: `findings[].evidence[]` with
+        `rule`."""
+    def advise_steps(self, *, rules: _Path | None = None, disable: Sequence[str] = (),
+                     floor: float | None = None, all: bool = False) -> Table:
+        """Registered `advise`, table `advise_steps`: `steps[]`."""
+    def advise_rules(self, *, rules: _Path | None = None, disable: Sequence[str] = (),
+                     floor: float | None = None, all: bool = False) -> Table:
+        """Registered `advise`, table `advise_rules`: `rules[]`."""
     def diff(self, other: "Profile", *, per_step: bool = False) -> Table:
         """`strato diff SELF OTHER`: `operations[]`."""
     def diff_kernels(self, other: "Profile", *, per_step: bool = False) -> Table:

@@ -131,7 +131,13 @@ CASES = [
     ("memory_copies", {}, ["memory"], ["copies"], []),
     ("critical_path", {}, ["critical-path"], ["ranks"], []),
     ("critical_path_events", {}, ["critical-path"], ["ranks", "events"], []),
+    ("critical_path_steps", {"step": "all"}, ["critical-path", "--step", "all"],
+     ["steps", "ranks"], ["step", "number"]),
     ("findings", {}, ["advise"], ["findings"], []),
+    ("findings_evidence", {"all": True}, ["advise", "--all"], ["findings", "evidence"], ["rule"]),
+    ("advise_rules", {"disable": ["low-util"]}, ["advise", "--disable", "low-util"], ["rules"], []),
+    ("info_sources", {}, ["info"], ["sources"], []),
+    ("info_processes", {}, ["info"], ["processes"], []),
 ]
 
 MULTI_ONLY = [

@@ -66,18 +66,34 @@ def opened() -> dict:
     return out
 
 
+def table_flags(table: dict) -> list[str]:
+    """The command-line flags of the options a table is computed with (`critical_path_steps`:
+    `--step all`)."""
+    return [arg for name, value in table["options"] for arg in ("--" + name.replace("_", "-"), value)]
+
+
 @pytest.mark.parametrize("analysis", [a["name"] for a in ANALYSES])
 def test_python_tables_equal_the_commands_json_on_every_input(analysis: str, opened: dict) -> None:
     spec = next(a for a in ANALYSES if a["name"] == analysis)
     rows_seen = 0
     for path, profile in opened.items():
-        proc = strato(analysis, str(path), "--json", check=False)
-        if isinstance(profile, Exception):
-            assert proc.returncode == 2, f"{path}: Python refused it ({profile}), the command did not"
-            continue
-        assert proc.returncode == 0, f"{path}: {proc.stderr}"
-        doc = json.loads(proc.stdout)
+        runs: dict = {}
         for table in spec["tables"]:
+            flags = tuple(table_flags(table))
+            if flags not in runs:
+                runs[flags] = strato(analysis, str(path), *flags, "--json", check=False)
+            proc = runs[flags]
+            if isinstance(profile, Exception):
+                assert proc.returncode == 2, f"{path}: Python refused it ({profile}), the command did not"
+                continue
+            if proc.returncode != 0:
+                # The analysis cannot run on this input with these options (a step window
+                # without steps): one line, and Python refuses it too.
+                assert proc.returncode == 2 and proc.stderr.count("\n") == 1, f"{path}: {proc.stderr}"
+                with pytest.raises(stratoscope.AnalysisError):
+                    profile.analysis(analysis, table=table["name"])
+                continue
+            doc = json.loads(proc.stdout)
             expected = expected_rows(doc, table["path"], table["inherit"])
             got = pa.table(profile.analysis(analysis, table=table["name"])).to_pylist()
             assert len(got) == len(expected), f"{path} {table['name']}: {len(got)} != {len(expected)}"
@@ -106,9 +122,14 @@ def test_csv_sql_and_the_method_form_show_the_same_table(analysis: str) -> None:
     profiles = {path: stratoscope.open(str(path)) for path in WITH_ROWS}
     for table in spec["tables"]:
         # The first input where the table has rows (an empty table would prove nothing).
-        found = [(path, pa.table(p.analysis(analysis, table=table["name"])))
-                 for path, p in profiles.items()]
-        found = [(path, t) for path, t in found if t.num_rows > 0]
+        found = []
+        for path, p in profiles.items():
+            try:
+                t = pa.table(p.analysis(analysis, table=table["name"]))
+            except stratoscope.AnalysisError:
+                continue  # the table cannot be computed here (a step window without steps)
+            if t.num_rows > 0:
+                found.append((path, t))
         if not found:
             pytest.fail(f"{analysis} {table['name']}: no rows on any of {WITH_ROWS}")
         job, want = found[0]

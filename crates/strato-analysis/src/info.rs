@@ -2,10 +2,14 @@
 //! processes and threads, devices and streams. Counts only; conserves events (the per-level
 //! counts add up to the totals).
 
+mod registration;
+
 use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 use strato_trace::{ImportNotes, Ns, SourceFormat, Trace, TrackKind};
+
+pub use registration::{shared_rank_claims, Info, InfoReport};
 
 /// One rank's source.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -34,7 +34,7 @@ pub enum OptionKind {
     /// A list of whole numbers at least `min`: comma-separated (`100,20`) on the command line
     /// and as text, a list in Python; empty by default.
     Counts { min: u64 },
-    /// A finite number.
+    /// A finite number; with default `""`, optional (unset: `None`).
     Number,
     /// On or off (a flag without a value on the command line).
     Flag,
@@ -52,6 +52,15 @@ pub enum OptionKind {
         what: &'static str,
         check: fn(&str) -> Result<(), String>,
     },
+    /// A list of words, each one of `words` (each a `what`: "rule"): the flag repeated on the
+    /// command line, a list in Python, comma-separated as text; empty by default.
+    Words {
+        what: &'static str,
+        words: &'static [&'static str],
+    },
+    /// A `ProfilerStep#N` window: `N` for that step, `all` for every step; with default `""`,
+    /// optional (unset: the typed option is `""`, the whole trace).
+    Step,
 }
 
 /// One option of an analysis, as the front ends show and parse it. `name` is the serde field
@@ -76,6 +85,10 @@ pub struct TableSpec {
     pub about: &'static str,
     pub path: &'static [&'static str],
     pub inherit: &'static [&'static str],
+    /// Options (name, value) the table is computed with unless the caller gives its own for
+    /// them: for a table that the analysis's defaults leave empty (`critical_path_steps`
+    /// needs `step=all`), so that its SQL view, `--table` and Python's method have rows.
+    pub options: &'static [(&'static str, &'static str)],
 }
 
 /// What of a trace an analysis reads, so that opening keeps no more (the engine turns it into
@@ -157,6 +170,12 @@ impl<T> RankPart<T> {
     }
 }
 
+/// Why an analysis cannot run on a trace (a step asked for that the trace lacks, a
+/// dependency cycle): one line, which the front ends show after the input's name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct AnalysisError(pub String);
+
 /// The options of an analysis that takes none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -223,11 +242,12 @@ pub trait Analysis {
     }
 
     /// The result over one trace (with its shared indexes, built once for every analysis
-    /// that runs on it).
-    fn run(analyzed: &Analyzed<'_>, options: &Self::Options) -> Self::Output;
+    /// that runs on it), or why it cannot run on this trace.
+    fn run(analyzed: &Analyzed<'_>, options: &Self::Options)
+        -> Result<Self::Output, AnalysisError>;
 
     /// The result of a whole job from the results of its rank files, in input order (each
-    /// part is [`Analysis::run`] over the trace of one file). Must be `Some` when
+    /// part is [`Analysis::run`] over the trace of one file, which succeeded). Must be `Some` when
     /// `RANK_BY_RANK` (an empty job included), and equal [`Analysis::run`] over the whole job
     /// (the engine's tests check both); `None` (the default) when the analysis needs the
     /// whole job at once.

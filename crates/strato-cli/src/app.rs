@@ -107,31 +107,6 @@ longest kernel.\n\nExamples:\n  strato tree trace.json.gz --at 250ms\n  strato t
         after_help = "Example:\n  strato import ../shared/data/kineto/hta_trace_filter -o prof"
     )]
     Import(crate::commands::import::ImportArgs),
-    /// Advice: expert rules over a trace (host syncs, pageable/synchronous copies, GPU idle gaps
-    /// and their CPU-side cause, launch-bound stretches, low utilisation, per-step bottlenecks,
-    /// small copies, copies not overlapped), each finding with its time at stake and evidence.
-    #[command(
-        after_help = "Thresholds: --rules FILE (TOML; --print-rules writes the defaults); see docs/advise.md.
-
-Examples:
-  strato advise trace.json.gz
-  strato advise trace.json.gz --all --json
-  strato advise prof --disable low-util --rules rules.toml"
-    )]
-    Advise(crate::commands::advise::AdviseArgs),
-    /// Summarise a trace: formats, time span, events by level and category, processes, devices.
-    #[command(after_help = "Example:\n  strato info trace.json.gz --json")]
-    Info(crate::commands::info::InfoArgs),
-    /// Critical path per rank: the longest dependency chain through CPU ops, launches,
-    /// kernels, stream order, synchronisations and (across ranks) collectives; its length and
-    /// its time by kind (cpu_op, launch, kernel, copy, sync_wait, collective_wait, idle).
-    #[command(
-        name = "critical-path",
-        after_help = "See docs/analyses/critical-path.md.\n\nExamples:\n  strato critical-path trace.json.gz\n  \
-strato critical-path traces/ --json\n  \
-strato critical-path trace.json.gz --overlay critical.json   (open in ui.perfetto.dev)"
-    )]
-    CriticalPath(crate::commands::critical_path::CriticalPathArgs),
     /// Export a trace for timeline viewers.
     #[command(
         after_help = "Examples:\n  strato export prof --perfetto out.pftrace   (open in ui.perfetto.dev)\n  \
@@ -302,9 +277,6 @@ fn run(cli: Cli) -> Result<u8> {
     match cli.command {
         Command::Tree(args) => crate::commands::hierarchy::run_tree(args, &ctx, &mut out)?,
         Command::Import(args) => crate::commands::import::run(args, &ctx, &mut out)?,
-        Command::Advise(args) => crate::commands::advise::run(args, &ctx, &mut out)?,
-        Command::Info(args) => crate::commands::info::run(args, &ctx, &mut out)?,
-        Command::CriticalPath(args) => crate::commands::critical_path::run(args, &ctx, &mut out)?,
         Command::Measure(args) => crate::commands::measure::run(args, &ctx, &mut out)?,
         #[cfg(feature = "sql")]
         Command::Sql(args) => crate::commands::sql::run(args, &ctx, &mut out)?,

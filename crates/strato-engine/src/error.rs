@@ -27,6 +27,10 @@ pub enum EngineError {
     /// that cannot be used).
     #[error("{0}")]
     InvalidOption(String),
+    /// A registered analysis that cannot run on these inputs (a step they lack, a dependency
+    /// cycle); the message names the input when the engine opened it.
+    #[error("{0}")]
+    Analysis(String),
 }
 
 impl EngineError {

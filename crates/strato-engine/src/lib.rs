@@ -18,8 +18,7 @@
 //! - what the user is told while inputs are read (progress, import warnings, notes), through
 //!   the front end's [`Listener`].
 //!
-//! - the JSON -> table flattening every front end shares ([`rows`]), and the one result shape
-//!   not yet owned by its analysis ([`shapes`]: `critical-path`'s, until it is registered);
+//! - the JSON -> table flattening every front end shares ([`rows`]);
 //! - the registry of analyses ([`registry`]): each registered once, run by name from every
 //!   front end (command, Python, SQL views, report), with the openings of analyses that read
 //!   their inputs their own way ([`opening`]).
@@ -30,19 +29,20 @@
 
 mod collectives;
 mod error;
+mod info;
 mod open;
 pub mod opening;
 mod options;
 mod ranks;
 pub mod registry;
 pub mod rows;
-pub mod shapes;
 mod stream;
 
 pub use error::EngineError;
-pub use open::{import_warnings, shared_rank_claims, store_read_options, Profile};
+pub use open::{import_warnings, store_read_options, Profile};
 pub use options::{Engine, Listener, OpenOptions, Quiet};
 pub use ranks::{FilePart, Streamed};
+pub use strato_analysis::info::shared_rank_claims;
 pub use stream::{drop_batch_events, tables_of};
 
 pub use strato_io::ImportOptions;

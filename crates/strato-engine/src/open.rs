@@ -3,6 +3,7 @@
 //! that order) and reading recordings back ([`Engine::open_recording`]).
 
 use std::path::{Path, PathBuf};
+use strato_analysis::info::shared_rank_claims;
 
 use strato_analysis::recording::calibration::RecordingInfo;
 use strato_analysis::recording::overhead::{self, CorrectionSummary};
@@ -59,22 +60,6 @@ pub fn import_warnings(trace: &Trace) -> Vec<String> {
         }
     }
     out
-}
-
-/// Sources that claim the same rank number, as `(rank, [sources])`, for every shared number
-/// (Nsight Compute metrics, which attach to a rank, are not claims).
-pub fn shared_rank_claims(trace: &Trace) -> Vec<(i64, Vec<String>)> {
-    let mut by_rank: std::collections::BTreeMap<i64, Vec<String>> = Default::default();
-    for r in trace
-        .ranks
-        .iter()
-        .filter(|r| r.format != strato_trace::SourceFormat::Ncu)
-    {
-        if let Some(n) = r.rank {
-            by_rank.entry(n).or_default().push(r.source.clone());
-        }
-    }
-    by_rank.into_iter().filter(|(_, s)| s.len() > 1).collect()
 }
 
 /// The note on sources that all claim `rank`.

@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use arrow::record_batch::RecordBatch;
 use strato_analysis::analyzed::Analyzed;
 use strato_analysis::registry::{
-    Analysis, Events, InReport, OptionKind, OptionSpec, RankPart, Reads, TableSpec,
+    Analysis, AnalysisError, Events, InReport, OptionKind, OptionSpec, RankPart, Reads, TableSpec,
 };
 use strato_trace::Trace;
 
@@ -31,6 +31,7 @@ type Result<T, E = EngineError> = std::result::Result<T, E>;
 
 /// Every registered analysis, in the order front ends list them.
 pub static ANALYSES: &[Registered] = &[
+    Registered::with_opening::<strato_analysis::info::Info, crate::info::Counted>(),
     Registered::of::<strato_analysis::device_time::gpu_time::GpuTime>(),
     Registered::of::<strato_analysis::cross_stack::breakdown::Breakdown>(),
     Registered::with_opening::<
@@ -47,6 +48,8 @@ pub static ANALYSES: &[Registered] = &[
     Registered::of::<strato_analysis::patterns::iterations::Iterations>(),
     Registered::of::<strato_analysis::device_time::queue_length::QueueLength>(),
     Registered::of::<strato_analysis::device_time::util::Util>(),
+    Registered::of::<strato_analysis::paths::critical_path::CriticalPath>(),
+    Registered::of::<strato_analysis::advise::Advise>(),
 ];
 
 /// The registered analysis called `name` (its kebab-case name, or the snake_case form Python
@@ -139,7 +142,9 @@ impl<A: Analysis> Shown for Typed<A> {
 }
 
 impl Outcome {
-    fn of<A: Analysis + 'static>(output: A::Output, options: A::Options) -> Outcome {
+    /// The outcome of `A` run with `options`, for a front end that ran it itself over a trace
+    /// it also draws from (`strato critical-path --overlay`).
+    pub fn of<A: Analysis + 'static>(output: A::Output, options: A::Options) -> Outcome {
         Outcome {
             shown: Box::new(Typed::<A> { output, options }),
             doc: std::sync::OnceLock::new(),
@@ -277,6 +282,19 @@ impl Registered {
         Ok(())
     }
 
+    /// `values` with the options `table` is computed with ([`TableSpec::options`]) added where
+    /// `values` gives none of its own for them: what a front end runs the analysis with to
+    /// show that table.
+    pub fn options_for_table(table: &TableSpec, values: &OptionValues) -> Vec<(String, String)> {
+        let mut out = values.to_vec();
+        for (name, value) in table.options {
+            if !values.iter().any(|(n, _)| n.replace('-', "_") == *name) {
+                out.push(((*name).to_owned(), (*value).to_owned()));
+            }
+        }
+        out
+    }
+
     /// The import options of what the analysis reads.
     pub fn import_options(&self, engine: &Engine) -> Result<strato_io::ImportOptions> {
         import_options(engine, self.reads)
@@ -301,7 +319,7 @@ fn run_analyzed<A: Analysis + 'static>(
     values: &OptionValues,
 ) -> Result<Outcome> {
     let options = typed_options::<A>(values)?;
-    let output = A::run(analyzed, &options);
+    let output = A::run(analyzed, &options).map_err(|e| EngineError::Analysis(e.0))?;
     Ok(Outcome::of::<A>(output, options))
 }
 
@@ -314,6 +332,14 @@ fn run_inputs<A: Analysis + 'static, O: Opening<A>>(
     values: &OptionValues,
 ) -> Result<Outcome> {
     let options = typed_options::<A>(values)?;
+    // Why the analysis cannot run, after the input's name (the first one of several).
+    let failed = |e: AnalysisError| {
+        let input = inputs.first().map(|p| p.display().to_string());
+        EngineError::Analysis(match input {
+            Some(input) => format!("{input}: {e}"),
+            None => e.0,
+        })
+    };
     let import = import_options(engine, A::READS)?;
     if let Some(output) = O::open(engine, inputs, &import, &options)? {
         return Ok(Outcome::of::<A>(output, options));
@@ -327,12 +353,14 @@ fn run_inputs<A: Analysis + 'static, O: Opening<A>>(
         {
             let offsets = streamed.offsets();
             let parts = (streamed.parts.into_iter().zip(offsets))
-                .map(|(part, (first_rank, _))| RankPart {
-                    value: part.value,
-                    first_rank,
-                    job_ranks: part.job_ranks,
+                .map(|(part, (first_rank, _))| {
+                    Ok(RankPart {
+                        value: part.value.map_err(failed)?,
+                        first_rank,
+                        job_ranks: part.job_ranks,
+                    })
                 })
-                .collect();
+                .collect::<Result<_>>()?;
             // A rank-by-rank analysis always merges (`check` holds every registration to it).
             if let Some(output) = A::merge(parts, &options) {
                 return Ok(Outcome::of::<A>(output, options));
@@ -340,7 +368,7 @@ fn run_inputs<A: Analysis + 'static, O: Opening<A>>(
         }
     }
     let trace = engine.load(inputs, &import)?;
-    let output = A::run(&Analyzed::new(&trace), &options);
+    let output = A::run(&Analyzed::new(&trace), &options).map_err(failed)?;
     Ok(Outcome::of::<A>(output, options))
 }
 
@@ -405,6 +433,8 @@ fn option_value(
             Ok(n) if n >= min => Ok(n.into()),
             _ => Err(bad(&format!("a whole number of at least {min}"))),
         },
+        // An optional number not given (its default, `""`).
+        OptionKind::Number if text.trim().is_empty() => Ok(serde_json::Value::Null),
         OptionKind::Number => match text.trim().parse::<f64>() {
             Ok(x) if x.is_finite() => Ok(x.into()),
             _ => Err(bad("a finite number")),
@@ -427,6 +457,25 @@ fn option_value(
         // Read by `typed_options` (its text is the file's); the default, not given, is null.
         OptionKind::File { .. } if text.is_empty() => Ok(serde_json::Value::Null),
         OptionKind::File { .. } => Ok(text.into()),
+        OptionKind::Words { what, words } => text
+            .split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(|t| match words.iter().find(|w| **w == t) {
+                Some(w) => Ok(serde_json::Value::from(*w)),
+                None => Err(format!(
+                    "{analysis}: option {}: no such {what}: {t:?} ({what}s: {})",
+                    spec.name,
+                    words.join(", ")
+                )),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(serde_json::Value::Array),
+        OptionKind::Step => match text.trim() {
+            "" | "all" => Ok(text.trim().into()),
+            n if n.parse::<u64>().is_ok() => Ok(n.into()),
+            _ => Err(bad("a step number (N of ProfilerStep#N) or `all`")),
+        },
         OptionKind::Choice(words) => match words.iter().find(|w| **w == text) {
             Some(w) => Ok((*w).into()),
             None => Err(bad(&format!("one of {}", words.join(", ")))),
@@ -435,7 +484,7 @@ fn option_value(
 }
 
 /// The typed options of `A` from option values (unset ones at their defaults).
-fn typed_options<A: Analysis>(values: &OptionValues) -> Result<A::Options> {
+pub fn typed_options<A: Analysis>(values: &OptionValues) -> Result<A::Options> {
     let mut map = serde_json::Map::new();
     for (name, text) in values {
         let Some(spec) = A::OPTIONS.iter().find(|s| s.name == name.replace('-', "_")) else {
@@ -584,13 +633,17 @@ mod tests {
             about: "",
             path: &[],
             inherit: &[],
+            options: &[],
         }];
         const READS: Reads = Reads::SPANS;
         type Options = CountingOptions;
         type Output = serde_json::Value;
 
-        fn run(analyzed: &Analyzed<'_>, options: &CountingOptions) -> serde_json::Value {
-            serde_json::json!({"spans": analyzed.trace().spans.len(), "scale": options.scale})
+        fn run(
+            analyzed: &Analyzed<'_>,
+            options: &CountingOptions,
+        ) -> Result<serde_json::Value, AnalysisError> {
+            Ok(serde_json::json!({"spans": analyzed.trace().spans.len(), "scale": options.scale}))
         }
         fn render_text(output: &serde_json::Value, _: &CountingOptions) -> String {
             output.to_string()
@@ -661,7 +714,10 @@ mod tests {
             const READS: Reads = Reads::SPANS;
             type Options = CountingOptions;
             type Output = serde_json::Value;
-            fn run(analyzed: &Analyzed<'_>, options: &CountingOptions) -> serde_json::Value {
+            fn run(
+                analyzed: &Analyzed<'_>,
+                options: &CountingOptions,
+            ) -> Result<serde_json::Value, AnalysisError> {
                 Counting::run(analyzed, options)
             }
             fn render_text(_: &serde_json::Value, _: &CountingOptions) -> String {

@@ -99,7 +99,9 @@ impl From<OpenError> for PyErr {
             OpenError::Engine(E::Usage(_) | E::InvalidOption(_)) | OpenError::Option(_) => {
                 InvalidOption::new_err(message)
             }
-            OpenError::Analysis(_) => AnalysisError::new_err(message),
+            OpenError::Analysis(_) | OpenError::Engine(E::Analysis(_)) => {
+                AnalysisError::new_err(message)
+            }
         }
     }
 }

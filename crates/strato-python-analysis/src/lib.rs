@@ -1,13 +1,14 @@
 //! `stratoscope._analysis`: the Python analysis API (`stratoscope.open(path) -> Profile`).
-//! Thin wrappers: a `Profile` holds one imported trace ([`opening`], the CLI's way in); each
-//! method runs one analysis of `strato-analysis` with the CLI command's defaults and returns
-//! its rows as an Arrow table ([`table::Table`], the Arrow PyCapsule interface).
+//! Thin wrappers: a `Profile` holds one imported trace ([`opening`], the CLI's way in); a
+//! registered analysis (`strato_engine::registry`) runs by its name ([`Profile::analysis`],
+//! `profile.NAME(...)`), and the one not registered yet (diff, of two profiles) by its own
+//! method with the CLI command's defaults. Each returns its rows as an Arrow table
+//! ([`table::Table`], the Arrow PyCapsule interface).
 //!
 //! The columns of an analysis table are the fields of `strato <command> --json` by
-//! construction: the report is serialised by its own serde shape, or, for the commands that
-//! shape their JSON in the CLI (gpu-time, collectives, critical-path), by the same fields
-//! rebuilt here ([`shapes`]); [`rows`] turns the document into rows. python/tests compares
-//! every method with the command's JSON on real traces.
+//! construction: the result is serialised by its own serde shape and
+//! `strato_engine::rows` turns the document into rows. python/tests compares every method
+//! with the command's JSON on real traces.
 //!
 //! Kept apart from the recorder extension (`stratoscope._native`, loaded into every recorded
 //! process) so that stays small; this one links the importers and analyses.
@@ -49,53 +50,6 @@ fn shape(path: &'static [&'static str], inherit: &'static [&'static str]) -> Sha
 }
 
 impl Profile {
-    fn critical_path_doc(&self) -> PyResult<Ordered> {
-        use strato_analysis::paths::critical_path::{critical_path, CriticalPathOptions};
-        let trace = &self.trace;
-        // The same matching and clock alignment as `strato critical-path` and `collectives`.
-        let options = CriticalPathOptions::matched(trace);
-        let instances = options.collectives.as_ref().map_or(0, Vec::len);
-        let report = critical_path(trace, &options)
-            .map_err(|e| OpenError::Analysis(format!("{}: {e}", self.label)))?;
-        use strato_engine::shapes::critical_path::{collectives_json, report_json};
-        Ok(Ordered::of(&report_json(
-            &report,
-            collectives_json(trace.ranks.len(), instances),
-        )))
-    }
-
-    fn findings_doc(
-        &self,
-        floor: Option<f64>,
-        all: bool,
-        disable: Vec<String>,
-    ) -> PyResult<Ordered> {
-        use strato_analysis::advise::{self, AdviseConfig};
-        let mut config = AdviseConfig::default();
-        for id in &disable {
-            if !config.disable(id) {
-                return Err(OpenError::Option(format!(
-                    "findings: disable {id:?}: no such rule (rules: {})",
-                    advise::RULES.join(", ")
-                ))
-                .into());
-            }
-        }
-        if let Some(floor) = floor {
-            config.floor_pct = floor;
-        }
-        config.all |= all;
-        config
-            .validate()
-            .map_err(|e| OpenError::Option(format!("findings: floor: {e}")))?;
-        let cross_rank = advise::CrossRankEvidence::from_trace(&self.trace);
-        Ok(Ordered::of(&advise::advise(
-            &Analyzed::new(&self.trace),
-            &config,
-            Some(&cross_rank as &dyn advise::MultiRankEvidence),
-        )))
-    }
-
     fn diff_doc(&self, other: &Profile, per_step: bool) -> Ordered {
         use strato_analysis::compare::diff::{self, DiffSide};
         let a = DiffSide::of(&Analyzed::new(&self.trace), per_step);
@@ -141,42 +95,6 @@ impl Profile {
 
     // ---- analyses -------------------------------------------------------------------------
 
-    /// `strato critical-path --json`: one row per rank (`ranks[]`, time per kind flattened
-    /// as `by_kind.<kind>`).
-    fn critical_path(&self, py: Python<'_>) -> PyResult<Table> {
-        let doc = py.detach(|| self.critical_path_doc())?;
-        Ok(table_of(
-            "critical_path",
-            &doc,
-            shape(&["ranks"], &[]),
-            None,
-        ))
-    }
-
-    /// The events on the critical path (`ranks[].events[]`).
-    fn critical_path_events(&self, py: Python<'_>) -> PyResult<Table> {
-        let doc = py.detach(|| self.critical_path_doc())?;
-        Ok(table_of(
-            "critical_path_events",
-            &doc,
-            shape(&["ranks", "events"], &[]),
-            None,
-        ))
-    }
-
-    /// `strato advise --json`: one row per finding (`findings[]`).
-    #[pyo3(signature = (*, floor = None, all = false, disable = Vec::new()))]
-    fn findings(
-        &self,
-        py: Python<'_>,
-        floor: Option<f64>,
-        all: bool,
-        disable: Vec<String>,
-    ) -> PyResult<Table> {
-        let doc = py.detach(|| self.findings_doc(floor, all, disable))?;
-        Ok(table_of("findings", &doc, shape(&["findings"], &[]), None))
-    }
-
     /// `strato diff SELF OTHER --json`: one row per operation (`operations[]`, the delta
     /// flattened as `delta.a_ns`, ...).
     #[pyo3(signature = (other, *, per_step = false))]
@@ -216,10 +134,18 @@ impl Profile {
             ))
         })?;
         let spec = analysis.table(table).map_err(OpenError::from)?;
-        let values = option_texts(options)?;
+        let values =
+            strato_engine::registry::Registered::options_for_table(spec, &option_texts(options)?);
         let outcome = py
             .detach(|| analysis.run_trace(&self.trace, &values))
-            .map_err(OpenError::from)?;
+            .map_err(|e| match e {
+                // Why it cannot run on this profile, after the profile's name (as the CLI's
+                // line names the input).
+                strato_engine::EngineError::Analysis(why) => {
+                    OpenError::Analysis(format!("{}: {why}", self.label))
+                }
+                e => OpenError::from(e),
+            })?;
         let svg = plots::of_table(spec.name, outcome.doc());
         Ok(Table::new(spec.name, outcome.batch(spec), svg))
     }
@@ -407,6 +333,7 @@ fn analyses(py: Python<'_>) -> PyResult<Vec<Py<pyo3::types::PyDict>>> {
             table.set_item("about", t.about)?;
             table.set_item("path", t.path.to_vec())?;
             table.set_item("inherit", t.inherit.to_vec())?;
+            table.set_item("options", t.options.to_vec())?;
             tables.append(table)?;
         }
         d.set_item("tables", tables)?;

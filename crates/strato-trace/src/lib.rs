@@ -22,6 +22,7 @@ mod model;
 pub mod names;
 mod notes;
 pub mod projection;
+pub mod secrets;
 mod source_format;
 mod strings;
 #[cfg(any(test, feature = "test-support"))]

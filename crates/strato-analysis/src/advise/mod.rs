@@ -27,6 +27,7 @@ pub mod host_sync;
 pub mod launch_bound;
 pub mod low_util;
 pub mod multi_rank;
+pub mod registration;
 pub mod small_copies;
 pub mod step_breakdown;
 pub mod sync_copy;
@@ -40,6 +41,7 @@ use crate::scope::is_device_work;
 
 pub use cross_rank::CrossRankEvidence;
 pub use multi_rank::{ExposedCommunication, MultiRankEvidence, StragglerObservation};
+pub use registration::{Advise, AdviseSettings};
 
 /// Where the rules' docs live; a finding links to `DOCS_PAGE#<rule id>`.
 pub const DOCS_PAGE: &str = "docs/advise.md";

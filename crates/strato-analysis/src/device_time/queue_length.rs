@@ -28,7 +28,8 @@ use strato_trace::{Level, Ns, RankId, Trace, TrackKind};
 use super::kernel_stats::saturated;
 use crate::analyzed::Analyzed;
 use crate::registry::{
-    merged_ranks, Analysis, OptionKind, OptionSpec, RankPart, RankRow, Reads, TableSpec,
+    merged_ranks, Analysis, AnalysisError, OptionKind, OptionSpec, RankPart, RankRow, Reads,
+    TableSpec,
 };
 
 /// CUDA's bound on launches pending on one stream: a launch beyond it blocks the CPU thread.
@@ -306,12 +307,14 @@ thread beyond 1024)",
             about: "one row per rank and stream",
             path: &["ranks", "streams"],
             inherit: &["rank"],
+            options: &[],
         },
         TableSpec {
             name: "queue_length_levels",
             about: "time per length band of each stream (adds up to its window)",
             path: &["ranks", "streams", "levels"],
             inherit: &["rank", "device", "stream"],
+            options: &[],
         },
     ];
     const RANK_BY_RANK: bool = true;
@@ -319,8 +322,11 @@ thread beyond 1024)",
     type Options = QueueLengthOptions;
     type Output = QueueLengthReport;
 
-    fn run(analyzed: &Analyzed<'_>, options: &QueueLengthOptions) -> QueueLengthReport {
-        queue_length(analyzed.trace(), options)
+    fn run(
+        analyzed: &Analyzed<'_>,
+        options: &QueueLengthOptions,
+    ) -> Result<QueueLengthReport, AnalysisError> {
+        Ok(queue_length(analyzed.trace(), options))
     }
 
     fn merge(

@@ -9,7 +9,6 @@ pub(crate) mod export;
 pub(crate) mod export_samples;
 pub(crate) mod hierarchy;
 pub(crate) mod import;
-pub(crate) mod info;
 pub(crate) mod measure;
 pub mod overhead;
 pub mod record;

@@ -4,6 +4,10 @@
 //! here. Output: the analysis's text, `--json` (its serde JSON), or `--csv`: the analysis's own
 //! CSV when it writes one and no `--table` is asked, else one of its tables (the main one
 //! unless `--table`; the same columns as Python's table and the SQL view).
+//!
+//! What the terminal adds to an analysis beyond its result is here by name, and only here:
+//! `critical-path --overlay OUT` ([`super::critical_path`]) and `advise --print-rules`
+//! ([`super::advise`]).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -11,7 +15,9 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::builder::PossibleValuesParser;
 use clap::{Arg, ArgAction, ArgMatches, Command};
-use strato_analysis::registry::{InReport, OptionKind};
+use strato_analysis::advise::Advise;
+use strato_analysis::paths::critical_path::CriticalPath;
+use strato_analysis::registry::{Analysis, InReport, OptionKind};
 use strato_engine::registry::Registered;
 
 use strato_analysis::text::table::Table;
@@ -89,8 +95,25 @@ pub(crate) fn command(analysis: &'static Registered) -> Command {
             OptionKind::Number => arg.value_name("X"),
             OptionKind::Positives => arg.value_name("X").action(ArgAction::Append),
             OptionKind::File { .. } => arg.value_name("FILE"),
+            // Checked by the engine, which names the word that is not one of them.
+            OptionKind::Words { what, words } => arg
+                .value_name(&*Box::leak(what.to_ascii_uppercase().into_boxed_str()))
+                .help(format!(
+                    "{} ({}s: {}){default}",
+                    option.help,
+                    what,
+                    words.join(", ")
+                ))
+                .action(ArgAction::Append),
+            OptionKind::Step => arg.value_name("N|all"),
         };
         command = command.arg(arg);
+    }
+    if analysis.name == CriticalPath::NAME {
+        command = super::critical_path::with_overlay(command);
+    }
+    if analysis.name == Advise::NAME {
+        command = super::advise::with_print_rules(command);
     }
     command
 }
@@ -102,6 +125,9 @@ pub(crate) fn run(
     ctx: &crate::ctx::Ctx,
     out: &mut dyn Write,
 ) -> Result<()> {
+    if analysis.name == Advise::NAME && super::advise::print_rules(matches, out)? {
+        return Ok(());
+    }
     let inputs: Vec<PathBuf> = matches
         .get_many::<PathBuf>("inputs")
         .map(|v| v.cloned().collect())
@@ -112,7 +138,10 @@ pub(crate) fn run(
             if matches.get_flag(option.name) {
                 options.push((option.name.to_owned(), "true".to_owned()));
             }
-        } else if matches!(option.kind, OptionKind::Positives) {
+        } else if matches!(
+            option.kind,
+            OptionKind::Positives | OptionKind::Words { .. }
+        ) {
             if let Some(values) = matches.get_many::<String>(option.name) {
                 let values: Vec<&str> = values.map(String::as_str).collect();
                 options.push((option.name.to_owned(), values.join(",")));
@@ -121,7 +150,18 @@ pub(crate) fn run(
             options.push((option.name.to_owned(), value.clone()));
         }
     }
-    let outcome = analysis.run(&ctx.engine, &inputs, &options)?;
+    // A table asked for is computed with the options it needs (`critical_path_steps`: every
+    // step unless `--step N`).
+    if let Some(name) = matches.get_one::<String>("table") {
+        options = Registered::options_for_table(analysis.table(Some(name))?, &options);
+    }
+    let overlay = (analysis.name == CriticalPath::NAME)
+        .then(|| super::critical_path::overlay_asked(matches))
+        .flatten();
+    let outcome = match &overlay {
+        Some(path) => super::critical_path::run_with_overlay(path, &inputs, &options, ctx)?,
+        None => analysis.run(&ctx.engine, &inputs, &options)?,
+    };
     if matches.get_flag("json") {
         writeln!(out, "{}", outcome.json())?;
     } else if matches.get_flag("csv") {
@@ -142,6 +182,9 @@ pub(crate) fn run(
         csv.write(out, ctx.table_format(true))?;
     } else {
         write!(out, "{}", outcome.text())?;
+        if let Some(path) = overlay {
+            writeln!(out, "\nwrote {}", path.display())?;
+        }
     }
     Ok(())
 }

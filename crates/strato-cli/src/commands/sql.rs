@@ -11,6 +11,7 @@
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::Duration;
+use strato_engine::registry::Registered;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
@@ -160,10 +161,12 @@ pub fn run(args: SqlArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Result<
         }
     };
     // The views of registered analyses (`strato_engine::registry`) the query names, computed
-    // over the same inputs (default options) and held in memory for this query only.
+    // over the same inputs (default options, and those the table is computed with) and held in
+    // memory for this query only.
     for name in session.table_references(&query)? {
         if let Some((analysis, table)) = strato_engine::registry::find_table(&name) {
-            let outcome = analysis.run(&ctx.engine, &inputs, &[])?;
+            let options = Registered::options_for_table(table, &[]);
+            let outcome = analysis.run(&ctx.engine, &inputs, &options)?;
             session.add_table(table.name, outcome.batch(table))?;
         }
     }

@@ -5,7 +5,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{breakdown, BreakdownOptions, BreakdownReport};
 use crate::analyzed::Analyzed;
-use crate::registry::{Analysis, InReport, OptionKind, OptionSpec, Reads, TableSpec};
+use crate::registry::{
+    Analysis, AnalysisError, InReport, OptionKind, OptionSpec, Reads, TableSpec,
+};
 
 /// The operation-scoped CPU/GPU breakdown per process and its language transitions.
 #[derive(Debug)]
@@ -65,24 +67,28 @@ the device work attributed to it; rows sum to it exactly";
 to the process's window",
             path: &["processes", "rows"],
             inherit: &["rank", "pid"],
+            options: &[],
         },
         TableSpec {
             name: "breakdown_processes",
             about: "one row per process: its window and attribution counts",
             path: &["processes"],
             inherit: &[],
+            options: &[],
         },
         TableSpec {
             name: "operations",
             about: "one row per process and operation: CPU / CPU+GPU / GPU / idle time",
             path: &["processes", "operations"],
             inherit: &["rank", "pid"],
+            options: &[],
         },
         TableSpec {
             name: "transitions",
             about: "one row per process, operation and language transition, with its count",
             path: &["processes", "transitions"],
             inherit: &["rank", "pid"],
+            options: &[],
         },
     ];
     const READS: Reads = Reads::SPANS;
@@ -91,13 +97,16 @@ to the process's window",
     type Options = BreakdownSettings;
     type Output = BreakdownReport;
 
-    fn run(analyzed: &Analyzed<'_>, settings: &BreakdownSettings) -> BreakdownReport {
-        breakdown(
+    fn run(
+        analyzed: &Analyzed<'_>,
+        settings: &BreakdownSettings,
+    ) -> Result<BreakdownReport, AnalysisError> {
+        Ok(breakdown(
             analyzed,
             &BreakdownOptions {
                 per_step: settings.per_step,
             },
-        )
+        ))
     }
 
     fn render_text(report: &BreakdownReport, settings: &BreakdownSettings) -> String {

@@ -5,7 +5,7 @@ use std::io::{self, Write};
 
 use super::{report, Attribution, HierarchyReport};
 use crate::analyzed::Analyzed;
-use crate::registry::{Analysis, Events, NoOptions, OptionSpec, Reads, TableSpec};
+use crate::registry::{Analysis, AnalysisError, Events, NoOptions, OptionSpec, Reads, TableSpec};
 use crate::text::table::Table;
 use crate::text::units::pct;
 
@@ -30,6 +30,7 @@ call, a framework op and an annotation";
         about: "one row per rank: device ops and kernels reaching a launch, an op, an annotation",
         path: &["ranks"],
         inherit: &[],
+        options: &[],
     }];
     /// Every event (graph node links are flows), no attributes.
     const READS: Reads = Reads {
@@ -39,8 +40,8 @@ call, a framework op and an annotation";
     type Options = NoOptions;
     type Output = HierarchyReport;
 
-    fn run(analyzed: &Analyzed<'_>, _: &NoOptions) -> HierarchyReport {
-        report(analyzed)
+    fn run(analyzed: &Analyzed<'_>, _: &NoOptions) -> Result<HierarchyReport, AnalysisError> {
+        Ok(report(analyzed))
     }
 
     fn render_text(report: &HierarchyReport, _: &NoOptions) -> String {

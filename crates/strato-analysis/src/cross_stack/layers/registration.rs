@@ -11,7 +11,9 @@ use super::text::{device_line, notes, roof_cells};
 use super::{layers, KernelRow, LayerSource, LayersOptions, LayersReport};
 use crate::analyzed::Analyzed;
 use crate::cross_stack::modules::{modules, modules_table, ModulesReport};
-use crate::registry::{Analysis, InReport, OptionKind, OptionSpec, Reads, TableSpec};
+use crate::registry::{
+    Analysis, AnalysisError, InReport, OptionKind, OptionSpec, Reads, TableSpec,
+};
 use crate::text::table::{Table, TableFormat};
 use crate::text::units::{fit, ms_num, opt, us_num};
 
@@ -128,18 +130,21 @@ module tree)",
             about: "one row per layer name: occurrences, CPU and GPU latency, kernels, roofline",
             path: &["layers"],
             inherit: &[],
+            options: &[],
         },
         TableSpec {
             name: "layer_kernels",
             about: "one row per kernel name: durations, launch dimensions, roofline",
             path: &["kernels"],
             inherit: &[],
+            options: &[],
         },
         TableSpec {
             name: "layer_steps",
             about: "one row per step of each process: CPU, end-to-end and GPU busy time",
             path: &["steps"],
             inherit: &[],
+            options: &[],
         },
     ];
     const READS: Reads = Reads::EVERYTHING;
@@ -161,20 +166,23 @@ module tree)",
         Ok(())
     }
 
-    fn run(analyzed: &Analyzed<'_>, settings: &LayersSettings) -> LayersResult {
+    fn run(
+        analyzed: &Analyzed<'_>,
+        settings: &LayersSettings,
+    ) -> Result<LayersResult, AnalysisError> {
         let source = match settings.by {
             LayerBy::Op => LayerSource::Op,
             LayerBy::Annotation => LayerSource::Annotation,
-            LayerBy::Module => return LayersResult::Modules(modules(analyzed)),
+            LayerBy::Module => return Ok(LayersResult::Modules(modules(analyzed))),
         };
-        LayersResult::Layers(Box::new(layers(
+        Ok(LayersResult::Layers(Box::new(layers(
             analyzed,
             &LayersOptions {
                 source,
                 trim: settings.trim,
                 batch_size: settings.batch_size,
             },
-        )))
+        ))))
     }
 
     fn render_text(result: &LayersResult, settings: &LayersSettings) -> String {

@@ -11,7 +11,9 @@ use strato_trace::Ns;
 use super::text::{device_line, notes};
 use super::{layers, LayerSource, LayersOptions, LayersReport, Roofline};
 use crate::analyzed::Analyzed;
-use crate::registry::{Analysis, InReport, OptionKind, OptionSpec, Reads, TableSpec};
+use crate::registry::{
+    Analysis, AnalysisError, InReport, OptionKind, OptionSpec, Reads, TableSpec,
+};
 use crate::text::table::{Table, TableFormat};
 use crate::text::units::{fit, ms_num, opt};
 
@@ -84,6 +86,7 @@ roofline: see `strato layers --by module`)",
 bound",
         path: &["rows"],
         inherit: &[],
+        options: &[],
     }];
     const READS: Reads = Reads::EVERYTHING;
     /// The report's roofline section (its plot).
@@ -91,15 +94,18 @@ bound",
     type Options = RooflineSettings;
     type Output = RooflineResult;
 
-    fn run(analyzed: &Analyzed<'_>, settings: &RooflineSettings) -> RooflineResult {
-        RooflineResult(layers(
+    fn run(
+        analyzed: &Analyzed<'_>,
+        settings: &RooflineSettings,
+    ) -> Result<RooflineResult, AnalysisError> {
+        Ok(RooflineResult(layers(
             analyzed,
             &LayersOptions {
                 source: settings.by,
                 trim: 0.1,
                 batch_size: None,
             },
-        ))
+        )))
     }
 
     fn render_text(result: &RooflineResult, settings: &RooflineSettings) -> String {

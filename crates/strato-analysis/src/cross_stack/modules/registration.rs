@@ -5,7 +5,7 @@ use std::io::{self, Write};
 
 use super::{modules, ModulesReport};
 use crate::analyzed::Analyzed;
-use crate::registry::{Analysis, InReport, NoOptions, OptionSpec, Reads, TableSpec};
+use crate::registry::{Analysis, AnalysisError, InReport, NoOptions, OptionSpec, Reads, TableSpec};
 use crate::text::table::{Table, TableFormat};
 use crate::text::units::{fit, ms_num, us_num};
 
@@ -30,6 +30,7 @@ recomputed under backward";
         about: "one row per nn.Module class: instances, calls, CPU and device time, spread",
         path: &["modules"],
         inherit: &[],
+        options: &[],
     }];
     const READS: Reads = Reads::EVERYTHING;
     /// The report's modules section.
@@ -37,8 +38,8 @@ recomputed under backward";
     type Options = NoOptions;
     type Output = ModulesReport;
 
-    fn run(analyzed: &Analyzed<'_>, _: &NoOptions) -> ModulesReport {
-        modules(analyzed)
+    fn run(analyzed: &Analyzed<'_>, _: &NoOptions) -> Result<ModulesReport, AnalysisError> {
+        Ok(modules(analyzed))
     }
 
     fn render_text(report: &ModulesReport, _: &NoOptions) -> String {

@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 use super::{ops, OpRow, OpsReport};
 use crate::analyzed::Analyzed;
 use crate::models::devices::DeviceSpec;
-use crate::registry::{Analysis, InReport, OptionKind, OptionSpec, Reads, TableSpec};
+use crate::registry::{
+    Analysis, AnalysisError, InReport, OptionKind, OptionSpec, Reads, TableSpec,
+};
 use crate::text::table::{Table, TableFormat};
 use crate::text::units::{fit, ms_num, opt, us_num};
 
@@ -81,12 +83,14 @@ docs/analyses/ops.md)",
 count, device time, FLOPs, bytes, % of peak, bound",
             path: &["ops"],
             inherit: &[],
+            options: &[],
         },
         TableSpec {
             name: "ops_devices",
             about: "one row per device: its name and the device table entry the peaks come from",
             path: &["devices"],
             inherit: &[],
+            options: &[],
         },
     ];
     const READS: Reads = Reads::EVERYTHING;
@@ -99,10 +103,10 @@ third to the report's time and 45% to its memory (issue 28); run `strato ops`",
     type Options = OpsSettings;
     type Output = OpsReport;
 
-    fn run(analyzed: &Analyzed<'_>, settings: &OpsSettings) -> OpsReport {
+    fn run(analyzed: &Analyzed<'_>, settings: &OpsSettings) -> Result<OpsReport, AnalysisError> {
         // The engine has checked the spec's text (`check_device_spec`).
         let spec = (settings.device_spec.as_deref()).and_then(|t| DeviceSpec::from_json(t).ok());
-        ops(analyzed, spec.as_ref())
+        Ok(ops(analyzed, spec.as_ref()))
     }
 
     fn render_text(report: &OpsReport, settings: &OpsSettings) -> String {

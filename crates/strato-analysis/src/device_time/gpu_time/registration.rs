@@ -11,8 +11,8 @@ use strato_trace::Trace;
 use super::{gpu_time, DeviceExposure, GpuTimeOptions, GpuTimeReport, GpuTimeStream, Window};
 use crate::analyzed::Analyzed;
 use crate::registry::{
-    merged_ranks, Analysis, Events, InReport, OptionKind, OptionSpec, RankPart, RankRow, Reads,
-    Stream, TableSpec,
+    merged_ranks, Analysis, AnalysisError, Events, InReport, OptionKind, OptionSpec, RankPart,
+    RankRow, Reads, Stream, TableSpec,
 };
 use crate::text::units::{fit, ms};
 
@@ -82,18 +82,21 @@ and rounding",
             about: "one row per rank: idle / compute / non-compute time and shares",
             path: &["ranks"],
             inherit: &["window"],
+            options: &[],
         },
         TableSpec {
             name: "gpu_time_streams",
             about: "idle time per rank and stream: host wait, kernel wait, other",
             path: &["ranks", "streams"],
             inherit: &["rank"],
+            options: &[],
         },
         TableSpec {
             name: "gpu_time_exposure",
             about: "exposed communication per rank and device that ran work (whole window)",
             path: &["ranks", "exposure"],
             inherit: &["rank"],
+            options: &[],
         },
     ];
     const RANK_BY_RANK: bool = true;
@@ -107,8 +110,11 @@ and rounding",
     type Options = GpuTimeSettings;
     type Output = GpuTimeReport;
 
-    fn run(analyzed: &Analyzed<'_>, settings: &GpuTimeSettings) -> GpuTimeReport {
-        gpu_time(analyzed.trace(), &settings.options())
+    fn run(
+        analyzed: &Analyzed<'_>,
+        settings: &GpuTimeSettings,
+    ) -> Result<GpuTimeReport, AnalysisError> {
+        Ok(gpu_time(analyzed.trace(), &settings.options()))
     }
 
     fn merge(

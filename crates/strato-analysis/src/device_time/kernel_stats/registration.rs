@@ -8,8 +8,8 @@ use strato_trace::Trace;
 use super::{kernel_stats, KernelStatsReport, KernelStatsStream, Latency, StatRow};
 use crate::analyzed::Analyzed;
 use crate::registry::{
-    merged_ranks, Analysis, InReport, OptionKind, OptionSpec, RankPart, RankRow, Reads, Stream,
-    TableSpec,
+    merged_ranks, Analysis, AnalysisError, InReport, OptionKind, OptionSpec, RankPart, RankRow,
+    Reads, Stream, TableSpec,
 };
 use crate::text::table::{Table, TableFormat};
 use crate::text::units::{fit_ascii, us};
@@ -56,18 +56,21 @@ device-side syncs excluded)";
             about: "one row per rank and kernel name, ranked by total time",
             path: &["ranks", "kernels"],
             inherit: &["rank"],
+            options: &[],
         },
         TableSpec {
             name: "kernel_ops",
             about: "one row per rank and launching op, ranked by the device time it launched",
             path: &["ranks", "ops"],
             inherit: &["rank"],
+            options: &[],
         },
         TableSpec {
             name: "kernel_latencies",
             about: "one row per rank: device ops and time, launch / queue / submit latencies",
             path: &["ranks"],
             inherit: &[],
+            options: &[],
         },
     ];
     const RANK_BY_RANK: bool = true;
@@ -81,8 +84,11 @@ device-side syncs excluded)";
     type Options = KernelsOptions;
     type Output = KernelStatsReport;
 
-    fn run(analyzed: &Analyzed<'_>, options: &KernelsOptions) -> KernelStatsReport {
-        kernel_stats(analyzed.trace(), options.top)
+    fn run(
+        analyzed: &Analyzed<'_>,
+        options: &KernelsOptions,
+    ) -> Result<KernelStatsReport, AnalysisError> {
+        Ok(kernel_stats(analyzed.trace(), options.top))
     }
 
     fn merge(

@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{memory, MemoryOptions, MemoryReport};
 use crate::analyzed::Analyzed;
-use crate::registry::{Analysis, InReport, OptionKind, OptionSpec, Reads, TableSpec};
+use crate::registry::{
+    Analysis, AnalysisError, InReport, OptionKind, OptionSpec, Reads, TableSpec,
+};
 use crate::text::table::{Table, TableFormat};
 
 /// Allocated bytes per device over time, top allocating ops, host<->device copies.
@@ -73,12 +75,14 @@ when), top allocating ops, host<->device copies by direction (sizes, bandwidth o
             about: "one row per device's allocation series: samples, peak and when, capacity",
             path: &["devices"],
             inherit: &[],
+            options: &[],
         },
         TableSpec {
             name: "memory_copies",
             about: "copies per rank, device and direction: count, time, bytes, bandwidth",
             path: &["copies"],
             inherit: &[],
+            options: &[],
         },
     ];
     const READS: Reads = Reads::EVERYTHING;
@@ -87,15 +91,18 @@ when), top allocating ops, host<->device copies by direction (sizes, bandwidth o
     type Options = MemorySettings;
     type Output = MemoryReport;
 
-    fn run(analyzed: &Analyzed<'_>, settings: &MemorySettings) -> MemoryReport {
-        memory(
+    fn run(
+        analyzed: &Analyzed<'_>,
+        settings: &MemorySettings,
+    ) -> Result<MemoryReport, AnalysisError> {
+        Ok(memory(
             analyzed.trace(),
             &MemoryOptions {
                 max_points: settings.max_points,
                 bandwidth_bins: settings.bins,
                 top_ops: settings.top,
             },
-        )
+        ))
     }
 
     fn render_text(report: &MemoryReport, _: &MemorySettings) -> String {

@@ -8,7 +8,9 @@ use serde_json::{json, Map, Value};
 
 use super::{util, UtilReport, DEFAULT_PERIODS_S};
 use crate::analyzed::Analyzed;
-use crate::registry::{Analysis, Events, InReport, OptionKind, OptionSpec, Reads, TableSpec};
+use crate::registry::{
+    Analysis, AnalysisError, Events, InReport, OptionKind, OptionSpec, Reads, TableSpec,
+};
 use crate::text::table::Table;
 use crate::text::units::ms_num;
 
@@ -56,6 +58,7 @@ sampled figure beside true device-busy time, per device";
         about: "one row per device: window, busy time, true busy %, sampled % per period",
         path: &["devices"],
         inherit: &[],
+        options: &[],
     }];
     /// Every event (the window spans the rank's), no attributes.
     const READS: Reads = Reads {
@@ -67,13 +70,13 @@ sampled figure beside true device-busy time, per device";
     type Options = UtilSettings;
     type Output = UtilResult;
 
-    fn run(analyzed: &Analyzed<'_>, settings: &UtilSettings) -> UtilResult {
+    fn run(analyzed: &Analyzed<'_>, settings: &UtilSettings) -> Result<UtilResult, AnalysisError> {
         let periods = if settings.period.is_empty() {
             DEFAULT_PERIODS_S.to_vec()
         } else {
             settings.period.clone()
         };
-        UtilResult(util(analyzed.trace(), &periods))
+        Ok(UtilResult(util(analyzed.trace(), &periods)))
     }
 
     fn render_text(result: &UtilResult, _: &UtilSettings) -> String {

@@ -17,7 +17,9 @@ use super::{
 };
 use crate::analyzed::Analyzed;
 use crate::distributed::clock_align::RankClock;
-use crate::registry::{Analysis, Events, InReport, OptionKind, OptionSpec, Reads, TableSpec};
+use crate::registry::{
+    Analysis, AnalysisError, Events, InReport, OptionKind, OptionSpec, Reads, TableSpec,
+};
 use crate::text::table::Table;
 use crate::text::units::{fit_ascii, us};
 
@@ -84,18 +86,21 @@ rank";
 transfer, bandwidths",
             path: &["collectives"],
             inherit: &[],
+            options: &[],
         },
         TableSpec {
             name: "collectives_ranks",
             about: "one row per rank: arrivals, times last, waits, imposed waits",
             path: &["ranks"],
             inherit: &[],
+            options: &[],
         },
         TableSpec {
             name: "stragglers",
             about: "the worst late arrivals with what the late rank was doing (cause.*)",
             path: &["stragglers"],
             inherit: &[],
+            options: &[],
         },
     ];
     /// Spans, with the args of kernels, API calls and collectives' CPU ops (where collective
@@ -109,14 +114,17 @@ transfer, bandwidths",
     type Options = CollectivesSettings;
     type Output = CollectivesResult;
 
-    fn run(analyzed: &Analyzed<'_>, settings: &CollectivesSettings) -> CollectivesResult {
+    fn run(
+        analyzed: &Analyzed<'_>,
+        settings: &CollectivesSettings,
+    ) -> Result<CollectivesResult, AnalysisError> {
         let trace = analyzed.trace();
         // A process driving several GPUs: one rank per device, as NCCL numbers them.
         let split = split_multi_device_ranks(trace);
-        CollectivesResult(collectives(
+        Ok(CollectivesResult(collectives(
             split.as_ref().unwrap_or(trace),
             &settings.options(),
-        ))
+        )))
     }
 
     fn render_text(result: &CollectivesResult, _: &CollectivesSettings) -> String {

@@ -45,12 +45,16 @@
 //! reports), `options.rs` (its cross-rank input), `graph.rs` (nodes, edges, event kinds),
 //! `rank_edges.rs` (one rank's CPU, launch, stream and synchronisation edges),
 //! `collective_edges.rs` (edges across ranks), `search.rs` (the longest path; the whole
-//! trace), `window.rs` (a path inside a window), `steps.rs` (per-step windows).
+//! trace), `window.rs` (a path inside a window), `steps.rs` (per-step windows), `json.rs`
+//! (the result as the front ends present it) and `registration.rs` (the registered analysis:
+//! options, tables, text).
 
 mod collective_edges;
 mod graph;
+pub mod json;
 mod options;
 mod rank_edges;
+pub mod registration;
 mod search;
 mod shapes;
 mod steps;
@@ -61,6 +65,7 @@ pub use options::{
     instances_from_matched, match_collectives_by_name_order, CollectiveInstance, CollectiveMember,
     CriticalPathOptions,
 };
+pub use registration::{CriticalPath, CriticalPathResult, CriticalPathSettings};
 pub use search::critical_path;
 pub use shapes::{
     CriticalPathError, CriticalPathReport, GraphStats, PathEvent, PathKind, PathSegment,

@@ -10,7 +10,9 @@ use super::{
     LoopReport, NoLoop, StepCheck,
 };
 use crate::analyzed::Analyzed;
-use crate::registry::{Analysis, Events, InReport, OptionKind, OptionSpec, Reads, TableSpec};
+use crate::registry::{
+    Analysis, AnalysisError, Events, InReport, OptionKind, OptionSpec, Reads, TableSpec,
+};
 use crate::text::table::{Table, TableFormat};
 use crate::text::units::{fit_ascii, ms_num, us};
 use strato_trace::projection::ArgsScope;
@@ -147,12 +149,14 @@ pattern qualifies)",
 and loop",
             path: &["sequences", "iterations"],
             inherit: &["rank_index", "rank", "pid", "device", "stream", "loop"],
+            options: &[],
         },
         TableSpec {
             name: "iteration_loops",
             about: "one row per mined loop of a stream: pattern, i, eps, k0, summary",
             path: &["sequences"],
             inherit: &[],
+            options: &[],
         },
     ];
     /// Spans, and only device ops' args (queue times, copy bytes).
@@ -165,7 +169,10 @@ and loop",
     type Options = IterationsSettings;
     type Output = IterationsResult;
 
-    fn run(analyzed: &Analyzed<'_>, settings: &IterationsSettings) -> IterationsResult {
+    fn run(
+        analyzed: &Analyzed<'_>,
+        settings: &IterationsSettings,
+    ) -> Result<IterationsResult, AnalysisError> {
         let trace = analyzed.trace();
         let options = IterationOptions {
             iterations: settings.iterations.clone(),
@@ -189,7 +196,7 @@ and loop",
                 check_against_steps(trace, &same)
             })
             .collect();
-        IterationsResult { report, checks }
+        Ok(IterationsResult { report, checks })
     }
 
     fn render_text(result: &IterationsResult, settings: &IterationsSettings) -> String {

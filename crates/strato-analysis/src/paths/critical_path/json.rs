@@ -1,11 +1,13 @@
-//! The JSON shape of `strato critical-path --json` (whole trace, and `--step`) and of
-//! `Profile.critical_path()` in Python (one definition: both serialise it).
+//! The result of the registered `critical-path` as every front end presents it: the JSON of
+//! `strato critical-path --json` (whole trace, and `--step`), Python's tables and the SQL views
+//! are this one serde shape ([`super::registration`]).
 
 use serde::Serialize;
-use strato_analysis::paths::critical_path::{
-    CriticalPathReport, PathKind, RankCriticalPath, StepCriticalPath, WindowComposition,
-};
 use strato_trace::Ns;
+
+use super::shapes::{CriticalPathReport, PathKind, RankCriticalPath};
+use super::steps::StepCriticalPath;
+use super::window::WindowComposition;
 
 #[derive(Debug, Serialize)]
 pub struct StepsJson {
@@ -19,7 +21,7 @@ pub struct StepJson {
     pub step: String,
     pub number: u64,
     pub ranks: Vec<StepRankJson>,
-    pub graph: strato_analysis::paths::critical_path::GraphStats,
+    pub graph: super::shapes::GraphStats,
 }
 
 #[derive(Debug, Serialize)]
@@ -58,7 +60,7 @@ pub struct ReportJson {
     /// How collectives were matched across ranks (`null` with one rank).
     pub collectives: Option<CollectivesJson>,
     pub ranks: Vec<RankJson>,
-    pub graph: strato_analysis::paths::critical_path::GraphStats,
+    pub graph: super::shapes::GraphStats,
 }
 
 #[derive(Debug, Serialize)]
