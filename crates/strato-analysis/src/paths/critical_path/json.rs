@@ -101,44 +101,40 @@ pub fn collectives_json(ranks: usize, instances: usize) -> Option<CollectivesJso
     })
 }
 
-pub fn report_json(
-    report: &CriticalPathReport,
-    collectives: Option<CollectivesJson>,
-) -> ReportJson {
+/// The whole trace's result; takes the report's paths (their names move, their segments
+/// are dropped as each rank is converted, so the two shapes are not held side by side).
+pub fn report_json(report: CriticalPathReport, collectives: Option<CollectivesJson>) -> ReportJson {
     ReportJson {
         window: "whole trace",
         collectives,
         graph: report.graph,
-        ranks: report.ranks.iter().map(rank_json).collect(),
+        ranks: report.ranks.into_iter().map(rank_json).collect(),
     }
 }
 
-pub fn rank_json(r: &RankCriticalPath) -> RankJson {
+/// One rank's path (consumed: see [`report_json`]).
+pub fn rank_json(r: RankCriticalPath) -> RankJson {
     RankJson {
         rank: r.rank,
-        source: r.source.clone(),
         length_ns: r.length_ns,
         start_ns: r.start_ns,
         end_ns: r.end_ns,
         work_ns: r.work_ns,
-        by_kind: r
-            .by_kind
-            .iter()
-            .map(|(k, v)| (k.as_str().to_owned(), (*v).into()))
-            .collect(),
+        by_kind: kinds_json(&r.by_kind),
         events: r
             .events
-            .iter()
+            .into_iter()
             .map(|e| EventJson {
-                name: e.name.clone(),
+                kind: e.kind.as_str(),
                 start_ns: e.start_ns,
                 end_ns: e.end_ns,
-                kind: e.kind.as_str(),
                 rank: e.rank,
+                name: e.name,
             })
             .collect(),
         backward_edges: r.backward_edges,
-        note: r.note.clone(),
+        source: r.source,
+        note: r.note,
     }
 }
 
@@ -175,22 +171,23 @@ pub fn window_json(w: &WindowComposition) -> WindowJson {
     }
 }
 
-pub fn steps_json(steps: &[StepCriticalPath], collectives: Option<CollectivesJson>) -> StepsJson {
+/// The per-step result; takes the steps' paths (see [`report_json`]).
+pub fn steps_json(steps: Vec<StepCriticalPath>, collectives: Option<CollectivesJson>) -> StepsJson {
     StepsJson {
         window: "per ProfilerStep#N: the step annotation's start to the latest end of its CPU ops and of the device ops they launched",
         collectives,
         steps: steps
-            .iter()
+            .into_iter()
             .map(|s| StepJson {
-                step: s.step.clone(),
+                step: s.step,
                 number: s.number,
                 graph: s.graph,
                 ranks: s
                     .ranks
-                    .iter()
+                    .into_iter()
                     .map(|r| StepRankJson {
-                        path: rank_json(&r.path),
                         window: window_json(&r.window),
+                        path: rank_json(r.path),
                     })
                     .collect(),
             })

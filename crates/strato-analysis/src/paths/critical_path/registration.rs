@@ -71,11 +71,19 @@ pub fn job_of(trace: &Trace) -> Cow<'_, Trace> {
 /// The whole trace's path of `job` ([`job_of`]): the typed report (for what a front end draws
 /// from it, such as an overlay) and the result the registry presents.
 pub fn whole_trace(job: &Trace) -> Result<(CriticalPathReport, CriticalPathResult), AnalysisError> {
+    let (report, collectives) = whole_report(job)?;
+    let result = CriticalPathResult::Whole(report_json(report.clone(), collectives));
+    Ok((report, result))
+}
+
+/// The whole trace's path of `job` and how its collectives were matched.
+fn whole_report(
+    job: &Trace,
+) -> Result<(CriticalPathReport, Option<CollectivesJson>), AnalysisError> {
     let options = CriticalPathOptions::matched(job);
     let collectives = collectives_of(job, &options);
     let report = critical_path(job, &options).map_err(|e| AnalysisError(e.to_string()))?;
-    let result = CriticalPathResult::Whole(report_json(&report, collectives));
-    Ok((report, result))
+    Ok((report, collectives))
 }
 
 fn collectives_of(job: &Trace, options: &CriticalPathOptions) -> Option<CollectivesJson> {
@@ -112,7 +120,7 @@ fn per_step(job: &Trace, step: &str) -> Result<CriticalPathResult, AnalysisError
     let steps =
         critical_path_steps(job, &options, only).map_err(|e| AnalysisError(e.to_string()))?;
     Ok(CriticalPathResult::Steps(steps_json(
-        &steps,
+        steps,
         collectives_of(job, &options),
     )))
 }
@@ -190,7 +198,8 @@ to the window";
     ) -> Result<CriticalPathResult, AnalysisError> {
         let job = job_of(analyzed.trace());
         if settings.step.is_empty() {
-            whole_trace(&job).map(|(_, result)| result)
+            let (report, collectives) = whole_report(&job)?;
+            Ok(CriticalPathResult::Whole(report_json(report, collectives)))
         } else {
             per_step(&job, &settings.step)
         }
@@ -381,7 +390,7 @@ mod tests {
         let report = critical_path(&trace, &CriticalPathOptions::matched(&trace)).unwrap();
         assert_eq!(
             serde_json::to_value(&result).unwrap(),
-            serde_json::to_value(report_json(&report, None)).unwrap()
+            serde_json::to_value(report_json(report, None)).unwrap()
         );
         let rank = &result.ranks[0];
         let kinds: Ns = PathKind::ALL
