@@ -7,6 +7,7 @@ mod registration;
 use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
+use strato_trace::metadata::RecordedFile;
 use strato_trace::{ImportNotes, Ns, SourceFormat, Trace, TrackKind};
 
 pub use registration::{shared_rank_claims, Info, InfoReport};
@@ -217,14 +218,11 @@ pub fn info_with(trace: &Trace, counts: EventCounts) -> TraceInfo {
                 name: p.name.clone(),
                 threads: 0,
                 spans: 0,
-                notes: entries
-                    .iter()
-                    .filter_map(|e| e["note"].as_str().map(str::to_owned))
-                    .collect(),
+                notes: entries.iter().filter_map(|e| e.note.clone()).collect(),
                 os: process_os(&entries),
                 cpu_samples: entries
                     .iter()
-                    .filter_map(|e| e["metadata"]["strato.samples"]["samples"].as_u64())
+                    .filter_map(|e| e.metadata.samples()?.samples)
                     .reduce(|a, b| a + b),
             }
         })
@@ -298,51 +296,39 @@ pub fn info_with(trace: &Trace, counts: EventCounts) -> TraceInfo {
     }
 }
 
-/// The `strato` importer's entries of every process of every `strato` rank, by (rank, pid)
-/// (the rank metadata's `processes[]`: one per file of the process, e.g. its OpenCL layer's
-/// and its OS file), with each file's note and collector metadata.
-fn recording_entries(trace: &Trace) -> HashMap<(u32, i64), Vec<serde_json::Value>> {
-    let mut by_process: HashMap<(u32, i64), Vec<serde_json::Value>> = HashMap::new();
+/// The recorded files of every process of every `strato` rank, by (rank, pid): one per file
+/// of the process (e.g. its OpenCL layer's and its OS file), each with its note and collector
+/// figures.
+fn recording_entries(trace: &Trace) -> HashMap<(u32, i64), Vec<&RecordedFile>> {
+    let mut by_process: HashMap<(u32, i64), Vec<&RecordedFile>> = HashMap::new();
     for (rank, r) in trace.ranks.iter().enumerate() {
-        let Some(mut meta) = r
-            .metadata_json
-            .as_deref()
+        let Some(meta) = r
+            .metadata
+            .recording()
             .filter(|_| r.format == SourceFormat::Strato)
-            .and_then(|m| serde_json::from_str::<serde_json::Value>(m).ok())
         else {
             continue;
         };
-        if let serde_json::Value::Array(entries) = meta["processes"].take() {
-            for e in entries {
-                if let Some(pid) = e["pid"].as_i64() {
-                    by_process.entry((rank as u32, pid)).or_default().push(e);
-                }
-            }
+        for e in &meta.processes {
+            by_process.entry((rank as u32, e.pid)).or_default().push(e);
         }
     }
     by_process
 }
 
 /// The OS-level counts of a process's files (`strato.os` metadata); None when none has it.
-fn process_os(entries: &[serde_json::Value]) -> Option<ProcessOs> {
+fn process_os(entries: &[&RecordedFile]) -> Option<ProcessOs> {
     let mut found = None;
-    for os in entries.iter().map(|e| &e["metadata"]["strato.os"]) {
-        if !os.is_object() {
-            continue;
-        }
+    for os in entries.iter().filter_map(|e| e.metadata.os()) {
         let total: &mut ProcessOs = found.get_or_insert_with(ProcessOs::default);
-        let n = |k: &str| os[k].as_u64().unwrap_or(0);
-        total.switches += n("switches");
-        total.wakeups += n("wakeups");
-        total.migrations += n("migrations");
-        for call in os["syscalls"].as_array().into_iter().flatten() {
-            total.syscalls += call["count"].as_u64().unwrap_or(0);
+        total.switches += os.switches;
+        total.wakeups += os.wakeups;
+        total.migrations += os.migrations;
+        for call in &os.syscalls {
+            total.syscalls += call.count;
             // Recordings before `timed` existed counted only matched calls: all were timed.
-            total.syscalls_timed += call["timed"]
-                .as_u64()
-                .or_else(|| call["count"].as_u64())
-                .unwrap_or(0);
-            total.syscall_time_ns += call["time_ns"].as_u64().unwrap_or(0);
+            total.syscalls_timed += call.timed.unwrap_or(call.count);
+            total.syscall_time_ns += call.time_ns;
         }
     }
     found

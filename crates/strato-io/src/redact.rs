@@ -31,7 +31,7 @@
 //! Never redacted: version-like values (`2.40.3`), empty values and values the source already
 //! blanked (`REDACTED`, `<redacted>`, `***`, `xxx`, [`MARKER`] itself: redaction is idempotent).
 //!
-//! What is covered ([`redact_trace`]): each source's metadata (`Rank::metadata_json`), its host
+//! What is covered ([`redact_trace`]): each source's metadata (`Rank::metadata`), its host
 //! name, each device's name and extra properties, process names and labels, track (thread,
 //! queue) names, event names and categories (the string table: the text rules, the id kept,
 //! so every event naming a redacted text reads the marker; two names that redact to the same
@@ -43,6 +43,7 @@
 use std::collections::BTreeSet;
 
 use serde_json::Value;
+use strato_trace::metadata::{JsonObject, SourceMetadata};
 
 use strato_trace::secrets::{collect_marked, is_name_byte, is_secret_flag, marker_labels};
 pub use strato_trace::secrets::{
@@ -68,11 +69,19 @@ pub struct Redacted {
 pub fn redact_trace(trace: &mut Trace) -> Redacted {
     let mut names = BTreeSet::new();
     for rank in &mut trace.ranks {
-        redact_json_text(&mut rank.metadata_json, &mut names);
+        let mut text = rank.metadata.to_json();
+        if redact_json_text(&mut text, &mut names) {
+            let redacted = text.map(|t| SourceMetadata::from_json(&t, rank.format.clone()));
+            rank.metadata = redacted.and_then(Result::ok).unwrap_or_default();
+        }
         redact_name(&mut rank.host, "host", &mut names);
     }
     for device in &mut trace.devices {
-        redact_json_text(&mut device.extra_json, &mut names);
+        let mut text = (!device.extra.is_empty()).then(|| device.extra.to_json());
+        if redact_json_text(&mut text, &mut names) {
+            let redacted = text.map(|t| JsonObject::parse(&t));
+            device.extra = redacted.and_then(Result::ok).unwrap_or_default();
+        }
         redact_name(&mut device.name, "device name", &mut names);
     }
     for process in &mut trace.processes {
@@ -481,22 +490,27 @@ fn redact_name(text: &mut Option<String>, label: &str, names: &mut BTreeSet<Stri
     }
 }
 
-fn redact_json_text(text: &mut Option<String>, names: &mut BTreeSet<String>) {
-    let Some(t) = text.as_deref() else { return };
+fn redact_json_text(text: &mut Option<String>, names: &mut BTreeSet<String>) -> bool {
+    let Some(t) = text.as_deref() else {
+        return false;
+    };
     let Ok(mut value) = serde_json::from_str::<Value>(t) else {
         // Not JSON: the text rules still apply.
         if let Some(clean) = redact_text(t) {
             marker_labels("metadata", &clean, None, names);
             *text = Some(clean);
+            return true;
         }
-        return;
+        return false;
     };
     if redact_value(&mut value, "") {
         collect_marked(&value, "", names);
         if let Ok(new_text) = serde_json::to_string(&value) {
             *text = Some(new_text);
+            return true;
         }
     }
+    false
 }
 
 /// Redacts `value` (found under `key`) in place; true when something changed.
@@ -717,17 +731,14 @@ mod tests {
             source: "x".into(),
             format: SourceFormat::Kineto,
             host: None,
-            metadata_json: Some(
-                serde_json::json!({
-                    "env": {"HF_TOKEN": "hf_abc", "TOKENIZERS_PARALLELISM": "false",
-                            "WANDB_API_KEY": "REDACTED", "MAX_TOKEN": 5,
-                            "DB": "postgres://u:pw@db:5432/x", "DB_PASSWORD": 1234},
-                    "argv": ["python", "GH_TOKEN=ghp_123", "--lr=1", "--hf-token", "hf_x"],
-                    "cmdline": "env OPENAI_API_KEY=sk-1 python x.py",
-                    "pip_packages": ["google-auth==2.40.3", "SecretStorage==3.3.1"],
-                })
-                .to_string(),
-            ),
+            metadata: SourceMetadata::of_value(serde_json::json!({
+                "env": {"HF_TOKEN": "hf_abc", "TOKENIZERS_PARALLELISM": "false",
+                        "WANDB_API_KEY": "REDACTED", "MAX_TOKEN": 5,
+                        "DB": "postgres://u:pw@db:5432/x", "DB_PASSWORD": 1234},
+                "argv": ["python", "GH_TOKEN=ghp_123", "--lr=1", "--hf-token", "hf_x"],
+                "cmdline": "env OPENAI_API_KEY=sk-1 python x.py",
+                "pip_packages": ["google-auth==2.40.3", "SecretStorage==3.3.1"],
+            })),
             notes: Default::default(),
         });
         trace.devices.push(strato_trace::Device {
@@ -753,7 +764,7 @@ mod tests {
                 "device name (URL password)"
             ]
         );
-        let text = trace.ranks[0].metadata_json.clone().unwrap_or_default();
+        let text = trace.ranks[0].metadata.to_json().unwrap_or_default();
         for secret in ["hf_abc", "ghp_123", ":pw@", "hf_x", "sk-1", "1234"] {
             assert!(!text.contains(secret), "{secret} in {text}");
         }

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use prost::Message;
 use strato_io::export::{chrome, perfetto};
 use strato_io::ImportOptions;
+use strato_trace::metadata::SourceMetadata;
 use strato_trace::testing::{rank, TraceBuilder};
 use strato_trace::{Device, Level, Ns, Process, Rank, Span, SpanId, Trace, TrackId, TrackKind};
 
@@ -15,7 +16,8 @@ fn builder() -> TraceBuilder {
     let mut b = TraceBuilder::new();
     b.rank(Rank {
         world_size: Some(1),
-        metadata_json: Some("{\"traceName\":\"synthetic\"}".into()),
+        metadata: SourceMetadata::from_json("{\"traceName\":\"synthetic\"}", "kineto".into())
+            .unwrap(),
         ..rank(Some(0), "synthetic")
     });
     b

@@ -97,7 +97,7 @@ fn ncu_real_file_gemm_tiled() {
     assert_eq!(rank.format.as_str(), "ncu");
     assert_eq!(rank.host.as_deref(), Some("127.0.0.1"));
     // BOM and the 8 preamble lines (==PROF== and program output) were skipped and kept.
-    let meta: Value = serde_json::from_str(rank.metadata_json.as_deref().unwrap()).unwrap();
+    let meta: Value = serde_json::from_str(&rank.metadata.to_json().unwrap()).unwrap();
     let preamble = meta["preamble"].as_array().unwrap();
     assert_eq!(preamble.len(), 8);
     assert!(preamble[0]

@@ -175,11 +175,7 @@ fn nsys_real_file_counts_levels_and_links() {
         assert_eq!(d.memory_bandwidth_bytes_per_s, Some(2_039_040_000_000.0));
         assert_eq!(d.total_memory_bytes, Some(84_990_623_744));
         assert_eq!((d.compute_major, d.compute_minor), (Some(8), Some(0)));
-        assert!(d
-            .extra_json
-            .as_deref()
-            .unwrap()
-            .contains("\"chipName\":\"GA100\""));
+        assert!(d.extra.to_json().contains("\"chipName\":\"GA100\""));
     }
 
     // Rank, metadata, clock.
@@ -188,8 +184,7 @@ fn nsys_real_file_counts_levels_and_links() {
     assert_eq!(rank.format.as_str(), "nsys");
     assert_eq!(rank.source, path.display().to_string());
     assert_eq!(rank.host.as_deref(), Some("nid008553"));
-    let meta: serde_json::Value =
-        serde_json::from_str(rank.metadata_json.as_deref().unwrap()).unwrap();
+    let meta: serde_json::Value = serde_json::from_str(&rank.metadata.to_json().unwrap()).unwrap();
     assert_eq!(meta.as_object().unwrap().len(), 29);
     assert_eq!(meta["EXPORT_SCHEMA_VERSION"], "3.13.2");
     assert_eq!(meta["EXPORT_PRODUCT_VERSION"], "2024.5.1.113");
@@ -347,7 +342,7 @@ fn nsys_minimal_2023_export_imports_what_exists() {
 
     // Metadata from the <=2023 table name; no session start -> unknown clock, times as is.
     let meta: serde_json::Value =
-        serde_json::from_str(trace.ranks[0].metadata_json.as_deref().unwrap()).unwrap();
+        serde_json::from_str(&trace.ranks[0].metadata.to_json().unwrap()).unwrap();
     assert_eq!(meta["EXPORT_SCHEMA_VERSION"], "3.0.0");
     assert_eq!(trace.clock.reference, ClockDomain::Unknown);
     assert_eq!(trace.ranks[0].host, None);

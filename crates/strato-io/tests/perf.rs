@@ -198,7 +198,7 @@ fn perf_data_and_perf_script_of_a_real_run_give_the_same_known_states() {
     assert!(tracks.len() >= 2, "{tracks:?}");
     // Slow system calls are spans; the metadata counts every call.
     let meta: serde_json::Value =
-        serde_json::from_str(binary.ranks[0].metadata_json.as_deref().unwrap()).unwrap();
+        serde_json::from_str(&binary.ranks[0].metadata.to_json().unwrap()).unwrap();
     let calls = meta["syscalls"].as_array().unwrap();
     assert!(calls.iter().any(|c| c["name"] == "fsync"), "{calls:?}");
     assert!(binary
@@ -226,7 +226,7 @@ fn perf_default_clock_is_not_joined_and_mono_joins_a_recording() {
             source: "recording".into(),
             format: SourceFormat::Strato,
             host: None,
-            metadata_json: None,
+            metadata: strato_trace::metadata::SourceMetadata::None,
             notes: Default::default(),
         });
         tr.clock.reference = ClockDomain::Monotonic;

@@ -12,8 +12,7 @@ use strato_record::{self as rec, Level};
 fn process_meta(dir: &std::path::Path) -> Value {
     let trace =
         strato_io::recording::import_dir(dir, &strato_io::ImportOptions::default()).unwrap();
-    let meta: Value =
-        serde_json::from_str(trace.ranks[0].metadata_json.as_deref().unwrap()).unwrap();
+    let meta: Value = serde_json::from_str(&trace.ranks[0].metadata.to_json().unwrap()).unwrap();
     let procs = meta["processes"].as_array().unwrap();
     assert_eq!(procs.len(), 1);
     procs[0].clone()

@@ -115,7 +115,7 @@ fn real_file_kernel_count_equals_its_kernel_dispatch_records() {
             .map(|b| b["size_in_bytes"].as_i64().unwrap())
             .sum();
         assert_eq!(device.total_memory_bytes, Some(memory));
-        let extra: Value = serde_json::from_str(device.extra_json.as_deref().unwrap()).unwrap();
+        let extra: Value = device.extra.to_value();
         assert_eq!(extra["gfx"], agent["name"]);
     }
     assert!(trace.validate().is_ok());

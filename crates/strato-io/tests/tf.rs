@@ -475,7 +475,7 @@ fn xplane_mapping_on_a_built_space() {
     trace.validate().unwrap();
     assert_eq!(trace.ranks[0].host.as_deref(), Some("node-1"));
     let meta: serde_json::Value =
-        serde_json::from_str(trace.ranks[0].metadata_json.as_deref().unwrap()).unwrap();
+        serde_json::from_str(&trace.ranks[0].metadata.to_json().unwrap()).unwrap();
     assert_eq!(meta["warnings"][0], "a warning");
     assert_eq!(meta["aggregated_events_skipped"], 1);
 

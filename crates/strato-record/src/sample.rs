@@ -57,14 +57,14 @@ use strato_trace::Level;
 use crate::format::tag;
 use crate::side_file::{CollectorThread, SideFile};
 
+/// The metadata key of each process's sampling summary (`SAMPLE_METADATA_KEY`) and of the
+/// collector's own cost, `{"cpu_ns":N,"samples":N}` (`SAMPLE_COLLECTOR_METADATA_KEY`, root
+/// file only), defined by the model crate.
+pub use strato_trace::metadata::{SAMPLE_COLLECTOR_METADATA_KEY, SAMPLE_METADATA_KEY};
 pub use strato_trace::names::CPU_SAMPLE_CATEGORY;
 /// The category of the Python-stack instants the program's recorder writes (`stratoscope`'s
 /// stack sampler), joined with the native samples at analysis time.
 pub use strato_trace::names::PYTHON_STACK_CATEGORY;
-/// The metadata key of each process's sampling summary.
-pub const SAMPLE_METADATA_KEY: &str = "strato.samples";
-/// The metadata key of the collector's own cost, `{"cpu_ns":N,"samples":N}` (root file only).
-pub const SAMPLE_COLLECTOR_METADATA_KEY: &str = "strato.samples.collector";
 /// The default sampling rate: 99 Hz, prime against the kernel's tick so samples do not lock
 /// step with periodic work, and cheap enough to leave on (docs/levels.md has the cost).
 pub const DEFAULT_FREQUENCY_HZ: u64 = 99;

@@ -92,7 +92,7 @@ fn nan_is_stored_as_is() {
         source: "nan".into(),
         format: "test".into(),
         host: None,
-        metadata_json: None,
+        metadata: strato_trace::metadata::SourceMetadata::None,
         notes: Default::default(),
     });
     let track = trace.add_track(Track {

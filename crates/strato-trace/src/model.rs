@@ -3,6 +3,7 @@
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
+use crate::metadata::{JsonObject, SourceMetadata};
 use crate::{
     time_in_range, ArgsTable, ImportNotes, Level, Ns, SourceFormat, StrId, StringTable,
     TIME_LIMIT_NS,
@@ -38,8 +39,9 @@ pub struct Rank {
     pub format: SourceFormat,
     /// Host name when known.
     pub host: Option<String>,
-    /// The source's own top-level metadata as a JSON object text (everything but the events).
-    pub metadata_json: Option<String>,
+    /// The source's own top-level metadata (everything but the events): typed for a
+    /// recording, as written for other formats.
+    pub metadata: SourceMetadata,
     /// What the importer dropped, clamped, guessed or lost (shown by `info`).
     pub notes: ImportNotes,
 }
@@ -174,8 +176,8 @@ pub struct Device {
     pub compute_minor: Option<i64>,
     pub clock_rate_khz: Option<i64>,
     pub memory_bandwidth_bytes_per_s: Option<f64>,
-    /// Everything else the source said, as a JSON object text.
-    pub extra_json: Option<String>,
+    /// Everything else the source said, as written.
+    pub extra: JsonObject,
 }
 
 /// A clock a source read.
@@ -543,7 +545,7 @@ mod tests {
             source: source.into(),
             format: SourceFormat::Other("test".into()),
             host: None,
-            metadata_json: None,
+            metadata: SourceMetadata::None,
             notes: ImportNotes::default(),
         });
         let mut index = TrackIndexHandle::default();

@@ -84,10 +84,16 @@ pub fn redacted_names(trace: &Trace) -> Vec<String> {
     let texts = trace
         .ranks
         .iter()
-        .filter_map(|r| r.metadata_json.as_deref())
-        .chain(trace.devices.iter().filter_map(|d| d.extra_json.as_deref()));
+        .filter_map(|r| r.metadata.to_json())
+        .chain(
+            trace
+                .devices
+                .iter()
+                .filter(|d| !d.extra.is_empty())
+                .map(|d| d.extra.to_json()),
+        );
     for text in texts.filter(|t| t.contains(MARKER)) {
-        if let Ok(value) = serde_json::from_str::<Value>(text) {
+        if let Ok(value) = serde_json::from_str::<Value>(&text) {
             collect_marked(&value, "", &mut names);
         }
     }

@@ -50,7 +50,7 @@ pub fn rank(rank: Option<i64>, source: &str) -> Rank {
         source: source.to_owned(),
         format: SourceFormat::Other("test".to_owned()),
         host: None,
-        metadata_json: None,
+        metadata: crate::metadata::SourceMetadata::None,
         notes: ImportNotes::default(),
     }
 }

@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use strato_trace::metadata::{CollectorMetadata, RecordingMetadata};
 use strato_trace::{Level, Trace, TrackKind};
 
 use crate::recording::overhead::{self, Calibration, CalibrationRun, CallStats, Counts};
@@ -26,56 +27,9 @@ pub const LEVEL_NAMES: [&str; 5] = [
     "full",
 ];
 
-/// One recorded process, from the `processes` list of a strato rank's metadata.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ProcessInfo {
-    #[serde(default)]
-    pub pid: i64,
-    #[serde(default)]
-    pub ppid: i64,
-    #[serde(default)]
-    pub start_ns: i64,
-    /// The STOP record's time; None when the process never stopped cleanly.
-    #[serde(default)]
-    pub stop_ns: Option<i64>,
-    /// The last record's time.
-    #[serde(default)]
-    pub last_ns: i64,
-    /// Non-empty for records of a component (e.g. the OpenCL layer), not of a process.
-    #[serde(default)]
-    pub component: Option<String>,
-    /// The recording thread's CPU time from START to STOP (`strato.cpu` record).
-    #[serde(default)]
-    pub cpu: Option<ThreadCpu>,
-}
-
-/// The `cpu` object of a recorded process.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct ThreadCpu {
-    #[serde(default)]
-    pub start_tid: Option<i64>,
-    #[serde(default)]
-    pub thread_cpu_ns: Option<i64>,
-}
-
-impl ProcessInfo {
-    /// The thread that started recording, when known.
-    pub fn cpu_tid(&self) -> Option<i64> {
-        self.cpu.and_then(|c| c.start_tid)
-    }
-
-    /// That thread's CPU time from START to STOP, when known.
-    pub fn thread_cpu_ns(&self) -> Option<i64> {
-        self.cpu.and_then(|c| c.thread_cpu_ns)
-    }
-}
-
-/// The part of a strato rank's metadata this module reads. Unknown keys are ignored.
-#[derive(Debug, Clone, Default, Deserialize)]
-struct RankMeta {
-    #[serde(default)]
-    processes: Vec<ProcessInfo>,
-}
+/// One recorded process, from a recording's metadata (its files of processes, not of
+/// components).
+pub use strato_trace::metadata::RecordedFile as ProcessInfo;
 
 /// What a recording says about itself: its processes (strato ranks only; components left out)
 /// and the calibration stored with it.
@@ -86,28 +40,12 @@ pub struct RecordingInfo {
 }
 
 impl RecordingInfo {
-    /// Reads the metadata of the trace's strato ranks. A rank whose metadata does not parse
-    /// contributes nothing.
+    /// Reads the metadata of the trace's strato ranks. A rank whose metadata does not have the
+    /// recording's shape contributes nothing.
     pub fn of(trace: &Trace) -> RecordingInfo {
-        let mut processes = Vec::new();
-        for r in trace
-            .ranks
-            .iter()
-            .filter(|r| r.format == strato_trace::SourceFormat::Strato)
-        {
-            let Some(meta) = r
-                .metadata_json
-                .as_deref()
-                .and_then(|m| serde_json::from_str::<RankMeta>(m).ok())
-            else {
-                continue;
-            };
-            processes.extend(
-                meta.processes
-                    .into_iter()
-                    .filter(|p| p.component.as_deref().is_none_or(str::is_empty)),
-            );
-        }
+        let processes = recordings(trace)
+            .flat_map(|meta| meta.process_files().cloned())
+            .collect();
         RecordingInfo {
             processes,
             calibration: overhead::recorded_calibration(trace),
@@ -196,42 +134,40 @@ pub fn cpu_basis(trace: &Trace, info: &RecordingInfo) -> Option<CpuMeasure> {
     })
 }
 
-/// A number a collector stored with a recording: `field` of metadata `key` (the rank
-/// metadata's `metadata`, where the importer puts the root process's collector metadata) of the
-/// first `strato` rank that has it.
-fn collector_figure(trace: &Trace, key: &str, field: &str) -> Option<f64> {
-    trace.ranks.iter().find_map(|r| {
-        if r.format != strato_trace::SourceFormat::Strato {
-            return None;
-        }
-        let meta: serde_json::Value = serde_json::from_str(r.metadata_json.as_deref()?).ok()?;
-        meta.get("metadata")?.get(key)?.get(field)?.as_f64()
-    })
+/// A number a collector stored with a recording, read by `cost` from the root process's
+/// collector metadata (where the importer puts it) of the first `strato` rank that has it.
+fn collector_figure(
+    trace: &Trace,
+    cost: impl Fn(&CollectorMetadata) -> Option<f64>,
+) -> Option<f64> {
+    recordings(trace).find_map(|meta| cost(&meta.metadata))
+}
+
+/// The typed metadata of the trace's `strato` ranks.
+pub fn recordings(trace: &Trace) -> impl Iterator<Item = &RecordingMetadata> {
+    trace
+        .ranks
+        .iter()
+        .filter(|r| r.format == strato_trace::SourceFormat::Strato)
+        .filter_map(|r| r.metadata.recording())
 }
 
 /// The OS level's collector cost stored with a recording (`strato.os.collector` metadata of
 /// the root's OS file): its thread's CPU time in ns; None without OS data.
 pub fn os_collector_cpu_ns(trace: &Trace) -> Option<f64> {
-    collector_figure(trace, OS_COLLECTOR_METADATA_KEY, "cpu_ns")
+    collector_figure(trace, |m| m.os_collector()?.cpu_ns)
 }
-
-/// The metadata key of the OS collector's own cost (`strato_record::os` writes it).
-pub const OS_COLLECTOR_METADATA_KEY: &str = "strato.os.collector";
 
 /// The time the program's threads were runnable behind the launcher's collectors, ns
 /// (`program_wait_ns` of `strato.os.collector`); None without OS data.
 pub fn os_collector_wait_ns(trace: &Trace) -> Option<f64> {
-    collector_figure(trace, OS_COLLECTOR_METADATA_KEY, "program_wait_ns")
+    collector_figure(trace, |m| m.os_collector()?.program_wait_ns)
 }
-
-/// The metadata key of the sample collector's own cost, `{"cpu_ns":N,"samples":N}`
-/// (`strato_record::sample` writes it in the root's samples file).
-pub const SAMPLE_COLLECTOR_METADATA_KEY: &str = "strato.samples.collector";
 
 /// The CPU sample collector's cost stored with a recording (`strato.samples.collector`): its
 /// thread's CPU time in ns; None without samples.
 pub fn sample_collector_cpu_ns(trace: &Trace) -> Option<f64> {
-    collector_figure(trace, SAMPLE_COLLECTOR_METADATA_KEY, "cpu_ns")
+    collector_figure(trace, |m| m.sample_collector()?.cpu_ns)
 }
 
 /// Measures one run's recording; None when no process was recorded.
@@ -925,6 +861,7 @@ pub fn level_times(trace: &Trace, pid: i64) -> BTreeMap<Level, i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use strato_trace::metadata::SourceMetadata;
 
     /// A run whose wall and CPU time are `base + sum cost_k * count_k` exactly.
     fn run(base: f64, annotations: u64, hook_spans: u64, costs: (f64, f64)) -> RunMeasure {
@@ -1257,14 +1194,15 @@ mod tests {
             host: None,
             notes: Default::default(),
             format: "strato".into(),
-            metadata_json: Some(
+            metadata: SourceMetadata::from_json(
                 r#"{"processes":[
                 {"pid":2,"ppid":1,"start_ns":50,"last_ns":90},
                 {"pid":1,"ppid":0,"start_ns":10,"stop_ns":100,"last_ns":99,
                  "cpu":{"start_tid":1,"thread_cpu_ns":40}},
-                {"pid":3,"ppid":0,"start_ns":0,"last_ns":5,"component":"opencl"}]}"#
-                    .into(),
-            ),
+                {"pid":3,"ppid":0,"start_ns":0,"last_ns":5,"component":"opencl"}]}"#,
+                "strato".into(),
+            )
+            .unwrap(),
         });
         let info = RecordingInfo::of(&trace);
         assert_eq!(info.processes.len(), 2);
@@ -1275,10 +1213,11 @@ mod tests {
         assert_eq!(cpu_basis(&trace, &info), None);
         // No OS level recorded: no collector cost; with it, the root OS file's metadata.
         assert_eq!(os_collector_cpu_ns(&trace), None);
-        trace.ranks[0].metadata_json = Some(
-            r#"{"processes":[],"metadata":{"strato.os.collector":{"cpu_ns":1250,"records":9}}}"#
-                .into(),
-        );
+        trace.ranks[0].metadata = SourceMetadata::from_json(
+            r#"{"processes":[],"metadata":{"strato.os.collector":{"cpu_ns":1250,"records":9}}}"#,
+            "strato".into(),
+        )
+        .unwrap();
         assert_eq!(os_collector_cpu_ns(&trace), Some(1250.0));
     }
 }

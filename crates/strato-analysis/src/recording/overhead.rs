@@ -782,13 +782,8 @@ pub fn correct(trace: &Trace, cal: &Calibration) -> (Trace, CorrectionSummary) {
 /// The calibration stored with a recording (`calibration.json` beside the files, which the
 /// importer puts in the rank's metadata under `"calibration"`).
 pub fn recorded_calibration(trace: &Trace) -> Option<Calibration> {
-    trace.ranks.iter().find_map(|r| {
-        if r.format != SourceFormat::Strato {
-            return None;
-        }
-        let meta: serde_json::Value = serde_json::from_str(r.metadata_json.as_deref()?).ok()?;
-        serde_json::from_value(meta.get("calibration")?.clone()).ok()
-    })
+    crate::recording::calibration::recordings(trace)
+        .find_map(|meta| serde_json::from_value(meta.calibration.clone()?).ok())
 }
 
 /// Applies [`correct`] with the recording's own calibration, when it has one; other traces are

@@ -478,7 +478,7 @@ fn secrets_in_a_real_traces_environment_are_redacted_everywhere_unless_kept() {
     let out = ok(&["import", s(&trace), "-o", s(&prof)]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("HF_TOKEN"));
     let stored = strato_store::read(&prof).unwrap();
-    let meta = stored.ranks[0].metadata_json.clone().unwrap();
+    let meta = stored.ranks[0].metadata.to_json().unwrap();
     assert!(!meta.contains(token));
     assert!(meta.contains("<redacted by stratoscope>"));
     assert!(

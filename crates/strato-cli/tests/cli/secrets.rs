@@ -312,7 +312,7 @@ fn profile_texts(dir: &Path) -> String {
         all.push('\n');
     }
     for rank in &trace.ranks {
-        let texts = [&rank.host, &rank.metadata_json];
+        let texts = [&rank.host, &rank.metadata.to_json()];
         all.extend(texts.into_iter().flatten().map(|t| format!("{t}\n")));
     }
     for p in &trace.processes {
@@ -328,7 +328,7 @@ fn profile_texts(dir: &Path) -> String {
     }
     for d in &trace.devices {
         all.extend(
-            [&d.name, &d.extra_json]
+            [&d.name, &Some(d.extra.to_json())]
                 .into_iter()
                 .flatten()
                 .map(|t| format!("{t}\n")),
@@ -443,7 +443,7 @@ fn configuration_that_looks_like_a_secret_is_kept() {
     let out = ok(&["import", s(&trace), "-o", s(&prof)]);
     assert!(!String::from_utf8_lossy(&out.stderr).contains("redacted"));
     let stored = strato_store::read(&prof).unwrap();
-    let meta = stored.ranks[0].metadata_json.clone().unwrap();
+    let meta = stored.ranks[0].metadata.to_json().unwrap();
     let args = stored.args.get(0).unwrap();
     let name = stored.processes[0].name.clone().unwrap();
     for k in kept {

@@ -47,6 +47,7 @@ mod schema;
 mod spans;
 
 use std::path::Path;
+use strato_trace::metadata::{JsonObject, SourceMetadata};
 
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::value::RawValue;
@@ -252,7 +253,7 @@ impl<'p, 's> Builder<'p, 's> {
             source: path.display().to_string(),
             format: SourceFormat::Chrome,
             host: None,
-            metadata_json: None,
+            metadata: SourceMetadata::None,
             notes: Default::default(),
         });
         Builder {
@@ -350,17 +351,15 @@ impl<'p, 's> Builder<'p, 's> {
             self.trace.ranks[rank.0 as usize].format = SourceFormat::Kineto;
         }
         if !self.metadata.is_empty() {
-            let mut text = String::from("{");
-            for (i, (key, value)) in self.metadata.iter().enumerate() {
-                if i > 0 {
-                    text.push(',');
+            // Each value is the text of one JSON value the parser read: kept as written.
+            match JsonObject::from_raw_entries(std::mem::take(&mut self.metadata)) {
+                Ok(object) => {
+                    self.trace.ranks[rank.0 as usize].metadata = SourceMetadata::Source(object)
                 }
-                text.push_str(&serde_json::to_string(key).unwrap_or_default());
-                text.push(':');
-                text.push_str(value);
+                Err(e) => self
+                    .notes()
+                    .note(format!("the file's metadata was not kept: {e}")),
             }
-            text.push('}');
-            self.trace.ranks[rank.0 as usize].metadata_json = Some(text);
         }
         // Thread names, keeping the last name given and any sort index. Names of tracks that
         // carry no events (Kineto names every GPU stream also as a thread) go to the device

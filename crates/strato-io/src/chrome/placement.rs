@@ -4,6 +4,7 @@
 //! `deviceProperties`, and the metadata events (`process_name`, `thread_name`, sort indexes)
 //! that name processes and threads.
 
+use strato_trace::metadata::{JsonObject, SourceMetadata};
 use strato_trace::{Device, Level, Rank, RankId, SourceFormat, StrId, TrackId, TrackKind};
 
 use super::schema::{EventView, KnownArgs, Loose};
@@ -65,7 +66,7 @@ impl<'p, 's> Builder<'p, 's> {
             compute_minor: int("computeMinor"),
             clock_rate_khz: None,
             memory_bandwidth_bytes_per_s: None,
-            extra_json: Some(text.to_owned()),
+            extra: JsonObject::parse(text).unwrap_or_default(),
         });
     }
 
@@ -156,7 +157,7 @@ impl<'p, 's> Builder<'p, 's> {
                             SourceFormat::Chrome
                         },
                         host: None,
-                        metadata_json: None,
+                        metadata: SourceMetadata::None,
                         notes: Default::default(),
                     };
                     self.trace.ranks[0].rank.get_or_insert(0);

@@ -191,11 +191,9 @@ fn header(trace: &Trace, w: &mut impl Write) -> io::Result<()> {
             w.write_all(b",\"host\":")?;
             json_str(w, host)?;
         }
-        if let Some(meta) = &rank.metadata_json {
-            if serde_json::from_str::<IgnoredAny>(meta).is_ok() {
-                w.write_all(b",\"metadata\":")?;
-                w.write_all(meta.trim().as_bytes())?;
-            }
+        if !rank.metadata.is_none() {
+            w.write_all(b",\"metadata\":")?;
+            serde_json::to_writer(&mut *w, &rank.metadata)?;
         }
         w.write_all(b"}")?;
     }

@@ -19,6 +19,7 @@ mod matching;
 mod values;
 
 use std::path::Path;
+use strato_trace::metadata::SourceMetadata;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::Value;
@@ -171,7 +172,7 @@ impl Builder {
             source: path.display().to_string(),
             format: FORMAT,
             host: None,
-            metadata_json: Some(metadata.to_string()),
+            metadata: SourceMetadata::of_value(metadata),
             notes: Default::default(),
         });
         let name = trace.intern("");

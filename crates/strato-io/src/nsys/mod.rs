@@ -40,6 +40,7 @@ mod system;
 
 use std::collections::BTreeSet;
 use std::path::Path;
+use strato_trace::metadata::SourceMetadata;
 
 use rusqlite::{Connection, OpenFlags, Row};
 use rustc_hash::FxHashMap;
@@ -259,11 +260,7 @@ impl<'a> Importer<'a> {
             source: path.display().to_string(),
             format: FORMAT,
             host,
-            metadata_json: if metadata.is_empty() {
-                None
-            } else {
-                Some(Value::Object(metadata).to_string())
-            },
+            metadata: SourceMetadata::of_value(Value::Object(metadata)),
             notes: Default::default(),
         });
         let flow_category = trace.intern(FLOW_CATEGORY);

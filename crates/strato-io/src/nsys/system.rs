@@ -2,6 +2,7 @@
 //! tracks and processes the event tables created.
 
 use std::borrow::Cow;
+use strato_trace::metadata::JsonObject;
 
 use rusqlite::types::ValueRef;
 use rustc_hash::FxHashMap;
@@ -13,7 +14,7 @@ use super::{Importer, GPUS, PROCESSES, THREAD_NAMES};
 
 impl Importer<'_> {
     /// `TARGET_INFO_GPU` rows -> devices; every column not mapped to a field goes to
-    /// `extra_json`.
+    /// `Device::extra`.
     pub(super) fn devices(&mut self) -> rusqlite::Result<()> {
         if !self.schema.has(GPUS) {
             return Ok(());
@@ -67,9 +68,7 @@ impl Importer<'_> {
             if !has_index {
                 continue;
             }
-            if !extra.is_empty() {
-                device.extra_json = Some(Value::Object(extra).to_string());
-            }
+            device.extra = JsonObject::from_map(extra);
             self.trace.devices.push(device);
         }
         Ok(())

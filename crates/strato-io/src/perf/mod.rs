@@ -61,6 +61,7 @@ mod state;
 mod symbols;
 
 use rustc_hash::FxHashMap;
+use strato_trace::metadata::PerfJoin;
 use strato_trace::{ClockDomain, RankId, SourceFormat, Trace, TrackId, TrackKind};
 
 use crate::error::{Error, ErrorKind, Result};
@@ -305,16 +306,10 @@ pub fn join(timeline: &mut Trace, perf: Trace) -> Result<()> {
     let rank = &mut timeline.ranks[base];
     rank.notes
         .count("events_outside_recording_window", joined - inside);
-    let mut meta: serde_json::Map<String, serde_json::Value> = rank
-        .metadata_json
-        .as_deref()
-        .and_then(|m| serde_json::from_str(m).ok())
-        .unwrap_or_default();
-    meta.insert(
-        "joined".into(),
-        serde_json::json!({"threads": remap.len(), "events": joined}),
-    );
-    rank.metadata_json = Some(serde_json::Value::Object(meta).to_string());
+    rank.metadata.set_joined(PerfJoin {
+        events: joined as u64,
+        threads: remap.len() as u64,
+    });
     Ok(())
 }
 

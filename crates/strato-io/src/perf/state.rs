@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use strato_trace::metadata::SourceMetadata;
 
 use linux_perf_data::linux_perf_event_reader::ClockId;
 use rustc_hash::FxHashMap;
@@ -79,7 +80,7 @@ impl<'o> Builder<'o> {
             source: path.display().to_string(),
             format: SourceFormat::Perf,
             host: None,
-            metadata_json: None,
+            metadata: SourceMetadata::None,
             notes: Default::default(),
         });
         let states = ThreadState::ALL.map(|s| trace.intern(s.as_str()));
@@ -465,8 +466,8 @@ impl<'o> Builder<'o> {
                 .copied()
                 .unwrap_or(0),
         );
-        self.trace.ranks[self.rank.0 as usize].metadata_json =
-            Some(serde_json::Value::Object(meta).to_string());
+        self.trace.ranks[self.rank.0 as usize].metadata =
+            SourceMetadata::of_value(serde_json::Value::Object(meta));
         self.trace.clock = clock;
         Ok(self.trace)
     }

@@ -50,6 +50,7 @@ mod tracks;
 use std::collections::{HashMap, HashSet};
 use std::io::Read;
 use std::path::Path;
+use strato_trace::metadata::SourceMetadata;
 
 use prost::Message;
 use serde_json::{Map, Value};
@@ -308,7 +309,7 @@ impl<'a> Reader<'a> {
             source: path.display().to_string(),
             format: SourceFormat::Perfetto,
             host: None,
-            metadata_json: None,
+            metadata: SourceMetadata::None,
             notes: Default::default(),
         });
         Reader {

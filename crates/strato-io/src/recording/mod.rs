@@ -9,15 +9,18 @@
 //! counter `untraced_hook_calls/<tid>` per thread; correlation ids (per file) are made unique per
 //! rank (`file index << 40 | id`) and a CPU span and the device span sharing one are linked by a
 //! flow. `calibration.json` and `run.json` beside the files, and the recorder's own process
-//! records (with each process's `strato.cpu` times), go into the rank's `metadata_json`
+//! records (with each process's `strato.cpu` times), go into the rank's typed metadata (`strato_trace::metadata::RecordingMetadata`)
 //! (`{"format":"strato","processes":[...],"calibration":{...},"run":{...}}`), which the
 //! overhead correction reads. A process whose file has no STOP record gets a `note` there
 //! ("process N ended without flushing; events after T may be missing"), which `info` shows.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use strato_trace::metadata::{
+    CollectorMetadata, JsonObject, ProcessCpu, RecordedFile, RecordingMetadata, SourceMetadata,
+};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use strato_record::{Event, Recording, TrackDef};
 use strato_trace::{
     ClockDomain, ClockSource, Device, Flow, FlowEnd, Instant, Level, Process, Rank, RankId,
@@ -66,23 +69,23 @@ const PER_PROCESS_METADATA_KEYS: [&str; 2] = [
 /// Puts in `user_meta` (the rank-level `metadata`) each per-process collector key's value of
 /// the tree's root: the earliest-started process whose parent was not recorded (the first
 /// process with the key when none is such).
-fn root_process_metadata(processes_meta: &[Value], user_meta: &mut serde_json::Map<String, Value>) {
-    let pids: Vec<i64> = processes_meta
-        .iter()
-        .filter_map(|p| p["pid"].as_i64())
-        .collect();
+fn root_process_metadata(
+    processes_meta: &[RecordedFile],
+    user_meta: &mut serde_json::Map<String, Value>,
+) {
+    let pids: Vec<i64> = processes_meta.iter().map(|p| p.pid).collect();
     for key in PER_PROCESS_METADATA_KEYS {
         let with_key = || {
             processes_meta
                 .iter()
-                .filter(|p| !p["metadata"][key].is_null())
+                .filter(|p| p.metadata.0.get(key).is_some_and(|v| !v.is_null()))
         };
         let root = with_key()
-            .filter(|p| p["ppid"].as_i64().is_none_or(|pp| !pids.contains(&pp)))
-            .min_by_key(|p| p["start_ns"].as_i64().unwrap_or(i64::MAX))
+            .filter(|p| !pids.contains(&p.ppid))
+            .min_by_key(|p| p.start_ns)
             .or_else(|| with_key().next());
-        if let Some(p) = root {
-            user_meta.insert(key.to_owned(), p["metadata"][key].clone());
+        if let Some(value) = root.and_then(|p| p.metadata.0.get(key)) {
+            user_meta.insert(key.to_owned(), value.clone());
         }
     }
 }
@@ -182,7 +185,7 @@ fn import(source: &Path, files: &[PathBuf], options: &ImportOptions) -> Result<T
         source: source.display().to_string(),
         format: SourceFormat::Strato,
         host: None,
-        metadata_json: None,
+        metadata: SourceMetadata::None,
         notes: Default::default(),
     });
     let mut index = TrackIndexHandle::default();
@@ -212,16 +215,16 @@ fn import(source: &Path, files: &[PathBuf], options: &ImportOptions) -> Result<T
                 .entry(process.pid)
                 .or_insert_with(|| default_name(&process.argv_json));
         }
-        let mut cpu = Value::Null;
+        let mut cpu = None;
         let mut collector_wait_ns = 0;
         // The collectors' per-process figures (each process's OS and samples files have their
         // own), kept with the file's process entry.
-        let mut file_meta = serde_json::Map::new();
+        let mut file_meta = std::collections::BTreeMap::new();
         for (k, v) in &rec.metadata {
             let value = serde_json::from_str::<Value>(v).unwrap_or(Value::String(v.clone()));
             let key = rec.str(*k);
             if key == strato_record::CPU_METADATA_KEY {
-                cpu = value; // per process, below
+                cpu = serde_json::from_value::<ProcessCpu>(value).ok(); // per process, below
             } else if PER_PROCESS_METADATA_KEYS.contains(&key) {
                 if key == strato_record::os::OS_METADATA_KEY {
                     collector_wait_ns = value["runnable_behind_collector_ns"].as_i64().unwrap_or(0);
@@ -284,27 +287,24 @@ fn import(source: &Path, files: &[PathBuf], options: &ImportOptions) -> Result<T
             (Some(a), Some(b)) => Some(format!("{a}; {b}")),
             (a, b) => a.or(b),
         };
-        processes_meta.push(json!({
-            "note": note,
-            "file": path.file_name().map(|n| n.to_string_lossy().into_owned()),
-            "pid": process.pid,
-            "ppid": process.ppid,
-            "component": process.component,
-            "argv": serde_json::from_str::<Value>(&process.argv_json).unwrap_or(Value::Null),
-            "level": level,
-            "start_ns": start,
-            "stop_ns": stop,
-            "last_ns": summary.last_ts,
-            "wall_minus_mono_ns": process.wall_ns - process.mono_ns,
-            "chunks": rec.chunks,
-            "torn_bytes": rec.torn_bytes,
-            "truncated_spans": summary.truncated,
-            "cpu": cpu,
-        }));
-        if !file_meta.is_empty() {
-            let entry = processes_meta.last_mut().and_then(Value::as_object_mut);
-            entry.map(|e| e.insert("metadata".into(), Value::Object(file_meta)));
-        }
+        processes_meta.push(RecordedFile {
+            note,
+            file: path.file_name().map(|n| n.to_string_lossy().into_owned()),
+            pid: process.pid,
+            ppid: process.ppid,
+            component: process.component.clone(),
+            argv: serde_json::from_str(&process.argv_json).ok(),
+            level,
+            start_ns: start,
+            stop_ns: stop,
+            last_ns: summary.last_ts,
+            wall_minus_mono_ns: process.wall_ns - process.mono_ns,
+            chunks: rec.chunks as u64,
+            torn_bytes: rec.torn_bytes as u64,
+            truncated_spans: summary.truncated as u64,
+            cpu,
+            metadata: CollectorMetadata(file_meta),
+        });
         trace.clock.sources.push(ClockSource {
             name: format!("strato:{}", path.display()),
             domain: ClockDomain::Monotonic,
@@ -331,11 +331,21 @@ fn import(source: &Path, files: &[PathBuf], options: &ImportOptions) -> Result<T
             });
         }
         for d in &rec.devices {
+            let props = Some(d.props_json.trim()).filter(|t| !t.is_empty());
+            let extra = props.map_or(Ok(JsonObject::default()), JsonObject::parse);
+            let extra = extra.unwrap_or_else(|e| {
+                trace.ranks[rank.0 as usize].notes.note(format!(
+                    "{}: the properties of device {} are not a JSON object ({e}); not kept",
+                    path.display(),
+                    d.index
+                ));
+                JsonObject::default()
+            });
             trace.devices.push(Device {
                 rank: Some(rank),
                 index: d.index,
                 name: Some(rec.str(d.name).to_owned()).filter(|n| !n.is_empty()),
-                extra_json: Some(d.props_json.clone()),
+                extra,
                 ..Device::default()
             });
         }
@@ -349,19 +359,20 @@ fn import(source: &Path, files: &[PathBuf], options: &ImportOptions) -> Result<T
             labels: None,
         });
     }
-    let origin = processes_meta
-        .iter()
-        .filter_map(|p| p["start_ns"].as_i64())
-        .min()
-        .unwrap_or(0);
+    let origin = processes_meta.iter().map(|p| p.start_ns).min().unwrap_or(0);
     root_process_metadata(&processes_meta, &mut user_meta);
     collector_notes(&user_meta, origin, &mut trace.ranks[rank.0 as usize].notes);
-    let mut meta = json!({"format": "strato", "processes": processes_meta});
-    if !user_meta.is_empty() {
-        meta["metadata"] = Value::Object(user_meta);
-    }
+    let mut meta = RecordingMetadata {
+        format: SourceFormat::Strato.as_str().to_owned(),
+        processes: processes_meta,
+        metadata: CollectorMetadata(user_meta.into_iter().collect()),
+        ..RecordingMetadata::default()
+    };
     if source.is_dir() {
-        for (key, file) in [("calibration", "calibration.json"), ("run", "run.json")] {
+        for (slot, file) in [
+            (&mut meta.calibration, "calibration.json"),
+            (&mut meta.run, "run.json"),
+        ] {
             if let Ok(text) = std::fs::read_to_string(source.join(file)) {
                 let value: Value = serde_json::from_str(&text).map_err(|e| {
                     Error::new(
@@ -372,12 +383,12 @@ fn import(source: &Path, files: &[PathBuf], options: &ImportOptions) -> Result<T
                         },
                     )
                 })?;
-                meta[key] = value;
+                *slot = Some(value);
             }
         }
     }
     trace.ranks[rank.0 as usize].host = host.filter(|h| !h.is_empty());
-    trace.ranks[rank.0 as usize].metadata_json = Some(meta.to_string());
+    trace.ranks[rank.0 as usize].metadata = SourceMetadata::Recording(Box::new(meta));
     // Times outside the valid range (a corrupt or hostile file) are refused here, naming the
     // event, before any analysis subtracts them.
     trace

@@ -6,7 +6,7 @@ use super::*;
 fn rank_metadata_holds_the_root_processs_collector_figures() {
     // Files as the importer lists them: a child's OS file first, then the root's (its
     // parent, 1, was not recorded), then a second child's; one samples file.
-    let entries: Vec<Value> = serde_json::from_str(
+    let entries: Vec<RecordedFile> = serde_json::from_str(
         r#"[{"pid": 20, "ppid": 10, "start_ns": 5, "metadata": {"strato.os": {"switches": 2}}},
             {"pid": 10, "ppid": 1, "start_ns": 9, "metadata": {"strato.os": {"switches": 7}}},
             {"pid": 10, "ppid": 1, "start_ns": 3},

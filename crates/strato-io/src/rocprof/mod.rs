@@ -11,7 +11,7 @@
 //! - GPU agents (`type` 2) become [`Device`]s with index `gpu_index` (else `logical_node_id`):
 //!   name = `product_name` (the marketing name, e.g. "AMD Instinct MI300X"), CU count,
 //!   memory = the agent's frame-buffer memory banks, clock = `max_engine_clk_fcompute`; the
-//!   rest (gfx name, XCC count, wavefront size, ...) goes to `extra_json`. CPU agents are listed
+//!   rest (gfx name, XCC count, wavefront size, ...) goes to `Device.extra`. CPU agents are listed
 //!   in the rank's metadata;
 //! - `kernel_dispatch` records become spans on `DeviceQueue { device, queue: queue_id }`,
 //!   named by their kernel symbol (`formatted_kernel_name`, else the demangled or raw name),
@@ -35,6 +35,7 @@
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::Path;
+use strato_trace::metadata::{JsonObject, SourceMetadata};
 
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -503,7 +504,7 @@ impl Builder<'_> {
             source: path.display().to_string(),
             format: SourceFormat::Rocprof,
             host: metadata.node.as_ref().and_then(|n| n.hostname.clone()),
-            metadata_json: Some(meta.to_string()),
+            metadata: SourceMetadata::of_value(meta),
             notes: Default::default(),
         });
         // Agents: GPU agents are devices, numbered by their GPU index.
@@ -785,7 +786,7 @@ fn device(rank: RankId, index: i64, agent: &Agent) -> Device {
         clock_rate_khz: (agent.max_engine_clk_fcompute > 0)
             .then(|| agent.max_engine_clk_fcompute.saturating_mul(1000)),
         memory_bandwidth_bytes_per_s: None,
-        extra_json: Some(Value::Object(extra).to_string()),
+        extra: JsonObject::from_map(extra),
     }
 }
 

@@ -34,6 +34,7 @@
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::Path;
+use strato_trace::metadata::{JsonObject, SourceMetadata};
 
 use prost::bytes::Bytes;
 use prost::Message;
@@ -78,7 +79,7 @@ pub fn import(path: &Path, mut input: Input, options: &ImportOptions) -> Result<
         source: path.display().to_string(),
         format: SourceFormat::Xplane,
         host: space.hostnames.first().cloned(),
-        metadata_json: Some(metadata.to_string()),
+        metadata: SourceMetadata::of_value(metadata.clone()),
         notes: Default::default(),
     });
     let mut builder = Builder {
@@ -101,7 +102,7 @@ pub fn import(path: &Path, mut input: Input, options: &ImportOptions) -> Result<
         if let Some(r) = trace.ranks.get_mut(rank.0 as usize) {
             let mut meta = metadata;
             meta["aggregated_events_skipped"] = builder.aggregated.into();
-            r.metadata_json = Some(meta.to_string());
+            r.metadata = SourceMetadata::of_value(meta);
         }
     }
     Ok(trace)
@@ -495,8 +496,6 @@ fn device(rank: RankId, index: i64, plane: &proto::XPlane) -> Device {
             }
         }
     }
-    if !extra.is_empty() {
-        device.extra_json = Some(Value::Object(extra).to_string());
-    }
+    device.extra = JsonObject::from_map(extra);
     device
 }

@@ -76,13 +76,13 @@ use kernel::Sources;
 
 pub(crate) use kernel::{build_counting_lost, kernel_lost, online_cpus, ppid_of};
 
+/// The metadata key of each process's OS summary (`OS_METADATA_KEY`) and of the collector's
+/// own cost, `{"cpu_ns":N,"records":N,"program_wait_ns":N}` (`OS_COLLECTOR_METADATA_KEY`,
+/// root file only; `program_wait_ns`: the tree's threads runnable behind the launcher's
+/// collectors, [`OsSummary::collector_wait_ns`]). The model crate defines them, with the
+/// typed views the importer and analyses read.
+pub use strato_trace::metadata::{OS_COLLECTOR_METADATA_KEY, OS_METADATA_KEY};
 pub use strato_trace::names::{SYSCALL_CATEGORY, THREAD_STATE_CATEGORY};
-/// The metadata key of each process's OS summary.
-pub const OS_METADATA_KEY: &str = "strato.os";
-/// The metadata key of the collector's own cost, `{"cpu_ns":N,"records":N,"program_wait_ns":N}`
-/// (root file only; `program_wait_ns`: the tree's threads runnable behind the launcher's
-/// collectors, [`OsSummary::collector_wait_ns`]).
-pub const OS_COLLECTOR_METADATA_KEY: &str = "strato.os.collector";
 /// Name prefix of the per-thread counters of OS book-keeping events (`os_events/<tid>`).
 pub const OS_EVENTS_COUNTER_PREFIX: &str = "os_events/";
 /// Name prefix of the per-thread counters of the time the thread waited for a CPU the

@@ -12,6 +12,7 @@ use super::session::{
     STOPPING,
 };
 use super::{Config, RecordError};
+use strato_trace::metadata::ProcessCpu;
 
 extern "C" fn fork_prepare() {
     // Not half-way through a stop: a child inheriting STOPPING held could never stop.
@@ -95,11 +96,9 @@ pub fn start(config: Config) -> Result<(), RecordError> {
     Ok(())
 }
 
-/// Metadata key of the CPU times a session writes when it stops (a JSON object:
-/// `start_tid`, `stop_tid`, `thread_cpu_ns` (CPU time of the thread that started the session,
-/// from START to STOP; null when another thread stopped it), `process_cpu_ns`,
-/// `writer_cpu_ns` (the recorder's writer thread)). Importers keep it per process.
-pub const CPU_METADATA_KEY: &str = "strato.cpu";
+/// Metadata key of the CPU times a session writes when it stops
+/// ([`strato_trace::metadata::ProcessCpu`]). Importers keep it per process.
+pub use strato_trace::metadata::CPU_METADATA_KEY;
 
 /// Stops recording: writes a STOP record, the last chunk, and joins the writer thread.
 /// Returns the path of the file written (None when not recording).
@@ -125,16 +124,14 @@ pub fn stop() -> Option<PathBuf> {
         let _ = h.join();
     }
     let (start_tid, start_thread_cpu, start_process_cpu) = session.start_cpu;
-    let cpu = format!(
-        "{{\"start_tid\":{start_tid},\"stop_tid\":{stop_tid},\"thread_cpu_ns\":{},\"process_cpu_ns\":{},\"writer_cpu_ns\":{}}}",
-        if start_tid == stop_tid {
-            (thread_cpu - start_thread_cpu).to_string()
-        } else {
-            "null".to_owned()
-        },
-        process_cpu - start_process_cpu,
-        session.writer_cpu_ns.load(Ordering::Acquire),
-    );
+    let cpu = ProcessCpu {
+        start_tid: Some(start_tid),
+        stop_tid: Some(stop_tid),
+        thread_cpu_ns: (start_tid == stop_tid).then(|| thread_cpu - start_thread_cpu),
+        process_cpu_ns: Some(process_cpu - start_process_cpu),
+        writer_cpu_ns: Some(session.writer_cpu_ns.load(Ordering::Acquire)),
+    };
+    let cpu = serde_json::to_string(&cpu).unwrap_or_default();
     lock(&session.meta).push(Meta::Metadata(intern(CPU_METADATA_KEY).0, cpu));
     session.write_chunk();
     if let Some(file) = lock(&session.file).file.take() {

@@ -34,7 +34,7 @@ impl Builder {
             source: "constructed.json".into(),
             format: "test".into(),
             host: None,
-            metadata_json: None,
+            metadata: strato_trace::metadata::SourceMetadata::None,
             notes: Default::default(),
         });
         Builder {

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use arrow::datatypes::Float64Type;
+use strato_trace::metadata::{JsonObject, SourceMetadata};
 use strato_trace::{
     Device, ImportNotes, Process, Rank, RankId, SourceFormat, StringTable, Trace, Track, TrackKind,
 };
@@ -78,13 +79,19 @@ pub(super) fn read_ranks(dir: &Path, meta: &Metadata, trace: &mut Trace) -> Resu
         };
         for i in 0..rows.len() {
             rows.check_id(&id, i)?;
+            let format = SourceFormat::from_name(format.req(i)?);
+            let metadata = match metadata_json.opt(i)? {
+                None => SourceMetadata::None,
+                Some(text) => SourceMetadata::from_json(text, format.clone())
+                    .map_err(|e| rows.bad("metadata_json", i, format!("not a JSON object: {e}")))?,
+            };
             trace.ranks.push(Rank {
                 rank: rank.opt(i),
                 world_size: world_size.opt(i),
                 source: source.req(i)?.to_owned(),
-                format: SourceFormat::from_name(format.req(i)?),
+                format,
                 host: host.opt(i)?.map(str::to_owned),
-                metadata_json: metadata_json.opt(i)?.map(str::to_owned),
+                metadata,
                 notes: match notes_json.as_ref().map(|c| c.opt(i)).transpose()?.flatten() {
                     None => ImportNotes::default(),
                     Some(text) => ImportNotes::from_json(text).map_err(|e| {
@@ -167,6 +174,11 @@ pub(super) fn read_devices(dir: &Path, meta: &Metadata, trace: &mut Trace) -> Re
         let bandwidth = rows.prim::<Float64Type>("memory_bandwidth_bytes_per_s")?;
         let extra_json = rows.text("extra_json")?;
         for i in 0..rows.len() {
+            let extra = match extra_json.opt(i)? {
+                None => JsonObject::default(),
+                Some(text) => JsonObject::parse(text)
+                    .map_err(|e| rows.bad("extra_json", i, format!("not a JSON object: {e}")))?,
+            };
             trace.devices.push(Device {
                 rank: rank.opt(i).map(RankId),
                 index: index.req(i)?,
@@ -177,7 +189,7 @@ pub(super) fn read_devices(dir: &Path, meta: &Metadata, trace: &mut Trace) -> Re
                 compute_minor: minor.opt(i),
                 clock_rate_khz: clock_rate_khz.opt(i),
                 memory_bandwidth_bytes_per_s: bandwidth.opt(i),
-                extra_json: extra_json.opt(i)?.map(str::to_owned),
+                extra,
             });
         }
         Ok(())

@@ -156,6 +156,7 @@ fn other_tables(trace: &Trace, ctx: &Ctx, sink: &mut dyn TableSink) -> Result<()
             .iter()
             .map(|x| (!x.notes.is_empty() || x.notes.events_read > 0).then(|| x.notes.to_json()))
             .collect();
+        let metadata: Vec<Option<String>> = rows.iter().map(|x| x.metadata.to_json()).collect();
         Ok(vec![
             ids(r),
             i64s(rows.iter().map(|x| x.rank)),
@@ -163,7 +164,7 @@ fn other_tables(trace: &Trace, ctx: &Ctx, sink: &mut dyn TableSink) -> Result<()
             strs(rows.iter().map(|x| Some(x.source.as_str()))),
             strs(rows.iter().map(|x| Some(x.format.as_str()))),
             strs(rows.iter().map(|x| x.host.as_deref())),
-            strs(rows.iter().map(|x| x.metadata_json.as_deref())),
+            strs(metadata.iter().map(Option::as_deref)),
             strs(notes.iter().map(Option::as_deref)),
         ])
     })?;
@@ -241,6 +242,10 @@ fn other_tables(trace: &Trace, ctx: &Ctx, sink: &mut dyn TableSink) -> Result<()
 
     sink.table(&schema::DEVICES, trace.devices.len(), &|r| {
         let rows = &trace.devices[r];
+        let extra: Vec<Option<String>> = rows
+            .iter()
+            .map(|d| (!d.extra.is_empty()).then(|| d.extra.to_json()))
+            .collect();
         Ok(vec![
             u32s(rows.iter().map(|d| d.rank.map(|x| x.0))),
             i64s(rows.iter().map(|d| Some(d.index))),
@@ -253,7 +258,7 @@ fn other_tables(trace: &Trace, ctx: &Ctx, sink: &mut dyn TableSink) -> Result<()
             Arc::new(Float64Array::from_iter(
                 rows.iter().map(|d| d.memory_bandwidth_bytes_per_s),
             )),
-            strs(rows.iter().map(|d| d.extra_json.as_deref())),
+            strs(extra.iter().map(Option::as_deref)),
         ])
     })?;
 

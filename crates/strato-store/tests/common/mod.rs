@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use strato_trace::metadata::{JsonObject, SourceMetadata};
 use strato_trace::testing::{self, TraceBuilder};
 use strato_trace::{
     ClockDomain, ClockInfo, ClockSource, CounterSample, Device, Flow, FlowEnd, Instant, Level,
@@ -20,7 +21,11 @@ pub fn full_trace() -> Trace {
         source: "/tmp/rank0.json.gz".into(),
         format: "kineto".into(),
         host: Some("host-α".into()),
-        metadata_json: Some(r#"{"schemaVersion":1,"note":"quote \" and \\ backslash"}"#.into()),
+        metadata: SourceMetadata::from_json(
+            r#"{"schemaVersion":1,"note":"quote \" and \\ backslash"}"#,
+            "kineto".into(),
+        )
+        .unwrap(),
         notes: Default::default(),
     });
     let r1 = t.add_rank(Rank {
@@ -29,7 +34,7 @@ pub fn full_trace() -> Trace {
         source: String::new(),
         format: "strato".into(),
         host: None,
-        metadata_json: None,
+        metadata: strato_trace::metadata::SourceMetadata::None,
         notes: Default::default(),
     });
     t.processes.push(Process {
@@ -201,7 +206,7 @@ pub fn full_trace() -> Trace {
         compute_minor: Some(0),
         clock_rate_khz: Some(1_410_000),
         memory_bandwidth_bytes_per_s: Some(2.039e12),
-        extra_json: Some(r#"{"numRegs":65536}"#.into()),
+        extra: JsonObject::parse(r#"{"numRegs":65536}"#).unwrap(),
     });
     t.devices.push(Device::default());
     t.clock = ClockInfo {
