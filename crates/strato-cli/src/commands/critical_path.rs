@@ -55,7 +55,7 @@ pub(crate) fn run_with_overlay(
     }
     let loaded = ctx.engine.load(inputs, &ctx.import_options(true)?)?;
     let job = job_of(&loaded);
-    let (report, result) = whole_trace(&job).map_err(|e| {
+    let (overlay, result) = whole_trace(&job, |report| overlay_of(&job, report)).map_err(|e| {
         anyhow::anyhow!(
             "{}: {e}",
             inputs
@@ -64,7 +64,6 @@ pub(crate) fn run_with_overlay(
                 .unwrap_or_default()
         )
     })?;
-    let overlay = overlay_of(&job, &report);
     crate::output::write_output(path, &read, |w| {
         strato_io::export::chrome::write_overlaid(&job, &overlay, w)
     })?;

@@ -68,12 +68,19 @@ pub fn job_of(trace: &Trace) -> Cow<'_, Trace> {
     }
 }
 
-/// The whole trace's path of `job` ([`job_of`]): the typed report (for what a front end draws
-/// from it, such as an overlay) and the result the registry presents.
-pub fn whole_trace(job: &Trace) -> Result<(CriticalPathReport, CriticalPathResult), AnalysisError> {
+/// The whole trace's path of `job` ([`job_of`]): what `draw` makes of the typed report (what
+/// a front end draws from it, such as an overlay), then the result the registry presents,
+/// which takes the report over (the path is held once).
+pub fn whole_trace<T>(
+    job: &Trace,
+    draw: impl FnOnce(&CriticalPathReport) -> T,
+) -> Result<(T, CriticalPathResult), AnalysisError> {
     let (report, collectives) = whole_report(job)?;
-    let result = CriticalPathResult::Whole(report_json(report.clone(), collectives));
-    Ok((report, result))
+    let drawn = draw(&report);
+    Ok((
+        drawn,
+        CriticalPathResult::Whole(report_json(report, collectives)),
+    ))
 }
 
 /// The whole trace's path of `job` and how its collectives were matched.
@@ -354,24 +361,9 @@ fn render_steps(out: &mut String, steps: &StepsJson, top: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::paths::critical_path::tests::two_steps;
     use strato_trace::testing::TraceBuilder;
     use strato_trace::Level;
-
-    /// One rank, two steps: a launch in step 1 whose kernel ends in step 2's time.
-    fn two_steps() -> Trace {
-        let mut b = TraceBuilder::new();
-        let cpu = b.thread(1, 1);
-        let gpu = b.queue(0, 7);
-        b.span(cpu, Level::Operation, "ProfilerStep#1", 0, 1000);
-        b.span(cpu, Level::Operation, "ProfilerStep#2", 1000, 2000);
-        b.span(cpu, Level::Backend, "op1", 5, 25);
-        b.span(cpu, Level::AcceleratorApi, "cudaLaunchKernel", 10, 20)
-            .correlation(1);
-        b.span(gpu, Level::DeviceKernel, "gemm", 50, 1200)
-            .correlation(1);
-        b.span(cpu, Level::Backend, "op2", 1010, 1900);
-        b.build()
-    }
 
     fn run(trace: &Trace, step: &str) -> Result<CriticalPathResult, AnalysisError> {
         let settings = CriticalPathSettings {
@@ -383,7 +375,7 @@ mod tests {
 
     #[test]
     fn the_whole_trace_is_the_path_of_the_analysis_and_its_text_adds_up() {
-        let trace = two_steps();
+        let trace = two_steps("gemm");
         let Ok(CriticalPathResult::Whole(result)) = run(&trace, "") else {
             panic!("the whole trace's path");
         };
@@ -408,7 +400,7 @@ mod tests {
 
     #[test]
     fn steps_are_windows_that_add_up_and_a_missing_step_is_refused() {
-        let trace = two_steps();
+        let trace = two_steps("gemm");
         let Ok(CriticalPathResult::Steps(all)) = run(&trace, "all") else {
             panic!("every step's path");
         };

@@ -343,11 +343,9 @@ fn window_conserves(w: &WindowComposition) {
     assert!(w.communication_ns <= w.by_kind[&PathKind::Kernel]);
 }
 
-/// Two steps: the first launches a collective kernel that runs past the step's end (its
-/// window stretches to the kernel's end), the second only works on the CPU. Each step's
-/// path holds its own work only, and the parts add up to its window.
-#[test]
-fn step_windows_hold_their_own_work() {
+/// One rank, two steps: `op1` in step 1 launches `kernel`, which runs from 50 to 1200 ns, past
+/// the step's end at 1000; step 2 (1000-2000) only runs `op2` on the CPU.
+pub(super) fn two_steps(kernel: &str) -> Trace {
     let mut b = TraceBuilder::new();
     let cpu = b.thread(1, 1);
     let gpu = b.queue(0, 7);
@@ -356,16 +354,18 @@ fn step_windows_hold_their_own_work() {
     b.span(cpu, Level::Backend, "op1", 5, 25);
     b.span(cpu, Level::AcceleratorApi, "cudaLaunchKernel", 10, 20)
         .correlation(1);
-    b.span(
-        gpu,
-        Level::DeviceKernel,
-        "ncclKernel_AllReduce_RING_LL_Sum_float",
-        50,
-        1200,
-    )
-    .correlation(1);
+    b.span(gpu, Level::DeviceKernel, kernel, 50, 1200)
+        .correlation(1);
     b.span(cpu, Level::Backend, "op2", 1010, 1900);
-    let trace = b.build();
+    b.build()
+}
+
+/// Two steps: the first launches a collective kernel that runs past the step's end (its
+/// window stretches to the kernel's end), the second only works on the CPU. Each step's
+/// path holds its own work only, and the parts add up to its window.
+#[test]
+fn step_windows_hold_their_own_work() {
+    let trace = two_steps("ncclKernel_AllReduce_RING_LL_Sum_float");
     assert_eq!(step_numbers(&trace), vec![1, 2]);
     let steps = critical_path_steps(&trace, &CriticalPathOptions::default(), None).unwrap();
     assert_eq!(steps.len(), 2);
