@@ -104,6 +104,9 @@ class Profile:
         `rank` and `pid`."""
     def hierarchy(self) -> Table:
         """Registered `hierarchy`, table `hierarchy`: `ranks[]`."""
+    def tree_links(self, *, at: str | int = "", kernel: str = "", limit: int = 8) -> Table:
+        """Registered `tree`, table `tree_links`: one row per link of `chains[][]`, with the
+        chain's number `chain` (from 0) and `what`."""
     def kernels(self, *, top: int = 20) -> Table:
         """Registered `kernels`, table `kernel_stats`: `ranks[].kernels[]` with `rank` (one
         row per (rank, kernel name); past `top`, one `(other N)` row; 0: all)."""

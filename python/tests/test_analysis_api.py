@@ -56,7 +56,14 @@ def expected_rows(doc, path: list[str], inherit: list[str]) -> list[dict]:
             flatten("", node, own)
             out.append({**{k: v for k, v in carried.items() if k not in own}, **own})
             return
-        for item in (node.get(rest[0]) or []) if isinstance(node, dict) else []:
+        items = (node.get(rest[0]) or []) if isinstance(node, dict) else []
+        if len(rest) > 1 and rest[1].startswith("[]"):
+            # A list of lists: each inner list's items are rows, numbered by inner list.
+            for number, inner in enumerate(items):
+                for item in inner if isinstance(inner, list) else []:
+                    walk(item, rest[2:], {**carried, rest[1][2:]: number})
+            return
+        for item in items:
             walk(item, rest[1:], carried)
 
     walk(doc, path, {})

@@ -61,6 +61,9 @@ pub enum OptionKind {
     /// A `ProfilerStep#N` window: `N` for that step, `all` for every step; with default `""`,
     /// optional (unset: the typed option is `""`, the whole trace).
     Step,
+    /// Free text (a time, a name to search for), checked by [`Analysis::check_options`];
+    /// `value_name` is what the command line shows (`TIME`). With default `""`, optional.
+    Text { value_name: &'static str },
 }
 
 /// One option of an analysis, as the front ends show and parse it. `name` is the serde field
@@ -76,7 +79,9 @@ pub struct OptionSpec {
 
 /// One table of an analysis's result: the rows are the objects of the list at `path` in the
 /// result's JSON (empty: the root object is the one row), each carrying the scalar fields
-/// `inherit` of its enclosing objects.
+/// `inherit` of its enclosing objects. A segment `[]name` after a list's segment says that
+/// list holds lists: each inner list's objects are rows, carrying the inner list's number
+/// (from 0) as field `name` (`tree`'s chains: `["chains", "[]chain"]`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TableSpec {
     /// Unique over the registry: the SQL view's name and Python's table name.

@@ -94,14 +94,6 @@ fn command() -> clap::Command {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// The chain annotation -> op -> API call -> kernel of what runs at a time, or of kernels by
-    /// name.
-    #[command(
-        after_help = "TIME is absolute ns (1669783687730492000) or an offset from the \
-trace start with a unit (250ms, 1.5s, 300us).\nWithout --at or --kernel: the middle of the \
-longest kernel.\n\nExamples:\n  strato tree trace.json.gz --at 250ms\n  strato tree trace.json.gz --kernel gemm --limit 2"
-    )]
-    Tree(crate::commands::hierarchy::TreeArgs),
     /// Import traces into a profile directory (Parquet tables + metadata.json).
     #[command(
         after_help = "Example:\n  strato import ../shared/data/kineto/hta_trace_filter -o prof"
@@ -275,7 +267,6 @@ fn run(cli: Cli) -> Result<u8> {
     let mut out = stdout.lock();
     let mut status = 0;
     match cli.command {
-        Command::Tree(args) => crate::commands::hierarchy::run_tree(args, &ctx, &mut out)?,
         Command::Import(args) => crate::commands::import::run(args, &ctx, &mut out)?,
         Command::Measure(args) => crate::commands::measure::run(args, &ctx, &mut out)?,
         #[cfg(feature = "sql")]

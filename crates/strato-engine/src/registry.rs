@@ -39,6 +39,7 @@ pub static ANALYSES: &[Registered] = &[
         crate::collectives::RankByRank,
     >(),
     Registered::of::<strato_analysis::cross_stack::hierarchy::SpanHierarchy>(),
+    Registered::of::<strato_analysis::cross_stack::hierarchy::Tree>(),
     Registered::of::<strato_analysis::cross_stack::layers::Layers>(),
     Registered::of::<strato_analysis::cross_stack::modules::Modules>(),
     Registered::of::<strato_analysis::cross_stack::layers::RooflineAnalysis>(),
@@ -476,6 +477,7 @@ fn option_value(
             n if n.parse::<u64>().is_ok() => Ok(n.into()),
             _ => Err(bad("a step number (N of ProfilerStep#N) or `all`")),
         },
+        OptionKind::Text { .. } => Ok(text.into()),
         OptionKind::Choice(words) => match words.iter().find(|w| **w == text) {
             Some(w) => Ok((*w).into()),
             None => Err(bad(&format!("one of {}", words.join(", ")))),

@@ -204,10 +204,30 @@ fn collect(node: &Ordered, path: &[&str], shape: &Shape, carried: &Row, out: &mu
             out.push(row);
         }
         Some((first, rest)) => {
-            if let Some(Ordered::List(items)) = node.get(first) {
-                for item in items {
-                    collect(item, rest, shape, &carried, out);
+            let Some(Ordered::List(items)) = node.get(first) else {
+                return;
+            };
+            // `[]name` after a list: its items are lists; each inner list's items are rows,
+            // carrying the inner list's number (from 0) as `name`.
+            if let Some((inner, rest)) = rest
+                .split_first()
+                .and_then(|(seg, rest)| Some((seg.strip_prefix("[]")?, rest)))
+            {
+                for (number, item) in items.iter().enumerate() {
+                    let Ordered::List(inner_items) = item else {
+                        continue;
+                    };
+                    let mut carried = carried.clone();
+                    carried.retain(|(k, _)| k != inner);
+                    carried.push((inner.to_owned(), Ordered::UInt(number as u64)));
+                    for x in inner_items {
+                        collect(x, rest, shape, &carried, out);
+                    }
                 }
+                return;
+            }
+            for item in items {
+                collect(item, rest, shape, &carried, out);
             }
         }
     }

@@ -7,7 +7,6 @@ pub(crate) mod critical_path;
 pub(crate) mod diff;
 pub(crate) mod export;
 pub(crate) mod export_samples;
-pub(crate) mod hierarchy;
 pub(crate) mod import;
 pub(crate) mod measure;
 pub mod overhead;

@@ -106,6 +106,7 @@ pub(crate) fn command(analysis: &'static Registered) -> Command {
                 ))
                 .action(ArgAction::Append),
             OptionKind::Step => arg.value_name("N|all"),
+            OptionKind::Text { value_name } => arg.value_name(value_name),
         };
         command = command.arg(arg);
     }

@@ -3,13 +3,3 @@
 
 pub(crate) mod measure;
 pub(crate) mod record;
-
-/// Writes `value` as pretty JSON and a newline.
-pub(crate) fn write_json(
-    out: &mut impl std::io::Write,
-    value: &impl serde::Serialize,
-) -> anyhow::Result<()> {
-    serde_json::to_writer_pretty(&mut *out, value)?;
-    writeln!(out)?;
-    Ok(())
-}

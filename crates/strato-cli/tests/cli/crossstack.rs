@@ -1,6 +1,8 @@
 //! CLI tests of the cross-stack subcommands: the JSON shapes our checks read, conservation
 //! through the CLI, and every text mode running on a real trace.
 
+use serde_json::Value;
+
 use crate::common::{data, json, run};
 
 const NCCL: &str = "kineto/hta_nccl_data.json.gz";
@@ -110,4 +112,63 @@ fn text_modes_run() {
     let (code, _, stderr) = run(&["tree", p, "--at", "soon"]);
     assert_eq!(code, 2);
     assert!(stderr.starts_with("strato: "));
+    let (code, _, stderr) = run(&["tree", p, "--at", "1ms", "--kernel", "sgemm"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("not both"), "{stderr}");
+}
+
+/// `tree`'s table holds every link of every chain, in order, numbered by chain; each chain
+/// nests in time from its leaf to its root.
+#[test]
+fn tree_table_is_the_chains_link_by_link() {
+    let path = data("kineto/hta_df_index_resolver.json.gz");
+    let p = path.to_str().unwrap();
+    let doc = json(&["tree", p, "--kernel", "sgemm", "--limit", "3", "--json"]);
+    let chains = doc["chains"].as_array().unwrap();
+    assert_eq!(chains.len(), 3, "{doc}");
+    for chain in chains {
+        let links = chain.as_array().unwrap();
+        assert_eq!(links[0]["level"], "DeviceKernel", "{chain}");
+        for pair in links.windows(2) {
+            // Device ops hang off their launch by correlation, not by containment.
+            if pair[0]["level"] == "DeviceKernel" {
+                continue;
+            }
+            assert!(
+                pair[1]["start_ns"].as_i64() <= pair[0]["start_ns"].as_i64(),
+                "{chain}"
+            );
+            assert!(
+                pair[1]["end_ns"].as_i64() >= pair[0]["end_ns"].as_i64(),
+                "{chain}"
+            );
+        }
+    }
+    let (code, csv, stderr) = run(&[
+        "tree",
+        p,
+        "--kernel",
+        "sgemm",
+        "--limit",
+        "3",
+        "--csv",
+        "--table",
+        "tree_links",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let mut reader = csv::Reader::from_reader(csv.as_bytes());
+    let header = reader.headers().unwrap().clone();
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    let links: Vec<(usize, &Value)> = chains
+        .iter()
+        .enumerate()
+        .flat_map(|(i, c)| c.as_array().unwrap().iter().map(move |l| (i, l)))
+        .collect();
+    assert_eq!(rows.len(), links.len());
+    for (row, (chain, link)) in rows.iter().zip(&links) {
+        assert_eq!(row[col("chain")], chain.to_string());
+        assert_eq!(row[col("span")], link["span"].to_string());
+        assert_eq!(&row[col("name")], link["name"].as_str().unwrap());
+    }
 }

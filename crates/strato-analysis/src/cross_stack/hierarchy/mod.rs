@@ -37,8 +37,10 @@ use crate::scope::effective_level;
 
 pub mod index;
 mod registration;
+mod tree;
 pub use index::{Hierarchy, UNDER_BACKEND, UNDER_OPERATION};
 pub use registration::SpanHierarchy;
+pub use tree::{parse_time, Tree, TreeResult, TreeSettings};
 
 /// Attribution counts of one rank (or of all).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -211,16 +213,16 @@ pub fn report(analyzed: &Analyzed) -> HierarchyReport {
     }
 }
 
-/// One span of a chain, for display.
+/// One span of a chain, for display. Fields in alphabetical order (the order of its JSON).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ChainLink {
-    pub span: u32,
-    pub name: String,
-    pub level: Level,
     pub category: String,
-    pub track: String,
-    pub start_ns: Ns,
     pub end_ns: Ns,
+    pub level: Level,
+    pub name: String,
+    pub span: u32,
+    pub start_ns: Ns,
+    pub track: String,
 }
 
 /// Chains of the spans active at `t`: for every device op active at `t`, its chain up to the
