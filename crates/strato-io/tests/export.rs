@@ -17,7 +17,7 @@ fn builder() -> TraceBuilder {
     b.rank(Rank {
         world_size: Some(1),
         metadata: SourceMetadata::from_json("{\"traceName\":\"synthetic\"}", "kineto".into())
-            .unwrap(),
+            .expect("an object"),
         ..rank(Some(0), "synthetic")
     });
     b

@@ -3,7 +3,7 @@
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-use crate::metadata::{JsonObject, SourceMetadata};
+use crate::metadata::{JsonObject, RecordingMetadata, SourceMetadata};
 use crate::{
     time_in_range, ArgsTable, ImportNotes, Level, Ns, SourceFormat, StrId, StringTable,
     TIME_LIMIT_NS,
@@ -270,6 +270,15 @@ pub struct TrackIndex {
 }
 
 impl Trace {
+    /// The typed metadata of the trace's `strato` recordings (ranks of another format, or
+    /// whose metadata does not have the recording's shape, give none).
+    pub fn recordings(&self) -> impl Iterator<Item = &RecordingMetadata> {
+        self.ranks
+            .iter()
+            .filter(|r| r.format == SourceFormat::Strato)
+            .filter_map(|r| r.metadata.recording())
+    }
+
     /// Interns a string.
     pub fn intern(&mut self, text: &str) -> StrId {
         self.strings.intern(text)

@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use strato_trace::metadata::{CollectorMetadata, RecordingMetadata};
+use strato_trace::metadata::CollectorMetadata;
 use strato_trace::{Level, Trace, TrackKind};
 
 use crate::recording::overhead::{self, Calibration, CalibrationRun, CallStats, Counts};
@@ -43,7 +43,8 @@ impl RecordingInfo {
     /// Reads the metadata of the trace's strato ranks. A rank whose metadata does not have the
     /// recording's shape contributes nothing.
     pub fn of(trace: &Trace) -> RecordingInfo {
-        let processes = recordings(trace)
+        let processes = trace
+            .recordings()
             .flat_map(|meta| meta.process_files().cloned())
             .collect();
         RecordingInfo {
@@ -140,16 +141,7 @@ fn collector_figure(
     trace: &Trace,
     cost: impl Fn(&CollectorMetadata) -> Option<f64>,
 ) -> Option<f64> {
-    recordings(trace).find_map(|meta| cost(&meta.metadata))
-}
-
-/// The typed metadata of the trace's `strato` ranks.
-pub fn recordings(trace: &Trace) -> impl Iterator<Item = &RecordingMetadata> {
-    trace
-        .ranks
-        .iter()
-        .filter(|r| r.format == strato_trace::SourceFormat::Strato)
-        .filter_map(|r| r.metadata.recording())
+    trace.recordings().find_map(|meta| cost(&meta.metadata))
 }
 
 /// The OS level's collector cost stored with a recording (`strato.os.collector` metadata of

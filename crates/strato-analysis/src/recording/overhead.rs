@@ -782,7 +782,8 @@ pub fn correct(trace: &Trace, cal: &Calibration) -> (Trace, CorrectionSummary) {
 /// The calibration stored with a recording (`calibration.json` beside the files, which the
 /// importer puts in the rank's metadata under `"calibration"`).
 pub fn recorded_calibration(trace: &Trace) -> Option<Calibration> {
-    crate::recording::calibration::recordings(trace)
+    trace
+        .recordings()
         .find_map(|meta| serde_json::from_value(meta.calibration.clone()?).ok())
 }
 

@@ -307,7 +307,7 @@ pub fn join(timeline: &mut Trace, perf: Trace) -> Result<()> {
     rank.notes
         .count("events_outside_recording_window", joined - inside);
     rank.metadata.set_joined(PerfJoin {
-        events: joined as u64,
+        events: joined,
         threads: remap.len() as u64,
     });
     Ok(())

@@ -25,7 +25,7 @@ pub fn full_trace() -> Trace {
             r#"{"schemaVersion":1,"note":"quote \" and \\ backslash"}"#,
             "kineto".into(),
         )
-        .unwrap(),
+        .expect("an object"),
         notes: Default::default(),
     });
     let r1 = t.add_rank(Rank {
@@ -206,7 +206,7 @@ pub fn full_trace() -> Trace {
         compute_minor: Some(0),
         clock_rate_khz: Some(1_410_000),
         memory_bandwidth_bytes_per_s: Some(2.039e12),
-        extra: JsonObject::parse(r#"{"numRegs":65536}"#).unwrap(),
+        extra: JsonObject::parse(r#"{"numRegs":65536}"#).expect("an object"),
     });
     t.devices.push(Device::default());
     t.clock = ClockInfo {
