@@ -172,13 +172,13 @@ impl SourceMetadata {
         text: &str,
         format: SourceFormat,
     ) -> Result<SourceMetadata, serde_json::Error> {
-        let object = JsonObject::parse(text)?;
-        if format == SourceFormat::Strato {
+        // Only an object is metadata (serde would also read a struct from a JSON array).
+        if format == SourceFormat::Strato && text.trim_start().starts_with('{') {
             if let Ok(recording) = serde_json::from_str::<RecordingMetadata>(text) {
                 return Ok(SourceMetadata::Recording(Box::new(recording)));
             }
         }
-        Ok(SourceMetadata::Source(object))
+        JsonObject::parse(text).map(SourceMetadata::Source)
     }
 
     /// The metadata an importer built as a JSON value: an object is kept in its key order;
@@ -398,7 +398,7 @@ impl CollectorMetadata {
     }
 
     fn typed<T: DeserializeOwned>(&self, key: &str) -> Option<T> {
-        serde_json::from_value(self.0.get(key)?.clone()).ok()
+        T::deserialize(self.0.get(key)?).ok()
     }
 
     /// The OS level's figures ([`OS_METADATA_KEY`]).
