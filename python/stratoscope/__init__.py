@@ -377,7 +377,7 @@ class profile:
 #: importers and analyses), loaded on first use so that a recorded process, which imports
 #: stratoscope, never loads it.
 _ANALYSIS_NAMES = frozenset({
-    "open", "analyses", "Profile", "Table", "StratoscopeError", "InputNotFound", "TraceFormatError",
+    "open", "analyses", "comparisons", "Profile", "Table", "StratoscopeError", "InputNotFound", "TraceFormatError",
     "ProfileStoreError", "MemoryBudgetError", "InvalidOption", "AnalysisError", "ReadError",
 })
 

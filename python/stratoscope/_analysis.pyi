@@ -175,9 +175,18 @@ class Profile:
                      floor: float | None = None, all: bool = False) -> Table:
         """Registered `advise`, table `advise_rules`: `rules[]`."""
     def diff(self, other: "Profile", *, per_step: bool = False) -> Table:
-        """`strato diff SELF OTHER`: `operations[]`."""
+        """`strato diff SELF OTHER`: `operations[]` (`compare("diff", other)`)."""
     def diff_kernels(self, other: "Profile", *, per_step: bool = False) -> Table:
-        """`strato diff SELF OTHER`: `kernels[]`."""
+        """`strato diff SELF OTHER`: `kernels[]` (`compare("diff", other,
+        table="diff_kernels")`)."""
+
+    # Registered comparisons (`comparisons()` lists them; strato_engine::comparisons).
+    def compare(self, name: str, other: "Profile", *, table: str | None = None,
+                **options: Any) -> Table:
+        """A registered comparison of this profile (A, the baseline) with `other` (B), by
+        name (`strato NAME SELF OTHER --json`'s fields as columns): `table` (its main table,
+        or the first its options allow, when None), options as keywords
+        (`compare("diff", other, by_op=True)` gives `diff_ops`)."""
 
     # Registered analyses (`analyses()` lists them; strato_engine::registry).
     def analysis(self, name: str, *, table: str | None = None, **options: Any) -> Table:
@@ -199,6 +208,10 @@ def analyses() -> list[dict[str, Any]]:
     """The registered analyses: name, method, summary, window, doc, options
     (name, help, default), tables (name, about, path, inherit: where the rows are in
     `strato NAME --json`)."""
+
+def comparisons() -> list[dict[str, Any]]:
+    """The registered comparisons of two profiles, described as `analyses()` describes
+    analyses (`Profile.compare(name, other)` runs one)."""
 
 def open(*paths: _Path, level_map: _Path | None = None, salvage: bool = False,
          keep_secrets: bool = False, graph_capture: _Path | None = None) -> Profile:

@@ -68,8 +68,16 @@ def opened() -> dict:
 
 def table_flags(table: dict) -> list[str]:
     """The command-line flags of the options a table is computed with (`critical_path_steps`:
-    `--step all`)."""
-    return [arg for name, value in table["options"] for arg in ("--" + name.replace("_", "-"), value)]
+    `--step all`; `diff_ops`: `--by-op`)."""
+    flags: list[str] = []
+    for name, value in table["options"]:
+        flag = "--" + name.replace("_", "-")
+        if value in ("true", "false"):
+            # A flag: given for true, left out for false (its default).
+            flags += [flag] if value == "true" else []
+        else:
+            flags += [flag, value]
+    return flags
 
 
 @pytest.mark.parametrize("analysis", [a["name"] for a in ANALYSES])
@@ -163,3 +171,67 @@ def test_unknown_analyses_options_and_tables_are_one_clear_error() -> None:
     proc = strato("queue-length", str(DATA / "kineto" / "hta_alexnet_trace.json.gz"),
                   "--limit", "0", check=False)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+
+
+COMPARISONS = stratoscope.comparisons()
+
+# Pairs of profiles compared, A then B: one run against another (a fix), the same model on
+# two devices (by-op tables have rows), two unrelated traces (everything added or removed),
+# and a job of ranks against one file.
+PAIRS = [
+    (DATA / "kineto" / "hta_trace_compare" / "base.json.gz",
+     DATA / "kineto" / "hta_trace_compare" / "test.json.gz"),
+    (DATA / "kineto" / "tracelens" / "h100_Falconsai_nsfw_image_detection.json.gz",
+     DATA / "kineto" / "tracelens" / "mi300_Falconsai_nsfw_image_detection.json.gz"),
+    (DATA / "kineto" / "hta_alexnet_trace.json.gz", DATA / "kineto" / "hta_triton_example.json.gz"),
+    (DATA / "kineto" / "param_dlrm8", DATA / "kineto" / "hta_alexnet_trace.json.gz"),
+]
+
+
+@pytest.mark.parametrize("comparison", [c["name"] for c in COMPARISONS])
+def test_comparison_tables_equal_the_commands_json_and_csv(comparison: str) -> None:
+    spec = next(c for c in COMPARISONS if c["name"] == comparison)
+    assert spec["tables"], f"{comparison}: no table"
+    help_text = strato(comparison, "--help").stdout
+    for option in spec["options"]:
+        assert "--" + option[0].replace("_", "-") in help_text
+    assert (REPO / spec["doc"]).is_file()
+    profiles = {path: stratoscope.open(str(path)) for pair in PAIRS for path in pair}
+    for table in spec["tables"]:
+        rows_seen = 0
+        flags = table_flags(table)
+        for a, b in PAIRS:
+            doc = json.loads(strato(comparison, str(a), str(b), *flags, "--json").stdout)
+            expected = expected_rows(doc, table["path"], table["inherit"])
+            got_table = pa.table(profiles[a].compare(comparison, profiles[b], table=table["name"]))
+            got = got_table.to_pylist()
+            assert len(got) == len(expected), f"{a} {b} {table['name']}: {len(got)} != {len(expected)}"
+            columns = columns_of(expected)
+            for i, (g, e) in enumerate(zip(got, expected)):
+                assert set(g) == columns, f"{table['name']} row {i}: {sorted(set(g) ^ columns)}"
+                for k in columns:
+                    assert same(g[k], e.get(k)), f"{a} {b} {table['name']} row {i} {k}"
+            text = strato(comparison, str(a), str(b), "--csv", "--table", table["name"]).stdout
+            rows = list(csv.reader(io.StringIO(text)))
+            if got_table.num_rows:
+                assert rows[0] == got_table.column_names
+                assert len(rows) - 1 == got_table.num_rows
+            rows_seen += len(got)
+        assert rows_seen > 0, f"{comparison} {table['name']}: no rows on any pair"
+
+
+def test_a_comparisons_main_table_follows_its_options() -> None:
+    a, b = PAIRS[1]
+    pa_, pb = stratoscope.open(str(a)), stratoscope.open(str(b))
+    # `--by-op` computes the op tables: the main table is then `diff_ops`, not an empty `diff`.
+    by_op = pa.table(pa_.compare("diff", pb, by_op=True))
+    assert by_op.num_rows > 0 and by_op.equals(pa.table(pa_.compare("diff", pb, table="diff_ops")))
+    text = strato("diff", str(a), str(b), "--by-op", "--csv").stdout
+    assert list(csv.reader(io.StringIO(text)))[0] == by_op.column_names
+    assert pa.table(pa_.compare("diff", pb)).equals(pa.table(pa_.diff(pb)))
+    with pytest.raises(stratoscope.InvalidOption, match="no comparison"):
+        pa_.compare("no-such-comparison", pb)
+    with pytest.raises(stratoscope.InvalidOption, match="no option"):
+        pa_.compare("diff", pb, by_opp=True)
+    with pytest.raises(stratoscope.InvalidOption, match="no table"):
+        pa_.compare("diff", pb, table="nope")

@@ -19,6 +19,10 @@
 //! - whether it can be fed while one file streams ([`Analysis::stream`]), its events never all
 //!   held;
 //! - what it reads of a trace ([`Reads`]), so that opening keeps no more.
+//!
+//! An analysis of two profiles (`strato diff A B`) is a type implementing [`Comparison`]: the
+//! same declarations, a side computed from each profile alone ([`Comparison::side`], so that
+//! one trace is held at a time), and the result of two sides ([`Comparison::compare`]).
 
 use crate::analyzed::Analyzed;
 use serde::de::DeserializeOwned;
@@ -281,4 +285,56 @@ pub trait Analysis {
         let _ = options;
         None
     }
+}
+
+/// The contract of a registered analysis of two profiles, A (the baseline) and B: each
+/// profile reduced on its own to a side ([`Comparison::side`]; a front end may drop the trace
+/// before opening the other), then the two sides compared ([`Comparison::compare`]). The
+/// declarations mean what [`Analysis`]'s do; its tables are Python's and CSV's (no SQL views:
+/// a query reads one profile).
+pub trait Comparison {
+    /// kebab-case: the command (`strato NAME A B`).
+    const NAME: &'static str;
+    const SUMMARY: &'static str;
+    const WINDOW: &'static str;
+    const DOC: &'static str;
+    const EXAMPLES: &'static [&'static str];
+    const OPTIONS: &'static [OptionSpec];
+    /// Its tables; the first is the main one.
+    const TABLES: &'static [TableSpec];
+    /// What it reads of each profile.
+    const READS: Reads;
+    /// How the HTML report shows it (`strato report --baseline A`).
+    const IN_REPORT: InReport = InReport::Left("a report shows one profile");
+    const SHORT_FLAGS: &'static [(&'static str, char)] = &[];
+    type Options: Serialize + DeserializeOwned + Default + Send + Sync;
+    /// What one profile contributes, computed from it alone.
+    type Side: Send;
+    type Output: Serialize + Send + Sync;
+
+    /// As [`Analysis::check_options`].
+    fn check_options(options: &Self::Options) -> Result<(), String> {
+        let _ = options;
+        Ok(())
+    }
+
+    /// One profile's side, or why it cannot be computed on this trace.
+    fn side(analyzed: &Analyzed<'_>, options: &Self::Options) -> Result<Self::Side, AnalysisError>;
+
+    /// The result of side `a` (labelled `a_label`, the baseline) against side `b`, or why the
+    /// two do not compare.
+    fn compare(
+        a_label: &str,
+        a: &Self::Side,
+        b_label: &str,
+        b: &Self::Side,
+        options: &Self::Options,
+    ) -> Result<Self::Output, AnalysisError>;
+
+    /// The result as text for `terminal` (its width and whether to colour).
+    fn render_text(
+        output: &Self::Output,
+        options: &Self::Options,
+        terminal: &crate::text::terminal::Terminal,
+    ) -> String;
 }

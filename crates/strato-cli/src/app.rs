@@ -86,8 +86,8 @@ impl Globals {
 /// ([`crate::commands::registered`]).
 fn command() -> clap::Command {
     let mut command = <Cli as clap::CommandFactory>::command();
-    for analysis in strato_engine::registry::ANALYSES {
-        command = command.subcommand(crate::commands::registered::command(analysis));
+    for registration in crate::commands::registered::Registration::all() {
+        command = command.subcommand(crate::commands::registered::command(registration));
     }
     command
 }
@@ -148,14 +148,6 @@ docs/report.md.\n\nExamples:\n  strato report trace.json.gz -o report.html\n  \
 strato report prof -o report.html --baseline before/ --title \"after the fix\""
     )]
     Report(crate::commands::report::ReportArgs),
-    /// Compare two profiles: per operation, per operation x stratum, per kernel; time and share
-    /// in each, absolute and relative change, added and removed.
-    #[command(
-        after_help = "A is the baseline; negative changes are time saved.\n\nExamples:\n  \
-strato diff base.json.gz test.json.gz\n  strato diff before/ after/ --top 30\n  \
-strato diff a.json.gz b.json.gz --json > diff.json"
-    )]
-    Diff(crate::commands::diff::DiffArgs),
     /// Print shell completions (bash, zsh, fish, elvish, powershell) to stdout.
     #[command(
         after_help = "Examples:\n  strato completions bash > ~/.local/share/bash-completion/completions/strato\n  \
@@ -185,9 +177,9 @@ where
     let parsed = command().try_get_matches_from(args).and_then(|matches| {
         // A registered analysis: its own subcommand's matches and the global options.
         if let Some((name, sub)) = matches.subcommand() {
-            if let Some(analysis) = strato_engine::registry::find(name) {
+            if let Some(registration) = crate::commands::registered::Registration::find(name) {
                 let globals = <Globals as clap::FromArgMatches>::from_arg_matches(&matches)?;
-                return Ok(Parsed::Registered(analysis, globals, sub.clone()));
+                return Ok(Parsed::Registered(registration, globals, sub.clone()));
             }
         }
         Ok(Parsed::Builtin(
@@ -239,7 +231,7 @@ where
 enum Parsed {
     Builtin(Cli),
     Registered(
-        &'static strato_engine::registry::Registered,
+        crate::commands::registered::Registration,
         Globals,
         clap::ArgMatches,
     ),
@@ -247,7 +239,7 @@ enum Parsed {
 
 /// Runs a registered analysis's subcommand.
 fn run_registered(
-    analysis: &'static strato_engine::registry::Registered,
+    analysis: crate::commands::registered::Registration,
     globals: &Globals,
     matches: &clap::ArgMatches,
 ) -> Result<u8> {
@@ -277,7 +269,6 @@ fn run(cli: Cli) -> Result<u8> {
         Command::Validate(args) => crate::commands::validate::run(args, &ctx, &mut out)?,
         Command::Overhead(args) => crate::commands::overhead::run(args, &ctx, &mut out)?,
         Command::Report(args) => crate::commands::report::run(args, &ctx, &mut out)?,
-        Command::Diff(args) => crate::commands::diff::run(args, &ctx, &mut out)?,
         Command::Completions(args) => {
             crate::commands::completions::completions(args, &mut command(), &mut out)?
         }

@@ -13,24 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Colours used in tables.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Style {
-    Bold,
-    Dim,
-    /// Worse (slower, added cost).
-    Red,
-    /// Better (faster).
-    Green,
-    Cyan,
-}
-
-/// What the terminal allows for one output stream.
-#[derive(Debug, Clone, Copy)]
-pub struct Term {
-    pub color: bool,
-    pub width: usize,
-}
+pub use strato_analysis::text::terminal::Terminal as Term;
 
 fn no_color() -> bool {
     std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
@@ -52,37 +35,13 @@ pub fn width(fallback: usize) -> usize {
         .map_or(fallback, |(w, _)| usize::from(w.0).max(20))
 }
 
-impl Term {
-    /// For writing to stdout.
-    pub fn stdout() -> Term {
-        let tty = std::io::stdout().is_terminal();
-        Term {
-            color: tty && !no_color(),
-            width: width(120),
-        }
-    }
-
-    /// Plain text of a fixed width (tests, files).
-    pub fn plain(width: usize) -> Term {
-        Term {
-            color: false,
-            width,
-        }
-    }
-
-    /// `text` in `style` when colour is on.
-    pub fn paint(&self, text: &str, style: Style) -> String {
-        if !self.color {
-            return text.to_owned();
-        }
-        let code = match style {
-            Style::Bold => "1",
-            Style::Dim => "2",
-            Style::Red => "31",
-            Style::Green => "32",
-            Style::Cyan => "36",
-        };
-        format!("\x1b[{code}m{text}\x1b[0m")
+/// What stdout allows: colour only on a TTY without `NO_COLOR`/`TERM=dumb`, the width of
+/// [`width`] (120 when not a terminal).
+pub fn stdout() -> Term {
+    let tty = std::io::stdout().is_terminal();
+    Term {
+        color: tty && !no_color(),
+        width: width(strato_analysis::text::terminal::DEFAULT_WIDTH),
     }
 }
 
@@ -333,16 +292,6 @@ mod tests {
         }
         let line = render_bar("x", 3 << 20, None, Duration::from_secs(1), 80);
         assert!(line.contains("3 MiB read"));
-    }
-
-    #[test]
-    fn plain_terms_do_not_paint() {
-        assert_eq!(Term::plain(80).paint("x", Style::Red), "x");
-        let t = Term {
-            color: true,
-            width: 80,
-        };
-        assert_eq!(t.paint("x", Style::Red), "\x1b[31mx\x1b[0m");
     }
 
     #[test]

@@ -21,13 +21,15 @@
 //! - the JSON -> table flattening every front end shares ([`rows`]);
 //! - the registry of analyses ([`registry`]): each registered once, run by name from every
 //!   front end (command, Python, SQL views, report), with the openings of analyses that read
-//!   their inputs their own way ([`opening`]).
+//!   their inputs their own way ([`opening`]), and of comparisons of two profiles
+//!   ([`comparisons`]).
 //!
 //! It never prints and never exits: errors are [`EngineError`], lines for the user go to the
 //! listener. Analyses (`strato-analysis`) never open files; front ends never open inputs but
 //! through here.
 
 mod collectives;
+pub mod comparisons;
 mod error;
 mod info;
 mod open;

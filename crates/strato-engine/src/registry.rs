@@ -17,10 +17,14 @@
 use std::path::PathBuf;
 
 use arrow::record_batch::RecordBatch;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use strato_analysis::analyzed::Analyzed;
 use strato_analysis::registry::{
-    Analysis, AnalysisError, Events, InReport, OptionKind, OptionSpec, RankPart, Reads, TableSpec,
+    Analysis, AnalysisError, Comparison, Events, InReport, OptionKind, OptionSpec, RankPart, Reads,
+    TableSpec,
 };
+use strato_analysis::text::terminal::Terminal;
 use strato_trace::Trace;
 
 use crate::opening::{Opening, Plain};
@@ -117,7 +121,7 @@ impl std::fmt::Debug for Outcome {
 trait Shown: Send + Sync {
     fn json(&self) -> String;
     fn doc(&self) -> Ordered;
-    fn text(&self) -> String;
+    fn text(&self, terminal: &Terminal) -> String;
     fn csv(&self, raw: bool) -> Option<String>;
 }
 
@@ -134,7 +138,7 @@ impl<A: Analysis> Shown for Typed<A> {
     fn doc(&self) -> Ordered {
         Ordered::of(&self.output)
     }
-    fn text(&self) -> String {
+    fn text(&self, _terminal: &Terminal) -> String {
         A::render_text(&self.output, &self.options)
     }
     fn csv(&self, raw: bool) -> Option<String> {
@@ -142,7 +146,35 @@ impl<A: Analysis> Shown for Typed<A> {
     }
 }
 
+struct Compared<C: Comparison> {
+    output: C::Output,
+    options: C::Options,
+}
+
+impl<C: Comparison> Shown for Compared<C> {
+    fn json(&self) -> String {
+        serde_json::to_string_pretty(&self.output).unwrap_or_default()
+    }
+    fn doc(&self) -> Ordered {
+        Ordered::of(&self.output)
+    }
+    fn text(&self, terminal: &Terminal) -> String {
+        C::render_text(&self.output, &self.options, terminal)
+    }
+    fn csv(&self, _raw: bool) -> Option<String> {
+        None
+    }
+}
+
 impl Outcome {
+    /// The outcome of comparison `C` run with `options`.
+    pub fn compared<C: Comparison + 'static>(output: C::Output, options: C::Options) -> Outcome {
+        Outcome {
+            shown: Box::new(Compared::<C> { output, options }),
+            doc: std::sync::OnceLock::new(),
+        }
+    }
+
     /// The outcome of `A` run with `options`, for a front end that ran it itself over a trace
     /// it also draws from (`strato critical-path --overlay`).
     pub fn of<A: Analysis + 'static>(output: A::Output, options: A::Options) -> Outcome {
@@ -162,9 +194,15 @@ impl Outcome {
         self.doc.get_or_init(|| self.shown.doc())
     }
 
-    /// The text rendering.
+    /// The text rendering, for no terminal ([`Terminal::default`]: no colour, 120 columns).
     pub fn text(&self) -> String {
-        self.shown.text()
+        self.shown.text(&Terminal::default())
+    }
+
+    /// The text rendering for `terminal` (a comparison's text fits its width and paints when
+    /// it colours; an analysis's text is the same on every terminal).
+    pub fn text_on(&self, terminal: &Terminal) -> String {
+        self.shown.text(terminal)
     }
 
     /// The analysis's own CSV (`raw`: cells as they are), when it writes one
@@ -224,19 +262,22 @@ impl Registered {
 
     /// The table called `name`, or the main table when `None`.
     pub fn table(&self, name: Option<&str>) -> Result<&'static TableSpec> {
-        match name {
-            None => self
-                .tables
-                .first()
-                .ok_or_else(|| EngineError::InvalidOption(format!("{}: has no table", self.name))),
-            Some(name) => self.tables.iter().find(|t| t.name == name).ok_or_else(|| {
-                let names: Vec<&str> = self.tables.iter().map(|t| t.name).collect();
-                EngineError::InvalidOption(format!(
-                    "{}: no table {name:?} (tables: {})",
-                    self.name,
-                    names.join(", ")
-                ))
-            }),
+        table_named(self.name, self.tables, name)
+    }
+
+    /// What it declares, for the front ends that describe it.
+    pub fn declaration(&self) -> Declaration {
+        Declaration {
+            name: self.name,
+            summary: self.summary,
+            window: self.window,
+            doc: self.doc,
+            examples: self.examples,
+            options: self.options,
+            tables: self.tables,
+            in_report: self.in_report,
+            short_flags: self.short_flags,
+            inputs: Inputs::One,
         }
     }
 
@@ -264,23 +305,15 @@ impl Registered {
     }
 
     /// Whether the declaration holds together: option specs and typed options agree (names,
-    /// defaults), table names are unique over the registry. For tests.
+    /// defaults), table names are unique among the analyses (a comparison's check looks at
+    /// the comparisons too). For tests.
     pub fn check(&self) -> std::result::Result<(), String> {
         (self.check)()?;
-        for table in self.tables {
-            let owners = ANALYSES
-                .iter()
-                .flat_map(|a| a.tables)
-                .filter(|t| t.name == table.name)
-                .count();
-            if owners != 1 {
-                return Err(format!(
-                    "{}: table name {} is not unique",
-                    self.name, table.name
-                ));
-            }
-        }
-        Ok(())
+        unique_tables(
+            self.name,
+            self.tables,
+            ANALYSES.iter().flat_map(|a| a.tables),
+        )
     }
 
     /// `values` with the options `table` is computed with ([`TableSpec::options`]) added where
@@ -302,7 +335,7 @@ impl Registered {
     }
 }
 
-fn import_options(engine: &Engine, reads: Reads) -> Result<strato_io::ImportOptions> {
+pub(crate) fn import_options(engine: &Engine, reads: Reads) -> Result<strato_io::ImportOptions> {
     let all = engine.import_options(reads.args.is_some())?;
     Ok(strato_io::ImportOptions {
         projection: match reads.events {
@@ -487,13 +520,23 @@ fn option_value(
 
 /// The typed options of `A` from option values (unset ones at their defaults).
 pub fn typed_options<A: Analysis>(values: &OptionValues) -> Result<A::Options> {
+    options_of(A::NAME, A::OPTIONS, values, A::check_options)
+}
+
+/// Options of the analysis or comparison `name`, declared by `specs`, from option values
+/// (unset ones at their defaults), checked by `check`.
+pub(crate) fn options_of<O: DeserializeOwned>(
+    name: &str,
+    specs: &[OptionSpec],
+    values: &OptionValues,
+    check: fn(&O) -> std::result::Result<(), String>,
+) -> Result<O> {
     let mut map = serde_json::Map::new();
-    for (name, text) in values {
-        let Some(spec) = A::OPTIONS.iter().find(|s| s.name == name.replace('-', "_")) else {
-            let known: Vec<&str> = A::OPTIONS.iter().map(|s| s.name).collect();
+    for (given, text) in values {
+        let Some(spec) = specs.iter().find(|s| s.name == given.replace('-', "_")) else {
+            let known: Vec<&str> = specs.iter().map(|s| s.name).collect();
             return Err(EngineError::InvalidOption(format!(
-                "{}: no option {name:?} (options: {})",
-                A::NAME,
+                "{name}: no option {given:?} (options: {})",
                 if known.is_empty() {
                     "none".to_owned()
                 } else {
@@ -508,51 +551,137 @@ pub fn typed_options<A: Analysis>(values: &OptionValues) -> Result<A::Options> {
                 check(&content).map_err(|e| EngineError::option(path, e))?;
                 content.into()
             }
-            _ => option_value(A::NAME, spec, text).map_err(EngineError::InvalidOption)?,
+            _ => option_value(name, spec, text).map_err(EngineError::InvalidOption)?,
         };
         map.insert(spec.name.to_owned(), value);
     }
-    let options: A::Options = serde_json::from_value(serde_json::Value::Object(map))
-        .map_err(|e| EngineError::InvalidOption(format!("{}: {e}", A::NAME)))?;
-    A::check_options(&options)
-        .map_err(|e| EngineError::InvalidOption(format!("{}: {e}", A::NAME)))?;
+    let options: O = serde_json::from_value(serde_json::Value::Object(map))
+        .map_err(|e| EngineError::InvalidOption(format!("{name}: {e}")))?;
+    check(&options).map_err(|e| EngineError::InvalidOption(format!("{name}: {e}")))?;
     Ok(options)
 }
 
 fn check<A: Analysis>() -> std::result::Result<(), String> {
-    let defaults = serde_json::to_value(A::Options::default()).map_err(|e| e.to_string())?;
+    check_declared::<A::Options>(A::NAME, A::OPTIONS, A::TABLES)?;
+    if A::RANK_BY_RANK && A::merge(Vec::new(), &A::Options::default()).is_none() {
+        return Err(format!("{}: runs rank by rank but does not merge", A::NAME));
+    }
+    Ok(())
+}
+
+/// Whether the typed options `O`'s defaults agree with `specs` (names, defaults), and there
+/// is a table.
+pub(crate) fn check_declared<O: Serialize + Default>(
+    name: &str,
+    specs: &[OptionSpec],
+    tables: &[TableSpec],
+) -> std::result::Result<(), String> {
+    let defaults = serde_json::to_value(O::default()).map_err(|e| e.to_string())?;
     let fields: Vec<&String> = match &defaults {
         serde_json::Value::Object(map) => map.keys().collect(),
         serde_json::Value::Null => Vec::new(),
-        other => return Err(format!("{}: options serialise as {other}", A::NAME)),
+        other => return Err(format!("{name}: options serialise as {other}")),
     };
-    if fields.len() != A::OPTIONS.len() {
+    if fields.len() != specs.len() {
         return Err(format!(
-            "{}: {} typed options, {} option specs",
-            A::NAME,
+            "{name}: {} typed options, {} option specs",
             fields.len(),
-            A::OPTIONS.len()
+            specs.len()
         ));
     }
-    for spec in A::OPTIONS {
-        let declared = option_value(A::NAME, spec, spec.default)?;
+    for spec in specs {
+        let declared = option_value(name, spec, spec.default)?;
         if defaults.get(spec.name) != Some(&declared) {
             return Err(format!(
-                "{}: option {}: default {} in its spec, {:?} in the typed options",
-                A::NAME,
+                "{name}: option {}: default {} in its spec, {:?} in the typed options",
                 spec.name,
                 spec.default,
                 defaults.get(spec.name)
             ));
         }
     }
-    if A::TABLES.is_empty() {
-        return Err(format!("{}: no table", A::NAME));
-    }
-    if A::RANK_BY_RANK && A::merge(Vec::new(), &A::Options::default()).is_none() {
-        return Err(format!("{}: runs rank by rank but does not merge", A::NAME));
+    if tables.is_empty() {
+        return Err(format!("{name}: no table"));
     }
     Ok(())
+}
+
+/// Whether each of `tables` (of `name`) is the only table of its name among `all` (every
+/// table of the registry: the analyses', and the comparisons' when a comparison is checked).
+pub(crate) fn unique_tables<'t>(
+    name: &str,
+    tables: &[TableSpec],
+    all: impl Iterator<Item = &'t TableSpec> + Clone,
+) -> std::result::Result<(), String> {
+    for table in tables {
+        if all.clone().filter(|t| t.name == table.name).count() != 1 {
+            return Err(format!("{name}: table name {} is not unique", table.name));
+        }
+    }
+    Ok(())
+}
+
+/// The table of `tables` (of `owner`) called `name`, or the main table when `None`.
+pub(crate) fn table_named(
+    owner: &str,
+    tables: &'static [TableSpec],
+    name: Option<&str>,
+) -> Result<&'static TableSpec> {
+    match name {
+        None => tables
+            .first()
+            .ok_or_else(|| EngineError::InvalidOption(format!("{owner}: has no table"))),
+        Some(name) => tables.iter().find(|t| t.name == name).ok_or_else(|| {
+            let names: Vec<&str> = tables.iter().map(|t| t.name).collect();
+            EngineError::InvalidOption(format!(
+                "{owner}: no table {name:?} (tables: {})",
+                names.join(", ")
+            ))
+        }),
+    }
+}
+
+/// The first of `tables` that `values` allow: none of the options it is computed with
+/// ([`TableSpec::options`]) is given another value (`diff --by-op`'s main table is `diff_ops`,
+/// since `diff` is computed with `by_op=false`); the main table when none is.
+pub fn main_table(
+    tables: &'static [TableSpec],
+    values: &OptionValues,
+) -> Option<&'static TableSpec> {
+    let allows = |table: &TableSpec| {
+        table.options.iter().all(|(name, value)| {
+            values
+                .iter()
+                .filter(|(given, _)| given.replace('-', "_") == *name)
+                .all(|(_, given)| given.eq_ignore_ascii_case(value))
+        })
+    };
+    tables.iter().find(|t| allows(t)).or_else(|| tables.first())
+}
+
+/// How many profiles a registered analysis takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inputs {
+    /// One profile (its files, rank directories, ...): an [`Analysis`].
+    One,
+    /// Two profiles, A and B: a [`Comparison`].
+    Two,
+}
+
+/// What a registered analysis or comparison declares, for the front ends that describe it
+/// (command-line help, Python's listing).
+#[derive(Debug, Clone, Copy)]
+pub struct Declaration {
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub window: &'static str,
+    pub doc: &'static str,
+    pub examples: &'static [&'static str],
+    pub options: &'static [OptionSpec],
+    pub tables: &'static [TableSpec],
+    pub in_report: InReport,
+    pub short_flags: &'static [(&'static str, char)],
+    pub inputs: Inputs,
 }
 
 #[cfg(test)]

@@ -1,8 +1,9 @@
 //! `stratoscope._analysis`: the Python analysis API (`stratoscope.open(path) -> Profile`).
 //! Thin wrappers: a `Profile` holds one imported trace ([`opening`], the CLI's way in); a
 //! registered analysis (`strato_engine::registry`) runs by its name ([`Profile::analysis`],
-//! `profile.NAME(...)`), and the one not registered yet (diff, of two profiles) by its own
-//! method with the CLI command's defaults. Each returns its rows as an Arrow table
+//! `profile.NAME(...)`), and a registered comparison of two profiles
+//! (`strato_engine::comparisons`) by [`Profile::compare`] (`diff` and `diff_kernels` are two of
+//! its tables with the command's defaults). Each returns its rows as an Arrow table
 //! ([`table::Table`], the Arrow PyCapsule interface).
 //!
 //! The columns of an analysis table are the fields of `strato <command> --json` by
@@ -26,7 +27,6 @@ mod raw;
 mod table;
 
 use errors::OpenError;
-use strato_engine::rows::{self, Ordered, Shape};
 use table::Table;
 
 /// A profile opened for analysis (`stratoscope.open`).
@@ -40,21 +40,47 @@ pub struct Profile {
     warnings: Vec<String>,
 }
 
-/// `doc`'s rows at `shape` as a table named `name`, with an optional plot.
-fn table_of(name: &str, doc: &Ordered, shape: Shape, svg: Option<String>) -> Table {
-    Table::new(name, rows::batch(&rows::rows(doc, &shape)), svg)
-}
-
-fn shape(path: &'static [&'static str], inherit: &'static [&'static str]) -> Shape {
-    Shape { path, inherit }
-}
-
 impl Profile {
-    fn diff_doc(&self, other: &Profile, per_step: bool) -> Ordered {
-        use strato_analysis::compare::diff::{self, DiffSide};
-        let a = DiffSide::of(&Analyzed::new(&self.trace), per_step);
-        let b = DiffSide::of(&Analyzed::new(&other.trace), per_step);
-        Ordered::of(&diff::diff(&self.label, a.parts(), &other.label, b.parts()))
+    /// Registered comparison `name` of this profile (A) with `other` (B): `table` (the main
+    /// table, or the first the options allow, when `None`) with `options` as texts.
+    fn compared(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        other: &Profile,
+        table: Option<&str>,
+        options: Vec<(String, String)>,
+    ) -> PyResult<Table> {
+        use strato_engine::comparisons::{find_comparison, COMPARISONS};
+        use strato_engine::registry::{main_table, Registered};
+        let comparison = find_comparison(name).ok_or_else(|| {
+            let names: Vec<&str> = COMPARISONS.iter().map(|c| c.name).collect();
+            OpenError::Option(format!(
+                "no comparison {name:?} (comparisons: {})",
+                names.join(", ")
+            ))
+        })?;
+        let spec = match table {
+            Some(_) => comparison.table(table).map_err(OpenError::from)?,
+            None => match main_table(comparison.tables, &options) {
+                Some(spec) => spec,
+                None => comparison.table(None).map_err(OpenError::from)?,
+            },
+        };
+        let values = Registered::options_for_table(spec, &options);
+        let outcome = py
+            .detach(|| {
+                comparison.run_analyzed(
+                    (&self.label, &Analyzed::new(&self.trace)),
+                    (&other.label, &Analyzed::new(&other.trace)),
+                    &values,
+                )
+            })
+            .map_err(|e| match e {
+                strato_engine::EngineError::Analysis(why) => OpenError::Analysis(why),
+                e => OpenError::from(e),
+            })?;
+        Ok(Table::new(spec.name, outcome.batch(spec), None))
     }
 }
 
@@ -96,18 +122,34 @@ impl Profile {
     // ---- analyses -------------------------------------------------------------------------
 
     /// `strato diff SELF OTHER --json`: one row per operation (`operations[]`, the delta
-    /// flattened as `delta.a_ns`, ...).
+    /// flattened as `delta.a_ns`, ...); `compare("diff", other)`.
     #[pyo3(signature = (other, *, per_step = false))]
-    fn diff(&self, py: Python<'_>, other: &Profile, per_step: bool) -> Table {
-        let doc = py.detach(|| self.diff_doc(other, per_step));
-        table_of("diff", &doc, shape(&["operations"], &[]), None)
+    fn diff(&self, py: Python<'_>, other: &Profile, per_step: bool) -> PyResult<Table> {
+        let options = vec![("per_step".to_owned(), per_step.to_string())];
+        self.compared(py, "diff", other, Some("diff"), options)
     }
 
-    /// The kernels of `strato diff --json` (`kernels[]`).
+    /// The kernels of `strato diff --json` (`kernels[]`); `compare("diff", other,
+    /// table="diff_kernels")`.
     #[pyo3(signature = (other, *, per_step = false))]
-    fn diff_kernels(&self, py: Python<'_>, other: &Profile, per_step: bool) -> Table {
-        let doc = py.detach(|| self.diff_doc(other, per_step));
-        table_of("diff_kernels", &doc, shape(&["kernels"], &[]), None)
+    fn diff_kernels(&self, py: Python<'_>, other: &Profile, per_step: bool) -> PyResult<Table> {
+        let options = vec![("per_step".to_owned(), per_step.to_string())];
+        self.compared(py, "diff", other, Some("diff_kernels"), options)
+    }
+
+    /// A registered comparison (`stratoscope.comparisons()` lists them) of this profile (A,
+    /// the baseline) with `other` (B): `table` (its main table when `None`) as an Arrow table,
+    /// its options as keywords; `strato NAME A B --json`'s fields as columns.
+    #[pyo3(signature = (name, other, *, table = None, **options))]
+    fn compare(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        other: &Profile,
+        table: Option<&str>,
+        options: Option<&Bound<'_, pyo3::types::PyDict>>,
+    ) -> PyResult<Table> {
+        self.compared(py, name, other, table, option_texts(options)?)
     }
 
     // ---- registered analyses (strato_engine::registry) -------------------------------------
@@ -306,46 +348,65 @@ fn option_texts(
     Ok(out)
 }
 
+/// A registered analysis's or comparison's declaration as a dict (name, method, summary,
+/// window, doc, options, tables).
+fn described(
+    py: Python<'_>,
+    declared: strato_engine::registry::Declaration,
+) -> PyResult<Py<pyo3::types::PyDict>> {
+    use pyo3::types::{PyDict, PyList};
+    let d = PyDict::new(py);
+    d.set_item("name", declared.name)?;
+    d.set_item("method", declared.name.replace('-', "_"))?;
+    d.set_item("summary", declared.summary)?;
+    d.set_item("window", declared.window)?;
+    d.set_item("doc", declared.doc)?;
+    let options: Vec<(&str, &str, &str)> = declared
+        .options
+        .iter()
+        .map(|o| (o.name, o.help, o.default))
+        .collect();
+    d.set_item("options", options)?;
+    let tables = PyList::empty(py);
+    for t in declared.tables {
+        let table = PyDict::new(py);
+        table.set_item("name", t.name)?;
+        table.set_item("about", t.about)?;
+        table.set_item("path", t.path.to_vec())?;
+        table.set_item("inherit", t.inherit.to_vec())?;
+        table.set_item("options", t.options.to_vec())?;
+        tables.append(table)?;
+    }
+    d.set_item("tables", tables)?;
+    Ok(d.unbind())
+}
+
 /// The registered analyses: per analysis its name, Python method, summary, window, doc page,
 /// options (name, help, default) and tables (name, what a row is, and where its rows are in
 /// `strato NAME --json`: the path of lists and the fields of enclosing objects carried).
 #[pyfunction]
 fn analyses(py: Python<'_>) -> PyResult<Vec<Py<pyo3::types::PyDict>>> {
-    use pyo3::types::{PyDict, PyList};
-    let mut out = Vec::new();
-    for a in strato_engine::registry::ANALYSES {
-        let d = PyDict::new(py);
-        d.set_item("name", a.name)?;
-        d.set_item("method", a.python_name())?;
-        d.set_item("summary", a.summary)?;
-        d.set_item("window", a.window)?;
-        d.set_item("doc", a.doc)?;
-        let options: Vec<(&str, &str, &str)> = a
-            .options
-            .iter()
-            .map(|o| (o.name, o.help, o.default))
-            .collect();
-        d.set_item("options", options)?;
-        let tables = PyList::empty(py);
-        for t in a.tables {
-            let table = PyDict::new(py);
-            table.set_item("name", t.name)?;
-            table.set_item("about", t.about)?;
-            table.set_item("path", t.path.to_vec())?;
-            table.set_item("inherit", t.inherit.to_vec())?;
-            table.set_item("options", t.options.to_vec())?;
-            tables.append(table)?;
-        }
-        d.set_item("tables", tables)?;
-        out.push(d.unbind());
-    }
-    Ok(out)
+    strato_engine::registry::ANALYSES
+        .iter()
+        .map(|a| described(py, a.declaration()))
+        .collect()
+}
+
+/// The registered comparisons of two profiles (`Profile.compare(NAME, other)`), described as
+/// [`analyses`] describes analyses.
+#[pyfunction]
+fn comparisons(py: Python<'_>) -> PyResult<Vec<Py<pyo3::types::PyDict>>> {
+    strato_engine::comparisons::COMPARISONS
+        .iter()
+        .map(|c| described(py, c.declaration()))
+        .collect()
 }
 
 #[pymodule]
 fn _analysis(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Profile>()?;
     m.add_function(wrap_pyfunction!(analyses, m)?)?;
+    m.add_function(wrap_pyfunction!(comparisons, m)?)?;
     m.add_class::<Table>()?;
     m.add_function(wrap_pyfunction!(open_profile, m)?)?;
     errors::register(m)?;

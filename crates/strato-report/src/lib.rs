@@ -26,7 +26,8 @@ pub mod svg;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use strato_analysis::analyzed::Analyzed;
-use strato_analysis::compare::diff::{diff, DiffReport, DiffSide};
+use strato_analysis::compare::diff::DiffReport;
+use strato_analysis::compare::registration::{Diff, DiffOutput, DiffSettings};
 use strato_analysis::cross_stack::breakdown::BreakdownReport;
 use strato_analysis::cross_stack::layers::{layers, LayersOptions, LayersReport};
 use strato_analysis::cross_stack::modules::{modules, ModulesReport};
@@ -39,6 +40,7 @@ use strato_analysis::distributed::collectives::{
 };
 use strato_analysis::info::TraceInfo;
 use strato_analysis::patterns::iterations::{iterations, IterationOptions, IterationsReport};
+use strato_analysis::registry::Comparison;
 
 /// Kernels shown in the ranking before the rest is folded into one bar.
 pub const KERNEL_TOP: usize = 30;
@@ -245,20 +247,28 @@ impl ReportInput {
         }
     }
 
-    /// Adds the diff with a baseline profile (A), this report's profile being B: the diff's
-    /// inputs ([`DiffSide::of`], steps not kept apart) of both sides. Announces
-    /// [`BASELINE_STEPS`] steps.
+    /// Adds the diff with a baseline profile (A), this report's profile being B: the
+    /// registered comparison `diff` ([`Diff`]) at its defaults (steps not kept apart), its
+    /// side of each profile computed here. Announces [`BASELINE_STEPS`] steps.
     pub fn add_baseline(
         &mut self,
         baseline: (&str, &Analyzed),
         this: (&str, &Analyzed),
         progress: &mut dyn Progress,
     ) {
+        let options = DiffSettings::default();
         progress.step("analysing the baseline");
-        let a = DiffSide::of(baseline.1, false);
+        let a = Diff::side(baseline.1, &options);
         progress.step("diff");
-        let b = DiffSide::of(this.1, false);
-        self.diff = Some(diff(baseline.0, a.parts(), this.0, b.parts()));
+        let b = Diff::side(this.1, &options);
+        let compared = match (a, b) {
+            (Ok(a), Ok(b)) => Diff::compare(baseline.0, &a, this.0, &b, &options).ok(),
+            _ => None,
+        };
+        self.diff = match compared {
+            Some(DiffOutput::Runs(report)) => Some(report),
+            Some(DiffOutput::ByOp(_)) | None => None,
+        };
     }
 }
 

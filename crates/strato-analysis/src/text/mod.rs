@@ -5,6 +5,7 @@
 //! a caller's writer or string; opens nothing.
 
 pub mod table;
+pub mod terminal;
 pub mod units;
 
 /// The text a writer of a result writes, as a string (a writer into memory cannot fail; a

@@ -4,7 +4,6 @@
 pub(crate) mod advise;
 pub(crate) mod completions;
 pub(crate) mod critical_path;
-pub(crate) mod diff;
 pub(crate) mod export;
 pub(crate) mod export_samples;
 pub(crate) mod import;

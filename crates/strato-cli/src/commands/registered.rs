@@ -1,7 +1,7 @@
-//! `strato NAME` for every analysis of the registry (`strato_engine::registry`): the
-//! subcommand is built from the analysis's declaration (its options as flags, help, window,
-//! tables, examples) and runs through the registry, so a registered analysis needs no code
-//! here. Output: the analysis's text, `--json` (its serde JSON), or `--csv`: the analysis's own
+//! `strato NAME` for every analysis of the registry (`strato_engine::registry`) and `strato
+//! NAME A B` for every comparison (`strato_engine::comparisons`): the subcommand is built from
+//! the declaration (its options as flags, help, window, tables, examples) and runs through the
+//! registry, so a registered analysis or comparison needs no code here. Output: the analysis's text, `--json` (its serde JSON), or `--csv`: the analysis's own
 //! CSV when it writes one and no `--table` is asked, else one of its tables (the main one
 //! unless `--table`; the same columns as Python's table and the SQL view).
 //!
@@ -18,12 +18,69 @@ use clap::{Arg, ArgAction, ArgMatches, Command};
 use strato_analysis::advise::Advise;
 use strato_analysis::paths::critical_path::CriticalPath;
 use strato_analysis::registry::{Analysis, InReport, OptionKind};
-use strato_engine::registry::Registered;
+use strato_engine::comparisons::RegisteredComparison;
+use strato_engine::registry::{Declaration, Inputs, Registered};
 
 use strato_analysis::text::table::Table;
 
-/// The subcommand of `analysis`.
-pub(crate) fn command(analysis: &'static Registered) -> Command {
+/// A registered analysis or comparison, as the command line found it by name.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Registration {
+    Analysis(&'static Registered),
+    Comparison(&'static RegisteredComparison),
+}
+
+impl Registration {
+    /// The registration called `name` (a subcommand's name).
+    pub(crate) fn find(name: &str) -> Option<Registration> {
+        strato_engine::registry::find(name)
+            .map(Registration::Analysis)
+            .or_else(|| {
+                strato_engine::comparisons::find_comparison(name).map(Registration::Comparison)
+            })
+    }
+
+    /// Every registration, analyses first.
+    pub(crate) fn all() -> impl Iterator<Item = Registration> {
+        (strato_engine::registry::ANALYSES
+            .iter()
+            .map(Registration::Analysis))
+        .chain(
+            strato_engine::comparisons::COMPARISONS
+                .iter()
+                .map(Registration::Comparison),
+        )
+    }
+
+    fn declaration(self) -> Declaration {
+        match self {
+            Registration::Analysis(a) => a.declaration(),
+            Registration::Comparison(c) => c.declaration(),
+        }
+    }
+
+    fn main_table(
+        self,
+        values: &strato_engine::registry::OptionValues,
+    ) -> strato_engine::Result<&'static strato_analysis::registry::TableSpec> {
+        let tables = self.declaration().tables;
+        strato_engine::registry::main_table(tables, values).map_or_else(|| self.table(None), Ok)
+    }
+
+    fn table(
+        self,
+        name: Option<&str>,
+    ) -> strato_engine::Result<&'static strato_analysis::registry::TableSpec> {
+        match self {
+            Registration::Analysis(a) => a.table(name),
+            Registration::Comparison(c) => c.table(name),
+        }
+    }
+}
+
+/// The subcommand of `registration`.
+pub(crate) fn command(registration: Registration) -> Command {
+    let analysis = registration.declaration();
     let tables: Vec<String> = analysis
         .tables
         .iter()
@@ -34,22 +91,19 @@ pub(crate) fn command(analysis: &'static Registered) -> Command {
         InReport::Left(reason) => format!("\nNot in `strato report`: {reason}."),
         InReport::Table | InReport::OwnSection => String::new(),
     };
+    let table_users = match analysis.inputs {
+        Inputs::One => "--csv --table, Python's tables, SQL views",
+        Inputs::Two => "--csv --table, Python's tables",
+    };
     let mut command = Command::new(analysis.name)
         .about(analysis.summary)
         .after_help(format!(
-            "Window: {}.\nTables (--csv --table, Python's tables, SQL views):\n{}\nSee {}.{report}\n\nExamples:\n{}",
+            "Window: {}.\nTables ({table_users}):\n{}\nSee {}.{report}\n\nExamples:\n{}",
             analysis.window,
             tables.join("\n"),
             analysis.doc,
             examples.join("\n")
         ))
-        .arg(
-            Arg::new("inputs")
-                .required(true)
-                .num_args(1..)
-                .value_parser(clap::value_parser!(PathBuf))
-                .help("Trace files, directories of ranks, or a profile directory."),
-        )
         .arg(
             Arg::new("json")
                 .long("json")
@@ -72,6 +126,28 @@ pub(crate) fn command(analysis: &'static Registered) -> Command {
                 ))
                 .help("The table --csv prints."),
         );
+    command = match analysis.inputs {
+        Inputs::One => command.arg(
+            Arg::new("inputs")
+                .required(true)
+                .num_args(1..)
+                .value_parser(clap::value_parser!(PathBuf))
+                .help("Trace files, directories of ranks, or a profile directory."),
+        ),
+        Inputs::Two => command
+            .arg(
+                Arg::new("a")
+                    .required(true)
+                    .value_parser(clap::value_parser!(PathBuf))
+                    .help("Profile A (the baseline): a trace file, a directory of ranks, or a profile directory."),
+            )
+            .arg(
+                Arg::new("b")
+                    .required(true)
+                    .value_parser(clap::value_parser!(PathBuf))
+                    .help("Profile B (compared with A)."),
+            ),
+    };
     for option in analysis.options {
         // clap takes a flag's name as `&'static str`: the dashed form lives as long as the
         // process (a few short strings, built once).
@@ -119,20 +195,17 @@ pub(crate) fn command(analysis: &'static Registered) -> Command {
     command
 }
 
-/// Runs `analysis` as `matches` (its subcommand's) ask.
+/// Runs `registration` as `matches` (its subcommand's) ask.
 pub(crate) fn run(
-    analysis: &'static Registered,
+    registration: Registration,
     matches: &ArgMatches,
     ctx: &crate::ctx::Ctx,
     out: &mut dyn Write,
 ) -> Result<()> {
+    let analysis = registration.declaration();
     if analysis.name == Advise::NAME && super::advise::print_rules(matches, out)? {
         return Ok(());
     }
-    let inputs: Vec<PathBuf> = matches
-        .get_many::<PathBuf>("inputs")
-        .map(|v| v.cloned().collect())
-        .unwrap_or_default();
     let mut options = Vec::new();
     for option in analysis.options {
         if matches!(option.kind, OptionKind::Flag) {
@@ -154,14 +227,31 @@ pub(crate) fn run(
     // A table asked for is computed with the options it needs (`critical_path_steps`: every
     // step unless `--step N`).
     if let Some(name) = matches.get_one::<String>("table") {
-        options = Registered::options_for_table(analysis.table(Some(name))?, &options);
+        options = Registered::options_for_table(registration.table(Some(name))?, &options);
     }
     let overlay = (analysis.name == CriticalPath::NAME)
         .then(|| super::critical_path::overlay_asked(matches))
         .flatten();
-    let outcome = match &overlay {
-        Some(path) => super::critical_path::run_with_overlay(path, &inputs, &options, ctx)?,
-        None => analysis.run(&ctx.engine, &inputs, &options)?,
+    let outcome = match registration {
+        Registration::Comparison(comparison) => {
+            let side = |name: &str| {
+                matches
+                    .get_one::<PathBuf>(name)
+                    .cloned()
+                    .unwrap_or_default()
+            };
+            comparison.run(&ctx.engine, &side("a"), &side("b"), &options)?
+        }
+        Registration::Analysis(registered) => {
+            let inputs: Vec<PathBuf> = matches
+                .get_many::<PathBuf>("inputs")
+                .map(|v| v.cloned().collect())
+                .unwrap_or_default();
+            match &overlay {
+                Some(path) => super::critical_path::run_with_overlay(path, &inputs, &options, ctx)?,
+                None => registered.run(&ctx.engine, &inputs, &options)?,
+            }
+        }
     };
     if matches.get_flag("json") {
         writeln!(out, "{}", outcome.json())?;
@@ -173,7 +263,11 @@ pub(crate) fn run(
                 return Ok(());
             }
         }
-        let table = analysis.table(table_name)?;
+        let table = match table_name {
+            Some(_) => registration.table(table_name)?,
+            // The main table, or the first the options given allow (`diff --by-op`).
+            None => registration.main_table(&options)?,
+        };
         let (columns, rows) = outcome.text_rows(table);
         let headers: Vec<&str> = columns.iter().map(String::as_str).collect();
         let mut csv = Table::with_left(&headers, &[]);
@@ -182,7 +276,7 @@ pub(crate) fn run(
         }
         csv.write(out, ctx.table_format(true))?;
     } else {
-        write!(out, "{}", outcome.text())?;
+        write!(out, "{}", outcome.text_on(&crate::term::stdout()))?;
         if let Some(path) = overlay {
             writeln!(out, "\nwrote {}", path.display())?;
         }

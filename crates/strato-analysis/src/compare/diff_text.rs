@@ -1,96 +1,18 @@
-//! `strato diff A B`: compares two profiles (two frameworks, before/after a fix) per
-//! operation, per (operation, stratum) and per kernel name, with added and removed ones.
-//! Loading and the analyses' wiring are here; the comparison is
-//! `strato_analysis::compare::diff::diff`; text rendering (coloured on a TTY, fitted to the
-//! terminal's width) and JSON are here too.
+//! `strato diff`'s text: the run-to-run diff ([`text`]) and the by-op diff ([`op_text`]),
+//! coloured and fitted to a [`Terminal`] the front end describes. Writes to a string.
 
-use std::io::Write;
-use std::path::PathBuf;
-use strato_analysis::text::units::ms_num;
+use std::fmt::Write;
 
-use anyhow::Result;
-use clap::Args;
-use strato_analysis::analyzed::Analyzed;
-use strato_analysis::compare::diff::{self, Change, Delta, DiffReport, DiffSide};
-use strato_analysis::compare::op_diff::{
-    op_diff, KeyDiff, OpDiffReport, OpDiffSide, EXPLAINED_SHARE,
-};
+use super::diff::{Change, Delta, DiffReport, SideSummary};
+use super::op_diff::{KeyDiff, OpDiffReport, EXPLAINED_SHARE};
+use crate::text::terminal::{Style, Terminal};
+use crate::text::units::{fit, fit_middle, ms_num};
 
-use crate::term::{Style, Term};
-use strato_analysis::text::units::{fit, fit_middle};
-
-/// Arguments of `strato diff`.
-#[derive(Args, Debug)]
-pub struct DiffArgs {
-    /// Profile A (the baseline): a trace file, a directory of ranks, or a profile directory.
-    a: PathBuf,
-    /// Profile B (compared with A).
-    b: PathBuf,
-    /// Rows shown per table (the largest changes).
-    #[arg(long, default_value_t = 15)]
-    top: usize,
-    /// Keep ProfilerStep#N apart instead of folding them into ProfilerStep#*.
-    #[arg(long)]
-    per_step: bool,
-    /// Compare by framework op and module instead of operation and kernel name: the same
-    /// model on two devices (per op/module time on each, ratio, and the ops that account for
-    /// 80 % of the difference; see docs/analyses/diff.md).
-    #[arg(long)]
-    by_op: bool,
-    /// Print JSON.
-    #[arg(long)]
-    json: bool,
-}
-
-/// Runs `strato diff`.
-pub fn run(args: DiffArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Result<()> {
-    let options = ctx.import_options(false)?;
-    let mut steps = crate::term::Steps::new(4);
-    steps.step("loading A");
-    let a = ctx.engine.load(std::slice::from_ref(&args.a), &options)?;
-    steps.step("loading B");
-    let b = ctx.engine.load(std::slice::from_ref(&args.b), &options)?;
-    if args.by_op {
-        steps.step("analysing A");
-        let ra = OpDiffSide::of(&Analyzed::new(&a));
-        steps.step("analysing B");
-        let rb = OpDiffSide::of(&Analyzed::new(&b));
-        steps.finish();
-        let report = op_diff(
-            &crate::ctx::Ctx::side_label(&args.a),
-            &ra,
-            &crate::ctx::Ctx::side_label(&args.b),
-            &rb,
-        );
-        if args.json {
-            serde_json::to_writer_pretty(&mut *out, &report)?;
-            writeln!(out)?;
-            return Ok(());
-        }
-        return op_text(out, &report, args.top);
-    }
-    steps.step("analysing A");
-    let ra = DiffSide::of(&Analyzed::new(&a), args.per_step);
-    steps.step("analysing B");
-    let rb = DiffSide::of(&Analyzed::new(&b), args.per_step);
-    steps.finish();
-    let report = diff::diff(
-        &crate::ctx::Ctx::side_label(&args.a),
-        ra.parts(),
-        &crate::ctx::Ctx::side_label(&args.b),
-        rb.parts(),
-    );
-    if args.json {
-        serde_json::to_writer_pretty(&mut *out, &report)?;
-        writeln!(out)?;
-        return Ok(());
-    }
-    text(out, &report, args.top, &Term::stdout())
-}
+type Result = std::fmt::Result;
 
 /// `strato diff --by-op` as text: totals, then the op and module tables (largest differences
 /// first, the explaining set marked `*`).
-fn op_text(out: &mut dyn Write, r: &OpDiffReport, top: usize) -> Result<()> {
+pub(crate) fn op_text(out: &mut String, r: &OpDiffReport, top: usize) -> Result {
     writeln!(out, "window: {}", r.window)?;
     for (tag, s) in [("A", &r.a), ("B", &r.b)] {
         writeln!(
@@ -110,34 +32,33 @@ fn op_text(out: &mut dyn Write, r: &OpDiffReport, top: usize) -> Result<()> {
         r.ratio
             .map_or(String::new(), |x| format!("  (B/A {x:.2}x)"))
     )?;
-    let section =
-        |out: &mut dyn Write, title: &str, rows: &[KeyDiff], explaining: usize| -> Result<()> {
+    let section = |out: &mut String, title: &str, rows: &[KeyDiff], explaining: usize| -> Result {
+        writeln!(
+            out,
+            "\n{title}: {explaining} of {} account for {:.0}% of the difference (*)",
+            rows.len(),
+            100.0 * EXPLAINED_SHARE
+        )?;
+        writeln!(
+            out,
+            "  {:>1} {:>10} {:>10} {:>10} {:>7} {:>6}  name",
+            "", "A ms", "B ms", "B-A ms", "B/A", "cum%"
+        )?;
+        for x in rows.iter().take(top.max(explaining)) {
             writeln!(
                 out,
-                "\n{title}: {explaining} of {} account for {:.0}% of the difference (*)",
-                rows.len(),
-                100.0 * EXPLAINED_SHARE
+                "  {:>1} {:>10} {:>10} {:>10} {:>7} {:>5.0}%  {}",
+                if x.explains { "*" } else { "" },
+                ms_num(x.a_ns as f64),
+                ms_num(x.b_ns as f64),
+                signed_ms(x.delta_ns),
+                x.ratio.map_or("new".into(), |v| format!("{v:.2}")),
+                100.0 * x.cumulative_share,
+                x.key
             )?;
-            writeln!(
-                out,
-                "  {:>1} {:>10} {:>10} {:>10} {:>7} {:>6}  name",
-                "", "A ms", "B ms", "B-A ms", "B/A", "cum%"
-            )?;
-            for x in rows.iter().take(top.max(explaining)) {
-                writeln!(
-                    out,
-                    "  {:>1} {:>10} {:>10} {:>10} {:>7} {:>5.0}%  {}",
-                    if x.explains { "*" } else { "" },
-                    ms_num(x.a_ns as f64),
-                    ms_num(x.b_ns as f64),
-                    signed_ms(x.delta_ns),
-                    x.ratio.map_or("new".into(), |v| format!("{v:.2}")),
-                    100.0 * x.cumulative_share,
-                    x.key
-                )?;
-            }
-            Ok(())
-        };
+        }
+        Ok(())
+    };
     section(out, "framework ops", &r.ops, r.ops_explaining.len())?;
     section(out, "modules", &r.modules, r.modules_explaining.len())?;
     Ok(())
@@ -168,7 +89,7 @@ struct Table {
 }
 
 impl Table {
-    fn print(&self, out: &mut dyn Write, term: &Term) -> std::io::Result<()> {
+    fn print(&self, out: &mut String, term: &Terminal) -> Result {
         let n = self.header.len();
         let mut w: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
         for (r, _) in &self.rows {
@@ -228,8 +149,8 @@ fn delta_cells(d: &Delta) -> Vec<String> {
 }
 
 /// Renders the diff as text.
-pub(crate) fn text(out: &mut dyn Write, d: &DiffReport, top: usize, term: &Term) -> Result<()> {
-    let side = |name: &str, s: &diff::SideSummary| {
+pub(crate) fn text(out: &mut String, d: &DiffReport, top: usize, term: &Terminal) -> Result {
+    let side = |name: &str, s: &SideSummary| {
         let stats = format!(
             "({} process{}, wall {} ms, device {} ms, {} device ops)",
             s.processes,
@@ -379,11 +300,7 @@ pub(crate) fn text(out: &mut dyn Write, d: &DiffReport, top: usize, term: &Term)
         )?;
     }
 
-    let list = |out: &mut dyn Write,
-                what: &str,
-                names: Vec<String>,
-                style: Style|
-     -> std::io::Result<()> {
+    let list = |out: &mut String, what: &str, names: Vec<String>, style: Style| -> Result {
         if names.is_empty() {
             return Ok(());
         }
