@@ -77,17 +77,14 @@ pub(super) fn add_collectives(
         let late_track = members
             .iter()
             .find(|&&(r, s, _)| r == last_rank && graph.nodes[s as usize].ts == last_start)
-            .and_then(|&(_, s, _)| graph.nodes[s as usize].track);
+            .and_then(|&(_, s, _)| graph.nodes[s as usize].track());
         let arrived = graph.nodes.len() as u32;
-        graph.nodes.push(Node {
-            ts: last_start,
-            span: None,
-            rank: last_rank,
-            track: late_track,
-        });
+        graph
+            .nodes
+            .push(Node::new(last_start, None, last_rank, late_track));
         for &(_, s, e) in &members {
             replaced.insert(s);
-            let member = graph.nodes[s as usize].span;
+            let member = graph.nodes[s as usize].span();
             graph.owned_edge(s, arrived, PathKind::CollectiveWait, false, true, member);
             graph.owned_edge(arrived, e, PathKind::Kernel, true, false, member);
         }

@@ -24,15 +24,52 @@ pub const BLOCKING_CALLS: &[&str] = &[
     "hipMemcpyAsync",
 ];
 
+/// The value of a compact optional id ([`Node`], [`Edge`]) that holds none: ids are the
+/// positions of spans and tracks, far below it.
+const NONE: u32 = u32::MAX;
+
+fn compact(id: Option<u32>) -> u32 {
+    id.unwrap_or(NONE)
+}
+
+fn expand(id: u32) -> Option<u32> {
+    (id != NONE).then_some(id)
+}
+
 /// A point in time of one span (its start or end) or a collective's "all arrived" point.
+/// Optional ids are kept as `u32` with [`NONE`] (24 bytes a node, not 32: a graph holds two
+/// nodes per event).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Node {
     pub(super) ts: Ns,
-    pub(super) span: Option<SpanId>,
+    span: u32,
     pub(super) rank: RankId,
-    pub(super) track: Option<TrackId>,
+    track: u32,
 }
 
+impl Node {
+    /// The point `ts` of span `span` on `track`, or a point of no span (`span` `None`).
+    pub(super) fn new(ts: Ns, span: Option<SpanId>, rank: RankId, track: Option<TrackId>) -> Node {
+        Node {
+            ts,
+            span: compact(span.map(|s| s.0)),
+            rank,
+            track: compact(track.map(|t| t.0)),
+        }
+    }
+
+    /// The span the node is a point of; `None` for a collective's "all arrived" point.
+    pub(super) fn span(&self) -> Option<SpanId> {
+        expand(self.span).map(SpanId)
+    }
+
+    /// The track drawn for the node (a collective's point: its late member's).
+    pub(super) fn track(&self) -> Option<TrackId> {
+        expand(self.track).map(TrackId)
+    }
+}
+
+/// A weighted edge (24 bytes: the owner kept as a `u32` with [`NONE`]).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Edge {
     pub(super) from: u32,
@@ -40,10 +77,18 @@ pub(super) struct Edge {
     pub(super) weight: Ns,
     pub(super) kind: PathKind,
     pub(super) dependency: bool,
+    owner: u32,
+}
+
+impl Edge {
     /// The event whose time the edge is (an op's inside, a kernel's transfer or wait); `None`
     /// for the dependencies between events (launch delay, sync, stream gap, idle).
-    pub(super) owner: Option<SpanId>,
+    pub(super) fn owner(&self) -> Option<SpanId> {
+        expand(self.owner).map(SpanId)
+    }
 }
+
+const _: () = assert!(std::mem::size_of::<Node>() == 24 && std::mem::size_of::<Edge>() == 24);
 
 /// The graph under construction: nodes in creation order, renumbered by time before the
 /// search.
@@ -75,12 +120,12 @@ impl Graph {
         let start = self.nodes.len() as u32;
         let shift = self.shift_of(rank);
         for ts in [span.start, span.end] {
-            self.nodes.push(Node {
-                ts: ts.saturating_add(shift),
-                span: Some(id),
+            self.nodes.push(Node::new(
+                ts.saturating_add(shift),
+                Some(id),
                 rank,
-                track: Some(span.track),
-            });
+                Some(span.track),
+            ));
         }
         self.span_nodes.insert(id, (start, start + 1));
         (start, start + 1)
@@ -121,7 +166,7 @@ impl Graph {
             weight: if weighted { dt.max(0) } else { 0 },
             kind,
             dependency,
-            owner,
+            owner: compact(owner.map(|s| s.0)),
         });
     }
 }

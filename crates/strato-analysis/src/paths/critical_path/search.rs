@@ -48,9 +48,60 @@ pub fn critical_path(
 /// Longest-path search result: per node its best distance and the edge it came by.
 pub(super) struct Search {
     dist: Vec<Ns>,
-    via: Vec<Option<u32>>,
+    /// The edge each node's best distance came by ([`NO_EDGE`]: none, a source).
+    via: Vec<u32>,
     /// Topological position of each node.
     order: Vec<u32>,
+}
+
+/// [`Search::via`] of a node no edge reaches.
+const NO_EDGE: u32 = u32::MAX;
+
+impl Search {
+    fn via(&self, node: usize) -> Option<u32> {
+        Some(self.via[node]).filter(|&e| e != NO_EDGE)
+    }
+}
+
+/// Each node's edges, in edge order, as one list cut by node (compressed rows: 4 bytes per
+/// node and per edge, where a list per node would cost a vector each).
+struct Adjacency {
+    /// Node `v`'s edges are `edges[starts[v]..starts[v + 1]]`.
+    starts: Vec<u32>,
+    edges: Vec<u32>,
+}
+
+impl Adjacency {
+    /// The edges of each node by `end` (an edge's `from` or `to`), each node's in edge order.
+    fn new(
+        nodes: usize,
+        edges: &[super::graph::Edge],
+        end: fn(&super::graph::Edge) -> u32,
+    ) -> Adjacency {
+        let mut starts = vec![0u32; nodes + 1];
+        for e in edges {
+            starts[end(e) as usize + 1] += 1;
+        }
+        for v in 0..nodes {
+            starts[v + 1] += starts[v];
+        }
+        let mut next: Vec<u32> = starts[..nodes].to_vec();
+        let mut list = vec![0u32; edges.len()];
+        for (i, e) in edges.iter().enumerate() {
+            let slot = &mut next[end(e) as usize];
+            list[*slot as usize] = i as u32;
+            *slot += 1;
+        }
+        Adjacency {
+            starts,
+            edges: list,
+        }
+    }
+
+    fn of(&self, node: u32) -> &[u32] {
+        let v = node as usize;
+        &self.edges[self.starts[v] as usize..self.starts[v + 1] as usize]
+    }
 }
 
 /// Longest paths over the DAG (generational Kahn order, nodes numbered by time).
@@ -59,24 +110,21 @@ pub(super) fn longest_paths(graph: &Graph) -> Result<Search, CriticalPathError> 
     // Node numbering by time (stable on creation order), as the search's base order.
     let mut by_time: Vec<u32> = (0..n as u32).collect();
     by_time.sort_by_key(|&i| (graph.nodes[i as usize].ts, i));
-    let mut out_edges: Vec<Vec<u32>> = vec![Vec::new(); n];
-    let mut in_edges: Vec<Vec<u32>> = vec![Vec::new(); n];
-    for (i, e) in graph.edges.iter().enumerate() {
-        out_edges[e.from as usize].push(i as u32);
-        in_edges[e.to as usize].push(i as u32);
-    }
-    let mut indegree: Vec<usize> = in_edges.iter().map(Vec::len).collect();
+    let out_edges = Adjacency::new(n, &graph.edges, |e| e.from);
+    let in_edges = Adjacency::new(n, &graph.edges, |e| e.to);
+    let mut indegree: Vec<u32> = (0..n as u32).map(|v| in_edges.of(v).len() as u32).collect();
     let mut generation: Vec<u32> = by_time
         .iter()
         .copied()
         .filter(|&v| indegree[v as usize] == 0)
         .collect();
+    drop(by_time);
     let mut topo: Vec<u32> = Vec::with_capacity(n);
     while !generation.is_empty() {
         let mut next = Vec::new();
         for &v in &generation {
             topo.push(v);
-            for &e in &out_edges[v as usize] {
+            for &e in out_edges.of(v) {
                 let to = graph.edges[e as usize].to;
                 indegree[to as usize] -= 1;
                 if indegree[to as usize] == 0 {
@@ -86,18 +134,19 @@ pub(super) fn longest_paths(graph: &Graph) -> Result<Search, CriticalPathError> 
         }
         generation = next;
     }
+    drop((out_edges, indegree));
     if topo.len() != n {
         return Err(CriticalPathError::Cycle {
             nodes: n - topo.len(),
         });
     }
     let mut dist = vec![0; n];
-    let mut via = vec![None; n];
+    let mut via = vec![NO_EDGE; n];
     let mut order = vec![0u32; n];
     for (pos, &v) in topo.iter().enumerate() {
         order[v as usize] = pos as u32;
         let mut best: Option<(Ns, u32)> = None;
-        for &e in &in_edges[v as usize] {
+        for &e in in_edges.of(v) {
             let edge = &graph.edges[e as usize];
             let d = dist[edge.from as usize] + edge.weight;
             if best.is_none_or(|(b, _)| d > b) {
@@ -106,7 +155,7 @@ pub(super) fn longest_paths(graph: &Graph) -> Result<Search, CriticalPathError> 
         }
         if let Some((d, e)) = best {
             dist[v as usize] = d;
-            via[v as usize] = Some(e);
+            via[v as usize] = e;
         }
     }
     Ok(Search { dist, via, order })
@@ -117,7 +166,7 @@ pub(super) fn longest_paths(graph: &Graph) -> Result<Search, CriticalPathError> 
 pub(super) fn path_ends(trace: &Trace, graph: &Graph, search: &Search) -> Vec<Option<usize>> {
     let mut ends: Vec<Option<usize>> = vec![None; trace.ranks.len()];
     for (v, node) in graph.nodes.iter().enumerate() {
-        if node.span.is_none() {
+        if node.span().is_none() {
             continue;
         }
         let key = |v: usize| (search.dist[v], std::cmp::Reverse(search.order[v]));
@@ -159,7 +208,7 @@ pub(super) fn rank_path(
     result.work_ns = search.dist[v];
     let mut nodes = vec![v as u32];
     let mut edges = Vec::new();
-    while let Some(e) = search.via[v] {
+    while let Some(e) = search.via(v) {
         edges.push(e);
         v = graph.edges[e as usize].from as usize;
         nodes.push(v as u32);
@@ -186,16 +235,16 @@ pub(super) fn rank_path(
             from_ns: from.ts,
             to_ns: to.ts,
             weight_ns: edge.weight,
-            from_track: from.track,
-            to_track: to.track,
+            from_track: from.track(),
+            to_track: to.track(),
             dependency: edge.dependency,
-            span: edge.owner,
+            span: edge.owner(),
         });
     }
     let mut seen: FxHashSet<SpanId> = FxHashSet::default();
     for &n in &nodes {
         let node = graph.nodes[n as usize];
-        let Some(id) = node.span else { continue };
+        let Some(id) = node.span() else { continue };
         if !seen.insert(id) {
             continue;
         }

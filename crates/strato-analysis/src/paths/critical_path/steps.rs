@@ -140,7 +140,7 @@ fn steps_with(
         drop(step_spans);
         // The window ends at the latest end of the rank's nodes.
         for node in &graph.nodes {
-            if let Some(id) = node.span {
+            if let Some(id) = node.span() {
                 let end = trace.spans[id.0 as usize]
                     .end
                     .saturating_add(options.shift_of(node.rank));
