@@ -65,3 +65,81 @@ fn rank_by_rank_equals_the_whole_job() {
         }
     }
 }
+
+/// Every registered comparison: run from paths (A opened, reduced to its side and dropped
+/// before B is opened) it gives what it gives over both profiles open at once, in JSON, text
+/// (plain and on a coloured, narrow terminal) and every table, with and without each option
+/// that changes its kind.
+#[test]
+fn comparisons_from_paths_equal_comparisons_of_open_profiles() {
+    use strato_analysis::analyzed::Analyzed;
+    use strato_analysis::text::terminal::Terminal;
+    use strato_engine::comparisons::COMPARISONS;
+
+    let engine = Engine::new(OpenOptions::default(), Arc::new(Quiet));
+    let pairs = [
+        (
+            "kineto/hta_trace_compare/base.json.gz",
+            "kineto/hta_trace_compare/test.json.gz",
+        ),
+        (
+            "kineto/tracelens/h100_Falconsai_nsfw_image_detection.json.gz",
+            "kineto/tracelens/mi300_Falconsai_nsfw_image_detection.json.gz",
+        ),
+        ("kineto/param_dlrm8", "kineto/hta_alexnet_trace.json.gz"),
+    ];
+    let narrow = Terminal {
+        color: true,
+        width: 60,
+    };
+    for comparison in COMPARISONS {
+        let import = engine.import_options(false).expect("options");
+        for (a, b) in pairs {
+            let (pa, pb) = (data(a), data(b));
+            let ta = engine
+                .load(std::slice::from_ref(&pa), &import)
+                .expect("opens A");
+            let tb = engine
+                .load(std::slice::from_ref(&pb), &import)
+                .expect("opens B");
+            let (la, lb) = (pa.display().to_string(), pb.display().to_string());
+            for options in [
+                Vec::new(),
+                vec![("by_op".to_owned(), "true".to_owned())],
+                vec![("per_step".to_owned(), "true".to_owned())],
+            ] {
+                let from_paths = comparison.run(&engine, &pa, &pb, &options).expect("runs");
+                let open = comparison
+                    .run_analyzed(
+                        (&la, &Analyzed::new(&ta)),
+                        (&lb, &Analyzed::new(&tb)),
+                        &options,
+                    )
+                    .expect("runs");
+                let what = format!("{} {a} {b} {options:?}", comparison.name);
+                assert_eq!(from_paths.json(), open.json(), "{what}");
+                assert_eq!(from_paths.text(), open.text(), "{what}");
+                assert_eq!(from_paths.text_on(&narrow), open.text_on(&narrow), "{what}");
+                if options.is_empty() {
+                    // The run-to-run text paints its headers when the terminal colours.
+                    assert!(
+                        open.text_on(&narrow).contains("\x1b["),
+                        "{what}: not coloured"
+                    );
+                    assert!(
+                        !open.text().contains("\x1b["),
+                        "{what}: coloured on no terminal"
+                    );
+                }
+                for table in comparison.tables {
+                    assert_eq!(
+                        from_paths.batch(table),
+                        open.batch(table),
+                        "{what} {}",
+                        table.name
+                    );
+                }
+            }
+        }
+    }
+}
