@@ -335,7 +335,9 @@ impl Registered {
     }
 }
 
-pub(crate) fn import_options(engine: &Engine, reads: Reads) -> Result<strato_io::ImportOptions> {
+/// The import options of an analysis or comparison that reads `reads`: only those events,
+/// and the attributes of whom it names.
+pub fn import_options(engine: &Engine, reads: Reads) -> Result<strato_io::ImportOptions> {
     let all = engine.import_options(reads.args.is_some())?;
     Ok(strato_io::ImportOptions {
         projection: match reads.events {

@@ -1,7 +1,8 @@
 //! Presenters: the self-contained HTML report (`strato report`) with SVG plots.
 //!
 //! This crate decides which analyses a report shows ([`ReportInput::from_analyzed`], on an
-//! [`Analyzed`] profile, and [`ReportInput::add_baseline`] for the diff) and presents their
+//! [`Analyzed`] profile, and [`ReportInput::add_baseline`] with [`baseline_side`] for the
+//! diff) and presents their
 //! results; it never reads a trace file or calls an importer. [`render`] writes one
 //! HTML document: inline CSS, inline SVG, no script, no network, so it opens from `file://`
 //! and can be mailed. Every text that comes from data (operation, kernel, file names) goes
@@ -27,7 +28,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use strato_analysis::analyzed::Analyzed;
 use strato_analysis::compare::diff::DiffReport;
-use strato_analysis::compare::registration::{Diff, DiffOutput, DiffSettings};
+use strato_analysis::compare::registration::{Diff, DiffOutput, DiffSettings, DiffSides};
 use strato_analysis::cross_stack::breakdown::BreakdownReport;
 use strato_analysis::cross_stack::layers::{layers, LayersOptions, LayersReport};
 use strato_analysis::cross_stack::modules::{modules, ModulesReport};
@@ -168,7 +169,7 @@ const CROSS_THREAD_STACK_BYTES: usize = 8 << 20;
 /// Steps [`ReportInput::from_analyzed`] announces: one per analysis.
 pub const ANALYSIS_STEPS: usize = 12;
 /// Steps [`ReportInput::add_baseline`] announces.
-pub const BASELINE_STEPS: usize = 2;
+pub const BASELINE_STEPS: usize = 1;
 
 /// What a report shows besides the analyses.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -248,21 +249,20 @@ impl ReportInput {
     }
 
     /// Adds the diff with a baseline profile (A), this report's profile being B: the
-    /// registered comparison `diff` ([`Diff`]) at its defaults (steps not kept apart), its
-    /// side of each profile computed here. Announces [`BASELINE_STEPS`] steps.
+    /// registered comparison `diff` ([`Diff`]) at its defaults (steps not kept apart), from
+    /// the baseline's side ([`baseline_side`], computed before this profile was read, so the
+    /// two traces are never held at once) and this profile's. Announces [`BASELINE_STEPS`]
+    /// steps. No section when either side could not be computed.
     pub fn add_baseline(
         &mut self,
-        baseline: (&str, &Analyzed),
+        baseline: (&str, Option<&DiffSides>),
         this: (&str, &Analyzed),
         progress: &mut dyn Progress,
     ) {
         let options = DiffSettings::default();
-        progress.step("analysing the baseline");
-        let a = Diff::side(baseline.1, &options);
         progress.step("diff");
-        let b = Diff::side(this.1, &options);
-        let compared = match (a, b) {
-            (Ok(a), Ok(b)) => Diff::compare(baseline.0, &a, this.0, &b, &options).ok(),
+        let compared = match (baseline.1, Diff::side(this.1, &options)) {
+            (Some(a), Ok(b)) => Diff::compare(baseline.0, a, this.0, &b, &options).ok(),
             _ => None,
         };
         self.diff = match compared {
@@ -270,6 +270,13 @@ impl ReportInput {
             Some(DiffOutput::ByOp(_)) | None => None,
         };
     }
+}
+
+/// The baseline's side of the report's diff ([`ReportInput::add_baseline`]): `diff` at its
+/// defaults over the baseline profile; `None` when it cannot be computed (the section is then
+/// left out).
+pub fn baseline_side(baseline: &Analyzed) -> Option<DiffSides> {
+    Diff::side(baseline, &DiffSettings::default()).ok()
 }
 
 /// The analyses of one rank at a time (and the overview), in page order: one side of

@@ -1,9 +1,11 @@
 //! `strato NAME` for every analysis of the registry (`strato_engine::registry`) and `strato
 //! NAME A B` for every comparison (`strato_engine::comparisons`): the subcommand is built from
 //! the declaration (its options as flags, help, window, tables, examples) and runs through the
-//! registry, so a registered analysis or comparison needs no code here. Output: the analysis's text, `--json` (its serde JSON), or `--csv`: the analysis's own
-//! CSV when it writes one and no `--table` is asked, else one of its tables (the main one
-//! unless `--table`; the same columns as Python's table and the SQL view).
+//! registry, so a registered analysis or comparison needs no code here. Output: the text,
+//! `--json` (its serde JSON), or `--csv`: the analysis's own CSV when it writes one and no
+//! `--table` is asked, else one of its tables (unless `--table`, the main one, or the first
+//! the options allow: `diff --by-op` prints `diff_ops`; the same columns as Python's table
+//! and the SQL view).
 //!
 //! What the terminal adds to an analysis beyond its result is here by name, and only here:
 //! `critical-path --overlay OUT` ([`super::critical_path`]) and `advise --print-rules`

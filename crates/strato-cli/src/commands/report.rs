@@ -9,6 +9,8 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 use strato_analysis::analyzed::Analyzed;
+use strato_analysis::compare::Diff;
+use strato_analysis::registry::Comparison;
 use strato_report::{ReportInput, ReportOptions};
 
 /// Arguments of `strato report`.
@@ -54,12 +56,25 @@ pub fn run(args: ReportArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Resu
     let read = ctx.read_paths(args.inputs.iter().chain(&args.baseline));
     crate::output::refuse_inputs(&args.output, &read)?;
     let options = ctx.import_options(true)?;
-    let trace = ctx.engine.load(&args.inputs, &options)?;
     let mut steps = crate::term::Steps::new(if args.baseline.is_some() {
-        strato_report::ANALYSIS_STEPS + 1 + strato_report::BASELINE_STEPS
+        strato_report::ANALYSIS_STEPS + 2 + strato_report::BASELINE_STEPS
     } else {
         strato_report::ANALYSIS_STEPS
     });
+    // The baseline first, reduced to the diff's side with what the diff reads, and dropped
+    // before the profile is read: the two traces are never held at once.
+    let baseline = match &args.baseline {
+        Some(base) => {
+            steps.step("loading the baseline");
+            let reads = strato_engine::registry::import_options(&ctx.engine, Diff::READS)?;
+            let a = ctx.engine.load(std::slice::from_ref(base), &reads)?;
+            steps.step("analysing the baseline");
+            let side = strato_report::baseline_side(&Analyzed::new(&a));
+            Some((crate::ctx::Ctx::side_label(base), side))
+        }
+        None => None,
+    };
+    let trace = ctx.engine.load(&args.inputs, &options)?;
     let title = args
         .title
         .clone()
@@ -83,11 +98,9 @@ pub fn run(args: ReportArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Resu
         .filter(|a| a.in_report == strato_analysis::registry::InReport::Table)
         .map(|analysis| registered_section(analysis, &analyzed))
         .collect();
-    if let Some(base) = &args.baseline {
-        steps.step("loading the baseline");
-        let a = ctx.engine.load(std::slice::from_ref(base), &options)?;
+    if let Some((label, side)) = &baseline {
         input.add_baseline(
-            (&crate::ctx::Ctx::side_label(base), &Analyzed::new(&a)),
+            (label, side.as_ref()),
             (&default_title(&args.inputs), &analyzed),
             &mut steps,
         );
