@@ -661,6 +661,20 @@ pub fn main_table(
     tables.iter().find(|t| allows(t)).or_else(|| tables.first())
 }
 
+/// The table of `tables` (of `owner`) that a front end shows: the one called `name`, else
+/// the first `values` allow ([`main_table`]).
+pub fn table_for(
+    owner: &str,
+    tables: &'static [TableSpec],
+    name: Option<&str>,
+    values: &OptionValues,
+) -> Result<&'static TableSpec> {
+    match (name, main_table(tables, values)) {
+        (None, Some(table)) => Ok(table),
+        _ => table_named(owner, tables, name),
+    }
+}
+
 /// How many profiles a registered analysis takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Inputs {

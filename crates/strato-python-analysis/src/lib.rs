@@ -52,7 +52,7 @@ impl Profile {
         options: Vec<(String, String)>,
     ) -> PyResult<Table> {
         use strato_engine::comparisons::{find_comparison, COMPARISONS};
-        use strato_engine::registry::{main_table, Registered};
+        use strato_engine::registry::{table_for, Registered};
         let comparison = find_comparison(name).ok_or_else(|| {
             let names: Vec<&str> = COMPARISONS.iter().map(|c| c.name).collect();
             OpenError::Option(format!(
@@ -60,13 +60,8 @@ impl Profile {
                 names.join(", ")
             ))
         })?;
-        let spec = match table {
-            Some(_) => comparison.table(table).map_err(OpenError::from)?,
-            None => match main_table(comparison.tables, &options) {
-                Some(spec) => spec,
-                None => comparison.table(None).map_err(OpenError::from)?,
-            },
-        };
+        let spec = table_for(comparison.name, comparison.tables, table, &options)
+            .map_err(OpenError::from)?;
         let values = Registered::options_for_table(spec, &options);
         let outcome = py
             .detach(|| {

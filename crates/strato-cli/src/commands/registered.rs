@@ -61,22 +61,14 @@ impl Registration {
         }
     }
 
-    fn main_table(
-        self,
-        values: &strato_engine::registry::OptionValues,
-    ) -> strato_engine::Result<&'static strato_analysis::registry::TableSpec> {
-        let tables = self.declaration().tables;
-        strato_engine::registry::main_table(tables, values).map_or_else(|| self.table(None), Ok)
-    }
-
-    fn table(
+    /// The table called `name`, else the first the options allow.
+    fn table_for(
         self,
         name: Option<&str>,
+        values: &strato_engine::registry::OptionValues,
     ) -> strato_engine::Result<&'static strato_analysis::registry::TableSpec> {
-        match self {
-            Registration::Analysis(a) => a.table(name),
-            Registration::Comparison(c) => c.table(name),
-        }
+        let declared = self.declaration();
+        strato_engine::registry::table_for(declared.name, declared.tables, name, values)
     }
 }
 
@@ -229,7 +221,7 @@ pub(crate) fn run(
     // A table asked for is computed with the options it needs (`critical_path_steps`: every
     // step unless `--step N`).
     if let Some(name) = matches.get_one::<String>("table") {
-        options = Registered::options_for_table(registration.table(Some(name))?, &options);
+        options = Registered::options_for_table(registration.table_for(Some(name), &[])?, &options);
     }
     let overlay = (analysis.name == CriticalPath::NAME)
         .then(|| super::critical_path::overlay_asked(matches))
@@ -265,11 +257,8 @@ pub(crate) fn run(
                 return Ok(());
             }
         }
-        let table = match table_name {
-            Some(_) => registration.table(table_name)?,
-            // The main table, or the first the options given allow (`diff --by-op`).
-            None => registration.main_table(&options)?,
-        };
+        // The table asked for, or the first the options given allow (`diff --by-op`).
+        let table = registration.table_for(table_name, &options)?;
         let (columns, rows) = outcome.text_rows(table);
         let headers: Vec<&str> = columns.iter().map(String::as_str).collect();
         let mut csv = Table::with_left(&headers, &[]);
