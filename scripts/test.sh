@@ -36,6 +36,8 @@ if [[ -f pyproject.toml ]]; then
   STRATOSCOPE_WHEEL_PROFILE=test python3 -m pip install --quiet --disable-pip-version-check .
   step "cargo build: the OpenCL layer and demo the Python recording tests run"
   cargo build -p strato-opencl-layer -p strato-opencl-examples --locked
+  step "whatif against reality, bounded: A/B pairs on PoCL (the full run: benches/whatif_pairs.py, docs/analyses/whatif.md)"
+  python3 benches/whatif_pairs.py --ci --strato target/debug/strato
   step "pytest"
   # -rs lists every skipped test with its reason.
   python3 -m pytest -q -rs python/tests

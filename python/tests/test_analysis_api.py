@@ -57,6 +57,10 @@ def expected_rows(doc, path: list[str], inherit: list[str]) -> list[dict]:
             out.append({**{k: v for k, v in carried.items() if k not in own}, **own})
             return
         items = (node.get(rest[0]) or []) if isinstance(node, dict) else []
+        if isinstance(items, dict):
+            # A segment naming an object steps into it.
+            walk(items, rest[1:], carried)
+            return
         if len(rest) > 1 and rest[1].startswith("[]"):
             # A list of lists: each inner list's items are rows, numbered by inner list.
             for number, inner in enumerate(items):

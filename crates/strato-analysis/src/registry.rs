@@ -68,6 +68,10 @@ pub enum OptionKind {
     /// Free text (a time, a name to search for), checked by [`Analysis::check_options`];
     /// `value_name` is what the command line shows (`TIME`). With default `""`, optional.
     Text { value_name: &'static str },
+    /// A list of free texts (`kernel:gemm=0.5`): the flag repeated on the command line, a list
+    /// in Python, comma-separated as text (so no item holds a comma); checked by
+    /// [`Analysis::check_options`]; empty by default.
+    Texts { value_name: &'static str },
 }
 
 /// One option of an analysis, as the front ends show and parse it. `name` is the serde field

@@ -54,6 +54,7 @@ pub static ANALYSES: &[Registered] = &[
     Registered::of::<strato_analysis::device_time::queue_length::QueueLength>(),
     Registered::of::<strato_analysis::device_time::util::Util>(),
     Registered::of::<strato_analysis::paths::critical_path::CriticalPath>(),
+    Registered::of::<strato_analysis::paths::whatif::WhatIf>(),
     Registered::of::<strato_analysis::advise::Advise>(),
 ];
 
@@ -513,6 +514,13 @@ fn option_value(
             _ => Err(bad("a step number (N of ProfilerStep#N) or `all`")),
         },
         OptionKind::Text { .. } => Ok(text.into()),
+        OptionKind::Texts { .. } => Ok(serde_json::Value::Array(
+            text.split(',')
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(serde_json::Value::from)
+                .collect(),
+        )),
         OptionKind::Choice(words) => match words.iter().find(|w| **w == text) {
             Some(w) => Ok((*w).into()),
             None => Err(bad(&format!("one of {}", words.join(", ")))),

@@ -6,8 +6,9 @@
 //! An analysis report is serialised exactly as the command serialises it (its serde shape) and
 //! read back as an [`Ordered`] value, which keeps the fields in their declared order (the
 //! workspace's `serde_json` sorts object keys). A [`Shape`] then names the list the rows come
-//! from (e.g. `ranks` -> `kernels`) and the fields of enclosing objects each row carries (e.g.
-//! `rank`). Rules of a row:
+//! from (e.g. `ranks` -> `kernels`; a segment that names an object steps into it, e.g.
+//! `replay` -> `steps`) and the fields of enclosing objects each row carries (e.g. `rank`).
+//! Rules of a row:
 //! - scalar fields become columns, in declaration order (inherited fields first);
 //! - nested objects are flattened, their fields named `outer.inner`;
 //! - lists are left out (each has its own table, i.e. its own [`Shape`]).
@@ -204,8 +205,13 @@ fn collect(node: &Ordered, path: &[&str], shape: &Shape, carried: &Row, out: &mu
             out.push(row);
         }
         Some((first, rest)) => {
-            let Some(Ordered::List(items)) = node.get(first) else {
-                return;
+            let items = match node.get(first) {
+                Some(Ordered::List(items)) => items,
+                // An object on the way: its list is further down.
+                Some(object @ Ordered::Object(_)) => {
+                    return collect(object, rest, shape, &carried, out);
+                }
+                _ => return,
             };
             // `[]name` after a list: its items are lists; each inner list's items are rows,
             // carrying the inner list's number (from 0) as `name`.
@@ -498,6 +504,38 @@ mod tests {
         assert_eq!(streams.num_rows(), 3);
         let rank = streams.column(0).as_primitive::<Int64Type>();
         assert_eq!(rank.values().to_vec(), vec![0, 0, 1]);
+    }
+
+    #[test]
+    fn a_path_steps_through_objects_to_its_list() {
+        // `replay` is an object holding the list; `missing` names nothing: no rows.
+        let doc: Ordered = serde_json::from_str(
+            r#"{"replay":{"steps":[{"rank":0,"path":{"idle":3}},{"rank":1,"path":{"idle":4}}],"worst":1.5}}"#,
+        )
+        .expect("valid JSON");
+        let steps = batch(&rows(
+            &doc,
+            &Shape {
+                path: &["replay", "steps"],
+                inherit: &[],
+            },
+        ));
+        assert_eq!(steps.num_rows(), 2);
+        let names: Vec<&str> = steps
+            .schema_ref()
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
+        assert_eq!(names, ["rank", "path.idle"]);
+        let none = rows(
+            &doc,
+            &Shape {
+                path: &["replay", "missing"],
+                inherit: &[],
+            },
+        );
+        assert!(none.is_empty());
     }
 
     #[test]

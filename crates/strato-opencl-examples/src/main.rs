@@ -12,7 +12,8 @@
 //! `copies` (Zins 4.5.5: a dataset copied host-to-device as many small copies vs one large
 //! copy, then the same square + reduce_sum kernels), `ranking` (Zins 4.5.2: a compute-bound
 //! CNN-like step — conv, relu, maxpool, matmul — repeated; rank kernels by device time), and
-//! `workload` (the fixed workload `strato overhead` times). With `STRATOSCOPE_OUT` set, the
+//! `workload` (the fixed workload `strato overhead` times) and `pair VARIANT [STEPS]` (a step
+//! and its variants with one change each, for checking `strato whatif`'s predictions). With `STRATOSCOPE_OUT` set, the
 //! demo also records its own operations (`strato-record`, component "") into
 //! `<pid>.strato`, like the Python recorder does, so device work can be matched to them.
 
@@ -36,9 +37,10 @@ fn main() -> ExitCode {
         "copies" => workloads::copies(num(1, 1024), num(2, 16 << 20), num(3, 5)),
         "ranking" => workloads::ranking(num(1, 10)),
         "workload" => workloads::workload(num(1, 50)),
+        "pair" => workloads::pair(args.get(1).map_or("base", String::as_str), num(2, 20)),
         _ => {
             eprintln!(
-                "usage: strato-opencl-demo tour | leak [N] | copies [CHUNKS] [BYTES] [ITERS] | ranking [ITERS] | workload [STEPS] | summary FILE.strato | dump FILE.strato"
+                "usage: strato-opencl-demo tour | leak [N] | copies [CHUNKS] [BYTES] [ITERS] | ranking [ITERS] | workload [STEPS] | pair VARIANT [STEPS] | summary FILE.strato | dump FILE.strato"
             );
             return ExitCode::from(2);
         }

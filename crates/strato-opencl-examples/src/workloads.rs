@@ -566,3 +566,107 @@ pub fn workload(steps: usize) -> Result<()> {
     );
     Ok(())
 }
+
+/// The changes `pair` can make to its base step, each predictable from the base's trace with
+/// `strato whatif --scale` (issue 29's A/B validation, `benches/whatif_pairs.py`).
+pub const PAIR_VARIANTS: &[&str] = &[
+    "base",
+    "kernel-half",
+    "host-half",
+    "copy-half",
+    "both-half",
+    "sync-mid",
+];
+
+/// Busy host work of `us` microseconds inside a framework-level op `name` (a `Backend` span, as a
+/// framework op is, so the dependency graph holds it).
+fn host_work(name: &str, us: u64) {
+    rec::begin(
+        rec::Level::Backend,
+        rec::intern("cpu_op"),
+        rec::intern(name),
+    );
+    let until = Instant::now() + std::time::Duration::from_micros(us);
+    let mut x = 0u64;
+    while Instant::now() < until {
+        x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+    }
+    rec::end();
+}
+
+/// A step of A/B pairs (`ProfilerStep#N` annotations): `prepare` on the host (3 ms), a
+/// non-blocking host-to-device copy (8 MiB), `matmul` (N = 192), `postprocess` on the host
+/// (1 ms, overlapping the device), then `clFinish`. `variant` makes exactly one change:
+/// `kernel-half` runs `matmul` over half the rows (half the work), `host-half` halves
+/// `prepare`, `copy-half` copies half the bytes, `both-half` halves `matmul` and `prepare`,
+/// `sync-mid` waits for the device (`clFinish` inside an op `wait_result`) before
+/// `postprocess` (the base is `sync-mid` with that synchronisation removed).
+/// Prints each step's wall time.
+pub fn pair(variant: &str, steps: usize) -> Result<()> {
+    if !PAIR_VARIANTS.contains(&variant) {
+        return Err(anyhow!(
+            "no variant {variant:?} (variants: {})",
+            PAIR_VARIANTS.join(", ")
+        ));
+    }
+    let half_kernel = matches!(variant, "kernel-half" | "both-half");
+    let half_host = matches!(variant, "host-half" | "both-half");
+    let half_copy = variant == "copy-half";
+    let cl = open(false)?;
+    let n = 192usize;
+    let a = buffer(&cl, n * n)?;
+    let b = buffer(&cl, n * n)?;
+    let c = buffer(&cl, n * n)?;
+    let copy_floats = 2usize << 20;
+    let mut staging = buffer(&cl, copy_floats)?;
+    let host: Vec<f32> = (0..copy_floats).map(|i| (i % 7) as f32).collect();
+    let matmul = Kernel::create(&cl.program, "matmul")?;
+    let rows = if half_kernel { n / 2 } else { n };
+    let mut walls = Vec::with_capacity(steps);
+    // One warm-up step (kernel compilation, first-touch of buffers), not annotated.
+    for step in 0..=steps {
+        let t = Instant::now();
+        let _op = (step > 0).then(|| op(&format!("ProfilerStep#{step}")));
+        host_work("prepare", if half_host { 1500 } else { 3000 });
+        let bytes = if half_copy {
+            copy_floats / 2
+        } else {
+            copy_floats
+        };
+        // SAFETY: `host` outlives the copy (clFinish below waits for it); sizes are within
+        // the buffers; matmul reads and writes n x n floats.
+        unsafe {
+            cl.queue
+                .enqueue_write_buffer(&mut staging, CL_NON_BLOCKING, 0, &host[..bytes], &[])?;
+            ExecuteKernel::new(&matmul)
+                .set_arg(&a)
+                .set_arg(&b)
+                .set_arg(&c)
+                .set_arg(&(n as cl_int))
+                .set_global_work_sizes(&[n, rows])
+                .enqueue_nd_range(&cl.queue)?;
+        }
+        if variant == "sync-mid" {
+            rec::begin(
+                rec::Level::Backend,
+                rec::intern("cpu_op"),
+                rec::intern("wait_result"),
+            );
+            let waited = cl.queue.finish();
+            rec::end();
+            waited?;
+        }
+        host_work("postprocess", 1000);
+        cl.queue.finish()?;
+        drop(_op);
+        if step > 0 {
+            walls.push(t.elapsed().as_nanos() as u64);
+        }
+    }
+    let walls: Vec<String> = walls.iter().map(u64::to_string).collect();
+    println!(
+        "{{\"variant\":\"{variant}\",\"steps\":{steps},\"step_ns\":[{}]}}",
+        walls.join(",")
+    );
+    Ok(())
+}

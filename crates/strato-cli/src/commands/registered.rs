@@ -177,6 +177,9 @@ pub(crate) fn command(registration: Registration) -> Command {
                 .action(ArgAction::Append),
             OptionKind::Step => arg.value_name("N|all"),
             OptionKind::Text { value_name } => arg.value_name(value_name),
+            OptionKind::Texts { value_name } => {
+                arg.value_name(value_name).action(ArgAction::Append)
+            }
         };
         command = command.arg(arg);
     }
@@ -208,7 +211,7 @@ pub(crate) fn run(
             }
         } else if matches!(
             option.kind,
-            OptionKind::Positives | OptionKind::Words { .. }
+            OptionKind::Positives | OptionKind::Words { .. } | OptionKind::Texts { .. }
         ) {
             if let Some(values) = matches.get_many::<String>(option.name) {
                 let values: Vec<&str> = values.map(String::as_str).collect();

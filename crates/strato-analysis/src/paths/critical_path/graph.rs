@@ -22,6 +22,8 @@ pub const BLOCKING_CALLS: &[&str] = &[
     "hipEventSynchronize",
     "hipMemcpy",
     "hipMemcpyAsync",
+    "clFinish",
+    "clWaitForEvents",
 ];
 
 /// The value of a compact optional id ([`Node`], [`Edge`]) that holds none: ids are the
@@ -77,6 +79,13 @@ pub(super) struct Edge {
     pub(super) weight: Ns,
     pub(super) kind: PathKind,
     pub(super) dependency: bool,
+    /// Read by the replay only ([`Graph::replay`]): a constraint the critical path's search
+    /// leaves out because another one bound the node (a kernel's launch when it waited for its
+    /// stream, or its stream when it waited for its launch).
+    pub(super) replay_only: bool,
+    /// Time the thread spent waiting for another thread (an untraced gap ended by a thread
+    /// hand-off: [`super::rank_edges`]): the replay treats it as latency, not as work.
+    pub(super) waited: bool,
     owner: u32,
 }
 
@@ -101,6 +110,9 @@ pub(super) struct Graph {
     pub(super) negative: usize,
     /// Per rank, the shift onto the reference clock ([`CriticalPathOptions::clock_shift`]).
     clock_shift: Vec<Ns>,
+    /// Built for the replay: every constraint of a device op is kept, the ones the critical
+    /// path leaves out marked [`Edge::replay_only`].
+    pub(super) replay: bool,
 }
 
 impl Graph {
@@ -153,6 +165,28 @@ impl Graph {
         dependency: bool,
         owner: Option<SpanId>,
     ) {
+        self.push_edge(from, to, kind, weighted, dependency, owner, false);
+    }
+
+    /// A dependency edge only the replay reads ([`Edge::replay_only`]); none unless the graph
+    /// is built for the replay.
+    pub(super) fn replay_edge(&mut self, from: u32, to: u32, kind: PathKind) {
+        if self.replay {
+            self.push_edge(from, to, kind, true, true, None, true);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn push_edge(
+        &mut self,
+        from: u32,
+        to: u32,
+        kind: PathKind,
+        weighted: bool,
+        dependency: bool,
+        owner: Option<SpanId>,
+        replay_only: bool,
+    ) {
         if from == to {
             return;
         }
@@ -166,6 +200,8 @@ impl Graph {
             weight: if weighted { dt.max(0) } else { 0 },
             kind,
             dependency,
+            replay_only,
+            waited: false,
             owner: compact(owner.map(|s| s.0)),
         });
     }

@@ -46,8 +46,8 @@
 //! `rank_edges.rs` (one rank's CPU, launch, stream and synchronisation edges),
 //! `collective_edges.rs` (edges across ranks), `search.rs` (the longest path; the whole
 //! trace), `window.rs` (a path inside a window), `steps.rs` (per-step windows), `json.rs`
-//! (the result as the front ends present it) and `registration.rs` (the registered analysis:
-//! options, tables, text).
+//! (the result as the front ends present it), `registration.rs` (the registered analysis:
+//! options, tables, text) and `replay.rs` (the same graph simulated, with what-if changes).
 
 mod collective_edges;
 mod graph;
@@ -55,6 +55,7 @@ pub mod json;
 mod options;
 mod rank_edges;
 pub mod registration;
+pub mod replay;
 mod search;
 mod shapes;
 mod steps;

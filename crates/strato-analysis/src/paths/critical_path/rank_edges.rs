@@ -50,9 +50,11 @@ pub(super) fn build_rank(
     for &id in &device {
         graph.add_span(trace, id, rank);
     }
+    let chains_from = graph.edges.len();
     for &t in &thread_ids {
         cpu_chain(trace, &threads[&t], graph);
     }
+    thread_handoffs(trace, &thread_ids, &threads, chains_from, graph);
     // The rank's runtime calls in the graph, by correlation (the first in trace order when
     // two share one).
     let mut call_by_corr: FxHashMap<u64, SpanId> = FxHashMap::default();
@@ -69,7 +71,166 @@ pub(super) fn build_rank(
             }
         }
     }
+    let first_edge = graph.edges.len();
     device_edges(trace, index, rank, &device, &syncs, &call_by_corr, graph);
+    if graph.replay {
+        inferred_waits(trace, &thread_ids, &threads, &device, first_edge, graph);
+    }
+}
+
+/// For the replay: a blocking runtime call the trace gives no synchronisation for (no
+/// `cuda_sync` event, as in older traces) waited for the device op of the rank that ended last
+/// while it ran; that op's end -> the call's end, a replay-only edge (without it the call's
+/// wait would be CPU time no device change could shorten).
+fn inferred_waits(
+    trace: &Trace,
+    thread_ids: &[TrackId],
+    threads: &FxHashMap<TrackId, Vec<SpanId>>,
+    device: &[SpanId],
+    first_edge: usize,
+    graph: &mut Graph,
+) {
+    let synced: rustc_hash::FxHashSet<u32> = graph.edges[first_edge..]
+        .iter()
+        .filter(|e| e.dependency && e.kind == PathKind::SyncWait)
+        .map(|e| e.to)
+        .collect();
+    let mut ends: Vec<(Ns, u32)> = device
+        .iter()
+        .map(|id| (trace.spans[id.0 as usize].end, graph.span_nodes[id].1))
+        .collect();
+    ends.sort_unstable();
+    for t in thread_ids {
+        for id in &threads[t] {
+            let span = &trace.spans[id.0 as usize];
+            if span.level != Level::AcceleratorApi
+                || !BLOCKING_CALLS.contains(&trace.str(span.name))
+            {
+                continue;
+            }
+            let call_end = graph.span_nodes[id].1;
+            if synced.contains(&call_end) {
+                continue;
+            }
+            let before = ends.partition_point(|&(end, _)| end <= span.end);
+            if let Some(&(end, node)) = before.checked_sub(1).and_then(|i| ends.get(i)) {
+                if end > span.start {
+                    graph.replay_edge(node, call_end, PathKind::SyncWait);
+                }
+            }
+        }
+    }
+}
+
+/// The name of the ops an autograd worker thread runs, one per backward function.
+const AUTOGRAD_FUNCTION: &str = "autograd::engine::evaluate_function";
+
+/// The top-level spans of one thread (those no other span of the thread encloses), by start.
+fn top_level(trace: &Trace, spans: &[SpanId]) -> Vec<SpanId> {
+    let mut order: Vec<SpanId> = spans.to_vec();
+    order.sort_by_key(|id| {
+        let s = &trace.spans[id.0 as usize];
+        (s.start, std::cmp::Reverse(s.end), id.0)
+    });
+    let mut tops: Vec<SpanId> = Vec::new();
+    let mut open_until = Ns::MIN;
+    for id in order {
+        let s = &trace.spans[id.0 as usize];
+        if s.start >= open_until {
+            tops.push(id);
+            open_until = s.end;
+        }
+    }
+    tops
+}
+
+/// The edges between a rank's main thread and its autograd threads. The main thread calls
+/// `backward()` and waits while an autograd thread runs the backward functions: each run of
+/// an autograd thread's top-level ops that starts in a gap between two top-level ops `a`, `b`
+/// of the main thread (the thread with the most top-level ops that are not backward
+/// functions) gets `a`'s end -> the run's first start (the hand-off) and, when the run ends
+/// before `b` starts, the run's last end -> `b`'s start (the return); both are
+/// synchronisation edges (0 weight). The main thread's untraced gap into `b` is then marked
+/// [`super::graph::Edge::waited`]. A run that starts while the main thread is inside a traced
+/// op gets no edge (the op's time is the main thread's own).
+fn thread_handoffs(
+    trace: &Trace,
+    thread_ids: &[TrackId],
+    threads: &FxHashMap<TrackId, Vec<SpanId>>,
+    chains_from: usize,
+    graph: &mut Graph,
+) {
+    let is_autograd = |id: &SpanId| {
+        trace
+            .str(trace.spans[id.0 as usize].name)
+            .starts_with(AUTOGRAD_FUNCTION)
+    };
+    let tops: Vec<(TrackId, Vec<SpanId>)> = thread_ids
+        .iter()
+        .map(|&t| (t, top_level(trace, &threads[&t])))
+        .collect();
+    let Some((main, main_tops)) = tops
+        .iter()
+        .max_by_key(|(t, tops)| (tops.iter().filter(|id| !is_autograd(id)).count(), *t))
+    else {
+        return;
+    };
+    let span = |id: SpanId| &trace.spans[id.0 as usize];
+    let mut returns: rustc_hash::FxHashSet<u32> = rustc_hash::FxHashSet::default();
+    for (t, worker_tops) in &tops {
+        if t == main || !worker_tops.iter().any(is_autograd) {
+            continue;
+        }
+        // Runs of the worker's top-level ops, by the main thread's gap they start in.
+        let mut runs: Vec<(usize, Ns, SpanId, Ns, SpanId)> = Vec::new();
+        for &op in worker_tops {
+            let start = span(op).start;
+            let after = main_tops.partition_point(|&m| span(m).start <= start);
+            let in_gap = after
+                .checked_sub(1)
+                .is_none_or(|a| span(main_tops[a]).end <= start);
+            if !in_gap {
+                continue;
+            }
+            match runs.last_mut() {
+                Some(run) if run.0 == after => {
+                    if span(op).end > run.3 {
+                        (run.3, run.4) = (span(op).end, op);
+                    }
+                }
+                _ => runs.push((after, start, op, span(op).end, op)),
+            }
+        }
+        for (after, _, first, last_end, last) in runs {
+            let first_start = graph.span_nodes[&first].0;
+            if let Some(a) = after.checked_sub(1) {
+                let a_end = graph.span_nodes[&main_tops[a]].1;
+                graph.edge(a_end, first_start, PathKind::SyncWait, false, true);
+            }
+            if let Some(&b) = main_tops.get(after) {
+                if last_end <= span(b).start {
+                    let b_start = graph.span_nodes[&b].0;
+                    let last_end_node = graph.span_nodes[&last].1;
+                    graph.edge(last_end_node, b_start, PathKind::SyncWait, false, true);
+                    returns.insert(b_start);
+                }
+            }
+        }
+    }
+    if returns.is_empty() {
+        return;
+    }
+    // The main thread's untraced gaps into the ops a return reaches (its chain's edges).
+    let main_thread = *main;
+    for e in &mut graph.edges[chains_from..] {
+        if e.kind == PathKind::Idle
+            && e.dependency
+            && returns.contains(&e.to)
+            && graph.nodes[e.from as usize].track() == Some(main_thread)
+        {
+            e.waited = true;
+        }
+    }
 }
 
 /// The call-order chain of one thread (see the module docs).
@@ -268,13 +429,26 @@ fn device_edges(
             previous.is_none_or(|p| ts(p) < call_start)
                 && waits_on.is_none_or(|w| ts(w) < call_start)
         });
+        let call_start = launch.map(|call| graph.span_nodes[call].0);
+        let mut launch_edge = false;
+        let mut stream_edge = false;
         if launched_on_empty {
-            let call_start = graph.span_nodes[launch.expect("checked above")].0;
+            let call_start = call_start.expect("checked above");
             graph.edge(call_start, start, PathKind::Launch, true, true);
+            launch_edge = true;
         } else if let Some(p) = previous {
             if waits_on.is_none_or(|w| ts(w) < ts(p)) {
                 graph.edge(p, start, PathKind::Idle, true, true);
+                stream_edge = true;
             }
+        }
+        // The replay keeps the constraints the path left out: under a change, another one can
+        // bind.
+        if let (false, Some(call_start)) = (launch_edge, call_start) {
+            graph.replay_edge(call_start, start, PathKind::Launch);
+        }
+        if let (false, Some(p)) = (stream_edge, previous) {
+            graph.replay_edge(p, start, PathKind::Idle);
         }
         last.insert((dev, queue), end);
     }

@@ -18,15 +18,7 @@ pub fn critical_path(
     trace: &Trace,
     options: &CriticalPathOptions,
 ) -> Result<CriticalPathReport, CriticalPathError> {
-    let mut graph = Graph::new(options);
-    let index = TraceIndex::new(trace);
-    let by_rank = spans_by_rank(trace);
-    for (r, spans) in by_rank.iter().enumerate() {
-        build_rank(trace, &index, RankId(r as u32), spans, &mut graph);
-    }
-    drop(by_rank);
-    let members = MemberIndex::new(options);
-    let collectives = add_collectives(options, &members, &mut graph);
+    let (graph, collectives) = whole_graph(trace, options, false);
     let stats = GraphStats {
         nodes: graph.nodes.len(),
         edges: graph.edges.len(),
@@ -43,6 +35,26 @@ pub fn critical_path(
         graph: stats,
         clock_shift: options.clock_shift.clone(),
     })
+}
+
+/// The graph of the whole trace (every included span of every rank), built for the replay
+/// when `replay` ([`Graph::replay`]), and the number of collective instances it links.
+pub(super) fn whole_graph(
+    trace: &Trace,
+    options: &CriticalPathOptions,
+    replay: bool,
+) -> (Graph, usize) {
+    let mut graph = Graph::new(options);
+    graph.replay = replay;
+    let index = TraceIndex::new(trace);
+    let by_rank = spans_by_rank(trace);
+    for (r, spans) in by_rank.iter().enumerate() {
+        build_rank(trace, &index, RankId(r as u32), spans, &mut graph);
+    }
+    drop(by_rank);
+    let members = MemberIndex::new(options);
+    let collectives = add_collectives(options, &members, &mut graph);
+    (graph, collectives)
 }
 
 /// Longest-path search result: per node its best distance and the edge it came by.
@@ -65,7 +77,7 @@ impl Search {
 
 /// Each node's edges, in edge order, as one list cut by node (compressed rows: 4 bytes per
 /// node and per edge, where a list per node would cost a vector each).
-struct Adjacency {
+pub(super) struct Adjacency {
     /// Node `v`'s edges are `edges[starts[v]..starts[v + 1]]`.
     starts: Vec<u32>,
     edges: Vec<u32>,
@@ -73,7 +85,7 @@ struct Adjacency {
 
 impl Adjacency {
     /// The edges of each node by `end` (an edge's `from` or `to`), each node's in edge order.
-    fn new(
+    pub(super) fn new(
         nodes: usize,
         edges: &[super::graph::Edge],
         end: fn(&super::graph::Edge) -> u32,
@@ -98,7 +110,7 @@ impl Adjacency {
         }
     }
 
-    fn of(&self, node: u32) -> &[u32] {
+    pub(super) fn of(&self, node: u32) -> &[u32] {
         let v = node as usize;
         &self.edges[self.starts[v] as usize..self.starts[v + 1] as usize]
     }
@@ -106,12 +118,46 @@ impl Adjacency {
 
 /// Longest paths over the DAG (generational Kahn order, nodes numbered by time).
 pub(super) fn longest_paths(graph: &Graph) -> Result<Search, CriticalPathError> {
+    debug_assert!(
+        !graph.replay,
+        "the path is searched on the graph built for it"
+    );
+    let n = graph.nodes.len();
+    let in_edges = Adjacency::new(n, &graph.edges, |e| e.to);
+    let topo = topological_order(graph, &in_edges)?;
+    let mut dist = vec![0; n];
+    let mut via = vec![NO_EDGE; n];
+    let mut order = vec![0u32; n];
+    for (pos, &v) in topo.iter().enumerate() {
+        order[v as usize] = pos as u32;
+        let mut best: Option<(Ns, u32)> = None;
+        for &e in in_edges.of(v) {
+            let edge = &graph.edges[e as usize];
+            let d = dist[edge.from as usize] + edge.weight;
+            if best.is_none_or(|(b, _)| d > b) {
+                best = Some((d, e));
+            }
+        }
+        if let Some((d, e)) = best {
+            dist[v as usize] = d;
+            via[v as usize] = e;
+        }
+    }
+    Ok(Search { dist, via, order })
+}
+
+/// The nodes of `graph` in a topological order of its edges (`in_edges`: each node's edges
+/// by `to`): generational Kahn order from the nodes numbered by time, so that ties between
+/// paths fall as HTA's search lets them fall.
+pub(super) fn topological_order(
+    graph: &Graph,
+    in_edges: &Adjacency,
+) -> Result<Vec<u32>, CriticalPathError> {
     let n = graph.nodes.len();
     // Node numbering by time (stable on creation order), as the search's base order.
     let mut by_time: Vec<u32> = (0..n as u32).collect();
     by_time.sort_by_key(|&i| (graph.nodes[i as usize].ts, i));
     let out_edges = Adjacency::new(n, &graph.edges, |e| e.from);
-    let in_edges = Adjacency::new(n, &graph.edges, |e| e.to);
     let mut indegree: Vec<u32> = (0..n as u32).map(|v| in_edges.of(v).len() as u32).collect();
     let mut generation: Vec<u32> = by_time
         .iter()
@@ -134,31 +180,12 @@ pub(super) fn longest_paths(graph: &Graph) -> Result<Search, CriticalPathError> 
         }
         generation = next;
     }
-    drop((out_edges, indegree));
     if topo.len() != n {
         return Err(CriticalPathError::Cycle {
             nodes: n - topo.len(),
         });
     }
-    let mut dist = vec![0; n];
-    let mut via = vec![NO_EDGE; n];
-    let mut order = vec![0u32; n];
-    for (pos, &v) in topo.iter().enumerate() {
-        order[v as usize] = pos as u32;
-        let mut best: Option<(Ns, u32)> = None;
-        for &e in in_edges.of(v) {
-            let edge = &graph.edges[e as usize];
-            let d = dist[edge.from as usize] + edge.weight;
-            if best.is_none_or(|(b, _)| d > b) {
-                best = Some((d, e));
-            }
-        }
-        if let Some((d, e)) = best {
-            dist[v as usize] = d;
-            via[v as usize] = e;
-        }
-    }
-    Ok(Search { dist, via, order })
+    Ok(topo)
 }
 
 /// Per rank, the rank's span node where its path ends: the largest distance (ties: the first

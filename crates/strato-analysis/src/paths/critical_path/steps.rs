@@ -107,6 +107,65 @@ fn steps_with(
     only: Option<u64>,
     detail: PathDetail,
 ) -> Result<Vec<StepCriticalPath>, CriticalPathError> {
+    let mut out = Vec::new();
+    for_each_step_graph(trace, options, only, false, |step| {
+        let graph = &step.graph;
+        let stats = GraphStats {
+            nodes: graph.nodes.len(),
+            edges: graph.edges.len(),
+            negative_edges: graph.negative,
+            collectives: step.collectives,
+        };
+        let search = longest_paths(graph)?;
+        let ends = path_ends(trace, graph, &search);
+        let rank_paths = step
+            .ranks
+            .iter()
+            .map(|&r| {
+                let mut path = rank_path(trace, r, graph, &search, ends[r.0 as usize]);
+                let (start, end) = step.windows[r.0 as usize].expect("ranks with the step");
+                let window = compose(trace, &path, start, end, TOP_PATH_OPS);
+                if detail == PathDetail::Summary {
+                    path.events = Vec::new();
+                    path.segments = Vec::new();
+                }
+                RankStepPath { path, window }
+            })
+            .collect();
+        out.push(StepCriticalPath {
+            step: format!("ProfilerStep#{}", step.number),
+            number: step.number,
+            ranks: rank_paths,
+            graph: stats,
+        });
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// The graph of one step window, on every rank with the step ([`for_each_step_graph`]).
+pub(super) struct StepGraph {
+    pub(super) number: u64,
+    /// The ranks with the step, in order.
+    pub(super) ranks: Vec<RankId>,
+    pub(super) graph: Graph,
+    /// Per rank of the trace, its window on the reference clock: the step annotation's start
+    /// to the latest end of the rank's nodes (`None`: the rank has no such step).
+    pub(super) windows: Vec<Option<(Ns, Ns)>>,
+    /// Collective instances linked in the graph.
+    pub(super) collectives: usize,
+}
+
+/// Builds the graph of each `ProfilerStep#N` window (only step `only` when given), one at a
+/// time, and hands it to `visit`: the windows and spans of the critical path's steps
+/// ([`critical_path_steps`]), built for the replay when `replay` ([`Graph::replay`]).
+pub(super) fn for_each_step_graph(
+    trace: &Trace,
+    options: &CriticalPathOptions,
+    only: Option<u64>,
+    replay: bool,
+    mut visit: impl FnMut(StepGraph) -> Result<(), CriticalPathError>,
+) -> Result<(), CriticalPathError> {
     let steps = rank_steps(trace);
     let numbers: Vec<u64> = step_numbers(trace)
         .into_iter()
@@ -115,7 +174,6 @@ fn steps_with(
     let index = TraceIndex::new(trace);
     let members = MemberIndex::new(options);
     let mut buckets = step_buckets(trace, &steps, &numbers);
-    let mut out = Vec::with_capacity(numbers.len());
     for (step, &number) in numbers.iter().enumerate() {
         // Windows on the reference clock, as the graph's times.
         let window_of = |rank: RankId| {
@@ -124,13 +182,14 @@ fn steps_with(
                 .get(&number)
                 .map(|&(s, e)| (s.saturating_add(shift), e.saturating_add(shift)))
         };
-        let mut window_end: Vec<Ns> = (0..steps.len() as u32)
-            .map(|r| window_of(RankId(r)).map_or(0, |w| w.1))
+        let mut windows: Vec<Option<(Ns, Ns)>> = (0..steps.len() as u32)
+            .map(|r| window_of(RankId(r)))
             .collect();
         let mut graph = Graph::new(options);
+        graph.replay = replay;
         let ranks: Vec<RankId> = (0..trace.ranks.len() as u32)
             .map(RankId)
-            .filter(|&r| window_of(r).is_some())
+            .filter(|&r| windows[r.0 as usize].is_some())
             .collect();
         // Each step's spans are dropped once its graph holds them.
         let step_spans = std::mem::take(&mut buckets[step]);
@@ -144,40 +203,21 @@ fn steps_with(
                 let end = trace.spans[id.0 as usize]
                     .end
                     .saturating_add(options.shift_of(node.rank));
-                let slot = &mut window_end[node.rank.0 as usize];
-                *slot = (*slot).max(end);
+                if let Some(window) = &mut windows[node.rank.0 as usize] {
+                    window.1 = window.1.max(end);
+                }
             }
         }
         let collectives = add_collectives(options, &members, &mut graph);
-        let stats = GraphStats {
-            nodes: graph.nodes.len(),
-            edges: graph.edges.len(),
-            negative_edges: graph.negative,
-            collectives,
-        };
-        let search = longest_paths(&graph)?;
-        let ends = path_ends(trace, &graph, &search);
-        let rank_paths = ranks
-            .iter()
-            .map(|&r| {
-                let mut path = rank_path(trace, r, &graph, &search, ends[r.0 as usize]);
-                let (start, _) = window_of(r).expect("ranks with the step");
-                let window = compose(trace, &path, start, window_end[r.0 as usize], TOP_PATH_OPS);
-                if detail == PathDetail::Summary {
-                    path.events = Vec::new();
-                    path.segments = Vec::new();
-                }
-                RankStepPath { path, window }
-            })
-            .collect();
-        out.push(StepCriticalPath {
-            step: format!("ProfilerStep#{number}"),
+        visit(StepGraph {
             number,
-            ranks: rank_paths,
-            graph: stats,
-        });
+            ranks,
+            graph,
+            windows,
+            collectives,
+        })?;
     }
-    Ok(out)
+    Ok(())
 }
 
 /// One rank's step windows, for finding every window that holds an instant.

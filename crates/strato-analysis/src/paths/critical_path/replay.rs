@@ -1,0 +1,1079 @@
+//! The replay: the critical path's dependency graph simulated, each point of time as late as
+//! its dependencies make it, with the traced durations ([`replay`]); and what-if changes to
+//! those durations ([`Scale`]), simulated on the same graph (issue 29, first part).
+//!
+//! Each edge of the graph (built with [`Graph::replay`], so a kernel keeps both its launch and
+//! its stream constraint) gets a duration:
+//! - **work** (a CPU op's inside, a device op running, a collective's transfer) and the
+//!   **untraced** time between a thread's top-level ops: the traced time between its ends;
+//! - **latency** (launch delay, stream order, synchronisation, waiting inside a blocking call,
+//!   waiting for peers): for the constraint that bound the point (the latest of its latency
+//!   edges, when no work edge already reaches the point), the traced time it took; for the
+//!   others, the same time capped at the median binding latency of that kind in the graph
+//!   (what the constraint costs when it binds).
+//!
+//! A point with no edge into it (a thread's first op of the window, a device op whose launch
+//! is not in it) keeps its traced time. The simulation gives each point the latest of its
+//! edges' `from + duration`; with the traced durations it gives back every traced time except
+//! where the trace contradicts its own graph (an edge back in time: clock jitter between
+//! nested spans, clocks of two ranks), which is the replay's error. A change scales the
+//! work edges of what it selects; the rest of the graph decides how much of it reaches the
+//! step's end.
+
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use strato_trace::{Level, Ns, RankId, SpanId, Trace, TrackId};
+
+use super::graph::{Edge, Graph};
+use super::options::CriticalPathOptions;
+use super::search::{topological_order, whole_graph, Adjacency};
+use super::shapes::{CriticalPathError, PathKind};
+use super::steps::for_each_step_graph;
+
+/// What a change selects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selector {
+    /// Device ops (kernels, copies, memsets) whose name contains the text.
+    Kernel(String),
+    /// Device ops launched from inside a CPU op of exactly this name, at any depth.
+    Op(String),
+    /// CPU ops of exactly this name and every CPU op they call on their thread.
+    Cpu(String),
+    /// Device ops of a category.
+    Category(DeviceCategory),
+    /// Host synchronisations: the blocking runtime calls ([`super::BLOCKING_CALLS`]) under a
+    /// CPU op of this name, or every one (`None`). Their factor is 0: the call no longer waits
+    /// for the device (it costs what it costs when it does not wait).
+    Sync(Option<String>),
+}
+
+/// A category of device ops ([`Selector::Category`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceCategory {
+    /// Kernels.
+    Kernel,
+    /// Copies and memsets.
+    Copy,
+    /// Every device op.
+    Device,
+}
+
+/// One what-if change: the time of what `selector` picks, scaled by `factor` (0.5: twice as
+/// fast; 0: gone).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scale {
+    /// The change as given (`kernel:gemm=0.5`).
+    pub text: String,
+    pub selector: Selector,
+    pub factor: f64,
+}
+
+/// The most changes one replay takes (each is a bit of a mask per op).
+pub const MAX_CHANGES: usize = 64;
+
+impl Scale {
+    /// The change `--no-sync` (`under` empty: every host synchronisation) or
+    /// `--no-sync=NAME` (those under the CPU op NAME) asks for.
+    pub fn no_sync(under: &str) -> Scale {
+        let under = under.trim();
+        Scale {
+            text: if under.is_empty() {
+                "no-sync".to_owned()
+            } else {
+                format!("no-sync={under}")
+            },
+            selector: Selector::Sync((!under.is_empty()).then(|| under.to_owned())),
+            factor: 0.0,
+        }
+    }
+
+    /// Parses `KIND:NAME=FACTOR`: KIND is `kernel` (device ops whose name contains NAME), `op`
+    /// (device ops launched under the CPU op NAME), `cpu` (the CPU op NAME and what it calls)
+    /// or `category` (NAME: `kernel`, `copy` or `device`); FACTOR a finite number >= 0.
+    pub fn parse(text: &str) -> Result<Scale, String> {
+        let shape = "KIND:NAME=FACTOR (kind: kernel, op, cpu or category)";
+        let (selector, factor) = text
+            .rsplit_once('=')
+            .ok_or_else(|| format!("scale {text:?}: not {shape}"))?;
+        let factor = factor
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|f| f.is_finite() && *f >= 0.0)
+            .ok_or_else(|| format!("scale {text:?}: the factor is not a finite number >= 0"))?;
+        let (kind, name) = selector
+            .split_once(':')
+            .ok_or_else(|| format!("scale {text:?}: not {shape}"))?;
+        if name.is_empty() {
+            return Err(format!("scale {text:?}: no name after {kind}:"));
+        }
+        let selector = match kind.trim() {
+            "kernel" => Selector::Kernel(name.to_owned()),
+            "op" => Selector::Op(name.to_owned()),
+            "cpu" => Selector::Cpu(name.to_owned()),
+            "category" => Selector::Category(match name {
+                "kernel" => DeviceCategory::Kernel,
+                "copy" => DeviceCategory::Copy,
+                "device" => DeviceCategory::Device,
+                _ => {
+                    return Err(format!(
+                        "scale {text:?}: no category {name:?} (categories: kernel, copy, device)"
+                    ))
+                }
+            }),
+            other => {
+                return Err(format!(
+                    "scale {text:?}: no selector kind {other:?} (kinds: kernel, op, cpu, category)"
+                ))
+            }
+        };
+        Ok(Scale {
+            text: text.to_owned(),
+            selector,
+            factor,
+        })
+    }
+}
+
+/// The windows the replay simulates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplayWindows {
+    /// The whole trace as one graph; each rank's window is its first to its last point.
+    Whole,
+    /// Each `ProfilerStep#N` graph (only step N when given), windows as the critical path's.
+    Steps(Option<u64>),
+}
+
+/// One rank's window replayed with the traced durations.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReplayedWindow {
+    pub rank: i64,
+    /// `ProfilerStep#N`, or `whole trace`.
+    pub step: String,
+    /// N (0 for the whole trace).
+    pub number: u64,
+    /// The window's start: the step annotation's (the rank's first point for the whole trace).
+    pub start_ns: Ns,
+    /// From the start to the rank's last point in the trace.
+    pub measured_ns: Ns,
+    /// From the start to the rank's last point in the simulation.
+    pub simulated_ns: Ns,
+    /// `|simulated - measured| / measured`, in percent (0 for an empty window).
+    pub error_pct: f64,
+    /// Edges of the graph that go back in time (the trace contradicts its own order): what the
+    /// replay could not model, for the whole graph of the window (every rank of the step).
+    pub edges_back_in_time: usize,
+    /// What the rank's last point waited on, back along the edges that set each point.
+    pub path: WindowPath,
+}
+
+/// A window's path in a simulation: from the rank's last point back along the edges that set
+/// each point (the constraint that came last), to a point no edge sets or the window's start.
+/// `by_kind` plus `before_path_ns` adds up to the simulated window.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WindowPath {
+    /// Time by kind (`untraced`: time between a thread's traced ops).
+    pub by_kind: BTreeMap<&'static str, Ns>,
+    /// Time of the window before the path starts.
+    pub before_path_ns: Ns,
+    /// The op with the most time on the path.
+    pub bottleneck: Option<Bottleneck>,
+    /// Collectives on the path where the rank waited for a later peer: the peer (the rank
+    /// whose arrival the path goes on through), the collective and how long the rank waited.
+    pub peer_waits: Vec<PeerWait>,
+}
+
+/// A collective the rank waited at for a later peer ([`WindowPath::peer_waits`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PeerWait {
+    pub peer: i64,
+    pub collective: String,
+    /// From the rank's own arrival to the last peer's (simulated).
+    pub waited_ns: Ns,
+}
+
+/// One rank's window with the changes applied.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PredictedWindow {
+    pub rank: i64,
+    pub step: String,
+    pub number: u64,
+    /// The replay without changes (the simulated time, so the gain is the changes' alone).
+    pub baseline_ns: Ns,
+    pub predicted_ns: Ns,
+    /// `baseline_ns - predicted_ns` (negative: the change made it longer).
+    pub gain_ns: Ns,
+    /// The predicted window's path: its bottleneck is the new one.
+    pub path: WindowPath,
+}
+
+/// The op with the most time on a path: its own time there and the time it waited for its
+/// dependencies (a kernel's launch delay, a call's wait), under the kind of its largest part.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Bottleneck {
+    pub name: String,
+    pub kind: &'static str,
+    pub ns: Ns,
+}
+
+/// A change and how many ops it selected, over every window.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AppliedChange {
+    pub change: String,
+    pub factor: f64,
+    pub matched_ops: usize,
+}
+
+/// The replay of every window, and the prediction when changes are given.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReplayReport {
+    pub replay: Vec<ReplayedWindow>,
+    pub changes: Vec<AppliedChange>,
+    /// Each window predicted with the changes (without changes: the replay, gain 0).
+    pub predicted: Vec<PredictedWindow>,
+}
+
+/// Replays `trace` over `windows`, and predicts it with `changes` ([`MAX_CHANGES`] at most;
+/// more are refused by the caller). One graph at a time: a step's graph is dropped before the
+/// next is built.
+pub fn replay(
+    trace: &Trace,
+    options: &CriticalPathOptions,
+    windows: ReplayWindows,
+    changes: &[Scale],
+) -> Result<ReplayReport, CriticalPathError> {
+    let mut report = ReplayReport {
+        replay: Vec::new(),
+        changes: changes
+            .iter()
+            .take(MAX_CHANGES)
+            .map(|c| AppliedChange {
+                change: c.text.clone(),
+                factor: c.factor,
+                matched_ops: 0,
+            })
+            .collect(),
+        predicted: Vec::new(),
+    };
+    let changes = &changes[..changes.len().min(MAX_CHANGES)];
+    match windows {
+        ReplayWindows::Steps(only) => {
+            for_each_step_graph(trace, options, only, true, |step| {
+                let window = Window {
+                    step: format!("ProfilerStep#{}", step.number),
+                    number: step.number,
+                    ranks: step.ranks,
+                    starts: step.windows.iter().map(|w| w.map(|w| w.0)).collect(),
+                };
+                replay_graph(trace, &step.graph, &window, changes, &mut report)
+            })?;
+        }
+        ReplayWindows::Whole => {
+            let (graph, _) = whole_graph(trace, options, true);
+            let mut starts: Vec<Option<Ns>> = vec![None; trace.ranks.len()];
+            for node in graph.nodes.iter().filter(|n| n.span().is_some()) {
+                let slot = &mut starts[node.rank.0 as usize];
+                *slot = Some(slot.map_or(node.ts, |s: Ns| s.min(node.ts)));
+            }
+            let window = Window {
+                step: "whole trace".into(),
+                number: 0,
+                ranks: (0..trace.ranks.len() as u32)
+                    .map(RankId)
+                    .filter(|r| starts[r.0 as usize].is_some())
+                    .collect(),
+                starts,
+            };
+            replay_graph(trace, &graph, &window, changes, &mut report)?;
+        }
+    }
+    Ok(report)
+}
+
+/// One graph's windows: the ranks with a window and each one's start.
+struct Window {
+    step: String,
+    number: u64,
+    ranks: Vec<RankId>,
+    starts: Vec<Option<Ns>>,
+}
+
+/// How the replay treats an edge (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Work,
+    Untraced,
+    Latency,
+}
+
+fn role(trace: &Trace, graph: &Graph, e: &Edge) -> Role {
+    if e.replay_only || e.waited {
+        return Role::Latency;
+    }
+    if !e.dependency {
+        // Inside a blocking runtime call the CPU waited ([`super::graph::BLOCKING_CALLS`]).
+        return if e.kind == PathKind::SyncWait {
+            Role::Latency
+        } else {
+            Role::Work
+        };
+    }
+    let on_thread = |n: u32| {
+        graph.nodes[n as usize]
+            .track()
+            .is_some_and(|t| !trace.track(t).is_device())
+    };
+    if e.kind == PathKind::Idle && on_thread(e.from) && on_thread(e.to) {
+        Role::Untraced
+    } else {
+        Role::Latency
+    }
+}
+
+/// The traced durations of every edge (see the module docs).
+fn traced_durations(graph: &Graph, roles: &[Role], in_edges: &Adjacency) -> Vec<Ns> {
+    let ts = |n: u32| graph.nodes[n as usize].ts;
+    let gap = |e: &Edge| (ts(e.to) - ts(e.from)).max(0);
+    let mut d: Vec<Ns> = graph.edges.iter().map(gap).collect();
+    let mut binding = vec![false; graph.edges.len()];
+    let mut samples: FxHashMap<PathKind, Vec<Ns>> = FxHashMap::default();
+    for v in 0..graph.nodes.len() as u32 {
+        let mut work_ready: Option<Ns> = None;
+        let mut latest: Option<u32> = None;
+        for &e in in_edges.of(v) {
+            let edge = &graph.edges[e as usize];
+            if roles[e as usize] == Role::Latency {
+                if latest.is_none_or(|l| ts(edge.from) > ts(graph.edges[l as usize].from)) {
+                    latest = Some(e);
+                }
+            } else {
+                let ready = ts(edge.from) + gap(edge);
+                work_ready = Some(work_ready.map_or(ready, |w| w.max(ready)));
+            }
+        }
+        let Some(b) = latest else { continue };
+        if work_ready.is_some_and(|w| w >= ts(v)) {
+            continue;
+        }
+        binding[b as usize] = true;
+        let edge = &graph.edges[b as usize];
+        samples.entry(edge.kind).or_default().push(d[b as usize]);
+    }
+    let typical: FxHashMap<PathKind, Ns> = samples
+        .into_iter()
+        .map(|(kind, mut values)| {
+            let mid = values.len() / 2;
+            let (_, median, _) = values.select_nth_unstable(mid);
+            (kind, *median)
+        })
+        .collect();
+    for (i, edge) in graph.edges.iter().enumerate() {
+        if roles[i] == Role::Latency && !binding[i] {
+            d[i] = d[i].min(typical.get(&edge.kind).copied().unwrap_or(0));
+        }
+    }
+    d
+}
+
+/// The duration of an edge a change removed: far enough below any time that it never binds.
+const REMOVED: Ns = Ns::MIN / 4;
+
+/// The simulated time of each node and the edge that set it (`u32::MAX`: none, a source).
+fn simulate(
+    graph: &Graph,
+    topo: &[u32],
+    in_edges: &Adjacency,
+    durations: &[Ns],
+) -> (Vec<Ns>, Vec<u32>) {
+    let n = graph.nodes.len();
+    let mut t = vec![0; n];
+    let mut via = vec![u32::MAX; n];
+    for &v in topo {
+        let mut best: Option<(Ns, u32)> = None;
+        for &e in in_edges.of(v) {
+            if durations[e as usize] == REMOVED {
+                continue;
+            }
+            let edge = &graph.edges[e as usize];
+            let at = t[edge.from as usize] + durations[e as usize];
+            if best.is_none_or(|(b, _)| at > b) {
+                best = Some((at, e));
+            }
+        }
+        match best {
+            Some((at, e)) => {
+                t[v as usize] = at;
+                via[v as usize] = e;
+            }
+            None => t[v as usize] = graph.nodes[v as usize].ts,
+        }
+    }
+    (t, via)
+}
+
+/// The changes each span of the graph falls under, as a bit mask per span: device ops by
+/// their own name and category and by the CPU ops above their launch (`op:`), CPU ops by
+/// their own name and their callers' (`cpu:`).
+fn selected(trace: &Trace, graph: &Graph, changes: &[Scale]) -> FxHashMap<SpanId, u64> {
+    let mut masks: FxHashMap<SpanId, u64> = FxHashMap::default();
+    if changes.is_empty() {
+        return masks;
+    }
+    let bits = |pick: &dyn Fn(&Selector) -> bool| -> u64 {
+        changes
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| pick(&c.selector))
+            .fold(0, |m, (i, _)| m | (1u64 << i))
+    };
+    let op_bits = bits(&|s| matches!(s, Selector::Op(_)));
+    let sync_bits = bits(&|s| matches!(s, Selector::Sync(_)));
+    let every_sync = bits(&|s| matches!(s, Selector::Sync(None)));
+    // CPU spans per thread, walked in call order with their callers' masks ("under" a name).
+    let mut threads: FxHashMap<TrackId, Vec<SpanId>> = FxHashMap::default();
+    let mut device: Vec<SpanId> = Vec::new();
+    for &id in graph.span_nodes.keys() {
+        let span = &trace.spans[id.0 as usize];
+        if trace.track(span.track).is_device() {
+            device.push(id);
+        } else {
+            threads.entry(span.track).or_default().push(id);
+        }
+    }
+    let mut under: FxHashMap<SpanId, u64> = FxHashMap::default();
+    let mut calls: FxHashMap<(RankId, u64), SpanId> = FxHashMap::default();
+    for (track, mut spans) in threads {
+        let rank = trace.track(track).rank;
+        spans.sort_by_key(|id| {
+            let s = &trace.spans[id.0 as usize];
+            (s.start, std::cmp::Reverse(s.end), id.0)
+        });
+        let mut stack: Vec<(SpanId, u64)> = Vec::new();
+        for id in spans {
+            let span = &trace.spans[id.0 as usize];
+            while stack
+                .last()
+                .is_some_and(|(top, _)| trace.spans[top.0 as usize].end <= span.start)
+            {
+                stack.pop();
+            }
+            let name = trace.str(span.name);
+            let own = bits(&|s| match s {
+                Selector::Op(n) | Selector::Cpu(n) | Selector::Sync(Some(n)) => n == name,
+                _ => false,
+            });
+            let mask = own | stack.last().map_or(0, |&(_, m)| m);
+            // A synchronisation change selects blocking calls only.
+            let blocking =
+                span.level == Level::AcceleratorApi && super::BLOCKING_CALLS.contains(&name);
+            let syncs = if blocking {
+                (mask | every_sync) & sync_bits
+            } else {
+                0
+            };
+            if span.level == Level::AcceleratorApi {
+                if let Some(c) = span.correlation {
+                    calls.entry((rank, c)).or_insert(id);
+                }
+            }
+            let cpu = (mask & !op_bits & !sync_bits) | syncs;
+            if cpu != 0 {
+                masks.insert(id, cpu);
+            }
+            under.insert(id, mask);
+            stack.push((id, mask));
+        }
+    }
+    for id in device {
+        let span = &trace.spans[id.0 as usize];
+        let name = trace.str(span.name);
+        let level = span.level;
+        let mut mask = bits(&|s| match s {
+            Selector::Kernel(text) => name.contains(text.as_str()),
+            Selector::Category(DeviceCategory::Kernel) => level == Level::DeviceKernel,
+            Selector::Category(DeviceCategory::Copy) => {
+                matches!(level, Level::DeviceCopy | Level::DeviceSet)
+            }
+            Selector::Category(DeviceCategory::Device) => true,
+            _ => false,
+        });
+        let rank = trace.track(span.track).rank;
+        if let Some(call) = span.correlation.and_then(|c| calls.get(&(rank, c))) {
+            mask |= under.get(call).copied().unwrap_or(0) & op_bits;
+        }
+        if mask != 0 {
+            masks.insert(id, mask);
+        }
+    }
+    masks
+}
+
+/// Replays one graph and, with changes, predicts it; appends each rank's window to `report`.
+fn replay_graph(
+    trace: &Trace,
+    graph: &Graph,
+    window: &Window,
+    changes: &[Scale],
+    report: &mut ReplayReport,
+) -> Result<(), CriticalPathError> {
+    let n = graph.nodes.len();
+    let in_edges = Adjacency::new(n, &graph.edges, |e| e.to);
+    let topo = topological_order(graph, &in_edges)?;
+    let roles: Vec<Role> = graph.edges.iter().map(|e| role(trace, graph, e)).collect();
+    let traced = traced_durations(graph, &roles, &in_edges);
+    let (t0, via0) = simulate(graph, &topo, &in_edges, &traced);
+    let walk = PathWalk {
+        trace,
+        graph,
+        roles: &roles,
+        in_edges: &in_edges,
+    };
+    let rank_label = |r: RankId| trace.ranks[r.0 as usize].rank.unwrap_or(i64::from(r.0));
+    // Each rank's last point, traced and simulated.
+    let last_of = |times: &[Ns]| {
+        let mut last: Vec<Option<(Ns, u32)>> = vec![None; trace.ranks.len()];
+        for (v, node) in graph.nodes.iter().enumerate() {
+            if node.span().is_none() {
+                continue;
+            }
+            let slot = &mut last[node.rank.0 as usize];
+            if slot.is_none_or(|(at, _)| times[v] > at) {
+                *slot = Some((times[v], v as u32));
+            }
+        }
+        last
+    };
+    let traced_times: Vec<Ns> = graph.nodes.iter().map(|n| n.ts).collect();
+    let measured_last = last_of(&traced_times);
+    drop(traced_times);
+    let simulated_last = last_of(&t0);
+    for &r in &window.ranks {
+        let (Some(start), Some((measured, _)), Some((simulated, end))) = (
+            window.starts[r.0 as usize],
+            measured_last[r.0 as usize],
+            simulated_last[r.0 as usize],
+        ) else {
+            continue;
+        };
+        let measured_ns = (measured - start).max(0);
+        let simulated_ns = (simulated - start).max(0);
+        report.replay.push(ReplayedWindow {
+            rank: rank_label(r),
+            step: window.step.clone(),
+            number: window.number,
+            start_ns: start,
+            measured_ns,
+            simulated_ns,
+            error_pct: error_pct(simulated_ns, measured_ns),
+            edges_back_in_time: graph.negative,
+            path: walk.path(&t0, &via0, end, start, r),
+        });
+    }
+    // Without changes the prediction is the replay (gain 0).
+    let (t1, via1) = if changes.is_empty() {
+        (t0, via0)
+    } else {
+        predict(
+            trace, graph, &roles, &traced, changes, &topo, &in_edges, report,
+        )
+    };
+    let predicted_last = last_of(&t1);
+    for &r in &window.ranks {
+        let (Some(start), Some((simulated, _)), Some((predicted, end))) = (
+            window.starts[r.0 as usize],
+            simulated_last[r.0 as usize],
+            predicted_last[r.0 as usize],
+        ) else {
+            continue;
+        };
+        let baseline_ns = (simulated - start).max(0);
+        let predicted_ns = (predicted - start).max(0);
+        report.predicted.push(PredictedWindow {
+            rank: rank_label(r),
+            step: window.step.clone(),
+            number: window.number,
+            baseline_ns,
+            predicted_ns,
+            gain_ns: baseline_ns - predicted_ns,
+            path: walk.path(&t1, &via1, end, start, r),
+        });
+    }
+    Ok(())
+}
+
+/// The simulation with `changes` applied to the traced durations; counts each change's ops
+/// in `report`.
+#[allow(clippy::too_many_arguments)]
+fn predict(
+    trace: &Trace,
+    graph: &Graph,
+    roles: &[Role],
+    traced: &[Ns],
+    changes: &[Scale],
+    topo: &[u32],
+    in_edges: &Adjacency,
+    report: &mut ReplayReport,
+) -> (Vec<Ns>, Vec<u32>) {
+    let masks = selected(trace, graph, changes);
+    for (i, change) in report.changes.iter_mut().enumerate() {
+        change.matched_ops += masks.values().filter(|m| *m & (1u64 << i) != 0).count();
+    }
+    let sync_bits = changes
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| matches!(c.selector, Selector::Sync(_)))
+        .fold(0u64, |m, (i, _)| m | (1u64 << i));
+    let on_device = |n: u32| {
+        graph.nodes[n as usize]
+            .track()
+            .is_some_and(|t| trace.track(t).is_device())
+    };
+    let changed: Vec<Ns> = graph
+        .edges
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            // A synchronisation removed: the call's wait for the device is gone.
+            if sync_bits != 0
+                && roles[i] == Role::Latency
+                && e.kind == PathKind::SyncWait
+                && on_device(e.from)
+                && !on_device(e.to)
+            {
+                let call = graph.nodes[e.to as usize].span();
+                if call.is_some_and(|c| masks.get(&c).is_some_and(|m| m & sync_bits != 0)) {
+                    return REMOVED;
+                }
+            }
+            let mask = match (roles[i], e.owner()) {
+                (Role::Work, Some(owner)) => masks.get(&owner).copied().unwrap_or(0) & !sync_bits,
+                _ => 0,
+            };
+            if mask == 0 {
+                return traced[i];
+            }
+            let factor: f64 = changes
+                .iter()
+                .enumerate()
+                .filter(|(c, _)| mask & (1u64 << c) != 0)
+                .map(|(_, c)| c.factor)
+                .product();
+            (traced[i] as f64 * factor).round() as Ns
+        })
+        .collect();
+    drop(masks);
+    simulate(graph, topo, in_edges, &changed)
+}
+
+fn error_pct(simulated: Ns, measured: Ns) -> f64 {
+    if measured <= 0 {
+        return 0.0;
+    }
+    100.0 * (simulated - measured).abs() as f64 / measured as f64
+}
+
+/// The path's name for an edge's time.
+fn kind_name(role: Role, kind: PathKind) -> &'static str {
+    match role {
+        Role::Untraced => "untraced",
+        _ => kind.as_str(),
+    }
+}
+
+/// What walking a simulation's path back reads of one graph.
+struct PathWalk<'a> {
+    trace: &'a Trace,
+    graph: &'a Graph,
+    roles: &'a [Role],
+    in_edges: &'a Adjacency,
+}
+
+impl PathWalk<'_> {
+    /// The path of rank `rank`'s window ending at node `end` of a simulation (`t`, `via`),
+    /// inside `[start, t[end]]` ([`WindowPath`]).
+    fn path(&self, t: &[Ns], via: &[u32], end: u32, start: Ns, rank: RankId) -> WindowPath {
+        let (trace, graph) = (self.trace, self.graph);
+        let mut by_kind: BTreeMap<&'static str, Ns> = PathKind::ALL
+            .iter()
+            .map(|k| (k.as_str(), 0))
+            .chain(std::iter::once(("untraced", 0)))
+            .collect();
+        // Per op: its time on the path, and the kind and time of its largest part.
+        let mut by_owner: FxHashMap<SpanId, (Ns, &'static str, Ns)> = FxHashMap::default();
+        let mut peers: BTreeMap<(i64, String), Ns> = BTreeMap::new();
+        let mut v = end as usize;
+        let mut first = t[v].max(start);
+        while via[v] != u32::MAX && t[v] > start {
+            let e = via[v] as usize;
+            let edge = &graph.edges[e];
+            let from = edge.from as usize;
+            let covered = t[v] - t[from].max(start);
+            let name = kind_name(self.roles[e], edge.kind);
+            *by_kind.entry(name).or_insert(0) += covered;
+            // A dependency's time goes to the op that waited for it (a kernel's launch delay
+            // to the kernel).
+            if let Some(owner) = edge.owner().or_else(|| graph.nodes[v].span()) {
+                let slot = by_owner.entry(owner).or_insert((0, name, 0));
+                slot.0 += covered;
+                if covered > slot.2 {
+                    (slot.1, slot.2) = (name, covered);
+                }
+            }
+            if edge.kind == PathKind::CollectiveWait && graph.nodes[from].rank != rank {
+                self.peer_wait(t, edge, rank, &mut peers);
+            }
+            v = from;
+            first = t[v].max(start);
+        }
+        let bottleneck = by_owner
+            .into_iter()
+            .max_by_key(|&(id, (ns, _, _))| (ns, std::cmp::Reverse(id.0)))
+            .filter(|(_, (ns, _, _))| *ns > 0)
+            .map(|(id, (ns, kind, _))| Bottleneck {
+                name: trace.str(trace.spans[id.0 as usize].name).to_owned(),
+                kind,
+                ns,
+            });
+        WindowPath {
+            by_kind,
+            before_path_ns: first - start,
+            bottleneck,
+            peer_waits: peers
+                .into_iter()
+                .map(|((peer, collective), waited_ns)| PeerWait {
+                    peer,
+                    collective,
+                    waited_ns,
+                })
+                .collect(),
+        }
+    }
+
+    /// Adds the wait of `rank` at the collective whose "all arrived" point `wait` (a later
+    /// peer's arrival) reaches: from the rank's own member's start, when the rank is a member.
+    fn peer_wait(
+        &self,
+        t: &[Ns],
+        wait: &Edge,
+        rank: RankId,
+        peers: &mut BTreeMap<(i64, String), Ns>,
+    ) {
+        let (trace, graph) = (self.trace, self.graph);
+        let arrived = wait.to;
+        let own = self.in_edges.of(arrived).iter().find_map(|&e| {
+            let from = graph.edges[e as usize].from;
+            (graph.nodes[from as usize].rank == rank).then_some(from)
+        });
+        let Some(own) = own else { return };
+        let peer = graph.nodes[wait.from as usize].rank;
+        let label = trace.ranks[peer.0 as usize]
+            .rank
+            .unwrap_or(i64::from(peer.0));
+        let collective = wait
+            .owner()
+            .map(|id| trace.str(trace.spans[id.0 as usize].name).to_owned())
+            .unwrap_or_default();
+        let waited = (t[arrived as usize] - t[own as usize]).max(0);
+        *peers.entry((label, collective)).or_insert(0) += waited;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strato_trace::testing::TraceBuilder;
+
+    /// One step whose answer is known by construction: `fwd` launches `gemm` (launch-bound,
+    /// 40 ns after its call) and `relu` (bound by its stream, 5 ns after `gemm`), the thread
+    /// then waits in `cudaStreamSynchronize` for `relu` (returning 45 ns after it) and runs
+    /// `opt` after a 10 ns untraced gap.
+    fn step() -> Trace {
+        let mut b = TraceBuilder::new();
+        let cpu = b.thread(1, 1);
+        let gpu = b.queue(0, 7);
+        b.span(cpu, Level::Operation, "ProfilerStep#1", 0, 1000);
+        b.span(cpu, Level::Backend, "fwd", 0, 100);
+        b.span(cpu, Level::AcceleratorApi, "cudaLaunchKernel", 10, 20)
+            .correlation(1);
+        b.span(cpu, Level::AcceleratorApi, "cudaLaunchKernel", 30, 40)
+            .correlation(2);
+        b.span(gpu, Level::DeviceKernel, "gemm", 50, 350)
+            .correlation(1);
+        b.span(gpu, Level::DeviceKernel, "relu", 355, 655)
+            .correlation(2);
+        b.span(
+            cpu,
+            Level::AcceleratorApi,
+            "cudaStreamSynchronize",
+            100,
+            700,
+        )
+        .correlation(3);
+        b.span(gpu, Level::DeviceSync, "Stream Sync", 600, 655)
+            .correlation(3);
+        b.span(cpu, Level::Backend, "opt", 710, 800);
+        b.build()
+    }
+
+    fn run(trace: &Trace, changes: &[&str]) -> ReplayReport {
+        let changes: Vec<Scale> = changes.iter().map(|c| Scale::parse(c).unwrap()).collect();
+        replay(
+            trace,
+            &CriticalPathOptions::default(),
+            ReplayWindows::Steps(None),
+            &changes,
+        )
+        .unwrap()
+    }
+
+    fn conserves(w: &PredictedWindow) {
+        let kinds: Ns = w.path.by_kind.values().sum();
+        assert_eq!(kinds + w.path.before_path_ns, w.predicted_ns, "{w:?}");
+    }
+
+    #[test]
+    fn the_traced_durations_give_back_the_trace() {
+        let report = run(&step(), &[]);
+        assert_eq!(report.replay.len(), 1);
+        let w = &report.replay[0];
+        assert_eq!((w.start_ns, w.measured_ns, w.simulated_ns), (0, 800, 800));
+        assert_eq!(w.error_pct, 0.0);
+        // Without changes the prediction is the replay.
+        assert_eq!(report.predicted.len(), 1);
+        assert_eq!(
+            (
+                report.predicted[0].predicted_ns,
+                report.predicted[0].gain_ns
+            ),
+            (800, 0)
+        );
+        assert_eq!(report.predicted[0].path, w.path);
+    }
+
+    #[test]
+    fn a_faster_kernel_moves_what_waits_for_it() {
+        // gemm 300 -> 150 ns: relu follows it 5 ns later (its launch, 40 ns after its call,
+        // no longer binds), the sync returns 45 ns after relu, opt 10 ns later.
+        let report = run(&step(), &["kernel:gemm=0.5"]);
+        assert_eq!(report.changes[0].matched_ops, 1);
+        let w = &report.predicted[0];
+        assert_eq!((w.baseline_ns, w.predicted_ns, w.gain_ns), (800, 650, 150));
+        conserves(w);
+        assert_eq!(w.path.before_path_ns, 0);
+        let by = |k: &str| w.path.by_kind[k];
+        assert_eq!(
+            (by("cpu_op"), by("launch"), by("kernel"), by("idle")),
+            (100, 40, 450, 5)
+        );
+        assert_eq!((by("sync_wait"), by("untraced")), (45, 10));
+        // relu's time on the path: it ran 300 ns after waiting 5 ns for its stream.
+        let bottleneck = w.path.bottleneck.as_ref().unwrap();
+        assert_eq!(
+            (bottleneck.name.as_str(), bottleneck.kind, bottleneck.ns),
+            ("relu", "kernel", 305)
+        );
+    }
+
+    #[test]
+    fn ops_select_the_kernels_they_launch_and_cpu_ops_their_own_time() {
+        let under_fwd = run(&step(), &["op:fwd=0.5"]);
+        assert_eq!(under_fwd.changes[0].matched_ops, 2);
+        assert_eq!(under_fwd.predicted[0].predicted_ns, 500);
+        let opt = run(&step(), &["cpu:opt=0.5"]);
+        assert_eq!(opt.changes[0].matched_ops, 1);
+        assert_eq!(opt.predicted[0].predicted_ns, 755);
+        // Changes compose: gemm gone and opt halved.
+        let both = run(&step(), &["kernel:gemm=0", "cpu:opt=0.5"]);
+        let w = &both.predicted[0];
+        conserves(w);
+        // relu starts at max(call 30 + 40, gemm's end 50 + 5) = 70, ends 370; the sync
+        // returns at 415, opt runs 425..470.
+        assert_eq!(w.predicted_ns, 470);
+        // A change that selects nothing changes nothing.
+        let none = run(&step(), &["kernel:conv=0.1"]);
+        assert_eq!(none.changes[0].matched_ops, 0);
+        assert_eq!(none.predicted[0].gain_ns, 0);
+    }
+
+    #[test]
+    fn a_removed_synchronisation_lets_the_host_run_ahead() {
+        // Without its wait the sync costs its 45 ns return (the median binding sync latency),
+        // opt runs 155..245, and the step ends when relu does (655).
+        let trace = step();
+        let changes = [Scale::no_sync("")];
+        let report = replay(
+            &trace,
+            &CriticalPathOptions::default(),
+            ReplayWindows::Steps(None),
+            &changes,
+        )
+        .unwrap();
+        assert_eq!(report.changes[0].matched_ops, 1);
+        let w = &report.predicted[0];
+        conserves(w);
+        assert_eq!((w.predicted_ns, w.gain_ns), (655, 145));
+        // Only the synchronisations under an op: none is under fwd.
+        let under_fwd = replay(
+            &trace,
+            &CriticalPathOptions::default(),
+            ReplayWindows::Steps(None),
+            &[Scale::no_sync("fwd")],
+        )
+        .unwrap();
+        assert_eq!(under_fwd.changes[0].matched_ops, 0);
+        assert_eq!(under_fwd.predicted[0].gain_ns, 0);
+    }
+
+    #[test]
+    fn changes_are_parsed_with_their_errors_named() {
+        let scale = Scale::parse("op:aten::mm=0.5").unwrap();
+        assert_eq!(scale.selector, Selector::Op("aten::mm".into()));
+        assert_eq!(scale.factor, 0.5);
+        for (bad, says) in [
+            ("gemm=0.5", "not KIND:NAME=FACTOR"),
+            ("kernel:gemm", "not KIND:NAME=FACTOR"),
+            ("kernel:gemm=-1", "finite number >= 0"),
+            ("kernel:gemm=inf", "finite number >= 0"),
+            ("module:Attention=0.5", "no selector kind \"module\""),
+            ("category:tensor=0.5", "no category \"tensor\""),
+            ("kernel:=0.5", "no name after kernel:"),
+        ] {
+            let err = Scale::parse(bad).unwrap_err();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+    }
+
+    /// A training step on two threads, known by construction: the main thread's forward
+    /// (`fwd`, 0..100) hands off to the autograd thread's backward (150..400), whose end
+    /// releases the main thread's optimizer (`opt`, 450..500); the main thread's 100..450 is an
+    /// untraced gap.
+    fn two_threads() -> Trace {
+        let mut b = TraceBuilder::new();
+        let main = b.thread(1, 1);
+        let autograd = b.thread(1, 2);
+        b.span(main, Level::Operation, "ProfilerStep#1", 0, 500);
+        b.span(main, Level::Backend, "fwd", 0, 100);
+        b.span(
+            autograd,
+            Level::Backend,
+            "autograd::engine::evaluate_function: MulBackward0",
+            150,
+            400,
+        );
+        b.span(main, Level::Backend, "opt", 450, 500);
+        b.build()
+    }
+
+    #[test]
+    fn the_backward_thread_is_linked_to_the_main_thread() {
+        let trace = two_threads();
+        // The critical path runs through both threads.
+        let steps =
+            super::super::critical_path_steps(&trace, &CriticalPathOptions::default(), None)
+                .unwrap();
+        let names: Vec<&str> = steps[0].ranks[0]
+            .path
+            .events
+            .iter()
+            .map(|e| e.name.as_str())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "fwd",
+                "autograd::engine::evaluate_function: MulBackward0",
+                "opt"
+            ]
+        );
+        // A backward twice as fast moves the optimizer 125 ns earlier: the hand-off and the
+        // return keep their 50 ns, the main thread's gap was waiting, not work.
+        let report = run(
+            &trace,
+            &["cpu:autograd::engine::evaluate_function: MulBackward0=0.5"],
+        );
+        let w = &report.predicted[0];
+        conserves(w);
+        assert_eq!((w.baseline_ns, w.predicted_ns, w.gain_ns), (500, 375, 125));
+        assert_eq!(w.path.by_kind["sync_wait"], 100);
+        assert_eq!(w.path.by_kind["cpu_op"], 100 + 125 + 50);
+        // A faster forward moves everything after it.
+        let fwd = run(&trace, &["cpu:fwd=0.5"]);
+        assert_eq!(fwd.predicted[0].predicted_ns, 450);
+    }
+
+    /// Two ranks meet at one collective; rank 1 launches it 300 ns later than rank 0.
+    fn late_peer() -> (Trace, CriticalPathOptions) {
+        let mut b = TraceBuilder::new();
+        let mut kernels = Vec::new();
+        for (r, late) in [(0i64, 0), (1, 300)] {
+            b.rank(strato_trace::testing::rank(Some(r), "r"));
+            let cpu = b.thread(10 + r, 1);
+            let gpu = b.queue(0, 7);
+            b.span(cpu, Level::Operation, "ProfilerStep#1", 0, 2000);
+            b.span(cpu, Level::Backend, "step", 0, 100 + late);
+            b.span(
+                cpu,
+                Level::AcceleratorApi,
+                "cudaLaunchKernel",
+                90 + late,
+                100 + late,
+            )
+            .correlation(1);
+            kernels.push(
+                b.span(
+                    gpu,
+                    Level::DeviceKernel,
+                    "ncclKernel_AllReduce",
+                    110 + late,
+                    700,
+                )
+                .correlation(1)
+                .id(),
+            );
+        }
+        let options = CriticalPathOptions {
+            collectives: Some(vec![super::super::CollectiveInstance {
+                members: (0..2)
+                    .map(|r| super::super::CollectiveMember {
+                        rank: RankId(r),
+                        span: kernels[r as usize],
+                    })
+                    .collect(),
+            }]),
+            ..Default::default()
+        };
+        (b.build(), options)
+    }
+
+    #[test]
+    fn a_rank_waiting_for_a_late_peer_names_it() {
+        let (trace, options) = late_peer();
+        let report = replay(&trace, &options, ReplayWindows::Steps(None), &[]).unwrap();
+        let rank0 = &report.replay[0];
+        assert_eq!((rank0.rank, rank0.error_pct), (0, 0.0));
+        assert_eq!(
+            rank0.path.peer_waits,
+            [PeerWait {
+                peer: 1,
+                collective: "ncclKernel_AllReduce".into(),
+                waited_ns: 300
+            }]
+        );
+        assert!(report.replay[1].path.peer_waits.is_empty());
+        // Evening the late rank's CPU (its `step` as fast as rank 0's) removes the wait.
+        let even = replay(
+            &trace,
+            &options,
+            ReplayWindows::Steps(None),
+            &[Scale::parse("cpu:step=0.25").unwrap()],
+        )
+        .unwrap();
+        assert!(even.predicted[0]
+            .path
+            .peer_waits
+            .iter()
+            .all(|p| p.waited_ns < 300));
+    }
+}

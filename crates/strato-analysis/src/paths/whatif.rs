@@ -1,0 +1,345 @@
+//! `whatif` as a registered analysis ([`crate::registry`]): the job's dependency graph
+//! replayed per step and rank with the traced durations (how well the graph explains the
+//! timeline), and predicted with what-if changes (`--scale KIND:NAME=F`). The simulation is
+//! [`crate::paths::critical_path::replay`]'s; the job (ranks, collectives, clock alignment)
+//! is the one `critical-path` sees.
+
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+use strato_trace::projection::ArgsScope;
+use strato_trace::Ns;
+
+use super::critical_path::registration::job_of;
+use super::critical_path::replay::{
+    replay, AppliedChange, PredictedWindow, ReplayWindows, ReplayedWindow, Scale, WindowPath,
+    MAX_CHANGES,
+};
+use super::critical_path::{step_numbers, CriticalPathOptions};
+use crate::analyzed::Analyzed;
+use crate::registry::{Analysis, AnalysisError, Events, OptionKind, OptionSpec, Reads, TableSpec};
+use crate::text::units::{fit, ms};
+
+/// The replay and what-if of the job's dependency graph.
+#[derive(Debug)]
+pub struct WhatIf;
+
+/// The options of [`WhatIf`] as the front ends give them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WhatIfSettings {
+    /// Changes, each `KIND:NAME=FACTOR` ([`Scale::parse`]).
+    pub scale: Vec<String>,
+    /// `""`: every step (the whole trace without steps); `all`: every step; `N`: that step.
+    pub step: String,
+    /// Host synchronisations removed: `""` none, `all` every one, else those under the CPU op
+    /// of that name ([`Scale::no_sync`]).
+    pub no_sync: String,
+}
+
+/// The replay of every window and, with changes, the prediction.
+#[derive(Debug, Serialize)]
+pub struct WhatIfResult {
+    pub replay: ReplayJson,
+    pub whatif: PredictionJson,
+}
+
+/// The replay: each (step, rank) window simulated with the traced durations.
+#[derive(Debug, Serialize)]
+pub struct ReplayJson {
+    pub steps: Vec<ReplayedWindow>,
+    /// Median and worst `error_pct` over the windows (0 without windows).
+    pub median_error_pct: f64,
+    pub worst_error_pct: f64,
+}
+
+/// The changes and each window predicted with them (without changes: the replay, gain 0).
+#[derive(Debug, Serialize)]
+pub struct PredictionJson {
+    pub changes: Vec<AppliedChange>,
+    pub steps: Vec<PredictedWindow>,
+}
+
+impl WhatIfSettings {
+    fn changes(&self) -> Result<Vec<Scale>, String> {
+        if self.scale.len() > MAX_CHANGES {
+            return Err(format!(
+                "scale: at most {MAX_CHANGES} changes, not {}",
+                self.scale.len()
+            ));
+        }
+        let mut changes: Vec<Scale> = self
+            .scale
+            .iter()
+            .map(|s| Scale::parse(s))
+            .collect::<Result<_, _>>()?;
+        match self.no_sync.trim() {
+            "" => {}
+            "all" => changes.push(Scale::no_sync("")),
+            under => changes.push(Scale::no_sync(under)),
+        }
+        if changes.len() > MAX_CHANGES {
+            return Err(format!(
+                "at most {MAX_CHANGES} changes, not {}",
+                changes.len()
+            ));
+        }
+        Ok(changes)
+    }
+}
+
+fn median_and_worst(errors: &mut [f64]) -> (f64, f64) {
+    if errors.is_empty() {
+        return (0.0, 0.0);
+    }
+    errors.sort_by(f64::total_cmp);
+    let n = errors.len();
+    let median = if n % 2 == 1 {
+        errors[n / 2]
+    } else {
+        (errors[n / 2 - 1] + errors[n / 2]) / 2.0
+    };
+    (median, errors[n - 1])
+}
+
+impl Analysis for WhatIf {
+    const NAME: &'static str = "whatif";
+    const SUMMARY: &'static str = "What would it buy: the job's dependency graph (the critical \
+path's) replayed per step and rank with the traced durations, its error against the trace, and \
+the step time predicted with changes (--scale KIND:NAME=F), with the predicted path by kind and \
+its new bottleneck";
+    const WINDOW: &'static str = "each ProfilerStep#N window (the step annotation's start to \
+the rank's last point in the step's graph), or the whole trace without steps; the predicted \
+path's kinds plus the time before it add up to the predicted window";
+    const DOC: &'static str = "docs/analyses/whatif.md";
+    const EXAMPLES: &'static [&'static str] = &[
+        "strato whatif trace.json.gz",
+        "strato whatif trace.json.gz --scale 'kernel:gemm=0.5'",
+        "strato whatif traces/ --scale 'op:aten::mm=0.5' --scale 'category:copy=0' --json",
+        "strato whatif trace.json.gz --step 12 --scale 'cpu:aten::to=0.5'",
+        "strato whatif trace.json.gz --no-sync all",
+    ];
+    const OPTIONS: &'static [OptionSpec] = &[
+        OptionSpec {
+            name: "scale",
+            help: "a change, repeatable: KIND:NAME=F scales the time of what it selects by F \
+(0.5: twice as fast; 0: gone). kernel:TEXT = device ops whose name contains TEXT; op:NAME = \
+device ops launched under the CPU op NAME; cpu:NAME = the CPU op NAME and what it calls; \
+category:kernel|copy|device",
+            kind: OptionKind::Texts {
+                value_name: "KIND:NAME=F",
+            },
+            default: "",
+        },
+        OptionSpec {
+            name: "no_sync",
+            help: "remove host synchronisations (the blocking calls: cudaStreamSynchronize, \
+cudaDeviceSynchronize, cudaMemcpy, clFinish, ...): `all`, or OP for those under the CPU op OP; \
+the call then costs what it costs when it does not wait",
+            kind: OptionKind::Text {
+                value_name: "all|OP",
+            },
+            default: "",
+        },
+        OptionSpec {
+            name: "step",
+            help: "N: that ProfilerStep#N window only; all (and unset): every step, or the whole \
+trace when it has no step",
+            kind: OptionKind::Step,
+            default: "",
+        },
+    ];
+    const TABLES: &'static [TableSpec] = &[
+        TableSpec {
+            name: "whatif",
+            about: "one row per (step, rank): baseline (the replay) and predicted step time with \
+the changes (--scale, --no-sync; none: the replay), the gain, the predicted path by kind (path.by_kind.<kind>) and its bottleneck",
+            path: &["whatif", "steps"],
+            inherit: &[],
+            options: &[],
+        },
+        TableSpec {
+            name: "whatif_replay",
+            about: "one row per (step, rank): measured and simulated step time, the error, and \
+what the end waited on (path.by_kind.<kind>, path.bottleneck)",
+            path: &["replay", "steps"],
+            inherit: &[],
+            options: &[],
+        },
+    ];
+    /// What `critical-path` reads: the graph is its.
+    const READS: Reads = Reads {
+        events: Events::All,
+        args: Some(ArgsScope::Dependencies),
+    };
+    const IN_REPORT: crate::registry::InReport =
+        crate::registry::InReport::Left("what-if needs changes the report does not choose");
+    type Options = WhatIfSettings;
+    type Output = WhatIfResult;
+
+    fn check_options(options: &WhatIfSettings) -> Result<(), String> {
+        options.changes().map(|_| ())
+    }
+
+    fn run(
+        analyzed: &Analyzed<'_>,
+        settings: &WhatIfSettings,
+    ) -> Result<WhatIfResult, AnalysisError> {
+        let changes = settings.changes().map_err(AnalysisError)?;
+        let job = job_of(analyzed.trace());
+        let numbers = step_numbers(&job);
+        let windows = match settings.step.as_str() {
+            "" | "all" if numbers.is_empty() => ReplayWindows::Whole,
+            "" | "all" => ReplayWindows::Steps(None),
+            n => {
+                let n = n.parse::<u64>().map_err(|_| {
+                    AnalysisError(format!(
+                        "step: a step number (N of ProfilerStep#N) or `all`, not {n:?}"
+                    ))
+                })?;
+                if !numbers.contains(&n) {
+                    let listed: Vec<String> = numbers.iter().map(u64::to_string).collect();
+                    return Err(AnalysisError(if listed.is_empty() {
+                        format!("no ProfilerStep#{n} in the trace (it has no step annotation)")
+                    } else {
+                        format!(
+                            "no ProfilerStep#{n} in the trace (steps: {})",
+                            listed.join(", ")
+                        )
+                    }));
+                }
+                ReplayWindows::Steps(Some(n))
+            }
+        };
+        let options = CriticalPathOptions::matched(&job);
+        let report =
+            replay(&job, &options, windows, &changes).map_err(|e| AnalysisError(e.to_string()))?;
+        let mut errors: Vec<f64> = report.replay.iter().map(|w| w.error_pct).collect();
+        let (median_error_pct, worst_error_pct) = median_and_worst(&mut errors);
+        Ok(WhatIfResult {
+            replay: ReplayJson {
+                steps: report.replay,
+                median_error_pct,
+                worst_error_pct,
+            },
+            whatif: PredictionJson {
+                changes: report.changes,
+                steps: report.predicted,
+            },
+        })
+    }
+
+    fn render_text(result: &WhatIfResult, _settings: &WhatIfSettings) -> String {
+        let mut out = String::new();
+        let replay = &result.replay;
+        let _ = writeln!(
+            out,
+            "replay: the dependency graph simulated with the traced durations, per step and \
+             rank ({} windows; error median {:.3} %, worst {:.3} %)",
+            replay.steps.len(),
+            replay.median_error_pct,
+            replay.worst_error_pct
+        );
+        let _ = writeln!(
+            out,
+            "  {:<22} {:>5} {:>14} {:>14} {:>9}  its path: the most time by kind; the op with the most",
+            "step", "rank", "measured", "simulated", "error"
+        );
+        for w in &replay.steps {
+            let _ = writeln!(
+                out,
+                "  {:<22} {:>5} {:>14} {:>14} {:>8.3}%  {}",
+                fit(&w.step, 22),
+                w.rank,
+                ms(w.measured_ns),
+                ms(w.simulated_ns),
+                w.error_pct,
+                path_text(&w.path, w.simulated_ns)
+            );
+        }
+        for w in &replay.steps {
+            for p in &w.path.peer_waits {
+                let _ = writeln!(
+                    out,
+                    "  {} rank {} waited {} at {} for rank {}",
+                    w.step,
+                    w.rank,
+                    ms(p.waited_ns),
+                    fit(&p.collective, 60),
+                    p.peer
+                );
+            }
+        }
+        let whatif = &result.whatif;
+        if whatif.changes.is_empty() {
+            out.push_str("\nno change asked (--scale KIND:NAME=F): the replay only\n");
+            return out;
+        }
+        out.push_str("\nwhat-if: ");
+        let changes: Vec<String> = whatif
+            .changes
+            .iter()
+            .map(|c| format!("{} ({} ops)", c.change, c.matched_ops))
+            .collect();
+        out.push_str(&changes.join(", "));
+        out.push('\n');
+        let baseline: Ns = whatif.steps.iter().map(|s| s.baseline_ns).sum();
+        let predicted: Ns = whatif.steps.iter().map(|s| s.predicted_ns).sum();
+        let _ = writeln!(
+            out,
+            "  over every window: {} -> {} ({:+.2} %)",
+            ms(baseline),
+            ms(predicted),
+            if baseline > 0 {
+                100.0 * (predicted - baseline) as f64 / baseline as f64
+            } else {
+                0.0
+            }
+        );
+        let _ = writeln!(
+            out,
+            "  {:<22} {:>5} {:>14} {:>14} {:>14}  new bottleneck",
+            "step", "rank", "baseline", "predicted", "gain"
+        );
+        for s in &whatif.steps {
+            let _ = writeln!(
+                out,
+                "  {:<22} {:>5} {:>14} {:>14} {:>14}  {}",
+                fit(&s.step, 22),
+                s.rank,
+                ms(s.baseline_ns),
+                ms(s.predicted_ns),
+                ms(s.gain_ns),
+                path_text(&s.path, s.predicted_ns)
+            );
+        }
+        out
+    }
+}
+
+/// A path in a line: its two largest kinds (share of the window) and its bottleneck.
+fn path_text(path: &WindowPath, window: Ns) -> String {
+    let mut kinds: Vec<(&str, Ns)> = path
+        .by_kind
+        .iter()
+        .map(|(k, ns)| (*k, *ns))
+        .filter(|(_, ns)| *ns > 0)
+        .collect();
+    kinds.sort_by_key(|&(k, ns)| (std::cmp::Reverse(ns), k));
+    let pct = |ns: Ns| {
+        if window > 0 {
+            100.0 * ns as f64 / window as f64
+        } else {
+            0.0
+        }
+    };
+    let mut parts: Vec<String> = kinds
+        .iter()
+        .take(2)
+        .map(|(k, ns)| format!("{k} {:.0} %", pct(*ns)))
+        .collect();
+    if let Some(b) = &path.bottleneck {
+        parts.push(format!("{} {} ({})", b.kind, fit(&b.name, 50), ms(b.ns)));
+    }
+    parts.join("; ")
+}
