@@ -165,6 +165,14 @@ fn thread_handoffs(
             .str(trace.spans[id.0 as usize].name)
             .starts_with(AUTOGRAD_FUNCTION)
     };
+    // Most ranks of most traces have no autograd thread: no thread is sorted for them.
+    if thread_ids.len() < 2
+        || !thread_ids
+            .iter()
+            .any(|t| threads[t].iter().any(is_autograd))
+    {
+        return;
+    }
     let tops: Vec<(TrackId, Vec<SpanId>)> = thread_ids
         .iter()
         .map(|&t| (t, top_level(trace, &threads[&t])))

@@ -413,6 +413,15 @@ fn simulate(
     (t, via)
 }
 
+/// The bit mask of the changes whose selector `pick` accepts (bit `i`: `changes[i]`).
+fn change_bits(changes: &[Scale], pick: &dyn Fn(&Selector) -> bool) -> u64 {
+    changes
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| pick(&c.selector))
+        .fold(0, |m, (i, _)| m | (1u64 << i))
+}
+
 /// The changes each span of the graph falls under, as a bit mask per span: device ops by
 /// their own name and category and by the CPU ops above their launch (`op:`), CPU ops by
 /// their own name and their callers' (`cpu:`).
@@ -421,13 +430,7 @@ fn selected(trace: &Trace, graph: &Graph, changes: &[Scale]) -> FxHashMap<SpanId
     if changes.is_empty() {
         return masks;
     }
-    let bits = |pick: &dyn Fn(&Selector) -> bool| -> u64 {
-        changes
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| pick(&c.selector))
-            .fold(0, |m, (i, _)| m | (1u64 << i))
-    };
+    let bits = |pick: &dyn Fn(&Selector) -> bool| change_bits(changes, pick);
     let op_bits = bits(&|s| matches!(s, Selector::Op(_)));
     let sync_bits = bits(&|s| matches!(s, Selector::Sync(_)));
     let every_sync = bits(&|s| matches!(s, Selector::Sync(None)));
@@ -549,6 +552,13 @@ fn replay_graph(
     let measured_last = last_of(&traced_times);
     drop(traced_times);
     let simulated_last = last_of(&t0);
+    // Without changes the prediction is the replay (gain 0, the same path).
+    let predicted = (!changes.is_empty()).then(|| {
+        predict(
+            trace, graph, &roles, &traced, changes, &topo, &in_edges, report,
+        )
+    });
+    let predicted_last = predicted.as_ref().map(|(t1, _)| last_of(t1));
     for &r in &window.ranks {
         let (Some(start), Some((measured, _)), Some((simulated, end))) = (
             window.starts[r.0 as usize],
@@ -559,6 +569,25 @@ fn replay_graph(
         };
         let measured_ns = (measured - start).max(0);
         let simulated_ns = (simulated - start).max(0);
+        let path = walk.path(&t0, &via0, end, start, r);
+        let (predicted_ns, predicted_path) = match (&predicted, &predicted_last) {
+            (Some((t1, via1)), Some(last)) => {
+                let Some((at, end)) = last[r.0 as usize] else {
+                    continue;
+                };
+                ((at - start).max(0), walk.path(t1, via1, end, start, r))
+            }
+            _ => (simulated_ns, path.clone()),
+        };
+        report.predicted.push(PredictedWindow {
+            rank: rank_label(r),
+            step: window.step.clone(),
+            number: window.number,
+            baseline_ns: simulated_ns,
+            predicted_ns,
+            gain_ns: simulated_ns - predicted_ns,
+            path: predicted_path,
+        });
         report.replay.push(ReplayedWindow {
             rank: rank_label(r),
             step: window.step.clone(),
@@ -568,36 +597,7 @@ fn replay_graph(
             simulated_ns,
             error_pct: error_pct(simulated_ns, measured_ns),
             edges_back_in_time: graph.negative,
-            path: walk.path(&t0, &via0, end, start, r),
-        });
-    }
-    // Without changes the prediction is the replay (gain 0).
-    let (t1, via1) = if changes.is_empty() {
-        (t0, via0)
-    } else {
-        predict(
-            trace, graph, &roles, &traced, changes, &topo, &in_edges, report,
-        )
-    };
-    let predicted_last = last_of(&t1);
-    for &r in &window.ranks {
-        let (Some(start), Some((simulated, _)), Some((predicted, end))) = (
-            window.starts[r.0 as usize],
-            simulated_last[r.0 as usize],
-            predicted_last[r.0 as usize],
-        ) else {
-            continue;
-        };
-        let baseline_ns = (simulated - start).max(0);
-        let predicted_ns = (predicted - start).max(0);
-        report.predicted.push(PredictedWindow {
-            rank: rank_label(r),
-            step: window.step.clone(),
-            number: window.number,
-            baseline_ns,
-            predicted_ns,
-            gain_ns: baseline_ns - predicted_ns,
-            path: walk.path(&t1, &via1, end, start, r),
+            path,
         });
     }
     Ok(())
@@ -620,11 +620,7 @@ fn predict(
     for (i, change) in report.changes.iter_mut().enumerate() {
         change.matched_ops += masks.values().filter(|m| *m & (1u64 << i) != 0).count();
     }
-    let sync_bits = changes
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| matches!(c.selector, Selector::Sync(_)))
-        .fold(0u64, |m, (i, _)| m | (1u64 << i));
+    let sync_bits = change_bits(changes, &|s| matches!(s, Selector::Sync(_)));
     let on_device = |n: u32| {
         graph.nodes[n as usize]
             .track()
