@@ -174,7 +174,11 @@ where
     if args.get(1).is_some_and(|a| a == crate::gate::GATE_ARG) {
         return crate::gate::exec_when_ready(&args[2..]);
     }
+    let mut command_name = String::from("strato");
     let parsed = command().try_get_matches_from(args).and_then(|matches| {
+        if let Some((name, _)) = matches.subcommand() {
+            command_name = format!("strato {name}");
+        }
         // A registered analysis: its own subcommand's matches and the global options.
         if let Some((name, sub)) = matches.subcommand() {
             if let Some(registration) = crate::commands::registered::Registration::find(name) {
@@ -193,6 +197,11 @@ where
             return if e.use_stderr() { 2 } else { 0 };
         }
     };
+    // From here on every heap byte counts against the memory budget. An invalid
+    // `STRATO_MEMORY_BUDGET` arms nothing: the command's own read of it reports the error.
+    if let Ok(budget) = strato_io::budget::memory_budget_from_env() {
+        crate::process_budget::arm(budget, &command_name);
+    }
     let result = match parsed {
         Parsed::Builtin(cli) => run(cli),
         Parsed::Registered(analysis, globals, matches) => {

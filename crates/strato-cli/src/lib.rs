@@ -14,6 +14,10 @@ mod ctx;
 mod gate;
 mod launch;
 mod output;
+// The binary's counting global allocator and its exit through `libc` (`_exit`, `write`,
+// `unlink`: nothing that allocates or unwinds), confined to this module.
+#[allow(unsafe_code)]
+pub mod process_budget;
 mod profile_write;
 mod render;
 // signal(2) through `libc` around a recorded program's run, confined to this module.

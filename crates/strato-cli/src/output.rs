@@ -195,6 +195,7 @@ fn write_atomically(
         std::process::id(),
         fastrand::u32(..)
     ));
+    let in_progress = crate::process_budget::OutputInProgress::new(&tmp);
     let result = (|| -> io::Result<()> {
         let file = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
         if let Some(mode) = old_mode {
@@ -214,6 +215,7 @@ fn write_atomically(
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
+    drop(in_progress);
     result
 }
 

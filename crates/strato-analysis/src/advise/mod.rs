@@ -626,10 +626,15 @@ pub fn span_evidence(trace: &Trace, kind: &str, span: u32, name: String) -> Evid
     }
 }
 
-/// `a` minus `b`, both sorted and disjoint.
+/// `a` minus `b`, both sorted and disjoint. Time: `a`'s length plus the part of `b` from
+/// `a`'s start on (found by binary search), so one interval against a long list costs what
+/// it overlaps.
 pub fn subtract(a: &[(Ns, Ns)], b: &[(Ns, Ns)]) -> Vec<(Ns, Ns)> {
     let mut out = Vec::new();
-    let mut j = 0;
+    let Some(&(first, _)) = a.first() else {
+        return out;
+    };
+    let mut j = b.partition_point(|x| x.1 <= first);
     for &(s, e) in a {
         let mut cur = s;
         while j < b.len() && b[j].1 <= cur {
@@ -650,10 +655,15 @@ pub fn subtract(a: &[(Ns, Ns)], b: &[(Ns, Ns)]) -> Vec<(Ns, Ns)> {
     out
 }
 
-/// Intersection of two sorted disjoint interval lists.
+/// Intersection of two sorted disjoint interval lists. Each list is entered where the other
+/// begins (binary search), so one interval against a long list costs what it overlaps.
 pub fn intersect(a: &[(Ns, Ns)], b: &[(Ns, Ns)]) -> Vec<(Ns, Ns)> {
-    let (mut i, mut j) = (0, 0);
     let mut out = Vec::new();
+    let (Some(&(a0, _)), Some(&(b0, _))) = (a.first(), b.first()) else {
+        return out;
+    };
+    let mut i = a.partition_point(|x| x.1 <= b0);
+    let mut j = b.partition_point(|x| x.1 <= a0);
     while i < a.len() && j < b.len() {
         let lo = a[i].0.max(b[j].0);
         let hi = a[i].1.min(b[j].1);
@@ -698,6 +708,34 @@ mod tests {
             length(&subtract(&a, &b)) + length(&intersect(&a, &b)),
             length(&a)
         );
+    }
+
+    /// Sorted disjoint intervals in `0..64` from a bit mask (bit k: `[k, k+1)` is in).
+    fn runs(mask: u64) -> Vec<(Ns, Ns)> {
+        let mut out: Vec<(Ns, Ns)> = Vec::new();
+        for k in 0..64 {
+            if mask >> k & 1 == 1 {
+                match out.last_mut() {
+                    Some(last) if last.1 == k => last.1 = k + 1,
+                    _ => out.push((k, k + 1)),
+                }
+            }
+        }
+        out
+    }
+
+    proptest::proptest! {
+        /// Against set algebra on bit masks, whatever the lists' lengths and where they start
+        /// (the binary searches that skip ahead must never skip an overlap).
+        #[test]
+        fn intersect_and_subtract_are_set_algebra(a: u64, b: u64) {
+            proptest::prop_assert_eq!(intersect(&runs(a), &runs(b)), runs(a & b));
+            proptest::prop_assert_eq!(subtract(&runs(a), &runs(b)), runs(a & !b));
+            proptest::prop_assert_eq!(
+                crate::device_time::gpu_time::intersection_length(&runs(a), &runs(b)),
+                Ns::from((a & b).count_ones())
+            );
+        }
     }
 
     #[test]

@@ -19,6 +19,7 @@ mod nsys_memory;
 mod ops_bytes;
 mod ops_modules;
 mod outputs;
+mod process_budget;
 mod ranks;
 mod report_diff;
 mod samples;

@@ -849,9 +849,16 @@ pub fn length(intervals: &[(Ns, Ns)]) -> Ns {
     intervals.iter().map(|(s, e)| e - s).sum()
 }
 
-/// Length of the intersection of two sorted disjoint interval lists.
+/// Length of the intersection of two sorted disjoint interval lists. Each list is entered
+/// where the other begins (binary search), so one interval against a long list costs what it
+/// overlaps.
 pub fn intersection_length(a: &[(Ns, Ns)], b: &[(Ns, Ns)]) -> Ns {
-    let (mut i, mut j, mut total) = (0, 0, 0);
+    let (Some(&(a0, _)), Some(&(b0, _))) = (a.first(), b.first()) else {
+        return 0;
+    };
+    let mut i = a.partition_point(|x| x.1 <= b0);
+    let mut j = b.partition_point(|x| x.1 <= a0);
+    let mut total = 0;
     while i < a.len() && j < b.len() {
         let lo = a[i].0.max(b[j].0);
         let hi = a[i].1.min(b[j].1);
