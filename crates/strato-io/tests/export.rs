@@ -529,3 +529,55 @@ fn real_kineto_nccl_trace_exports_both_formats() {
     assert_eq!(back.flows.len(), trace.flows.len());
     assert_eq!(bound_flows(&back), bound_flows(&trace));
 }
+
+/// Lines of a Chrome export, sorted after the header (the streamed writer orders events by
+/// batch, the whole one by kind).
+fn sorted_lines(text: &str) -> Vec<String> {
+    let mut lines: Vec<String> = text
+        .lines()
+        .map(|l| l.trim_end_matches(',').to_owned())
+        .collect();
+    lines[1..].sort_unstable();
+    lines
+}
+
+/// [`chrome::ChromeStream`] given the tables, then the events in batches of every size, writes
+/// the events [`chrome::write`] writes; a batch naming a track the tables lack (the input
+/// changed between the two passes) is an error, never a file with wrong names.
+#[test]
+fn chrome_stream_writes_the_whole_traces_events_in_any_batches() {
+    let trace = synthetic();
+    let whole = sorted_lines(&chrome_text(&trace));
+    let mut tables = trace.clone();
+    tables.spans.clear();
+    tables.instants.clear();
+    tables.counters.clear();
+    for batch_spans in [1, 2, 3, trace.spans.len()] {
+        let mut out = Vec::new();
+        let mut stream = chrome::ChromeStream::start(&tables, &mut out).unwrap();
+        let mut batch = trace.clone();
+        batch.flows.clear();
+        batch.instants.clear();
+        batch.counters.clear();
+        for chunk in trace.spans.chunks(batch_spans) {
+            batch.spans = chunk.to_vec();
+            batch.args = trace.args.clone();
+            stream.batch(&mut batch).unwrap();
+            assert!(batch.spans.is_empty(), "the batch's events are taken");
+        }
+        batch.instants = trace.instants.clone();
+        batch.counters = trace.counters.clone();
+        batch.args = trace.args.clone();
+        stream.batch(&mut batch).unwrap();
+        stream.finish(&batch).unwrap();
+        let streamed = sorted_lines(&String::from_utf8(out).unwrap());
+        assert_eq!(streamed, whole, "batches of {batch_spans} spans");
+    }
+    // A batch with a track the tables do not hold.
+    let mut grown = trace.clone();
+    grown.tracks.push(grown.tracks[0].clone());
+    let mut out = Vec::new();
+    let mut stream = chrome::ChromeStream::start(&tables, &mut out).unwrap();
+    let e = stream.batch(&mut grown).unwrap_err();
+    assert!(e.to_string().contains("changed while it was read"), "{e}");
+}

@@ -57,6 +57,14 @@ pub fn run(args: ExportArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Resu
     {
         crate::output::refuse_inputs(path, &ctx.read_paths(&inputs))?;
     }
+    if let (Some(path), None, None, None, [input]) =
+        (&chrome, &perfetto, &folded, &firefox, inputs.as_slice())
+    {
+        if stream_chrome(ctx, input, path, &ctx.read_paths(&inputs))? {
+            writeln!(out, "wrote {}", path.display())?;
+            return Ok(());
+        }
+    }
     let trace = ctx.engine.load(&inputs, &ctx.import_options(true)?)?;
     if let Some(path) = perfetto {
         let extras = if raw {
@@ -85,6 +93,73 @@ pub fn run(args: ExportArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Resu
         writeln!(out, "wrote {} ({samples} samples)", path.display())?;
     }
     Ok(())
+}
+
+/// `--chrome` alone, of one Chrome/Kineto JSON file: written without holding the trace, in two
+/// streamed passes over the file ([`strato_io::export::chrome::ChromeStream`]): the first reads
+/// the tables (tracks, names, flows: what fixes every pid and tid and the redacted names), the
+/// second writes each batch of events as it is read. Memory is the tables and one batch;
+/// time about two `strato info`s plus the writing. `false` when the input does not stream (a
+/// pipe, another format, `--graph-capture`): the caller loads it whole.
+fn stream_chrome(
+    ctx: &crate::ctx::Ctx,
+    input: &std::path::Path,
+    path: &std::path::Path,
+    read: &[PathBuf],
+) -> Result<bool> {
+    // The first pass reads no attributes: the tables do not depend on them (a difference
+    // would fail the second pass's check, never pass silently).
+    let options = ctx.import_options(true)?;
+    let tables_only = ctx.import_options(false)?;
+    let mut drop_events = |batch: &mut Trace| {
+        strato_engine::drop_batch_events(batch);
+        Ok(())
+    };
+    let Some(tables) = ctx.engine.stream_file(input, &tables_only, &mut drop_events)? else {
+        return Ok(false);
+    };
+    // The second pass tells nothing the first did not (its import notes, its progress).
+    let quiet = strato_engine::Engine::new(
+        ctx.engine.options().clone(),
+        std::sync::Arc::new(strato_engine::Quiet),
+    );
+    // Nor does it read flows: they are written from the first pass's tables.
+    let second = strato_io::ImportOptions {
+        progress: None,
+        projection: strato_io::Projection {
+            flows: false,
+            flow_ends: false,
+            ..options.projection
+        },
+        ..options
+    };
+    crate::output::write_output(path, read, |w| {
+        let mut stream = strato_io::export::chrome::ChromeStream::start(&tables, w)?;
+        let mut failed: Option<std::io::Error> = None;
+        let mut sink = |batch: &mut Trace| {
+            stream.batch(batch).map_err(|e| {
+                let message = e.to_string();
+                failed = Some(e);
+                message
+            })
+        };
+        let last = quiet.stream_file(input, &second, &mut sink);
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        let last = match last {
+            Ok(Some(last)) => last,
+            Ok(None) => return Err(std::io::Error::other("the input no longer streams")),
+            Err(e) => {
+                return Err(std::io::Error::other(format!(
+                    "{}: second reading: {e}",
+                    input.display()
+                )))
+            }
+        };
+        stream.finish(&last).map(drop)
+    })?;
+    Ok(true)
 }
 
 /// What the analyses add to a Perfetto export (`strato export --perfetto`): threads split

@@ -541,3 +541,75 @@ fn synthetic_secrets_and_url_credentials_are_redacted_and_named_without_values()
         assert!(!info.contains(secret));
     }
 }
+
+/// The events of a Chrome export, one per line as the exporter writes them, sorted (the header
+/// line first, unsorted).
+fn chrome_events(path: &Path) -> (String, Vec<String>) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines = text
+        .lines()
+        .map(|l| l.trim_end_matches(',').to_owned())
+        .filter(|l| !l.is_empty());
+    let header = lines.next().unwrap_or_default();
+    let mut events: Vec<String> = lines.collect();
+    events.sort_unstable();
+    (header, events)
+}
+
+/// `export --chrome` alone streams the file in two passes (the trace never held); with another
+/// output it writes from the whole trace. Both hold the same events, names redacted alike, on
+/// every Kineto JSON file of the shared data and the fixtures, and on a synthetic trace with
+/// secrets in a span name, a process name and args.
+#[test]
+fn streamed_chrome_export_holds_the_whole_exports_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = "hf_abcdefghijklmnopqrstuvwxyz0123";
+    let mut doc = synthetic(&["k".to_owned()], Some(0), None);
+    let events = doc["traceEvents"].as_array_mut().unwrap();
+    events.push(json!({"ph": "X", "cat": "user_annotation", "name": format!("HF_TOKEN={secret}"),
+        "pid": 1, "tid": 1, "ts": 1, "dur": 1, "args": {"token": secret}}));
+    events.push(json!({"ph": "M", "name": "process_name", "pid": 1, "tid": 0,
+        "args": {"name": format!("train --hf-token {secret}")}}));
+    let synthetic_path = dir.path().join("secrets.json");
+    write_json(&synthetic_path, &doc);
+    let mut inputs = vec![
+        synthetic_path.clone(),
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fixtures/kineto/hta_trace_filter/sampled_rank-0.json.gz"),
+    ];
+    inputs.retain(|p| p.exists());
+    if let Some(shared) = crate::common::shared_data() {
+        let mut stack = vec![shared.join("kineto")];
+        while let Some(d) = stack.pop() {
+            for entry in std::fs::read_dir(&d).unwrap() {
+                let p = entry.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.to_string_lossy().contains(".json") {
+                    inputs.push(p);
+                }
+            }
+        }
+    }
+    assert!(inputs.len() > 1, "{inputs:?}");
+    let (streamed, whole) = (dir.path().join("s.json"), dir.path().join("w.json"));
+    for input in &inputs {
+        ok(&["export", s(input), "--chrome", s(&streamed)]);
+        ok(&[
+            "export",
+            s(input),
+            "--chrome",
+            s(&whole),
+            "--perfetto",
+            "/dev/null",
+        ]);
+        let (a, b) = (chrome_events(&streamed), chrome_events(&whole));
+        assert_eq!(a.0, b.0, "header of {}", input.display());
+        assert_eq!(a.1.len(), b.1.len(), "events of {}", input.display());
+        assert!(a.1 == b.1, "events of {} differ", input.display());
+    }
+    ok(&["export", s(&synthetic_path), "--chrome", s(&streamed)]);
+    let text = std::fs::read_to_string(&streamed).unwrap();
+    assert!(!text.contains(secret), "a secret reached the streamed export");
+    assert!(text.contains("HF_TOKEN="), "the span is there, its value redacted");
+}

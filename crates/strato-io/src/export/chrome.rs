@@ -56,15 +56,143 @@ pub fn write_overlaid<W: Write>(trace: &Trace, overlay: &Overlay, out: W) -> io:
         out: &mut out,
         first: true,
     };
-    for (index, span) in trace.spans.iter().enumerate() {
+    write_events(&mut events, &layout, trace, trace, overlay)?;
+    write_flows_and_names(&mut events, &layout, trace, &trace.flows, overlay)?;
+    out.write_all(b"\n]}\n")?;
+    out.flush()
+}
+
+/// A Chrome export written while a streamed import hands over its events (`strato export
+/// --chrome` of one JSON file: the trace is never held). It is given the trace's tables first
+/// (every track, process, rank, device and string, redacted, and the flows: what a first
+/// streamed pass returns), which fix every pid and tid; then each batch of events of a second
+/// pass; then [`ChromeStream::finish`] writes the flows and names.
+///
+/// The file holds the same events as [`write`] of the whole trace, in batch order (spans,
+/// instants and counters of each batch in turn) instead of all spans first. Names come from
+/// the tables (so they are redacted as the whole import redacts them), attributes from each
+/// batch. A batch naming a track or string the tables do not hold means the input changed
+/// between the passes: an error, never a file with wrong names.
+pub struct ChromeStream<'t, W: Write> {
+    out: BufWriter<W>,
+    layout: Layout,
+    tables: &'t Trace,
+    first: bool,
+    /// Flows the batches held (taken out of them).
+    flows_seen: usize,
+}
+
+impl<'t, W: Write> ChromeStream<'t, W> {
+    /// Writes the header (ranks, devices) of the trace whose tables are `tables`.
+    pub fn start(tables: &'t Trace, out: W) -> io::Result<Self> {
+        let mut out = BufWriter::with_capacity(1 << 16, out);
+        header(tables, &mut out)?;
+        Ok(ChromeStream {
+            out,
+            layout: Layout::new(tables),
+            tables,
+            first: true,
+            flows_seen: 0,
+        })
+    }
+
+    /// Writes the spans, instants and counter samples of `batch` (a streamed import's batch:
+    /// its args index its own args table), then takes them, their args and the batch's flows
+    /// out of it (the flows are written from the tables at [`ChromeStream::finish`]), so the
+    /// second pass holds one batch.
+    pub fn batch(&mut self, batch: &mut Trace) -> io::Result<()> {
+        let written = self.write_batch(batch);
+        batch.spans.clear();
+        batch.instants.clear();
+        batch.counters.clear();
+        batch.args = strato_trace::ArgsTable::uncompressed();
+        self.flows_seen += batch.flows.len();
+        batch.flows.clear();
+        written
+    }
+
+    fn write_batch(&mut self, batch: &Trace) -> io::Result<()> {
+        if batch.tracks.len() > self.tables.tracks.len()
+            || batch.strings.len() > self.tables.strings.len()
+        {
+            return Err(changed_between_passes());
+        }
+        let mut events = Events {
+            out: &mut self.out,
+            first: self.first,
+        };
+        let written = write_events(
+            &mut events,
+            &self.layout,
+            self.tables,
+            batch,
+            &Overlay::default(),
+        );
+        self.first = events.first;
+        written
+    }
+
+    /// Writes the flows and the names, and closes the document. `last` is what the second
+    /// pass's import returned: it must hold the tracks and names the first pass gave (and its
+    /// flows, if it read them).
+    pub fn finish(mut self, last: &Trace) -> io::Result<W> {
+        let flows = self.flows_seen + last.flows.len();
+        if last.tracks.len() != self.tables.tracks.len()
+            || last.strings.len() != self.tables.strings.len()
+            || (flows != 0 && flows != self.tables.flows.len())
+        {
+            return Err(changed_between_passes());
+        }
+        let mut events = Events {
+            out: &mut self.out,
+            first: self.first,
+        };
+        write_flows_and_names(
+            &mut events,
+            &self.layout,
+            self.tables,
+            &self.tables.flows,
+            &Overlay::default(),
+        )?;
+        self.out.write_all(b"\n]}\n")?;
+        self.out.into_inner().map_err(|e| e.into_error())
+    }
+}
+
+impl<W: Write> std::fmt::Debug for ChromeStream<'_, W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChromeStream")
+            .field("tracks", &self.tables.tracks.len())
+            .finish_non_exhaustive()
+    }
+}
+
+fn changed_between_passes() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        "the input changed while it was read (its second reading holds other tracks or names \
+         than its first)",
+    )
+}
+
+/// Writes the spans, instants and counter samples of `events` (their args from `events`),
+/// their names from `names`' strings (the same trace, or the tables of a streamed import).
+fn write_events<W: Write>(
+    out: &mut Events<'_, W>,
+    layout: &Layout,
+    names: &Trace,
+    events: &Trace,
+    overlay: &Overlay,
+) -> io::Result<()> {
+    for (index, span) in events.spans.iter().enumerate() {
         let (pid, tid) = layout.place(span.track.0);
         let mark = (!overlay.marked.is_empty() && overlay.marked.contains(&SpanId(index as u32)))
             .then_some(overlay.mark.as_str());
-        let w = events.next()?;
+        let w = out.next()?;
         w.write_all(b"{\"ph\":\"X\",\"cat\":")?;
-        json_str(w, trace.str(span.category))?;
+        json_str(w, names.str(span.category))?;
         w.write_all(b",\"name\":")?;
-        json_str(w, trace.str(span.name))?;
+        json_str(w, names.str(span.name))?;
         write!(w, ",\"pid\":{pid},\"tid\":{tid},\"ts\":")?;
         write_us(w, span.start)?;
         w.write_all(b",\"dur\":")?;
@@ -72,7 +200,7 @@ pub fn write_overlaid<W: Write>(trace: &Trace, overlay: &Overlay, out: W) -> io:
         w.write_all(b",\"args\":")?;
         write_args(
             w,
-            trace,
+            events,
             span.args,
             span.level,
             (span.correlation, span.external_id),
@@ -80,22 +208,22 @@ pub fn write_overlaid<W: Write>(trace: &Trace, overlay: &Overlay, out: W) -> io:
         )?;
         w.write_all(b"}")?;
     }
-    for instant in &trace.instants {
+    for instant in &events.instants {
         let (pid, tid) = layout.place(instant.track.0);
-        let w = events.next()?;
+        let w = out.next()?;
         w.write_all(b"{\"ph\":\"i\",\"s\":\"t\",\"cat\":")?;
-        json_str(w, trace.str(instant.category))?;
+        json_str(w, names.str(instant.category))?;
         w.write_all(b",\"name\":")?;
-        json_str(w, trace.str(instant.name))?;
+        json_str(w, names.str(instant.name))?;
         write!(w, ",\"pid\":{pid},\"tid\":{tid},\"ts\":")?;
         write_us(w, instant.ts)?;
         w.write_all(b",\"args\":")?;
-        write_args(w, trace, instant.args, instant.level, (None, None), None)?;
+        write_args(w, events, instant.args, instant.level, (None, None), None)?;
         w.write_all(b"}")?;
     }
-    for sample in &trace.counters {
+    for sample in &events.counters {
         let (pid, _) = layout.place(sample.track.0);
-        let w = events.next()?;
+        let w = out.next()?;
         w.write_all(b"{\"ph\":\"C\",\"name\":")?;
         json_str(w, &layout.counter_name[sample.track.0 as usize])?;
         write!(w, ",\"pid\":{pid},\"ts\":")?;
@@ -104,11 +232,22 @@ pub fn write_overlaid<W: Write>(trace: &Trace, overlay: &Overlay, out: W) -> io:
         serde_json::to_writer(&mut *w, &sample.value)?;
         w.write_all(b"}}")?;
     }
+    Ok(())
+}
+
+/// Writes `flows` (names from `names`' strings), the overlay's arrows, then the `M` names.
+fn write_flows_and_names<W: Write>(
+    events: &mut Events<'_, W>,
+    layout: &Layout,
+    names: &Trace,
+    flows: &[strato_trace::Flow],
+    overlay: &Overlay,
+) -> io::Result<()> {
     // Flow ids are kept when they identify flows uniquely (one file, one rank); otherwise
     // (ranks reuse correlation ids) every flow is numbered afresh.
     let mut seen = FxHashSet::default();
-    let unique = trace.flows.iter().all(|f| seen.insert((f.category, f.id)));
-    for (i, flow) in trace.flows.iter().enumerate() {
+    let unique = flows.iter().all(|f| seen.insert((f.category, f.id)));
+    for (i, flow) in flows.iter().enumerate() {
         let id = if unique { flow.id } else { i as u64 + 1 };
         for (phase, end) in [("s", &flow.from), ("f", &flow.to)] {
             let Some(end) = end else { continue };
@@ -120,9 +259,9 @@ pub fn write_overlaid<W: Write>(trace: &Trace, overlay: &Overlay, out: W) -> io:
             )?;
             write_us(w, end.ts)?;
             w.write_all(b",\"cat\":")?;
-            json_str(w, trace.str(flow.category))?;
+            json_str(w, names.str(flow.category))?;
             w.write_all(b",\"name\":")?;
-            json_str(w, trace.str(flow.category))?;
+            json_str(w, names.str(flow.category))?;
             if phase == "f" {
                 w.write_all(b",\"bp\":\"e\"")?;
             }
@@ -130,9 +269,9 @@ pub fn write_overlaid<W: Write>(trace: &Trace, overlay: &Overlay, out: W) -> io:
         }
     }
     let first_id = if unique {
-        trace.flows.iter().map(|f| f.id).max().unwrap_or(0) + 1
+        flows.iter().map(|f| f.id).max().unwrap_or(0) + 1
     } else {
-        trace.flows.len() as u64 + 1
+        flows.len() as u64 + 1
     };
     for (next_id, arrow) in (first_id..).zip(&overlay.arrows) {
         for (phase, (track, ts)) in [("s", arrow.from), ("f", arrow.to)] {
@@ -162,9 +301,7 @@ pub fn write_overlaid<W: Write>(trace: &Trace, overlay: &Overlay, out: W) -> io:
         }
     }
     // Names last, as Kineto writes them.
-    layout.metadata(trace, &mut events)?;
-    out.write_all(b"\n]}\n")?;
-    out.flush()
+    layout.metadata(names, events)
 }
 
 /// Top-level keys before `traceEvents` (streaming readers see them first).
