@@ -739,3 +739,71 @@ fn exposed_communication_silent_without_communication_or_below_the_floor() {
 
 const MI300_RESNET: &str = "kineto/tracelens/mi300_resnet_act_checkpoint.json.gz";
 const B200_EAGER: &str = "kineto/tracelens/b200_eager_trace.json.gz";
+
+/// Each finding's estimated gain is the what-if of its fix (`strato whatif`'s replay, the same
+/// changes), known exactly where a transform models the fix and `None` with the reason
+/// elsewhere; a gain never exceeds the time at stake nor goes below 0 (removing a wait cannot
+/// lengthen a step); the findings come in the order of what a fix would save.
+#[test]
+fn estimated_gains_are_the_whatif_of_each_fix_and_order_the_findings() {
+    use strato_analysis::paths::critical_path::registration::job_of;
+    use strato_analysis::paths::critical_path::replay::{replay, ReplayWindows};
+    use strato_analysis::paths::critical_path::CriticalPathOptions;
+    let mut modelled = 0;
+    let more = [
+        "kineto/tracelens/torch_compile_triton.json.gz",
+        "kineto/tracelens/mi300_resnet_act_checkpoint.json.gz",
+        "kineto/param_dlrm8",
+    ];
+    for rel in ALL.iter().chain(more.iter()) {
+        let Some(trace) = load(rel) else { continue };
+        let r = all(&trace);
+        let saves = |f: &Finding| f.estimated_gain_ns.unwrap_or(f.time_ns);
+        assert!(
+            r.findings.windows(2).all(|w| saves(&w[0]) >= saves(&w[1])),
+            "{rel}: ordered by what a fix saves"
+        );
+        for f in &r.findings {
+            assert!(!f.gain_note.is_empty(), "{rel} {}", f.rule);
+            let Ok((_, changes)) = advise::gain_model(f.rule) else {
+                assert_eq!(f.estimated_gain_ns, None, "{rel} {}", f.rule);
+                assert!(f.gain_note.starts_with("not modelled"), "{rel} {}", f.rule);
+                continue;
+            };
+            modelled += 1;
+            let gain = f.estimated_gain_ns.expect("modelled: estimated");
+            assert!(
+                (0..=f.time_ns).contains(&gain),
+                "{rel} {}: gain {gain} outside 0..={}",
+                f.rule,
+                f.time_ns
+            );
+            // The same what-if through `strato whatif`'s replay: per step, the latest rank's
+            // end without and with the changes.
+            let job = job_of(&trace);
+            let options = CriticalPathOptions::matched(&job);
+            let mut report =
+                replay(&job, &options, ReplayWindows::Steps(None), &changes).expect("replays");
+            if report.replay.is_empty() {
+                report = replay(&job, &options, ReplayWindows::Whole, &changes).expect("replays");
+            }
+            let mut ends: std::collections::BTreeMap<u64, (i64, i64)> = Default::default();
+            for (w, p) in report.replay.iter().zip(&report.predicted) {
+                let e = ends.entry(w.number).or_insert((i64::MIN, i64::MIN));
+                e.0 = e.0.max(w.start_ns + p.baseline_ns);
+                e.1 = e.1.max(w.start_ns + p.predicted_ns);
+            }
+            let expected: i64 = ends.values().map(|(b, p)| b - p).sum();
+            assert_eq!(gain, expected, "{rel} {}: the whatif's gain", f.rule);
+        }
+    }
+    if crate_data_present() {
+        assert!(modelled >= 3, "{modelled} modelled findings");
+    }
+}
+
+fn crate_data_present() -> bool {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data")
+        .exists()
+}

@@ -37,6 +37,7 @@ use strato_trace::{Level, Ns, Span, Trace, TrackKind};
 
 use crate::analyzed::Analyzed;
 use crate::device_time::gpu_time::{length, merge};
+use crate::paths::critical_path::replay::Scale;
 use crate::scope::is_device_work;
 
 pub use cross_rank::CrossRankEvidence;
@@ -105,6 +106,12 @@ pub struct Finding {
     pub advice: String,
     /// `docs/advise.md#<rule>`.
     pub docs: String,
+    /// What fixing it would save: a what-if replay of the critical path's graph with the fix
+    /// applied ([`gain_model`], `strato whatif`), summed over the `ProfilerStep` windows (the
+    /// whole trace without steps). `None` where no transform models the fix yet.
+    pub estimated_gain_ns: Option<Ns>,
+    /// The what-if the gain comes from (`whatif --no-sync`), or why there is none.
+    pub gain_note: String,
     /// The time at stake as disjoint sorted intervals (on the trace's reference clock).
     #[serde(skip)]
     pub intervals: Vec<(Ns, Ns)>,
@@ -469,7 +476,16 @@ pub fn advise(
         findings.retain(|f| f.share_pct >= config.floor_pct);
     }
     let hidden_below_floor = before - findings.len();
-    findings.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then(a.rule.cmp(b.rule)));
+    estimate_gains(analyzed.trace(), &mut findings);
+    // By what a fix would save: the estimated gain where a what-if models the fix, else the
+    // time at stake (the most any fix could save).
+    findings.sort_by(|a, b| {
+        let saves = |f: &Finding| f.estimated_gain_ns.unwrap_or(f.time_ns);
+        saves(b)
+            .cmp(&saves(a))
+            .then(b.time_ns.cmp(&a.time_ns))
+            .then(a.rule.cmp(b.rule))
+    });
     for status in &mut rules {
         status.findings = findings.iter().filter(|f| f.rule == status.rule).count();
     }
@@ -511,7 +527,69 @@ fn finish(rule: &'static str, d: Draft, w0: Ns, w1: Ns) -> Finding {
         message: d.message,
         advice: d.advice,
         docs: format!("{DOCS_PAGE}#{rule}"),
+        estimated_gain_ns: None,
+        gain_note: match gain_model(rule) {
+            Ok((what, _)) => what.to_owned(),
+            Err(why) => why.to_owned(),
+        },
         intervals,
+    }
+}
+
+/// The what-if that models fixing what rule `rule` finds: its name (as `strato whatif` takes
+/// it) and changes; or why no transform models that fix yet.
+pub fn gain_model(rule: &str) -> Result<(&'static str, Vec<Scale>), &'static str> {
+    match rule {
+        host_sync::ID => Ok(("whatif --no-sync", vec![Scale::no_sync("")])),
+        sync_copy::ID => Err(
+            "not modelled: making copies pinned or asynchronous is not a what-if transform yet",
+        ),
+        gpu_idle::ID | low_util::ID | step_breakdown::ID => {
+            Err("not modelled: no what-if transform gives the device more work")
+        }
+        launch_bound::ID => Err(
+            "not modelled: removing launch overhead (whatif --graph-launch) is not a transform yet",
+        ),
+        small_copies::ID => Err("not modelled: batching copies is not a what-if transform yet"),
+        copy_overlap::ID => {
+            Err("not modelled: overlapping copies with compute is not a what-if transform yet")
+        }
+        multi_rank::STRAGGLER_ID => Err(
+            "not modelled: evening a straggler (whatif --even-straggler) is not a transform yet",
+        ),
+        multi_rank::EXPOSED_ID => Err(
+            "not modelled: overlapping communication (whatif --overlap-comm) is not a transform yet",
+        ),
+        _ => Err("not modelled"),
+    }
+}
+
+/// Fills in each finding's [`Finding::estimated_gain_ns`]: one what-if replay per finding whose
+/// fix a transform models, all on the same graphs (each window's graph built once). A replay
+/// that fails leaves the gains unknown and says why.
+fn estimate_gains(trace: &Trace, findings: &mut [Finding]) {
+    let modelled: Vec<(usize, Vec<Scale>)> = findings
+        .iter()
+        .enumerate()
+        .filter_map(|(i, f)| gain_model(f.rule).ok().map(|(_, set)| (i, set)))
+        .collect();
+    if modelled.is_empty() {
+        return;
+    }
+    let job = crate::paths::critical_path::registration::job_of(trace);
+    let options = crate::paths::critical_path::CriticalPathOptions::matched(&job);
+    let sets: Vec<Vec<Scale>> = modelled.iter().map(|(_, set)| set.clone()).collect();
+    match crate::paths::critical_path::replay::estimated_gains(&job, &options, &sets) {
+        Ok(gains) => {
+            for ((i, _), gain) in modelled.iter().zip(gains) {
+                findings[*i].estimated_gain_ns = Some(gain);
+            }
+        }
+        Err(e) => {
+            for (i, _) in &modelled {
+                findings[*i].gain_note = format!("not estimated: the replay failed: {e}");
+            }
+        }
     }
 }
 

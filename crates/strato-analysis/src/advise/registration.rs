@@ -231,6 +231,10 @@ fn text(out: &mut String, r: &AdviseReport) {
         );
         let _ = writeln!(out, "   {}", f.message);
         let _ = writeln!(out, "   Advice: {}", f.advice);
+        let _ = match f.estimated_gain_ns {
+            Some(gain) => writeln!(out, "   Estimated gain: {} ({})", ms(gain), f.gain_note),
+            None => writeln!(out, "   Estimated gain: {}", f.gain_note),
+        };
         let _ = writeln!(out, "   Docs: {}", f.docs);
         for e in &f.evidence {
             let _ = writeln!(

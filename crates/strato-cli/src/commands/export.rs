@@ -115,7 +115,10 @@ fn stream_chrome(
         strato_engine::drop_batch_events(batch);
         Ok(())
     };
-    let Some(tables) = ctx.engine.stream_file(input, &tables_only, &mut drop_events)? else {
+    let Some(tables) = ctx
+        .engine
+        .stream_file(input, &tables_only, &mut drop_events)?
+    else {
         return Ok(false);
     };
     // The second pass tells nothing the first did not (its import notes, its progress).

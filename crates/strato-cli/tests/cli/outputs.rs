@@ -566,10 +566,14 @@ fn streamed_chrome_export_holds_the_whole_exports_events() {
     let secret = "hf_abcdefghijklmnopqrstuvwxyz0123";
     let mut doc = synthetic(&["k".to_owned()], Some(0), None);
     let events = doc["traceEvents"].as_array_mut().unwrap();
-    events.push(json!({"ph": "X", "cat": "user_annotation", "name": format!("HF_TOKEN={secret}"),
-        "pid": 1, "tid": 1, "ts": 1, "dur": 1, "args": {"token": secret}}));
-    events.push(json!({"ph": "M", "name": "process_name", "pid": 1, "tid": 0,
-        "args": {"name": format!("train --hf-token {secret}")}}));
+    events.push(
+        json!({"ph": "X", "cat": "user_annotation", "name": format!("HF_TOKEN={secret}"),
+        "pid": 1, "tid": 1, "ts": 1, "dur": 1, "args": {"token": secret}}),
+    );
+    events.push(
+        json!({"ph": "M", "name": "process_name", "pid": 1, "tid": 0,
+        "args": {"name": format!("train --hf-token {secret}")}}),
+    );
     let synthetic_path = dir.path().join("secrets.json");
     write_json(&synthetic_path, &doc);
     let mut inputs = vec![
@@ -610,6 +614,12 @@ fn streamed_chrome_export_holds_the_whole_exports_events() {
     }
     ok(&["export", s(&synthetic_path), "--chrome", s(&streamed)]);
     let text = std::fs::read_to_string(&streamed).unwrap();
-    assert!(!text.contains(secret), "a secret reached the streamed export");
-    assert!(text.contains("HF_TOKEN="), "the span is there, its value redacted");
+    assert!(
+        !text.contains(secret),
+        "a secret reached the streamed export"
+    );
+    assert!(
+        text.contains("HF_TOKEN="),
+        "the span is there, its value redacted"
+    );
 }

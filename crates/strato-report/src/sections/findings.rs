@@ -85,6 +85,17 @@ pub(super) fn findings(h: &mut Html, input: &ReportInput) -> bool {
             .markup("</h3>");
         h.elem("p", &f.message);
         h.elem_class("p", "lead", &format!("Advice: {}", f.advice));
+        h.elem(
+            "p",
+            &match f.estimated_gain_ns {
+                Some(gain) => format!(
+                    "Estimated gain: {} ({}, over the steps).",
+                    fmt_ns(gain as f64),
+                    f.gain_note
+                ),
+                None => format!("Estimated gain: {}.", f.gain_note),
+            },
+        );
         h.markup("<p>Evidence in: ");
         for (k, (id, title)) in links(f).into_iter().enumerate() {
             if k > 0 {
@@ -124,6 +135,8 @@ pub(super) fn findings(h: &mut Html, input: &ReportInput) -> bool {
                     f.rule.to_string(),
                     fmt_ns(f.time_ns as f64),
                     format!("{:.1}%", f.share_pct),
+                    f.estimated_gain_ns
+                        .map_or_else(|| "-".to_owned(), |g| fmt_ns(g as f64)),
                     f.evidence.len().to_string(),
                     f.message.clone(),
                 ]
@@ -134,8 +147,16 @@ pub(super) fn findings(h: &mut Html, input: &ReportInput) -> bool {
                 "{} more findings, one row each (all with their evidence: strato advise --json)",
                 rest.len()
             ),
-            &["severity", "rule", "time", "share", "evidence", "finding"],
-            &[2, 3, 4],
+            &[
+                "severity",
+                "rule",
+                "time",
+                "share",
+                "estimated gain",
+                "evidence",
+                "finding",
+            ],
+            &[2, 3, 4, 5],
             &cell_rows(rows),
         );
     }

@@ -292,6 +292,92 @@ pub fn replay(
     Ok(report)
 }
 
+/// What each set of changes in `sets` would save over the trace's `ProfilerStep#N` windows (the
+/// whole trace as one window when it has none): per window, the latest rank's end replayed
+/// with the traced durations minus the same with the set's changes, summed over the windows
+/// (negative: the set makes the job longer). Each window's graph is built and replayed once,
+/// then predicted once per set; sets of more than [`MAX_CHANGES`] changes use the first ones.
+/// This is what `strato advise` estimates a finding's fix to gain with.
+pub fn estimated_gains(
+    trace: &Trace,
+    options: &CriticalPathOptions,
+    sets: &[Vec<Scale>],
+) -> Result<Vec<Ns>, CriticalPathError> {
+    let mut gains = vec![0; sets.len()];
+    if sets.is_empty() {
+        return Ok(gains);
+    }
+    let mut windows = 0usize;
+    for_each_step_graph(trace, options, None, true, |step| {
+        windows += 1;
+        graph_gains(trace, &step.graph, &step.ranks, sets, &mut gains)
+    })?;
+    if windows == 0 {
+        let (graph, _) = whole_graph(trace, options, true);
+        let ranks: Vec<RankId> = (0..trace.ranks.len() as u32).map(RankId).collect();
+        graph_gains(trace, &graph, &ranks, sets, &mut gains)?;
+    }
+    Ok(gains)
+}
+
+/// [`estimated_gains`] of one graph: adds each set's gain on the latest end of `ranks`.
+fn graph_gains(
+    trace: &Trace,
+    graph: &Graph,
+    ranks: &[RankId],
+    sets: &[Vec<Scale>],
+    gains: &mut [Ns],
+) -> Result<(), CriticalPathError> {
+    let in_edges = Adjacency::new(graph.nodes.len(), &graph.edges, |e| e.to);
+    let topo = topological_order(graph, &in_edges)?;
+    let roles: Vec<Role> = graph.edges.iter().map(|e| role(trace, graph, e)).collect();
+    let traced = traced_durations(graph, &roles, &in_edges);
+    // The latest end of the window's ranks' traced ops in a simulation.
+    let latest = |times: &[Ns]| {
+        graph
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.span().is_some() && ranks.contains(&n.rank))
+            .map(|(v, _)| times[v])
+            .max()
+    };
+    let (t0, _) = simulate(graph, &topo, &in_edges, &traced);
+    let Some(baseline) = latest(&t0) else {
+        return Ok(());
+    };
+    drop(t0);
+    for (set, gain) in sets.iter().zip(gains.iter_mut()) {
+        let changes = &set[..set.len().min(MAX_CHANGES)];
+        let mut counts = ReplayReport {
+            replay: Vec::new(),
+            changes: changes
+                .iter()
+                .map(|c| AppliedChange {
+                    change: c.text.clone(),
+                    factor: c.factor,
+                    matched_ops: 0,
+                })
+                .collect(),
+            predicted: Vec::new(),
+        };
+        let (t1, _) = predict(
+            trace,
+            graph,
+            &roles,
+            &traced,
+            changes,
+            &topo,
+            &in_edges,
+            &mut counts,
+        );
+        if let Some(predicted) = latest(&t1) {
+            *gain += baseline - predicted;
+        }
+    }
+    Ok(())
+}
+
 /// One graph's windows: the ranks with a window and each one's start.
 struct Window {
     step: String,
