@@ -176,11 +176,9 @@ where
     }
     let mut command_name = String::from("strato");
     let parsed = command().try_get_matches_from(args).and_then(|matches| {
-        if let Some((name, _)) = matches.subcommand() {
-            command_name = format!("strato {name}");
-        }
         // A registered analysis: its own subcommand's matches and the global options.
         if let Some((name, sub)) = matches.subcommand() {
+            command_name = format!("strato {name}");
             if let Some(registration) = crate::commands::registered::Registration::find(name) {
                 let globals = <Globals as clap::FromArgMatches>::from_arg_matches(&matches)?;
                 return Ok(Parsed::Registered(registration, globals, sub.clone()));

@@ -235,6 +235,24 @@ pub struct ReplayReport {
     pub predicted: Vec<PredictedWindow>,
 }
 
+impl ReplayReport {
+    /// No window yet; each of `changes` listed with no op matched.
+    fn empty(changes: &[Scale]) -> ReplayReport {
+        ReplayReport {
+            replay: Vec::new(),
+            changes: changes
+                .iter()
+                .map(|c| AppliedChange {
+                    change: c.text.clone(),
+                    factor: c.factor,
+                    matched_ops: 0,
+                })
+                .collect(),
+            predicted: Vec::new(),
+        }
+    }
+}
+
 /// Replays `trace` over `windows`, and predicts it with `changes` ([`MAX_CHANGES`] at most;
 /// more are refused by the caller). One graph at a time: a step's graph is dropped before the
 /// next is built.
@@ -244,20 +262,8 @@ pub fn replay(
     windows: ReplayWindows,
     changes: &[Scale],
 ) -> Result<ReplayReport, CriticalPathError> {
-    let mut report = ReplayReport {
-        replay: Vec::new(),
-        changes: changes
-            .iter()
-            .take(MAX_CHANGES)
-            .map(|c| AppliedChange {
-                change: c.text.clone(),
-                factor: c.factor,
-                matched_ops: 0,
-            })
-            .collect(),
-        predicted: Vec::new(),
-    };
     let changes = &changes[..changes.len().min(MAX_CHANGES)];
+    let mut report = ReplayReport::empty(changes);
     match windows {
         ReplayWindows::Steps(only) => {
             for_each_step_graph(trace, options, only, true, |step| {
@@ -349,18 +355,7 @@ fn graph_gains(
     drop(t0);
     for (set, gain) in sets.iter().zip(gains.iter_mut()) {
         let changes = &set[..set.len().min(MAX_CHANGES)];
-        let mut counts = ReplayReport {
-            replay: Vec::new(),
-            changes: changes
-                .iter()
-                .map(|c| AppliedChange {
-                    change: c.text.clone(),
-                    factor: c.factor,
-                    matched_ops: 0,
-                })
-                .collect(),
-            predicted: Vec::new(),
-        };
+        let mut counts = ReplayReport::empty(changes);
         let (t1, _) = predict(
             trace,
             graph,
