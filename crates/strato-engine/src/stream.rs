@@ -12,10 +12,7 @@ use crate::{Engine, Result};
 /// Drops the events of a batch a streaming sink has consumed (spans, instants, counters and
 /// their args; flows and the other tables stay), so memory holds only what the consumer keeps.
 pub fn drop_batch_events(trace: &mut Trace) {
-    trace.spans.clear();
-    trace.instants.clear();
-    trace.counters.clear();
-    trace.args = strato_trace::ArgsTable::uncompressed();
+    trace.clear_events();
 }
 
 /// A copy of `trace`'s tables without its events (no spans, instants, counters, flows or

@@ -270,6 +270,16 @@ pub struct TrackIndex {
 }
 
 impl Trace {
+    /// Drops the events of a streamed batch once they are consumed (spans, instants, counter
+    /// samples and their args; flows and the other tables stay), so memory holds only what
+    /// the consumer keeps. The args table left is an uncompressed one, as a streamed batch's.
+    pub fn clear_events(&mut self) {
+        self.spans.clear();
+        self.instants.clear();
+        self.counters.clear();
+        self.args = ArgsTable::uncompressed();
+    }
+
     /// The typed metadata of the trace's `strato` recordings (ranks of another format, or
     /// whose metadata does not have the recording's shape, give none).
     pub fn recordings(&self) -> impl Iterator<Item = &RecordingMetadata> {

@@ -110,7 +110,10 @@ fn stream_chrome(
     // The first pass reads no attributes: the tables do not depend on them (a difference
     // would fail the second pass's check, never pass silently).
     let options = ctx.import_options(true)?;
-    let tables_only = ctx.import_options(false)?;
+    let tables_only = strato_io::ImportOptions {
+        keep_args: false,
+        ..options.clone()
+    };
     let mut drop_events = |batch: &mut Trace| {
         strato_engine::drop_batch_events(batch);
         Ok(())

@@ -102,10 +102,7 @@ impl<'t, W: Write> ChromeStream<'t, W> {
     /// second pass holds one batch.
     pub fn batch(&mut self, batch: &mut Trace) -> io::Result<()> {
         let written = self.write_batch(batch);
-        batch.spans.clear();
-        batch.instants.clear();
-        batch.counters.clear();
-        batch.args = strato_trace::ArgsTable::uncompressed();
+        batch.clear_events();
         self.flows_seen += batch.flows.len();
         batch.flows.clear();
         written
