@@ -581,3 +581,66 @@ fn chrome_stream_writes_the_whole_traces_events_in_any_batches() {
     let e = stream.batch(&mut grown).unwrap_err();
     assert!(e.to_string().contains("changed while it was read"), "{e}");
 }
+
+/// [`perfetto::PerfettoStream`] given the trace's events in batches of every size, spilling
+/// runs of every size (one slice a run up to none spilled), with and without strata tracks and
+/// extra counters, writes the bytes [`perfetto::write_with`] writes of the whole trace; a
+/// flow naming a span it was not given is an error, never a file with wrong arrows.
+#[test]
+fn perfetto_stream_writes_the_whole_traces_bytes_in_any_batches_and_runs() {
+    let mut trace = synthetic();
+    // Negative times: the writer shifts them, from the earliest time of any event.
+    trace.instants[0].ts = -40;
+    let extras = |strata: bool| perfetto::Extras {
+        strata_tracks: strata,
+        counters: vec![perfetto::ExtraCounter {
+            rank: strato_trace::RankId(0),
+            owner: perfetto::Owner::Device(0),
+            name: "busy".into(),
+            unit: "%".into(),
+            points: vec![(0, 1.0), (10, 0.5)],
+        }],
+        tracks: Vec::new(),
+    };
+    let spill = tempfile::tempdir().unwrap();
+    for strata in [false, true] {
+        let mut whole = Vec::new();
+        perfetto::write_with(&trace, &extras(strata), &mut whole).unwrap();
+        for batch_spans in [1, 2, 5, trace.spans.len()] {
+            for run_bytes in [1, 300, usize::MAX] {
+                let mut stream =
+                    perfetto::PerfettoStream::with_run_bytes(spill.path(), strata, run_bytes)
+                        .unwrap();
+                let mut batch = trace.clone();
+                batch.flows.clear();
+                for (i, chunk) in trace.spans.chunks(batch_spans).enumerate() {
+                    batch.spans = chunk.to_vec();
+                    batch.args = trace.args.clone();
+                    if i == 0 {
+                        batch.instants = trace.instants.clone();
+                        batch.counters = trace.counters.clone();
+                    }
+                    stream.batch(&mut batch).unwrap();
+                    assert!(batch.spans.is_empty() && batch.instants.is_empty());
+                }
+                let mut out = Vec::new();
+                stream.finish(&trace, &extras(strata), &mut out).unwrap();
+                assert!(
+                    out == whole,
+                    "strata {strata}, batches of {batch_spans} spans, runs of {run_bytes} bytes"
+                );
+            }
+        }
+    }
+    // Nothing is left in the spill directory (the runs have no name).
+    assert_eq!(std::fs::read_dir(spill.path()).unwrap().count(), 0);
+    // The trace's flows name spans the stream never saw.
+    let mut stream = perfetto::PerfettoStream::new(spill.path(), false).unwrap();
+    let mut batch = trace.clone();
+    batch.spans.truncate(3);
+    stream.batch(&mut batch).unwrap();
+    let e = stream
+        .finish(&trace, &perfetto::Extras::default(), Vec::new())
+        .unwrap_err();
+    assert!(e.to_string().contains("not given"), "{e}");
+}

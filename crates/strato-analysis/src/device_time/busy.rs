@@ -53,90 +53,112 @@ impl BusySeries {
 /// valid range, so window lengths fit in an `i64`); the arithmetic is checked in `i128`
 /// anyway, so no input makes it overflow or loop.
 pub fn busy_series(trace: &Trace, bucket_ns: Ns) -> Vec<BusySeries> {
-    let bucket = if bucket_ns > 0 {
-        bucket_ns
-    } else {
-        DEFAULT_BUCKET_NS
-    };
-    let mut work: FxHashMap<(RankId, i64), Vec<(Ns, Ns)>> = FxHashMap::default();
-    for span in &trace.spans {
-        if !is_device_work(span.level) {
-            continue;
-        }
-        let track = trace.track(span.track);
-        if let TrackKind::DeviceQueue { device, .. } = track.kind {
-            work.entry((track.rank, device))
-                .or_default()
-                .push((span.start, span.end));
+    let mut work = DeviceWork::default();
+    work.add(trace);
+    work.series(bucket_ns)
+}
+
+/// The device work [`busy_series`] reduces, gathered from the batches of a streamed import
+/// one at a time ([`DeviceWork::add`]: 16 bytes a device op), so that a trace never held
+/// whole gets the same series.
+#[derive(Debug, Default)]
+pub struct DeviceWork {
+    work: FxHashMap<(RankId, i64), Vec<(Ns, Ns)>>,
+}
+
+impl DeviceWork {
+    /// Adds the device work of `trace` (a whole trace, or a batch of a streamed import).
+    pub fn add(&mut self, trace: &Trace) {
+        for span in &trace.spans {
+            if !is_device_work(span.level) {
+                continue;
+            }
+            let track = trace.track(span.track);
+            if let TrackKind::DeviceQueue { device, .. } = track.kind {
+                self.work
+                    .entry((track.rank, device))
+                    .or_default()
+                    .push((span.start, span.end));
+            }
         }
     }
-    let mut keys: Vec<(RankId, i64)> = work.keys().copied().collect();
-    keys.sort();
-    keys.into_iter()
-        .filter_map(|key| {
-            let mut spans = work.remove(&key)?;
-            spans.sort_unstable();
-            // Union of the intervals.
-            let mut union: Vec<(Ns, Ns)> = Vec::new();
-            for (s, e) in spans {
-                match union.last_mut() {
-                    Some(last) if s <= last.1 => last.1 = last.1.max(e),
-                    _ => union.push((s, e)),
-                }
-            }
-            let first = i128::from(union.first()?.0);
-            let end = i128::from(union.iter().map(|u| u.1).max()?);
-            let max = i128::from(MAX_BUCKETS);
-            let mut bucket = i128::from(bucket);
-            let window = end - first.div_euclid(bucket) * bucket;
-            if (window + bucket - 1) / bucket > max {
-                bucket = (window + max - 1) / max;
-            }
-            let start = first.div_euclid(bucket) * bucket;
-            // At most MAX_BUCKETS + 1 (the start moves down by less than one bucket).
-            let n = ((end - start + bucket - 1) / bucket).clamp(1, max + 1) as usize;
-            let mut busy = vec![0i128; n];
-            for &(s, e) in &union {
-                let (mut t, e) = (i128::from(s), i128::from(e));
-                while t < e {
-                    let k = (t - start) / bucket;
-                    let bucket_end = start + (k + 1) * bucket;
-                    let upto = e.min(bucket_end);
-                    if let Some(b) = usize::try_from(k).ok().and_then(|k| busy.get_mut(k)) {
-                        *b += upto - t;
+
+    /// The busy series of every device with work ([`busy_series`]).
+    pub fn series(self, bucket_ns: Ns) -> Vec<BusySeries> {
+        let bucket = if bucket_ns > 0 {
+            bucket_ns
+        } else {
+            DEFAULT_BUCKET_NS
+        };
+        let mut work = self.work;
+        let mut keys: Vec<(RankId, i64)> = work.keys().copied().collect();
+        keys.sort();
+        keys.into_iter()
+            .filter_map(|key| {
+                let mut spans = work.remove(&key)?;
+                spans.sort_unstable();
+                // Union of the intervals.
+                let mut union: Vec<(Ns, Ns)> = Vec::new();
+                for (s, e) in spans {
+                    match union.last_mut() {
+                        Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                        _ => union.push((s, e)),
                     }
-                    t = upto;
                 }
-            }
-            let fractions = busy
-                .iter()
-                .enumerate()
-                .map(|(k, &b)| {
-                    let lo = start + k as i128 * bucket;
-                    let len = (lo + bucket).min(end) - lo;
-                    if len > 0 {
-                        (b as f64 / len as f64).min(1.0)
-                    } else {
-                        0.0
+                let first = i128::from(union.first()?.0);
+                let end = i128::from(union.iter().map(|u| u.1).max()?);
+                let max = i128::from(MAX_BUCKETS);
+                let mut bucket = i128::from(bucket);
+                let window = end - first.div_euclid(bucket) * bucket;
+                if (window + bucket - 1) / bucket > max {
+                    bucket = (window + max - 1) / max;
+                }
+                let start = first.div_euclid(bucket) * bucket;
+                // At most MAX_BUCKETS + 1 (the start moves down by less than one bucket).
+                let n = ((end - start + bucket - 1) / bucket).clamp(1, max + 1) as usize;
+                let mut busy = vec![0i128; n];
+                for &(s, e) in &union {
+                    let (mut t, e) = (i128::from(s), i128::from(e));
+                    while t < e {
+                        let k = (t - start) / bucket;
+                        let bucket_end = start + (k + 1) * bucket;
+                        let upto = e.min(bucket_end);
+                        if let Some(b) = usize::try_from(k).ok().and_then(|k| busy.get_mut(k)) {
+                            *b += upto - t;
+                        }
+                        t = upto;
                     }
+                }
+                let fractions = busy
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &b)| {
+                        let lo = start + k as i128 * bucket;
+                        let len = (lo + bucket).min(end) - lo;
+                        if len > 0 {
+                            (b as f64 / len as f64).min(1.0)
+                        } else {
+                            0.0
+                        }
+                    })
+                    .collect();
+                let busy_ns: i128 = union
+                    .iter()
+                    .map(|u| i128::from(u.1) - i128::from(u.0))
+                    .sum();
+                let clamp = |v: i128| v.clamp(i128::from(Ns::MIN), i128::from(Ns::MAX)) as Ns;
+                Some(BusySeries {
+                    rank: key.0,
+                    device: key.1,
+                    bucket_ns: clamp(bucket),
+                    start_ns: clamp(start),
+                    end_ns: clamp(end),
+                    fractions,
+                    busy_ns: clamp(busy_ns),
                 })
-                .collect();
-            let busy_ns: i128 = union
-                .iter()
-                .map(|u| i128::from(u.1) - i128::from(u.0))
-                .sum();
-            let clamp = |v: i128| v.clamp(i128::from(Ns::MIN), i128::from(Ns::MAX)) as Ns;
-            Some(BusySeries {
-                rank: key.0,
-                device: key.1,
-                bucket_ns: clamp(bucket),
-                start_ns: clamp(start),
-                end_ns: clamp(end),
-                fractions,
-                busy_ns: clamp(busy_ns),
             })
-        })
-        .collect()
+            .collect()
+    }
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{bail, Result};
-use strato_analysis::device_time::busy::{busy_series, DEFAULT_BUCKET_NS};
+use strato_analysis::device_time::busy::{busy_series, DeviceWork, DEFAULT_BUCKET_NS};
 use strato_analysis::patterns::iterations::{iterations, IterationOptions};
 use strato_trace::Trace;
 
@@ -61,6 +61,19 @@ pub fn run(args: ExportArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Resu
         (&chrome, &perfetto, &folded, &firefox, inputs.as_slice())
     {
         if stream_chrome(ctx, input, path, &ctx.read_paths(&inputs))? {
+            writeln!(out, "wrote {}", path.display())?;
+            return Ok(());
+        }
+    }
+    if let (Some(path), None, None, None, [input], false) = (
+        &perfetto,
+        &chrome,
+        &folded,
+        &firefox,
+        inputs.as_slice(),
+        iterations,
+    ) {
+        if stream_perfetto(ctx, input, path, &ctx.read_paths(&inputs), raw)? {
             writeln!(out, "wrote {}", path.display())?;
             return Ok(());
         }
@@ -168,6 +181,86 @@ fn stream_chrome(
     Ok(true)
 }
 
+/// `--perfetto` alone (without `--iterations`, which needs the whole trace), of one
+/// Chrome/Kineto JSON file: written without holding the trace, in one streamed pass
+/// ([`strato_io::export::perfetto::PerfettoStream`]: each batch's slices go to sorted runs
+/// spilled beside the output, merged once the import has returned the tables and flows; the
+/// device busy counters are reduced batch by batch, [`DeviceWork`]). The same bytes as the
+/// whole trace's export. `false` when the input does not stream (a pipe, a profile, another
+/// format, `--graph-capture`): the caller loads it whole.
+fn stream_perfetto(
+    ctx: &crate::ctx::Ctx,
+    input: &std::path::Path,
+    path: &std::path::Path,
+    read: &[PathBuf],
+    raw: bool,
+) -> Result<bool> {
+    let options = ctx.import_options(true)?;
+    let mut stream = strato_io::export::perfetto::PerfettoStream::new(&spill_dir(path), !raw)?;
+    let mut work = DeviceWork::default();
+    let mut failed: Option<std::io::Error> = None;
+    let mut sink = |batch: &mut Trace| {
+        if !raw {
+            work.add(batch);
+        }
+        stream.batch(batch).map_err(|e| {
+            let message = e.to_string();
+            failed = Some(e);
+            message
+        })
+    };
+    let streamed = ctx.engine.stream_file(input, &options, &mut sink);
+    if let Some(e) = failed {
+        bail!("{}: spilling the export's events: {e}", input.display());
+    }
+    let Some(trace) = streamed? else {
+        return Ok(false);
+    };
+    let extras = if raw {
+        strato_io::export::perfetto::Extras::default()
+    } else {
+        strato_io::export::perfetto::Extras {
+            strata_tracks: true,
+            counters: busy_counters(work.series(DEFAULT_BUCKET_NS)),
+            tracks: Vec::new(),
+        }
+    };
+    crate::output::write_output(path, read, |w| stream.finish(&trace, &extras, w))?;
+    Ok(true)
+}
+
+/// Where a streamed export spills: beside the output (room for about the file written), or
+/// the system's temporary directory when the output is not a regular file's path (a device
+/// such as `/dev/null`, a FIFO).
+fn spill_dir(output: &std::path::Path) -> PathBuf {
+    let regular = std::fs::metadata(output).map_or(true, |m| m.is_file());
+    match output.parent() {
+        Some(parent) if regular && parent.as_os_str().is_empty() => PathBuf::from("."),
+        Some(parent) if regular => parent.to_path_buf(),
+        _ => std::env::temp_dir(),
+    }
+}
+
+/// The device busy counters of a Perfetto export: one per device, in percent.
+fn busy_counters(
+    series: Vec<strato_analysis::device_time::busy::BusySeries>,
+) -> Vec<strato_io::export::perfetto::ExtraCounter> {
+    series
+        .into_iter()
+        .map(|b| {
+            let mut points: Vec<(i64, f64)> = b.points().map(|(t, f)| (t, 100.0 * f)).collect();
+            points.push((b.end_ns, 0.0));
+            strato_io::export::perfetto::ExtraCounter {
+                rank: b.rank,
+                owner: strato_io::export::perfetto::Owner::Device(b.device),
+                name: format!("device busy % ({} ms buckets)", b.bucket_ns / 1_000_000),
+                unit: "%".into(),
+                points,
+            }
+        })
+        .collect()
+}
+
 /// What the analyses add to a Perfetto export (`strato export --perfetto`): threads split
 /// into one track per stratum, a device busy-fraction counter per device (10 ms buckets,
 /// `strato_analysis::device_time::busy`), and with `with_iterations` the iterations of each
@@ -176,22 +269,12 @@ pub(crate) fn perfetto_extras(
     trace: &Trace,
     with_iterations: bool,
 ) -> strato_io::export::perfetto::Extras {
-    use strato_io::export::perfetto::{ExtraCounter, ExtraSpan, ExtraTrack, Extras, Owner};
+    use strato_io::export::perfetto::{ExtraSpan, ExtraTrack, Extras, Owner};
     let mut extras = Extras {
         strata_tracks: true,
+        counters: busy_counters(busy_series(trace, DEFAULT_BUCKET_NS)),
         ..Extras::default()
     };
-    for b in busy_series(trace, DEFAULT_BUCKET_NS) {
-        let mut points: Vec<(i64, f64)> = b.points().map(|(t, f)| (t, 100.0 * f)).collect();
-        points.push((b.end_ns, 0.0));
-        extras.counters.push(ExtraCounter {
-            rank: b.rank,
-            owner: Owner::Device(b.device),
-            name: format!("device busy % ({} ms buckets)", b.bucket_ns / 1_000_000),
-            unit: "%".into(),
-            points,
-        });
-    }
     let report = with_iterations.then(|| {
         strato_report::guarded("iterations", || {
             iterations(trace, &IterationOptions::default())

@@ -556,14 +556,10 @@ fn chrome_events(path: &Path) -> (String, Vec<String>) {
     (header, events)
 }
 
-/// `export --chrome` alone streams the file in two passes (the trace never held); with another
-/// output it writes from the whole trace. Both hold the same events, names redacted alike, on
-/// every Kineto JSON file of the shared data and the fixtures, and on a synthetic trace with
-/// secrets in a span name, a process name and args.
-#[test]
-fn streamed_chrome_export_holds_the_whole_exports_events() {
-    let dir = tempfile::tempdir().unwrap();
-    let secret = "hf_abcdefghijklmnopqrstuvwxyz0123";
+/// The inputs the streamed exports are checked on: a synthetic trace with secrets in a span
+/// name, a process name and args (its path returned first), the fixtures' Kineto file and
+/// every Kineto JSON file of the shared data.
+fn streamed_export_inputs(dir: &Path, secret: &str) -> Vec<PathBuf> {
     let mut doc = synthetic(&["k".to_owned()], Some(0), None);
     let events = doc["traceEvents"].as_array_mut().unwrap();
     events.push(
@@ -574,7 +570,7 @@ fn streamed_chrome_export_holds_the_whole_exports_events() {
         json!({"ph": "M", "name": "process_name", "pid": 1, "tid": 0,
         "args": {"name": format!("train --hf-token {secret}")}}),
     );
-    let synthetic_path = dir.path().join("secrets.json");
+    let synthetic_path = dir.join("secrets.json");
     write_json(&synthetic_path, &doc);
     let mut inputs = vec![
         synthetic_path.clone(),
@@ -596,6 +592,19 @@ fn streamed_chrome_export_holds_the_whole_exports_events() {
         }
     }
     assert!(inputs.len() > 1, "{inputs:?}");
+    inputs
+}
+
+/// `export --chrome` alone streams the file in two passes (the trace never held); with another
+/// output it writes from the whole trace. Both hold the same events, names redacted alike, on
+/// every Kineto JSON file of the shared data and the fixtures, and on a synthetic trace with
+/// secrets in a span name, a process name and args.
+#[test]
+fn streamed_chrome_export_holds_the_whole_exports_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = "hf_abcdefghijklmnopqrstuvwxyz0123";
+    let inputs = streamed_export_inputs(dir.path(), secret);
+    let synthetic_path = inputs[0].clone();
     let (streamed, whole) = (dir.path().join("s.json"), dir.path().join("w.json"));
     for input in &inputs {
         ok(&["export", s(input), "--chrome", s(&streamed)]);
@@ -614,6 +623,59 @@ fn streamed_chrome_export_holds_the_whole_exports_events() {
     }
     ok(&["export", s(&synthetic_path), "--chrome", s(&streamed)]);
     let text = std::fs::read_to_string(&streamed).unwrap();
+    assert!(
+        !text.contains(secret),
+        "a secret reached the streamed export"
+    );
+    assert!(
+        text.contains("HF_TOKEN="),
+        "the span is there, its value redacted"
+    );
+}
+
+/// `export --perfetto` alone streams the file once, its slices sorted through runs spilled
+/// beside the output (the trace never held); with another output it writes from the whole
+/// trace. The two files are the same bytes on every input the Chrome check reads (and without
+/// what the analyses add, `--raw`, on the first three); secrets are redacted in the streamed
+/// file; nothing is left beside it.
+#[test]
+fn streamed_perfetto_export_is_the_whole_exports_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = "hf_abcdefghijklmnopqrstuvwxyz0123";
+    let inputs = streamed_export_inputs(dir.path(), secret);
+    let out = tempfile::tempdir().unwrap();
+    let (streamed, whole) = (out.path().join("s.pb"), out.path().join("w.pb"));
+    for (i, input) in inputs.iter().enumerate() {
+        let raws: &[&[&str]] = if i < 3 { &[&[], &["--raw"]] } else { &[&[]] };
+        for raw in raws {
+            let mut args = vec!["export", s(input), "--perfetto", s(&streamed)];
+            args.extend(*raw);
+            ok(&args);
+            let mut args = vec!["export", s(input), "--perfetto", s(&whole)];
+            args.extend(*raw);
+            args.extend(["--chrome", "/dev/null"]);
+            ok(&args);
+            let (a, b) = (
+                std::fs::read(&streamed).unwrap(),
+                std::fs::read(&whole).unwrap(),
+            );
+            assert!(!a.is_empty());
+            assert!(
+                a == b,
+                "{} {raw:?}: the streamed file differs",
+                input.display()
+            );
+        }
+    }
+    let mut names: Vec<String> = std::fs::read_dir(out.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["s.pb", "w.pb"], "the spill left files behind");
+    ok(&["export", s(&inputs[0]), "--perfetto", s(&streamed)]);
+    let bytes = std::fs::read(&streamed).unwrap();
+    let text = String::from_utf8_lossy(&bytes);
     assert!(
         !text.contains(secret),
         "a secret reached the streamed export"

@@ -27,8 +27,11 @@
 //! the results in.
 //!
 //! Output is streamed packet by packet through a `BufWriter`; memory is one sort index over
-//! the spans plus the flow map, never the encoded trace.
+//! the spans plus the flow ends, never the encoded trace. [`PerfettoStream`] writes the same
+//! file from a streamed import's batches, without the spans in memory (`stream.rs`: an
+//! external sort of the slices).
 
+mod stream;
 mod summary;
 
 use std::cmp::Reverse;
@@ -41,9 +44,10 @@ use proto::{
     ThreadDescriptor, TracePacket, TrackDescriptor, TrackEvent,
 };
 use rustc_hash::{FxHashMap, FxHashSet};
-use strato_trace::{ArgsId, Level, Ns, RankId, StrId, Trace, TrackId, TrackKind};
+use strato_trace::{ArgsText, Level, Ns, RankId, StrId, Trace, TrackId, TrackKind};
 
 pub use super::perfetto_proto as proto;
+pub use stream::{PerfettoStream, RUN_BYTES};
 pub use summary::{summarize, PerfettoSummary};
 
 /// The one packet sequence every packet is written on.
@@ -109,15 +113,133 @@ pub struct Extras {
 
 /// [`write`] plus what the analyses know ([`Extras`]).
 pub fn write_with<W: Write>(trace: &Trace, extras: &Extras, out: W) -> io::Result<()> {
-    let mut writer = Writer::new(trace, out);
+    let min = trace.time_span().map(|(lo, _)| lo);
+    let mut writer = Writer::new(trace, min, out);
     writer.strata_tracks = extras.strata_tracks;
     writer.tracks()?;
-    writer.spans()?;
-    writer.instants()?;
-    writer.counters()?;
-    writer.extra_counters(&extras.counters)?;
-    writer.extra_tracks(&extras.tracks)?;
+    writer.bind_flows(&trace.flows);
+    let split = writer.split_tracks();
+    let mut order: Vec<u32> = (0..trace.spans.len() as u32).collect();
+    order.sort_unstable_by_key(|&i| {
+        let s = &trace.spans[i as usize];
+        (s.track, group_level(&split, s), s.start, Reverse(s.end), i)
+    });
+    writer.slices(order.iter().map(|&i| {
+        let s = &trace.spans[i as usize];
+        Ok(Slice::of(
+            s,
+            i,
+            group_level(&split, s),
+            trace.args_text(s.args),
+        ))
+    }))?;
+    writer.instants(
+        trace
+            .instants
+            .iter()
+            .map(|i| Ok(InstantEvent::of(i, trace.args_text(i.args)))),
+    )?;
+    writer.counters(trace.counters.iter().map(|c| Ok((c.track, c.ts, c.value))))?;
+    writer.extras(extras)?;
     writer.out.flush()
+}
+
+/// The level a span is laid out at on its track: its own level on a thread split into one
+/// track per stratum (`split[track]`), else one level for the whole track.
+fn group_level(split: &[bool], span: &strato_trace::Span) -> Level {
+    if split.get(span.track.0 as usize).copied().unwrap_or(false) {
+        span.level
+    } else {
+        Level::Phase
+    }
+}
+
+/// What a slice's begin and end events are written from: a span of the trace ([`write_with`])
+/// or one read back from a streamed export's spill ([`PerfettoStream`]), with its place in
+/// the order slices are laid out in: (track, group level, start, longer first, span index).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Slice<'a> {
+    track: TrackId,
+    group: Level,
+    start: Ns,
+    end: Ns,
+    /// The span's index in the trace (what flows name).
+    index: u32,
+    name: StrId,
+    category: StrId,
+    level: Level,
+    correlation: Option<u64>,
+    external_id: Option<u64>,
+    args: Option<Args<'a>>,
+}
+
+impl<'a> Slice<'a> {
+    fn of(span: &strato_trace::Span, index: u32, group: Level, args: Option<ArgsText<'a>>) -> Self {
+        Slice {
+            track: span.track,
+            group,
+            start: span.start,
+            end: span.end,
+            index,
+            name: span.name,
+            category: span.category,
+            level: span.level,
+            correlation: span.correlation,
+            external_id: span.external_id,
+            args: args.map(Args::Table),
+        }
+    }
+
+    /// The order slices are laid out in.
+    fn key(&self) -> (TrackId, Level, Ns, Reverse<Ns>, u32) {
+        (
+            self.track,
+            self.group,
+            self.start,
+            Reverse(self.end),
+            self.index,
+        )
+    }
+}
+
+/// An event's args text: read from the trace's table, or owned (read back from a spill).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Args<'a> {
+    Table(ArgsText<'a>),
+    Owned(String),
+}
+
+impl Args<'_> {
+    fn as_str(&self) -> &str {
+        match self {
+            Args::Table(text) => text,
+            Args::Owned(text) => text,
+        }
+    }
+}
+
+/// What an instant event is written from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct InstantEvent<'a> {
+    track: TrackId,
+    ts: Ns,
+    name: StrId,
+    category: StrId,
+    level: Level,
+    args: Option<Args<'a>>,
+}
+
+impl<'a> InstantEvent<'a> {
+    fn of(instant: &strato_trace::Instant, args: Option<ArgsText<'a>>) -> Self {
+        InstantEvent {
+            track: instant.track,
+            ts: instant.ts,
+            name: instant.name,
+            category: instant.category,
+            level: instant.level,
+            args: args.map(Args::Table),
+        }
+    }
 }
 
 /// Streams packets and owns track uuids and interning state.
@@ -141,8 +263,9 @@ struct Writer<'t, W: Write> {
     next_name_iid: u64,
     next_category_iid: u64,
     annotation_iid: FxHashMap<String, u64>,
-    /// Perfetto flow ids to put on each span's begin event.
-    flows: FxHashMap<u32, Vec<u64>>,
+    /// Perfetto flow ids to put on each span's begin event: (span index, flow id), sorted
+    /// (16 bytes an end, no map of vectors).
+    flows: Vec<(u32, u64)>,
     /// Split thread spans into per-level child tracks.
     strata_tracks: bool,
     /// Per-level child track of a thread: (track, level code) -> uuid.
@@ -156,8 +279,9 @@ struct Writer<'t, W: Write> {
 const COUNTER_LANE: u32 = u32::MAX;
 
 impl<'t, W: Write> Writer<'t, W> {
-    fn new(trace: &'t Trace, out: W) -> Self {
-        let min = trace.time_span().map_or(0, |(lo, _)| lo);
+    /// A writer of `trace`'s tables; `min` is the earliest time of its events.
+    fn new(trace: &'t Trace, min: Option<Ns>, out: W) -> Self {
+        let min = min.unwrap_or(0);
         let strings = trace.strings.len();
         Writer {
             trace,
@@ -174,7 +298,7 @@ impl<'t, W: Write> Writer<'t, W> {
             next_name_iid: 1,
             next_category_iid: 1,
             annotation_iid: FxHashMap::default(),
-            flows: FxHashMap::default(),
+            flows: Vec::new(),
             strata_tracks: false,
             level_tracks: FxHashMap::default(),
             level_lanes: FxHashMap::default(),
@@ -738,7 +862,7 @@ impl<'t, W: Write> Writer<'t, W> {
         level: Level,
         correlation: Option<u64>,
         external_id: Option<u64>,
-        args: Option<ArgsId>,
+        args: Option<&str>,
         interned: &mut InternedData,
     ) -> Vec<DebugAnnotation> {
         let mut out = Vec::new();
@@ -755,10 +879,10 @@ impl<'t, W: Write> Writer<'t, W> {
             a.uint_value = Some(e);
             out.push(a);
         }
-        let Some(text) = self.trace.args_text(args) else {
+        let Some(text) = args else {
             return out;
         };
-        match serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&text) {
+        match serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text) {
             Ok(map) => {
                 for (key, value) in map {
                     // The typed fields above already carry these.
@@ -775,51 +899,62 @@ impl<'t, W: Write> Writer<'t, W> {
             }
             Err(_) => {
                 let mut a = self.annotation("args", interned);
-                a.string_value = Some(text.to_string());
+                a.string_value = Some(text.to_owned());
                 out.push(a);
             }
         }
         out
     }
 
-    fn spans(&mut self) -> io::Result<()> {
-        let trace = self.trace;
-        for (i, flow) in trace.flows.iter().enumerate() {
+    /// Numbers the flows whose two ends are bound to different spans (source flow ids repeat
+    /// across ranks, so afresh: the flow's index + 1) and keeps, per span, the ids its begin
+    /// event carries.
+    fn bind_flows(&mut self, flows: &[strato_trace::Flow]) {
+        self.flows.clear();
+        for (i, flow) in flows.iter().enumerate() {
             let from = flow.from.as_ref().and_then(|e| e.span);
             let to = flow.to.as_ref().and_then(|e| e.span);
             if let (Some(a), Some(b)) = (from, to) {
                 if a != b {
-                    // Source flow ids repeat across ranks: number them afresh.
                     let id = i as u64 + 1;
-                    self.flows.entry(a.0).or_default().push(id);
-                    self.flows.entry(b.0).or_default().push(id);
+                    self.flows.push((a.0, id));
+                    self.flows.push((b.0, id));
                 }
             }
         }
+        // Stable: a span's ids stay in flow order.
+        self.flows.sort_by_key(|&(span, _)| span);
+    }
 
-        let split: Vec<bool> = (0..trace.tracks.len())
+    /// The flow ids of span `index`'s begin event.
+    fn flow_ids(&self, index: u32) -> Vec<u64> {
+        let from = self.flows.partition_point(|&(span, _)| span < index);
+        self.flows[from..]
+            .iter()
+            .take_while(|&&(span, _)| span == index)
+            .map(|&(_, id)| id)
+            .collect()
+    }
+
+    /// Per model track: whether its spans go to one child track per stratum.
+    fn split_tracks(&self) -> Vec<bool> {
+        (0..self.trace.tracks.len())
             .map(|t| self.split(TrackId(t as u32)))
-            .collect();
-        // With strata tracks, a thread's spans are laid out per level.
-        let group_level = |s: &strato_trace::Span| -> Level {
-            if split.get(s.track.0 as usize).copied().unwrap_or(false) {
-                s.level
-            } else {
-                Level::Phase
-            }
-        };
-        let mut order: Vec<u32> = (0..trace.spans.len() as u32).collect();
-        order.sort_unstable_by_key(|&i| {
-            let s = &trace.spans[i as usize];
-            (s.track, group_level(s), s.start, Reverse(s.end), i)
-        });
+            .collect()
+    }
 
-        // Per lane, the stack of open spans' (end, track) on the current model track.
+    /// Writes the slices, given in [`Slice::key`] order: each on its track (per level with
+    /// strata tracks) or on an overflow lane when it overlaps an open slice without nesting.
+    fn slices<'a>(
+        &mut self,
+        sorted: impl Iterator<Item = io::Result<Slice<'a>>>,
+    ) -> io::Result<()> {
+        // Per lane, the stack of open spans' ends on the current model track.
         let mut lanes: Vec<Vec<Ns>> = Vec::new();
         let mut current: Option<(TrackId, Level)> = None;
-        for &i in &order {
-            let span = &trace.spans[i as usize];
-            let key = (span.track, group_level(span));
+        for span in sorted {
+            let span = span?;
+            let key = (span.track, span.group);
             if current != Some(key) {
                 if let Some(track) = current {
                     self.close_lanes(track, &mut lanes)?;
@@ -849,7 +984,7 @@ impl<'t, W: Write> Writer<'t, W> {
                     lanes.len() - 1
                 }
             };
-            self.slice_begin(i, lane as u32)?;
+            self.slice_begin(&span, lane as u32)?;
         }
         if let Some(track) = current {
             self.close_lanes(track, &mut lanes)?;
@@ -873,8 +1008,7 @@ impl<'t, W: Write> Writer<'t, W> {
         Ok(())
     }
 
-    fn slice_begin(&mut self, index: u32, lane: u32) -> io::Result<()> {
-        let span = &self.trace.spans[index as usize];
+    fn slice_begin(&mut self, span: &Slice<'_>, lane: u32) -> io::Result<()> {
         let uuid = self.slice_uuid(span.track, span.level, lane)?;
         let mut interned = InternedData::default();
         let name_iid = self.intern_name(span.name, &mut interned);
@@ -883,10 +1017,10 @@ impl<'t, W: Write> Writer<'t, W> {
             span.level,
             span.correlation,
             span.external_id,
-            span.args,
+            span.args.as_ref().map(Args::as_str),
             &mut interned,
         );
-        let flow_ids = self.flows.remove(&index).unwrap_or_default();
+        let flow_ids = self.flow_ids(span.index);
         let packet = TracePacket {
             timestamp: Some(self.timestamp(span.start)),
             track_event: Some(TrackEvent {
@@ -917,15 +1051,23 @@ impl<'t, W: Write> Writer<'t, W> {
         self.emit(packet)
     }
 
-    fn instants(&mut self) -> io::Result<()> {
-        let trace = self.trace;
-        for instant in &trace.instants {
+    fn instants<'a>(
+        &mut self,
+        instants: impl Iterator<Item = io::Result<InstantEvent<'a>>>,
+    ) -> io::Result<()> {
+        for instant in instants {
+            let instant = instant?;
             let uuid = self.lane_uuid(instant.track, 0)?;
             let mut interned = InternedData::default();
             let name_iid = self.intern_name(instant.name, &mut interned);
             let category_iids = self.intern_category(instant.category, &mut interned);
-            let debug_annotations =
-                self.annotations(instant.level, None, None, instant.args, &mut interned);
+            let debug_annotations = self.annotations(
+                instant.level,
+                None,
+                None,
+                instant.args.as_ref().map(Args::as_str),
+                &mut interned,
+            );
             let packet = TracePacket {
                 timestamp: Some(self.timestamp(instant.ts)),
                 track_event: Some(TrackEvent {
@@ -944,16 +1086,20 @@ impl<'t, W: Write> Writer<'t, W> {
         Ok(())
     }
 
-    fn counters(&mut self) -> io::Result<()> {
-        let trace = self.trace;
-        for sample in &trace.counters {
-            let uuid = self.counter_uuid(sample.track)?;
+    /// Counter samples: (track, time, value).
+    fn counters(
+        &mut self,
+        samples: impl Iterator<Item = io::Result<(TrackId, Ns, f64)>>,
+    ) -> io::Result<()> {
+        for sample in samples {
+            let (track, ts, value) = sample?;
+            let uuid = self.counter_uuid(track)?;
             let packet = TracePacket {
-                timestamp: Some(self.timestamp(sample.ts)),
+                timestamp: Some(self.timestamp(ts)),
                 track_event: Some(TrackEvent {
                     r#type: Some(proto::TYPE_COUNTER),
                     track_uuid: Some(uuid),
-                    double_counter_value: Some(sample.value),
+                    double_counter_value: Some(value),
                     ..Default::default()
                 }),
                 ..Default::default()
@@ -961,6 +1107,12 @@ impl<'t, W: Write> Writer<'t, W> {
             self.emit(packet)?;
         }
         Ok(())
+    }
+
+    /// What the analyses add: their counters and tracks.
+    fn extras(&mut self, extras: &Extras) -> io::Result<()> {
+        self.extra_counters(&extras.counters)?;
+        self.extra_tracks(&extras.tracks)
     }
 }
 
