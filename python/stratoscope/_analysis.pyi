@@ -148,14 +148,17 @@ class Profile:
         """Registered `critical-path`, table `critical_path_steps`: `steps[].ranks[]` with
         `step` and `number` (each rank's path inside its ProfilerStep#N window, `window.*`
         columns): every step, or `step=N`'s (the table implies `step="all"`)."""
-    def whatif(self, *, scale: Sequence[str] = (), no_sync: str = "", step: str | int = "") -> Table:
+    def whatif(self, *, scale: Sequence[str] = (), no_sync: str = "",
+               even_straggler: bool = False, step: str | int = "") -> Table:
         """Registered `whatif`, table `whatif`: `whatif.steps[]`, one row per (step, rank)
         with `scale` (changes `KIND:NAME=F`: `kernel:TEXT`, `op:NAME`, `cpu:NAME`,
-        `category:kernel|copy|device`) and `no_sync` (`all`, or a CPU op's name: its host
-        synchronisations no longer wait): baseline (the replay) and predicted step time, gain,
-        the predicted path (`path.by_kind.<kind>` columns, `path.bottleneck.*`)."""
+        `category:kernel|copy|device`), `no_sync` (`all`, or a CPU op's name: its host
+        synchronisations no longer wait) and `even_straggler` (each window's straggler
+        arrives at its collectives with the median member): baseline (the replay) and
+        predicted step time, gain, the predicted path (`path.by_kind.<kind>` columns,
+        `path.bottleneck.*`)."""
     def whatif_replay(self, *, scale: Sequence[str] = (), no_sync: str = "",
-                      step: str | int = "") -> Table:
+                      even_straggler: bool = False, step: str | int = "") -> Table:
         """Registered `whatif`, table `whatif_replay`: `replay.steps[]`, one row per (step,
         rank): measured and simulated step time, `error_pct`, and what the end waited on
         (`path.by_kind.<kind>`, `path.bottleneck.*`)."""

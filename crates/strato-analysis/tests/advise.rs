@@ -765,7 +765,7 @@ fn estimated_gains_are_the_whatif_of_each_fix_and_order_the_findings() {
         );
         for f in &r.findings {
             assert!(!f.gain_note.is_empty(), "{rel} {}", f.rule);
-            let Ok((_, changes)) = advise::gain_model(f.rule) else {
+            let Ok((_, changes)) = advise::gain_model(f.rule, &f.evidence) else {
                 assert_eq!(f.estimated_gain_ns, None, "{rel} {}", f.rule);
                 assert!(f.gain_note.starts_with("not modelled"), "{rel} {}", f.rule);
                 continue;
@@ -806,4 +806,57 @@ fn crate_data_present() -> bool {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../../shared/data")
         .exists()
+}
+
+/// A job whose answer is known by construction: two ranks meet at one all-reduce, rank 1
+/// arrives 300 ns late (its CPU op is 300 ns longer), the transfer takes 290 ns. The straggler
+/// finding names rank 1 and rank 0's wait for it, and its estimated gain is evening rank 1
+/// (`whatif --even-straggler`): the transfer starts at rank 0's arrival, the job's last point
+/// moves from 700 ns (both kernels' end) to 410 ns (rank 1's own kernel start: its own work
+/// is unchanged).
+#[test]
+fn a_straggler_findings_gain_is_evening_it() {
+    let mut b = TraceBuilder::new();
+    for (r, late) in [(0i64, 0), (1, 300)] {
+        b.rank(strato_trace::testing::rank(Some(r), "r"));
+        let cpu = b.thread(10 + r, 1);
+        let gpu = b.queue(0, 7);
+        b.span(cpu, Level::Operation, "ProfilerStep#1", 0, 2000);
+        b.span(cpu, Level::Backend, "step", 0, 100 + late);
+        b.span(
+            cpu,
+            Level::AcceleratorApi,
+            "cudaLaunchKernel",
+            90 + late,
+            100 + late,
+        )
+        .correlation(1);
+        b.span(
+            gpu,
+            Level::DeviceKernel,
+            "ncclKernel_AllReduce_RING_LL_Sum_float",
+            110 + late,
+            700,
+        )
+        .correlation(1);
+    }
+    let trace = b.build();
+    let r = all(&trace);
+    let stragglers = of(&r, "stragglers");
+    assert_eq!(stragglers.len(), 1, "{:?}", r.findings);
+    let f = stragglers[0];
+    assert!(
+        f.message.starts_with("Rank 1 was a straggler"),
+        "{}",
+        f.message
+    );
+    assert!(
+        f.evidence
+            .iter()
+            .any(|e| e.kind == "waited_for" && e.rank == 0),
+        "{:?}",
+        f.evidence
+    );
+    assert_eq!(f.gain_note, "whatif --even-straggler, rank 1");
+    assert_eq!(f.estimated_gain_ns, Some(700 - 410));
 }

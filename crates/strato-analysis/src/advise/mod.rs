@@ -518,6 +518,10 @@ fn finish(rule: &'static str, d: Draft, w0: Ns, w1: Ns) -> Finding {
     let share_pct = pct(time_ns, w1 - w0);
     let mut evidence = d.evidence;
     evidence.truncate(MAX_EVIDENCE);
+    let gain_note = match gain_model(rule, &evidence) {
+        Ok((what, _)) => what,
+        Err(why) => why.to_owned(),
+    };
     Finding {
         rule,
         severity: Severity::of_share(share_pct),
@@ -528,19 +532,28 @@ fn finish(rule: &'static str, d: Draft, w0: Ns, w1: Ns) -> Finding {
         advice: d.advice,
         docs: format!("{DOCS_PAGE}#{rule}"),
         estimated_gain_ns: None,
-        gain_note: match gain_model(rule) {
-            Ok((what, _)) => what.to_owned(),
-            Err(why) => why.to_owned(),
-        },
+        gain_note,
         intervals,
     }
 }
 
-/// The what-if that models fixing what rule `rule` finds: its name (as `strato whatif` takes
-/// it) and changes; or why no transform models that fix yet.
-pub fn gain_model(rule: &str) -> Result<(&'static str, Vec<Scale>), &'static str> {
+/// The what-if that models fixing what rule `rule` finds (with `evidence`, the finding's): its
+/// name (as `strato whatif` takes it) and changes; or why no transform models that fix yet.
+/// A straggler finding's fix evens the rank its `step` evidence names.
+pub fn gain_model(rule: &str, evidence: &[Evidence]) -> Result<(String, Vec<Scale>), &'static str> {
     match rule {
-        host_sync::ID => Ok(("whatif --no-sync", vec![Scale::no_sync("")])),
+        host_sync::ID => Ok(("whatif --no-sync".to_owned(), vec![Scale::no_sync("")])),
+        multi_rank::STRAGGLER_ID => {
+            let rank = evidence
+                .iter()
+                .find(|e| e.kind == "step")
+                .map(|e| e.rank)
+                .ok_or("not modelled: the finding names no straggling rank")?;
+            Ok((
+                format!("whatif --even-straggler, rank {rank}"),
+                vec![Scale::even_straggler(Some(rank))],
+            ))
+        }
         sync_copy::ID => Err(
             "not modelled: making copies pinned or asynchronous is not a what-if transform yet",
         ),
@@ -554,9 +567,6 @@ pub fn gain_model(rule: &str) -> Result<(&'static str, Vec<Scale>), &'static str
         copy_overlap::ID => {
             Err("not modelled: overlapping copies with compute is not a what-if transform yet")
         }
-        multi_rank::STRAGGLER_ID => Err(
-            "not modelled: evening a straggler (whatif --even-straggler) is not a transform yet",
-        ),
         multi_rank::EXPOSED_ID => Err(
             "not modelled: overlapping communication (whatif --overlap-comm) is not a transform yet",
         ),
@@ -571,7 +581,11 @@ fn estimate_gains(trace: &Trace, findings: &mut [Finding]) {
     let modelled: Vec<(usize, Vec<Scale>)> = findings
         .iter()
         .enumerate()
-        .filter_map(|(i, f)| gain_model(f.rule).ok().map(|(_, set)| (i, set)))
+        .filter_map(|(i, f)| {
+            gain_model(f.rule, &f.evidence)
+                .ok()
+                .map(|(_, set)| (i, set))
+        })
         .collect();
     if modelled.is_empty() {
         return;

@@ -35,6 +35,9 @@ pub struct WhatIfSettings {
     /// Host synchronisations removed: `""` none, `all` every one, else those under the CPU op
     /// of that name ([`Scale::no_sync`]).
     pub no_sync: String,
+    /// Each window's straggler arrives at its collectives with the median member
+    /// ([`Scale::even_straggler`]).
+    pub even_straggler: bool,
 }
 
 /// The replay of every window and, with changes, the prediction.
@@ -78,6 +81,9 @@ impl WhatIfSettings {
             "all" => changes.push(Scale::no_sync("")),
             under => changes.push(Scale::no_sync(under)),
         }
+        if self.even_straggler {
+            changes.push(Scale::even_straggler(None));
+        }
         if changes.len() > MAX_CHANGES {
             return Err(format!(
                 "at most {MAX_CHANGES} changes, not {}",
@@ -118,6 +124,7 @@ path's kinds plus the time before it add up to the predicted window";
         "strato whatif traces/ --scale 'op:aten::mm=0.5' --scale 'category:copy=0' --json",
         "strato whatif trace.json.gz --step 12 --scale 'cpu:aten::to=0.5'",
         "strato whatif trace.json.gz --no-sync all",
+        "strato whatif ranks/ --even-straggler",
     ];
     const OPTIONS: &'static [OptionSpec] = &[
         OptionSpec {
@@ -142,6 +149,14 @@ the call then costs what it costs when it does not wait",
             default: "",
         },
         OptionSpec {
+            name: "even_straggler",
+            help: "remove the straggler's lateness: in each window, the rank that arrived last \
+at the most collectives arrives at each collective with the median member instead of later \
+(its own work unchanged; what waited for it goes on earlier)",
+            kind: OptionKind::Flag,
+            default: "false",
+        },
+        OptionSpec {
             name: "step",
             help: "N: that ProfilerStep#N window only; all (and unset): every step, or the whole \
 trace when it has no step",
@@ -153,7 +168,7 @@ trace when it has no step",
         TableSpec {
             name: "whatif",
             about: "one row per (step, rank): baseline (the replay) and predicted step time with \
-the changes (--scale, --no-sync; none: the replay), the gain, the predicted path by kind (path.by_kind.<kind>) and its bottleneck",
+the changes (--scale, --no-sync, --even-straggler; none: the replay), the gain, the predicted path by kind (path.by_kind.<kind>) and its bottleneck",
             path: &["whatif", "steps"],
             inherit: &[],
             options: &[],

@@ -80,6 +80,8 @@ pub struct RankJson {
     pub by_kind: serde_json::Map<String, serde_json::Value>,
     pub events: Vec<EventJson>,
     pub backward_edges: usize,
+    /// Collectives on the path where the rank waited for a later peer.
+    pub late_peers: Vec<super::shapes::LatePeer>,
     pub note: Option<String>,
 }
 
@@ -133,6 +135,7 @@ pub fn rank_json(r: RankCriticalPath) -> RankJson {
             })
             .collect(),
         backward_edges: r.backward_edges,
+        late_peers: r.late_peers,
         source: r.source,
         note: r.note,
     }

@@ -69,7 +69,7 @@ pub use options::{
 pub use registration::{CriticalPath, CriticalPathResult, CriticalPathSettings};
 pub use search::critical_path;
 pub use shapes::{
-    CriticalPathError, CriticalPathReport, GraphStats, PathEvent, PathKind, PathSegment,
+    CriticalPathError, CriticalPathReport, GraphStats, LatePeer, PathEvent, PathKind, PathSegment,
     RankCriticalPath,
 };
 pub use steps::{

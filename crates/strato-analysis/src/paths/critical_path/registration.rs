@@ -279,6 +279,7 @@ fn render_rank(out: &mut String, r: &RankJson, top: usize) {
             pct
         );
     }
+    render_late_peers(out, &r.late_peers, "  ");
     let mut longest: Vec<_> = r.events.iter().collect();
     longest.sort_by_key(|e| std::cmp::Reverse(e.end_ns - e.start_ns));
     if top > 0 && !longest.is_empty() {
@@ -293,6 +294,25 @@ fn render_rank(out: &mut String, r: &RankJson, top: usize) {
                 fit(&e.name, 80)
             );
         }
+    }
+}
+
+/// The late peers a path names, one line per (peer, collective): how often and how long the
+/// rank waited for it there.
+fn render_late_peers(out: &mut String, late: &[super::LatePeer], indent: &str) {
+    let mut by_peer: std::collections::BTreeMap<(i64, &str), (usize, Ns)> = Default::default();
+    for l in late {
+        let entry = by_peer.entry((l.peer, l.collective.as_str())).or_default();
+        entry.0 += 1;
+        entry.1 = entry.1.saturating_add(l.waited_ns);
+    }
+    for ((peer, collective), (count, waited)) in by_peer {
+        let _ = writeln!(
+            out,
+            "{indent}waited for rank {peer} (the path goes on through it): {} in {count} x {}",
+            ms(waited),
+            fit(collective, 60)
+        );
     }
 }
 
@@ -341,6 +361,7 @@ fn render_steps(out: &mut String, steps: &StepsJson, top: usize) {
             for (label, ns) in rows {
                 let _ = writeln!(out, "    {label:<24} {:>14}  {:>6.2} %", ms(ns), pct(ns));
             }
+            render_late_peers(out, &r.path.late_peers, "    ");
             if top > 0 && !w.top_ops.is_empty() {
                 out.push_str("    most path time:\n");
                 for o in w.top_ops.iter().take(top.min(TOP_PATH_OPS)) {

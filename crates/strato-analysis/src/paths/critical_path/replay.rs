@@ -47,6 +47,13 @@ pub enum Selector {
     /// CPU op of this name, or every one (`None`). Their factor is 0: the call no longer waits
     /// for the device (it costs what it costs when it does not wait).
     Sync(Option<String>),
+    /// A straggler's lateness at collectives: at each collective of a window where the rank
+    /// (labelled so; `None`: the window's straggler, the rank that arrived last at the most of
+    /// its collectives, the lower rank on a tie) came later than the median member, it arrives
+    /// with the median member (the lower median: with two members, with the other). Its own
+    /// work is unchanged; what waited for it at the collective goes on earlier, and so does
+    /// the rank itself after the collective. The factor is unused.
+    Straggler(Option<i64>),
 }
 
 /// A category of device ops ([`Selector::Category`]).
@@ -86,6 +93,19 @@ impl Scale {
             },
             selector: Selector::Sync((!under.is_empty()).then(|| under.to_owned())),
             factor: 0.0,
+        }
+    }
+
+    /// The change `--even-straggler` asks for (`rank` `None`: each window's straggler), or
+    /// evening rank `rank` ([`Selector::Straggler`]).
+    pub fn even_straggler(rank: Option<i64>) -> Scale {
+        Scale {
+            text: match rank {
+                None => "even-straggler".to_owned(),
+                Some(r) => format!("even-straggler={r}"),
+            },
+            selector: Selector::Straggler(rank),
+            factor: 1.0,
         }
     }
 
@@ -468,17 +488,48 @@ fn simulate(
     in_edges: &Adjacency,
     durations: &[Ns],
 ) -> (Vec<Ns>, Vec<u32>) {
+    simulate_evened(graph, topo, in_edges, durations, None)
+}
+
+/// [`simulate`], with rank `evened`'s arrival at each collective ("all arrived" point) no
+/// later than the median member's ([`Selector::Straggler`]).
+fn simulate_evened(
+    graph: &Graph,
+    topo: &[u32],
+    in_edges: &Adjacency,
+    durations: &[Ns],
+    evened: Option<RankId>,
+) -> (Vec<Ns>, Vec<u32>) {
     let n = graph.nodes.len();
     let mut t = vec![0; n];
     let mut via = vec![u32::MAX; n];
+    let mut arrivals: Vec<Ns> = Vec::new();
     for &v in topo {
+        let arrival = |e: u32, t: &[Ns]| {
+            let d = durations[e as usize];
+            (d != REMOVED).then(|| t[graph.edges[e as usize].from as usize] + d)
+        };
+        // The straggler's cap at a collective: the median member's arrival.
+        let cap = match evened {
+            Some(rank) if graph.nodes[v as usize].span().is_none() => {
+                arrivals.clear();
+                arrivals.extend(in_edges.of(v).iter().filter_map(|&e| arrival(e, &t)));
+                arrivals.sort_unstable();
+                (arrivals.len() >= 2).then(|| (rank, arrivals[(arrivals.len() - 1) / 2]))
+            }
+            _ => None,
+        };
         let mut best: Option<(Ns, u32)> = None;
         for &e in in_edges.of(v) {
-            if durations[e as usize] == REMOVED {
+            let Some(mut at) = arrival(e, &t) else {
                 continue;
-            }
+            };
             let edge = &graph.edges[e as usize];
-            let at = t[edge.from as usize] + durations[e as usize];
+            if let Some((rank, median)) = cap {
+                if graph.nodes[edge.from as usize].rank == rank {
+                    at = at.min(median);
+                }
+            }
             if best.is_none_or(|(b, _)| at > b) {
                 best = Some((at, e));
             }
@@ -741,7 +792,50 @@ fn predict(
         })
         .collect();
     drop(masks);
-    simulate(graph, topo, in_edges, &changed)
+    let evened = changes
+        .iter()
+        .enumerate()
+        .find_map(|(i, c)| match c.selector {
+            Selector::Straggler(label) => Some((i, label)),
+            _ => None,
+        });
+    let evened = evened.and_then(|(i, label)| {
+        let rank = straggler(trace, graph, label)?;
+        // The collectives the rank is a member of.
+        report.changes[i].matched_ops += graph
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(v, n)| {
+                n.span().is_none()
+                    && in_edges
+                        .of(*v as u32)
+                        .iter()
+                        .any(|&e| graph.nodes[graph.edges[e as usize].from as usize].rank == rank)
+            })
+            .count();
+        Some(rank)
+    });
+    simulate_evened(graph, topo, in_edges, &changed, evened)
+}
+
+/// The rank [`Selector::Straggler`] evens in `graph`: the rank labelled `label`, or (`None`)
+/// the one that arrived last at the most collectives (the lower rank on a tie); `None` when
+/// the graph has no collective across ranks.
+fn straggler(trace: &Trace, graph: &Graph, label: Option<i64>) -> Option<RankId> {
+    if let Some(label) = label {
+        return (0..trace.ranks.len() as u32)
+            .map(RankId)
+            .find(|r| trace.ranks[r.0 as usize].rank.unwrap_or(i64::from(r.0)) == label);
+    }
+    // An "all arrived" point is drawn on its last member's rank.
+    let mut last: BTreeMap<RankId, usize> = BTreeMap::new();
+    for node in graph.nodes.iter().filter(|n| n.span().is_none()) {
+        *last.entry(node.rank).or_default() += 1;
+    }
+    last.into_iter()
+        .max_by_key(|&(rank, count)| (count, std::cmp::Reverse(rank)))
+        .map(|(rank, _)| rank)
 }
 
 fn error_pct(simulated: Ns, measured: Ns) -> f64 {
@@ -1152,5 +1246,43 @@ mod tests {
             .peer_waits
             .iter()
             .all(|p| p.waited_ns < 300));
+    }
+
+    /// Evening the straggler: rank 1 (last at the one collective) arrives with the median
+    /// member (the lower median of two: rank 0, at 110 ns), so the all-reduce's transfer
+    /// (290 ns) starts at 110 instead of 410 and ends at 400 on both ranks; rank 1's own work
+    /// before it is unchanged (its window ends at its kernel's start, 410). Evening rank 0,
+    /// which was not late, or a rank the job does not have changes nothing.
+    #[test]
+    fn an_evened_straggler_arrives_with_the_median_member() {
+        let (trace, options) = late_peer();
+        let run = |change: Scale| {
+            replay(&trace, &options, ReplayWindows::Steps(None), &[change]).unwrap()
+        };
+        let even = run(Scale::even_straggler(None));
+        assert_eq!(even.changes[0].change, "even-straggler");
+        assert_eq!(even.changes[0].matched_ops, 1);
+        let got: Vec<(i64, Ns, Ns, Ns)> = even
+            .predicted
+            .iter()
+            .map(|w| (w.rank, w.baseline_ns, w.predicted_ns, w.gain_ns))
+            .collect();
+        assert_eq!(got, [(0, 700, 400, 300), (1, 700, 410, 290)]);
+        for w in &even.predicted {
+            conserves(w);
+            assert!(w.path.peer_waits.iter().all(|p| p.waited_ns == 0), "{w:?}");
+        }
+        assert_eq!(
+            run(Scale::even_straggler(Some(1))).predicted,
+            even.predicted
+        );
+        for label in [0, 5] {
+            let none = run(Scale::even_straggler(Some(label)));
+            assert!(
+                none.predicted.iter().all(|w| w.gain_ns == 0),
+                "rank {label}"
+            );
+            assert_eq!(none.changes[0].matched_ops, usize::from(label == 0));
+        }
     }
 }

@@ -9,7 +9,7 @@ use super::graph::{event_kind, spans_by_rank, Graph, TraceIndex};
 use super::options::CriticalPathOptions;
 use super::rank_edges::build_rank;
 use super::shapes::{
-    CriticalPathError, CriticalPathReport, GraphStats, PathEvent, PathKind, PathSegment,
+    CriticalPathError, CriticalPathReport, GraphStats, LatePeer, PathEvent, PathKind, PathSegment,
     RankCriticalPath,
 };
 
@@ -205,6 +205,44 @@ pub(super) fn path_ends(trace: &Trace, graph: &Graph, search: &Search) -> Vec<Op
     ends
 }
 
+/// The collectives on a path (its `edges`, in order) where `rank` waited for a later peer: an
+/// edge from the peer's kernel start into an "all arrived" point, followed by the edge from
+/// that point to `rank`'s own kernel end (whose start is the node before its end).
+fn late_peers(trace: &Trace, rank: RankId, graph: &Graph, edges: &[u32]) -> Vec<LatePeer> {
+    let mut found = Vec::new();
+    for pair in edges.windows(2) {
+        let (into, out) = (
+            &graph.edges[pair[0] as usize],
+            &graph.edges[pair[1] as usize],
+        );
+        let arrived = graph.nodes[into.to as usize];
+        let (peer, own_end) = (
+            graph.nodes[into.from as usize],
+            graph.nodes[out.to as usize],
+        );
+        if arrived.span().is_some() || peer.rank == rank || own_end.rank != rank {
+            continue;
+        }
+        let Some(member) = own_end.span() else {
+            continue;
+        };
+        let own_start = graph.nodes[out.to as usize - 1];
+        let waited = if own_start.span() == Some(member) {
+            (arrived.ts - own_start.ts).max(0)
+        } else {
+            0
+        };
+        found.push(LatePeer {
+            peer: trace.ranks[peer.rank.0 as usize]
+                .rank
+                .unwrap_or(i64::from(peer.rank.0)),
+            collective: trace.str(trace.spans[member.0 as usize].name).to_owned(),
+            waited_ns: waited,
+        });
+    }
+    found
+}
+
 /// The path ending at `end` (the rank's node of largest distance: [`path_ends`]), with its
 /// composition.
 pub(super) fn rank_path(
@@ -226,6 +264,7 @@ pub(super) fn rank_path(
         events: Vec::new(),
         segments: Vec::new(),
         backward_edges: 0,
+        late_peers: Vec::new(),
         note: None,
     };
     let Some(mut v) = end else {
@@ -268,6 +307,7 @@ pub(super) fn rank_path(
             span: edge.owner(),
         });
     }
+    result.late_peers = late_peers(trace, rank, graph, &edges);
     let mut seen: FxHashSet<SpanId> = FxHashSet::default();
     for &n in &nodes {
         let node = graph.nodes[n as usize];

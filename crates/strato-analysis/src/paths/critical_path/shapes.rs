@@ -108,7 +108,23 @@ pub struct RankCriticalPath {
     pub segments: Vec<PathSegment>,
     /// Path edges whose end is before their start (clock jitter): they cover no time.
     pub backward_edges: usize,
+    /// The collectives on the path where this rank waited for a later peer: the path comes
+    /// into the collective's "all arrived" point from the peer's arrival and goes on through
+    /// this rank's own transfer.
+    pub late_peers: Vec<LatePeer>,
     pub note: Option<String>,
+}
+
+/// A collective on a rank's path where the rank waited for a later peer
+/// ([`RankCriticalPath::late_peers`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LatePeer {
+    /// The peer that arrived last (its job rank), whose work the path runs through.
+    pub peer: i64,
+    /// The collective (kernel) name.
+    pub collective: String,
+    /// From this rank's arrival (its kernel's start) to the peer's.
+    pub waited_ns: Ns,
 }
 
 /// Size of the dependency graph.

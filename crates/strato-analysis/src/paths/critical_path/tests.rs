@@ -289,6 +289,17 @@ fn collective_makes_the_late_rank_critical_for_the_early_one() {
             (PathKind::SyncWait, 50)
         ]
     );
+    // Rank 0's path names the late peer: it arrived at 30, rank 1 at 620.
+    assert_eq!(
+        r0.late_peers,
+        [LatePeer {
+            peer: 1,
+            collective: "ncclKernel_AllReduce_RING_LL_Sum_float".into(),
+            waited_ns: 590,
+        }]
+    );
+    assert!(report.ranks[1].late_peers.is_empty());
+    assert!(alone.ranks.iter().all(|r| r.late_peers.is_empty()));
 }
 
 /// Collectives matched in contradicting orders make a cycle: an error, not a panic.
