@@ -54,6 +54,9 @@ PAIRS = [
     ("base", "copy-half", ["--scale", "category:copy=0.5"]),
     ("base", "both-half", ["--scale", "kernel:matmul=0.5", "--scale", "cpu:prepare=0.5"]),
     ("sync-mid", "base", ["--no-sync", "wait_result"]),
+    ("base", "post-half", ["--scale", "cpu:postprocess=0.5"]),
+    ("base", "host-double", ["--scale", "cpu:prepare=2"]),
+    ("sync-mid", "sync-mid-kernel-half", ["--scale", "kernel:matmul=0.5"]),
 ]
 
 

@@ -576,6 +576,9 @@ pub const PAIR_VARIANTS: &[&str] = &[
     "copy-half",
     "both-half",
     "sync-mid",
+    "post-half",
+    "host-double",
+    "sync-mid-kernel-half",
 ];
 
 /// Busy host work of `us` microseconds inside a framework-level op `name` (a `Backend` span, as a
@@ -600,7 +603,9 @@ fn host_work(name: &str, us: u64) {
 /// `kernel-half` runs `matmul` over half the rows (half the work), `host-half` halves
 /// `prepare`, `copy-half` copies half the bytes, `both-half` halves `matmul` and `prepare`,
 /// `sync-mid` waits for the device (`clFinish` inside an op `wait_result`) before
-/// `postprocess` (the base is `sync-mid` with that synchronisation removed).
+/// `postprocess` (the base is `sync-mid` with that synchronisation removed), `post-half`
+/// halves `postprocess` (which overlaps the device), `host-double` doubles `prepare`, and
+/// `sync-mid-kernel-half` is `sync-mid` with `matmul` over half the rows.
 /// Prints each step's wall time.
 pub fn pair(variant: &str, steps: usize) -> Result<()> {
     if !PAIR_VARIANTS.contains(&variant) {
@@ -609,8 +614,17 @@ pub fn pair(variant: &str, steps: usize) -> Result<()> {
             PAIR_VARIANTS.join(", ")
         ));
     }
-    let half_kernel = matches!(variant, "kernel-half" | "both-half");
-    let half_host = matches!(variant, "host-half" | "both-half");
+    let half_kernel = matches!(
+        variant,
+        "kernel-half" | "both-half" | "sync-mid-kernel-half"
+    );
+    let prepare_us = match variant {
+        "host-half" | "both-half" => 1500,
+        "host-double" => 6000,
+        _ => 3000,
+    };
+    let postprocess_us = if variant == "post-half" { 500 } else { 1000 };
+    let sync_mid = matches!(variant, "sync-mid" | "sync-mid-kernel-half");
     let half_copy = variant == "copy-half";
     let cl = open(false)?;
     let n = 192usize;
@@ -627,7 +641,7 @@ pub fn pair(variant: &str, steps: usize) -> Result<()> {
     for step in 0..=steps {
         let t = Instant::now();
         let _op = (step > 0).then(|| op(&format!("ProfilerStep#{step}")));
-        host_work("prepare", if half_host { 1500 } else { 3000 });
+        host_work("prepare", prepare_us);
         let bytes = if half_copy {
             copy_floats / 2
         } else {
@@ -646,7 +660,7 @@ pub fn pair(variant: &str, steps: usize) -> Result<()> {
                 .set_global_work_sizes(&[n, rows])
                 .enqueue_nd_range(&cl.queue)?;
         }
-        if variant == "sync-mid" {
+        if sync_mid {
             rec::begin(
                 rec::Level::Backend,
                 rec::intern("cpu_op"),
@@ -656,7 +670,7 @@ pub fn pair(variant: &str, steps: usize) -> Result<()> {
             rec::end();
             waited?;
         }
-        host_work("postprocess", 1000);
+        host_work("postprocess", postprocess_us);
         cl.queue.finish()?;
         drop(_op);
         if step > 0 {
