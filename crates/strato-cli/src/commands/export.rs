@@ -196,7 +196,14 @@ fn stream_perfetto(
     raw: bool,
 ) -> Result<bool> {
     let options = ctx.import_options(true)?;
-    let mut stream = strato_io::export::perfetto::PerfettoStream::new(&spill_dir(path), !raw)?;
+    let dir = spill_dir(path);
+    let mut stream = strato_io::export::perfetto::PerfettoStream::new(&dir, !raw).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: cannot write: its spill files cannot be made in {}: {e}",
+            path.display(),
+            dir.display()
+        )
+    })?;
     let mut work = DeviceWork::default();
     let mut failed: Option<std::io::Error> = None;
     let mut sink = |batch: &mut Trace| {
