@@ -684,4 +684,11 @@ fn streamed_perfetto_export_is_the_whole_exports_bytes() {
         text.contains("HF_TOKEN="),
         "the span is there, its value redacted"
     );
+    // No directory to spill in: one line naming the output.
+    let missing = out.path().join("missing/x.pb");
+    let err = fails(&["export", s(&inputs[0]), "--perfetto", s(&missing)]);
+    assert!(
+        err.contains(&format!("{}: cannot write", missing.display())),
+        "{err}"
+    );
 }
