@@ -156,6 +156,7 @@ MULTI_ONLY = [
     ("collectives", {}, ["collectives"], ["collectives"], []),
     ("collectives_ranks", {}, ["collectives"], ["ranks"], []),
     ("stragglers", {}, ["collectives"], ["stragglers"], []),
+    ("whatif", {"even_straggler": True}, ["whatif", "--even-straggler"], ["whatif", "steps"], []),
 ]
 
 

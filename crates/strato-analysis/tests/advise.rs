@@ -860,3 +860,50 @@ fn a_straggler_findings_gain_is_evening_it() {
     assert_eq!(f.gain_note, "whatif --even-straggler, rank 1");
     assert_eq!(f.estimated_gain_ns, Some(700 - 410));
 }
+
+/// The report's one pass over the critical path's graphs (`paths_and_gains`: each window's
+/// graph built for the replay, replayed, stripped of its replay-only edges, then searched)
+/// gives what the two passes it replaces give: the critical path of every window
+/// (`critical_path_by_step_or_whole`) and the gains of every set of changes
+/// (`estimated_gains`), on the shared traces, both rank directories and the DLRM job, with
+/// no set (no replay) and with three.
+#[test]
+fn the_reports_one_pass_gives_the_paths_and_gains_of_two() {
+    use strato_analysis::paths::critical_path::registration::job_of;
+    use strato_analysis::paths::critical_path::replay::{estimated_gains, paths_and_gains, Scale};
+    use strato_analysis::paths::critical_path::{
+        critical_path_by_step_or_whole, CriticalPathOptions,
+    };
+    let sets = [
+        vec![Scale::no_sync("")],
+        vec![Scale::even_straggler(None)],
+        vec![
+            Scale::parse("category:kernel=0.5").unwrap(),
+            Scale::no_sync(""),
+        ],
+    ];
+    let more = [
+        "kineto/tracelens/torch_compile_triton.json.gz",
+        "kineto/param_dlrm8",
+    ];
+    let mut compared = 0;
+    for rel in ALL.iter().chain(more.iter()) {
+        let Some(trace) = load(rel) else { continue };
+        let job = job_of(&trace);
+        let options = CriticalPathOptions::matched(&job);
+        let paths = critical_path_by_step_or_whole(&job, &options);
+        for sets in [&sets[..0], &sets[..]] {
+            let (one_paths, one_gains) = paths_and_gains(&job, &options, sets);
+            assert_eq!(one_paths, paths, "{rel}: the paths, {} sets", sets.len());
+            assert_eq!(
+                one_gains,
+                estimated_gains(&job, &options, sets),
+                "{rel}: the gains"
+            );
+        }
+        compared += 1;
+    }
+    if crate_data_present() {
+        assert!(compared >= 8, "{compared} inputs compared");
+    }
+}

@@ -389,18 +389,17 @@ impl CrossParts {
             collectives(cross_rank_trace, &CollectivesOptions::default())
         });
         announce(Self::STEPS[2]);
-        let critical_path = guarded("critical path", || {
-            use strato_analysis::paths::critical_path::{
-                critical_path_by_step_or_whole, CriticalPathOptions,
-            };
-            // The collectives' matching and clock alignment: one view of the job.
-            let options = match &collectives {
-                Ok(report) => CriticalPathOptions::from_collectives(cross_rank_trace, report),
-                Err(_) => CriticalPathOptions::default(),
-            };
-            critical_path_by_step_or_whole(cross_rank_trace, &options)
-        });
-        announce(Self::STEPS[3]);
+        use strato_analysis::paths::critical_path::{
+            critical_path_by_step_or_whole, replay::paths_and_gains, CriticalPathOptions,
+        };
+        // The collectives' matching and clock alignment: one view of the job.
+        let options = match &collectives {
+            Ok(report) => CriticalPathOptions::from_collectives(cross_rank_trace, report),
+            Err(_) => CriticalPathOptions::default(),
+        };
+        // The critical path's step graphs serve the findings' estimated gains too: one pass
+        // over them when a finding's fix is modelled (the advice asks for the gains once).
+        let mut critical_path = None;
         let advice = guarded("advice", || {
             let cross_rank = match &collectives {
                 Ok(report) => strato_analysis::advise::CrossRankEvidence::from_collectives(
@@ -409,11 +408,33 @@ impl CrossParts {
                 ),
                 Err(_) => strato_analysis::advise::CrossRankEvidence::from_trace(trace),
             };
-            strato_analysis::advise::advise(
+            strato_analysis::advise::advise_with_gains(
                 analyzed,
                 &Default::default(),
                 Some(&cross_rank as &dyn strato_analysis::advise::MultiRankEvidence),
+                &mut |sets| {
+                    let pass = guarded("critical path", || {
+                        paths_and_gains(cross_rank_trace, &options, sets)
+                    });
+                    match pass {
+                        Ok((paths, gains)) => {
+                            critical_path = Some(Ok(paths));
+                            gains.map_err(|e| e.to_string())
+                        }
+                        Err(e) => {
+                            let message = e.to_string();
+                            critical_path = Some(Err(e));
+                            Err(message)
+                        }
+                    }
+                },
             )
+        });
+        announce(Self::STEPS[3]);
+        let critical_path = critical_path.unwrap_or_else(|| {
+            guarded("critical path", || {
+                critical_path_by_step_or_whole(cross_rank_trace, &options)
+            })
         });
         CrossParts {
             kernels,

@@ -347,6 +347,31 @@ pub fn advise(
     config: &AdviseConfig,
     multi_rank: Option<&dyn MultiRankEvidence>,
 ) -> AdviseReport {
+    let trace = analyzed.trace();
+    advise_with_gains(analyzed, config, multi_rank, &mut |sets| {
+        let job = crate::paths::critical_path::registration::job_of(trace);
+        let options = crate::paths::critical_path::CriticalPathOptions::matched(&job);
+        crate::paths::critical_path::replay::estimated_gains(&job, &options, sets)
+            .map_err(|e| e.to_string())
+    })
+}
+
+/// What each set of changes would save over the trace's windows
+/// ([`crate::paths::critical_path::replay::estimated_gains`]'s answer), or why it could not be
+/// replayed.
+pub type GainsOf<'g> = dyn FnMut(&[Vec<Scale>]) -> Result<Vec<Ns>, String> + 'g;
+
+/// [`advise`] with the findings' gains from `gains`, for a caller that replays the job's
+/// graphs anyway (the report: its critical path section and the gains in one pass,
+/// [`crate::paths::critical_path::replay::paths_and_gains`]). `gains` is called once, with
+/// the changes of every finding whose fix a transform models ([`gain_model`]), and not at
+/// all when none is.
+pub fn advise_with_gains(
+    analyzed: &Analyzed,
+    config: &AdviseConfig,
+    multi_rank: Option<&dyn MultiRankEvidence>,
+    gains: &mut GainsOf<'_>,
+) -> AdviseReport {
     let facts = Facts::build(analyzed);
     let (w0, w1) = facts.window.unwrap_or((0, 0));
     let window = w1 - w0;
@@ -476,7 +501,7 @@ pub fn advise(
         findings.retain(|f| f.share_pct >= config.floor_pct);
     }
     let hidden_below_floor = before - findings.len();
-    estimate_gains(analyzed.trace(), &mut findings);
+    estimate_gains(&mut findings, gains);
     // By what a fix would save: the estimated gain where a what-if models the fix, else the
     // time at stake (the most any fix could save).
     findings.sort_by(|a, b| {
@@ -575,9 +600,9 @@ pub fn gain_model(rule: &str, evidence: &[Evidence]) -> Result<(String, Vec<Scal
 }
 
 /// Fills in each finding's [`Finding::estimated_gain_ns`]: one what-if replay per finding whose
-/// fix a transform models, all on the same graphs (each window's graph built once). A replay
-/// that fails leaves the gains unknown and says why.
-fn estimate_gains(trace: &Trace, findings: &mut [Finding]) {
+/// fix a transform models, all in one call of `gains` (each window's graph built once). A
+/// replay that fails leaves the gains unknown and says why.
+fn estimate_gains(findings: &mut [Finding], gains: &mut GainsOf<'_>) {
     let modelled: Vec<(usize, Vec<Scale>)> = findings
         .iter()
         .enumerate()
@@ -590,10 +615,8 @@ fn estimate_gains(trace: &Trace, findings: &mut [Finding]) {
     if modelled.is_empty() {
         return;
     }
-    let job = crate::paths::critical_path::registration::job_of(trace);
-    let options = crate::paths::critical_path::CriticalPathOptions::matched(&job);
     let sets: Vec<Vec<Scale>> = modelled.iter().map(|(_, set)| set.clone()).collect();
-    match crate::paths::critical_path::replay::estimated_gains(&job, &options, &sets) {
+    match gains(&sets) {
         Ok(gains) => {
             for ((i, _), gain) in modelled.iter().zip(gains) {
                 findings[*i].estimated_gain_ns = Some(gain);

@@ -168,6 +168,21 @@ impl Graph {
         self.push_edge(from, to, kind, weighted, dependency, owner, false);
     }
 
+    /// Leaves a graph built for the replay as the critical path's search reads it: the
+    /// replay-only edges dropped (the others keep their order) and not counted as negative,
+    /// the very graph a build without [`Graph::replay`] gives.
+    pub(super) fn strip_replay_edges(&mut self) {
+        let nodes = &self.nodes;
+        let negative_replay_only = self
+            .edges
+            .iter()
+            .filter(|e| e.replay_only && nodes[e.to as usize].ts < nodes[e.from as usize].ts)
+            .count();
+        self.negative -= negative_replay_only;
+        self.edges.retain(|e| !e.replay_only);
+        self.replay = false;
+    }
+
     /// A dependency edge only the replay reads ([`Edge::replay_only`]); none unless the graph
     /// is built for the replay.
     pub(super) fn replay_edge(&mut self, from: u32, to: u32, kind: PathKind) {

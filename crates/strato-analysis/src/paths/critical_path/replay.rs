@@ -346,6 +346,64 @@ pub fn estimated_gains(
     Ok(gains)
 }
 
+/// The critical path of every `ProfilerStep#N` window (the whole trace as one window without
+/// steps) as [`super::critical_path_by_step_or_whole`] gives it, and what each set of changes
+/// in `sets` would save over those windows as [`estimated_gains`] gives it, from one graph per
+/// window: built for the replay, replayed with each set, then stripped of its replay-only
+/// edges ([`Graph::strip_replay_edges`]) and searched. This is the report's one pass for its
+/// critical path section and its findings' gains.
+///
+/// The gains fail with the graph that failed them (a dependency cycle), and with the paths
+/// when those fail (a window left out would make the sums partial); the paths do not fail
+/// for the gains: a cycle through a replay-only edge leaves the search's graph whole.
+pub fn paths_and_gains(
+    trace: &Trace,
+    options: &CriticalPathOptions,
+    sets: &[Vec<Scale>],
+) -> (
+    Result<Vec<super::StepCriticalPath>, CriticalPathError>,
+    Result<Vec<Ns>, CriticalPathError>,
+) {
+    let replay = !sets.is_empty();
+    let mut gains: Result<Vec<Ns>, CriticalPathError> = Ok(vec![0; sets.len()]);
+    let mut add_gains = |graph: &mut Graph, ranks: &[RankId]| {
+        if !replay {
+            return;
+        }
+        let added = match gains.as_mut() {
+            Ok(sums) => graph_gains(trace, graph, ranks, sets, sums),
+            Err(_) => Ok(()),
+        };
+        if let Err(e) = added {
+            gains = Err(e);
+        }
+        graph.strip_replay_edges();
+    };
+    let paths = if super::step_numbers(trace).is_empty() {
+        let (mut graph, collectives) = whole_graph(trace, options, replay);
+        let ranks: Vec<RankId> = (0..trace.ranks.len() as u32).map(RankId).collect();
+        add_gains(&mut graph, &ranks);
+        super::search::report_of_graph(trace, &graph, collectives, options)
+            .map(|report| vec![super::steps::whole_as_step(trace, report)])
+    } else {
+        let mut paths = Vec::new();
+        for_each_step_graph(trace, options, None, replay, |mut step| {
+            add_gains(&mut step.graph, &step.ranks);
+            paths.push(super::steps::step_paths(
+                trace,
+                &step,
+                super::steps::PathDetail::Summary,
+            )?);
+            Ok(())
+        })
+        .map(|()| paths)
+    };
+    if let Err(e) = &paths {
+        gains = Err(e.clone());
+    }
+    (paths, gains)
+}
+
 /// [`estimated_gains`] of one graph: adds each set's gain on the latest end of `ranks`.
 fn graph_gains(
     trace: &Trace,

@@ -19,16 +19,28 @@ pub fn critical_path(
     options: &CriticalPathOptions,
 ) -> Result<CriticalPathReport, CriticalPathError> {
     let (graph, collectives) = whole_graph(trace, options, false);
+    report_of_graph(trace, &graph, collectives, options)
+}
+
+/// The critical path of every rank over `graph`, the whole trace's graph as the search reads
+/// it (not built for the replay, or stripped: [`Graph::strip_replay_edges`]), which links
+/// `collectives` collective instances.
+pub(super) fn report_of_graph(
+    trace: &Trace,
+    graph: &Graph,
+    collectives: usize,
+    options: &CriticalPathOptions,
+) -> Result<CriticalPathReport, CriticalPathError> {
     let stats = GraphStats {
         nodes: graph.nodes.len(),
         edges: graph.edges.len(),
         negative_edges: graph.negative,
         collectives,
     };
-    let search = longest_paths(&graph)?;
-    let ends = path_ends(trace, &graph, &search);
+    let search = longest_paths(graph)?;
+    let ends = path_ends(trace, graph, &search);
     let ranks = (0..trace.ranks.len())
-        .map(|r| rank_path(trace, RankId(r as u32), &graph, &search, ends[r]))
+        .map(|r| rank_path(trace, RankId(r as u32), graph, &search, ends[r]))
         .collect();
     Ok(CriticalPathReport {
         ranks,

@@ -13,7 +13,7 @@ use super::graph::{Graph, TraceIndex};
 use super::options::CriticalPathOptions;
 use super::rank_edges::build_rank;
 use super::search::{critical_path, longest_paths, path_ends, rank_path};
-use super::shapes::{CriticalPathError, GraphStats, RankCriticalPath};
+use super::shapes::{CriticalPathError, CriticalPathReport, GraphStats, RankCriticalPath};
 use super::window::{compose, WindowComposition, TOP_PATH_OPS};
 
 /// One rank's critical path in one step.
@@ -93,7 +93,7 @@ pub fn critical_path_steps(
 
 /// What each rank's path keeps once its window is composed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum PathDetail {
+pub(super) enum PathDetail {
     /// Its events and segments too.
     Full,
     /// Its figures and window composition only: the events and segments of every step of a
@@ -109,38 +109,49 @@ fn steps_with(
 ) -> Result<Vec<StepCriticalPath>, CriticalPathError> {
     let mut out = Vec::new();
     for_each_step_graph(trace, options, only, false, |step| {
-        let graph = &step.graph;
-        let stats = GraphStats {
-            nodes: graph.nodes.len(),
-            edges: graph.edges.len(),
-            negative_edges: graph.negative,
-            collectives: step.collectives,
-        };
-        let search = longest_paths(graph)?;
-        let ends = path_ends(trace, graph, &search);
-        let rank_paths = step
-            .ranks
-            .iter()
-            .map(|&r| {
-                let mut path = rank_path(trace, r, graph, &search, ends[r.0 as usize]);
-                let (start, end) = step.windows[r.0 as usize].expect("ranks with the step");
-                let window = compose(trace, &path, start, end, TOP_PATH_OPS);
-                if detail == PathDetail::Summary {
-                    path.events = Vec::new();
-                    path.segments = Vec::new();
-                }
-                RankStepPath { path, window }
-            })
-            .collect();
-        out.push(StepCriticalPath {
-            step: format!("ProfilerStep#{}", step.number),
-            number: step.number,
-            ranks: rank_paths,
-            graph: stats,
-        });
+        out.push(step_paths(trace, &step, detail)?);
         Ok(())
     })?;
     Ok(out)
+}
+
+/// The critical paths of one step (its graph as the search reads it: not built for the
+/// replay, or stripped), each rank's path composed inside its window; `detail` says what the
+/// paths keep.
+pub(super) fn step_paths(
+    trace: &Trace,
+    step: &StepGraph,
+    detail: PathDetail,
+) -> Result<StepCriticalPath, CriticalPathError> {
+    let graph = &step.graph;
+    let stats = GraphStats {
+        nodes: graph.nodes.len(),
+        edges: graph.edges.len(),
+        negative_edges: graph.negative,
+        collectives: step.collectives,
+    };
+    let search = longest_paths(graph)?;
+    let ends = path_ends(trace, graph, &search);
+    let ranks = step
+        .ranks
+        .iter()
+        .map(|&r| {
+            let mut path = rank_path(trace, r, graph, &search, ends[r.0 as usize]);
+            let (start, end) = step.windows[r.0 as usize].expect("ranks with the step");
+            let window = compose(trace, &path, start, end, TOP_PATH_OPS);
+            if detail == PathDetail::Summary {
+                path.events = Vec::new();
+                path.segments = Vec::new();
+            }
+            RankStepPath { path, window }
+        })
+        .collect();
+    Ok(StepCriticalPath {
+        step: format!("ProfilerStep#{}", step.number),
+        number: step.number,
+        ranks,
+        graph: stats,
+    })
 }
 
 /// The graph of one step window, on every rank with the step ([`for_each_step_graph`]).
@@ -345,7 +356,12 @@ pub fn critical_path_by_step_or_whole(
     if !step_numbers(trace).is_empty() {
         return steps_with(trace, options, None, PathDetail::Summary);
     }
-    let report = critical_path(trace, options)?;
+    Ok(vec![whole_as_step(trace, critical_path(trace, options)?)])
+}
+
+/// The whole trace's paths as one window, as [`critical_path_by_step_or_whole`] gives them
+/// for a trace without steps (each path's events and segments dropped).
+pub(super) fn whole_as_step(trace: &Trace, report: CriticalPathReport) -> StepCriticalPath {
     let ranks = report
         .ranks
         .into_iter()
@@ -357,10 +373,10 @@ pub fn critical_path_by_step_or_whole(
             RankStepPath { path, window }
         })
         .collect();
-    Ok(vec![StepCriticalPath {
+    StepCriticalPath {
         step: "whole trace".into(),
         number: 0,
         ranks,
         graph: report.graph,
-    }])
+    }
 }
