@@ -106,6 +106,12 @@ strato export trace.json.gz --perfetto out.pftrace --iterations\n  \
 strato export trace.json.gz --chrome out.json"
     )]
     Export(crate::commands::export::ExportArgs),
+    /// An interactive timeline in the browser: a local web server (loopback, per-run token)
+    /// streaming level of detail from the trace in memory; prints the URL to open (see
+    /// docs/view.md).
+    #[command(after_help = "Examples:\n  strato view trace.json.gz\n  \
+strato view ranks_dir/ --port 8765 --open\n  strato view prof/ --bind 0.0.0.0")]
+    View(crate::commands::view::ViewArgs),
     /// Measure auto-tuning candidates in parallel, accurately (DOPpler): warm workers, device
     /// timing, calibrator, REACT parallelism, rank selection (see docs/measure.md).
     #[command(after_help = "Examples:\n  strato measure candidates.json\n  \
@@ -280,6 +286,7 @@ fn run(cli: Cli) -> Result<u8> {
             crate::commands::completions::completions(args, &mut command(), &mut out)?
         }
         Command::Export(args) => crate::commands::export::run(args, &ctx, &mut out)?,
+        Command::View(args) => crate::commands::view::run(args, &ctx, &mut out)?,
     }
     out.flush()?;
     Ok(status)

@@ -16,3 +16,4 @@ pub(crate) mod report;
 #[cfg(feature = "sql")]
 pub(crate) mod sql;
 pub(crate) mod validate;
+pub(crate) mod view;

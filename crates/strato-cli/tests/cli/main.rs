@@ -28,3 +28,4 @@ mod snapshots;
 mod sql;
 mod sql_limits;
 mod time_arith;
+mod view;

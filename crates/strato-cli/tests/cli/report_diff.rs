@@ -196,7 +196,7 @@ fn names_with_markup_render_as_text() {
     }
 }
 
-fn chromium() -> Option<&'static str> {
+pub(crate) fn chromium() -> Option<&'static str> {
     if Path::new(CHROMIUM).exists() {
         Some(CHROMIUM)
     } else {
@@ -232,7 +232,7 @@ fn run_chromium(bin: &str, profile: &Path, extra: &[&str], page: &Path) -> (Stri
 }
 
 /// Decodes an 8-bit RGB/RGBA PNG (what Chromium writes) into (width, height, RGBA pixels).
-fn decode_png(bytes: &[u8]) -> (usize, usize, Vec<[u8; 4]>) {
+pub(crate) fn decode_png(bytes: &[u8]) -> (usize, usize, Vec<[u8; 4]>) {
     assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "not a PNG");
     let mut pos = 8;
     let (mut w, mut h, mut ctype) = (0usize, 0usize, 0u8);

@@ -1,0 +1,136 @@
+//! The analyses' answers placed on the timeline: the `ProfilerStep` windows, the critical path
+//! of a step (its events, by span), and `advise`'s findings with their evidence.
+//!
+//! Computed on first request and kept (the critical path per step asked): opening a trace to
+//! look at it does not pay for analyses nobody asks for. The analyses are the same code as
+//! `strato critical-path` and `strato advise` (the critical path over every rank of the trace,
+//! with collectives matched and clocks aligned as `strato collectives` does; advise through
+//! the registry, as the command runs it).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use serde_json::{json, Value};
+use strato_analysis::paths::critical_path::{
+    critical_path, critical_path_steps, CriticalPathOptions, RankCriticalPath,
+};
+use strato_trace::{Ns, Trace};
+
+/// One `ProfilerStep#N` on one rank: its annotation's start and end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepOnRank {
+    pub rank_index: u32,
+    pub start: Ns,
+    pub end: Ns,
+}
+
+/// The critical paths of one step (or the whole trace), or why they could not be found.
+pub type StepPaths = Arc<Result<Vec<RankCriticalPath>, String>>;
+
+/// The overlays of one trace, computed when first asked.
+#[derive(Debug, Default)]
+pub struct Overlays {
+    steps: OnceLock<BTreeMap<u64, Vec<StepOnRank>>>,
+    options: OnceLock<CriticalPathOptions>,
+    paths: Mutex<HashMap<Option<u64>, StepPaths>>,
+    findings: OnceLock<Result<Value, String>>,
+}
+
+impl Overlays {
+    /// The `ProfilerStep#N` annotations of every rank (CPU tracks), by number; a number
+    /// annotated twice on a rank keeps the earliest.
+    pub fn steps(&self, trace: &Trace) -> &BTreeMap<u64, Vec<StepOnRank>> {
+        self.steps.get_or_init(|| {
+            let mut steps: BTreeMap<u64, Vec<StepOnRank>> = BTreeMap::new();
+            for span in &trace.spans {
+                let track = &trace.tracks[span.track.0 as usize];
+                if track.is_device() {
+                    continue;
+                }
+                let name = trace.str(span.name);
+                if !strato_analysis::scope::is_step_name(name) {
+                    continue;
+                }
+                let Ok(number) = name["ProfilerStep#".len()..].parse::<u64>() else {
+                    continue;
+                };
+                let on = steps.entry(number).or_default();
+                match on.iter_mut().find(|s| s.rank_index == track.rank.0) {
+                    Some(s) if s.start <= span.start => {}
+                    Some(s) => {
+                        s.start = span.start;
+                        s.end = span.end;
+                    }
+                    None => on.push(StepOnRank {
+                        rank_index: track.rank.0,
+                        start: span.start,
+                        end: span.end,
+                    }),
+                }
+            }
+            for on in steps.values_mut() {
+                on.sort_by_key(|s| s.rank_index);
+            }
+            steps
+        })
+    }
+
+    /// The critical path of every rank in step `step` (the whole trace when `None`), as the
+    /// analysis gives it, kept once computed.
+    pub fn critical_path(&self, trace: &Trace, step: Option<u64>) -> StepPaths {
+        if let Some(done) = self.lock().get(&step) {
+            return Arc::clone(done);
+        }
+        let options = self
+            .options
+            .get_or_init(|| CriticalPathOptions::matched(trace));
+        let result = match step {
+            Some(n) => critical_path_steps(trace, options, Some(n))
+                .map(|steps| {
+                    steps
+                        .into_iter()
+                        .flat_map(|s| s.ranks.into_iter().map(|r| r.path))
+                        .collect()
+                })
+                .map_err(|e| e.to_string()),
+            None => critical_path(trace, options)
+                .map(|r| r.ranks)
+                .map_err(|e| e.to_string()),
+        };
+        let result = Arc::new(result);
+        self.lock().insert(step, Arc::clone(&result));
+        result
+    }
+
+    /// `advise`'s answer (its JSON, as `strato advise --json` prints it).
+    pub fn findings(&self, trace: &Trace) -> &Result<Value, String> {
+        self.findings.get_or_init(|| {
+            let advise = strato_engine::registry::find("advise")
+                .ok_or_else(|| "advise is not registered".to_string())?;
+            let outcome = advise.run_trace(trace, &[]).map_err(|e| e.to_string())?;
+            serde_json::from_str(&outcome.json()).map_err(|e| e.to_string())
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Option<u64>, StepPaths>> {
+        // A panic while computing a path leaves the map as it was: use it anyway.
+        self.paths.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The JSON of the steps, times since `origin`.
+pub fn steps_json(steps: &BTreeMap<u64, Vec<StepOnRank>>, origin: Ns) -> Value {
+    let list: Vec<Value> = steps
+        .iter()
+        .map(|(n, on)| {
+            let ranks: Vec<Value> = on
+                .iter()
+                .map(|s| {
+                    json!({"rank_index": s.rank_index, "start_ns": s.start - origin, "end_ns": s.end - origin})
+                })
+                .collect();
+            json!({"number": n, "name": format!("ProfilerStep#{n}"), "ranks": ranks})
+        })
+        .collect();
+    json!({ "steps": list })
+}

@@ -1,0 +1,383 @@
+//! The view's API on real traces of `../shared/data` (every Kineto file, the 8-rank DLRM job),
+//! against brute force over the same trace: every window's level of detail conserves the
+//! spans beneath it, lanes cover every track once, a kernel's details name its launch,
+//! search walks the spans in order, aggregates add up; and the handler's token and errors.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use proptest::prelude::*;
+use serde_json::Value;
+use strato_io::ImportOptions;
+use strato_trace::{Level, Trace};
+use strato_view::api::Params;
+use strato_view::{Api, Handler};
+
+fn shared(relative: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data")
+        .join(relative)
+}
+
+fn load(paths: &[PathBuf]) -> Trace {
+    strato_io::import_paths(paths, &ImportOptions::default()).expect("import")
+}
+
+/// Every Kineto JSON file of the shared data (not the rank directories' members).
+fn kineto_files() -> Vec<PathBuf> {
+    let dir = shared("kineto");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("shared data")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    assert!(files.len() >= 8, "{}", dir.display());
+    files
+}
+
+fn dlrm() -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(shared("kineto/param_dlrm8"))
+        .expect("dlrm")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    files.sort();
+    files
+}
+
+fn params(pairs: &[(&str, String)]) -> Params {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect::<HashMap<_, _>>()
+}
+
+/// (count, summed durations) of the spans of `lane` overlapping `[t0, t1)` (absolute times).
+fn brute(trace: &Trace, lane: u32, t0: i64, t1: i64) -> (u64, i64) {
+    let mut n = 0;
+    let mut d = 0;
+    for s in &trace.spans {
+        if s.track.0 == lane && s.start < t1 && (s.end > t0 || (s.start == s.end && s.start >= t0))
+        {
+            n += 1;
+            d += s.end - s.start;
+        }
+    }
+    (n, d)
+}
+
+/// (count, summed durations) the range answer shows for each lane.
+fn shown(answer: &Value) -> HashMap<u64, (u64, i64)> {
+    let mut out = HashMap::new();
+    for lane in answer["lanes"].as_array().expect("lanes") {
+        let mut n = 0;
+        let mut d = 0;
+        for row in lane["rows"].as_array().expect("rows") {
+            for e in row["events"].as_array().expect("events") {
+                n += 1;
+                d += e[2].as_i64().expect("end") - e[1].as_i64().expect("start");
+            }
+            for b in row["buckets"].as_array().expect("buckets") {
+                n += b[1].as_u64().expect("count");
+                d += b[2].as_i64().expect("busy");
+            }
+        }
+        out.insert(lane["id"].as_u64().expect("id"), (n, d));
+    }
+    out
+}
+
+fn origin(api: &Api) -> i64 {
+    api.lanes()["origin_ns"]
+        .as_str()
+        .expect("origin")
+        .parse()
+        .expect("number")
+}
+
+fn check_window(api: &Api, t0: i64, t1: i64, px: u32) {
+    let answer = api
+        .range(&params(&[
+            ("t0", t0.to_string()),
+            ("t1", t1.to_string()),
+            ("px", px.to_string()),
+        ]))
+        .expect("range");
+    let o = origin(api);
+    let shown = shown(&answer);
+    for lane in 0..api.trace().tracks.len() as u32 {
+        let want = brute(api.trace(), lane, t0 + o, t1 + o);
+        let got = shown.get(&u64::from(lane)).copied().unwrap_or((0, 0));
+        assert_eq!(got, want, "lane {lane}, window [{t0}, {t1}) at {px} px");
+    }
+}
+
+#[test]
+fn every_real_trace_conserves_its_spans_at_every_zoom() {
+    for file in kineto_files() {
+        let api = Api::new(load(std::slice::from_ref(&file)));
+        let end = api.lanes()["end_ns"].as_i64().expect("end");
+        let lanes = api.lanes();
+        // Every track is one lane, once.
+        let mut ids: Vec<u64> = lanes["lanes"]
+            .as_array()
+            .expect("lanes")
+            .iter()
+            .map(|l| l["id"].as_u64().expect("id"))
+            .collect();
+        ids.sort_unstable();
+        assert_eq!(
+            ids,
+            (0..api.trace().tracks.len() as u64).collect::<Vec<_>>(),
+            "{}",
+            file.display()
+        );
+        // The whole job at 1, 100 and 2,000 px; a tenth; a thousandth in the middle.
+        let end = end.max(1);
+        for (t0, t1) in [
+            (0, end + 1),
+            (end / 3, end / 3 + end / 10 + 1),
+            (end / 2, end / 2 + end / 1000 + 1),
+        ] {
+            for px in [1, 100, 2000] {
+                check_window(&api, t0, t1, px);
+            }
+        }
+    }
+}
+
+fn arbitrary_window() -> impl Strategy<Value = (f64, f64, u32)> {
+    (0.0f64..1.0, 0.000_001f64..1.0, 1u32..4000)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Any window of the DLRM job (8 ranks) at any width conserves every lane's spans.
+    #[test]
+    fn any_window_of_a_real_job_conserves_its_spans((from, len, px) in arbitrary_window()) {
+        static API: std::sync::OnceLock<Api> = std::sync::OnceLock::new();
+        let api = API.get_or_init(|| Api::new(load(&dlrm())));
+        let end = api.lanes()["end_ns"].as_i64().expect("end").max(1) as f64;
+        let t0 = (from * end) as i64 - 1000;
+        let t1 = t0 + ((len * end) as i64).max(1);
+        check_window(api, t0, t1, px);
+    }
+}
+
+#[test]
+fn a_kernels_details_name_its_launch_and_its_flow() {
+    let trace = load(&[shared("kineto/hta_alexnet_trace.json.gz")]);
+    let kernel = trace
+        .spans
+        .iter()
+        .position(|s| s.level == Level::DeviceKernel && s.correlation.is_some())
+        .expect("a kernel with a correlation");
+    let correlation = trace.spans[kernel].correlation;
+    let launch = trace
+        .spans
+        .iter()
+        .position(|s| s.level == Level::AcceleratorApi && s.correlation == correlation)
+        .expect("its launch");
+    let api = Api::new(trace);
+    let details = api.event(&kernel.to_string()).expect("details");
+    assert_eq!(details["level"], "DeviceKernel");
+    let correlated: Vec<u64> = details["correlated"]
+        .as_array()
+        .expect("correlated")
+        .iter()
+        .map(|c| c["id"].as_u64().expect("id"))
+        .collect();
+    assert!(correlated.contains(&(launch as u64)), "{details}");
+    // The launch's flow ends on the kernel.
+    let launch_details = api.event(&launch.to_string()).expect("launch");
+    let flows = launch_details["flows"].as_array().expect("flows");
+    assert!(
+        flows
+            .iter()
+            .any(|f| f["to"]["event"]["id"] == kernel as u64),
+        "{launch_details}"
+    );
+    // The launch sits inside the ops that made it.
+    let chain = launch_details["chain"].as_array().expect("chain");
+    assert!(!chain.is_empty(), "{launch_details}");
+    for c in chain {
+        assert!(c["start_ns"].as_i64() <= launch_details["start_ns"].as_i64());
+        assert!(c["end_ns"].as_i64() >= launch_details["end_ns"].as_i64());
+    }
+}
+
+#[test]
+fn search_walks_the_matching_spans_in_order_both_ways() {
+    let api = Api::new(load(&[shared("kineto/hta_alexnet_trace.json.gz")]));
+    let o = origin(&api);
+    let trace = api.trace();
+    let mut want: Vec<(i64, u64)> = trace
+        .spans
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| trace.str(s.name).to_lowercase().contains("conv"))
+        .map(|(i, s)| (s.start - o, i as u64))
+        .collect();
+    want.sort_unstable();
+    assert!(want.len() > 3);
+    // Forward from before the start: each next is the first strictly later start.
+    let mut from = -1;
+    let mut starts = Vec::new();
+    loop {
+        let answer = api
+            .search(&params(&[("q", "CONV".into()), ("from", from.to_string())]))
+            .expect("search");
+        let Some(found) = answer["found"].as_object() else {
+            break;
+        };
+        from = found["start_ns"].as_i64().expect("start");
+        starts.push(from);
+    }
+    let mut distinct: Vec<i64> = want.iter().map(|w| w.0).collect();
+    distinct.dedup();
+    assert_eq!(starts, distinct);
+    let last = api
+        .search(&params(&[
+            ("q", "conv".into()),
+            ("from", (i64::MAX / 4).to_string()),
+            ("dir", "prev".into()),
+        ]))
+        .expect("search");
+    assert_eq!(
+        last["found"]["start_ns"].as_i64(),
+        Some(want.last().expect("one").0)
+    );
+    let none = api
+        .search(&params(&[("q", "no such name anywhere".into())]))
+        .expect("search");
+    assert!(none["found"].is_null());
+}
+
+#[test]
+fn a_ranges_aggregate_adds_up() {
+    let api = Api::new(load(&dlrm()));
+    let end = api.lanes()["end_ns"].as_i64().expect("end");
+    let (t0, t1) = (end / 4, end / 2);
+    let answer = api
+        .aggregate(&params(&[("t0", t0.to_string()), ("t1", t1.to_string())]))
+        .expect("aggregate");
+    let names = answer["names"].as_array().expect("names");
+    let listed: (u64, i64) = names.iter().fold((0, 0), |a, n| {
+        (
+            a.0 + n["count"].as_u64().expect("count"),
+            a.1 + n["total_ns"].as_i64().expect("total"),
+        )
+    });
+    let others = &answer["others"];
+    assert_eq!(
+        listed.0 + others["count"].as_u64().expect("count"),
+        answer["count"].as_u64().expect("count")
+    );
+    assert_eq!(
+        listed.1 + others["total_ns"].as_i64().expect("total"),
+        answer["total_ns"].as_i64().expect("total")
+    );
+    // Brute force: clipped time of every overlapping span.
+    let o = origin(&api);
+    let (a, b) = (t0 + o, t1 + o);
+    let mut count = 0u64;
+    let mut total = 0i64;
+    for s in &api.trace().spans {
+        if s.start < b && (s.end > a || (s.start == s.end && s.start >= a)) {
+            count += 1;
+            total += (s.end.min(b) - s.start.max(a)).max(0);
+        }
+    }
+    assert_eq!(answer["count"].as_u64(), Some(count));
+    assert_eq!(answer["total_ns"].as_i64(), Some(total));
+    assert!(names.len() <= strato_view::api::AGGREGATE_NAMES);
+}
+
+#[test]
+fn requests_without_the_token_or_with_bad_parameters_are_refused_with_one_line() {
+    let handler = Handler::new(Api::new(load(&[shared(
+        "kineto/hta_alexnet_trace.json.gz",
+    )])))
+    .expect("handler");
+    let token = handler.token().to_string();
+    assert_eq!(token.len(), 32);
+    let status = |target: &str, cookie: Option<&str>| handler.answer("GET", target, cookie).status;
+    assert_eq!(status("/api/lanes", None), 401);
+    assert_eq!(status("/", None), 401);
+    assert_eq!(status("/app.js", None), 401);
+    assert_eq!(status("/api/lanes?token=0123", None), 403);
+    assert_eq!(
+        status(&format!("/api/lanes?token={}", "0".repeat(32)), None),
+        403
+    );
+    assert_eq!(status(&format!("/api/lanes?token={token}"), None), 200);
+    let cookie = format!("other=1; strato_view_token={token}");
+    assert_eq!(status("/api/lanes", Some(&cookie)), 200);
+    assert_eq!(status("/app.js", Some(&cookie)), 200);
+    assert_eq!(
+        handler.answer("POST", "/api/lanes", Some(&cookie)).status,
+        405
+    );
+    let page = handler.answer("GET", &format!("/?token={token}"), None);
+    assert_eq!(page.status, 200);
+    assert!(page
+        .set_cookie
+        .expect("cookie")
+        .contains("HttpOnly; SameSite=Strict"));
+    for (target, want) in [
+        ("/api/range", 400),
+        ("/api/range?t0=5&t1=5", 400),
+        ("/api/range?t0=0&t1=10&px=0", 400),
+        ("/api/range?t0=0&t1=10&px=999999", 400),
+        ("/api/range?t0=x&t1=10", 400),
+        ("/api/range?t0=0&t1=99999999999999999999999", 400),
+        ("/api/range?t0=0&t1=10&lanes=1,99999", 400),
+        ("/api/range?t0=0&t1=10&lanes=a", 400),
+        ("/api/event/abc", 400),
+        ("/api/event/4294967295", 404),
+        ("/api/search", 400),
+        ("/api/search?q=x&dir=sideways", 400),
+        ("/api/aggregate?t0=0", 400),
+        ("/../../etc/passwd", 404),
+        ("/api/../../etc/passwd", 404),
+        ("/api/event/", 400),
+    ] {
+        let answer = handler.answer("GET", target, Some(&cookie));
+        assert_eq!(answer.status, want, "{target}");
+        let body: Value = serde_json::from_slice(&answer.body).expect("json");
+        let line = body["error"].as_str().expect("error");
+        assert!(!line.is_empty() && !line.contains('\n'), "{target}: {line}");
+    }
+    assert_eq!(
+        status("/api/range?t0=0&t1=10&lanes=1,1,1", Some(&cookie)),
+        200
+    );
+}
+
+#[test]
+fn the_page_is_served_from_the_binary_and_loads_nothing_from_elsewhere() {
+    let handler = Handler::new(Api::new(load(&[shared(
+        "kineto/hta_alexnet_trace.json.gz",
+    )])))
+    .expect("handler");
+    let cookie = format!("strato_view_token={}", handler.token());
+    for (path, kind) in [
+        ("/", "text/html"),
+        ("/app.js", "text/javascript"),
+        ("/app.css", "text/css"),
+    ] {
+        let answer = handler.answer("GET", path, Some(&cookie));
+        assert_eq!(answer.status, 200);
+        assert!(answer.content_type.starts_with(kind));
+        let text = String::from_utf8(answer.body).expect("utf-8");
+        assert!(
+            !text.contains("http://") && !text.contains("https://"),
+            "{path} refers elsewhere"
+        );
+        assert!(
+            !text.contains("innerHTML"),
+            "{path}: text from the trace must go in as text"
+        );
+    }
+}

@@ -1,0 +1,150 @@
+"""`strato view` driven like a user drives it, in Debian's Chromium through Playwright: open the
+8-rank DLRM job, zoom with the keyboard and the wheel, search a kernel, click it on the canvas
+and read its details, follow its launch, toggle the critical path overlay, list the findings
+and go to one, shift-drag a range for its aggregate. The page's own requests are checked for
+errors, and its console for messages."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+DLRM = REPO.parent / "shared" / "data" / "kineto" / "param_dlrm8"
+CHROMIUM = Path("/usr/bin/chromium")
+
+pytestmark = [
+    pytest.mark.skipif(not DLRM.is_dir(), reason="shared data not present"),
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed (scripts/setup.sh)"),
+]
+
+playwright = pytest.importorskip("playwright.sync_api")
+
+
+@pytest.fixture(scope="module")
+def viewer():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STRATOSCOPE_")}
+    proc = subprocess.Popen([sys.executable, "-m", "stratoscope", "view", str(DLRM), "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        url = proc.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:"), (url, proc.stderr.read() if proc.poll() else "")
+        yield url
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def api(url: str, path: str) -> dict:
+    base, token = url.split("/?token=")
+    with urllib.request.urlopen(f"{base}{path}{'&' if '?' in path else '?'}token={token}") as r:
+        return json.load(r)
+
+
+def a_kernel(url: str) -> tuple[int, str]:
+    """A kernel of rank 0 that the whole job at 16,384 px draws exactly, and its name."""
+    lanes = api(url, "/api/lanes")
+    for lane in lanes["lanes"]:
+        if lane["kind"] != "device":
+            continue
+        answer = api(url, f"/api/range?t0=0&t1={lanes['end_ns'] + 1}&px=16384&lanes={lane['id']}")
+        for row in answer["lanes"][0]["rows"]:
+            for ev in row["events"]:
+                name = answer["names"][ev[3]]
+                if "nccl" not in name.lower():
+                    return ev[0], name
+    raise AssertionError("no kernel drawn exactly")
+
+
+def test_a_user_zooms_searches_clicks_follows_and_overlays(viewer):
+    kernel, name = a_kernel(viewer)
+    failures: list[str] = []
+    console: list[str] = []
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        # The page forbids eval (its CSP); Playwright's waits evaluate strings, so the test
+        # context bypasses the CSP (the browser test of the Rust suite runs under it).
+        page = browser.new_page(viewport={"width": 1400, "height": 900}, bypass_csp=True)
+        page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
+        page.on("response", lambda r: failures.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+        page.goto(viewer)
+        page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+        status = page.locator("#status")
+        assert "8" in page.evaluate("String(new Set(stratoView.state.lanes.map(l => l.rank)).size)")
+
+        # Zoom in with the keyboard, out with ctrl+wheel: the window shrinks, then grows.
+        whole = page.evaluate("stratoView.state.t1 - stratoView.state.t0")
+        page.locator("#canvas").click(position={"x": 700, "y": 5})
+        for _ in range(5):
+            page.keyboard.press("w")
+        zoomed = page.evaluate("stratoView.state.t1 - stratoView.state.t0")
+        assert zoomed < whole * 0.5, (zoomed, whole)
+        page.mouse.move(800, 400)
+        page.keyboard.down("Control")
+        page.mouse.wheel(0, 400)
+        page.keyboard.up("Control")
+        assert page.evaluate("stratoView.state.t1 - stratoView.state.t0") > zoomed
+        page.keyboard.press("0")
+
+        # Search the kernel by name: the view goes to a match and shows its details.
+        page.fill("#search", name)
+        page.press("#search", "Enter")
+        page.wait_for_selector("#event-name", timeout=30_000)
+        assert page.inner_text("#event-name") == name
+
+        # Go to our kernel through its link, then click it on the canvas.
+        page.evaluate(f"location.hash = 'event={kernel}'")
+        page.wait_for_function(f"document.getElementById('details').dataset.event === '{kernel}'", timeout=30_000)
+        page.wait_for_function(f"stratoView.eventBox({kernel}) !== null", timeout=30_000)
+        # Select something else first, so the click is what brings the kernel back.
+        page.evaluate("document.getElementById('details').dataset.event = ''")
+        box = page.evaluate(f"stratoView.eventBox({kernel})")
+        page.mouse.click(box["x"], box["y"])
+        page.wait_for_function(f"document.getElementById('details').dataset.event === '{kernel}'", timeout=30_000)
+        details = page.inner_text("#details")
+        assert "DeviceKernel" in details, details
+
+        # Follow its launch: the correlated list names the runtime call.
+        link = page.locator("#correlated a").first
+        launch_name = link.inner_text()
+        link.click()
+        page.wait_for_function(f"document.getElementById('details').dataset.event !== '{kernel}'", timeout=30_000)
+        assert page.inner_text("#event-name") == launch_name
+        assert "AcceleratorApi" in page.inner_text("#details")
+
+        # The critical path of the first step, outlined on the timeline.
+        page.keyboard.press("0")
+        page.check("#cp")
+        page.wait_for_selector("#path-title", timeout=60_000)
+        page.wait_for_function("Number(document.getElementById('status').dataset.pathDrawn || 0) > 0", timeout=30_000)
+
+        # The findings, and one of them: the view goes to its evidence.
+        page.click("#findings")
+        page.wait_for_selector("#findings-list li a", timeout=60_000)
+        before = page.evaluate("[stratoView.state.t0, stratoView.state.t1]")
+        page.locator("#findings-list li a").first.click()
+        page.wait_for_function(f"stratoView.state.t0 !== {before[0]} || stratoView.state.t1 !== {before[1]}", timeout=30_000)
+
+        # Shift-drag a range: its aggregate adds up (the API's rule; here: it is shown).
+        page.keyboard.press("0")
+        page.mouse.move(500, 300)
+        page.keyboard.down("Shift")
+        page.mouse.down()
+        page.mouse.move(900, 320, steps=5)
+        page.mouse.up()
+        page.keyboard.up("Shift")
+        page.wait_for_selector("#aggregate", timeout=30_000)
+        assert "events" in page.inner_text("#details")
+
+        shot = page.screenshot()
+        assert len(shot) > 20_000
+        browser.close()
+    assert not failures, failures
+    assert not [c for c in console if c.startswith("error")], console
