@@ -26,6 +26,9 @@ cargo test --workspace --locked
 step "job-scale benchmark, bounded (the full run: benches/job_scale.py, docs/benchmarks.md)"
 python3 benches/job_scale.py --ci
 
+step "strato view's latency, bounded: the 8-rank DLRM job, 60 windows (the full run: benches/view_latency.py, docs/view.md)"
+python3 benches/view_latency.py --ci --strato target/debug/strato
+
 if [[ -f pyproject.toml ]]; then
   # The package from the test build above (STRATOSCOPE_WHEEL_PROFILE=test,
   # scripts/wheel_backend.py): the same wheel layout, staging and checks as the release wheel,

@@ -393,3 +393,37 @@ fn view_refuses_what_it_cannot_open_or_bind_with_one_line() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("cannot listen on 203.0.113.7"), "{err}");
 }
+
+#[test]
+fn view_of_a_profile_is_the_view_of_the_trace_it_was_imported_from() {
+    if shared_data().is_none() {
+        eprintln!("skipped: ../shared/data is absent");
+        return;
+    }
+    let trace = data("kineto/hta_alexnet_trace.json.gz");
+    let dir = tempfile::tempdir().expect("tmp");
+    let profile = dir.path().join("prof");
+    let out = strato_command()
+        .arg("import")
+        .arg(&trace)
+        .arg("-o")
+        .arg(&profile)
+        .output()
+        .expect("import");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let answers = |input: &Path| {
+        let v = start(&[input]);
+        let lanes = json(&v.addr, &format!("/api/lanes?token={}", v.token));
+        let end = lanes["end_ns"].as_i64().expect("end");
+        let whole = json(
+            &v.addr,
+            &format!("/api/range?t0=0&t1={}&px=777&token={}", end + 1, v.token),
+        );
+        (lanes, whole)
+    };
+    let (file_lanes, file_whole) = answers(&trace);
+    let (profile_lanes, profile_whole) = answers(&profile);
+    assert_eq!(file_lanes["lanes"], profile_lanes["lanes"]);
+    assert_eq!(file_lanes["origin_ns"], profile_lanes["origin_ns"]);
+    assert_eq!(file_whole, profile_whole);
+}
