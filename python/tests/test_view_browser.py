@@ -125,6 +125,11 @@ def test_a_user_zooms_searches_clicks_follows_and_overlays(viewer):
         page.wait_for_selector("#path-title", timeout=60_000)
         page.wait_for_function("Number(document.getElementById('status').dataset.pathDrawn || 0) > 0", timeout=30_000)
 
+        # The collectives: linked across ranks, the last rank marked.
+        page.uncheck("#cp")
+        page.check("#coll")
+        page.wait_for_function("Number(document.getElementById('status').dataset.collectives || 0) > 0", timeout=30_000)
+
         # The findings, and one of them: the view goes to its evidence.
         page.click("#findings")
         page.wait_for_selector("#findings-list li a", timeout=60_000)

@@ -44,6 +44,9 @@ impl ApiError {
 /// How many names an aggregate lists before "others".
 pub const AGGREGATE_NAMES: usize = 50;
 
+/// How many collectives one window's answer lists.
+pub const COLLECTIVES_LIMIT: usize = 2_000;
+
 /// How many spans sharing a correlation id an event's details list.
 pub const CORRELATED_LIMIT: usize = 64;
 
@@ -472,6 +475,55 @@ impl Api {
             }
         }
         Ok(json!({ "findings": findings }))
+    }
+
+    /// `GET /api/collectives?t0=&t1=`: the collectives matched across ranks with a member
+    /// kernel in `[t0, t1)` (at most [`COLLECTIVES_LIMIT`], earliest first): kind, bytes,
+    /// whether every expected rank is there, and each member's kernel (lane, row, times on
+    /// the timeline) with its wait for the last arrival; `last` is the rank that arrived last
+    /// (the one the others waited for).
+    pub fn collectives(&self, params: &Params) -> Result<Value, ApiError> {
+        let (t0, t1) = self.window_of(params)?;
+        let (a, b) = (t0 + self.origin, t1 + self.origin);
+        let instances = self.overlays.collectives(&self.trace);
+        let mut shown = Vec::new();
+        let mut more = 0usize;
+        for inst in instances {
+            if !inst
+                .members
+                .iter()
+                .any(|m| m.local_start < b && m.local_end > a)
+            {
+                continue;
+            }
+            if shown.len() == COLLECTIVES_LIMIT {
+                more += 1;
+                continue;
+            }
+            let last = inst
+                .members
+                .iter()
+                .max_by_key(|m| (m.start, m.job_rank))
+                .map(|m| m.job_rank);
+            let members: Vec<Value> = inst
+                .members
+                .iter()
+                .map(|m| {
+                    let mut v = self.summary(m.kernel.0);
+                    v["rank"] = json!(m.job_rank);
+                    v["wait_ns"] = json!(m.wait_ns);
+                    v
+                })
+                .collect();
+            shown.push(json!({
+                "kind": inst.kind.as_str(),
+                "bytes": inst.bytes,
+                "complete": inst.complete,
+                "last": if inst.members.len() > 1 { last } else { None },
+                "members": members,
+            }));
+        }
+        Ok(json!({ "collectives": shown, "more": more, "matched": instances.len() }))
     }
 
     /// A span in a list: id, name, level, lane, row and times.

@@ -11,6 +11,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::{json, Value};
+use strato_analysis::distributed::collectives::{
+    match_collectives, measure, rank_summaries, CollectiveInstance,
+};
 use strato_analysis::paths::critical_path::{
     critical_path, critical_path_steps, CriticalPathOptions, RankCriticalPath,
 };
@@ -34,6 +37,7 @@ pub struct Overlays {
     options: OnceLock<CriticalPathOptions>,
     paths: Mutex<HashMap<Option<u64>, StepPaths>>,
     findings: OnceLock<Result<Value, String>>,
+    collectives: OnceLock<Vec<CollectiveInstance>>,
 }
 
 impl Overlays {
@@ -109,6 +113,20 @@ impl Overlays {
                 .ok_or_else(|| "advise is not registered".to_string())?;
             let outcome = advise.run_trace(trace, &[]).map_err(|e| e.to_string())?;
             serde_json::from_str(&outcome.json()).map_err(|e| e.to_string())
+        })
+    }
+
+    /// The collectives matched across ranks, as `strato collectives` matches them (with two
+    /// ranks or more; none otherwise).
+    pub fn collectives(&self, trace: &Trace) -> &[CollectiveInstance] {
+        self.collectives.get_or_init(|| {
+            if trace.ranks.len() < 2 {
+                return Vec::new();
+            }
+            let ranks = rank_summaries(trace);
+            let mut instances = match_collectives(&ranks);
+            measure(&ranks, &mut instances);
+            instances
         })
     }
 

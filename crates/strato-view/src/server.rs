@@ -175,6 +175,7 @@ impl Handler {
             "/api/steps" => Ok(self.api.steps()),
             "/api/critical-path" => self.api.critical_path(&params),
             "/api/findings" => self.api.findings(),
+            "/api/collectives" => self.api.collectives(&params),
             _ => match path.strip_prefix("/api/event/") {
                 Some(id) => self.api.event(id),
                 None => Err(ApiError {

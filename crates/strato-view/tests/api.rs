@@ -342,6 +342,9 @@ fn requests_without_the_token_or_with_bad_parameters_are_refused_with_one_line()
         ("/../../etc/passwd", 404),
         ("/api/../../etc/passwd", 404),
         ("/api/event/", 400),
+        ("/api/collectives", 400),
+        ("/api/collectives?t0=3&t1=2", 400),
+        ("/api/critical-path?step=-1", 400),
     ] {
         let answer = handler.answer("GET", target, Some(&cookie));
         assert_eq!(answer.status, want, "{target}");
@@ -353,6 +356,14 @@ fn requests_without_the_token_or_with_bad_parameters_are_refused_with_one_line()
         status("/api/range?t0=0&t1=10&lanes=1,1,1", Some(&cookie)),
         200
     );
+    // One rank: no collective is matched across ranks.
+    let one = handler.answer(
+        "GET",
+        "/api/collectives?t0=0&t1=1000000000000",
+        Some(&cookie),
+    );
+    let one: Value = serde_json::from_slice(&one.body).expect("json");
+    assert_eq!(one["collectives"], serde_json::json!([]));
 }
 
 #[test]

@@ -293,6 +293,52 @@ fn view_serves_a_real_job_over_http_behind_its_token() {
     };
     assert_eq!(rules(&findings), rules(&advise));
     assert!(!rules(&findings).is_empty());
+
+    // The collectives of the whole job: `strato collectives --json`'s instances, each with
+    // the same last rank, and each member a kernel of the timeline on its rank.
+    let shown = json(
+        &v.addr,
+        &format!("/api/collectives?t0=0&t1={}&token={}", end + 1, v.token),
+    );
+    let cli = strato_command()
+        .args(["collectives", "--json"])
+        .arg(&dir)
+        .output()
+        .expect("collectives");
+    let cli: Value = serde_json::from_slice(&cli.stdout).expect("collectives json");
+    let summary = |list: &Value, kind: &str, last: &str| -> Vec<(String, i64)> {
+        let mut l: Vec<(String, i64)> = list
+            .as_array()
+            .expect("collectives")
+            .iter()
+            .map(|c| {
+                (
+                    c[kind].as_str().expect("kind").to_string(),
+                    c[last].as_i64().expect("last"),
+                )
+            })
+            .collect();
+        l.sort();
+        l
+    };
+    assert_eq!(
+        summary(&shown["collectives"], "kind", "last"),
+        summary(&cli["collectives"], "kind", "last_rank")
+    );
+    assert_eq!(shown["more"], 0);
+    for c in shown["collectives"].as_array().expect("collectives") {
+        for m in c["members"].as_array().expect("members") {
+            assert_eq!(m["level"], "DeviceKernel", "{m}");
+            let lane = &lanes["lanes"]
+                .as_array()
+                .expect("lanes")
+                .iter()
+                .find(|l| l["id"] == m["lane"])
+                .expect("its lane")
+                .clone();
+            assert_eq!(lane["rank"], m["rank"], "{m}");
+        }
+    }
     assert_eq!(
         get(&v.addr, &format!("/api/range?t0=1&t1=0&token={}", v.token)).0,
         400
@@ -410,7 +456,11 @@ fn view_of_a_profile_is_the_view_of_the_trace_it_was_imported_from() {
         .arg(&profile)
         .output()
         .expect("import");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let answers = |input: &Path| {
         let v = start(&[input]);
         let lanes = json(&v.addr, &format!("/api/lanes?token={}", v.token));

@@ -17,7 +17,7 @@ const S = {
   collapsed: new Set(), layout: [], contentH: 0,
   data: null, seq: 0, pending: null, answerMs: 0,
   selected: null, details: null, range: null, drag: null, mouseX: null,
-  steps: [], path: null, marks: [],
+  steps: [], path: null, marks: [], colls: null,
 };
 
 const canvas = document.getElementById('canvas');
@@ -110,6 +110,11 @@ function request() {
       S.answerMs = performance.now() - began;
       S.data = data;
       S.data.byLane = new Map(data.lanes.map((l) => [l.id, l]));
+      if (document.getElementById('coll').checked) {
+        const c = await getJson(`api/collectives?t0=${t0}&t1=${t1}`);
+        if (seq !== S.seq) return;
+        S.colls = c;
+      }
       draw();
       document.body.dataset.ready = '1';
     } catch (e) {
@@ -214,14 +219,19 @@ function draw() {
     if (d.counters) drawCounter(d.counters, y, it.h);
     if (d.instants) drawInstants(d.instants, y);
   }
+  // Overlays stay inside the plot (never over the lane names).
+  ctx.save();
+  ctx.beginPath(); ctx.rect(GUTTER, RULER, w - GUTTER, h - RULER); ctx.clip();
   drawFlows(ys);
   drawPath(ys);
+  drawCollectives(ys);
   for (const [a, b] of S.marks) {
     const x0 = Math.max(GUTTER, xOf(a)), x1 = Math.min(w, xOf(b));
     if (x1 < GUTTER || x0 > w) continue;
     ctx.fillStyle = 'rgba(204, 51, 17, 0.12)';
     ctx.fillRect(x0, RULER, Math.max(2, x1 - x0), h - RULER);
   }
+  ctx.restore();
   if (S.range) {
     const a = xOf(Math.min(S.range[0], S.range[1])), b = xOf(Math.max(S.range[0], S.range[1]));
     ctx.fillStyle = 'rgba(0, 114, 178, 0.15)';
@@ -311,6 +321,40 @@ function drawPath(ys) {
   }
   ctx.lineWidth = 1;
   statusEl.dataset.pathDrawn = String(drawn);
+}
+
+// Collectives: each member kernel's wait for the last rank shaded, the members linked (when
+// few enough are on screen to tell apart), the last rank's kernel marked.
+function drawCollectives(ys) {
+  if (!S.colls || !document.getElementById('coll').checked) return;
+  const list = S.colls.collectives;
+  let linked = 0;
+  for (const c of list) {
+    const pts = [];
+    for (const m of c.members) {
+      if (!ys.has(m.lane)) continue;
+      const y = ys.get(m.lane) + 2 + m.row * ROW;
+      const x0 = xOf(m.start_ns);
+      if (m.wait_ns) {
+        ctx.fillStyle = 'rgba(0, 0, 0, 0.35)';
+        ctx.fillRect(x0, y, Math.max(1, xOf(m.start_ns + m.wait_ns) - x0), ROW - 2);
+      }
+      if (c.last !== null && m.rank === c.last) {
+        ctx.fillStyle = '#E69F00';
+        ctx.beginPath(); ctx.moveTo(x0, y - 1); ctx.lineTo(x0 - 5, y - 8); ctx.lineTo(x0 + 5, y - 8); ctx.fill();
+      }
+      pts.push([x0, y + ROW / 2]);
+    }
+    if (list.length <= 300 && pts.length > 1) {
+      ctx.strokeStyle = 'rgba(136, 34, 85, 0.7)';
+      ctx.beginPath();
+      pts.sort((p, q) => p[1] - q[1]).forEach(([x, y], i) => (i ? ctx.lineTo(x, y) : ctx.moveTo(x, y)));
+      ctx.stroke();
+      linked++;
+    }
+  }
+  statusEl.dataset.collectives = String(list.length);
+  statusEl.dataset.linked = String(linked);
 }
 
 async function loadPath() {
@@ -607,6 +651,7 @@ document.getElementById('home').addEventListener('click', () => showRange(S.star
 document.getElementById('cp').addEventListener('change', (e) => { if (e.target.checked) loadPath(); else draw(); });
 document.getElementById('step').addEventListener('change', () => { document.getElementById('cp').checked = true; loadPath(); });
 document.getElementById('findings').addEventListener('click', showFindings);
+document.getElementById('coll').addEventListener('change', () => { request(); draw(); });
 window.addEventListener('resize', resize);
 // A link to an event (`#event=ID`) followed while the page is open.
 window.addEventListener('hashchange', () => {
@@ -633,6 +678,7 @@ async function main() {
   resize();
   if (hash.has('path')) { document.getElementById('cp').checked = true; if (hash.get('path')) stepSelect.value = hash.get('path'); loadPath(); }
   if (hash.has('findings')) showFindings();
+  if (hash.has('collectives')) { document.getElementById('coll').checked = true; request(); }
   if (hash.has('event')) select(Number(hash.get('event')), !hash.has('t0'));
   if (hash.has('q')) { searchEl.value = hash.get('q'); search('next'); }
 }
