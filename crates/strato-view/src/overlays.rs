@@ -15,7 +15,7 @@ use strato_analysis::distributed::collectives::{
     match_collectives, measure, rank_summaries, CollectiveInstance,
 };
 use strato_analysis::paths::critical_path::{
-    critical_path, critical_path_steps, CriticalPathOptions, RankCriticalPath,
+    critical_path, critical_path_steps, rank_steps, CriticalPathOptions, RankCriticalPath,
 };
 use strato_trace::{Ns, Trace};
 
@@ -41,39 +41,20 @@ pub struct Overlays {
 }
 
 impl Overlays {
-    /// The `ProfilerStep#N` annotations of every rank (CPU tracks), by number; a number
-    /// annotated twice on a rank keeps the earliest.
+    /// The `ProfilerStep#N` annotations of every rank (CPU tracks), by number, as the
+    /// critical path analysis windows its steps ([`rank_steps`]: a number annotated twice on a
+    /// rank keeps the earliest).
     pub fn steps(&self, trace: &Trace) -> &BTreeMap<u64, Vec<StepOnRank>> {
         self.steps.get_or_init(|| {
             let mut steps: BTreeMap<u64, Vec<StepOnRank>> = BTreeMap::new();
-            for span in &trace.spans {
-                let track = &trace.tracks[span.track.0 as usize];
-                if track.is_device() {
-                    continue;
+            for (rank, numbered) in rank_steps(trace).into_iter().enumerate() {
+                for (number, (start, end)) in numbered {
+                    steps.entry(number).or_default().push(StepOnRank {
+                        rank_index: rank as u32,
+                        start,
+                        end,
+                    });
                 }
-                let name = trace.str(span.name);
-                if !strato_analysis::scope::is_step_name(name) {
-                    continue;
-                }
-                let Ok(number) = name["ProfilerStep#".len()..].parse::<u64>() else {
-                    continue;
-                };
-                let on = steps.entry(number).or_default();
-                match on.iter_mut().find(|s| s.rank_index == track.rank.0) {
-                    Some(s) if s.start <= span.start => {}
-                    Some(s) => {
-                        s.start = span.start;
-                        s.end = span.end;
-                    }
-                    None => on.push(StepOnRank {
-                        rank_index: track.rank.0,
-                        start: span.start,
-                        end: span.end,
-                    }),
-                }
-            }
-            for on in steps.values_mut() {
-                on.sort_by_key(|s| s.rank_index);
             }
             steps
         })

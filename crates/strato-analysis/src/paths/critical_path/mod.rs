@@ -73,7 +73,7 @@ pub use shapes::{
     RankCriticalPath,
 };
 pub use steps::{
-    critical_path_by_step_or_whole, critical_path_steps, step_numbers, RankStepPath,
+    critical_path_by_step_or_whole, critical_path_steps, rank_steps, step_numbers, RankStepPath,
     StepCriticalPath,
 };
 pub use window::{compose, PathOp, WindowComposition, TOP_PATH_OPS};

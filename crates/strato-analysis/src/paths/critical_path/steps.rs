@@ -37,8 +37,8 @@ pub struct StepCriticalPath {
 }
 
 /// The `ProfilerStep#N` annotations of each rank: number -> (start, end); for a number
-/// annotated twice on a rank (several threads), the earliest.
-pub(super) fn rank_steps(trace: &Trace) -> Vec<BTreeMap<u64, (Ns, Ns)>> {
+/// annotated twice on a rank (several threads), the earliest. Indexed by [`strato_trace::RankId`].
+pub fn rank_steps(trace: &Trace) -> Vec<BTreeMap<u64, (Ns, Ns)>> {
     let mut steps = vec![BTreeMap::new(); trace.ranks.len()];
     for span in &trace.spans {
         let track = trace.track(span.track);
