@@ -5,7 +5,10 @@
 //! look at it does not pay for analyses nobody asks for. The analyses are the same code as
 //! `strato critical-path` and `strato advise` (the critical path over every rank of the trace,
 //! with collectives matched and clocks aligned as `strato collectives` does; advise through
-//! the registry, as the command runs it).
+//! the registry, as the command runs it). The critical path and the collectives read the job
+//! those commands read ([`job_of`]: a process driving several GPUs split into one rank per
+//! device; the split keeps every span and track where it is, so span ids stay the
+//! timeline's), and the collectives are matched once for both.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -14,6 +17,7 @@ use serde_json::{json, Value};
 use strato_analysis::distributed::collectives::{
     match_collectives, measure, rank_summaries, CollectiveInstance,
 };
+use strato_analysis::paths::critical_path::registration::job_of;
 use strato_analysis::paths::critical_path::{
     critical_path, critical_path_steps, rank_steps, CriticalPathOptions, RankCriticalPath,
 };
@@ -34,10 +38,13 @@ pub type StepPaths = Arc<Result<Vec<RankCriticalPath>, String>>;
 #[derive(Debug, Default)]
 pub struct Overlays {
     steps: OnceLock<BTreeMap<u64, Vec<StepOnRank>>>,
-    options: OnceLock<CriticalPathOptions>,
+    /// The job split per device, when [`job_of`] splits it.
+    job: OnceLock<Option<Trace>>,
+    /// The job's collectives matched across ranks, and the critical path's options built on
+    /// them.
+    matched: OnceLock<(Vec<CollectiveInstance>, CriticalPathOptions)>,
     paths: Mutex<HashMap<Option<u64>, StepPaths>>,
     findings: OnceLock<Result<Value, String>>,
-    collectives: OnceLock<Vec<CollectiveInstance>>,
 }
 
 impl Overlays {
@@ -66,9 +73,9 @@ impl Overlays {
         if let Some(done) = self.lock().get(&step) {
             return Arc::clone(done);
         }
-        let options = self
-            .options
-            .get_or_init(|| CriticalPathOptions::matched(trace));
+        let job = self.job(trace);
+        let options = &self.matched(trace).1;
+        let trace = job;
         let result = match step {
             Some(n) => critical_path_steps(trace, options, Some(n))
                 .map(|steps| {
@@ -100,14 +107,31 @@ impl Overlays {
     /// The collectives matched across ranks, as `strato collectives` matches them (with two
     /// ranks or more; none otherwise).
     pub fn collectives(&self, trace: &Trace) -> &[CollectiveInstance] {
-        self.collectives.get_or_init(|| {
-            if trace.ranks.len() < 2 {
-                return Vec::new();
+        &self.matched(trace).0
+    }
+
+    /// The job the cross-rank overlays read ([`job_of`]).
+    fn job<'t>(&'t self, trace: &'t Trace) -> &'t Trace {
+        self.job
+            .get_or_init(|| match job_of(trace) {
+                std::borrow::Cow::Owned(split) => Some(split),
+                std::borrow::Cow::Borrowed(_) => None,
+            })
+            .as_ref()
+            .unwrap_or(trace)
+    }
+
+    fn matched(&self, trace: &Trace) -> &(Vec<CollectiveInstance>, CriticalPathOptions) {
+        self.matched.get_or_init(|| {
+            let job = self.job(trace);
+            if job.ranks.len() < 2 {
+                return (Vec::new(), CriticalPathOptions::default());
             }
-            let ranks = rank_summaries(trace);
+            let ranks = rank_summaries(job);
             let mut instances = match_collectives(&ranks);
-            measure(&ranks, &mut instances);
-            instances
+            let clock = measure(&ranks, &mut instances);
+            let options = CriticalPathOptions::from_matched(job, &instances, &clock);
+            (instances, options)
         })
     }
 

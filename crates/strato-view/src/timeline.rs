@@ -259,23 +259,18 @@ impl Timeline {
         let mut by_start: Vec<u32> = (0..trace.spans.len() as u32).collect();
         by_start.sort_by_key(|&i| (trace.spans[i as usize].start, i));
 
-        let start_ns = trace
-            .spans
-            .iter()
-            .map(|s| s.start)
-            .chain(trace.instants.iter().map(|i| i.ts))
+        let (mut start_ns, mut end_ns) = (Ns::MAX, Ns::MIN);
+        let times = trace.spans.iter().map(|s| (s.start, s.end));
+        let points = (trace.instants.iter().map(|i| i.ts))
             .chain(trace.counters.iter().map(|c| c.ts))
-            .min()
-            .unwrap_or(0);
-        let end_ns = trace
-            .spans
-            .iter()
-            .map(|s| s.end)
-            .chain(trace.instants.iter().map(|i| i.ts))
-            .chain(trace.counters.iter().map(|c| c.ts))
-            .max()
-            .unwrap_or(0)
-            .max(start_ns);
+            .map(|t| (t, t));
+        for (a, b) in times.chain(points) {
+            start_ns = start_ns.min(a);
+            end_ns = end_ns.max(b);
+        }
+        if start_ns > end_ns {
+            (start_ns, end_ns) = (0, 0);
+        }
 
         let mut lanes: Vec<Lane> = (0..tracks)
             .map(|t| {

@@ -42,13 +42,25 @@ impl CriticalPathOptions {
         trace: &Trace,
         report: &crate::distributed::collectives::CollectivesReport,
     ) -> CriticalPathOptions {
+        CriticalPathOptions::from_matched(trace, &report.instances, &report.clock)
+    }
+
+    /// The cross-rank inputs from collectives already matched and clocks already aligned
+    /// ([`crate::distributed::collectives::match_collectives`], then
+    /// [`crate::distributed::collectives::measure`]): what the two constructors above share,
+    /// for a caller that keeps the matched instances for itself too.
+    pub fn from_matched(
+        trace: &Trace,
+        instances: &[crate::distributed::collectives::CollectiveInstance],
+        clock: &crate::distributed::clock_align::ClockAlignment,
+    ) -> CriticalPathOptions {
         if trace.ranks.len() < 2 {
             return CriticalPathOptions::default();
         }
         CriticalPathOptions {
-            collectives: Some(instances_from_matched(&report.instances)),
+            collectives: Some(instances_from_matched(instances)),
             clock_shift: (0..trace.ranks.len() as u32)
-                .map(|r| report.clock.shift_of(RankId(r)))
+                .map(|r| clock.shift_of(RankId(r)))
                 .collect(),
         }
     }
@@ -63,12 +75,7 @@ impl CriticalPathOptions {
         let ranks = crate::distributed::collectives::rank_summaries(trace);
         let mut instances = crate::distributed::collectives::match_collectives(&ranks);
         let clock = crate::distributed::collectives::measure(&ranks, &mut instances);
-        CriticalPathOptions {
-            collectives: Some(instances_from_matched(&instances)),
-            clock_shift: (0..trace.ranks.len() as u32)
-                .map(|r| clock.shift_of(RankId(r)))
-                .collect(),
-        }
+        CriticalPathOptions::from_matched(trace, &instances, &clock)
     }
 
     /// The shift of `rank` onto the reference clock.
