@@ -27,6 +27,13 @@ pub enum EngineError {
     /// that cannot be used).
     #[error("{0}")]
     InvalidOption(String),
+    /// A temporary file (events spilled to disk while an input streams) that could not be
+    /// written or read back.
+    #[error("temporary file in {}: {source}", .dir.display())]
+    Spill {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
     /// A registered analysis that cannot run on these inputs (a step they lack, a dependency
     /// cycle); the message names the input when the engine opened it.
     #[error("{0}")]

@@ -14,7 +14,8 @@
 //!   ([`Engine::stream_file`], [`Engine::stream_stored`]) and rank by rank
 //!   ([`Engine::map_ranks`], and on it the collectives of a job,
 //!   [`Engine::collectives_rank_by_rank`]), each with the projection the analysis declares in
-//!   its [`ImportOptions`];
+//!   its [`ImportOptions`]; and the per-step critical path of a trace read in parts of a few
+//!   steps each from a spill of its spans ([`Engine::critical_path_steps_in_parts`]);
 //! - what the user is told while inputs are read (progress, import warnings, notes), through
 //!   the front end's [`Listener`].
 //!
@@ -38,6 +39,7 @@ mod options;
 mod ranks;
 pub mod registry;
 pub mod rows;
+pub mod steps;
 mod stream;
 
 pub use error::EngineError;

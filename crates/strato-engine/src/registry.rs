@@ -53,7 +53,10 @@ pub static ANALYSES: &[Registered] = &[
     Registered::of::<strato_analysis::patterns::iterations::Iterations>(),
     Registered::of::<strato_analysis::device_time::queue_length::QueueLength>(),
     Registered::of::<strato_analysis::device_time::util::Util>(),
-    Registered::of::<strato_analysis::paths::critical_path::CriticalPath>(),
+    Registered::with_opening::<
+        strato_analysis::paths::critical_path::CriticalPath,
+        crate::steps::StepWindows,
+    >(),
     Registered::of::<strato_analysis::paths::whatif::WhatIf>(),
     Registered::of::<strato_analysis::advise::Advise>(),
 ];
@@ -121,6 +124,7 @@ impl std::fmt::Debug for Outcome {
 /// The typed result of an analysis, its type erased.
 trait Shown: Send + Sync {
     fn json(&self) -> String;
+    fn write_json(&self, out: &mut dyn std::io::Write) -> std::io::Result<()>;
     fn doc(&self) -> Ordered;
     fn text(&self, terminal: &Terminal) -> String;
     fn csv(&self, raw: bool) -> Option<String>;
@@ -135,6 +139,9 @@ impl<A: Analysis> Shown for Typed<A> {
     fn json(&self) -> String {
         // Our result types serialise without failing (no maps with non-string keys).
         serde_json::to_string_pretty(&self.output).unwrap_or_default()
+    }
+    fn write_json(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        serde_json::to_writer_pretty(out, &self.output).map_err(std::io::Error::from)
     }
     fn doc(&self) -> Ordered {
         Ordered::of(&self.output)
@@ -155,6 +162,9 @@ struct Compared<C: Comparison> {
 impl<C: Comparison> Shown for Compared<C> {
     fn json(&self) -> String {
         serde_json::to_string_pretty(&self.output).unwrap_or_default()
+    }
+    fn write_json(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        serde_json::to_writer_pretty(out, &self.output).map_err(std::io::Error::from)
     }
     fn doc(&self) -> Ordered {
         Ordered::of(&self.output)
@@ -188,6 +198,14 @@ impl Outcome {
     /// The result's serde JSON, pretty-printed (`--json`).
     pub fn json(&self) -> String {
         self.shown.json()
+    }
+
+    /// [`Outcome::json`]'s bytes written to `out` as they are made (a large result is never
+    /// held twice, as a value and as its text).
+    pub fn write_json(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        let mut buffered = std::io::BufWriter::with_capacity(1 << 16, out);
+        self.shown.write_json(&mut buffered)?;
+        std::io::Write::flush(&mut buffered)
     }
 
     /// The result with its fields in declared order (the tables' source).

@@ -27,6 +27,7 @@ pub mod ranks;
 pub mod recording;
 pub mod redact;
 pub mod rocprof;
+pub mod spill;
 pub mod tf;
 pub mod xplane;
 

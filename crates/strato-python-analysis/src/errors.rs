@@ -95,7 +95,7 @@ impl From<OpenError> for PyErr {
                 _ => TraceFormatError::new_err(message),
             },
             OpenError::Engine(E::Store(_)) => ProfileStoreError::new_err(message),
-            OpenError::Engine(E::InputChanged(_)) => ReadError::new_err(message),
+            OpenError::Engine(E::InputChanged(_) | E::Spill { .. }) => ReadError::new_err(message),
             OpenError::Engine(E::Usage(_) | E::InvalidOption(_)) | OpenError::Option(_) => {
                 InvalidOption::new_err(message)
             }

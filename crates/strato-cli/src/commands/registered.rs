@@ -251,7 +251,8 @@ pub(crate) fn run(
         }
     };
     if matches.get_flag("json") {
-        writeln!(out, "{}", outcome.json())?;
+        outcome.write_json(out)?;
+        writeln!(out)?;
     } else if matches.get_flag("csv") {
         let table_name = matches.get_one::<String>("table").map(String::as_str);
         if table_name.is_none() {

@@ -260,24 +260,42 @@ pub(super) fn arg_i64(trace: &Trace, id: SpanId, key: &str) -> Option<i64> {
 /// What the graphs read of the whole trace, gathered in one pass: per rank, the event-record
 /// runtime calls by correlation (an event sync names the record it waits for, which can lie
 /// outside the sync's step).
+#[derive(Debug, Default)]
 pub(super) struct TraceIndex {
     pub(super) event_records: Vec<FxHashMap<u64, Ns>>,
 }
 
 impl TraceIndex {
     pub(super) fn new(trace: &Trace) -> TraceIndex {
-        let mut event_records = vec![FxHashMap::default(); trace.ranks.len()];
+        let mut index = TraceIndex {
+            event_records: vec![FxHashMap::default(); trace.ranks.len()],
+        };
         for s in &trace.spans {
-            if s.level != Level::AcceleratorApi {
-                continue;
-            }
-            let Some(c) = s.correlation else { continue };
-            if trace.str(s.name).ends_with("EventRecord") {
-                let rank = trace.track(s.track).rank;
-                event_records[rank.0 as usize].insert(c, s.start);
-            }
+            index.note(trace, s);
         }
-        TraceIndex { event_records }
+        index
+    }
+
+    /// Adds what `span` (of `trace`: its tables name the span's track and name) gives.
+    pub(super) fn note(&mut self, trace: &Trace, s: &strato_trace::Span) {
+        if s.level != Level::AcceleratorApi {
+            return;
+        }
+        let Some(c) = s.correlation else { return };
+        if trace.str(s.name).ends_with("EventRecord") {
+            let rank = trace.track(s.track).rank.0 as usize;
+            if self.event_records.len() <= rank {
+                self.event_records.resize_with(rank + 1, FxHashMap::default);
+            }
+            self.event_records[rank].insert(c, s.start);
+        }
+    }
+
+    /// Holds one (possibly empty) map per rank of a trace of `ranks` ranks.
+    pub(super) fn cover(&mut self, ranks: usize) {
+        if self.event_records.len() < ranks {
+            self.event_records.resize_with(ranks, FxHashMap::default);
+        }
     }
 }
 

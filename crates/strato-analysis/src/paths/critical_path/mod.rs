@@ -47,7 +47,8 @@
 //! `collective_edges.rs` (edges across ranks), `search.rs` (the longest path; the whole
 //! trace), `window.rs` (a path inside a window), `steps.rs` (per-step windows), `json.rs`
 //! (the result as the front ends present it), `registration.rs` (the registered analysis:
-//! options, tables, text) and `replay.rs` (the same graph simulated, with what-if changes).
+//! options, tables, text), `windowed.rs` (the per-step paths from parts of a trace never held
+//! whole) and `replay.rs` (the same graph simulated, with what-if changes).
 
 mod collective_edges;
 mod graph;
@@ -60,6 +61,7 @@ mod search;
 mod shapes;
 mod steps;
 mod window;
+pub mod windowed;
 
 pub use graph::BLOCKING_CALLS;
 pub use options::{

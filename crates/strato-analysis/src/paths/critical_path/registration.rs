@@ -18,8 +18,9 @@ use super::json::{
     collectives_json, report_json, steps_json, CollectivesJson, RankJson, ReportJson, StepsJson,
 };
 use super::shapes::{CriticalPathReport, PathKind};
+use super::steps::{for_each_step_graph, step_paths, PathDetail};
 use super::window::TOP_PATH_OPS;
-use super::{critical_path, critical_path_steps, step_numbers, CriticalPathOptions};
+use super::{critical_path, step_numbers, CriticalPathOptions};
 use crate::analyzed::Analyzed;
 use crate::distributed::collectives::split_multi_device_ranks;
 use crate::registry::{
@@ -100,7 +101,24 @@ fn collectives_of(job: &Trace, options: &CriticalPathOptions) -> Option<Collecti
 
 /// The step windows of `job` that `step` asks for.
 fn per_step(job: &Trace, step: &str) -> Result<CriticalPathResult, AnalysisError> {
-    let numbers = step_numbers(job);
+    let only = chosen_step(&step_numbers(job), step)?;
+    let options = CriticalPathOptions::matched(job);
+    // Each step as the result keeps it (its paths' segments dropped) once it is searched.
+    let mut steps = Vec::new();
+    for_each_step_graph(job, &options, only, false, |graph| {
+        let paths = step_paths(job, &graph, PathDetail::Full)?;
+        steps.extend(steps_json(vec![paths], None).steps);
+        Ok(())
+    })
+    .map_err(|e| AnalysisError(e.to_string()))?;
+    let mut result = steps_json(Vec::new(), collectives_of(job, &options));
+    result.steps = steps;
+    Ok(CriticalPathResult::Steps(result))
+}
+
+/// The step `step` (`--step`'s text) asks for among the trace's step `numbers`: `None` for
+/// `all`; an error when the trace has no step, or not that one.
+pub fn chosen_step(numbers: &[u64], step: &str) -> Result<Option<u64>, AnalysisError> {
     if numbers.is_empty() {
         return Err(AnalysisError(
             "no ProfilerStep#N annotation in the trace: no step window (run without --step for \
@@ -123,13 +141,7 @@ fn per_step(job: &Trace, step: &str) -> Result<CriticalPathResult, AnalysisError
             listed.join(", ")
         )));
     }
-    let options = CriticalPathOptions::matched(job);
-    let steps =
-        critical_path_steps(job, &options, only).map_err(|e| AnalysisError(e.to_string()))?;
-    Ok(CriticalPathResult::Steps(steps_json(
-        steps,
-        collectives_of(job, &options),
-    )))
+    Ok(only)
 }
 
 impl Analysis for CriticalPath {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use strato_trace::{Level, Ns, RankId, SpanId, Trace};
+use strato_trace::{Level, Ns, RankId, Span, SpanId, Trace};
 
 use super::collective_edges::{add_collectives, MemberIndex};
 use super::graph::{Graph, TraceIndex};
@@ -41,25 +41,33 @@ pub struct StepCriticalPath {
 pub fn rank_steps(trace: &Trace) -> Vec<BTreeMap<u64, (Ns, Ns)>> {
     let mut steps = vec![BTreeMap::new(); trace.ranks.len()];
     for span in &trace.spans {
-        let track = trace.track(span.track);
-        if track.is_device() {
-            continue;
-        }
-        let name = trace.str(span.name);
-        if !crate::scope::is_step_name(name) {
-            continue;
-        }
-        let Ok(number) = name["ProfilerStep#".len()..].parse::<u64>() else {
-            continue;
-        };
-        let slot = steps[track.rank.0 as usize]
-            .entry(number)
-            .or_insert((span.start, span.end));
-        if span.start < slot.0 {
-            *slot = (span.start, span.end);
-        }
+        note_step(&mut steps, trace, span);
     }
     steps
+}
+
+/// Adds `span` (of `trace`, whose tables name its track and name) to `steps` ([`rank_steps`])
+/// when it is a `ProfilerStep#N` annotation of a CPU track; `steps` grows to the span's rank.
+pub(super) fn note_step(steps: &mut Vec<BTreeMap<u64, (Ns, Ns)>>, trace: &Trace, span: &Span) {
+    let track = trace.track(span.track);
+    if track.is_device() {
+        return;
+    }
+    let name = trace.str(span.name);
+    if !crate::scope::is_step_name(name) {
+        return;
+    }
+    let Ok(number) = name["ProfilerStep#".len()..].parse::<u64>() else {
+        return;
+    };
+    let rank = track.rank.0 as usize;
+    if steps.len() <= rank {
+        steps.resize_with(rank + 1, BTreeMap::new);
+    }
+    let slot = steps[rank].entry(number).or_insert((span.start, span.end));
+    if span.start < slot.0 {
+        *slot = (span.start, span.end);
+    }
 }
 
 /// The step numbers of `trace` (any rank), in order.
@@ -175,7 +183,7 @@ pub(super) fn for_each_step_graph(
     options: &CriticalPathOptions,
     only: Option<u64>,
     replay: bool,
-    mut visit: impl FnMut(StepGraph) -> Result<(), CriticalPathError>,
+    visit: impl FnMut(StepGraph) -> Result<(), CriticalPathError>,
 ) -> Result<(), CriticalPathError> {
     let steps = rank_steps(trace);
     let numbers: Vec<u64> = step_numbers(trace)
@@ -183,8 +191,24 @@ pub(super) fn for_each_step_graph(
         .filter(|n| only.is_none_or(|o| o == *n))
         .collect();
     let index = TraceIndex::new(trace);
+    graphs_of_steps(trace, options, &steps, &numbers, &index, replay, visit)
+}
+
+/// [`for_each_step_graph`] for the steps `numbers` of a trace whose step annotations are
+/// `steps` ([`rank_steps`]) and whose event records `index` holds: `trace` may hold only the
+/// spans of these steps (a part of a longer trace, with its tables: see
+/// [`super::windowed`]); the graphs are those of the whole trace's steps.
+pub(super) fn graphs_of_steps(
+    trace: &Trace,
+    options: &CriticalPathOptions,
+    steps: &[BTreeMap<u64, (Ns, Ns)>],
+    numbers: &[u64],
+    index: &TraceIndex,
+    replay: bool,
+    mut visit: impl FnMut(StepGraph) -> Result<(), CriticalPathError>,
+) -> Result<(), CriticalPathError> {
     let members = MemberIndex::new(options);
-    let mut buckets = step_buckets(trace, &steps, &numbers);
+    let mut buckets = step_buckets(trace, steps, numbers);
     for (step, &number) in numbers.iter().enumerate() {
         // Windows on the reference clock, as the graph's times.
         let window_of = |rank: RankId| {
@@ -205,7 +229,7 @@ pub(super) fn for_each_step_graph(
         // Each step's spans are dropped once its graph holds them.
         let step_spans = std::mem::take(&mut buckets[step]);
         for &r in &ranks {
-            build_rank(trace, &index, r, &step_spans[r.0 as usize], &mut graph);
+            build_rank(trace, index, r, &step_spans[r.0 as usize], &mut graph);
         }
         drop(step_spans);
         // The window ends at the latest end of the rank's nodes.
@@ -232,6 +256,7 @@ pub(super) fn for_each_step_graph(
 }
 
 /// One rank's step windows, for finding every window that holds an instant.
+#[derive(Debug)]
 struct RankWindows {
     /// `(start, end, step index)`, by start.
     windows: Vec<(Ns, Ns, u32)>,
@@ -281,36 +306,17 @@ pub(super) fn step_buckets(
     numbers: &[u64],
 ) -> Vec<Vec<Vec<SpanId>>> {
     let ranks = trace.ranks.len();
-    let windows: Vec<RankWindows> = steps.iter().map(|m| RankWindows::new(m, numbers)).collect();
+    let rule = StepRule::new(steps, numbers);
     let mut buckets: Vec<Vec<Vec<SpanId>>> = vec![vec![Vec::new(); ranks]; numbers.len()];
-    // Each runtime call of a rank: the first step holding it (`u32::MAX`: none), further ones
-    // apart (only where step annotations overlap).
-    const NONE: u32 = u32::MAX;
-    let mut call_step: FxHashMap<(u32, u64), u32> = FxHashMap::default();
-    let mut call_more: FxHashMap<(u32, u64), Vec<u32>> = FxHashMap::default();
+    let mut calls = CallSteps::default();
     for (i, span) in trace.spans.iter().enumerate() {
         let track = trace.track(span.track);
         if track.is_device() {
             continue;
         }
         let rank = track.rank.0;
-        let call = match (span.level, span.correlation) {
-            (Level::AcceleratorApi, Some(c)) => Some((rank, c)),
-            _ => None,
-        };
-        if let Some(key) = call {
-            call_step.entry(key).or_insert(NONE);
-        }
-        windows[rank as usize].containing(span.start, |step| {
+        rule.cpu_span(&mut calls, rank, span, |step| {
             buckets[step as usize][rank as usize].push(SpanId(i as u32));
-            if let Some(key) = call {
-                let first = call_step.get_mut(&key).expect("inserted above");
-                if *first == NONE {
-                    *first = step;
-                } else if *first != step {
-                    call_more.entry(key).or_default().push(step);
-                }
-            }
         });
     }
     for (i, span) in trace.spans.iter().enumerate() {
@@ -319,28 +325,124 @@ pub(super) fn step_buckets(
             continue;
         }
         let rank = track.rank.0;
-        let id = SpanId(i as u32);
+        rule.device_span(&calls, rank, span, |step| {
+            buckets[step as usize][rank as usize].push(SpanId(i as u32));
+        });
+    }
+    buckets
+}
+
+/// Which steps a span belongs to (see [`step_buckets`]): the step windows of every rank, for
+/// steps `numbers` (a step is its index in `numbers`).
+#[derive(Debug)]
+pub(super) struct StepRule {
+    windows: Vec<RankWindows>,
+}
+
+/// The steps holding each runtime call of a rank (by `(rank, correlation)`), which its device
+/// ops belong to: [`StepRule::cpu_span`] fills it, [`StepRule::device_span`] reads it.
+#[derive(Debug, Default)]
+pub(super) struct CallSteps {
+    /// The first step holding the call (`NO_STEP`: none).
+    first: FxHashMap<(u32, u64), u32>,
+    /// Further ones (only where step annotations overlap).
+    more: FxHashMap<(u32, u64), Vec<u32>>,
+}
+
+/// A call in no step.
+const NO_STEP: u32 = u32::MAX;
+
+/// The correlation of `span` when it is a runtime call that can launch device ops.
+pub(super) fn call_of(span: &Span) -> Option<u64> {
+    match (span.level, span.correlation) {
+        (Level::AcceleratorApi, Some(c)) => Some(c),
+        _ => None,
+    }
+}
+
+impl StepRule {
+    pub(super) fn new(steps: &[BTreeMap<u64, (Ns, Ns)>], numbers: &[u64]) -> StepRule {
+        StepRule {
+            windows: steps.iter().map(|m| RankWindows::new(m, numbers)).collect(),
+        }
+    }
+
+    /// The steps of rank `rank`'s CPU span `span` (those whose annotation holds its start),
+    /// handed to `found`; a runtime call's steps are noted in `calls` for its device ops.
+    /// Calls must come in trace order.
+    pub(super) fn cpu_span(
+        &self,
+        calls: &mut CallSteps,
+        rank: u32,
+        span: &Span,
+        found: impl FnMut(u32),
+    ) {
+        self.cpu_event(calls, rank, span.start, call_of(span), found);
+    }
+
+    /// [`StepRule::cpu_span`] of a CPU span starting at `start`, a runtime call with
+    /// correlation `call` when it is one ([`call_of`]).
+    pub(super) fn cpu_event(
+        &self,
+        calls: &mut CallSteps,
+        rank: u32,
+        start: Ns,
+        call: Option<u64>,
+        mut found: impl FnMut(u32),
+    ) {
+        let call = call.map(|c| (rank, c));
+        if let Some(key) = call {
+            calls.first.entry(key).or_insert(NO_STEP);
+        }
+        self.cpu_steps(rank, start, |step| {
+            found(step);
+            if let Some(key) = call {
+                let first = calls.first.get_mut(&key).expect("inserted above");
+                if *first == NO_STEP {
+                    *first = step;
+                } else if *first != step {
+                    calls.more.entry(key).or_default().push(step);
+                }
+            }
+        });
+    }
+
+    /// The steps whose annotation on rank `rank` holds `start`, handed to `found`.
+    pub(super) fn cpu_steps(&self, rank: u32, start: Ns, found: impl FnMut(u32)) {
+        if let Some(windows) = self.windows.get(rank as usize) {
+            windows.containing(start, found);
+        }
+    }
+
+    /// The steps of rank `rank`'s device op `span`, handed to `found` once each: those of its
+    /// launching runtime call when the rank has that call (none when the call is in no step),
+    /// else those whose annotation holds its start. `calls` holds every CPU span's steps.
+    pub(super) fn device_span(
+        &self,
+        calls: &CallSteps,
+        rank: u32,
+        span: &Span,
+        mut found: impl FnMut(u32),
+    ) {
         let launched = span.correlation.and_then(|c| {
-            call_step
+            calls
+                .first
                 .get(&(rank, c))
-                .map(|&first| (first, call_more.get(&(rank, c))))
+                .map(|&first| (first, calls.more.get(&(rank, c))))
         });
         match launched {
             Some((first, more)) => {
                 let mut seen: Vec<u32> = Vec::new();
                 for step in std::iter::once(first).chain(more.into_iter().flatten().copied()) {
-                    if step != NONE && !seen.contains(&step) {
+                    if step != NO_STEP && !seen.contains(&step) {
                         seen.push(step);
-                        buckets[step as usize][rank as usize].push(id);
+                        found(step);
                     }
                 }
             }
-            None => windows[rank as usize].containing(span.start, |step| {
-                buckets[step as usize][rank as usize].push(id);
-            }),
+            None => self.cpu_steps(rank, span.start, found),
         }
     }
-    buckets
 }
 
 /// Per step when the trace has `ProfilerStep#N` annotations ([`critical_path_steps`]), else

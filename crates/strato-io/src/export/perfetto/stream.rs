@@ -18,13 +18,13 @@ use std::path::{Path, PathBuf};
 use strato_trace::{Level, Ns, StrId, Trace, TrackId, TrackKind};
 
 use super::{group_level, Args, Extras, InstantEvent, Slice, Writer};
+use crate::spill::{
+    decode_optional, encode_optional, level_of, read_array, u32_of, u64_of, Log, READ_BUFFER,
+};
 
 /// The bytes of slices (their encoded records, args text included, and their sort index) held
 /// before a sorted run is spilled.
 pub const RUN_BYTES: usize = 8 << 20;
-
-/// Read buffer of each spilled run during the merge.
-const READ_BUFFER: usize = 64 << 10;
 
 /// A streamed Perfetto export: [`PerfettoStream::batch`] for each batch of a streamed import,
 /// then [`PerfettoStream::finish`] with what the import returned.
@@ -209,32 +209,6 @@ impl PerfettoStream {
     }
 }
 
-/// Records appended to an anonymous file, read back in order.
-struct Log {
-    out: BufWriter<File>,
-}
-
-impl Log {
-    fn new(dir: &Path) -> io::Result<Self> {
-        Ok(Log {
-            out: BufWriter::new(tempfile::tempfile_in(dir)?),
-        })
-    }
-
-    fn write(&mut self, record: &[u8]) -> io::Result<()> {
-        self.out.write_all(record)
-    }
-
-    fn reader(self) -> io::Result<BufReader<File>> {
-        let mut file = self
-            .out
-            .into_inner()
-            .map_err(io::IntoInnerError::into_error)?;
-        file.rewind()?;
-        Ok(BufReader::with_capacity(READ_BUFFER, file))
-    }
-}
-
 /// The k-way merge of sorted runs: slices in [`Slice::key`] order.
 struct Merge {
     readers: Vec<BufReader<File>>,
@@ -282,10 +256,6 @@ impl Iterator for Merge {
     }
 }
 
-const HAS_CORRELATION: u8 = 1;
-const HAS_EXTERNAL_ID: u8 = 2;
-const HAS_ARGS: u8 = 4;
-
 fn encode_slice(s: &Slice<'_>, out: &mut Vec<u8>) {
     out.extend_from_slice(&s.track.0.to_le_bytes());
     out.push(s.group.code());
@@ -303,26 +273,6 @@ fn encode_slice(s: &Slice<'_>, out: &mut Vec<u8>) {
     );
 }
 
-fn encode_optional(
-    correlation: Option<u64>,
-    external_id: Option<u64>,
-    args: Option<&str>,
-    out: &mut Vec<u8>,
-) {
-    let flag = |present: bool, bit: u8| if present { bit } else { 0 };
-    let flags = flag(correlation.is_some(), HAS_CORRELATION)
-        | flag(external_id.is_some(), HAS_EXTERNAL_ID)
-        | flag(args.is_some(), HAS_ARGS);
-    out.push(flags);
-    for value in [correlation, external_id].into_iter().flatten() {
-        out.extend_from_slice(&value.to_le_bytes());
-    }
-    if let Some(text) = args {
-        out.extend_from_slice(&(text.len() as u64).to_le_bytes());
-        out.extend_from_slice(text.as_bytes());
-    }
-}
-
 fn encode_instant(i: &InstantEvent<'_>, args: Option<&str>) -> Vec<u8> {
     let mut out = Vec::with_capacity(32);
     out.extend_from_slice(&i.track.0.to_le_bytes());
@@ -332,68 +282,6 @@ fn encode_instant(i: &InstantEvent<'_>, args: Option<&str>) -> Vec<u8> {
     out.push(i.level.code());
     encode_optional(None, None, args, &mut out);
     out
-}
-
-/// Reads `N` bytes; `None` at a clean end of the input (before its first byte).
-fn read_array<const N: usize>(input: &mut impl Read, first: bool) -> io::Result<Option<[u8; N]>> {
-    let mut bytes = [0u8; N];
-    if first {
-        let mut read = 0;
-        while read < N {
-            match input.read(&mut bytes[read..])? {
-                0 if read == 0 => return Ok(None),
-                0 => return Err(io::ErrorKind::UnexpectedEof.into()),
-                n => read += n,
-            }
-        }
-    } else {
-        input.read_exact(&mut bytes)?;
-    }
-    Ok(Some(bytes))
-}
-
-fn u32_of(input: &mut impl Read) -> io::Result<u32> {
-    Ok(u32::from_le_bytes(
-        read_array(input, false)?.unwrap_or_default(),
-    ))
-}
-
-fn u64_of(input: &mut impl Read) -> io::Result<u64> {
-    Ok(u64::from_le_bytes(
-        read_array(input, false)?.unwrap_or_default(),
-    ))
-}
-
-fn level_of(input: &mut impl Read) -> io::Result<Level> {
-    let [code] = read_array::<1>(input, false)?.unwrap_or_default();
-    Level::from_code(code).ok_or_else(|| io::Error::other("spill: a level code out of range"))
-}
-
-/// Correlation, external id and args of a record.
-fn decode_optional(
-    input: &mut impl Read,
-) -> io::Result<(Option<u64>, Option<u64>, Option<Args<'static>>)> {
-    let [flags] = read_array::<1>(input, false)?.unwrap_or_default();
-    let correlation = (flags & HAS_CORRELATION != 0)
-        .then(|| u64_of(input))
-        .transpose()?;
-    let external_id = (flags & HAS_EXTERNAL_ID != 0)
-        .then(|| u64_of(input))
-        .transpose()?;
-    let args = if flags & HAS_ARGS != 0 {
-        let len = usize::try_from(u64_of(input)?).map_err(io::Error::other)?;
-        let mut text = Vec::new();
-        input.take(len as u64).read_to_end(&mut text)?;
-        if text.len() != len {
-            return Err(io::ErrorKind::UnexpectedEof.into());
-        }
-        Some(Args::Owned(
-            String::from_utf8(text).map_err(io::Error::other)?,
-        ))
-    } else {
-        None
-    };
-    Ok((correlation, external_id, args))
 }
 
 fn decode_slice(input: &mut impl Read) -> io::Result<Option<Slice<'static>>> {
@@ -408,6 +296,7 @@ fn decode_slice(input: &mut impl Read) -> io::Result<Option<Slice<'static>>> {
     let category = StrId(u32_of(input)?);
     let level = level_of(input)?;
     let (correlation, external_id, args) = decode_optional(input)?;
+    let args = args.map(Args::Owned);
     Ok(Some(Slice {
         track: TrackId(u32::from_le_bytes(track)),
         group,
@@ -432,6 +321,7 @@ fn decode_instant(input: &mut impl Read) -> io::Result<Option<InstantEvent<'stat
     let category = StrId(u32_of(input)?);
     let level = level_of(input)?;
     let (_, _, args) = decode_optional(input)?;
+    let args = args.map(Args::Owned);
     Ok(Some(InstantEvent {
         track: TrackId(u32::from_le_bytes(track)),
         ts,

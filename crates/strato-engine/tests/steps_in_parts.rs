@@ -1,0 +1,212 @@
+//! `critical-path --step` read in parts ([`Engine::critical_path_steps_in_parts`]: the input
+//! streamed once into a spill, then a few steps at a time) gives what the whole trace gives:
+//! on every Chrome/Kineto JSON file of `../shared/data`, as a file and as a profile
+//! directory, in parts of one step and of the default size; on real files
+//! whose events come in another order, with events left out, at random part sizes; and it
+//! leaves jobs of several ranks to the whole trace.
+
+#![allow(clippy::unwrap_used)]
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use strato_analysis::paths::critical_path::{CriticalPath, CriticalPathSettings};
+use strato_engine::registry::{find, Outcome};
+use strato_engine::steps::PART_SPANS;
+use strato_engine::{Engine, OpenOptions, Quiet};
+
+fn data(rel: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data")
+        .join(rel)
+}
+
+fn engine() -> Engine {
+    Engine::new(OpenOptions::default(), Arc::new(Quiet))
+}
+
+/// Every Chrome/Kineto JSON file under `dir`, sorted.
+fn json_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            json_files(&path, out);
+        } else {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if name.ends_with(".json") || name.ends_with(".json.gz") {
+                out.push(path);
+            }
+        }
+    }
+}
+
+/// The whole trace's `critical-path --step STEP` JSON (or its error, after the input's name
+/// as the registry gives it) of `inputs`.
+fn whole(engine: &Engine, inputs: &[PathBuf], step: &str) -> Result<String, String> {
+    let analysis = find("critical-path").unwrap();
+    let import = analysis.import_options(engine).unwrap();
+    let trace = engine.load(inputs, &import).map_err(|e| e.to_string())?;
+    analysis
+        .run_trace(&trace, &[("step".into(), step.into())])
+        .map(|o| o.json())
+        .map_err(|e| format!("{}: {e}", inputs[0].display()))
+}
+
+/// The same read in parts of about `part` spans: `None` when left to the whole trace.
+fn in_parts(
+    engine: &Engine,
+    inputs: &[PathBuf],
+    step: &str,
+    part: u64,
+) -> Option<Result<String, String>> {
+    let analysis = find("critical-path").unwrap();
+    let import = analysis.import_options(engine).unwrap();
+    let settings = CriticalPathSettings {
+        step: step.into(),
+        ..CriticalPathSettings::default()
+    };
+    match engine.critical_path_steps_in_parts(inputs, &import, step, part) {
+        Ok(Some(result)) => Some(Ok(Outcome::of::<CriticalPath>(result, settings).json())),
+        Ok(None) => None,
+        Err(e) => Some(Err(e.to_string())),
+    }
+}
+
+/// The step numbers a `--step all` JSON lists.
+fn numbers(json: &str) -> Vec<u64> {
+    let value: serde_json::Value = serde_json::from_str(json).unwrap();
+    value["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["number"].as_u64().unwrap())
+        .collect()
+}
+
+#[test]
+fn every_shared_file_in_parts_equals_the_whole_trace() {
+    let engine = engine();
+    let mut files = Vec::new();
+    for dir in ["kineto", "rocprof", "tf"] {
+        if data(dir).is_dir() {
+            json_files(&data(dir), &mut files);
+        }
+    }
+    assert!(files.len() >= 30, "{files:?}");
+    let (mut compared, mut with_steps) = (0, 0);
+    let store = tempfile::tempdir().unwrap();
+    for file in &files {
+        let inputs = vec![file.clone()];
+        let expected = whole(&engine, &inputs, "all");
+        for part in [1, PART_SPANS] {
+            let Some(got) = in_parts(&engine, &inputs, "all", part) else {
+                continue;
+            };
+            assert_eq!(got, expected, "{} in parts of {part}", file.display());
+            compared += 1;
+        }
+        let Ok(json) = &expected else { continue };
+        // Each step alone, and the file's profile directory.
+        let all = numbers(json);
+        with_steps += 1;
+        for n in all.iter().take(1) {
+            let step = n.to_string();
+            if let Some(got) = in_parts(&engine, &inputs, &step, 1) {
+                assert_eq!(got, whole(&engine, &inputs, &step), "{}", file.display());
+            }
+        }
+        let dir = store.path().join(format!("p{with_steps}"));
+        let trace = engine
+            .load(&inputs, &engine.import_options(true).unwrap())
+            .unwrap();
+        if trace.ranks.len() == 1 {
+            strato_store::write(&trace, &dir).unwrap();
+            let stored = vec![dir.clone()];
+            let got = in_parts(&engine, &stored, "all", 1).expect("a profile of one rank");
+            assert_eq!(got, whole(&engine, &stored, "all"), "{}", file.display());
+        }
+    }
+    assert!(compared >= 40, "compared {compared}");
+    assert!(with_steps >= 15, "files with steps: {with_steps}");
+}
+
+#[test]
+fn errors_are_the_whole_traces() {
+    let engine = engine();
+    let file = vec![data("kineto/kineto2021_resnet50_worker0.pt.trace.json.gz")];
+    let got = in_parts(&engine, &file, "999", 100).unwrap().unwrap_err();
+    assert!(got.contains("no ProfilerStep#999 in the trace"), "{got}");
+    // No step at all.
+    let file = vec![data("kineto/hta_alexnet_trace.json.gz")];
+    if let Some(got) = in_parts(&engine, &file, "all", 100) {
+        assert_eq!(got, whole(&engine, &file, "all").map(|_| String::new()));
+    }
+}
+
+#[test]
+fn jobs_of_several_ranks_are_left_to_the_whole_trace() {
+    let engine = engine();
+    for job in ["kineto/param_dlrm8", "kineto/hta_trace_filter"] {
+        assert!(
+            in_parts(&engine, &[data(job)], "all", 100).is_none(),
+            "{job}"
+        );
+    }
+    let registered = find("critical-path").unwrap();
+    let values = [("step".to_owned(), "all".to_owned())];
+    let inputs = vec![data("kineto/param_dlrm8")];
+    let run = registered.run(&engine, &inputs, &values).unwrap().json();
+    assert_eq!(Ok(run), whole(&engine, &inputs, "all"));
+}
+
+/// The `traceEvents` of a shared file, and the document around them.
+fn document(rel: &str) -> serde_json::Value {
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(data(rel)).unwrap())
+        .read_to_string(&mut text)
+        .unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 8, ..ProptestConfig::default() })]
+
+    /// Events in another order, some left out, parts of any size: the same paths as the whole
+    /// trace of the same file.
+    #[test]
+    fn reordered_and_thinned_files_in_parts_equal_the_whole_trace(
+        which in 0usize..3,
+        seed in any::<u64>(),
+        keep_per_mille in 800u32..=1000,
+        part in 1u64..5_000,
+    ) {
+        let rel = [
+            "kineto/kineto2021_resnet50_worker0.pt.trace.json.gz",
+            "kineto/hta_df_index_resolver.json.gz",
+            "kineto/tracelens/mi300_resnet_act_checkpoint.json.gz",
+        ][which];
+        let mut doc = document(rel);
+        let events = doc["traceEvents"].as_array_mut().unwrap();
+        let mut rng = fastrand::Rng::with_seed(seed);
+        rng.shuffle(events);
+        events.retain(|e| {
+            // Step annotations stay, so that the file keeps steps.
+            let step = e["name"].as_str().is_some_and(|n| n.starts_with("ProfilerStep#"));
+            step || rng.u32(0..1000) < keep_per_mille
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trace.json");
+        std::fs::write(&path, serde_json::to_vec(&doc).unwrap()).unwrap();
+        let inputs = vec![path];
+        let engine = engine();
+        let expected = whole(&engine, &inputs, "all");
+        let got = in_parts(&engine, &inputs, "all", part).expect("one rank");
+        prop_assert_eq!(got, expected);
+    }
+}
