@@ -28,6 +28,28 @@ fn move_call(call: &CollectiveCall, delta: i64) -> CollectiveCall {
     }
 }
 
+/// The collective calls of a rank file's ranks (`summaries`, with the file's ids) with the
+/// whole job's: ranks after the `first_rank` of the files before it (numbered `job_ranks`, or
+/// by position when the source does not say), span ids after their `first_span`.
+pub(crate) fn moved_summaries<'a>(
+    summaries: &'a [RankCollectives],
+    job_ranks: &'a [Option<i64>],
+    first_rank: u32,
+    first_span: u32,
+) -> impl Iterator<Item = RankCollectives> + 'a {
+    summaries.iter().map(move |summary| {
+        let local = summary.rank.0;
+        RankCollectives {
+            rank: RankId(first_rank + local),
+            job_rank: job_ranks[local as usize].unwrap_or(i64::from(first_rank + local)),
+            world_size: summary.world_size,
+            calls: (summary.calls.iter())
+                .map(|c| move_call(c, i64::from(first_span)))
+                .collect(),
+        }
+    })
+}
+
 impl Engine {
     /// The collectives of the rank files of `inputs`, read rank by rank (see the module docs).
     /// `None` for inputs that need the whole-trace path ([`Engine::map_ranks`]), and for a
@@ -60,20 +82,12 @@ impl Engine {
             for _ in 0..part.job_ranks.len() {
                 rank_file.push((file, first_rank, first_span));
             }
-            for summary in summaries {
-                let local = summary.rank.0;
-                ranks.push(RankCollectives {
-                    rank: RankId(first_rank + local),
-                    job_rank: part.job_ranks[local as usize]
-                        .unwrap_or(i64::from(first_rank + local)),
-                    world_size: summary.world_size,
-                    calls: summary
-                        .calls
-                        .iter()
-                        .map(|c| move_call(c, i64::from(first_span)))
-                        .collect(),
-                });
-            }
+            ranks.extend(moved_summaries(
+                summaries,
+                &part.job_ranks,
+                first_rank,
+                first_span,
+            ));
             links.extend(devices.iter().map(|d| DeviceLink {
                 rank: RankId(first_rank + d.rank.0),
                 ..d.clone()

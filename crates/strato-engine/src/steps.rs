@@ -5,22 +5,29 @@
 //! them: a step is never split), and the parts' paths put together. The result is the whole
 //! trace's, and memory holds the survey and one part instead of the trace.
 //!
-//! Handled: one Chrome/Kineto JSON file or one profile directory, of a job of one rank (one
-//! rank, not split by device). Anything else (several ranks, whose collectives must be
-//! matched across every rank first; a partitioned store; `--graph-capture`; standard input)
-//! is left to the whole trace: a multi-rank JSON file is given up on as soon as its second
-//! rank shows, before anything is told.
+//! Handled: one Chrome/Kineto JSON file or one profile directory of a job of one rank, and
+//! several rank files (a directory of ranks: each file imported on its own, surveyed, spilled
+//! and reduced to its collective calls, [`Engine::map_ranks`]; the collectives then matched
+//! across the job as the whole trace matches them, and each part given the members it holds).
+//! Left to the whole trace: jobs whose ranks split by device, one file or profile of several
+//! ranks (a JSON file is given up on as soon as its second rank shows, before anything is
+//! told), a partitioned store, `--graph-capture`, standard input.
 
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use strato_analysis::distributed::collectives::{
+    match_collectives, measure, rank_summaries, RankCollectives,
+};
 use strato_analysis::paths::critical_path::windowed::{steps_result, StepPlan, StepSurvey};
 use strato_analysis::paths::critical_path::{
-    CriticalPath, CriticalPathResult, CriticalPathSettings,
+    CollectiveInstance, CollectiveMember, CriticalPath, CriticalPathOptions, CriticalPathResult,
+    CriticalPathSettings,
 };
-use strato_io::spill::{SpanLog, SpilledSpans};
+use strato_io::spill::{SpanLog, SpilledSpan, SpilledSpans};
 use strato_io::ImportOptions;
-use strato_trace::Trace;
+use strato_trace::{SpanId, StrId, Trace, TrackId};
 
 use crate::opening::Opening;
 use crate::{Engine, EngineError, Result};
@@ -113,8 +120,17 @@ impl Engine {
         step: &str,
         part_spans: u64,
     ) -> Result<Option<CriticalPathResult>> {
+        if self.attributes_graph_capture() {
+            return Ok(None);
+        }
+        if self
+            .rank_files(inputs)
+            .is_some_and(|files| files.len() >= 2)
+        {
+            return self.steps_by_rank_file(inputs, import, step, part_spans);
+        }
         let [input] = inputs else { return Ok(None) };
-        if self.attributes_graph_capture() || !one_rank_input(input) {
+        if !one_rank_input(input) {
             return Ok(None);
         }
         // Spans only: the paths read no instant, counter or flow.
@@ -162,26 +178,213 @@ impl Engine {
         let Gathered {
             dir, log, survey, ..
         } = gathered;
-        let failed = |source| EngineError::Spill {
+        let spilled = log.finish().map_err(|source| EngineError::Spill {
             dir: dir.clone(),
             source,
+        })?;
+        let job = Job {
+            tables,
+            survey,
+            options: CriticalPathOptions::default(),
+            files: vec![JobFile {
+                spilled,
+                track_base: 0,
+                strings: None,
+            }],
         };
-        let spilled = log.finish().map_err(failed)?;
-        let plan = survey
-            .plan(&tables, step)
-            .map_err(|e| EngineError::Analysis(format!("{}: {e}", input.display())))?;
-        let parts = parts_of(&plan, &tables, &spilled, part_spans).map_err(failed)?;
-        let files = distribute(&plan, &tables, spilled, &parts, &dir).map_err(failed)?;
+        job.paths(input, step, part_spans, &dir).map(Some)
+    }
+
+    /// [`Engine::critical_path_steps_in_parts`] over several rank files: each imported on its
+    /// own ([`Engine::map_ranks`]), surveyed, spilled and reduced to its collective calls and
+    /// tables; the collectives matched across the job as [`CriticalPathOptions::matched`]
+    /// matches them.
+    fn steps_by_rank_file(
+        &self,
+        inputs: &[PathBuf],
+        import: &ImportOptions,
+        step: &str,
+        part_spans: u64,
+    ) -> Result<Option<CriticalPathResult>> {
+        let dir = std::env::temp_dir();
+        let Some(streamed) = self.map_ranks(inputs, import, |trace| surveyed(trace, &dir))? else {
+            return Ok(None);
+        };
+        let offsets = streamed.offsets();
+        let mut tables = Trace::default();
+        let mut survey = StepSurvey::default();
+        let mut summaries = Vec::new();
+        let mut files = Vec::new();
+        for (part, (first_rank, first_span)) in streamed.parts.into_iter().zip(offsets) {
+            let file = part.value.map_err(|source| EngineError::Spill {
+                dir: dir.clone(),
+                source,
+            })?;
+            summaries.extend(crate::collectives::moved_summaries(
+                &file.summaries,
+                &part.job_ranks,
+                first_rank,
+                first_span,
+            ));
+            let strings: Vec<StrId> = (file.tables.strings.iter())
+                .map(|(_, text)| tables.strings.intern(text))
+                .collect();
+            let track_base = tables.tracks.len() as u32;
+            survey.append(file.survey, first_rank);
+            tables.append(file.tables);
+            files.push(JobFile {
+                spilled: file.spilled,
+                track_base,
+                strings: Some(strings),
+            });
+        }
+        strato_io::ranks::note_rank_claims(&mut tables);
+        if survey.splits_ranks() {
+            return Ok(None);
+        }
+        let mut instances = match_collectives(&summaries);
+        let clock = measure(&summaries, &mut instances);
+        let options = CriticalPathOptions::from_matched(&tables, &instances, &clock);
+        let job = Job {
+            tables,
+            survey,
+            options,
+            files,
+        };
+        job.paths(&inputs[0], step, part_spans, &dir).map(Some)
+    }
+}
+
+/// What a rank file gives the parts: its spans spilled, its survey, its collective calls and
+/// its tables (every id the file's own).
+struct Surveyed {
+    spilled: SpilledSpans,
+    survey: StepSurvey,
+    summaries: Vec<RankCollectives>,
+    tables: Trace,
+}
+
+fn surveyed(trace: &Trace, dir: &Path) -> std::io::Result<Surveyed> {
+    let mut log = SpanLog::new(dir)?;
+    let mut survey = StepSurvey::default();
+    for span in &trace.spans {
+        survey.add_span(trace, span);
+        log.push(span, trace.args_text(span.args).as_deref())?;
+    }
+    Ok(Surveyed {
+        spilled: log.finish()?,
+        survey,
+        summaries: rank_summaries(trace),
+        tables: crate::tables_of(trace),
+    })
+}
+
+/// One file's spans in the job: spilled with the file's ids, and how they move into the job's.
+struct JobFile {
+    spilled: SpilledSpans,
+    /// Tracks of the files before it.
+    track_base: u32,
+    /// The file's string ids -> the job's (`None`: the same).
+    strings: Option<Vec<StrId>>,
+}
+
+/// A job ready to be read in parts: its tables, survey and cross-rank inputs (with the job's
+/// span ids), and its files' spans in trace order.
+struct Job {
+    tables: Trace,
+    survey: StepSurvey,
+    options: CriticalPathOptions,
+    files: Vec<JobFile>,
+}
+
+impl Job {
+    /// The paths of the steps `step` asks for, in parts of about `part_spans` spans; errors
+    /// name `input`.
+    fn paths(
+        self,
+        input: &Path,
+        step: &str,
+        part_spans: u64,
+        dir: &Path,
+    ) -> Result<CriticalPathResult> {
+        let failed = |source| EngineError::Spill {
+            dir: dir.to_owned(),
+            source,
+        };
+        let analysis =
+            |e: &dyn std::fmt::Display| EngineError::Analysis(format!("{}: {e}", input.display()));
+        let Job {
+            tables,
+            survey,
+            options,
+            files,
+        } = self;
+        let plan = survey.plan(&tables, step).map_err(|e| analysis(&e))?;
+        let parts = parts_of(&plan, &tables, &files, part_spans).map_err(failed)?;
+        let members: HashSet<u32> = (options.collectives.iter().flatten())
+            .flat_map(|i| i.members.iter().map(|m| m.span.0))
+            .collect();
+        let spilled = distribute(&plan, &tables, files, &parts, dir, &members).map_err(failed)?;
         let mut steps = Vec::with_capacity(plan.numbers().len());
-        for (range, file) in parts.into_iter().zip(files) {
+        for (range, (file, held)) in parts.into_iter().zip(spilled) {
             let part = part_of(&tables, &file).map_err(failed)?;
             drop(file);
             let paths = plan
-                .paths(&part, range)
-                .map_err(|e| EngineError::Analysis(format!("{}: {e}", input.display())))?;
+                .paths(&part, range, &part_options(&options, &held))
+                .map_err(|e| analysis(&e))?;
             steps.extend(paths);
         }
-        Ok(Some(steps_result(&tables, steps)))
+        Ok(steps_result(&tables, &options, steps))
+    }
+}
+
+/// Every span of the job's files, in trace order, with the job's ids.
+fn job_spans(files: &[JobFile]) -> impl Iterator<Item = std::io::Result<SpilledSpan>> + '_ {
+    files.iter().flat_map(|file| {
+        let reader = file.spilled.read();
+        let (spans, error) = match reader {
+            Ok(spans) => (Some(spans), None),
+            Err(e) => (None, Some(Err(e))),
+        };
+        error
+            .into_iter()
+            .chain(spans.into_iter().flatten().map(move |read| {
+                let mut read = read?;
+                read.span.track = TrackId(read.span.track.0 + file.track_base);
+                if let Some(map) = &file.strings {
+                    let id = |s: StrId| map.get(s.0 as usize).copied().unwrap_or(s);
+                    read.span.name = id(read.span.name);
+                    read.span.category = id(read.span.category);
+                }
+                Ok(read)
+            }))
+    })
+}
+
+/// The cross-rank inputs of a part: the job's, each collective instance keeping the members
+/// the part holds (`held`: job span id -> the part's), with the part's span ids.
+fn part_options(options: &CriticalPathOptions, held: &[(u32, u32)]) -> CriticalPathOptions {
+    let Some(instances) = &options.collectives else {
+        return options.clone();
+    };
+    let local: HashMap<u32, u32> = held.iter().copied().collect();
+    CriticalPathOptions {
+        collectives: Some(
+            instances
+                .iter()
+                .map(|instance| CollectiveInstance {
+                    members: (instance.members.iter())
+                        .filter_map(|m| {
+                            local.get(&m.span.0).map(|&id| CollectiveMember {
+                                rank: m.rank,
+                                span: SpanId(id),
+                            })
+                        })
+                        .collect(),
+                })
+                .collect(),
+        ),
+        clock_shift: options.clock_shift.clone(),
     }
 }
 
@@ -201,12 +404,12 @@ fn one_rank_input(input: &Path) -> bool {
 fn parts_of(
     plan: &StepPlan,
     tables: &Trace,
-    spilled: &SpilledSpans,
+    files: &[JobFile],
     part_spans: u64,
 ) -> std::io::Result<Vec<Range<usize>>> {
     let mut per_step = vec![0u64; plan.numbers().len()];
-    for spilled in spilled.read()? {
-        plan.steps_of(tables, &spilled?.span, |step| per_step[step] += 1);
+    for read in job_spans(files) {
+        plan.steps_of(tables, &read?.span, |step| per_step[step] += 1);
     }
     // At most about MAX_PARTS parts (each is a file open at once while they are written).
     let total: u64 = per_step.iter().sum();
@@ -226,22 +429,29 @@ fn parts_of(
     Ok(parts)
 }
 
+/// The collective members a part holds: the job's span id -> the part's.
+type HeldMembers = Vec<(u32, u32)>;
+
 /// The spans of each part (the steps `parts`), in trace order, each in a file of its own: one
-/// reading of `spilled` (dropped then), a span in several parts written to each.
+/// reading of the job's files (dropped then), a span in several parts written to each. With
+/// each part's file, the collective members it holds (`members`: job span ids): job id ->
+/// the part's.
 fn distribute(
     plan: &StepPlan,
     tables: &Trace,
-    spilled: SpilledSpans,
+    files: Vec<JobFile>,
     parts: &[Range<usize>],
     dir: &Path,
-) -> std::io::Result<Vec<SpilledSpans>> {
+    members: &HashSet<u32>,
+) -> std::io::Result<Vec<(SpilledSpans, HeldMembers)>> {
     let mut logs = parts
         .iter()
         .map(|_| SpanLog::new(dir))
         .collect::<std::io::Result<Vec<_>>>()?;
+    let mut held: Vec<HeldMembers> = vec![Vec::new(); parts.len()];
     let firsts: Vec<usize> = parts.iter().map(|r| r.start).collect();
     let mut to: Vec<usize> = Vec::new();
-    for read in spilled.read()? {
+    for (id, read) in job_spans(&files).enumerate() {
         let read = read?;
         to.clear();
         plan.steps_of(tables, &read.span, |step| {
@@ -250,12 +460,20 @@ fn distribute(
                 to.push(part);
             }
         });
+        let id = id as u32;
         for &part in &to {
+            if members.contains(&id) {
+                held[part].push((id, logs[part].len() as u32));
+            }
             logs[part].push(&read.span, read.args.as_deref())?;
         }
     }
-    drop(spilled);
-    logs.into_iter().map(SpanLog::finish).collect()
+    drop(files);
+    logs.into_iter()
+        .map(SpanLog::finish)
+        .zip(held)
+        .map(|(file, held)| Ok((file?, held)))
+        .collect()
 }
 
 /// The part of the trace a part's file holds: the trace's tables and the file's spans, with

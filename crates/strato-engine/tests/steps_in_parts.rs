@@ -2,8 +2,9 @@
 //! streamed once into a spill, then a few steps at a time) gives what the whole trace gives:
 //! on every Chrome/Kineto JSON file of `../shared/data`, as a file and as a profile
 //! directory, in parts of one step and of the default size; on real files
-//! whose events come in another order, with events left out, at random part sizes; and it
-//! leaves jobs of several ranks to the whole trace.
+//! whose events come in another order, with events left out, at random part sizes; on
+//! directories of ranks, collectives across ranks included; and it leaves a profile of
+//! several ranks to the whole trace.
 
 #![allow(clippy::unwrap_used)]
 
@@ -150,19 +151,51 @@ fn errors_are_the_whole_traces() {
 }
 
 #[test]
-fn jobs_of_several_ranks_are_left_to_the_whole_trace() {
+fn directories_of_ranks_in_parts_equal_the_whole_job() {
     let engine = engine();
-    for job in ["kineto/param_dlrm8", "kineto/hta_trace_filter"] {
+    for (job, with_collectives) in [
+        ("kineto/param_dlrm8", true),
+        ("kineto/hta_trace_filter", false),
+    ] {
+        let inputs = vec![data(job)];
+        let expected = whole(&engine, &inputs, "all");
+        let json = expected.as_ref().unwrap();
+        let value: serde_json::Value = serde_json::from_str(json).unwrap();
+        let instances = value["collectives"]["instances"].as_u64().unwrap_or(0);
         assert!(
-            in_parts(&engine, &[data(job)], "all", 100).is_none(),
-            "{job}"
+            instances > 0 || !with_collectives,
+            "{job}: {}",
+            value["collectives"]
         );
+        for part in [1, 300, PART_SPANS] {
+            let got = in_parts(&engine, &inputs, "all", part).expect("rank files");
+            assert_eq!(got, expected, "{job} in parts of {part}");
+        }
+        let n = numbers(json)[0].to_string();
+        let got = in_parts(&engine, &inputs, &n, 1).expect("rank files");
+        assert_eq!(got, whole(&engine, &inputs, &n), "{job} step {n}");
     }
+    // The registry runs it so.
     let registered = find("critical-path").unwrap();
     let values = [("step".to_owned(), "all".to_owned())];
     let inputs = vec![data("kineto/param_dlrm8")];
     let run = registered.run(&engine, &inputs, &values).unwrap().json();
     assert_eq!(Ok(run), whole(&engine, &inputs, "all"));
+}
+
+#[test]
+fn a_profile_of_several_ranks_is_left_to_the_whole_trace() {
+    let engine = engine();
+    let trace = engine
+        .load(
+            &[data("kineto/param_dlrm8")],
+            &engine.import_options(true).unwrap(),
+        )
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("job");
+    strato_store::write(&trace, &profile).unwrap();
+    assert!(in_parts(&engine, &[profile], "all", 100).is_none());
 }
 
 /// The `traceEvents` of a shared file, and the document around them.

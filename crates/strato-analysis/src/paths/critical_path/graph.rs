@@ -291,6 +291,14 @@ impl TraceIndex {
         }
     }
 
+    /// Adds the index of the next file of a job, whose ranks come after the `first_rank`
+    /// ranks of the files before it.
+    pub(super) fn append(&mut self, other: TraceIndex, first_rank: usize) {
+        self.event_records
+            .resize_with(first_rank, FxHashMap::default);
+        self.event_records.extend(other.event_records);
+    }
+
     /// Holds one (possibly empty) map per rank of a trace of `ranks` ranks.
     pub(super) fn cover(&mut self, ranks: usize) {
         if self.event_records.len() < ranks {

@@ -15,8 +15,10 @@
 //!    ([`StepPlan::paths`]), equal to what the whole trace gives for them.
 //!
 //! Memory is the survey (a step annotation per step and rank, 24 bytes per runtime call, the
-//! event records) and one part. Jobs of one rank only ([`StepSurvey::one_rank_job`]): across
-//! ranks the collectives must be matched over every rank's collectives first.
+//! event records) and one part. A job of several ranks is surveyed file by file
+//! ([`StepSurvey::append`]); its collectives are matched over every rank's collectives first
+//! (as [`CriticalPathOptions::matched`] matches them) and each part given the members it
+//! holds. Jobs whose ranks split by device ([`StepSurvey::splits_ranks`]) are not handled.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -77,9 +79,33 @@ impl StepSurvey {
     }
 
     /// Whether the trace whose tables are `tables` is a job of one rank as the critical path
-    /// reads it (one rank, not split by device): what [`StepSurvey::plan`] handles.
+    /// reads it (one rank, not split by device).
     pub fn one_rank_job(&self, tables: &Trace) -> bool {
-        tables.ranks.len() == 1 && self.collective_devices.iter().all(|d| d.len() < 2)
+        tables.ranks.len() == 1 && !self.splits_ranks()
+    }
+
+    /// Whether a rank runs collective kernels on two devices or more: the job the critical
+    /// path reads then has one rank per device ([`super::registration::job_of`]), which parts
+    /// do not handle.
+    pub fn splits_ranks(&self) -> bool {
+        self.collective_devices.iter().any(|d| d.len() >= 2)
+    }
+
+    /// Adds the survey of the next file of a job, whose ranks come after the `first_rank`
+    /// ranks of the files before it (its spans come after theirs in trace order).
+    pub fn append(&mut self, other: StepSurvey, first_rank: u32) {
+        let at = first_rank as usize;
+        self.steps.resize_with(at, BTreeMap::new);
+        self.steps.extend(other.steps);
+        self.calls.extend(
+            other
+                .calls
+                .into_iter()
+                .map(|(rank, call, start)| (rank + first_rank, call, start)),
+        );
+        self.index.append(other.index, at);
+        self.collective_devices.resize_with(at, Vec::new);
+        self.collective_devices.extend(other.collective_devices);
     }
 
     /// The plan for `--step` `step` (`all` or a number) over the trace whose tables are
@@ -146,15 +172,19 @@ impl StepPlan {
     /// trace's tables with, in trace order, every span that belongs to one of them (and any
     /// others). Each step as the result gives it ([`steps_result`]): its paths' events kept,
     /// their segments not.
+    ///
+    /// `options` are the job's cross-rank inputs with the part's span ids (a collective's
+    /// members in other parts left out).
     pub fn paths(
         &self,
         part: &Trace,
         range: Range<usize>,
+        options: &CriticalPathOptions,
     ) -> Result<Vec<StepJson>, CriticalPathError> {
         let mut out = Vec::new();
         graphs_of_steps(
             part,
-            &CriticalPathOptions::default(),
+            options,
             &self.steps,
             &self.numbers[range],
             &self.index,
@@ -170,10 +200,16 @@ impl StepPlan {
 }
 
 /// The result of `critical-path --step` from every step asked for, in step order
-/// ([`StepPlan::paths`] of consecutive parts), for the job of one rank whose tables are
-/// `tables`: what [`super::CriticalPath`] gives on the whole trace.
-pub fn steps_result(tables: &Trace, steps: Vec<StepJson>) -> CriticalPathResult {
-    let mut result = steps_json(Vec::new(), collectives_json(tables.ranks.len(), 0));
+/// ([`StepPlan::paths`] of consecutive parts), for the job whose tables are `tables` and whose
+/// cross-rank inputs are `options` (with the whole job's span ids): what
+/// [`super::CriticalPath`] gives on the whole trace.
+pub fn steps_result(
+    tables: &Trace,
+    options: &CriticalPathOptions,
+    steps: Vec<StepJson>,
+) -> CriticalPathResult {
+    let instances = options.collectives.as_ref().map_or(0, Vec::len);
+    let mut result = steps_json(Vec::new(), collectives_json(tables.ranks.len(), instances));
     result.steps = steps;
     CriticalPathResult::Steps(result)
 }
