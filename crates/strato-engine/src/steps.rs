@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use strato_analysis::distributed::collectives::{
     match_collectives, measure, rank_summaries, RankCollectives,
 };
+use strato_analysis::paths::critical_path::json::Names;
 use strato_analysis::paths::critical_path::windowed::{steps_result, StepPlan, StepSurvey};
 use strato_analysis::paths::critical_path::{
     CollectiveInstance, CollectiveMember, CriticalPath, CriticalPathOptions, CriticalPathResult,
@@ -326,11 +327,12 @@ impl Job {
             .collect();
         let spilled = distribute(&plan, &tables, files, &parts, dir, &members).map_err(failed)?;
         let mut steps = Vec::with_capacity(plan.numbers().len());
+        let mut names = Names::default();
         for (range, (file, held)) in parts.into_iter().zip(spilled) {
             let part = part_of(&tables, &file).map_err(failed)?;
             drop(file);
             let paths = plan
-                .paths(&part, range, &part_options(&options, &held))
+                .paths(&part, range, &part_options(&options, &held), &mut names)
                 .map_err(|e| analysis(&e))?;
             steps.extend(paths);
         }

@@ -2,7 +2,10 @@
 //! `strato critical-path --json` (whole trace, and `--step`), Python's tables and the SQL views
 //! are this one serde shape ([`super::registration`]).
 
-use serde::Serialize;
+use std::sync::Arc;
+
+use rustc_hash::FxHashSet;
+use serde::{Serialize, Serializer};
 use strato_trace::Ns;
 
 use super::shapes::{CriticalPathReport, PathKind, RankCriticalPath};
@@ -48,7 +51,8 @@ pub struct WindowJson {
 
 #[derive(Debug, Serialize)]
 pub struct TopOpJson {
-    pub name: String,
+    #[serde(serialize_with = "shared_str")]
+    pub name: Arc<str>,
     pub kind: &'static str,
     pub rank: i64,
     pub ns: Ns,
@@ -87,11 +91,33 @@ pub struct RankJson {
 
 #[derive(Debug, Serialize)]
 pub struct EventJson {
-    pub name: String,
+    #[serde(serialize_with = "shared_str")]
+    pub name: Arc<str>,
     pub start_ns: Ns,
     pub end_ns: Ns,
     pub kind: &'static str,
     pub rank: i64,
+}
+
+/// The names of a result's events and operations, each held once however many steps and
+/// ranks name it (a per-step result of a long job names the same kernels thousands of times).
+#[derive(Debug, Default)]
+pub struct Names(FxHashSet<Arc<str>>);
+
+impl Names {
+    /// `name`, shared with every earlier equal one.
+    pub fn get(&mut self, name: &str) -> Arc<str> {
+        if let Some(shared) = self.0.get(name) {
+            return Arc::clone(shared);
+        }
+        let shared: Arc<str> = Arc::from(name);
+        self.0.insert(Arc::clone(&shared));
+        shared
+    }
+}
+
+fn shared_str<S: Serializer>(name: &Arc<str>, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(name)
 }
 
 /// How collectives were matched across ranks, for a job of `ranks` ranks with `instances`
@@ -110,12 +136,17 @@ pub fn report_json(report: CriticalPathReport, collectives: Option<CollectivesJs
         window: "whole trace",
         collectives,
         graph: report.graph,
-        ranks: report.ranks.into_iter().map(rank_json).collect(),
+        ranks: {
+            let mut names = Names::default();
+            (report.ranks.into_iter())
+                .map(|r| rank_json(r, &mut names))
+                .collect()
+        },
     }
 }
 
-/// One rank's path (consumed: see [`report_json`]).
-pub fn rank_json(r: RankCriticalPath) -> RankJson {
+/// One rank's path (consumed: see [`report_json`]), its event names shared through `names`.
+pub fn rank_json(r: RankCriticalPath, names: &mut Names) -> RankJson {
     RankJson {
         rank: r.rank,
         length_ns: r.length_ns,
@@ -131,7 +162,7 @@ pub fn rank_json(r: RankCriticalPath) -> RankJson {
                 start_ns: e.start_ns,
                 end_ns: e.end_ns,
                 rank: e.rank,
-                name: e.name,
+                name: names.get(&e.name),
             })
             .collect(),
         backward_edges: r.backward_edges,
@@ -150,7 +181,8 @@ fn kinds_json(
         .collect()
 }
 
-pub fn window_json(w: &WindowComposition) -> WindowJson {
+/// A path inside its window, the names of its operations shared through `names`.
+pub fn window_json(w: &WindowComposition, names: &mut Names) -> WindowJson {
     let kernel = w.by_kind.get(&PathKind::Kernel).copied().unwrap_or(0);
     WindowJson {
         start_ns: w.start_ns,
@@ -165,7 +197,7 @@ pub fn window_json(w: &WindowComposition) -> WindowJson {
             .top_ops
             .iter()
             .map(|o| TopOpJson {
-                name: o.name.clone(),
+                name: names.get(&o.name),
                 kind: o.kind.as_str(),
                 rank: o.rank,
                 ns: o.ns,
@@ -176,23 +208,29 @@ pub fn window_json(w: &WindowComposition) -> WindowJson {
 
 /// The per-step result; takes the steps' paths (see [`report_json`]).
 pub fn steps_json(steps: Vec<StepCriticalPath>, collectives: Option<CollectivesJson>) -> StepsJson {
-    StepsJson {
+    let mut result = StepsJson {
         window: "per ProfilerStep#N: the step annotation's start to the latest end of its CPU ops and of the device ops they launched",
         collectives,
-        steps: steps
-            .into_iter()
-            .map(|s| StepJson {
-                step: s.step,
-                number: s.number,
-                graph: s.graph,
-                ranks: s
-                    .ranks
-                    .into_iter()
-                    .map(|r| StepRankJson {
-                        window: window_json(&r.window),
-                        path: rank_json(r.path),
-                    })
-                    .collect(),
+        steps: Vec::new(),
+    };
+    let mut names = Names::default();
+    result.steps = steps
+        .into_iter()
+        .map(|s| step_json(s, &mut names))
+        .collect();
+    result
+}
+
+/// One step of the per-step result (see [`steps_json`]), its names shared through `names`.
+pub fn step_json(s: StepCriticalPath, names: &mut Names) -> StepJson {
+    StepJson {
+        step: s.step,
+        number: s.number,
+        graph: s.graph,
+        ranks: (s.ranks.into_iter())
+            .map(|r| StepRankJson {
+                window: window_json(&r.window, names),
+                path: rank_json(r.path, names),
             })
             .collect(),
     }

@@ -15,7 +15,8 @@ use strato_trace::projection::ArgsScope;
 use strato_trace::{Ns, Trace};
 
 use super::json::{
-    collectives_json, report_json, steps_json, CollectivesJson, RankJson, ReportJson, StepsJson,
+    collectives_json, report_json, step_json, steps_json, CollectivesJson, Names, RankJson,
+    ReportJson, StepsJson,
 };
 use super::shapes::{CriticalPathReport, PathKind};
 use super::steps::{for_each_step_graph, step_paths, PathDetail};
@@ -105,9 +106,10 @@ fn per_step(job: &Trace, step: &str) -> Result<CriticalPathResult, AnalysisError
     let options = CriticalPathOptions::matched(job);
     // Each step as the result keeps it (its paths' segments dropped) once it is searched.
     let mut steps = Vec::new();
+    let mut names = Names::default();
     for_each_step_graph(job, &options, only, false, |graph| {
         let paths = step_paths(job, &graph, PathDetail::Full)?;
-        steps.extend(steps_json(vec![paths], None).steps);
+        steps.push(step_json(paths, &mut names));
         Ok(())
     })
     .map_err(|e| AnalysisError(e.to_string()))?;

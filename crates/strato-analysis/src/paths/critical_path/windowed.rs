@@ -26,7 +26,7 @@ use std::ops::Range;
 use strato_trace::{Level, Ns, Span, Trace, TrackKind};
 
 use super::graph::TraceIndex;
-use super::json::{collectives_json, steps_json, StepJson};
+use super::json::{collectives_json, step_json, steps_json, Names, StepJson};
 use super::options::CriticalPathOptions;
 use super::registration::{chosen_step, CriticalPathResult};
 use super::shapes::CriticalPathError;
@@ -174,12 +174,13 @@ impl StepPlan {
     /// their segments not.
     ///
     /// `options` are the job's cross-rank inputs with the part's span ids (a collective's
-    /// members in other parts left out).
+    /// members in other parts left out); `names` shares the names of every part's paths.
     pub fn paths(
         &self,
         part: &Trace,
         range: Range<usize>,
         options: &CriticalPathOptions,
+        names: &mut Names,
     ) -> Result<Vec<StepJson>, CriticalPathError> {
         let mut out = Vec::new();
         graphs_of_steps(
@@ -191,7 +192,7 @@ impl StepPlan {
             false,
             |step| {
                 let paths = step_paths(part, &step, PathDetail::Full)?;
-                out.extend(steps_json(vec![paths], None).steps);
+                out.push(step_json(paths, names));
                 Ok(())
             },
         )?;
