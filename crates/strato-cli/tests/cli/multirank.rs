@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::common::{data, json, s, strato};
+use crate::common::{data, json, s, strato, strato_env};
 
 /// Every input of the shared data with more than one rank, plus single files whose devices or
 /// steps exercise the split (several GPUs in one process; several steps; collectives).
@@ -432,4 +432,29 @@ fn critical_path_step_errors_are_clear() {
     ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(!overlay.exists());
+}
+
+/// `--step` reads a trace in parts through a spill in `$TMPDIR`: a spill that cannot be
+/// written is one line naming the directory (exit 2), nothing printed as a result; the input
+/// is the same with a writable one.
+#[test]
+fn critical_path_steps_with_no_room_to_spill_fail_clearly() {
+    let resnet = data("kineto/kineto2021_resnet50_worker0.pt.trace.json.gz");
+    let dlrm = data("kineto/param_dlrm8");
+    for input in [&resnet, &dlrm] {
+        let out = strato_env(
+            &["critical-path", s(input), "--step", "all"],
+            &[("TMPDIR", "/nonexistent/strato-spill")],
+        );
+        assert_eq!(out.status.code(), Some(2), "{}", input.display());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains("temporary file in /nonexistent/strato-spill"),
+            "{stderr}"
+        );
+        assert!(out.stdout.is_empty());
+        let ok = strato(&["critical-path", s(input), "--step", "all"]);
+        assert_eq!(ok.status.code(), Some(0), "{}", input.display());
+    }
 }
