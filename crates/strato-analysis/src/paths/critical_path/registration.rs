@@ -18,6 +18,7 @@ use super::json::{
     collectives_json, report_json, step_json, steps_json, CollectivesJson, Names, RankJson,
     ReportJson, StepsJson,
 };
+use super::search::critical_path_without_segments;
 use super::shapes::{CriticalPathReport, PathKind};
 use super::steps::{for_each_step_graph, step_paths, PathDetail};
 use super::window::TOP_PATH_OPS;
@@ -77,7 +78,7 @@ pub fn whole_trace<T>(
     job: &Trace,
     draw: impl FnOnce(&CriticalPathReport) -> T,
 ) -> Result<(T, CriticalPathResult), AnalysisError> {
-    let (report, collectives) = whole_report(job)?;
+    let (report, collectives) = whole_report(job, true)?;
     let drawn = draw(&report);
     Ok((
         drawn,
@@ -85,13 +86,20 @@ pub fn whole_trace<T>(
     ))
 }
 
-/// The whole trace's path of `job` and how its collectives were matched.
+/// The whole trace's path of `job` (its segments only when `segments`: the result shows
+/// none, an overlay draws them) and how its collectives were matched.
 fn whole_report(
     job: &Trace,
+    segments: bool,
 ) -> Result<(CriticalPathReport, Option<CollectivesJson>), AnalysisError> {
     let options = CriticalPathOptions::matched(job);
     let collectives = collectives_of(job, &options);
-    let report = critical_path(job, &options).map_err(|e| AnalysisError(e.to_string()))?;
+    let report = if segments {
+        critical_path(job, &options)
+    } else {
+        critical_path_without_segments(job, &options)
+    };
+    let report = report.map_err(|e| AnalysisError(e.to_string()))?;
     Ok((report, collectives))
 }
 
@@ -219,7 +227,7 @@ to the window";
     ) -> Result<CriticalPathResult, AnalysisError> {
         let job = job_of(analyzed.trace());
         if settings.step.is_empty() {
-            let (report, collectives) = whole_report(&job)?;
+            let (report, collectives) = whole_report(&job, false)?;
             Ok(CriticalPathResult::Whole(report_json(report, collectives)))
         } else {
             per_step(&job, &settings.step)

@@ -22,6 +22,18 @@ pub fn critical_path(
     report_of_graph(trace, &graph, collectives, options)
 }
 
+/// [`critical_path`] without each path's segments (`segments` left empty; every figure, the
+/// events and the late peers as [`critical_path`] gives them): for a front end that shows no
+/// segment, the whole trace's path holds a large share of the trace's events, and their
+/// segments beside the graph were a fifth of the peak.
+pub(super) fn critical_path_without_segments(
+    trace: &Trace,
+    options: &CriticalPathOptions,
+) -> Result<CriticalPathReport, CriticalPathError> {
+    let (graph, collectives) = whole_graph(trace, options, false);
+    report_with(trace, &graph, collectives, options, false)
+}
+
 /// The critical path of every rank over `graph`, the whole trace's graph as the search reads
 /// it (not built for the replay, or stripped: [`Graph::strip_replay_edges`]), which links
 /// `collectives` collective instances.
@@ -30,6 +42,17 @@ pub(super) fn report_of_graph(
     graph: &Graph,
     collectives: usize,
     options: &CriticalPathOptions,
+) -> Result<CriticalPathReport, CriticalPathError> {
+    report_with(trace, graph, collectives, options, true)
+}
+
+/// [`report_of_graph`], each path's segments kept when `segments`.
+fn report_with(
+    trace: &Trace,
+    graph: &Graph,
+    collectives: usize,
+    options: &CriticalPathOptions,
+    segments: bool,
 ) -> Result<CriticalPathReport, CriticalPathError> {
     let stats = GraphStats {
         nodes: graph.nodes.len(),
@@ -40,7 +63,7 @@ pub(super) fn report_of_graph(
     let search = longest_paths(graph)?;
     let ends = path_ends(trace, graph, &search);
     let ranks = (0..trace.ranks.len())
-        .map(|r| rank_path(trace, RankId(r as u32), graph, &search, ends[r]))
+        .map(|r| rank_path_with(trace, RankId(r as u32), graph, &search, ends[r], segments))
         .collect();
     Ok(CriticalPathReport {
         ranks,
@@ -264,6 +287,18 @@ pub(super) fn rank_path(
     search: &Search,
     end: Option<usize>,
 ) -> RankCriticalPath {
+    rank_path_with(trace, rank, graph, search, end, true)
+}
+
+/// [`rank_path`], its segments kept when `segments`.
+fn rank_path_with(
+    trace: &Trace,
+    rank: RankId,
+    graph: &Graph,
+    search: &Search,
+    end: Option<usize>,
+    segments: bool,
+) -> RankCriticalPath {
     let info = &trace.ranks[rank.0 as usize];
     let mut result = RankCriticalPath {
         rank: info.rank.unwrap_or(i64::from(rank.0)),
@@ -308,6 +343,9 @@ pub(super) fn rank_path(
         let covered = covered.max(0);
         result.length_ns += covered;
         *result.by_kind.entry(edge.kind).or_insert(0) += covered;
+        if !segments {
+            continue;
+        }
         result.segments.push(PathSegment {
             kind: edge.kind,
             from_ns: from.ts,

@@ -730,3 +730,25 @@ fn agrees_with_hta_on_its_test_trace() {
     let r = &report.ranks[0];
     assert_eq!(r.by_kind.values().sum::<Ns>(), r.length_ns);
 }
+
+/// The whole trace's path without segments is the path with them, segments dropped: every
+/// figure, event and late peer, on one-rank files and a job of 8 ranks with collectives.
+#[test]
+fn paths_without_segments_equal_paths_with_them() {
+    for input in [
+        "kineto/hta_alexnet_trace.json.gz",
+        "kineto/kineto2021_resnet50_worker0.pt.trace.json.gz",
+        "kineto/param_dlrm8",
+    ] {
+        let trace =
+            strato_io::import_paths(&[data(input)], &strato_io::ImportOptions::default()).unwrap();
+        let options = CriticalPathOptions::matched(&trace);
+        let mut with = critical_path(&trace, &options).unwrap();
+        let without = super::search::critical_path_without_segments(&trace, &options).unwrap();
+        assert!(with.ranks.iter().any(|r| !r.segments.is_empty()), "{input}");
+        for r in &mut with.ranks {
+            r.segments.clear();
+        }
+        assert_eq!(format!("{with:?}"), format!("{without:?}"), "{input}");
+    }
+}
