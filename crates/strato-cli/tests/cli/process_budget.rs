@@ -3,8 +3,9 @@
 //! and exit 2, and leaves no output file (nor a temporary one) behind.
 //!
 //! The trace is generated (its size known by construction): a Kineto-shaped trace whose import
-//! streams within a small budget (`info`), while `report` and `critical-path` hold every event
-//! and their own per-event working sets.
+//! streams within a small budget (`info`), while `report` and the whole-trace `critical-path`
+//! hold every event and their own per-event working sets; `critical-path --step all`, read in
+//! parts, fits in the same budget and gives the same answer.
 
 use std::io::Write;
 use std::path::Path;
@@ -65,8 +66,9 @@ fn generate(path: &Path, steps: usize, ops: usize) {
     out.flush().unwrap();
 }
 
-/// A budget the streamed import of the generated trace fits in, and `report`'s and
-/// `critical-path`'s working sets do not.
+/// A budget the streamed import of the generated trace fits in, and `report`'s and the
+/// whole-trace `critical-path`'s working sets do not (`critical-path --step all`, read in
+/// parts, does).
 const BUDGET: &str = "48M";
 
 #[test]
@@ -85,7 +87,7 @@ fn the_budget_bounds_the_analyses_not_only_the_import() {
     let html = dir.path().join("r.html");
     for args in [
         vec!["report", s(&trace), "-o", s(&html)],
-        vec!["critical-path", s(&trace), "--step", "all"],
+        vec!["critical-path", s(&trace)],
     ] {
         let out = strato_env(&args, &budget);
         let err = text(&out.stderr);
@@ -111,4 +113,18 @@ fn the_budget_bounds_the_analyses_not_only_the_import() {
     let out = strato_env(&["report", s(&trace), "-o", s(&html)], &[]);
     assert!(out.status.success(), "report: {}", text(&out.stderr));
     assert!(std::fs::metadata(&html).unwrap().len() > 10_000);
+
+    // The per-step critical path reads the trace in parts: within the budget, the same
+    // answer as without it.
+    let steps = ["critical-path", s(&trace), "--step", "all", "--json"];
+    let within = strato_env(&steps, &budget);
+    assert!(
+        within.status.success(),
+        "--step all: {}",
+        text(&within.stderr)
+    );
+    let free = strato_env(&steps, &[]);
+    assert!(free.status.success());
+    assert_eq!(within.stdout, free.stdout);
+    assert!(within.stdout.len() > 10_000);
 }

@@ -63,7 +63,13 @@ impl StepSurvey {
         let rank = track.rank.0;
         note_step(&mut self.steps, trace, span);
         self.index.note(trace, span);
-        if let TrackKind::DeviceQueue { device, .. } = track.kind {
+        if !track.is_device() {
+            // As `step_buckets` reads them: runtime calls on CPU tracks.
+            if let Some(call) = call_of(span) {
+                self.calls.push((rank, call, span.start));
+            }
+        } else if let TrackKind::DeviceQueue { device, .. } = track.kind {
+            // As `split_multi_device_ranks` counts them.
             if span.level == Level::DeviceKernel && is_collective_kernel(trace.str(span.name)) {
                 let at = rank as usize;
                 if self.collective_devices.len() <= at {
@@ -73,8 +79,6 @@ impl StepSurvey {
                     self.collective_devices[at].push(device);
                 }
             }
-        } else if let Some(call) = call_of(span) {
-            self.calls.push((rank, call, span.start));
         }
     }
 
