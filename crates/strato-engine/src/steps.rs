@@ -89,12 +89,9 @@ impl Gathered {
         if self.failed.is_some() || self.not_one_rank {
             return Err("stopped".into());
         }
-        for span in &batch.spans {
-            self.survey.add_span(batch, span);
-            if let Err(e) = self.log.push(span, batch.args_text(span.args).as_deref()) {
-                self.failed = Some(e);
-                return Err("stopped".into());
-            }
+        if let Err(e) = survey_and_spill(batch, &mut self.survey, &mut self.log) {
+            self.failed = Some(e);
+            return Err("stopped".into());
         }
         if !self.survey.one_rank_job(batch) {
             self.not_one_rank = true;
@@ -256,6 +253,20 @@ impl Engine {
     }
 }
 
+/// Each span of `trace` (a streamed batch, or a whole rank file) surveyed and spilled with its
+/// args text, in trace order.
+fn survey_and_spill(
+    trace: &Trace,
+    survey: &mut StepSurvey,
+    log: &mut SpanLog,
+) -> std::io::Result<()> {
+    for span in &trace.spans {
+        survey.add_span(trace, span);
+        log.push(span, trace.args_text(span.args).as_deref())?;
+    }
+    Ok(())
+}
+
 /// What a rank file gives the parts: its spans spilled, its survey, its collective calls and
 /// its tables (every id the file's own).
 struct Surveyed {
@@ -268,10 +279,7 @@ struct Surveyed {
 fn surveyed(trace: &Trace, dir: &Path) -> std::io::Result<Surveyed> {
     let mut log = SpanLog::new(dir)?;
     let mut survey = StepSurvey::default();
-    for span in &trace.spans {
-        survey.add_span(trace, span);
-        log.push(span, trace.args_text(span.args).as_deref())?;
-    }
+    survey_and_spill(trace, &mut survey, &mut log)?;
     Ok(Surveyed {
         spilled: log.finish()?,
         survey,
