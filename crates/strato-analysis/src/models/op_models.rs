@@ -72,7 +72,7 @@ pub enum Unmodelled {
 }
 
 /// Recorded inputs of one op call.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct OpInputs {
     /// Shape of each input; `[]` for scalars, `None` and lists.
     pub dims: Vec<Vec<i64>>,

@@ -28,7 +28,8 @@
 //! -> child level, where an operation or phase parent reads as `Python`; it is counted under the
 //! operation innermost on the annotated thread at the child's start.
 
-use std::collections::BTreeSet;
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap};
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -322,12 +323,13 @@ fn process_breakdown(
     let per_step = options.per_step;
     let info = &trace.ranks[scope.key.rank.0 as usize];
     let rank_number = info.rank.unwrap_or(i64::from(scope.key.rank.0));
-    // Boundary events: (time, is_start, kind, span).
-    let mut events: Vec<(Ns, bool, Kind, u32)> = Vec::new();
-    let mut state_events: Vec<(Ns, bool, Kind, u32)> = Vec::new();
+    // The spans' starts: (time, kind, span). Their ends are met in the sweep below as the
+    // spans start (a heap of the open spans), not held for every span.
+    let mut events: Vec<(Ns, Kind, u32)> = Vec::new();
+    let mut state_events: Vec<u32> = Vec::new();
     let mut lo = Ns::MAX;
     let mut hi = Ns::MIN;
-    let push = |events: &mut Vec<(Ns, bool, Kind, u32)>,
+    let push = |events: &mut Vec<(Ns, Kind, u32)>,
                 lo: &mut Ns,
                 hi: &mut Ns,
                 kind: Option<Kind>,
@@ -337,8 +339,7 @@ fn process_breakdown(
         *hi = (*hi).max(s.end);
         if let Some(kind) = kind {
             if s.end > s.start {
-                events.push((s.start, true, kind, i));
-                events.push((s.end, false, kind, i));
+                events.push((s.start, kind, i));
             }
         }
     };
@@ -348,8 +349,7 @@ fn process_breakdown(
             let s = &trace.spans[i as usize];
             if is_thread_state(trace, s) {
                 if annotated && s.end > s.start {
-                    state_events.push((s.start, true, Kind::ThreadState, i));
-                    state_events.push((s.end, false, Kind::ThreadState, i));
+                    state_events.push(i);
                 }
                 continue;
             }
@@ -384,15 +384,26 @@ fn process_breakdown(
     // Thread states inside the window only (they do not widen it).
     let has_states = !state_events.is_empty();
     let (w_lo, w_hi) = if lo <= hi { (lo, hi) } else { (0, 0) };
-    for (_, is_start, kind, i) in state_events.into_iter().filter(|e| e.1) {
+    for i in state_events {
         let s = &trace.spans[i as usize];
         let (from, to) = (s.start.max(w_lo), s.end.min(w_hi));
         if to > from {
-            events.push((from, is_start, kind, i));
-            events.push((to, false, kind, i));
+            events.push((from, Kind::ThreadState, i));
         }
     }
-    events.sort_unstable_by_key(|e| (e.0, e.1, e.2, e.3));
+    events.sort_unstable();
+    // Where a span started in `events` ends: a thread state at the window's end.
+    let end_of = |kind: Kind, i: u32| {
+        let end = trace.spans[i as usize].end;
+        if kind == Kind::ThreadState {
+            end.min(w_hi)
+        } else {
+            end
+        }
+    };
+    // Boundaries in the order (time, ends before starts, kind, span).
+    let mut ends: BinaryHeap<Reverse<(Ns, Kind, u32)>> = BinaryHeap::new();
+    let mut next_start = 0;
     // The state label of each open thread-state span: the latest started wins.
     let mut states: Vec<(u32, u32)> = Vec::new();
     let mut state_label: FxHashMap<u32, u32> = FxHashMap::default();
@@ -405,19 +416,36 @@ fn process_breakdown(
     let mut rows: FxHashMap<(u32, u32, Resource, Option<Level>, u32), Ns> = FxHashMap::default();
     let (window_start, window_end) = if lo <= hi { (lo, hi) } else { (0, 0) };
     let mut cursor = window_start;
-    let mut k = 0;
     let emit = |rows: &mut FxHashMap<_, Ns>, key, from: Ns, to: Ns| {
         if to > from {
             *rows.entry(key).or_insert(0) += to - from;
         }
     };
     let mut current_key = (NO_LABEL, NO_LABEL, Resource::Idle, None, NO_LABEL);
-    while k < events.len() {
-        let t = events[k].0;
+    loop {
+        let t = match (ends.peek(), events.get(next_start)) {
+            (None, None) => break,
+            (Some(Reverse(end)), None) => end.0,
+            (None, Some(start)) => start.0,
+            (Some(Reverse(end)), Some(start)) => end.0.min(start.0),
+        };
         emit(&mut rows, current_key, cursor, t);
         cursor = t;
-        while k < events.len() && events[k].0 == t {
-            let (_, start, kind, i) = events[k];
+        loop {
+            let (start, kind, i) = match ends.peek() {
+                Some(&Reverse((end, kind, i))) if end == t => {
+                    ends.pop();
+                    (false, kind, i)
+                }
+                _ => match events.get(next_start) {
+                    Some(&(at, kind, i)) if at == t => {
+                        next_start += 1;
+                        ends.push(Reverse((end_of(kind, i), kind, i)));
+                        (true, kind, i)
+                    }
+                    _ => break,
+                },
+            };
             let s = &trace.spans[i as usize];
             match kind {
                 Kind::AnnotCpu => {
@@ -467,7 +495,6 @@ fn process_breakdown(
                     }
                 }
             }
-            k += 1;
         }
         // State for [t, next boundary).
         let op = ops.get().map(|(i, _)| i);

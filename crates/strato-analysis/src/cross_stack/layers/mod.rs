@@ -447,9 +447,11 @@ pub fn layers(analyzed: &Analyzed, options: &LayersOptions) -> LayersReport {
         }
     }
     // Costs bottom-up: own cost, else the sum of the children's. A parent comes before its
-    // children in `order`: walking it backwards, `cost[i]` holds the sum of `i`'s children's
-    // costs when `i` is reached (one vector, not a second one for the sums: 40 bytes a span).
-    let mut cost: Vec<Cost> = vec![Cost::default(); n];
+    // children in `order`: walking it backwards, a span's children are summed when it is
+    // reached. Held: the sums of the spans not reached yet (those open where the walk is) and
+    // the costs of the layer instances, not a cost per span (40 bytes each).
+    let mut sums: FxHashMap<u32, Cost> = FxHashMap::default();
+    let mut layer_cost: FxHashMap<u32, Cost> = FxHashMap::default();
     for &i in order.iter().rev() {
         let s = &trace.spans[i as usize];
         let own = if levels[i as usize] == Level::Backend && launched[i as usize] {
@@ -457,14 +459,16 @@ pub fn layers(analyzed: &Analyzed, options: &LayersOptions) -> LayersReport {
         } else {
             None
         };
-        if let Some(own) = own {
-            cost[i as usize] = own;
+        let children = sums.remove(&i);
+        let Some(c) = own.or(children) else { continue };
+        if is_layer(i) {
+            layer_cost.insert(i, c);
         }
-        let c = cost[i as usize];
         if let Some(p) = h.parent[i as usize] {
-            cost[p as usize].add(&c);
+            sums.entry(p).or_default().add(&c);
         }
     }
+    let cost_of = |i: u32| layer_cost.get(&i).copied().unwrap_or_default();
     let layer_instances: Vec<u32> = order.iter().copied().filter(|&i| is_layer(i)).collect();
 
     // Device work per layer instance, the roofline device, the kernel table.
@@ -657,7 +661,7 @@ pub fn layers(analyzed: &Analyzed, options: &LayersOptions) -> LayersReport {
             a.alloc += b;
             a.allocations += c;
         }
-        let c = cost[i as usize];
+        let c = cost_of(i);
         if c.flops.is_some() {
             a.flops_known += 1;
             a.cost.add(&c);
@@ -765,7 +769,8 @@ pub fn layers(analyzed: &Analyzed, options: &LayersOptions) -> LayersReport {
     });
 
     // Steps and models.
-    let (steps, models) = steps_and_models(trace, scopes, &cost, &layer_instances, options, spec);
+    let (steps, models) =
+        steps_and_models(trace, scopes, &layer_cost, &layer_instances, options, spec);
     if steps.is_empty() {
         notes.push("no ProfilerStep#N annotations: no model (step) table".into());
     }
@@ -786,7 +791,7 @@ pub fn layers(analyzed: &Analyzed, options: &LayersOptions) -> LayersReport {
 fn steps_and_models(
     trace: &Trace,
     scopes: &Scopes,
-    cost: &[Cost],
+    layer_cost: &FxHashMap<u32, Cost>,
     layer_instances: &[u32],
     options: &LayersOptions,
     spec: Option<&DeviceSpec>,
@@ -825,7 +830,7 @@ fn steps_and_models(
             let k = steps.partition_point(|&st| trace.spans[st as usize].start <= s.start);
             if let Some(k) = k.checked_sub(1) {
                 if s.start < trace.spans[steps[k] as usize].end {
-                    step_cost[k].add(&cost[i as usize]);
+                    step_cost[k].add(&layer_cost.get(&i).copied().unwrap_or_default());
                 }
             }
         }

@@ -147,12 +147,34 @@ pub struct ModulesReport {
     pub recompute: Recompute,
 }
 
+/// What [`enclosing`] gives: per span, the marked span around it (4 bytes a span).
+#[derive(Debug, Clone)]
+pub struct Enclosing {
+    /// Per span, the marked span around it, or [`Enclosing::NONE`].
+    around: Vec<u32>,
+}
+
+impl Enclosing {
+    const NONE: u32 = u32::MAX;
+
+    /// The marked span around span `i` (`None` outside any, and for spans off thread tracks).
+    pub fn of(&self, i: u32) -> Option<u32> {
+        self.around
+            .get(i as usize)
+            .copied()
+            .filter(|&a| a != Self::NONE)
+    }
+}
+
 /// Per span of a thread track, the innermost span of `marked` on the same thread that contains
 /// it (for a marked span, the marked span around it). By time containment; spans that overlap
 /// without nesting end the enclosing one.
-pub fn enclosing(trace: &Trace, marked: &[bool]) -> Vec<Option<u32>> {
+pub fn enclosing(trace: &Trace, marked: &[bool]) -> Enclosing {
     let n = trace.spans.len();
-    let mut around: Vec<Option<u32>> = vec![None; n];
+    if !marked.contains(&true) {
+        return Enclosing { around: Vec::new() };
+    }
+    let mut around: Vec<u32> = vec![Enclosing::NONE; n];
     let mut by_track: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
     for (i, s) in trace.spans.iter().enumerate() {
         if matches!(trace.track(s.track).kind, TrackKind::Thread { .. }) {
@@ -174,29 +196,28 @@ pub fn enclosing(trace: &Trace, marked: &[bool]) -> Vec<Option<u32>> {
             {
                 stack.pop();
             }
-            around[i as usize] = stack.last().copied();
+            around[i as usize] = stack.last().copied().unwrap_or(Enclosing::NONE);
             if marked[i as usize] {
                 stack.push(i);
             }
         }
     }
-    around
+    Enclosing { around }
 }
 
 /// Builds the module tree.
 pub fn modules(analyzed: &Analyzed) -> ModulesReport {
     let (trace, scopes) = (analyzed.trace(), analyzed.scopes());
     let n = trace.spans.len();
-    let ids: Vec<Option<(&str, &str)>> = trace
-        .spans
-        .iter()
-        .map(|s| {
-            matches!(trace.track(s.track).kind, TrackKind::Thread { .. })
-                .then(|| module_of(trace.str(s.name)))
-                .flatten()
-        })
-        .collect();
-    let is_module: Vec<bool> = ids.iter().map(Option::is_some).collect();
+    // A span's (class, instance) when it is a module call, read again where needed (not
+    // kept for every span: 32 bytes each).
+    let id_of = |i: u32| -> Option<(&str, &str)> {
+        let s = &trace.spans[i as usize];
+        matches!(trace.track(s.track).kind, TrackKind::Thread { .. })
+            .then(|| module_of(trace.str(s.name)))
+            .flatten()
+    };
+    let is_module: Vec<bool> = (0..n as u32).map(|i| id_of(i).is_some()).collect();
     let is_backward: Vec<bool> = trace
         .spans
         .iter()
@@ -205,7 +226,7 @@ pub fn modules(analyzed: &Analyzed) -> ModulesReport {
     let module_around = enclosing(trace, &is_module);
     let backward_around = enclosing(trace, &is_backward);
     let calls: Vec<u32> = (0..n as u32).filter(|&i| is_module[i as usize]).collect();
-    let recomputed = |i: u32| backward_around[i as usize].is_some();
+    let recomputed = |i: u32| backward_around.of(i).is_some();
 
     // Device time: exclusive per call, then up the module chain.
     let mut dev_excl: FxHashMap<u32, Ns> = FxHashMap::default();
@@ -225,7 +246,7 @@ pub fn modules(analyzed: &Analyzed) -> ModulesReport {
             if is_module[l as usize] {
                 Some(l)
             } else {
-                module_around[l as usize]
+                module_around.of(l)
             }
         });
         if let Some(m) = owner {
@@ -236,14 +257,14 @@ pub fn modules(analyzed: &Analyzed) -> ModulesReport {
             while let Some(c) = cur {
                 let sum = dev_incl.entry(c).or_insert(0);
                 *sum = sum.saturating_add(d);
-                cur = module_around[c as usize];
+                cur = module_around.of(c);
             }
         }
     }
     // CPU exclusive: minus direct child module calls.
     let mut child_cpu: FxHashMap<u32, Ns> = FxHashMap::default();
     for &c in &calls {
-        if let Some(p) = module_around[c as usize] {
+        if let Some(p) = module_around.of(c) {
             let sum = child_cpu.entry(p).or_insert(0);
             *sum = sum.saturating_add(trace.spans[c as usize].duration());
         }
@@ -264,19 +285,19 @@ pub fn modules(analyzed: &Analyzed) -> ModulesReport {
     let mut recompute_classes: Vec<String> = Vec::new();
     let mut root_cpu_ns: Ns = 0;
     for &c in &calls {
-        let (class, instance) = ids[c as usize].unwrap_or(("", ""));
+        let (class, instance) = id_of(c).unwrap_or(("", ""));
         let dur = trace.spans[c as usize].duration();
         let di = dev_incl.get(&c).copied().unwrap_or(0);
         let excl = dur.saturating_sub(child_cpu.get(&c).copied().unwrap_or(0));
         // Nested in a call of the same class: not added to the class totals again.
         let mut nested_same = false;
-        let mut cur = module_around[c as usize];
+        let mut cur = module_around.of(c);
         while let Some(p) = cur {
-            if ids[p as usize].map(|x| x.0) == Some(class) {
+            if id_of(p).map(|x| x.0) == Some(class) {
                 nested_same = true;
                 break;
             }
-            cur = module_around[p as usize];
+            cur = module_around.of(p);
         }
         let a = classes.entry(class).or_insert_with(|| Acc {
             calls: 0,
@@ -300,7 +321,7 @@ pub fn modules(analyzed: &Analyzed) -> ModulesReport {
             a.cpu_incl = a.cpu_incl.saturating_add(dur);
             a.dev_incl = a.dev_incl.saturating_add(di);
         }
-        let parent = module_around[c as usize];
+        let parent = module_around.of(c);
         if parent.is_none() {
             root_cpu_ns = root_cpu_ns.saturating_add(dur);
         }
@@ -356,8 +377,10 @@ pub fn modules(analyzed: &Analyzed) -> ModulesReport {
     let mut child_index: FxHashMap<(Option<usize>, String), usize> = FxHashMap::default();
     let mut node_instances: Vec<FxHashMap<&str, ()>> = Vec::new();
     for &c in &ordered {
-        let (class, instance) = ids[c as usize].unwrap_or(("", ""));
-        let parent_node = module_around[c as usize].and_then(|p| node_of_call.get(&p).copied());
+        let (class, instance) = id_of(c).unwrap_or(("", ""));
+        let parent_node = module_around
+            .of(c)
+            .and_then(|p| node_of_call.get(&p).copied());
         let label = if parent_node.is_none() && recomputed(c) {
             format!("[recompute] {class}")
         } else {

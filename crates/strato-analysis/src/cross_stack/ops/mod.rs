@@ -28,10 +28,10 @@
 //! Window: the whole trace. Conservation: the rows' `total_ns` add up to the device time of all
 //! device ops (`device_ns`), and each device op is counted in exactly one row.
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 use serde_json::Value;
-use strato_trace::{Level, Ns, TrackKind};
+use strato_trace::{Level, Ns, StrId, Trace, TrackKind};
 
 use crate::analyzed::Analyzed;
 use crate::cross_stack::layers::Bound;
@@ -137,7 +137,8 @@ pub struct OpsReport {
 
 #[derive(Default)]
 struct Group {
-    calls: FxHashMap<u32, ()>,
+    /// Op calls (or collective kernels) counted in the row.
+    calls: usize,
     device_ops: usize,
     total_ns: Ns,
     flops: Option<f64>,
@@ -158,6 +159,75 @@ type RowInputs = (Vec<Vec<i64>>, Vec<String>, Vec<Vec<Vec<i64>>>);
 /// The `model` of collective rows whose message size is known.
 pub const COLLECTIVE_MODEL: &str = "collective: NCCL-tests bytes, algbw, busbw";
 
+/// The model of op calls with one name and the same recorded inputs.
+struct DistinctCall {
+    name: StrId,
+    inputs: Option<OpInputs>,
+    model: Result<OpCost, String>,
+}
+
+impl DistinctCall {
+    /// The row these calls go to: (op name, `Input Dims`/`Input type`/list shapes as JSON;
+    /// empty without recorded inputs).
+    fn row_key(&self, trace: &Trace) -> (String, String) {
+        (
+            trace.str(self.name).to_owned(),
+            self.inputs.as_ref().map_or(String::new(), |x| {
+                serde_json::to_string(&(&x.dims, &x.types, &x.lists)).unwrap_or_default()
+            }),
+        )
+    }
+}
+
+/// Op calls' models: each distinct (name, inputs) modelled once, each call an index to it.
+#[derive(Default)]
+struct Models {
+    distinct: Vec<DistinctCall>,
+    index: FxHashMap<(StrId, Option<OpInputs>), u32>,
+    of_call: FxHashMap<u32, u32>,
+}
+
+impl Models {
+    /// The model of op call `call`, read (`read`: its name and inputs) and modelled
+    /// (`model`) the first time the call or its (name, inputs) is met.
+    fn of_call(
+        &mut self,
+        call: u32,
+        read: impl FnOnce() -> (StrId, Option<OpInputs>),
+        model: impl FnOnce(StrId, Option<&OpInputs>) -> Result<OpCost, String>,
+    ) -> &DistinctCall {
+        let at = match self.of_call.get(&call) {
+            Some(&at) => at,
+            None => {
+                let key = read();
+                let at = match self.index.get(&key) {
+                    Some(&at) => at,
+                    None => {
+                        let at = self.distinct.len() as u32;
+                        let (name, inputs) = key.clone();
+                        let model = model(name, inputs.as_ref());
+                        self.distinct.push(DistinctCall {
+                            name,
+                            inputs,
+                            model,
+                        });
+                        self.index.insert(key, at);
+                        at
+                    }
+                };
+                self.of_call.insert(call, at);
+                at
+            }
+        };
+        &self.distinct[at as usize]
+    }
+
+    /// Where in `distinct` the model of a call already met in [`Models::of_call`] is.
+    fn index_of(&self, call: u32) -> usize {
+        self.of_call[&call] as usize
+    }
+}
+
 /// Builds the op table. `device_spec` overrides the detected device row of every device.
 pub fn ops(analyzed: &Analyzed, device_spec: Option<&DeviceSpec>) -> OpsReport {
     let (trace, scopes) = (analyzed.trace(), analyzed.scopes());
@@ -170,28 +240,35 @@ pub fn ops(analyzed: &Analyzed, device_spec: Option<&DeviceSpec>) -> OpsReport {
     // custom ops (`vllm::unified_attention_with_output` > its Python code > the launch), and a
     // Python frame's hierarchy parent skips the op.
     let op_around = crate::cross_stack::modules::enclosing(trace, &is_op);
-    // Per op span, the model result, computed once and only for ops on some launch chain.
-    type Modelled = FxHashMap<u32, (Option<OpInputs>, Result<OpCost, String>)>;
-    let mut modelled: Modelled = FxHashMap::default();
-    let model_of = |modelled: &mut Modelled, i: u32| -> bool {
-        modelled
-            .entry(i)
-            .or_insert_with(|| {
-                let s = &trace.spans[i as usize];
-                let inputs = trace
-                    .args_text(s.args)
-                    .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-                    .and_then(|a| OpInputs::from_args(&a));
-                let r = model(trace.str(s.name), inputs.as_ref()).map_err(|e| e.to_string());
-                (inputs, r)
-            })
-            .1
+    // Per op span on some launch chain, its model: computed once per distinct (name, recorded
+    // inputs), which a long trace repeats every step; an op span keeps only an index.
+    let mut models = Models::default();
+    let model_of = |models: &mut Models, i: u32| -> bool {
+        let s = &trace.spans[i as usize];
+        models
+            .of_call(
+                i,
+                || {
+                    let inputs = trace
+                        .args_text(s.args)
+                        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                        .and_then(|a| OpInputs::from_args(&a));
+                    (s.name, inputs)
+                },
+                |name, inputs| model(trace.str(name), inputs).map_err(|e| e.to_string()),
+            )
+            .model
             .is_ok()
     };
     // Per launch span, its owning op (cached: many kernels share a launch chain).
     let mut owner_of_launch: FxHashMap<u32, Option<u32>> = FxHashMap::default();
-    let mut groups: FxHashMap<(String, String), Group> = FxHashMap::default();
-    let mut group_of_call: FxHashMap<u32, (String, String)> = FxHashMap::default();
+    // Rows by (op name, recorded inputs as JSON), in the order they are first met.
+    let mut row_of: FxHashMap<(String, String), usize> = FxHashMap::default();
+    let mut groups: Vec<((String, String), Group)> = Vec::new();
+    // Per distinct call (`Models::distinct`), its row once known.
+    let mut row_of_distinct: Vec<Option<usize>> = Vec::new();
+    // Op calls already counted in their row.
+    let mut counted: FxHashSet<u32> = FxHashSet::default();
     let (mut device_ns, mut device_ops, mut window) = (0, 0usize, (Ns::MAX, Ns::MIN));
     for s in &trace.spans {
         window = (window.0.min(s.start), window.1.max(s.end));
@@ -226,7 +303,7 @@ pub fn ops(analyzed: &Analyzed, device_spec: Option<&DeviceSpec>) -> OpsReport {
         device_ops += 1;
         if let Some((key, n)) = collective_of.get(&(i as u32)) {
             let (g, size) = collective_groups.entry(key.clone()).or_default();
-            g.calls.insert(i as u32, ());
+            g.calls += 1;
             *size = size.or(*n);
             if let Some(b) = key.1 {
                 *g.bytes.get_or_insert(0.0) += b as f64;
@@ -243,34 +320,37 @@ pub fn ops(analyzed: &Analyzed, device_spec: Option<&DeviceSpec>) -> OpsReport {
                 let mut cur = if is_op[l as usize] {
                     Some(l)
                 } else {
-                    op_around[l as usize]
+                    op_around.of(l)
                 };
                 while let Some(c) = cur {
                     outermost_op = Some(c);
-                    if model_of(&mut modelled, c) {
+                    if model_of(&mut models, c) {
                         outermost_modelled = Some(c);
                     }
-                    cur = op_around[c as usize];
+                    cur = op_around.of(c);
                 }
                 outermost_modelled.or(outermost_op)
             })
         });
         let g = match owner {
             Some(op) => {
-                let key = group_of_call.entry(op).or_insert_with(|| {
-                    let sp = &trace.spans[op as usize];
-                    let inputs = modelled.get(&op).and_then(|m| m.0.as_ref());
-                    (
-                        trace.str(sp.name).to_owned(),
-                        inputs.map_or(String::new(), |x| {
-                            serde_json::to_string(&(&x.dims, &x.types, &x.lists))
-                                .unwrap_or_default()
-                        }),
-                    )
+                let at = models.index_of(op);
+                let distinct = &models.distinct[at];
+                if row_of_distinct.len() <= at {
+                    row_of_distinct.resize(models.distinct.len(), None);
+                }
+                let row = *row_of_distinct[at].get_or_insert_with(|| {
+                    *row_of
+                        .entry(distinct.row_key(trace))
+                        .or_insert_with_key(|key| {
+                            groups.push((key.clone(), Group::default()));
+                            groups.len() - 1
+                        })
                 });
-                let g = groups.entry(key.clone()).or_default();
-                if g.calls.insert(op, ()).is_none() {
-                    match &modelled[&op].1 {
+                let g = &mut groups[row].1;
+                if counted.insert(op) {
+                    g.calls += 1;
+                    match &distinct.model {
                         Ok(c) => {
                             let mut c = c.clone();
                             // A list's element size, from the kernel's name when it says it.
@@ -310,7 +390,8 @@ pub fn ops(analyzed: &Analyzed, device_spec: Option<&DeviceSpec>) -> OpsReport {
     let mut specs: FxHashMap<(u32, i64), Option<DeviceSpec>> = FxHashMap::default();
     let mut devices = Vec::new();
     let mut seen: Vec<(u32, i64)> = groups
-        .values()
+        .iter()
+        .map(|(_, g)| g)
         .chain(std::iter::once(&no_op))
         .flat_map(|g| g.devices.keys().copied())
         .collect();
@@ -392,13 +473,13 @@ pub fn ops(analyzed: &Analyzed, device_spec: Option<&DeviceSpec>) -> OpsReport {
             shapes,
             input_lists,
             dtypes,
-            count: g.calls.len(),
+            count: g.calls,
             device_ops: g.device_ops,
             total_ns: g.total_ns,
-            mean_ns: if g.calls.is_empty() {
+            mean_ns: if g.calls == 0 {
                 0.0
             } else {
-                g.total_ns as f64 / g.calls.len() as f64
+                g.total_ns as f64 / g.calls as f64
             },
             flops: g.flops,
             bytes: g.bytes,

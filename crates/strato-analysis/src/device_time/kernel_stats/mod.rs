@@ -16,7 +16,7 @@
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use strato_trace::{Level, Ns, RankId, Trace, TrackKind};
+use strato_trace::{Level, Ns, RankId, Span, Trace, Track, TrackKind};
 
 use crate::device_time::memory::arg_i64;
 
@@ -177,7 +177,12 @@ fn latency(mut values: Vec<Ns>) -> Option<Latency> {
 
 /// Computes the statistics of every rank. `top` folds each table after that many rows (0: all).
 pub fn kernel_stats(trace: &Trace, top: usize) -> KernelStatsReport {
-    let mut stream = KernelStatsStream::default();
+    // The trace is held: the sweep keeps span ids, not copies of the spans, and the device ops
+    // are read from the trace again at the end.
+    let mut stream = KernelStatsStream {
+        ranks: Vec::new(),
+        held: true,
+    };
     stream.add(trace);
     stream.finish(trace, top)
 }
@@ -200,12 +205,20 @@ type PendingOp = (Ns, Ns, Option<u64>);
 #[derive(Debug, Default)]
 pub struct KernelStatsStream {
     ranks: Vec<RankStream>,
+    /// The trace given to [`KernelStatsStream::add`] is the whole trace, given once, and the
+    /// same one is given to [`KernelStatsStream::finish`] ([`kernel_stats`]): spans are kept
+    /// as their ids.
+    held: bool,
 }
 
 #[derive(Debug, Default)]
 struct RankStream {
     /// Framework ops (Backend) and correlated API calls of each CPU track, in trace order.
     sweep: FxHashMap<u32, Vec<SweepSpan>>,
+    /// The same as span ids, when the trace is held.
+    held_sweep: FxHashMap<u32, Vec<u32>>,
+    /// [`RankStream::ops`] as span ids, when the trace is held.
+    held_ops: Vec<u32>,
     by_name: FxHashMap<u32, Acc>,
     ops: Vec<PendingOp>,
     queue_lat: Vec<Ns>,
@@ -221,30 +234,31 @@ impl KernelStatsStream {
             self.ranks
                 .resize_with(trace.ranks.len(), RankStream::default);
         }
-        for span in &trace.spans {
+        for (id, span) in trace.spans.iter().enumerate() {
             let t = trace.track(span.track);
             let rank = &mut self.ranks[t.rank.0 as usize];
             if !t.is_device() {
-                let entry = match span.level {
-                    Level::Backend => (span.start, span.end, false, span.name.0, 0),
-                    Level::AcceleratorApi => match span.correlation {
-                        Some(c) => (span.start, span.end, true, span.name.0, c),
-                        None => continue,
-                    },
-                    _ => continue,
+                let Some(entry) = sweep_entry(span) else {
+                    continue;
                 };
-                rank.sweep.entry(span.track.0).or_default().push(entry);
+                if self.held {
+                    let list = rank.held_sweep.entry(span.track.0).or_default();
+                    list.push(id as u32);
+                } else {
+                    rank.sweep.entry(span.track.0).or_default().push(entry);
+                }
             }
-            if !matches!(t.kind, TrackKind::DeviceQueue { .. })
-                || !span.level.is_device_op()
-                || span.level == Level::DeviceSync
-            {
+            if !is_device_op(t, span) {
                 continue;
             }
             let d = span.duration();
             rank.device_time += i128::from(d);
             rank.by_name.entry(span.name.0).or_default().add(d);
-            rank.ops.push((span.start, d, span.correlation));
+            if self.held {
+                rank.held_ops.push(id as u32);
+            } else {
+                rank.ops.push(pending_op(span));
+            }
             if let Some(text) = trace.args_text(span.args) {
                 if text.contains("queued") || text.contains("submitted") {
                     let queued = arg_i64(Some(&text), &["queued"]);
@@ -271,21 +285,49 @@ impl KernelStatsStream {
             .into_iter()
             .take(trace.ranks.len())
             .enumerate()
-            .map(|(r, stream)| rank_stats(trace, RankId(r as u32), stream, top))
+            .map(|(r, stream)| rank_stats(trace, RankId(r as u32), stream, self.held, top))
             .collect();
         KernelStatsReport { ranks }
     }
 }
 
+/// A CPU span's entry in the launch sweep: framework ops and correlated API calls.
+fn sweep_entry(span: &Span) -> Option<SweepSpan> {
+    match span.level {
+        Level::Backend => Some((span.start, span.end, false, span.name.0, 0)),
+        Level::AcceleratorApi => span
+            .correlation
+            .map(|c| (span.start, span.end, true, span.name.0, c)),
+        _ => None,
+    }
+}
+
+/// Whether a span is a device op the statistics count (a synchronisation is not).
+fn is_device_op(track: &Track, span: &Span) -> bool {
+    matches!(track.kind, TrackKind::DeviceQueue { .. })
+        && span.level.is_device_op()
+        && span.level != Level::DeviceSync
+}
+
+fn pending_op(span: &Span) -> PendingOp {
+    (span.start, span.duration(), span.correlation)
+}
+
 /// Innermost Backend span around each AcceleratorApi span with a correlation, per thread:
-/// correlation -> (api end, op name id or u32::MAX).
-fn launches(per_track: FxHashMap<u32, Vec<SweepSpan>>) -> FxHashMap<u64, (Ns, u32)> {
+/// correlation -> (api end, op name id or u32::MAX). `entry` reads a list's element.
+fn launches<T>(
+    per_track: FxHashMap<u32, Vec<T>>,
+    entry: impl Fn(&T) -> SweepSpan,
+) -> FxHashMap<u64, (Ns, u32)> {
     let mut out = FxHashMap::default();
     for (_, mut list) in per_track {
         // Parents first: by start, longer first, ops before API calls at equal times.
-        list.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
+        list.sort_by(|a, b| {
+            let (a, b) = (entry(a), entry(b));
+            a.0.cmp(&b.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2))
+        });
         let mut stack: Vec<(Ns, u32)> = Vec::new();
-        for (start, end, is_api, name, c) in list {
+        for (start, end, is_api, name, c) in list.iter().map(&entry) {
             while stack
                 .last()
                 .is_some_and(|top| top.0 <= start && top.0 < end)
@@ -302,21 +344,45 @@ fn launches(per_track: FxHashMap<u32, Vec<SweepSpan>>) -> FxHashMap<u64, (Ns, u3
     out
 }
 
-fn rank_stats(trace: &Trace, rank: RankId, stream: RankStream, top: usize) -> RankKernelStats {
+/// One rank's statistics; `held`: the stream kept span ids of `trace` (see
+/// [`KernelStatsStream::held`]).
+fn rank_stats(
+    trace: &Trace,
+    rank: RankId,
+    stream: RankStream,
+    held: bool,
+    top: usize,
+) -> RankKernelStats {
     let RankStream {
         sweep,
+        held_sweep,
+        held_ops,
         by_name,
-        ops: pending,
+        ops,
         queue_lat,
         submit_lat,
         device_time,
     } = stream;
-    let launch = launches(sweep);
+    let launch = if held {
+        let entry =
+            |&id: &u32| sweep_entry(&trace.spans[id as usize]).expect("only sweep spans are kept");
+        launches(held_sweep, entry)
+    } else {
+        launches(sweep, |e| *e)
+    };
     let mut by_op: FxHashMap<u32, Acc> = FxHashMap::default();
     let mut launch_lat = Vec::new();
     const NO_LAUNCH: u32 = u32::MAX - 1;
-    let device_ops = pending.len() as u64;
+    // The device ops in trace order.
+    let pending: Box<dyn Iterator<Item = PendingOp>> = if held {
+        let op = |id: u32| pending_op(&trace.spans[id as usize]);
+        Box::new(held_ops.into_iter().map(op))
+    } else {
+        Box::new(ops.into_iter())
+    };
+    let mut device_ops = 0u64;
     for (start, d, correlation) in pending {
+        device_ops += 1;
         let op = match correlation.and_then(|c| launch.get(&c)) {
             Some(&(api_end, op)) => {
                 launch_lat.push(start - api_end);
