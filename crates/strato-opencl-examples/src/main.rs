@@ -7,7 +7,8 @@
 //! ```
 //!
 //! Modes: `tour` (one of each kind of call, on a queue created *without* profiling, plus an
-//! enqueue with no event pointer), `leak N` (N enqueues with and without events; prints the
+//! enqueue with no event pointer), `release` (a buffer released while commands that use it are
+//! still queued), `leak N` (N enqueues with and without events; prints the
 //! reference count of an application event after the layer drained it and the RSS growth),
 //! `copies` (Zins 4.5.5: a dataset copied host-to-device as many small copies vs one large
 //! copy, then the same square + reduce_sum kernels), `ranking` (Zins 4.5.2: a compute-bound
@@ -33,6 +34,7 @@ fn main() -> ExitCode {
     let recording = workloads::start_recording();
     let result = match mode {
         "tour" => workloads::tour(),
+        "release" => workloads::release_pending(),
         "leak" => workloads::leak(num(1, 10_000)),
         "copies" => workloads::copies(num(1, 1024), num(2, 16 << 20), num(3, 5)),
         "ranking" => workloads::ranking(num(1, 10)),
@@ -40,7 +42,7 @@ fn main() -> ExitCode {
         "pair" => workloads::pair(args.get(1).map_or("base", String::as_str), num(2, 20)),
         _ => {
             eprintln!(
-                "usage: strato-opencl-demo tour | leak [N] | copies [CHUNKS] [BYTES] [ITERS] | ranking [ITERS] | workload [STEPS] | pair VARIANT [STEPS] | summary FILE.strato | dump FILE.strato"
+                "usage: strato-opencl-demo tour | release | leak [N] | copies [CHUNKS] [BYTES] [ITERS] | ranking [ITERS] | workload [STEPS] | pair VARIANT [STEPS] | summary FILE.strato | dump FILE.strato"
             );
             return ExitCode::from(2);
         }

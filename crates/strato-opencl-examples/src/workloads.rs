@@ -234,6 +234,36 @@ pub fn tour() -> Result<()> {
     Ok(())
 }
 
+/// A buffer released while commands that use it are still queued: the implementation keeps
+/// it until they are done (and their events released), so the application's release is not
+/// where the memory is freed. Prints the buffer's reference count at the release.
+pub fn release_pending() -> Result<()> {
+    let _op = op("release_pending");
+    let cl = open(true)?;
+    let scale = Kernel::create(&cl.program, "scale")?;
+    let n = 1usize << 20;
+    let mut buf = buffer(&cl, n)?;
+    let host = vec![1f32; n];
+    // SAFETY: `host` has the buffer's `n` floats and outlives the non-blocking write (the queue
+    // is finished below, before `host` is dropped); the kernel's arguments are the buffer and
+    // a float.
+    unsafe {
+        cl.queue
+            .enqueue_write_buffer(&mut buf, CL_NON_BLOCKING, 0, &host, &[])?;
+        ExecuteKernel::new(&scale)
+            .set_arg(&buf)
+            .set_arg(&2.0f32)
+            .set_global_work_size(n)
+            .enqueue_nd_range(&cl.queue)?;
+    }
+    let refs = buf.reference_count()?;
+    drop(buf);
+    cl.queue.finish()?;
+    drop(host);
+    println!("{{\"refs_at_release\":{refs}}}");
+    Ok(())
+}
+
 fn rss_kb() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()

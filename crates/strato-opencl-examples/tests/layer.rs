@@ -256,6 +256,23 @@ fn tour_records_every_call_forces_profiling_and_keeps_semantics() {
     println!("{}", s.render());
 }
 
+/// A buffer the application releases while the implementation still holds it (a queued write
+/// and kernel use it): memory in use returns to 0 when the implementation frees it, not never.
+#[test]
+fn buffer_released_while_in_use_is_counted_freed_when_destroyed() {
+    let run = demo(&["release"], "full");
+    let rec = run.opencl();
+    let s = summarize(&rec);
+    assert_eq!(s.memory.len(), 1);
+    assert_eq!(s.memory[0].1, 4_194_304.0, "the peak is the buffer");
+    assert_eq!(s.memory[0].2, 0.0, "memory in use at the last sample");
+    assert_eq!(report(&rec)["memory_in_use_at_end"], 0);
+    println!(
+        "reference count at the release: {}",
+        run.stdout["refs_at_release"]
+    );
+}
+
 #[test]
 fn no_event_leaks_over_10k_enqueues() {
     let run = demo(&["leak", "10000"], "full");

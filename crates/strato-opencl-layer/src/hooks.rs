@@ -20,7 +20,7 @@ use std::fmt::Write as _;
 use strato_record as rec;
 
 use crate::cl::{self, CL_SUCCESS};
-use crate::dispatch::next;
+use crate::dispatch::{has_next, next};
 use crate::generated::{idx, pfn, P};
 use crate::trace::{api_begin, api_end, layer, Dir, Kind, Layer};
 
@@ -374,8 +374,22 @@ fn buffer_created(entry: usize, ctx: P, mem: P, t0: i64, flags: u64, size: u64) 
     };
     let t1 = rec::now_ns();
     let created = l.mem_created(ctx, mem, t1);
+    let destructors = has_next(idx::clSetMemObjectDestructorCallback);
+    if let Some((_, _, id)) = created.filter(|_| destructors) {
+        // Told when the implementation really frees the object (see `Layer::mem_destroyed`).
+        // SAFETY: `mem` is the valid memory object just created; the entry is non-null
+        // (checked); the callback has the specification's signature and `user_data` is a
+        // plain number, never dereferenced.
+        unsafe {
+            next_entry!(clSetMemObjectDestructorCallback)(
+                mem,
+                mem_destroyed as *const () as P,
+                id as usize as P,
+            )
+        };
+    }
     let mut args = format!("{{\"bytes\":{size},\"flags\":{flags}");
-    if let Some((_, dev)) = created {
+    if let Some((_, dev, _)) = created {
         let _ = write!(args, ",\"device\":{dev}");
     }
     args.push('}');
@@ -404,6 +418,14 @@ pub unsafe extern "C" fn clCreateBufferWithProperties(
         unsafe { next_entry!(clCreateBufferWithProperties)(ctx, props, flags, size, host, err) };
     buffer_created(idx::clCreateBufferWithProperties, ctx, m, t0, flags, size);
     m
+}
+
+/// The destructor callback of every memory object the layer counts (`user_data`: the
+/// layer's id for it).
+extern "C" fn mem_destroyed(mem: P, user_data: P) {
+    if let Some(l) = layer() {
+        l.mem_destroyed(mem, user_data as usize as u64, rec::now_ns());
+    }
 }
 
 pub unsafe extern "C" fn clReleaseMemObject(mem: P) -> i32 {

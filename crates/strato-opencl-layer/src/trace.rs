@@ -158,7 +158,10 @@ struct State {
     devices: HashMap<usize, i64>,
     contexts: HashMap<usize, i64>,
     kernels: HashMap<usize, StrRef>,
-    mems: HashMap<usize, (i64, i64)>,
+    /// Memory objects the layer counts: handle -> (bytes, device, the layer's id for it).
+    mems: HashMap<usize, (i64, i64, u64)>,
+    /// The id the next memory object gets (a handle can be reused once its object is gone).
+    next_mem: u64,
     in_use: HashMap<i64, i64>,
     pairs: Vec<Pair>,
     stats: Stats,
@@ -378,24 +381,51 @@ impl Layer {
         d
     }
 
-    /// A buffer (or other memory object) was created: device memory in use goes up.
-    pub fn mem_created(&self, ctx: P, mem: P, ts: i64) -> Option<(i64, i64)> {
+    /// A buffer (or other memory object) was created: device memory in use goes up. Returns
+    /// (bytes, device, the layer's id for the object: [`Layer::mem_destroyed`] takes it).
+    pub fn mem_created(&self, ctx: P, mem: P, ts: i64) -> Option<(i64, i64, u64)> {
         if mem.is_null() || cl::mem_parent(mem).is_some_and(|p| p != 0) {
             return None; // sub-buffers allocate nothing
         }
         let bytes = cl::mem_size(mem).unwrap_or(0) as i64;
         let dev = self.context_device(ctx);
-        let total = {
+        let (total, id) = {
             let mut st = lock(&self.state);
-            st.mems.insert(mem as usize, (bytes, dev));
+            let id = st.next_mem;
+            st.next_mem += 1;
+            st.mems.insert(mem as usize, (bytes, dev, id));
             let t = st.in_use.entry(dev).or_insert(0);
             *t += bytes;
-            *t
+            (*t, id)
         };
         if let Some(track) = rec::counter_track("memory allocated", "bytes", dev) {
             rec::counter(track, ts, total as f64);
         }
-        Some((bytes, dev))
+        Some((bytes, dev, id))
+    }
+
+    /// The implementation destroyed memory object `mem` (its destructor callback, registered
+    /// at creation with the layer's `id`): counted as freed now unless its release was.
+    /// An application's last `clReleaseMemObject` is not always the last reference: the
+    /// implementation may still hold one for a command it has not cleaned up yet, and then
+    /// frees the object later.
+    pub fn mem_destroyed(&self, mem: P, id: u64, ts: i64) {
+        let (total, dev) = {
+            let mut st = lock(&self.state);
+            // The handle may name a newer object by now: only the object registered goes.
+            if st.mems.get(&(mem as usize)).is_none_or(|m| m.2 != id) {
+                return;
+            }
+            let Some((bytes, dev, _)) = st.mems.remove(&(mem as usize)) else {
+                return;
+            };
+            let t = st.in_use.entry(dev).or_insert(0);
+            *t -= bytes;
+            (*t, dev)
+        };
+        if let Some(track) = rec::counter_track("memory allocated", "bytes", dev) {
+            rec::counter(track, ts, total as f64);
+        }
     }
 
     /// A memory object is about to get its last release: device memory in use goes down.
@@ -405,7 +435,7 @@ impl Layer {
         }
         let (bytes, total, dev) = {
             let mut st = lock(&self.state);
-            let (bytes, dev) = st.mems.remove(&(mem as usize))?;
+            let (bytes, dev, _) = st.mems.remove(&(mem as usize))?;
             let t = st.in_use.entry(dev).or_insert(0);
             *t -= bytes;
             (bytes, *t, dev)
