@@ -151,8 +151,8 @@ class Profile:
     def whatif(self, *, scale: Sequence[str] = (), no_sync: str = "",
                even_straggler: bool = False, step: str | int = "") -> Table:
         """Registered `whatif`, table `whatif`: `whatif.steps[]`, one row per (step, rank)
-        with `scale` (changes `KIND:NAME=F`: `kernel:TEXT`, `op:NAME`, `cpu:NAME`,
-        `category:kernel|copy|device`), `no_sync` (`all`, or a CPU op's name: its host
+        with `scale` (changes `KIND:NAME=F`: `kernel:TEXT`, `op:NAME`, `module:CLASS`,
+        `cpu:NAME`, `category:kernel|copy|device`), `no_sync` (`all`, or a CPU op's name: its host
         synchronisations no longer wait) and `even_straggler` (each window's straggler
         arrives at its collectives with the median member): baseline (the replay) and
         predicted step time, gain, the predicted path (`path.by_kind.<kind>` columns,

@@ -123,6 +123,7 @@ path's kinds plus the time before it add up to the predicted window";
         "strato whatif trace.json.gz --scale 'kernel:gemm=0.5'",
         "strato whatif traces/ --scale 'op:aten::mm=0.5' --scale 'category:copy=0' --json",
         "strato whatif trace.json.gz --step 12 --scale 'cpu:aten::to=0.5'",
+        "strato whatif trace.json.gz --scale 'module:Qwen2Attention=0.67'",
         "strato whatif trace.json.gz --no-sync all",
         "strato whatif ranks/ --even-straggler",
     ];
@@ -131,7 +132,8 @@ path's kinds plus the time before it add up to the predicted window";
             name: "scale",
             help: "a change, repeatable: KIND:NAME=F scales the time of what it selects by F \
 (0.5: twice as fast; 0: gone). kernel:TEXT = device ops whose name contains TEXT; op:NAME = \
-device ops launched under the CPU op NAME; cpu:NAME = the CPU op NAME and what it calls; \
+device ops launched under the CPU op NAME; module:CLASS = device ops launched under a call of \
+the nn.Module class CLASS; cpu:NAME = the CPU op NAME and what it calls; \
 category:kernel|copy|device",
             kind: OptionKind::Texts {
                 value_name: "KIND:NAME=F",

@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use strato_trace::{Level, Ns, RankId, SpanId, Trace, TrackId};
+use strato_trace::{Level, Ns, RankId, SpanId, Trace, TrackId, TrackKind};
 
 use super::graph::{Edge, Graph};
 use super::options::CriticalPathOptions;
@@ -39,6 +39,10 @@ pub enum Selector {
     Kernel(String),
     /// Device ops launched from inside a CPU op of exactly this name, at any depth.
     Op(String),
+    /// Device ops launched from inside a call of an `nn.Module` of this class (the module's
+    /// `nn.Module: CLASS_N` span on the launching thread; `CLASS` as
+    /// [`crate::cross_stack::modules::module_of`] reads it), at any depth.
+    Module(String),
     /// CPU ops of exactly this name and every CPU op they call on their thread.
     Cpu(String),
     /// Device ops of a category.
@@ -110,10 +114,11 @@ impl Scale {
     }
 
     /// Parses `KIND:NAME=FACTOR`: KIND is `kernel` (device ops whose name contains NAME), `op`
-    /// (device ops launched under the CPU op NAME), `cpu` (the CPU op NAME and what it calls)
-    /// or `category` (NAME: `kernel`, `copy` or `device`); FACTOR a finite number >= 0.
+    /// (device ops launched under the CPU op NAME), `module` (device ops launched under a call
+    /// of the `nn.Module` class NAME), `cpu` (the CPU op NAME and what it calls) or `category`
+    /// (NAME: `kernel`, `copy` or `device`); FACTOR a finite number >= 0.
     pub fn parse(text: &str) -> Result<Scale, String> {
-        let shape = "KIND:NAME=FACTOR (kind: kernel, op, cpu or category)";
+        let shape = "KIND:NAME=FACTOR (kind: kernel, op, module, cpu or category)";
         let (selector, factor) = text
             .rsplit_once('=')
             .ok_or_else(|| format!("scale {text:?}: not {shape}"))?;
@@ -132,6 +137,7 @@ impl Scale {
         let selector = match kind.trim() {
             "kernel" => Selector::Kernel(name.to_owned()),
             "op" => Selector::Op(name.to_owned()),
+            "module" => Selector::Module(name.to_owned()),
             "cpu" => Selector::Cpu(name.to_owned()),
             "category" => Selector::Category(match name {
                 "kernel" => DeviceCategory::Kernel,
@@ -145,7 +151,8 @@ impl Scale {
             }),
             other => {
                 return Err(format!(
-                    "scale {text:?}: no selector kind {other:?} (kinds: kernel, op, cpu, category)"
+                    "scale {text:?}: no selector kind {other:?} (kinds: kernel, op, module, cpu, \
+                     category)"
                 ))
             }
         };
@@ -283,6 +290,7 @@ pub fn replay(
     changes: &[Scale],
 ) -> Result<ReplayReport, CriticalPathError> {
     let changes = &changes[..changes.len().min(MAX_CHANGES)];
+    let modules = ModuleCalls::new(trace, changes);
     let mut report = ReplayReport::empty(changes);
     match windows {
         ReplayWindows::Steps(only) => {
@@ -293,7 +301,7 @@ pub fn replay(
                     ranks: step.ranks,
                     starts: step.windows.iter().map(|w| w.map(|w| w.0)).collect(),
                 };
-                replay_graph(trace, &step.graph, &window, changes, &mut report)
+                replay_graph(trace, &step.graph, &window, changes, &modules, &mut report)
             })?;
         }
         ReplayWindows::Whole => {
@@ -312,7 +320,7 @@ pub fn replay(
                     .collect(),
                 starts,
             };
-            replay_graph(trace, &graph, &window, changes, &mut report)?;
+            replay_graph(trace, &graph, &window, changes, &modules, &mut report)?;
         }
     }
     Ok(report)
@@ -333,15 +341,16 @@ pub fn estimated_gains(
     if sets.is_empty() {
         return Ok(gains);
     }
+    let modules = ModuleCalls::of_sets(trace, sets);
     let mut windows = 0usize;
     for_each_step_graph(trace, options, None, true, |step| {
         windows += 1;
-        graph_gains(trace, &step.graph, &step.ranks, sets, &mut gains)
+        graph_gains(trace, &step.graph, &step.ranks, sets, &modules, &mut gains)
     })?;
     if windows == 0 {
         let (graph, _) = whole_graph(trace, options, true);
         let ranks: Vec<RankId> = (0..trace.ranks.len() as u32).map(RankId).collect();
-        graph_gains(trace, &graph, &ranks, sets, &mut gains)?;
+        graph_gains(trace, &graph, &ranks, sets, &modules, &mut gains)?;
     }
     Ok(gains)
 }
@@ -365,13 +374,14 @@ pub fn paths_and_gains(
     Result<Vec<Ns>, CriticalPathError>,
 ) {
     let replay = !sets.is_empty();
+    let modules = ModuleCalls::of_sets(trace, sets);
     let mut gains: Result<Vec<Ns>, CriticalPathError> = Ok(vec![0; sets.len()]);
     let mut add_gains = |graph: &mut Graph, ranks: &[RankId]| {
         if !replay {
             return;
         }
         let added = match gains.as_mut() {
-            Ok(sums) => graph_gains(trace, graph, ranks, sets, sums),
+            Ok(sums) => graph_gains(trace, graph, ranks, sets, &modules, sums),
             Err(_) => Ok(()),
         };
         if let Err(e) = added {
@@ -410,6 +420,7 @@ fn graph_gains(
     graph: &Graph,
     ranks: &[RankId],
     sets: &[Vec<Scale>],
+    modules: &[ModuleCalls],
     gains: &mut [Ns],
 ) -> Result<(), CriticalPathError> {
     let in_edges = Adjacency::new(graph.nodes.len(), &graph.edges, |e| e.to);
@@ -431,7 +442,7 @@ fn graph_gains(
         return Ok(());
     };
     drop(t0);
-    for (set, gain) in sets.iter().zip(gains.iter_mut()) {
+    for ((set, gain), modules) in sets.iter().zip(gains.iter_mut()).zip(modules) {
         let changes = &set[..set.len().min(MAX_CHANGES)];
         let mut counts = ReplayReport::empty(changes);
         let (t1, _) = predict(
@@ -439,7 +450,7 @@ fn graph_gains(
             graph,
             &roles,
             &traced,
-            changes,
+            (changes, modules),
             &topo,
             &in_edges,
             &mut counts,
@@ -613,15 +624,21 @@ fn change_bits(changes: &[Scale], pick: &dyn Fn(&Selector) -> bool) -> u64 {
 }
 
 /// The changes each span of the graph falls under, as a bit mask per span: device ops by
-/// their own name and category and by the CPU ops above their launch (`op:`), CPU ops by
-/// their own name and their callers' (`cpu:`).
-fn selected(trace: &Trace, graph: &Graph, changes: &[Scale]) -> FxHashMap<SpanId, u64> {
+/// their own name and category and by the CPU ops (`op:`) and module calls (`module:`) above
+/// their launch, CPU ops by their own name and their callers' (`cpu:`).
+fn selected(
+    trace: &Trace,
+    graph: &Graph,
+    changes: &[Scale],
+    modules: &ModuleCalls,
+) -> FxHashMap<SpanId, u64> {
     let mut masks: FxHashMap<SpanId, u64> = FxHashMap::default();
     if changes.is_empty() {
         return masks;
     }
     let bits = |pick: &dyn Fn(&Selector) -> bool| change_bits(changes, pick);
-    let op_bits = bits(&|s| matches!(s, Selector::Op(_)));
+    // What selects device ops by what is above their launch on its thread.
+    let op_bits = bits(&|s| matches!(s, Selector::Op(_) | Selector::Module(_)));
     let sync_bits = bits(&|s| matches!(s, Selector::Sync(_)));
     let every_sync = bits(&|s| matches!(s, Selector::Sync(None)));
     // CPU spans per thread, walked in call order with their callers' masks ("under" a name).
@@ -666,16 +683,18 @@ fn selected(trace: &Trace, graph: &Graph, changes: &[Scale]) -> FxHashMap<SpanId
             } else {
                 0
             };
+            let mut launched_under = mask;
             if span.level == Level::AcceleratorApi {
                 if let Some(c) = span.correlation {
                     calls.entry((rank, c)).or_insert(id);
+                    launched_under |= modules.around(track, span.start);
                 }
             }
             let cpu = (mask & !op_bits & !sync_bits) | syncs;
             if cpu != 0 {
                 masks.insert(id, cpu);
             }
-            under.insert(id, mask);
+            under.insert(id, launched_under);
             stack.push((id, mask));
         }
     }
@@ -703,12 +722,112 @@ fn selected(trace: &Trace, graph: &Graph, changes: &[Scale]) -> FxHashMap<SpanId
     masks
 }
 
+/// The module calls `module:` changes select (`nn.Module: CLASS_N` spans of thread tracks), per
+/// thread in call order, each with the changes it falls under (its own and those of the
+/// selected calls around it). Read once per replay, then per window by time: a window's graph
+/// holds only the trace's ops, and a module call is not one.
+#[derive(Debug, Default)]
+struct ModuleCalls {
+    per_track: FxHashMap<TrackId, Vec<ModuleCall>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ModuleCall {
+    start: Ns,
+    end: Ns,
+    /// The selected call around it (an index in its thread's list), or `u32::MAX`.
+    parent: u32,
+    /// The changes it falls under.
+    bits: u64,
+}
+
+impl ModuleCalls {
+    /// The calls `changes` select (none without a `module:` change: nothing is read).
+    fn new(trace: &Trace, changes: &[Scale]) -> ModuleCalls {
+        let mut calls = ModuleCalls::default();
+        if change_bits(changes, &|s| matches!(s, Selector::Module(_))) == 0 {
+            return calls;
+        }
+        for span in &trace.spans {
+            if span.end <= span.start
+                || !matches!(trace.track(span.track).kind, TrackKind::Thread { .. })
+            {
+                continue;
+            }
+            let Some((class, _)) = crate::cross_stack::modules::module_of(trace.str(span.name))
+            else {
+                continue;
+            };
+            let own = change_bits(
+                changes,
+                &|s| matches!(s, Selector::Module(c) if c.as_str() == class),
+            );
+            if own != 0 {
+                calls
+                    .per_track
+                    .entry(span.track)
+                    .or_default()
+                    .push(ModuleCall {
+                        start: span.start,
+                        end: span.end,
+                        parent: u32::MAX,
+                        bits: own,
+                    });
+            }
+        }
+        for list in calls.per_track.values_mut() {
+            list.sort_by_key(|c| (c.start, std::cmp::Reverse(c.end)));
+            let mut open: Vec<u32> = Vec::new();
+            for k in 0..list.len() {
+                while open
+                    .last()
+                    .is_some_and(|&top| list[top as usize].end <= list[k].start)
+                {
+                    open.pop();
+                }
+                if let Some(&parent) = open.last() {
+                    list[k].parent = parent;
+                    list[k].bits |= list[parent as usize].bits;
+                }
+                open.push(k as u32);
+            }
+        }
+        calls
+    }
+
+    /// [`ModuleCalls::new`] for each set of changes.
+    fn of_sets(trace: &Trace, sets: &[Vec<Scale>]) -> Vec<ModuleCalls> {
+        sets.iter()
+            .map(|set| ModuleCalls::new(trace, &set[..set.len().min(MAX_CHANGES)]))
+            .collect()
+    }
+
+    /// The changes of the selected calls open on `track` at `ts` (0 outside any).
+    fn around(&self, track: TrackId, ts: Ns) -> u64 {
+        let Some(list) = self.per_track.get(&track) else {
+            return 0;
+        };
+        // The innermost open call is the last one started by `ts` or one of the calls around
+        // it: calls nest.
+        let mut at = list.partition_point(|c| c.start <= ts).checked_sub(1);
+        while let Some(k) = at {
+            let call = list[k];
+            if ts < call.end {
+                return call.bits;
+            }
+            at = (call.parent != u32::MAX).then_some(call.parent as usize);
+        }
+        0
+    }
+}
+
 /// Replays one graph and, with changes, predicts it; appends each rank's window to `report`.
 fn replay_graph(
     trace: &Trace,
     graph: &Graph,
     window: &Window,
     changes: &[Scale],
+    modules: &ModuleCalls,
     report: &mut ReplayReport,
 ) -> Result<(), CriticalPathError> {
     let n = graph.nodes.len();
@@ -745,7 +864,14 @@ fn replay_graph(
     // Without changes the prediction is the replay (gain 0, the same path).
     let predicted = (!changes.is_empty()).then(|| {
         predict(
-            trace, graph, &roles, &traced, changes, &topo, &in_edges, report,
+            trace,
+            graph,
+            &roles,
+            &traced,
+            (changes, modules),
+            &topo,
+            &in_edges,
+            report,
         )
     });
     let predicted_last = predicted.as_ref().map(|(t1, _)| last_of(t1));
@@ -793,20 +919,20 @@ fn replay_graph(
     Ok(())
 }
 
-/// The simulation with `changes` applied to the traced durations; counts each change's ops
-/// in `report`.
+/// The simulation with `changes` (and the module calls they select) applied to the traced
+/// durations; counts each change's ops in `report`.
 #[allow(clippy::too_many_arguments)]
 fn predict(
     trace: &Trace,
     graph: &Graph,
     roles: &[Role],
     traced: &[Ns],
-    changes: &[Scale],
+    (changes, modules): (&[Scale], &ModuleCalls),
     topo: &[u32],
     in_edges: &Adjacency,
     report: &mut ReplayReport,
 ) -> (Vec<Ns>, Vec<u32>) {
-    let masks = selected(trace, graph, changes);
+    let masks = selected(trace, graph, changes, modules);
     for (i, change) in report.changes.iter_mut().enumerate() {
         change.matched_ops += masks.values().filter(|m| *m & (1u64 << i) != 0).count();
     }
@@ -1126,6 +1252,61 @@ mod tests {
         assert_eq!(none.predicted[0].gain_ns, 0);
     }
 
+    /// `step()` with two module calls on the CPU thread (Python-level spans, not graph ops):
+    /// `Attn` around gemm's launch only, `Block` around both launches.
+    fn step_with_modules() -> Trace {
+        let mut t = step();
+        let cpu = t.spans[1].track;
+        for (name, start, end) in [("nn.Module: Block_0", 2, 95), ("nn.Module: Attn_0", 5, 25)] {
+            let name = t.strings.intern(name);
+            let category = t.strings.intern("python_function");
+            t.spans.push(strato_trace::Span {
+                track: cpu,
+                start,
+                end,
+                name,
+                category,
+                level: Level::Python,
+                correlation: None,
+                external_id: None,
+                args: None,
+            });
+        }
+        t
+    }
+
+    #[test]
+    fn modules_select_the_kernels_launched_inside_their_calls() {
+        let t = step_with_modules();
+        // Attn launched gemm only: as gemm's own change (800 -> 650).
+        let attn = run(&t, &["module:Attn=0.5"]);
+        assert_eq!(attn.changes[0].matched_ops, 1);
+        let by_kernel = run(&t, &["kernel:gemm=0.5"]);
+        assert_eq!(attn.predicted[0].predicted_ns, 650);
+        assert_eq!(attn.predicted[0].path, by_kernel.predicted[0].path);
+        conserves(&attn.predicted[0]);
+        // Block launched both, as fwd did (the enclosing call's change reaches the inner one's
+        // launches too).
+        let block = run(&t, &["module:Block=0.5"]);
+        assert_eq!(block.changes[0].matched_ops, 2);
+        assert_eq!(block.predicted[0].predicted_ns, 500);
+        // Nested selected calls: each launch is counted once per change.
+        let both = run(&t, &["module:Block=1", "module:Attn=0.5"]);
+        assert_eq!(
+            (both.changes[0].matched_ops, both.changes[1].matched_ops),
+            (2, 1)
+        );
+        assert_eq!(both.predicted[0].predicted_ns, 650);
+        // A class with no call, and the instance's full name, select nothing.
+        for change in ["module:Mlp=0.5", "module:Attn_0=0.5"] {
+            let none = run(&t, &[change]);
+            assert_eq!(none.changes[0].matched_ops, 0, "{change}");
+            assert_eq!(none.predicted[0].gain_ns, 0, "{change}");
+        }
+        // Without a module change nothing of them is read, and the CPU ops are unchanged.
+        assert_eq!(run(&t, &["cpu:opt=0.5"]).predicted[0].predicted_ns, 755);
+    }
+
     #[test]
     fn a_removed_synchronisation_lets_the_host_run_ahead() {
         // Without its wait the sync costs its 45 ns return (the median binding sync latency),
@@ -1160,12 +1341,14 @@ mod tests {
         let scale = Scale::parse("op:aten::mm=0.5").unwrap();
         assert_eq!(scale.selector, Selector::Op("aten::mm".into()));
         assert_eq!(scale.factor, 0.5);
+        let module = Scale::parse("module:Qwen2Attention=0.67").unwrap();
+        assert_eq!(module.selector, Selector::Module("Qwen2Attention".into()));
         for (bad, says) in [
             ("gemm=0.5", "not KIND:NAME=FACTOR"),
             ("kernel:gemm", "not KIND:NAME=FACTOR"),
             ("kernel:gemm=-1", "finite number >= 0"),
             ("kernel:gemm=inf", "finite number >= 0"),
-            ("module:Attention=0.5", "no selector kind \"module\""),
+            ("layer:Attention=0.5", "no selector kind \"layer\""),
             ("category:tensor=0.5", "no category \"tensor\""),
             ("kernel:=0.5", "no name after kernel:"),
         ] {
