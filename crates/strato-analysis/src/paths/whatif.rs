@@ -38,6 +38,8 @@ pub struct WhatIfSettings {
     /// Each window's straggler arrives at its collectives with the median member
     /// ([`Scale::even_straggler`]).
     pub even_straggler: bool,
+    /// The links' bandwidth times this factor ([`Scale::link_bandwidth`]); `None`: unchanged.
+    pub link_bw: Option<f64>,
 }
 
 /// The replay of every window and, with changes, the prediction.
@@ -84,6 +86,9 @@ impl WhatIfSettings {
         if self.even_straggler {
             changes.push(Scale::even_straggler(None));
         }
+        if let Some(factor) = self.link_bw {
+            changes.push(Scale::link_bandwidth(factor)?);
+        }
         if changes.len() > MAX_CHANGES {
             return Err(format!(
                 "at most {MAX_CHANGES} changes, not {}",
@@ -126,6 +131,7 @@ path's kinds plus the time before it add up to the predicted window";
         "strato whatif trace.json.gz --scale 'module:Qwen2Attention=0.67'",
         "strato whatif trace.json.gz --no-sync all",
         "strato whatif ranks/ --even-straggler",
+        "strato whatif ranks/ --link-bw 2",
     ];
     const OPTIONS: &'static [OptionSpec] = &[
         OptionSpec {
@@ -159,6 +165,15 @@ at the most collectives arrives at each collective with the median member instea
             default: "false",
         },
         OptionSpec {
+            name: "link_bw",
+            help: "the links collectives move data over F times as fast (2: twice the \
+bandwidth): each collective kernel's transfer, from the last member's arrival to its end, \
+takes 1/F of the time (the whole kernel where the job's collectives are not matched across \
+ranks); waiting for peers is unchanged",
+            kind: OptionKind::Number,
+            default: "",
+        },
+        OptionSpec {
             name: "step",
             help: "N: that ProfilerStep#N window only; all (and unset): every step, or the whole \
 trace when it has no step",
@@ -170,7 +185,7 @@ trace when it has no step",
         TableSpec {
             name: "whatif",
             about: "one row per (step, rank): baseline (the replay) and predicted step time with \
-the changes (--scale, --no-sync, --even-straggler; none: the replay), the gain, the predicted path by kind (path.by_kind.<kind>) and its bottleneck",
+the changes (--scale, --no-sync, --even-straggler, --link-bw; none: the replay), the gain, the predicted path by kind (path.by_kind.<kind>) and its bottleneck",
             path: &["whatif", "steps"],
             inherit: &[],
             options: &[],

@@ -47,6 +47,11 @@ pub enum Selector {
     Cpu(String),
     /// Device ops of a category.
     Category(DeviceCategory),
+    /// The links collectives move their data over: the collective kernels
+    /// ([`crate::distributed::collectives::is_collective_kernel`]), whose transfer (from the
+    /// last member's arrival to the end, when the job's collectives are matched across ranks;
+    /// the whole kernel otherwise) scales by the factor, 1 / the bandwidth's factor.
+    Links,
     /// Host synchronisations: the blocking runtime calls ([`super::BLOCKING_CALLS`]) under a
     /// CPU op of this name, or every one (`None`). Their factor is 0: the call no longer waits
     /// for the device (it costs what it costs when it does not wait).
@@ -98,6 +103,22 @@ impl Scale {
             selector: Selector::Sync((!under.is_empty()).then(|| under.to_owned())),
             factor: 0.0,
         }
+    }
+
+    /// The change `--link-bw F` asks for: the links `factor` times as fast (2: twice the
+    /// bandwidth, each collective's transfer in half the time); `Err` unless `factor` is a
+    /// finite number > 0.
+    pub fn link_bandwidth(factor: f64) -> Result<Scale, String> {
+        if !(factor.is_finite() && factor > 0.0) {
+            return Err(format!(
+                "link_bw: {factor} is not a finite number > 0 (2: twice the bandwidth)"
+            ));
+        }
+        Ok(Scale {
+            text: format!("link-bw={factor}"),
+            selector: Selector::Links,
+            factor: 1.0 / factor,
+        })
     }
 
     /// The change `--even-straggler` asks for (`rank` `None`: each window's straggler), or
@@ -709,6 +730,10 @@ fn selected(
                 matches!(level, Level::DeviceCopy | Level::DeviceSet)
             }
             Selector::Category(DeviceCategory::Device) => true,
+            Selector::Links => {
+                level == Level::DeviceKernel
+                    && crate::distributed::collectives::is_collective_kernel(name)
+            }
             _ => false,
         });
         let rank = trace.track(span.track).rank;
@@ -1250,6 +1275,30 @@ mod tests {
         let none = run(&step(), &["kernel:conv=0.1"]);
         assert_eq!(none.changes[0].matched_ops, 0);
         assert_eq!(none.predicted[0].gain_ns, 0);
+    }
+
+    /// Twice the link bandwidth: the all-reduce's transfer (410..700 on both ranks, after rank
+    /// 1 arrives) takes 145 ns instead of 290, both ranks end at 555; the wait is unchanged.
+    #[test]
+    fn faster_links_shorten_the_collectives_transfer_not_the_wait() {
+        let (trace, options) = late_peer();
+        let change = Scale::link_bandwidth(2.0).unwrap();
+        assert_eq!(change.text, "link-bw=2");
+        let r = replay(&trace, &options, ReplayWindows::Steps(None), &[change]).unwrap();
+        assert_eq!(r.changes[0].matched_ops, 2);
+        let got: Vec<(i64, Ns, Ns)> = (r.predicted.iter())
+            .map(|w| (w.rank, w.baseline_ns, w.predicted_ns))
+            .collect();
+        assert_eq!(got, [(0, 700, 555), (1, 700, 555)]);
+        r.predicted.iter().for_each(conserves);
+        // Rank 0 still waits 300 ns for rank 1.
+        let waited: Ns = (r.predicted[0].path.peer_waits.iter())
+            .map(|p| p.waited_ns)
+            .sum();
+        assert_eq!(waited, 300);
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert!(Scale::link_bandwidth(bad).is_err(), "{bad}");
+        }
     }
 
     /// `step()` with two module calls on the CPU thread (Python-level spans, not graph ops):
