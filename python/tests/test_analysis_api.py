@@ -157,6 +157,7 @@ MULTI_ONLY = [
     ("collectives_ranks", {}, ["collectives"], ["ranks"], []),
     ("stragglers", {}, ["collectives"], ["stragglers"], []),
     ("whatif", {"even_straggler": True}, ["whatif", "--even-straggler"], ["whatif", "steps"], []),
+    ("whatif", {"link_bw": 2.0}, ["whatif", "--link-bw", "2"], ["whatif", "steps"], []),
 ]
 
 
