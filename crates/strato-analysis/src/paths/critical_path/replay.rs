@@ -444,10 +444,7 @@ fn graph_gains(
     modules: &[ModuleCalls],
     gains: &mut [Ns],
 ) -> Result<(), CriticalPathError> {
-    let in_edges = Adjacency::new(graph.nodes.len(), &graph.edges, |e| e.to);
-    let topo = topological_order(graph, &in_edges)?;
-    let roles: Vec<Role> = graph.edges.iter().map(|e| role(trace, graph, e)).collect();
-    let traced = traced_durations(graph, &roles, &in_edges);
+    let prepared = Prepared::new(trace, graph)?;
     // The latest end of the window's ranks' traced ops in a simulation.
     let latest = |times: &[Ns]| {
         graph
@@ -458,7 +455,7 @@ fn graph_gains(
             .map(|(v, _)| times[v])
             .max()
     };
-    let (t0, _) = simulate(graph, &topo, &in_edges, &traced);
+    let (t0, _) = prepared.simulate();
     let Some(baseline) = latest(&t0) else {
         return Ok(());
     };
@@ -466,16 +463,7 @@ fn graph_gains(
     for ((set, gain), modules) in sets.iter().zip(gains.iter_mut()).zip(modules) {
         let changes = &set[..set.len().min(MAX_CHANGES)];
         let mut counts = ReplayReport::empty(changes);
-        let (t1, _) = predict(
-            trace,
-            graph,
-            &roles,
-            &traced,
-            (changes, modules),
-            &topo,
-            &in_edges,
-            &mut counts,
-        );
+        let (t1, _) = predict(&prepared, trace, changes, modules, &mut counts);
         if let Some(predicted) = latest(&t1) {
             *gain += baseline - predicted;
         }
@@ -855,17 +843,13 @@ fn replay_graph(
     modules: &ModuleCalls,
     report: &mut ReplayReport,
 ) -> Result<(), CriticalPathError> {
-    let n = graph.nodes.len();
-    let in_edges = Adjacency::new(n, &graph.edges, |e| e.to);
-    let topo = topological_order(graph, &in_edges)?;
-    let roles: Vec<Role> = graph.edges.iter().map(|e| role(trace, graph, e)).collect();
-    let traced = traced_durations(graph, &roles, &in_edges);
-    let (t0, via0) = simulate(graph, &topo, &in_edges, &traced);
+    let prepared = Prepared::new(trace, graph)?;
+    let (t0, via0) = prepared.simulate();
     let walk = PathWalk {
         trace,
         graph,
-        roles: &roles,
-        in_edges: &in_edges,
+        roles: &prepared.roles,
+        in_edges: &prepared.in_edges,
     };
     let rank_label = |r: RankId| trace.ranks[r.0 as usize].rank.unwrap_or(i64::from(r.0));
     // Each rank's last point, traced and simulated.
@@ -887,18 +871,8 @@ fn replay_graph(
     drop(traced_times);
     let simulated_last = last_of(&t0);
     // Without changes the prediction is the replay (gain 0, the same path).
-    let predicted = (!changes.is_empty()).then(|| {
-        predict(
-            trace,
-            graph,
-            &roles,
-            &traced,
-            (changes, modules),
-            &topo,
-            &in_edges,
-            report,
-        )
-    });
+    let predicted =
+        (!changes.is_empty()).then(|| predict(&prepared, trace, changes, modules, report));
     let predicted_last = predicted.as_ref().map(|(t1, _)| last_of(t1));
     for &r in &window.ranks {
         let (Some(start), Some((measured, _)), Some((simulated, end))) = (
@@ -944,19 +918,54 @@ fn replay_graph(
     Ok(())
 }
 
-/// The simulation with `changes` (and the module calls they select) applied to the traced
-/// durations; counts each change's ops in `report`.
-#[allow(clippy::too_many_arguments)]
+/// A graph ready to be simulated: the edges into each point, a topological order, and each
+/// edge's role and traced duration.
+struct Prepared<'g> {
+    graph: &'g Graph,
+    in_edges: Adjacency,
+    topo: Vec<u32>,
+    roles: Vec<Role>,
+    traced: Vec<Ns>,
+}
+
+impl<'g> Prepared<'g> {
+    /// `Err` when the graph has a cycle.
+    fn new(trace: &Trace, graph: &'g Graph) -> Result<Prepared<'g>, CriticalPathError> {
+        let in_edges = Adjacency::new(graph.nodes.len(), &graph.edges, |e| e.to);
+        let topo = topological_order(graph, &in_edges)?;
+        let roles: Vec<Role> = graph.edges.iter().map(|e| role(trace, graph, e)).collect();
+        let traced = traced_durations(graph, &roles, &in_edges);
+        Ok(Prepared {
+            graph,
+            in_edges,
+            topo,
+            roles,
+            traced,
+        })
+    }
+
+    /// The simulation with the traced durations: each point's time and the edge it came by.
+    fn simulate(&self) -> (Vec<Ns>, Vec<u32>) {
+        simulate(self.graph, &self.topo, &self.in_edges, &self.traced)
+    }
+}
+
+/// The simulation of `prepared` with `changes` (and the module calls they select) applied to
+/// the traced durations; counts each change's ops in `report`.
 fn predict(
+    prepared: &Prepared,
     trace: &Trace,
-    graph: &Graph,
-    roles: &[Role],
-    traced: &[Ns],
-    (changes, modules): (&[Scale], &ModuleCalls),
-    topo: &[u32],
-    in_edges: &Adjacency,
+    changes: &[Scale],
+    modules: &ModuleCalls,
     report: &mut ReplayReport,
 ) -> (Vec<Ns>, Vec<u32>) {
+    let Prepared {
+        graph,
+        in_edges,
+        topo,
+        roles,
+        traced,
+    } = prepared;
     let masks = selected(trace, graph, changes, modules);
     for (i, change) in report.changes.iter_mut().enumerate() {
         change.matched_ops += masks.values().filter(|m| *m & (1u64 << i) != 0).count();
