@@ -1,6 +1,6 @@
-//! `strato collectives` over several rank files without holding their events
-//! ([`Engine::collectives_rank_by_rank`]): each file reduced to its collective calls and
-//! devices as it is imported ([`Engine::map_ranks`]), the calls renumbered to the whole
+//! `strato collectives` over several rank files, or the leaves of a partitioned store, without
+//! holding their events ([`Engine::collectives_rank_by_rank`]): each file reduced to its
+//! collective calls and devices as it is read ([`Engine::map_ranks_or_leaves`]), the calls renumbered to the whole
 //! trace's span ids, the collectives matched across ranks
 //! ([`strato_analysis::distributed::collectives::collectives_of_summaries`]), and the files of the
 //! late ranks read again, in parallel and each once, for the stragglers' causes. The report is the
@@ -51,7 +51,8 @@ pub(crate) fn moved_summaries<'a>(
 }
 
 impl Engine {
-    /// The collectives of the rank files of `inputs`, read rank by rank (see the module docs).
+    /// The collectives of the rank files of `inputs` (or of the leaves of the partitioned store
+    /// it is), read rank by rank (see the module docs).
     /// `None` for inputs that need the whole-trace path ([`Engine::map_ranks`]), and for a
     /// single file (held whole during its import anyway: nothing to save by reading it again):
     /// the caller then runs the analysis on [`Engine::open`]'s trace.
@@ -61,10 +62,11 @@ impl Engine {
         options: &strato_io::ImportOptions,
         analysis: &CollectivesOptions,
     ) -> Result<Option<CollectivesReport>> {
-        if self.rank_files(inputs).is_none_or(|files| files.len() < 2) {
+        let leaves = self.store_leaves(inputs).map_or(0, |leaves| leaves.len());
+        if leaves < 2 && self.rank_files(inputs).is_none_or(|files| files.len() < 2) {
             return Ok(None);
         }
-        let streamed = self.map_ranks(inputs, options, |trace| {
+        let streamed = self.map_ranks_or_leaves(inputs, options, |trace| {
             (rank_summaries(trace), device_links(trace))
         })?;
         let Some(streamed) = streamed else {
@@ -107,7 +109,7 @@ impl Engine {
             let causes =
                 strato_io::ranks::map_files(&reread, options.effective_jobs(), |k, path| {
                     let trace = self
-                        .import_rank_file(path, options)?
+                        .read_rank(path, options)?
                         .ok_or_else(|| EngineError::InputChanged(path.to_path_buf()))?;
                     let file = wanted[k];
                     let found: Vec<(usize, StragglerCause)> = requests

@@ -10,6 +10,12 @@
 //! path does not cover (standard input, a profile directory, a partitioned store, a recording,
 //! Nsight Compute metrics to attach, perf recordings to join, `graph_capture`) give `None`:
 //! the caller then opens the profile whole.
+//!
+//! A partitioned store given alone is read leaf by leaf the same way where the caller asks for
+//! it ([`Engine::map_ranks_or_leaves`]): each leaf is a stored profile of one rank, read as
+//! [`Engine::open`] reads the store (the leaves appended in store order, as stored: no rank
+//! claims checked again, secrets redacted unless `keep_secrets`, its import notes told once
+//! for the job); a store whose profiles hold graph node links is left to the whole trace.
 
 use std::path::{Path, PathBuf};
 
@@ -35,8 +41,12 @@ pub struct FilePart<T> {
 /// The files read and their parts, in input order.
 #[derive(Debug)]
 pub struct Streamed<T> {
+    /// The rank files, or the store's leaf directories ([`Streamed::stored`]).
     pub files: Vec<PathBuf>,
     pub parts: Vec<FilePart<T>>,
+    /// The files are the leaves of a partitioned store: stored profiles, whose rank claims
+    /// were checked when they were imported.
+    pub stored: bool,
 }
 
 impl<T> Streamed<T> {
@@ -72,7 +82,7 @@ impl<R> Streamed<Vec<R>> {
 }
 
 enum Failure {
-    Import(strato_io::Error),
+    Read(crate::EngineError),
     /// The file needs the whole-trace path (Nsight Compute metrics, a recording).
     Whole,
 }
@@ -98,6 +108,36 @@ impl Engine {
             return None;
         }
         Some(expanded.files)
+    }
+
+    /// The leaf directories of the partitioned store `inputs` is (given alone), in the order
+    /// [`Engine::open`] appends them; `None` for other inputs, with `graph_capture`, and when
+    /// the store cannot be listed (the whole-trace path then says why).
+    pub fn store_leaves(&self, inputs: &[PathBuf]) -> Option<Vec<PathBuf>> {
+        let [input] = inputs else { return None };
+        if self.attributes_graph_capture() || !strato_store::partitioned::is_store_dir(input) {
+            return None;
+        }
+        let leaves = strato_store::partitioned::partitions(input).ok()?;
+        (!leaves.is_empty()).then(|| leaves.into_iter().map(|leaf| leaf.dir).collect())
+    }
+
+    /// One rank of the job read on its own: a store's leaf (a profile directory) as
+    /// [`Engine::open`] reads the store, or a rank file as [`Engine::import_rank_file`]
+    /// imports it; `None` when it must be read whole with the others.
+    pub fn read_rank(&self, path: &Path, options: &ImportOptions) -> Result<Option<Trace>> {
+        if !strato_store::is_profile_dir(path) {
+            return Ok(self.import_rank_file(path, options)?);
+        }
+        let mut trace = strato_store::read_with(path, &crate::store_read_options(options))?;
+        // Their attribution needs the whole trace (Engine::open).
+        if strato_trace::names::has_graph_node_links(&trace) {
+            return Ok(None);
+        }
+        if self.redacts() {
+            strato_io::redact::redact_trace(&mut trace);
+        }
+        Ok(Some(trace))
     }
 
     /// One rank file imported as the whole-trace path imports it (redacted unless
@@ -140,10 +180,44 @@ impl Engine {
         let Some(files) = self.rank_files(inputs) else {
             return Ok(None);
         };
+        self.map_rank_inputs(files, false, options, analyse)
+    }
+
+    /// [`Engine::map_ranks`], and a partitioned store given alone leaf by leaf (see the module
+    /// docs; [`Streamed::stored`] says which).
+    pub fn map_ranks_or_leaves<T, F>(
+        &self,
+        inputs: &[PathBuf],
+        options: &ImportOptions,
+        analyse: F,
+    ) -> Result<Option<Streamed<T>>>
+    where
+        T: Send,
+        F: Fn(&Trace) -> T + Sync,
+    {
+        match self.store_leaves(inputs) {
+            Some(leaves) => self.map_rank_inputs(leaves, true, options, analyse),
+            None => self.map_ranks(inputs, options, analyse),
+        }
+    }
+
+    /// `analyse` on each of `files` (rank files, or a store's leaves when `stored`) read on
+    /// its own ([`Engine::read_rank`]), at most `--jobs` at once.
+    fn map_rank_inputs<T, F>(
+        &self,
+        files: Vec<PathBuf>,
+        stored: bool,
+        options: &ImportOptions,
+        analyse: F,
+    ) -> Result<Option<Streamed<T>>>
+    where
+        T: Send,
+        F: Fn(&Trace) -> T + Sync,
+    {
         let parts = strato_io::ranks::map_files(&files, options.effective_jobs(), |_, file| {
             let trace = self
-                .import_rank_file(file, options)
-                .map_err(Failure::Import)?
+                .read_rank(file, options)
+                .map_err(Failure::Read)?
                 .ok_or(Failure::Whole)?;
             let value = analyse(&trace);
             Ok(FilePart {
@@ -153,15 +227,14 @@ impl Engine {
                 spans: trace.spans.len() as u32,
             })
         });
-        self.listener().import_finished();
+        if !stored {
+            self.listener().import_finished();
+        }
         let mut parts = match parts {
             Ok(parts) => parts,
             Err(Failure::Whole) => return Ok(None),
-            Err(Failure::Import(e)) => return Err(e.into()),
+            Err(Failure::Read(e)) => return Err(e),
         };
-        // The job's rank claims checked across every file, as the whole import checks them
-        // ([`strato_io::ranks::note_rank_claims`]: a negative rank is no rank, notes on
-        // contradictions), then told as the whole import tells them.
         let mut job = Trace {
             ranks: parts
                 .iter_mut()
@@ -169,6 +242,18 @@ impl Engine {
                 .collect(),
             ..Trace::default()
         };
+        if stored {
+            // As stored: the store's import notes told once, as Engine::open tells them.
+            self.warn_import_notes(&job);
+            return Ok(Some(Streamed {
+                files,
+                parts,
+                stored,
+            }));
+        }
+        // The job's rank claims checked across every file, as the whole import checks them
+        // ([`strato_io::ranks::note_rank_claims`]: a negative rank is no rank, notes on
+        // contradictions), then told as the whole import tells them.
         strato_io::ranks::note_rank_claims(&mut job);
         let mut claimed = job.ranks.iter().map(|r| r.rank);
         for part in &mut parts {
@@ -178,6 +263,10 @@ impl Engine {
         }
         self.note_shared_rank_claims(&job);
         self.warn_import_notes(&job);
-        Ok(Some(Streamed { files, parts }))
+        Ok(Some(Streamed {
+            files,
+            parts,
+            stored,
+        }))
     }
 }

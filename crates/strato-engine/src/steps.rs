@@ -5,13 +5,14 @@
 //! them: a step is never split), and the parts' paths put together. The result is the whole
 //! trace's, and memory holds the survey and one part instead of the trace.
 //!
-//! Handled: one Chrome/Kineto JSON file or one profile directory of a job of one rank, and
+//! Handled: one Chrome/Kineto JSON file or one profile directory of a job of one rank,
 //! several rank files (a directory of ranks: each file imported on its own, surveyed, spilled
 //! and reduced to its collective calls, [`Engine::map_ranks`]; the collectives then matched
-//! across the job as the whole trace matches them, and each part given the members it holds).
+//! across the job as the whole trace matches them, and each part given the members it holds),
+//! and a partitioned store the same way, leaf by leaf ([`Engine::map_ranks_or_leaves`]).
 //! Left to the whole trace: jobs whose ranks split by device, one file or profile of several
 //! ranks (a JSON file is given up on as soon as its second rank shows, before anything is
-//! told), a partitioned store, `--graph-capture`, standard input.
+//! told), `--graph-capture`, standard input.
 
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
@@ -121,9 +122,10 @@ impl Engine {
         if self.attributes_graph_capture() {
             return Ok(None);
         }
-        if self
-            .rank_files(inputs)
-            .is_some_and(|files| files.len() >= 2)
+        if self.store_leaves(inputs).is_some()
+            || self
+                .rank_files(inputs)
+                .is_some_and(|files| files.len() >= 2)
         {
             return self.steps_by_rank_file(inputs, import, step, part_spans);
         }
@@ -205,9 +207,12 @@ impl Engine {
         part_spans: u64,
     ) -> Result<Option<CriticalPathResult>> {
         let dir = std::env::temp_dir();
-        let Some(streamed) = self.map_ranks(inputs, import, |trace| surveyed(trace, &dir))? else {
+        let Some(streamed) =
+            self.map_ranks_or_leaves(inputs, import, |trace| surveyed(trace, &dir))?
+        else {
             return Ok(None);
         };
+        let stored = streamed.stored;
         let offsets = streamed.offsets();
         let mut tables = Trace::default();
         let mut survey = StepSurvey::default();
@@ -236,7 +241,10 @@ impl Engine {
                 strings: Some(strings),
             });
         }
-        strato_io::ranks::note_rank_claims(&mut tables);
+        // A store's ranks are as stored (their claims were checked at its import).
+        if !stored {
+            strato_io::ranks::note_rank_claims(&mut tables);
+        }
         if survey.splits_ranks() {
             return Ok(None);
         }

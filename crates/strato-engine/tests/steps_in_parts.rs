@@ -3,8 +3,8 @@
 //! on every Chrome/Kineto JSON file of `../shared/data`, as a file and as a profile
 //! directory, in parts of one step and of the default size; on real files
 //! whose events come in another order, with events left out, at random part sizes; on
-//! directories of ranks, collectives across ranks included; and it leaves a profile of
-//! several ranks to the whole trace.
+//! directories of ranks, collectives across ranks included; on partitioned stores, leaf by
+//! leaf; and it leaves a profile of several ranks to the whole trace.
 
 #![allow(clippy::unwrap_used)]
 
@@ -196,6 +196,69 @@ fn a_profile_of_several_ranks_is_left_to_the_whole_trace() {
     let profile = dir.path().join("job");
     strato_store::write(&trace, &profile).unwrap();
     assert!(in_parts(&engine, &[profile], "all", 100).is_none());
+}
+
+/// A partitioned store of a directory of ranks, as `strato import --partitioned` writes it
+/// (each rank file imported alone, one leaf each).
+fn partitioned_store(engine: &Engine, ranks: &str, at: &Path) -> PathBuf {
+    let store = at.join("store");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(data(ranks))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().contains(".json"))
+        .collect();
+    files.sort();
+    for (position, file) in files.iter().enumerate() {
+        let trace = engine
+            .load(
+                std::slice::from_ref(file),
+                &engine.import_options(true).unwrap(),
+            )
+            .unwrap();
+        let rank = trace.ranks[0].rank.unwrap_or(position as i64);
+        strato_store::partitioned::write_partition(&store, "job", rank, &trace).unwrap();
+    }
+    store
+}
+
+/// A partitioned store is read leaf by leaf (each leaf a rank), collectives across the leaves
+/// included, and gives what the whole store gives: `critical-path --step` in parts, and
+/// `collectives` rank by rank (stragglers' causes, read again from their leaves, included).
+#[test]
+fn partitioned_stores_read_leaf_by_leaf_equal_the_whole_store() {
+    let engine = engine();
+    let dir = tempfile::tempdir().unwrap();
+    let store = partitioned_store(&engine, "kineto/param_dlrm8", dir.path());
+    let inputs = vec![store];
+    assert_eq!(engine.store_leaves(&inputs).map(|l| l.len()), Some(8));
+    let expected = whole(&engine, &inputs, "all");
+    let value: serde_json::Value = serde_json::from_str(expected.as_ref().unwrap()).unwrap();
+    assert!(value["collectives"]["instances"].as_u64().unwrap_or(0) > 0);
+    for part in [1, PART_SPANS] {
+        let got = in_parts(&engine, &inputs, "all", part).expect("store leaves");
+        assert_eq!(got, expected, "in parts of {part}");
+    }
+    // The same job as its rank files gives.
+    let ranks = whole(&engine, &[data("kineto/param_dlrm8")], "all").unwrap();
+    let paths_of = |json: &str| {
+        let v: serde_json::Value = serde_json::from_str(json).unwrap();
+        v["steps"].clone()
+    };
+    assert_eq!(paths_of(&ranks), paths_of(expected.as_ref().unwrap()));
+
+    // Collectives: the registry's rank-by-rank opening against the whole store's trace.
+    let collectives = find("collectives").unwrap();
+    let import = collectives.import_options(&engine).unwrap();
+    let trace = engine.load(&inputs, &import).unwrap();
+    let whole_store = collectives.run_trace(&trace, &[]).unwrap().json();
+    drop(trace);
+    let by_leaf = engine
+        .collectives_rank_by_rank(&inputs, &import, &Default::default())
+        .unwrap()
+        .expect("read leaf by leaf");
+    assert!(!by_leaf.stragglers.is_empty(), "DLRM has a straggler");
+    let run = collectives.run(&engine, &inputs, &[]).unwrap().json();
+    assert_eq!(run, whole_store);
 }
 
 /// The `traceEvents` of a shared file, and the document around them.
