@@ -158,6 +158,7 @@ MULTI_ONLY = [
     ("stragglers", {}, ["collectives"], ["stragglers"], []),
     ("whatif", {"even_straggler": True}, ["whatif", "--even-straggler"], ["whatif", "steps"], []),
     ("whatif", {"link_bw": 2.0}, ["whatif", "--link-bw", "2"], ["whatif", "steps"], []),
+    ("whatif", {"overlap_comm": True}, ["whatif", "--overlap-comm"], ["whatif", "steps"], []),
 ]
 
 

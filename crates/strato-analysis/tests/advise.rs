@@ -877,6 +877,7 @@ fn the_reports_one_pass_gives_the_paths_and_gains_of_two() {
     let sets = [
         vec![Scale::no_sync("")],
         vec![Scale::even_straggler(None)],
+        vec![Scale::overlap_comm()],
         vec![
             Scale::parse("category:kernel=0.5").unwrap(),
             Scale::no_sync(""),

@@ -579,9 +579,9 @@ pub fn gain_model(rule: &str, evidence: &[Evidence]) -> Result<(String, Vec<Scal
                 vec![Scale::even_straggler(Some(rank))],
             ))
         }
-        sync_copy::ID => Err(
-            "not modelled: making copies pinned or asynchronous is not a what-if transform yet",
-        ),
+        sync_copy::ID => {
+            Err("not modelled: making copies pinned or asynchronous is not a what-if transform yet")
+        }
         gpu_idle::ID | low_util::ID | step_breakdown::ID => {
             Err("not modelled: no what-if transform gives the device more work")
         }
@@ -592,9 +592,10 @@ pub fn gain_model(rule: &str, evidence: &[Evidence]) -> Result<(String, Vec<Scal
         copy_overlap::ID => {
             Err("not modelled: overlapping copies with compute is not a what-if transform yet")
         }
-        multi_rank::EXPOSED_ID => Err(
-            "not modelled: overlapping communication (whatif --overlap-comm) is not a transform yet",
-        ),
+        multi_rank::EXPOSED_ID => Ok((
+            "whatif --overlap-comm".to_owned(),
+            vec![Scale::overlap_comm()],
+        )),
         _ => Err("not modelled"),
     }
 }

@@ -40,6 +40,8 @@ pub struct WhatIfSettings {
     pub even_straggler: bool,
     /// The links' bandwidth times this factor ([`Scale::link_bandwidth`]); `None`: unchanged.
     pub link_bw: Option<f64>,
+    /// Communication overlapped with compute ([`Scale::overlap_comm`]).
+    pub overlap_comm: bool,
 }
 
 /// The replay of every window and, with changes, the prediction.
@@ -89,6 +91,9 @@ impl WhatIfSettings {
         if let Some(factor) = self.link_bw {
             changes.push(Scale::link_bandwidth(factor)?);
         }
+        if self.overlap_comm {
+            changes.push(Scale::overlap_comm());
+        }
         if changes.len() > MAX_CHANGES {
             return Err(format!(
                 "at most {MAX_CHANGES} changes, not {}",
@@ -132,6 +137,7 @@ path's kinds plus the time before it add up to the predicted window";
         "strato whatif trace.json.gz --no-sync all",
         "strato whatif ranks/ --even-straggler",
         "strato whatif ranks/ --link-bw 2",
+        "strato whatif ranks/ --overlap-comm",
     ];
     const OPTIONS: &'static [OptionSpec] = &[
         OptionSpec {
@@ -174,6 +180,15 @@ ranks); waiting for peers is unchanged",
             default: "",
         },
         OptionSpec {
+            name: "overlap_comm",
+            help: "communication overlapped with compute, as bucketing would: collective \
+kernels no longer wait on the device for compute (the order of a stream they share with it, a \
+stream wait event on it), only for their launch, their peers and the collectives before them; \
+compute on a stream they share no longer waits for them (the most overlapping can buy)",
+            kind: OptionKind::Flag,
+            default: "false",
+        },
+        OptionSpec {
             name: "step",
             help: "N: that ProfilerStep#N window only; all (and unset): every step, or the whole \
 trace when it has no step",
@@ -185,7 +200,7 @@ trace when it has no step",
         TableSpec {
             name: "whatif",
             about: "one row per (step, rank): baseline (the replay) and predicted step time with \
-the changes (--scale, --no-sync, --even-straggler, --link-bw; none: the replay), the gain, the predicted path by kind (path.by_kind.<kind>) and its bottleneck",
+the changes (--scale, --no-sync, --even-straggler, --link-bw, --overlap-comm; none: the replay), the gain, the predicted path by kind (path.by_kind.<kind>) and its bottleneck",
             path: &["whatif", "steps"],
             inherit: &[],
             options: &[],
@@ -315,6 +330,11 @@ what the end waited on (path.by_kind.<kind>, path.bottleneck)",
             .collect();
         out.push_str(&changes.join(", "));
         out.push('\n');
+        for c in whatif.changes.iter() {
+            if let Some(note) = &c.note {
+                let _ = writeln!(out, "  {}: {note}", c.change);
+            }
+        }
         let baseline: Ns = whatif.steps.iter().map(|s| s.baseline_ns).sum();
         let predicted: Ns = whatif.steps.iter().map(|s| s.predicted_ns).sum();
         let _ = writeln!(

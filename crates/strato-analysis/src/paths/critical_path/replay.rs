@@ -63,6 +63,10 @@ pub enum Selector {
     /// work is unchanged; what waited for it at the collective goes on earlier, and so does
     /// the rank itself after the collective. The factor is unused.
     Straggler(Option<i64>),
+    /// Communication overlapped with compute, as bucketing would: collective kernels no
+    /// longer wait on the device for compute, nor compute for them on a stream they share
+    /// ([`comm_off_compute`]). The factor is unused.
+    OverlapComm,
 }
 
 /// A category of device ops ([`Selector::Category`]).
@@ -130,6 +134,15 @@ impl Scale {
                 Some(r) => format!("even-straggler={r}"),
             },
             selector: Selector::Straggler(rank),
+            factor: 1.0,
+        }
+    }
+
+    /// The change `--overlap-comm` asks for ([`Selector::OverlapComm`]).
+    pub fn overlap_comm() -> Scale {
+        Scale {
+            text: "overlap-comm".to_owned(),
+            selector: Selector::OverlapComm,
             factor: 1.0,
         }
     }
@@ -272,6 +285,9 @@ pub struct AppliedChange {
     pub change: String,
     pub factor: f64,
     pub matched_ops: usize,
+    /// Why a change that matched nothing could not (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// The replay of every window, and the prediction when changes are given.
@@ -294,6 +310,7 @@ impl ReplayReport {
                     change: c.text.clone(),
                     factor: c.factor,
                     matched_ops: 0,
+                    note: None,
                 })
                 .collect(),
             predicted: Vec::new(),
@@ -342,6 +359,16 @@ pub fn replay(
                 starts,
             };
             replay_graph(trace, &graph, &window, changes, &modules, &mut report)?;
+        }
+    }
+    for (applied, change) in report.changes.iter_mut().zip(changes) {
+        if change.selector == Selector::OverlapComm && applied.matched_ops == 0 {
+            applied.note = Some(
+                "no collective waits for compute on the device in this trace's graph: its \
+                 collectives have streams of their own and the trace records no stream wait \
+                 event (Kineto's cuda_sync events) ordering them behind compute"
+                    .to_owned(),
+            );
         }
     }
     Ok(report)
@@ -463,8 +490,8 @@ fn graph_gains(
     for ((set, gain), modules) in sets.iter().zip(gains.iter_mut()).zip(modules) {
         let changes = &set[..set.len().min(MAX_CHANGES)];
         let mut counts = ReplayReport::empty(changes);
-        let (t1, _) = predict(&prepared, trace, changes, modules, &mut counts);
-        if let Some(predicted) = latest(&t1) {
+        let predicted = predict(&prepared, trace, changes, modules, &mut counts);
+        if let Some(predicted) = latest(&predicted.t) {
             *gain += baseline - predicted;
         }
     }
@@ -566,13 +593,15 @@ fn simulate(
     in_edges: &Adjacency,
     durations: &[Ns],
 ) -> (Vec<Ns>, Vec<u32>) {
-    simulate_evened(graph, topo, in_edges, durations, None)
+    simulate_evened(graph, &graph.edges, topo, in_edges, durations, None)
 }
 
-/// [`simulate`], with rank `evened`'s arrival at each collective ("all arrived" point) no
-/// later than the median member's ([`Selector::Straggler`]).
+/// [`simulate`] over `edges` (the graph's, or a copy some rewired: `in_edges` and `topo` hold
+/// for both, [`comm_off_compute`]), with rank `evened`'s arrival at each collective ("all
+/// arrived" point) no later than the median member's ([`Selector::Straggler`]).
 fn simulate_evened(
     graph: &Graph,
+    edges: &[Edge],
     topo: &[u32],
     in_edges: &Adjacency,
     durations: &[Ns],
@@ -585,7 +614,7 @@ fn simulate_evened(
     for &v in topo {
         let arrival = |e: u32, t: &[Ns]| {
             let d = durations[e as usize];
-            (d != REMOVED).then(|| t[graph.edges[e as usize].from as usize] + d)
+            (d != REMOVED).then(|| t[edges[e as usize].from as usize] + d)
         };
         // The straggler's cap at a collective: the median member's arrival.
         let cap = match evened {
@@ -602,7 +631,7 @@ fn simulate_evened(
             let Some(mut at) = arrival(e, &t) else {
                 continue;
             };
-            let edge = &graph.edges[e as usize];
+            let edge = &edges[e as usize];
             if let Some((rank, median)) = cap {
                 if graph.nodes[edge.from as usize].rank == rank {
                     at = at.min(median);
@@ -848,6 +877,7 @@ fn replay_graph(
     let walk = PathWalk {
         trace,
         graph,
+        edges: &graph.edges,
         roles: &prepared.roles,
         in_edges: &prepared.in_edges,
     };
@@ -873,7 +903,15 @@ fn replay_graph(
     // Without changes the prediction is the replay (gain 0, the same path).
     let predicted =
         (!changes.is_empty()).then(|| predict(&prepared, trace, changes, modules, report));
-    let predicted_last = predicted.as_ref().map(|(t1, _)| last_of(t1));
+    let predicted_last = predicted.as_ref().map(|p| last_of(&p.t));
+    // The predicted paths walk the edges the prediction simulated.
+    let predicted_walk = PathWalk {
+        edges: predicted
+            .as_ref()
+            .and_then(|p| p.rewired.as_deref())
+            .unwrap_or(&graph.edges),
+        ..walk
+    };
     for &r in &window.ranks {
         let (Some(start), Some((measured, _)), Some((simulated, end))) = (
             window.starts[r.0 as usize],
@@ -886,11 +924,14 @@ fn replay_graph(
         let simulated_ns = (simulated - start).max(0);
         let path = walk.path(&t0, &via0, end, start, r);
         let (predicted_ns, predicted_path) = match (&predicted, &predicted_last) {
-            (Some((t1, via1)), Some(last)) => {
+            (Some(p), Some(last)) => {
                 let Some((at, end)) = last[r.0 as usize] else {
                     continue;
                 };
-                ((at - start).max(0), walk.path(t1, via1, end, start, r))
+                (
+                    (at - start).max(0),
+                    predicted_walk.path(&p.t, &p.via, end, start, r),
+                )
             }
             _ => (simulated_ns, path.clone()),
         };
@@ -950,6 +991,14 @@ impl<'g> Prepared<'g> {
     }
 }
 
+/// A simulation with changes: each point's time, the edge it came by, and the edges when a
+/// change rewired some ([`comm_off_compute`]; `None`: the graph's).
+struct Predicted {
+    t: Vec<Ns>,
+    via: Vec<u32>,
+    rewired: Option<Vec<Edge>>,
+}
+
 /// The simulation of `prepared` with `changes` (and the module calls they select) applied to
 /// the traced durations; counts each change's ops in `report`.
 fn predict(
@@ -958,7 +1007,7 @@ fn predict(
     changes: &[Scale],
     modules: &ModuleCalls,
     report: &mut ReplayReport,
-) -> (Vec<Ns>, Vec<u32>) {
+) -> Predicted {
     let Prepared {
         graph,
         in_edges,
@@ -976,7 +1025,7 @@ fn predict(
             .track()
             .is_some_and(|t| trace.track(t).is_device())
     };
-    let changed: Vec<Ns> = graph
+    let mut changed: Vec<Ns> = graph
         .edges
         .iter()
         .enumerate()
@@ -1034,7 +1083,111 @@ fn predict(
             .count();
         Some(rank)
     });
-    simulate_evened(graph, topo, in_edges, &changed, evened)
+    let overlap = changes
+        .iter()
+        .position(|c| c.selector == Selector::OverlapComm);
+    let rewired = overlap.map(|i| {
+        let mut edges = graph.edges.clone();
+        report.changes[i].matched_ops +=
+            comm_off_compute(trace, graph, in_edges, &mut edges, &mut changed);
+        edges
+    });
+    let edges = rewired.as_deref().unwrap_or(&graph.edges);
+    let (t, via) = simulate_evened(graph, edges, topo, in_edges, &changed, evened);
+    Predicted { t, via, rewired }
+}
+
+/// [`Selector::OverlapComm`] on `edges` (a copy of the graph's) and `durations` (theirs): each
+/// collective kernel taken off the compute it was ordered behind on the device, as bucketing
+/// (collectives on their own stream, started as their gradients are ready) would. Returns how
+/// many collectives it moved.
+/// - An edge into a collective's start from a device op that is not a collective (the order
+///   of a stream it shares with compute, or a stream wait event on compute) is dropped. On a
+///   shared stream the collective is ordered behind the stream's previous collective instead
+///   (the edge rewired, with no delay), so collectives keep their order among themselves.
+///   What is left to hold the collective back: its launch, its peers, the collectives before
+///   it. Without any wait for the gradients it reduces, the prediction is the most
+///   overlapping can buy.
+/// - An edge from a collective's end into the start of the next op of its stream that is not
+///   a collective is rewired from the stream's previous op that is not a collective (dropped
+///   when there is none): compute on that stream no longer waits for the collective. Waits
+///   for a collective across streams (a stream wait event: the optimizer reads what it
+///   reduced) and host synchronisations stay.
+///
+/// `in_edges` and the topological order hold for the rewired edges: each one's new source
+/// comes before its old one on the same stream, so the stream's order already leads from it
+/// to the edge's end.
+fn comm_off_compute(
+    trace: &Trace,
+    graph: &Graph,
+    in_edges: &Adjacency,
+    edges: &mut [Edge],
+    durations: &mut [Ns],
+) -> usize {
+    let is_collective = |id: SpanId| {
+        let span = &trace.spans[id.0 as usize];
+        span.level == Level::DeviceKernel
+            && crate::distributed::collectives::is_collective_kernel(trace.str(span.name))
+    };
+    // The device ops of the graph per stream, in stream order.
+    let mut streams: FxHashMap<TrackId, Vec<(Ns, SpanId)>> = FxHashMap::default();
+    for &id in graph.span_nodes.keys() {
+        let span = &trace.spans[id.0 as usize];
+        if trace.track(span.track).is_device() {
+            streams
+                .entry(span.track)
+                .or_default()
+                .push((span.start, id));
+        }
+    }
+    let device_op = |n: u32| {
+        let node = &graph.nodes[n as usize];
+        node.span()
+            .filter(|_| node.track().is_some_and(|t| trace.track(t).is_device()))
+    };
+    let mut moved = 0;
+    for (track, mut ops) in streams {
+        ops.sort_unstable_by_key(|&(start, id)| (start, id.0));
+        let mut last_collective: Option<u32> = None;
+        let mut last_compute: Option<u32> = None;
+        for (_, id) in ops {
+            let (start, end) = graph.span_nodes[&id];
+            let collective = is_collective(id);
+            let mut took_off = false;
+            for &e in in_edges.of(start) {
+                let edge = &mut edges[e as usize];
+                let Some(source) = device_op(edge.from) else {
+                    continue;
+                };
+                if is_collective(source) == collective {
+                    continue;
+                }
+                let same_stream = graph.nodes[edge.from as usize].track() == Some(track);
+                let instead = match (collective, same_stream && edge.kind == PathKind::Idle) {
+                    (true, true) => last_collective,
+                    (true, false) => None,
+                    (false, true) => last_compute,
+                    // Compute waiting for a collective on another stream: the data it reads.
+                    (false, false) => continue,
+                };
+                took_off |= collective;
+                match instead {
+                    Some(from) => {
+                        edge.from = from;
+                        durations[e as usize] = 0;
+                    }
+                    None => durations[e as usize] = REMOVED,
+                }
+            }
+            moved += usize::from(took_off);
+            if collective {
+                last_collective = Some(end);
+            } else {
+                last_compute = Some(end);
+            }
+        }
+    }
+    moved
 }
 
 /// The rank [`Selector::Straggler`] evens in `graph`: the rank labelled `label`, or (`None`)
@@ -1072,9 +1225,12 @@ fn kind_name(role: Role, kind: PathKind) -> &'static str {
 }
 
 /// What walking a simulation's path back reads of one graph.
+#[derive(Clone, Copy)]
 struct PathWalk<'a> {
     trace: &'a Trace,
     graph: &'a Graph,
+    /// The edges simulated: the graph's, or a copy a change rewired.
+    edges: &'a [Edge],
     roles: &'a [Role],
     in_edges: &'a Adjacency,
 }
@@ -1096,7 +1252,7 @@ impl PathWalk<'_> {
         let mut first = t[v].max(start);
         while via[v] != u32::MAX && t[v] > start {
             let e = via[v] as usize;
-            let edge = &graph.edges[e];
+            let edge = &self.edges[e];
             let from = edge.from as usize;
             let covered = t[v] - t[from].max(start);
             let name = kind_name(self.roles[e], edge.kind);
@@ -1152,7 +1308,7 @@ impl PathWalk<'_> {
         let (trace, graph) = (self.trace, self.graph);
         let arrived = wait.to;
         let own = self.in_edges.of(arrived).iter().find_map(|&e| {
-            let from = graph.edges[e as usize].from;
+            let from = self.edges[e as usize].from;
             (graph.nodes[from as usize].rank == rank).then_some(from)
         });
         let Some(own) = own else { return };
@@ -1312,6 +1468,105 @@ mod tests {
 
     /// `step()` with two module calls on the CPU thread (Python-level spans, not graph ops):
     /// `Attn` around gemm's launch only, `Block` around both launches.
+    /// One stream shared by compute and communication, every launch early: gemm1 (300 ns),
+    /// an all-reduce (200), gemm2 (300), a second all-reduce (500), back to back (1300 ns).
+    fn shared_stream() -> Trace {
+        let mut b = TraceBuilder::new();
+        let cpu = b.thread(1, 1);
+        let gpu = b.queue(0, 7);
+        b.span(cpu, Level::Operation, "ProfilerStep#1", 0, 1500);
+        let ops = [
+            ("gemm1", 50, 350),
+            ("ncclKernel_AllReduce", 350, 550),
+            ("gemm2", 550, 850),
+            ("ncclKernel_AllReduce", 850, 1350),
+        ];
+        for (i, (name, start, end)) in ops.into_iter().enumerate() {
+            let (c, at) = (i as u64 + 1, 10 * (i as Ns + 1));
+            b.span(cpu, Level::AcceleratorApi, "cudaLaunchKernel", at, at + 10)
+                .correlation(c);
+            b.span(gpu, Level::DeviceKernel, name, start, end)
+                .correlation(c);
+        }
+        b.build()
+    }
+
+    #[test]
+    fn overlapped_communication_leaves_compute_and_keeps_its_own_order() {
+        let report = run(&shared_stream(), &[]);
+        assert_eq!(report.replay[0].simulated_ns, 1350);
+        let changes = [Scale::overlap_comm()];
+        let report = replay(
+            &shared_stream(),
+            &CriticalPathOptions::default(),
+            ReplayWindows::Steps(None),
+            &changes,
+        )
+        .unwrap();
+        assert_eq!(report.changes[0].matched_ops, 2);
+        // gemm1 and gemm2 back to back (50..650); the first all-reduce starts at its launch
+        // (with the typical 40 ns delay: 20 + 40 = 60, 60..260), the second behind it
+        // (260..760, not at its own launch, 80), which ends the step.
+        let w = &report.predicted[0];
+        assert_eq!((w.baseline_ns, w.predicted_ns, w.gain_ns), (1350, 760, 590));
+        conserves(w);
+        let by = |k: &str| w.path.by_kind[k];
+        assert_eq!((by("kernel"), by("idle")), (700, 0));
+        assert_eq!(
+            w.path.bottleneck.as_ref().map(|b| (b.name.as_str(), b.ns)),
+            Some(("ncclKernel_AllReduce", 500))
+        );
+        // Compute alone changes nothing.
+        let report = run(&shared_stream(), &["kernel:gemm=1"]);
+        assert_eq!(report.predicted[0].predicted_ns, 1350);
+    }
+
+    #[test]
+    fn overlapped_communication_stops_waiting_for_compute_across_streams() {
+        // The all-reduce's stream waits for an event recorded after k1 on the compute
+        // stream; the thread then waits for the device.
+        let mut b = TraceBuilder::new();
+        let cpu = b.thread(1, 1);
+        let (s7, s8) = (b.queue(0, 7), b.queue(0, 8));
+        b.span(cpu, Level::Operation, "ProfilerStep#1", 0, 1000);
+        b.span(cpu, Level::AcceleratorApi, "cudaLaunchKernel", 10, 20)
+            .correlation(1);
+        b.span(cpu, Level::AcceleratorApi, "cudaEventRecord", 21, 22)
+            .correlation(2);
+        b.span(cpu, Level::AcceleratorApi, "cudaStreamWaitEvent", 23, 24)
+            .correlation(3);
+        b.span(cpu, Level::AcceleratorApi, "cudaLaunchKernel", 26, 27)
+            .correlation(4);
+        b.span(cpu, Level::AcceleratorApi, "cudaDeviceSynchronize", 28, 650)
+            .correlation(5);
+        b.span(s7, Level::DeviceKernel, "k1", 30, 500)
+            .correlation(1);
+        b.span(s8, Level::DeviceSync, "Stream Wait Event", 24, 25)
+            .correlation(3)
+            .args(r#"{"wait_on_stream":7,"wait_on_cuda_event_record_corr_id":2}"#);
+        b.span(s8, Level::DeviceKernel, "ncclKernel_AllReduce", 510, 600)
+            .correlation(4);
+        b.span(s8, Level::DeviceSync, "Context Sync", 600, 610)
+            .correlation(5);
+        let trace = b.build();
+        let changes = [Scale::overlap_comm()];
+        let report = replay(
+            &trace,
+            &CriticalPathOptions::default(),
+            ReplayWindows::Steps(None),
+            &changes,
+        )
+        .unwrap();
+        assert_eq!(report.changes[0].matched_ops, 1);
+        // The all-reduce runs at its launch (26 + 20: k1's launch delay, the typical one),
+        // 46..136, beside k1; the synchronisation now returns after k1 (500), with the
+        // typical synchronisation delay (50 ns, the all-reduce's end to the call's end).
+        let w = &report.predicted[0];
+        assert_eq!((w.baseline_ns, w.predicted_ns, w.gain_ns), (650, 550, 100));
+        conserves(w);
+        assert_eq!(w.path.bottleneck.as_ref().unwrap().name, "k1");
+    }
+
     fn step_with_modules() -> Trace {
         let mut t = step();
         let cpu = t.spans[1].track;
