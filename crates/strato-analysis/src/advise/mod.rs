@@ -359,7 +359,8 @@ pub fn advise(
 /// What each set of changes would save over the trace's windows
 /// ([`crate::paths::critical_path::replay::estimated_gains`]'s answer), or why it could not be
 /// replayed.
-pub type GainsOf<'g> = dyn FnMut(&[Vec<Scale>]) -> Result<Vec<Ns>, String> + 'g;
+/// `None` for a set that selected nothing in the trace's graph.
+pub type GainsOf<'g> = dyn FnMut(&[Vec<Scale>]) -> Result<Vec<Option<Ns>>, String> + 'g;
 
 /// [`advise`] with the findings' gains from `gains`, for a caller that replays the job's
 /// graphs anyway (the report: its critical path section and the gains in one pass,
@@ -620,7 +621,14 @@ fn estimate_gains(findings: &mut [Finding], gains: &mut GainsOf<'_>) {
     match gains(&sets) {
         Ok(gains) => {
             for ((i, _), gain) in modelled.iter().zip(gains) {
-                findings[*i].estimated_gain_ns = Some(gain);
+                let finding = &mut findings[*i];
+                finding.estimated_gain_ns = gain;
+                if gain.is_none() {
+                    finding.gain_note = format!(
+                        "not estimated: {} selects nothing in this trace's graph",
+                        finding.gain_note
+                    );
+                }
             }
         }
         Err(e) => {

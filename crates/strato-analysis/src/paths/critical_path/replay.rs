@@ -377,17 +377,19 @@ pub fn replay(
 /// What each set of changes in `sets` would save over the trace's `ProfilerStep#N` windows (the
 /// whole trace as one window when it has none): per window, the latest rank's end replayed
 /// with the traced durations minus the same with the set's changes, summed over the windows
-/// (negative: the set makes the job longer). Each window's graph is built and replayed once,
-/// then predicted once per set; sets of more than [`MAX_CHANGES`] changes use the first ones.
-/// This is what `strato advise` estimates a finding's fix to gain with.
+/// (negative: the set makes the job longer); `None` for a set none of whose changes selected
+/// anything in any window (the graph has nothing the change is about: no estimate, rather
+/// than a gain of 0). Each window's graph is built and replayed once, then predicted once per
+/// set; sets of more than [`MAX_CHANGES`] changes use the first ones. This is what `strato
+/// advise` estimates a finding's fix to gain with.
 pub fn estimated_gains(
     trace: &Trace,
     options: &CriticalPathOptions,
     sets: &[Vec<Scale>],
-) -> Result<Vec<Ns>, CriticalPathError> {
-    let mut gains = vec![0; sets.len()];
+) -> Result<Vec<Option<Ns>>, CriticalPathError> {
+    let mut gains = Gains::new(sets.len());
     if sets.is_empty() {
-        return Ok(gains);
+        return Ok(gains.finish());
     }
     let modules = ModuleCalls::of_sets(trace, sets);
     let mut windows = 0usize;
@@ -400,7 +402,30 @@ pub fn estimated_gains(
         let ranks: Vec<RankId> = (0..trace.ranks.len() as u32).map(RankId).collect();
         graph_gains(trace, &graph, &ranks, sets, &modules, &mut gains)?;
     }
-    Ok(gains)
+    Ok(gains.finish())
+}
+
+/// Each set's gain summed over the windows, and whether any of its changes selected anything.
+struct Gains {
+    sums: Vec<Ns>,
+    selected: Vec<bool>,
+}
+
+impl Gains {
+    fn new(sets: usize) -> Gains {
+        Gains {
+            sums: vec![0; sets],
+            selected: vec![false; sets],
+        }
+    }
+
+    fn finish(self) -> Vec<Option<Ns>> {
+        self.sums
+            .into_iter()
+            .zip(self.selected)
+            .map(|(sum, selected)| selected.then_some(sum))
+            .collect()
+    }
 }
 
 /// The critical path of every `ProfilerStep#N` window (the whole trace as one window without
@@ -419,11 +444,11 @@ pub fn paths_and_gains(
     sets: &[Vec<Scale>],
 ) -> (
     Result<Vec<super::StepCriticalPath>, CriticalPathError>,
-    Result<Vec<Ns>, CriticalPathError>,
+    Result<Vec<Option<Ns>>, CriticalPathError>,
 ) {
     let replay = !sets.is_empty();
     let modules = ModuleCalls::of_sets(trace, sets);
-    let mut gains: Result<Vec<Ns>, CriticalPathError> = Ok(vec![0; sets.len()]);
+    let mut gains: Result<Gains, CriticalPathError> = Ok(Gains::new(sets.len()));
     let mut add_gains = |graph: &mut Graph, ranks: &[RankId]| {
         if !replay {
             return;
@@ -459,7 +484,7 @@ pub fn paths_and_gains(
     if let Err(e) = &paths {
         gains = Err(e.clone());
     }
-    (paths, gains)
+    (paths, gains.map(Gains::finish))
 }
 
 /// [`estimated_gains`] of one graph: adds each set's gain on the latest end of `ranks`.
@@ -469,7 +494,7 @@ fn graph_gains(
     ranks: &[RankId],
     sets: &[Vec<Scale>],
     modules: &[ModuleCalls],
-    gains: &mut [Ns],
+    gains: &mut Gains,
 ) -> Result<(), CriticalPathError> {
     let prepared = Prepared::new(trace, graph)?;
     // The latest end of the window's ranks' traced ops in a simulation.
@@ -487,13 +512,14 @@ fn graph_gains(
         return Ok(());
     };
     drop(t0);
-    for ((set, gain), modules) in sets.iter().zip(gains.iter_mut()).zip(modules) {
+    for (i, (set, modules)) in sets.iter().zip(modules).enumerate() {
         let changes = &set[..set.len().min(MAX_CHANGES)];
         let mut counts = ReplayReport::empty(changes);
         let predicted = predict(&prepared, trace, changes, modules, &mut counts);
         if let Some(predicted) = latest(&predicted.t) {
-            *gain += baseline - predicted;
+            gains.sums[i] += baseline - predicted;
         }
+        gains.selected[i] |= counts.changes.iter().any(|c| c.matched_ops > 0);
     }
     Ok(())
 }
