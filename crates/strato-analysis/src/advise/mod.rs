@@ -587,7 +587,8 @@ pub fn gain_model(rule: &str, evidence: &[Evidence]) -> Result<(String, Vec<Scal
             Err("not modelled: no what-if transform gives the device more work")
         }
         launch_bound::ID => Err(
-            "not modelled: removing launch overhead (whatif --graph-launch) is not a transform yet",
+            "not modelled: whatif --graph-launch takes away a region's whole host work, more \
+             than the launch overhead this finding is about",
         ),
         small_copies::ID => Err("not modelled: batching copies is not a what-if transform yet"),
         copy_overlap::ID => {

@@ -42,6 +42,9 @@ pub struct WhatIfSettings {
     pub link_bw: Option<f64>,
     /// Communication overlapped with compute ([`Scale::overlap_comm`]).
     pub overlap_comm: bool,
+    /// Launches replayed as graph launches ([`Scale::graph_launch`]): `""` none, `all` each
+    /// top-level CPU op of a thread, else each call of the CPU op of that name.
+    pub graph_launch: String,
 }
 
 /// The replay of every window and, with changes, the prediction.
@@ -94,6 +97,11 @@ impl WhatIfSettings {
         if self.overlap_comm {
             changes.push(Scale::overlap_comm());
         }
+        match self.graph_launch.trim() {
+            "" => {}
+            "all" => changes.push(Scale::graph_launch("")),
+            region => changes.push(Scale::graph_launch(region)),
+        }
         if changes.len() > MAX_CHANGES {
             return Err(format!(
                 "at most {MAX_CHANGES} changes, not {}",
@@ -138,6 +146,7 @@ path's kinds plus the time before it add up to the predicted window";
         "strato whatif ranks/ --even-straggler",
         "strato whatif ranks/ --link-bw 2",
         "strato whatif ranks/ --overlap-comm",
+        "strato whatif trace.json.gz --graph-launch all",
     ];
     const OPTIONS: &'static [OptionSpec] = &[
         OptionSpec {
@@ -189,6 +198,18 @@ compute on a stream they share no longer waits for them (the most overlapping ca
             default: "false",
         },
         OptionSpec {
+            name: "graph_launch",
+            help: "launches replayed as CUDA graph launches (as CUDA graphs or torch.compile's \
+reduce-overhead would): `all` (each top-level CPU op of a thread a graph) or OP (each call of the \
+CPU op OP): the region's CPU ops cost nothing and every device op launched inside it is \
+submitted at the region's start with the typical launch delay; synchronisations inside still \
+wait",
+            kind: OptionKind::Text {
+                value_name: "all|OP",
+            },
+            default: "",
+        },
+        OptionSpec {
             name: "step",
             help: "N: that ProfilerStep#N window only; all (and unset): every step, or the whole \
 trace when it has no step",
@@ -200,7 +221,7 @@ trace when it has no step",
         TableSpec {
             name: "whatif",
             about: "one row per (step, rank): baseline (the replay) and predicted step time with \
-the changes (--scale, --no-sync, --even-straggler, --link-bw, --overlap-comm; none: the replay), the gain, the predicted path by kind (path.by_kind.<kind>) and its bottleneck",
+the changes (--scale, --no-sync, --even-straggler, --link-bw, --overlap-comm, --graph-launch; none: the replay), the gain, the predicted path by kind (path.by_kind.<kind>) and its bottleneck",
             path: &["whatif", "steps"],
             inherit: &[],
             options: &[],

@@ -67,6 +67,13 @@ pub enum Selector {
     /// longer wait on the device for compute, nor compute for them on a stream they share
     /// ([`comm_off_compute`]). The factor is unused.
     OverlapComm,
+    /// The launches inside each call of the CPU op of this name (`None`: each top-level CPU op
+    /// of a thread) replayed as one graph launch, as CUDA graphs (or torch.compile's
+    /// `reduce-overhead`) would: the region's CPU ops cost nothing (factor 0, as `cpu:`), and
+    /// each device op launched inside it is launched at the region's start, with the typical
+    /// launch delay, instead of by its own call ([`graph_launches`]). Synchronisations inside
+    /// the region still wait (a graph cannot hold them).
+    GraphLaunch(Option<String>),
 }
 
 /// A category of device ops ([`Selector::Category`]).
@@ -144,6 +151,22 @@ impl Scale {
             text: "overlap-comm".to_owned(),
             selector: Selector::OverlapComm,
             factor: 1.0,
+        }
+    }
+
+    /// The change `--graph-launch` (`region` empty: each top-level CPU op of a thread) or
+    /// `--graph-launch=NAME` (each call of the CPU op NAME) asks for
+    /// ([`Selector::GraphLaunch`]).
+    pub fn graph_launch(region: &str) -> Scale {
+        let region = region.trim();
+        Scale {
+            text: if region.is_empty() {
+                "graph-launch".to_owned()
+            } else {
+                format!("graph-launch={region}")
+            },
+            selector: Selector::GraphLaunch((!region.is_empty()).then(|| region.to_owned())),
+            factor: 0.0,
         }
     }
 
@@ -428,6 +451,13 @@ impl Gains {
     }
 }
 
+/// What [`paths_and_gains`] gives: the critical path of every window, and each set's gain
+/// ([`estimated_gains`]).
+pub type PathsAndGains = (
+    Result<Vec<super::StepCriticalPath>, CriticalPathError>,
+    Result<Vec<Option<Ns>>, CriticalPathError>,
+);
+
 /// The critical path of every `ProfilerStep#N` window (the whole trace as one window without
 /// steps) as [`super::critical_path_by_step_or_whole`] gives it, and what each set of changes
 /// in `sets` would save over those windows as [`estimated_gains`] gives it, from one graph per
@@ -442,10 +472,7 @@ pub fn paths_and_gains(
     trace: &Trace,
     options: &CriticalPathOptions,
     sets: &[Vec<Scale>],
-) -> (
-    Result<Vec<super::StepCriticalPath>, CriticalPathError>,
-    Result<Vec<Option<Ns>>, CriticalPathError>,
-) {
+) -> PathsAndGains {
     let replay = !sets.is_empty();
     let modules = ModuleCalls::of_sets(trace, sets);
     let mut gains: Result<Gains, CriticalPathError> = Ok(Gains::new(sets.len()));
@@ -564,8 +591,13 @@ fn role(trace: &Trace, graph: &Graph, e: &Edge) -> Role {
     }
 }
 
-/// The traced durations of every edge (see the module docs).
-fn traced_durations(graph: &Graph, roles: &[Role], in_edges: &Adjacency) -> Vec<Ns> {
+/// The traced durations of every edge (see the module docs), and the typical (median
+/// binding) latency of each kind.
+fn traced_durations(
+    graph: &Graph,
+    roles: &[Role],
+    in_edges: &Adjacency,
+) -> (Vec<Ns>, FxHashMap<PathKind, Ns>) {
     let ts = |n: u32| graph.nodes[n as usize].ts;
     let gap = |e: &Edge| (ts(e.to) - ts(e.from)).max(0);
     let mut d: Vec<Ns> = graph.edges.iter().map(gap).collect();
@@ -606,7 +638,7 @@ fn traced_durations(graph: &Graph, roles: &[Role], in_edges: &Adjacency) -> Vec<
             d[i] = d[i].min(typical.get(&edge.kind).copied().unwrap_or(0));
         }
     }
-    d
+    (d, typical)
 }
 
 /// The duration of an edge a change removed: far enough below any time that it never binds.
@@ -687,24 +719,33 @@ fn change_bits(changes: &[Scale], pick: &dyn Fn(&Selector) -> bool) -> u64 {
         .fold(0, |m, (i, _)| m | (1u64 << i))
 }
 
+/// What the changes select in a graph ([`selected`]).
+#[derive(Default)]
+struct Selection {
+    /// The changes each span falls under, as a bit mask (bit `i`: `changes[i]`).
+    masks: FxHashMap<SpanId, u64>,
+    /// Each launch call inside a [`Selector::GraphLaunch`] region: the region (its outermost
+    /// call).
+    regions: FxHashMap<SpanId, SpanId>,
+}
+
 /// The changes each span of the graph falls under, as a bit mask per span: device ops by
 /// their own name and category and by the CPU ops (`op:`) and module calls (`module:`) above
-/// their launch, CPU ops by their own name and their callers' (`cpu:`).
-fn selected(
-    trace: &Trace,
-    graph: &Graph,
-    changes: &[Scale],
-    modules: &ModuleCalls,
-) -> FxHashMap<SpanId, u64> {
-    let mut masks: FxHashMap<SpanId, u64> = FxHashMap::default();
+/// their launch, CPU ops by their own name and their callers' (`cpu:`, `graph-launch`); and
+/// the graph-launch region of each launch call inside one.
+fn selected(trace: &Trace, graph: &Graph, changes: &[Scale], modules: &ModuleCalls) -> Selection {
+    let mut selection = Selection::default();
     if changes.is_empty() {
-        return masks;
+        return selection;
     }
+    let masks = &mut selection.masks;
     let bits = |pick: &dyn Fn(&Selector) -> bool| change_bits(changes, pick);
     // What selects device ops by what is above their launch on its thread.
     let op_bits = bits(&|s| matches!(s, Selector::Op(_) | Selector::Module(_)));
     let sync_bits = bits(&|s| matches!(s, Selector::Sync(_)));
     let every_sync = bits(&|s| matches!(s, Selector::Sync(None)));
+    let every_top_level = bits(&|s| matches!(s, Selector::GraphLaunch(None)));
+    let graph_bits = bits(&|s| matches!(s, Selector::GraphLaunch(_)));
     // CPU spans per thread, walked in call order with their callers' masks ("under" a name).
     let mut threads: FxHashMap<TrackId, Vec<SpanId>> = FxHashMap::default();
     let mut device: Vec<SpanId> = Vec::new();
@@ -724,21 +765,32 @@ fn selected(
             let s = &trace.spans[id.0 as usize];
             (s.start, std::cmp::Reverse(s.end), id.0)
         });
-        let mut stack: Vec<(SpanId, u64)> = Vec::new();
+        // Each open span, its mask, and the graph-launch region it is in.
+        let mut stack: Vec<(SpanId, u64, Option<SpanId>)> = Vec::new();
         for id in spans {
             let span = &trace.spans[id.0 as usize];
             while stack
                 .last()
-                .is_some_and(|(top, _)| trace.spans[top.0 as usize].end <= span.start)
+                .is_some_and(|(top, _, _)| trace.spans[top.0 as usize].end <= span.start)
             {
                 stack.pop();
             }
             let name = trace.str(span.name);
-            let own = bits(&|s| match s {
-                Selector::Op(n) | Selector::Cpu(n) | Selector::Sync(Some(n)) => n == name,
+            let mut own = bits(&|s| match s {
+                Selector::Op(n)
+                | Selector::Cpu(n)
+                | Selector::Sync(Some(n))
+                | Selector::GraphLaunch(Some(n)) => n == name,
                 _ => false,
             });
-            let mask = own | stack.last().map_or(0, |&(_, m)| m);
+            if stack.is_empty() {
+                own |= every_top_level;
+            }
+            let mask = own | stack.last().map_or(0, |&(_, m, _)| m);
+            let region = stack
+                .last()
+                .and_then(|&(_, _, r)| r)
+                .or_else(|| (own & graph_bits != 0).then_some(id));
             // A synchronisation change selects blocking calls only.
             let blocking =
                 span.level == Level::AcceleratorApi && super::BLOCKING_CALLS.contains(&name);
@@ -752,6 +804,9 @@ fn selected(
                 if let Some(c) = span.correlation {
                     calls.entry((rank, c)).or_insert(id);
                     launched_under |= modules.around(track, span.start);
+                    if let Some(region) = region.filter(|&r| r != id) {
+                        selection.regions.insert(id, region);
+                    }
                 }
             }
             let cpu = (mask & !op_bits & !sync_bits) | syncs;
@@ -759,7 +814,7 @@ fn selected(
                 masks.insert(id, cpu);
             }
             under.insert(id, launched_under);
-            stack.push((id, mask));
+            stack.push((id, mask, region));
         }
     }
     for id in device {
@@ -787,7 +842,7 @@ fn selected(
             masks.insert(id, mask);
         }
     }
-    masks
+    selection
 }
 
 /// The module calls `module:` changes select (`nn.Module: CLASS_N` spans of thread tracks), per
@@ -993,6 +1048,8 @@ struct Prepared<'g> {
     topo: Vec<u32>,
     roles: Vec<Role>,
     traced: Vec<Ns>,
+    /// The typical (median binding) latency of each kind.
+    typical: FxHashMap<PathKind, Ns>,
 }
 
 impl<'g> Prepared<'g> {
@@ -1001,13 +1058,14 @@ impl<'g> Prepared<'g> {
         let in_edges = Adjacency::new(graph.nodes.len(), &graph.edges, |e| e.to);
         let topo = topological_order(graph, &in_edges)?;
         let roles: Vec<Role> = graph.edges.iter().map(|e| role(trace, graph, e)).collect();
-        let traced = traced_durations(graph, &roles, &in_edges);
+        let (traced, typical) = traced_durations(graph, &roles, &in_edges);
         Ok(Prepared {
             graph,
             in_edges,
             topo,
             roles,
             traced,
+            typical,
         })
     }
 
@@ -1040,10 +1098,16 @@ fn predict(
         topo,
         roles,
         traced,
+        typical,
     } = prepared;
-    let masks = selected(trace, graph, changes, modules);
+    let Selection { masks, regions } = selected(trace, graph, changes, modules);
+    // A graph launch counts the launches it takes over (below), not the CPU ops it selects.
+    let graph_bits = change_bits(changes, &|s| matches!(s, Selector::GraphLaunch(_)));
     for (i, change) in report.changes.iter_mut().enumerate() {
-        change.matched_ops += masks.values().filter(|m| *m & (1u64 << i) != 0).count();
+        let bit = 1u64 << i;
+        if graph_bits & bit == 0 {
+            change.matched_ops += masks.values().filter(|m| *m & bit != 0).count();
+        }
     }
     let sync_bits = change_bits(changes, &|s| matches!(s, Selector::Sync(_)));
     let on_device = |n: u32| {
@@ -1112,15 +1176,65 @@ fn predict(
     let overlap = changes
         .iter()
         .position(|c| c.selector == Selector::OverlapComm);
-    let rewired = overlap.map(|i| {
-        let mut edges = graph.edges.clone();
+    let mut rewired: Option<Vec<Edge>> = None;
+    if let Some(i) = overlap {
+        let edges = rewired.get_or_insert_with(|| graph.edges.clone());
         report.changes[i].matched_ops +=
-            comm_off_compute(trace, graph, in_edges, &mut edges, &mut changed);
-        edges
-    });
+            comm_off_compute(trace, graph, in_edges, edges, &mut changed);
+    }
+    if !regions.is_empty() {
+        let edges = rewired.get_or_insert_with(|| graph.edges.clone());
+        let launch = typical.get(&PathKind::Launch).copied().unwrap_or(0);
+        let launches = graph_launches(trace, graph, &regions, launch, edges, &mut changed);
+        // Every region's launches, to each graph-launch change (one region set for all).
+        for (i, change) in report.changes.iter_mut().enumerate() {
+            if graph_bits & (1u64 << i) != 0 {
+                change.matched_ops += launches;
+            }
+        }
+    }
     let edges = rewired.as_deref().unwrap_or(&graph.edges);
     let (t, via) = simulate_evened(graph, edges, topo, in_edges, &changed, evened);
     Predicted { t, via, rewired }
+}
+
+/// [`Selector::GraphLaunch`] on `edges` (a copy of the graph's) and `durations` (theirs): each
+/// device op launched by a call inside a region (`regions`: call -> region) is launched at
+/// the region's start instead, `launch` (the typical launch delay) later. Returns how many
+/// launches it moved. The region encloses the call on its thread, so the thread's order leads
+/// from the region's start to the call's: the topological order holds.
+fn graph_launches(
+    trace: &Trace,
+    graph: &Graph,
+    regions: &FxHashMap<SpanId, SpanId>,
+    launch: Ns,
+    edges: &mut [Edge],
+    durations: &mut [Ns],
+) -> usize {
+    let mut moved = 0;
+    for (i, edge) in edges.iter_mut().enumerate() {
+        // A launch delay: from a call's start to a device op's (not the call's own time).
+        let to_device = graph.nodes[edge.to as usize]
+            .track()
+            .is_some_and(|t| trace.track(t).is_device());
+        if edge.kind != PathKind::Launch || edge.owner().is_some() || !to_device {
+            continue;
+        }
+        let Some(call) = graph.nodes[edge.from as usize].span() else {
+            continue;
+        };
+        let Some(region) = regions.get(&call) else {
+            continue;
+        };
+        // The call's start node launches (its end is the call's return).
+        if graph.span_nodes.get(&call).map(|n| n.0) != Some(edge.from) {
+            continue;
+        }
+        edge.from = graph.span_nodes[region].0;
+        durations[i] = launch;
+        moved += 1;
+    }
+    moved
 }
 
 /// [`Selector::OverlapComm`] on `edges` (a copy of the graph's) and `durations` (theirs): each
@@ -1591,6 +1705,55 @@ mod tests {
         assert_eq!((w.baseline_ns, w.predicted_ns, w.gain_ns), (650, 550, 100));
         conserves(w);
         assert_eq!(w.path.bottleneck.as_ref().unwrap().name, "k1");
+    }
+
+    /// A forward whose three short kernels (10 ns each) wait for the host: each launched
+    /// 400 ns after the one before (framework work between launches), 50 ns after its call,
+    /// the last 250 ns after (a launch queue that filled). The step ends with the last kernel,
+    /// at 1160 ns.
+    fn host_bound() -> Trace {
+        let mut b = TraceBuilder::new();
+        let cpu = b.thread(1, 1);
+        let gpu = b.queue(0, 7);
+        b.span(cpu, Level::Operation, "ProfilerStep#1", 0, 2000);
+        b.span(cpu, Level::Backend, "fwd", 0, 1000);
+        for (i, (at, delay)) in [(100, 50), (500, 50), (900, 250)].into_iter().enumerate() {
+            let c = i as u64 + 1;
+            b.span(cpu, Level::AcceleratorApi, "cudaLaunchKernel", at, at + 10)
+                .correlation(c);
+            b.span(gpu, Level::DeviceKernel, "k", at + delay, at + delay + 10)
+                .correlation(c);
+        }
+        b.build()
+    }
+
+    #[test]
+    fn a_graph_launch_takes_the_regions_host_work_off_its_kernels() {
+        let run_with = |change: Scale| {
+            replay(
+                &host_bound(),
+                &CriticalPathOptions::default(),
+                ReplayWindows::Steps(None),
+                &[change],
+            )
+            .unwrap()
+        };
+        for change in [Scale::graph_launch("fwd"), Scale::graph_launch("")] {
+            let report = run_with(change.clone());
+            assert_eq!(report.changes[0].matched_ops, 3, "{change:?}");
+            // fwd costs nothing, and its kernels are submitted at its start: each after the
+            // typical launch delay (50 ns, not the last one's 250), back to back, 50..80.
+            let w = &report.predicted[0];
+            assert_eq!((w.baseline_ns, w.predicted_ns, w.gain_ns), (1160, 80, 1080));
+            conserves(w);
+            let by = |k: &str| w.path.by_kind[k];
+            assert_eq!((by("kernel"), by("launch"), by("cpu_op")), (30, 50, 0));
+            assert_eq!(w.path.before_path_ns, 0);
+        }
+        // A region the trace does not have changes nothing.
+        let report = run_with(Scale::graph_launch("bwd"));
+        assert_eq!(report.changes[0].matched_ops, 0);
+        assert_eq!(report.predicted[0].predicted_ns, 1160);
     }
 
     fn step_with_modules() -> Trace {
