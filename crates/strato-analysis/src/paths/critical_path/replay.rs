@@ -104,14 +104,20 @@ impl Scale {
     /// The change `--no-sync` (`under` empty: every host synchronisation) or
     /// `--no-sync=NAME` (those under the CPU op NAME) asks for.
     pub fn no_sync(under: &str) -> Scale {
-        let under = under.trim();
+        Scale::of_op("no-sync", under, Selector::Sync)
+    }
+
+    /// A change named `flag` (`flag=NAME` with a CPU op's name), with factor 0, whose
+    /// selector `selector` makes of the name (`None`: none given).
+    fn of_op(flag: &str, name: &str, selector: fn(Option<String>) -> Selector) -> Scale {
+        let name = name.trim();
         Scale {
-            text: if under.is_empty() {
-                "no-sync".to_owned()
+            text: if name.is_empty() {
+                flag.to_owned()
             } else {
-                format!("no-sync={under}")
+                format!("{flag}={name}")
             },
-            selector: Selector::Sync((!under.is_empty()).then(|| under.to_owned())),
+            selector: selector((!name.is_empty()).then(|| name.to_owned())),
             factor: 0.0,
         }
     }
@@ -158,16 +164,7 @@ impl Scale {
     /// `--graph-launch=NAME` (each call of the CPU op NAME) asks for
     /// ([`Selector::GraphLaunch`]).
     pub fn graph_launch(region: &str) -> Scale {
-        let region = region.trim();
-        Scale {
-            text: if region.is_empty() {
-                "graph-launch".to_owned()
-            } else {
-                format!("graph-launch={region}")
-            },
-            selector: Selector::GraphLaunch((!region.is_empty()).then(|| region.to_owned())),
-            factor: 0.0,
-        }
+        Scale::of_op("graph-launch", region, Selector::GraphLaunch)
     }
 
     /// Parses `KIND:NAME=FACTOR`: KIND is `kernel` (device ops whose name contains NAME), `op`
@@ -386,12 +383,18 @@ pub fn replay(
     }
     for (applied, change) in report.changes.iter_mut().zip(changes) {
         if change.selector == Selector::OverlapComm && applied.matched_ops == 0 {
-            applied.note = Some(
+            let collectives = trace.spans.iter().any(|s| {
+                s.level == Level::DeviceKernel
+                    && crate::distributed::collectives::is_collective_kernel(trace.str(s.name))
+            });
+            applied.note = Some(if collectives {
                 "no collective waits for compute on the device in this trace's graph: its \
                  collectives have streams of their own and the trace records no stream wait \
                  event (Kineto's cuda_sync events) ordering them behind compute"
-                    .to_owned(),
-            );
+                    .to_owned()
+            } else {
+                "the trace has no collective kernel (NCCL/RCCL)".to_owned()
+            });
         }
     }
     Ok(report)
@@ -1504,11 +1507,16 @@ mod tests {
 
     fn run(trace: &Trace, changes: &[&str]) -> ReplayReport {
         let changes: Vec<Scale> = changes.iter().map(|c| Scale::parse(c).unwrap()).collect();
+        run_changes(trace, &changes)
+    }
+
+    /// Every step of `trace` replayed and predicted with `changes`.
+    fn run_changes(trace: &Trace, changes: &[Scale]) -> ReplayReport {
         replay(
             trace,
             &CriticalPathOptions::default(),
             ReplayWindows::Steps(None),
-            &changes,
+            changes,
         )
         .unwrap()
     }
@@ -1635,14 +1643,7 @@ mod tests {
     fn overlapped_communication_leaves_compute_and_keeps_its_own_order() {
         let report = run(&shared_stream(), &[]);
         assert_eq!(report.replay[0].simulated_ns, 1350);
-        let changes = [Scale::overlap_comm()];
-        let report = replay(
-            &shared_stream(),
-            &CriticalPathOptions::default(),
-            ReplayWindows::Steps(None),
-            &changes,
-        )
-        .unwrap();
+        let report = run_changes(&shared_stream(), &[Scale::overlap_comm()]);
         assert_eq!(report.changes[0].matched_ops, 2);
         // gemm1 and gemm2 back to back (50..650); the first all-reduce starts at its launch
         // (with the typical 40 ns delay: 20 + 40 = 60, 60..260), the second behind it
@@ -1665,38 +1666,11 @@ mod tests {
     fn overlapped_communication_stops_waiting_for_compute_across_streams() {
         // The all-reduce's stream waits for an event recorded after k1 on the compute
         // stream; the thread then waits for the device.
-        let mut b = TraceBuilder::new();
-        let cpu = b.thread(1, 1);
-        let (s7, s8) = (b.queue(0, 7), b.queue(0, 8));
-        b.span(cpu, Level::Operation, "ProfilerStep#1", 0, 1000);
-        b.span(cpu, Level::AcceleratorApi, "cudaLaunchKernel", 10, 20)
-            .correlation(1);
-        b.span(cpu, Level::AcceleratorApi, "cudaEventRecord", 21, 22)
-            .correlation(2);
-        b.span(cpu, Level::AcceleratorApi, "cudaStreamWaitEvent", 23, 24)
-            .correlation(3);
-        b.span(cpu, Level::AcceleratorApi, "cudaLaunchKernel", 26, 27)
-            .correlation(4);
-        b.span(cpu, Level::AcceleratorApi, "cudaDeviceSynchronize", 28, 650)
-            .correlation(5);
-        b.span(s7, Level::DeviceKernel, "k1", 30, 500)
-            .correlation(1);
-        b.span(s8, Level::DeviceSync, "Stream Wait Event", 24, 25)
-            .correlation(3)
-            .args(r#"{"wait_on_stream":7,"wait_on_cuda_event_record_corr_id":2}"#);
-        b.span(s8, Level::DeviceKernel, "ncclKernel_AllReduce", 510, 600)
-            .correlation(4);
-        b.span(s8, Level::DeviceSync, "Context Sync", 600, 610)
-            .correlation(5);
-        let trace = b.build();
-        let changes = [Scale::overlap_comm()];
-        let report = replay(
-            &trace,
-            &CriticalPathOptions::default(),
-            ReplayWindows::Steps(None),
-            &changes,
-        )
-        .unwrap();
+        let trace = super::super::tests::event_wait_trace(
+            (Level::Operation, "ProfilerStep#1", 1000),
+            "ncclKernel_AllReduce",
+        );
+        let report = run_changes(&trace, &[Scale::overlap_comm()]);
         assert_eq!(report.changes[0].matched_ops, 1);
         // The all-reduce runs at its launch (26 + 20: k1's launch delay, the typical one),
         // 46..136, beside k1; the synchronisation now returns after k1 (500), with the
@@ -1729,15 +1703,7 @@ mod tests {
 
     #[test]
     fn a_graph_launch_takes_the_regions_host_work_off_its_kernels() {
-        let run_with = |change: Scale| {
-            replay(
-                &host_bound(),
-                &CriticalPathOptions::default(),
-                ReplayWindows::Steps(None),
-                &[change],
-            )
-            .unwrap()
-        };
+        let run_with = |change: Scale| run_changes(&host_bound(), &[change]);
         for change in [Scale::graph_launch("fwd"), Scale::graph_launch("")] {
             let report = run_with(change.clone());
             assert_eq!(report.changes[0].matched_ops, 3, "{change:?}");

@@ -194,15 +194,15 @@ fn stream_order_and_device_sync() {
     );
 }
 
-/// A stream waits on an event recorded after k1 on another stream: k1 -> k2 is a sync
-/// dependency, and the path crosses streams.
-#[test]
-fn stream_wait_event_links_streams() {
+/// A stream waits on an event recorded after k1 on another stream (k1 on stream 7, 30..500;
+/// `second` on stream 8, 510..600), the thread then waits for the device (28..650); inside
+/// `outer` (level, name, end) from 0.
+pub(super) fn event_wait_trace(outer: (Level, &str, Ns), second: &str) -> Trace {
     let mut b = TraceBuilder::new();
     let cpu = b.thread(1, 1);
     let s7 = b.queue(0, 7);
     let s8 = b.queue(0, 8);
-    b.span(cpu, Level::Backend, "step", 0, 700);
+    b.span(cpu, outer.0, outer.1, 0, outer.2);
     b.span(cpu, Level::AcceleratorApi, "cudaLaunchKernel", 10, 20)
         .correlation(1);
     b.span(cpu, Level::AcceleratorApi, "cudaEventRecord", 21, 22)
@@ -218,11 +218,19 @@ fn stream_wait_event_links_streams() {
     b.span(s8, Level::DeviceSync, "Stream Wait Event", 24, 25)
         .correlation(3)
         .args(r#"{"wait_on_stream":7,"wait_on_cuda_event_record_corr_id":2}"#);
-    b.span(s8, Level::DeviceKernel, "k2", 510, 600)
+    b.span(s8, Level::DeviceKernel, second, 510, 600)
         .correlation(4);
     b.span(s8, Level::DeviceSync, "Context Sync", 600, 610)
         .correlation(5);
-    let report = critical_path(&b.build(), &CriticalPathOptions::default()).unwrap();
+    b.build()
+}
+
+/// A stream waits on an event recorded after k1 on another stream: k1 -> k2 is a sync
+/// dependency, and the path crosses streams.
+#[test]
+fn stream_wait_event_links_streams() {
+    let trace = event_wait_trace((Level::Backend, "step", 700), "k2");
+    let report = critical_path(&trace, &CriticalPathOptions::default()).unwrap();
     conserves(&report);
     let r = &report.ranks[0];
     assert_eq!(
