@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh demo
-echo "== installing the stratoscope package (builds the Rust core: about 20 minutes the first time on 2 cores)"
+echo "== installing the stratoscope package (builds the Rust core: 18-30 minutes the first time on 2 cores)"
 python3 -m pip install --quiet --disable-pip-version-check .
 mkdir -p out
 
