@@ -30,18 +30,18 @@
 
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
-use serde_json::Value;
-use strato_trace::{Level, Ns, StrId, Trace, TrackKind};
+use strato_trace::{Ns, StrId, Trace};
 
 use crate::analyzed::Analyzed;
 use crate::cross_stack::layers::Bound;
-use crate::distributed::collectives::{bandwidths, rank_summaries, CollectiveKind};
+use crate::distributed::collectives::{bandwidths, CollectiveKind};
 use crate::models::devices::{detect, DeviceSpec, Precision};
-use crate::models::op_models::{kernel_element_size, model, OpCost, OpInputs};
-use crate::scope::{effective_level, is_device_work};
+use crate::models::op_models::{kernel_element_size, OpCost, OpInputs};
 
 mod registration;
+mod stream;
 pub use registration::{Ops, OpsSettings};
+pub use stream::OpsStream;
 
 /// Name of the row of device ops launched outside any framework op.
 pub const NO_OP: &str = "(no framework op)";
@@ -160,6 +160,7 @@ type RowInputs = (Vec<Vec<i64>>, Vec<String>, Vec<Vec<Vec<i64>>>);
 pub const COLLECTIVE_MODEL: &str = "collective: NCCL-tests bytes, algbw, busbw";
 
 /// The model of op calls with one name and the same recorded inputs.
+#[derive(Debug)]
 struct DistinctCall {
     name: StrId,
     inputs: Option<OpInputs>,
@@ -180,129 +181,101 @@ impl DistinctCall {
 }
 
 /// Op calls' models: each distinct (name, inputs) modelled once, each call an index to it.
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct Models {
     distinct: Vec<DistinctCall>,
     index: FxHashMap<(StrId, Option<OpInputs>), u32>,
-    of_call: FxHashMap<u32, u32>,
 }
 
 impl Models {
-    /// The model of op call `call`, read (`read`: its name and inputs) and modelled
-    /// (`model`) the first time the call or its (name, inputs) is met.
-    fn of_call(
+    /// The index of the distinct call of an op call named `name` whose inputs and model
+    /// `read` gives; modelled the first time its (name, inputs) is met.
+    fn intern(
         &mut self,
-        call: u32,
-        read: impl FnOnce() -> (StrId, Option<OpInputs>),
-        model: impl FnOnce(StrId, Option<&OpInputs>) -> Result<OpCost, String>,
-    ) -> &DistinctCall {
-        let at = match self.of_call.get(&call) {
-            Some(&at) => at,
-            None => {
-                let key = read();
-                let at = match self.index.get(&key) {
-                    Some(&at) => at,
-                    None => {
-                        let at = self.distinct.len() as u32;
-                        let (name, inputs) = key.clone();
-                        let model = model(name, inputs.as_ref());
-                        self.distinct.push(DistinctCall {
-                            name,
-                            inputs,
-                            model,
-                        });
-                        self.index.insert(key, at);
-                        at
-                    }
-                };
-                self.of_call.insert(call, at);
-                at
-            }
-        };
-        &self.distinct[at as usize]
+        name: StrId,
+        read: impl FnOnce() -> (Option<OpInputs>, Result<OpCost, String>),
+    ) -> u32 {
+        let (inputs, model) = read();
+        let key = (name, inputs);
+        if let Some(&at) = self.index.get(&key) {
+            return at;
+        }
+        let at = self.distinct.len() as u32;
+        self.distinct.push(DistinctCall {
+            name,
+            inputs: key.1.clone(),
+            model,
+        });
+        self.index.insert(key, at);
+        at
     }
 
-    /// Where in `distinct` the model of a call already met in [`Models::of_call`] is.
-    fn index_of(&self, call: u32) -> usize {
-        self.of_call[&call] as usize
+    /// Whether the distinct call `at` has a model.
+    fn is_modelled(&self, at: u32) -> bool {
+        self.distinct[at as usize].model.is_ok()
     }
 }
 
 /// Builds the op table. `device_spec` overrides the detected device row of every device.
+/// The whole trace read as one batch of [`OpsStream`].
 pub fn ops(analyzed: &Analyzed, device_spec: Option<&DeviceSpec>) -> OpsReport {
-    let (trace, scopes) = (analyzed.trace(), analyzed.scopes());
-    let is_op: Vec<bool> = trace
-        .spans
-        .iter()
-        .map(|s| effective_level(trace, s) == Level::Backend)
-        .collect();
-    // By time containment, not the hierarchy's parents: PyTorch records Python frames inside
-    // custom ops (`vllm::unified_attention_with_output` > its Python code > the launch), and a
-    // Python frame's hierarchy parent skips the op.
-    let op_around = crate::cross_stack::modules::enclosing(trace, &is_op);
-    // Per op span on some launch chain, its model: computed once per distinct (name, recorded
-    // inputs), which a long trace repeats every step; an op span keeps only an index.
-    let mut models = Models::default();
-    let model_of = |models: &mut Models, i: u32| -> bool {
-        let s = &trace.spans[i as usize];
-        models
-            .of_call(
-                i,
-                || {
-                    let inputs = trace
-                        .args_text(s.args)
-                        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-                        .and_then(|a| OpInputs::from_args(&a));
-                    (s.name, inputs)
-                },
-                |name, inputs| model(trace.str(name), inputs).map_err(|e| e.to_string()),
-            )
-            .model
-            .is_ok()
-    };
-    // Per launch span, its owning op (cached: many kernels share a launch chain).
-    let mut owner_of_launch: FxHashMap<u32, Option<u32>> = FxHashMap::default();
-    // Rows by (op name, recorded inputs as JSON), in the order they are first met.
-    let mut row_of: FxHashMap<(String, String), usize> = FxHashMap::default();
-    let mut groups: Vec<((String, String), Group)> = Vec::new();
-    // Per distinct call (`Models::distinct`), its row once known.
-    let mut row_of_distinct: Vec<Option<usize>> = Vec::new();
-    // Op calls already counted in their row.
-    let mut counted: FxHashSet<u32> = FxHashSet::default();
-    let (mut device_ns, mut device_ops, mut window) = (0, 0usize, (Ns::MAX, Ns::MIN));
-    for s in &trace.spans {
-        window = (window.0.min(s.start), window.1.max(s.end));
-    }
-    let mut no_op = Group::default();
-    // Collective kernels, with what the collectives analysis reads of each (one pass more).
-    let mut collective_of: FxHashMap<u32, (CollectiveKey, Option<usize>)> = FxHashMap::default();
-    for rc in rank_summaries(trace) {
-        let world = rc.world_size.and_then(|w| usize::try_from(w).ok());
-        for c in rc.calls {
-            let n = c
-                .group_ranks
-                .as_ref()
-                .map(Vec::len)
-                .or(c.group_size)
-                .or(world);
-            collective_of.insert(c.kernel.0, ((c.kind, c.bytes, c.dtype), n));
+    let trace = analyzed.trace();
+    let mut stream = OpsStream::new(device_spec.cloned());
+    stream.add(trace);
+    stream.finish(trace)
+}
+
+/// A device op with what its row depends on.
+struct AttributedOp<'a> {
+    duration: Ns,
+    rank: u32,
+    device: i64,
+    name: StrId,
+    /// (distinct call, op span index) of the op that owns it.
+    owner: Option<(u32, u32)>,
+    /// Its collective row's key and group size, for a collective kernel.
+    collective: Option<&'a (CollectiveKey, Option<usize>)>,
+}
+
+/// The rows being filled, device op by device op in trace order.
+struct OpsGroups {
+    models: Models,
+    /// Rows by (op name, recorded inputs as JSON), in the order they are first met.
+    row_of: FxHashMap<(String, String), usize>,
+    groups: Vec<((String, String), Group)>,
+    /// Per distinct call (`Models::distinct`), its row once known.
+    row_of_distinct: Vec<Option<usize>>,
+    /// Op calls (span indexes) already counted in their row.
+    counted: FxHashSet<u32>,
+    device_ns: Ns,
+    device_ops: usize,
+    no_op: Group,
+    collective_groups: FxHashMap<CollectiveKey, (Group, Option<usize>)>,
+}
+
+impl OpsGroups {
+    fn new(models: Models) -> OpsGroups {
+        OpsGroups {
+            row_of_distinct: vec![None; models.distinct.len()],
+            models,
+            row_of: FxHashMap::default(),
+            groups: Vec::new(),
+            counted: FxHashSet::default(),
+            device_ns: 0,
+            device_ops: 0,
+            no_op: Group::default(),
+            collective_groups: FxHashMap::default(),
         }
     }
-    let mut collective_groups: FxHashMap<CollectiveKey, (Group, Option<usize>)> =
-        FxHashMap::default();
-    for (i, s) in trace.spans.iter().enumerate() {
-        let track = trace.track(s.track);
-        let TrackKind::DeviceQueue { device, .. } = track.kind else {
-            continue;
-        };
-        if !is_device_work(s.level) {
-            continue;
-        }
-        let dur = s.duration();
-        device_ns += dur;
-        device_ops += 1;
-        if let Some((key, n)) = collective_of.get(&(i as u32)) {
-            let (g, size) = collective_groups.entry(key.clone()).or_default();
+
+    /// Counts device op `op` in its row.
+    fn add(&mut self, trace: &Trace, op: &AttributedOp) {
+        let dur = op.duration;
+        self.device_ns += dur;
+        self.device_ops += 1;
+        let device = (op.rank, op.device);
+        if let Some((key, n)) = op.collective {
+            let (g, size) = self.collective_groups.entry(key.clone()).or_default();
             g.calls += 1;
             *size = size.or(*n);
             if let Some(b) = key.1 {
@@ -310,36 +283,14 @@ pub fn ops(analyzed: &Analyzed, device_spec: Option<&DeviceSpec>) -> OpsReport {
             }
             g.device_ops += 1;
             g.total_ns += dur;
-            *g.devices.entry((track.rank.0, device)).or_insert(0) += 1;
-            continue;
+            *g.devices.entry(device).or_insert(0) += 1;
+            return;
         }
-        let owner = scopes.launch_of(trace, i as u32).and_then(|l| {
-            *owner_of_launch.entry(l).or_insert_with(|| {
-                let mut outermost_op = None;
-                let mut outermost_modelled = None;
-                let mut cur = if is_op[l as usize] {
-                    Some(l)
-                } else {
-                    op_around.of(l)
-                };
-                while let Some(c) = cur {
-                    outermost_op = Some(c);
-                    if model_of(&mut models, c) {
-                        outermost_modelled = Some(c);
-                    }
-                    cur = op_around.of(c);
-                }
-                outermost_modelled.or(outermost_op)
-            })
-        });
-        let g = match owner {
-            Some(op) => {
-                let at = models.index_of(op);
-                let distinct = &models.distinct[at];
-                if row_of_distinct.len() <= at {
-                    row_of_distinct.resize(models.distinct.len(), None);
-                }
-                let row = *row_of_distinct[at].get_or_insert_with(|| {
+        let g = match op.owner {
+            Some((at, call)) => {
+                let distinct = &self.models.distinct[at as usize];
+                let (row_of, groups) = (&mut self.row_of, &mut self.groups);
+                let row = *self.row_of_distinct[at as usize].get_or_insert_with(|| {
                     *row_of
                         .entry(distinct.row_key(trace))
                         .or_insert_with_key(|key| {
@@ -347,15 +298,15 @@ pub fn ops(analyzed: &Analyzed, device_spec: Option<&DeviceSpec>) -> OpsReport {
                             groups.len() - 1
                         })
                 });
-                let g = &mut groups[row].1;
-                if counted.insert(op) {
+                let g = &mut self.groups[row].1;
+                if self.counted.insert(call) {
                     g.calls += 1;
                     match &distinct.model {
                         Ok(c) => {
                             let mut c = c.clone();
                             // A list's element size, from the kernel's name when it says it.
                             if let (None, Some(e)) = (c.bytes, c.unsized_elements) {
-                                match kernel_element_size(trace.str(s.name)) {
+                                match kernel_element_size(trace.str(op.name)) {
                                     Some(size) => c.bytes = Some(e * size as f64),
                                     None => {
                                         g.reason = Some(
@@ -379,173 +330,189 @@ pub fn ops(analyzed: &Analyzed, device_spec: Option<&DeviceSpec>) -> OpsReport {
                 }
                 g
             }
-            None => &mut no_op,
+            None => &mut self.no_op,
         };
         g.device_ops += 1;
         g.total_ns += dur;
-        *g.devices.entry((track.rank.0, device)).or_insert(0) += 1;
+        *g.devices.entry(device).or_insert(0) += 1;
     }
 
-    // Devices and their table rows.
-    let mut specs: FxHashMap<(u32, i64), Option<DeviceSpec>> = FxHashMap::default();
-    let mut devices = Vec::new();
-    let mut seen: Vec<(u32, i64)> = groups
-        .iter()
-        .map(|(_, g)| g)
-        .chain(std::iter::once(&no_op))
-        .flat_map(|g| g.devices.keys().copied())
-        .collect();
-    seen.sort_unstable();
-    seen.dedup();
-    for (rank, index) in seen {
-        let d = trace
-            .devices
+    /// The table over `window` (the trace's first start to last end).
+    fn report(
+        self,
+        trace: &Trace,
+        mut window: (Ns, Ns),
+        device_spec: Option<&DeviceSpec>,
+    ) -> OpsReport {
+        let OpsGroups {
+            groups,
+            device_ns,
+            device_ops,
+            mut no_op,
+            collective_groups,
+            ..
+        } = self;
+        // Devices and their table rows.
+        let mut specs: FxHashMap<(u32, i64), Option<DeviceSpec>> = FxHashMap::default();
+        let mut devices = Vec::new();
+        let mut seen: Vec<(u32, i64)> = groups
             .iter()
-            .find(|d| d.index == index && d.rank.is_none_or(|r| r.0 == rank));
-        let found = match d {
-            Some(d) => detect(d, device_spec),
-            None => device_spec.map(|s| crate::models::devices::Detected {
-                spec: s.clone(),
-                by: crate::models::devices::DetectedBy::UserSpec,
-            }),
-        };
-        specs.insert((rank, index), found.as_ref().map(|f| f.spec.clone()));
-        devices.push(OpsDevice {
-            rank: trace.ranks[rank as usize].rank.unwrap_or(i64::from(rank)),
-            index,
-            name: d.and_then(|d| d.name.clone()),
-            spec: found.as_ref().map(|f| f.spec.clone()),
-            detected_by: found.map(|f| f.by),
-        });
-    }
+            .map(|(_, g)| g)
+            .chain(std::iter::once(&no_op))
+            .flat_map(|g| g.devices.keys().copied())
+            .collect();
+        seen.sort_unstable();
+        seen.dedup();
+        for (rank, index) in seen {
+            let d = trace
+                .devices
+                .iter()
+                .find(|d| d.index == index && d.rank.is_none_or(|r| r.0 == rank));
+            let found = match d {
+                Some(d) => detect(d, device_spec),
+                None => device_spec.map(|s| crate::models::devices::Detected {
+                    spec: s.clone(),
+                    by: crate::models::devices::DetectedBy::UserSpec,
+                }),
+            };
+            specs.insert((rank, index), found.as_ref().map(|f| f.spec.clone()));
+            devices.push(OpsDevice {
+                rank: trace.ranks[rank as usize].rank.unwrap_or(i64::from(rank)),
+                index,
+                name: d.and_then(|d| d.name.clone()),
+                spec: found.as_ref().map(|f| f.spec.clone()),
+                detected_by: found.map(|f| f.by),
+            });
+        }
 
-    let mut rows: Vec<OpRow> = Vec::with_capacity(groups.len() + collective_groups.len() + 1);
-    let mut modelled_ns = 0;
-    let mut add_row = |op: String, inputs: Option<RowInputs>, mut g: Group| {
-        let collective = g.collective.take();
-        let main_device = g
-            .devices
-            .iter()
-            .max_by_key(|(k, v)| (**v, std::cmp::Reverse(**k)))
-            .map(|(k, _)| *k);
-        let spec = main_device.and_then(|k| specs.get(&k).cloned().flatten());
-        let secs = g.total_ns as f64 * 1e-9;
-        let per_s = |x: Option<f64>| x.filter(|_| g.total_ns > 0).map(|x| x / secs);
-        let (tflops, tbps) = (
-            per_s(g.flops).map(|f| f / 1e12),
-            // A collective's bytes cross links, not memory: its rate is algbw, not TB/s.
-            per_s(g.bytes)
-                .filter(|_| collective.is_none())
-                .map(|b| b / 1e12),
-        );
-        let precision = g.cost.as_ref().and_then(|c| c.precision);
-        let ai = match (g.flops, g.bytes) {
-            (Some(f), Some(b)) if b > 0.0 => Some(f / b),
-            _ => None,
-        };
-        let (peak_pct, bound) = match (&g.cost, &spec) {
-            (Some(c), Some(s)) if c.flops.is_some() => {
-                let peak = precision.and_then(|p| s.peak_flops(p));
-                let ridge = precision.and_then(|p| s.ridge(p));
-                (
-                    peak.zip(tflops).map(|(p, t)| 100.0 * t * 1e12 / p),
-                    ai.zip(ridge)
-                        .map(|(a, r)| if a < r { Bound::Memory } else { Bound::Compute }),
-                )
+        let mut rows: Vec<OpRow> = Vec::with_capacity(groups.len() + collective_groups.len() + 1);
+        let mut modelled_ns = 0;
+        let mut add_row = |op: String, inputs: Option<RowInputs>, mut g: Group| {
+            let collective = g.collective.take();
+            let main_device = g
+                .devices
+                .iter()
+                .max_by_key(|(k, v)| (**v, std::cmp::Reverse(**k)))
+                .map(|(k, _)| *k);
+            let spec = main_device.and_then(|k| specs.get(&k).cloned().flatten());
+            let secs = g.total_ns as f64 * 1e-9;
+            let per_s = |x: Option<f64>| x.filter(|_| g.total_ns > 0).map(|x| x / secs);
+            let (tflops, tbps) = (
+                per_s(g.flops).map(|f| f / 1e12),
+                // A collective's bytes cross links, not memory: its rate is algbw, not TB/s.
+                per_s(g.bytes)
+                    .filter(|_| collective.is_none())
+                    .map(|b| b / 1e12),
+            );
+            let precision = g.cost.as_ref().and_then(|c| c.precision);
+            let ai = match (g.flops, g.bytes) {
+                (Some(f), Some(b)) if b > 0.0 => Some(f / b),
+                _ => None,
+            };
+            let (peak_pct, bound) = match (&g.cost, &spec) {
+                (Some(c), Some(s)) if c.flops.is_some() => {
+                    let peak = precision.and_then(|p| s.peak_flops(p));
+                    let ridge = precision.and_then(|p| s.ridge(p));
+                    (
+                        peak.zip(tflops).map(|(p, t)| 100.0 * t * 1e12 / p),
+                        ai.zip(ridge)
+                            .map(|(a, r)| if a < r { Bound::Memory } else { Bound::Compute }),
+                    )
+                }
+                (Some(_), Some(s)) => (
+                    tbps.map(|t| 100.0 * t * 1e12 / s.bandwidth()),
+                    Some(Bound::Memory),
+                ),
+                (Some(c), None) if c.flops.is_none() => (None, Some(Bound::Memory)),
+                _ => (None, None),
+            };
+            let model = match &collective {
+                Some(c) => c.message_bytes.map(|_| COLLECTIVE_MODEL),
+                None => g.cost.as_ref().map(|c| c.model),
+            };
+            if model.is_some() {
+                modelled_ns += g.total_ns;
             }
-            (Some(_), Some(s)) => (
-                tbps.map(|t| 100.0 * t * 1e12 / s.bandwidth()),
-                Some(Bound::Memory),
-            ),
-            (Some(c), None) if c.flops.is_none() => (None, Some(Bound::Memory)),
-            _ => (None, None),
+            let (shapes, dtypes, input_lists) = inputs.unwrap_or_default();
+            rows.push(OpRow {
+                op,
+                shapes,
+                input_lists,
+                dtypes,
+                count: g.calls,
+                device_ops: g.device_ops,
+                total_ns: g.total_ns,
+                mean_ns: if g.calls == 0 {
+                    0.0
+                } else {
+                    g.total_ns as f64 / g.calls as f64
+                },
+                flops: g.flops,
+                bytes: g.bytes,
+                precision,
+                tflops,
+                tbps,
+                arithmetic_intensity: ai,
+                peak_pct,
+                over_peak: peak_pct.is_some_and(|p| p > 100.0),
+                bound,
+                model,
+                reason: g.reason,
+                device: spec.map(|s| s.name.into_owned()),
+                collective,
+            });
         };
-        let model = match &collective {
-            Some(c) => c.message_bytes.map(|_| COLLECTIVE_MODEL),
-            None => g.cost.as_ref().map(|c| c.model),
-        };
-        if model.is_some() {
-            modelled_ns += g.total_ns;
+        for ((op, key), g) in groups {
+            let inputs = serde_json::from_str::<RowInputs>(&key).ok();
+            add_row(op, inputs, g);
         }
-        let (shapes, dtypes, input_lists) = inputs.unwrap_or_default();
-        rows.push(OpRow {
-            op,
-            shapes,
-            input_lists,
-            dtypes,
-            count: g.calls,
-            device_ops: g.device_ops,
-            total_ns: g.total_ns,
-            mean_ns: if g.calls == 0 {
-                0.0
-            } else {
-                g.total_ns as f64 / g.calls as f64
-            },
-            flops: g.flops,
-            bytes: g.bytes,
-            precision,
-            tflops,
-            tbps,
-            arithmetic_intensity: ai,
-            peak_pct,
-            over_peak: peak_pct.is_some_and(|p| p > 100.0),
-            bound,
-            model,
-            reason: g.reason,
-            device: spec.map(|s| s.name.into_owned()),
-            collective,
-        });
-    };
-    for ((op, key), g) in groups {
-        let inputs = serde_json::from_str::<RowInputs>(&key).ok();
-        add_row(op, inputs, g);
-    }
-    for ((kind, message_bytes, dtype), (mut g, group_size)) in collective_groups {
-        let bw = g
-            .bytes
-            .and_then(|b| bandwidths(kind, b, g.total_ns, group_size));
-        if message_bytes.is_none() {
-            g.reason = Some("the trace does not record the collective's message size".into());
+        for ((kind, message_bytes, dtype), (mut g, group_size)) in collective_groups {
+            let bw = g
+                .bytes
+                .and_then(|b| bandwidths(kind, b, g.total_ns, group_size));
+            if message_bytes.is_none() {
+                g.reason = Some("the trace does not record the collective's message size".into());
+            }
+            g.collective = Some(CollectiveRow {
+                kind,
+                message_bytes,
+                dtype: dtype.clone(),
+                group_size,
+                algbw_gbps: bw.map(|b| b.0),
+                busbw_gbps: bw.and_then(|b| b.1),
+            });
+            add_row(
+                format!("{COLLECTIVE_PREFIX}{}", kind.as_str()),
+                Some((Vec::new(), dtype.into_iter().collect(), Vec::new())),
+                g,
+            );
         }
-        g.collective = Some(CollectiveRow {
-            kind,
-            message_bytes,
-            dtype: dtype.clone(),
-            group_size,
-            algbw_gbps: bw.map(|b| b.0),
-            busbw_gbps: bw.and_then(|b| b.1),
+        if no_op.device_ops > 0 {
+            no_op.reason = Some("launched outside any framework op".into());
+            add_row(NO_OP.to_owned(), None, no_op);
+        }
+        rows.sort_by(|a, b| {
+            b.total_ns
+                .cmp(&a.total_ns)
+                .then_with(|| a.op.cmp(&b.op))
+                .then_with(|| a.shapes.cmp(&b.shapes))
+                .then_with(|| a.dtypes.cmp(&b.dtypes))
+                .then_with(|| a.input_lists.cmp(&b.input_lists))
         });
-        add_row(
-            format!("{COLLECTIVE_PREFIX}{}", kind.as_str()),
-            Some((Vec::new(), dtype.into_iter().collect(), Vec::new())),
-            g,
-        );
-    }
-    if no_op.device_ops > 0 {
-        no_op.reason = Some("launched outside any framework op".into());
-        add_row(NO_OP.to_owned(), None, no_op);
-    }
-    rows.sort_by(|a, b| {
-        b.total_ns
-            .cmp(&a.total_ns)
-            .then_with(|| a.op.cmp(&b.op))
-            .then_with(|| a.shapes.cmp(&b.shapes))
-            .then_with(|| a.dtypes.cmp(&b.dtypes))
-            .then_with(|| a.input_lists.cmp(&b.input_lists))
-    });
-    let over_peak_rows = rows.iter().filter(|r| r.over_peak).count();
-    if window.0 > window.1 {
-        window = (0, 0);
-    }
-    OpsReport {
-        window_start_ns: window.0,
-        window_end_ns: window.1,
-        device_ns,
-        device_ops,
-        modelled_ns,
-        over_peak_rows,
-        devices,
-        ops: rows,
+        let over_peak_rows = rows.iter().filter(|r| r.over_peak).count();
+        if window.0 > window.1 {
+            window = (0, 0);
+        }
+        OpsReport {
+            window_start_ns: window.0,
+            window_end_ns: window.1,
+            device_ns,
+            device_ops,
+            modelled_ns,
+            over_peak_rows,
+            devices,
+            ops: rows,
+        }
     }
 }
 
@@ -553,6 +520,7 @@ pub fn ops(analyzed: &Analyzed, device_spec: Option<&DeviceSpec>) -> OpsReport {
 mod tests {
     use super::*;
     use strato_trace::testing::TraceBuilder;
+    use strato_trace::Level;
 
     /// linear > addmm > launch -> gemm kernel (1000 ns); a top-level `aten::foo` (no model)
     /// -> kernel (300 ns); a kernel without launch (200 ns). Known by construction: the GEMM
@@ -760,5 +728,85 @@ mod tests {
         assert_eq!(big.tbps, None);
         assert_eq!(big.model, Some(COLLECTIVE_MODEL));
         assert_eq!(r.modelled_ns, 3000);
+    }
+
+    /// `trace` handed to [`OpsStream`] `n` spans at a time (each batch with every table).
+    fn streamed(trace: &Trace, n: usize) -> OpsReport {
+        let mut stream = OpsStream::new(None);
+        for chunk in trace.spans.chunks(n) {
+            let batch = Trace {
+                spans: chunk.to_vec(),
+                ..trace.clone()
+            };
+            stream.add(&batch);
+        }
+        let mut tables = trace.clone();
+        tables.spans.clear();
+        stream.finish(&tables)
+    }
+
+    /// The rules the op table shares with the whole-trace analyses, by construction, whole
+    /// and streamed one span at a time: a span that overlaps the op around it without nesting
+    /// ends that op (the launch after it has no op); of two spans with one correlation the
+    /// accelerator API call is the launch, even when it comes second; a collective's message
+    /// is read from the `record_param_comms` op around its launch, in another batch.
+    #[test]
+    fn launch_rules_and_collectives_by_construction() {
+        let mut b = TraceBuilder::new();
+        let t = b.thread(1, 1);
+        let q = b.queue(0, 7);
+        // aten::foo [0, 100]; a Python frame [50, 150] overlaps it without nesting; the
+        // launch at [60, 70] is then outside any op.
+        b.span(t, Level::Backend, "aten::foo", 0, 100);
+        b.span(t, Level::Python, "frame.py(1): f", 50, 150);
+        b.span(t, Level::AcceleratorApi, "cudaLaunchKernel", 60, 70)
+            .correlation(1);
+        b.span(q, Level::DeviceKernel, "k1", 200, 300)
+            .correlation(1);
+        // Correlation 2: first a non-API span under aten::bar, then the API call under
+        // aten::baz: the kernel is baz's.
+        b.span(t, Level::Backend, "aten::bar", 400, 500);
+        b.span(t, Level::Library, "marker", 410, 420).correlation(2);
+        b.span(t, Level::Backend, "aten::baz", 600, 700);
+        b.span(t, Level::AcceleratorApi, "cudaLaunchKernel", 610, 620)
+            .correlation(2);
+        b.span(q, Level::DeviceKernel, "k2", 800, 900)
+            .correlation(2);
+        // A collective: its size on the CPU op around the launch only.
+        b.span(t, Level::Backend, "record_param_comms", 1000, 1100).args(
+            r#"{"Collective name":"allreduce","In msg nelems":256,"Out msg nelems":256,"dtype":"Float","Group size":2}"#,
+        );
+        b.span(t, Level::AcceleratorApi, "cudaLaunchKernel", 1010, 1020)
+            .correlation(3);
+        b.span(
+            q,
+            Level::DeviceKernel,
+            "ncclKernel_AllReduce_RING_LL_Sum_float",
+            1200,
+            2200,
+        )
+        .correlation(3);
+        let trace = b.build();
+        let whole = ops(&Analyzed::new(&trace), None);
+        let row = |r: &OpsReport, op: &str| {
+            r.ops
+                .iter()
+                .find(|o| o.op == op)
+                .map(|o| (o.count, o.total_ns))
+        };
+        assert_eq!(row(&whole, NO_OP), Some((0, 100)));
+        assert_eq!(row(&whole, "aten::foo"), None);
+        assert_eq!(row(&whole, "aten::baz"), Some((1, 100)));
+        assert_eq!(row(&whole, "aten::bar"), None);
+        let c = whole.ops.iter().find(|o| o.collective.is_some()).unwrap();
+        let cr = c.collective.as_ref().unwrap();
+        assert_eq!((c.op.as_str(), c.total_ns), ("collective:all_reduce", 1000));
+        assert_eq!((cr.message_bytes, cr.group_size), (Some(1024), Some(2)));
+        assert_eq!(whole.device_ns, 1200);
+        let expected = serde_json::to_string(&whole).unwrap();
+        for n in [1, 2, 5] {
+            let got = serde_json::to_string(&streamed(&trace, n)).unwrap();
+            assert_eq!(got, expected, "batches of {n}");
+        }
     }
 }

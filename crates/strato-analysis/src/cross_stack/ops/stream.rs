@@ -1,0 +1,450 @@
+//! [`OpsStream`]: what the op table needs, gathered batch by batch, so that `strato ops` on one
+//! file or stored profile never holds the trace's spans (issue 28: the table held the whole
+//! trace with every span's args and two per-span vectors, 1.4x a 1.4 GB file). [`super::ops`]
+//! feeds it the whole trace as one batch: one code path.
+//!
+//! Kept per event, without args: each span of a CPU thread (start, end, its index in the trace,
+//! the distinct (op, recorded inputs) of a framework op, its launch correlation) for the
+//! time-containment sweep that finds each launch's ops, and each device op (duration,
+//! correlation, device, name). Kept whole with args: the collective kernels and the collective
+//! CPU ops, which [`rank_summaries`] reads for the collective rows. Each framework op's args are
+//! read as its batch passes and reduced to its distinct (name, inputs) index, modelled once.
+//!
+//! The rules are the whole-trace ones of the parent module, to the span: the sweep orders a
+//! thread's spans as [`crate::cross_stack::modules::enclosing`] does (by start, longer first,
+//! framework ops first at equal extents, then trace order), and a span that overlaps the op
+//! around it without nesting ends that op, marked or not; a device op's launch is its rank's
+//! first accelerator API call with its correlation, else its first thread span with it
+//! ([`crate::scope::Scopes::launch_of`]).
+
+use rustc_hash::{FxHashMap, FxHashSet};
+use serde_json::Value;
+use strato_trace::{Level, Ns, Span, StrId, Trace, TrackId, TrackKind};
+
+use super::{Models, OpsGroups};
+use crate::distributed::collectives::{is_collective_kernel, rank_summaries};
+use crate::models::devices::DeviceSpec;
+use crate::models::op_models::{model, OpInputs};
+use crate::scope::{effective_level, is_device_work};
+
+// The sizes the docs give (docs/analyses/ops.md, "Cost").
+const _: () = assert!(std::mem::size_of::<ThreadSpan>() == 40);
+const _: () = assert!(std::mem::size_of::<DeviceOp>() == 32);
+const _: () = assert!(std::mem::size_of::<Launch>() == 32);
+
+/// `ThreadSpan::flags`: the span carries a launch correlation.
+const HAS_CORRELATION: u8 = 1;
+/// `ThreadSpan::flags`: the span is an accelerator API call.
+const IS_API: u8 = 2;
+/// No distinct call: the span is not a framework op.
+const NOT_AN_OP: u32 = u32::MAX;
+/// No collective kernel.
+const NOT_A_COLLECTIVE: u32 = u32::MAX;
+
+/// A span of a CPU thread, as the sweep reads it (40 bytes).
+#[derive(Debug, Clone, Copy)]
+struct ThreadSpan {
+    start: Ns,
+    end: Ns,
+    correlation: u64,
+    /// Its index in the whole trace.
+    index: u32,
+    /// Its distinct call in [`Models`] when it is a framework op, else [`NOT_AN_OP`].
+    distinct: u32,
+    flags: u8,
+}
+
+/// A device op, in trace order (32 bytes).
+#[derive(Debug, Clone, Copy)]
+struct DeviceOp {
+    duration: Ns,
+    /// Its launch correlation when [`DeviceOp::device`] has [`HAS_CORRELATION_BIT`].
+    correlation: u64,
+    /// Its (rank, device) in [`OpsStream::devices`], with [`HAS_CORRELATION_BIT`].
+    device: u32,
+    name: StrId,
+    /// Its copy in [`CollectiveSpans::trace`] when it is a collective kernel.
+    collective: u32,
+}
+
+/// [`DeviceOp::device`]'s bit saying the op has a correlation.
+const HAS_CORRELATION_BIT: u32 = 1 << 31;
+
+/// A correlated span of a track that is neither a thread nor a device queue: only a
+/// collective's launch can be one ([`rank_summaries`] looks for launches on every host track).
+#[derive(Debug, Clone, Copy)]
+struct OtherCorrelated {
+    track: TrackId,
+    start: Ns,
+    end: Ns,
+    correlation: u64,
+    index: u32,
+}
+
+/// The spans [`rank_summaries`] reads, copied with their args: collective kernels and
+/// collective CPU ops (correlations dropped: the launch is added at the end).
+#[derive(Debug, Default)]
+struct CollectiveSpans {
+    trace: Trace,
+    /// Per copied CPU op, its index in the whole trace.
+    cpu_ops: FxHashMap<u32, u32>,
+}
+
+impl CollectiveSpans {
+    fn copy(&mut self, batch: &Trace, span: &Span, keep_correlation: bool) -> u32 {
+        let args = batch.args_text(span.args).map(|t| self.trace.add_args(&t));
+        let at = self.trace.spans.len() as u32;
+        self.trace.spans.push(Span {
+            correlation: span.correlation.filter(|_| keep_correlation),
+            args,
+            ..span.clone()
+        });
+        at
+    }
+}
+
+/// The op table gathered batch by batch ([`OpsStream::add`], then [`OpsStream::finish`]).
+#[derive(Debug, Default)]
+pub struct OpsStream {
+    device_spec: Option<DeviceSpec>,
+    /// Spans read so far: the next span's index in the whole trace.
+    seen: u64,
+    window: (Ns, Ns),
+    models: Models,
+    threads: FxHashMap<u32, Vec<ThreadSpan>>,
+    others: Vec<OtherCorrelated>,
+    device_ops: Vec<DeviceOp>,
+    /// The (rank, device) pairs of the device ops, each once.
+    devices: Vec<(u32, i64)>,
+    device_index: FxHashMap<(u32, i64), u32>,
+    collectives: CollectiveSpans,
+}
+
+impl OpsStream {
+    /// A stream whose devices all take `device_spec`'s row, when given.
+    pub fn new(device_spec: Option<DeviceSpec>) -> OpsStream {
+        OpsStream {
+            device_spec,
+            window: (Ns::MAX, Ns::MIN),
+            ..OpsStream::default()
+        }
+    }
+
+    /// Reads the spans `batch` holds (the trace as it is then: its tables are the whole trace's
+    /// so far, its spans the batch's, in the trace's order, their args the batch's).
+    pub fn add(&mut self, batch: &Trace) {
+        for span in &batch.spans {
+            let index = self.seen as u32;
+            self.seen += 1;
+            self.window = (self.window.0.min(span.start), self.window.1.max(span.end));
+            let track = batch.track(span.track);
+            match track.kind {
+                TrackKind::DeviceQueue { device, .. } => {
+                    let kernel = span.level == Level::DeviceKernel
+                        && is_collective_kernel(batch.str(span.name));
+                    let collective = if kernel {
+                        self.collectives.copy(batch, span, true)
+                    } else {
+                        NOT_A_COLLECTIVE
+                    };
+                    if is_device_work(span.level) {
+                        let key = (track.rank.0, device);
+                        let devices = &mut self.devices;
+                        let mut at = *self.device_index.entry(key).or_insert_with(|| {
+                            devices.push(key);
+                            devices.len() as u32 - 1
+                        });
+                        if span.correlation.is_some() {
+                            at |= HAS_CORRELATION_BIT;
+                        }
+                        self.device_ops.push(DeviceOp {
+                            duration: span.duration(),
+                            correlation: span.correlation.unwrap_or(0),
+                            device: at,
+                            name: span.name,
+                            collective,
+                        });
+                    }
+                    continue;
+                }
+                TrackKind::Thread { .. } => {
+                    let distinct = if effective_level(batch, span) == Level::Backend {
+                        self.models.intern(span.name, || {
+                            let inputs = batch
+                                .args_text(span.args)
+                                .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                                .and_then(|a| OpInputs::from_args(&a));
+                            let cost = model(batch.str(span.name), inputs.as_ref())
+                                .map_err(|e| e.to_string());
+                            (inputs, cost)
+                        })
+                    } else {
+                        NOT_AN_OP
+                    };
+                    let mut flags = 0;
+                    if span.correlation.is_some() {
+                        flags |= HAS_CORRELATION;
+                    }
+                    if span.level == Level::AcceleratorApi {
+                        flags |= IS_API;
+                    }
+                    self.threads
+                        .entry(span.track.0)
+                        .or_default()
+                        .push(ThreadSpan {
+                            start: span.start,
+                            end: span.end,
+                            correlation: span.correlation.unwrap_or(0),
+                            index,
+                            distinct,
+                            flags,
+                        });
+                }
+                _ => {
+                    if let Some(correlation) = span.correlation {
+                        self.others.push(OtherCorrelated {
+                            track: span.track,
+                            start: span.start,
+                            end: span.end,
+                            correlation,
+                            index,
+                        });
+                    }
+                }
+            }
+            if strato_trace::args_of::is_collective_cpu_op(batch.str(span.name)) {
+                let at = self.collectives.copy(batch, span, false);
+                self.collectives.cpu_ops.insert(index, at);
+            }
+        }
+    }
+
+    /// The op table of the trace whose tables `trace` holds (its events are not read).
+    pub fn finish(self, trace: &Trace) -> super::OpsReport {
+        let OpsStream {
+            device_spec,
+            window,
+            models,
+            threads,
+            others,
+            device_ops,
+            devices,
+            collectives,
+            ..
+        } = self;
+        let rank_of = |track: u32| trace.track(TrackId(track)).rank.0;
+        // The collective kernels' launches are looked for during the sweep.
+        let wanted: FxHashSet<(u32, u64)> = (collectives.trace.spans.iter())
+            .filter(|s| trace.track(s.track).is_device())
+            .filter_map(|s| Some((trace.track(s.track).rank.0, s.correlation?)))
+            .collect();
+        let (launches, first_of_wanted) = launch_owners(threads, &models, &rank_of, &wanted);
+        let collective_of = collective_rows(trace, collectives, &wanted, &first_of_wanted, &others);
+        let mut groups = OpsGroups::new(models);
+        for op in device_ops {
+            let (rank, device) = devices[(op.device & !HAS_CORRELATION_BIT) as usize];
+            let owner = if op.device & HAS_CORRELATION_BIT != 0 {
+                launches
+                    .binary_search_by_key(&(rank, op.correlation), |l| (l.rank, l.correlation))
+                    .ok()
+                    .and_then(|at| launches[at].owner())
+            } else {
+                None
+            };
+            let collective = (op.collective != NOT_A_COLLECTIVE)
+                .then(|| collective_of.get(&op.collective))
+                .flatten();
+            groups.add(
+                trace,
+                &super::AttributedOp {
+                    duration: op.duration,
+                    rank,
+                    device,
+                    name: op.name,
+                    owner,
+                    collective,
+                },
+            );
+        }
+        groups.report(trace, window, device_spec.as_ref())
+    }
+}
+
+/// A launch candidate: a thread span with a correlation, and the op that owns it (32 bytes).
+/// Of the candidates of one (rank, correlation), the launch is the first accelerator API
+/// call, else the first span (by index in the trace).
+#[derive(Debug, Clone, Copy)]
+struct Launch {
+    correlation: u64,
+    rank: u32,
+    index: u32,
+    is_api: bool,
+    /// The op span that owns it: the outermost framework op around the launch with a model,
+    /// else the outermost one; [`NOT_AN_OP`] without one.
+    owner_index: u32,
+    /// The owner's distinct call.
+    owner_distinct: u32,
+}
+
+impl Launch {
+    /// (distinct call, op span index) of the owner.
+    fn owner(&self) -> Option<(u32, u32)> {
+        (self.owner_index != NOT_AN_OP).then_some((self.owner_distinct, self.owner_index))
+    }
+}
+
+/// A host span: its track, start, end and index in the trace.
+type HostSpan = (TrackId, Ns, Ns, u32);
+
+/// A thread span and its track.
+#[derive(Debug, Clone, Copy)]
+struct ThreadSpanAt {
+    track: u32,
+    span: ThreadSpan,
+}
+
+/// Sweeps each thread's spans (see the module docs): each (rank, correlation)'s launch with
+/// its owner, sorted by (rank, correlation), and the first thread span with each `wanted`
+/// correlation (a collective's launch for [`rank_summaries`]).
+fn launch_owners(
+    threads: FxHashMap<u32, Vec<ThreadSpan>>,
+    models: &Models,
+    rank_of: &dyn Fn(u32) -> u32,
+    wanted: &FxHashSet<(u32, u64)>,
+) -> (Vec<Launch>, FxHashMap<(u32, u64), ThreadSpanAt>) {
+    let mut launches: Vec<Launch> = Vec::new();
+    let mut first_of_wanted: FxHashMap<(u32, u64), ThreadSpanAt> = FxHashMap::default();
+    for (track, mut spans) in threads {
+        let rank = rank_of(track);
+        spans.sort_unstable_by_key(|s| {
+            (
+                s.start,
+                std::cmp::Reverse(s.end),
+                s.distinct == NOT_AN_OP,
+                s.index,
+            )
+        });
+        // The framework ops around the current span, outermost first: (end, distinct, index).
+        let mut stack: Vec<(Ns, u32, u32)> = Vec::new();
+        for s in spans {
+            while stack.last().is_some_and(|top| top.0 < s.end) {
+                stack.pop();
+            }
+            if s.distinct != NOT_AN_OP {
+                stack.push((s.end, s.distinct, s.index));
+            }
+            if s.flags & HAS_CORRELATION == 0 {
+                continue;
+            }
+            let key = (rank, s.correlation);
+            if wanted.contains(&key) {
+                first_of_wanted
+                    .entry(key)
+                    .and_modify(|f| {
+                        if s.index < f.span.index {
+                            *f = ThreadSpanAt { track, span: s };
+                        }
+                    })
+                    .or_insert(ThreadSpanAt { track, span: s });
+            }
+            let modelled = stack
+                .iter()
+                .find(|(_, distinct, _)| models.is_modelled(*distinct));
+            let (owner_distinct, owner_index) = modelled
+                .or(stack.first())
+                .map_or((NOT_AN_OP, NOT_AN_OP), |&(_, distinct, index)| {
+                    (distinct, index)
+                });
+            launches.push(Launch {
+                correlation: s.correlation,
+                rank,
+                index: s.index,
+                is_api: s.flags & IS_API != 0,
+                owner_index,
+                owner_distinct,
+            });
+        }
+    }
+    launches.sort_unstable_by_key(|l| (l.rank, l.correlation, !l.is_api, l.index));
+    launches.dedup_by_key(|l| (l.rank, l.correlation));
+    launches.shrink_to_fit();
+    (launches, first_of_wanted)
+}
+
+/// [`rank_summaries`] over the copied collective spans with their launches: per copied kernel,
+/// its row key and group size.
+fn collective_rows(
+    trace: &Trace,
+    collectives: CollectiveSpans,
+    wanted: &FxHashSet<(u32, u64)>,
+    first_of_wanted: &FxHashMap<(u32, u64), ThreadSpanAt>,
+    others: &[OtherCorrelated],
+) -> FxHashMap<u32, (super::CollectiveKey, Option<usize>)> {
+    let CollectiveSpans {
+        trace: mut mini,
+        cpu_ops,
+    } = collectives;
+    if !(mini.spans.iter()).any(|s| trace.track(s.track).is_device()) {
+        return FxHashMap::default(); // no collective kernel
+    }
+    mini.strings = trace.strings.clone();
+    mini.ranks = trace.ranks.clone();
+    mini.tracks = trace.tracks.clone();
+    // Each wanted correlation's first host span: a thread's, or another host track's.
+    let mut first: FxHashMap<(u32, u64), HostSpan> = (wanted.iter())
+        .filter_map(|key| {
+            let f = first_of_wanted.get(key)?;
+            Some((
+                *key,
+                (TrackId(f.track), f.span.start, f.span.end, f.span.index),
+            ))
+        })
+        .collect();
+    for o in others {
+        let key = (trace.track(o.track).rank.0, o.correlation);
+        if !wanted.contains(&key) {
+            continue;
+        }
+        let this = (o.track, o.start, o.end, o.index);
+        first
+            .entry(key)
+            .and_modify(|f| {
+                if o.index < f.3 {
+                    *f = this;
+                }
+            })
+            .or_insert(this);
+    }
+    let launch_name = mini.intern("(launch)");
+    for ((_, correlation), (track, start, end, index)) in first {
+        match cpu_ops.get(&index) {
+            // The launch is a collective CPU op copied already: it gets its correlation back.
+            Some(&at) => mini.spans[at as usize].correlation = Some(correlation),
+            None => mini.spans.push(Span {
+                track,
+                start,
+                end,
+                name: launch_name,
+                category: launch_name,
+                level: Level::AcceleratorApi,
+                correlation: Some(correlation),
+                external_id: None,
+                args: None,
+            }),
+        }
+    }
+    let mut out = FxHashMap::default();
+    for rc in rank_summaries(&mini) {
+        let world = rc.world_size.and_then(|w| usize::try_from(w).ok());
+        for c in rc.calls {
+            let n = c
+                .group_ranks
+                .as_ref()
+                .map(Vec::len)
+                .or(c.group_size)
+                .or(world);
+            out.insert(c.kernel.0, ((c.kind, c.bytes, c.dtype), n));
+        }
+    }
+    out
+}
