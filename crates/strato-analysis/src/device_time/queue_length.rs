@@ -29,7 +29,7 @@ use super::kernel_stats::saturated;
 use crate::analyzed::Analyzed;
 use crate::registry::{
     merged_ranks, Analysis, AnalysisError, OptionKind, OptionSpec, RankPart, RankRow, Reads,
-    TableSpec,
+    Stream, TableSpec,
 };
 
 /// CUDA's bound on launches pending on one stream: a launch beyond it blocks the CPU thread.
@@ -107,54 +107,94 @@ pub struct QueueLengthReport {
     pub ranks: Vec<RankQueues>,
 }
 
-/// The launch-queue lengths of every device queue of `trace`.
+/// The launch-queue lengths of every device queue of `trace`: the whole trace read as one
+/// batch of [`QueueLengthStream`].
 pub fn queue_length(trace: &Trace, options: &QueueLengthOptions) -> QueueLengthReport {
-    // The launching call of each (rank, correlation): its earliest start.
-    let mut launches: FxHashMap<(u32, u64), Ns> = FxHashMap::default();
-    for span in &trace.spans {
-        if span.level != Level::AcceleratorApi || trace.track(span.track).is_device() {
-            continue;
-        }
-        if let Some(c) = span.correlation {
-            let rank = trace.track(span.track).rank.0;
-            launches
-                .entry((rank, c))
-                .and_modify(|t| *t = (*t).min(span.start))
-                .or_insert(span.start);
+    let mut stream = QueueLengthStream::default();
+    stream.add(trace);
+    stream.finish(trace, options)
+}
+
+/// A device op whose launch is looked up at the end (40 bytes).
+#[derive(Debug, Clone, Copy)]
+struct PendingOp {
+    start: Ns,
+    correlation: Option<u64>,
+    device: i64,
+    queue: i64,
+    rank: u32,
+}
+
+/// [`queue_length`] gathered batch by batch, so that `strato queue-length` on one file or
+/// stored profile never holds the trace's spans: per (rank, correlation) the earliest start
+/// of its accelerator API calls, and per device op (synchronisations aside) its start, queue
+/// and correlation, in trace order.
+#[derive(Debug, Default)]
+pub struct QueueLengthStream {
+    launches: FxHashMap<(u32, u64), Ns>,
+    ops: Vec<PendingOp>,
+}
+
+impl QueueLengthStream {
+    /// Reads the spans `batch` holds (its tables are the whole trace's so far).
+    pub fn add(&mut self, batch: &Trace) {
+        for span in &batch.spans {
+            let track = batch.track(span.track);
+            match track.kind {
+                TrackKind::DeviceQueue { device, queue } => {
+                    if span.level.is_device_op() && span.level != Level::DeviceSync {
+                        self.ops.push(PendingOp {
+                            start: span.start,
+                            correlation: span.correlation,
+                            device,
+                            queue,
+                            rank: track.rank.0,
+                        });
+                    }
+                }
+                _ if span.level == Level::AcceleratorApi => {
+                    // The launching call of each (rank, correlation): its earliest start.
+                    if let Some(c) = span.correlation {
+                        self.launches
+                            .entry((track.rank.0, c))
+                            .and_modify(|t| *t = (*t).min(span.start))
+                            .or_insert(span.start);
+                    }
+                }
+                _ => {}
+            }
         }
     }
-    let mut ranks: Vec<RankAcc> = (0..trace.ranks.len()).map(|_| RankAcc::default()).collect();
-    for span in &trace.spans {
-        let track = trace.track(span.track);
-        let TrackKind::DeviceQueue { device, queue } = track.kind else {
-            continue;
-        };
-        if !span.level.is_device_op() || span.level == Level::DeviceSync {
-            continue;
+
+    /// The queue lengths of the trace whose tables `trace` holds (its events are not read).
+    pub fn finish(self, trace: &Trace, options: &QueueLengthOptions) -> QueueLengthReport {
+        let QueueLengthStream { launches, ops } = self;
+        let mut ranks: Vec<RankAcc> = (0..trace.ranks.len()).map(|_| RankAcc::default()).collect();
+        for op in ops {
+            let rank = &mut ranks[op.rank as usize];
+            let launched = op
+                .correlation
+                .and_then(|c| launches.get(&(op.rank, c)).copied());
+            let Some(mut launched) = launched else {
+                rank.unlaunched += 1;
+                continue;
+            };
+            if launched > op.start {
+                rank.skewed += 1;
+                launched = op.start;
+            }
+            let changes = rank.queues.entry((op.device, op.queue)).or_default();
+            changes.push((launched, 1));
+            changes.push((op.start, -1));
         }
-        let rank = &mut ranks[track.rank.0 as usize];
-        let launched = span
-            .correlation
-            .and_then(|c| launches.get(&(track.rank.0, c)).copied());
-        let Some(mut launched) = launched else {
-            rank.unlaunched += 1;
-            continue;
-        };
-        if launched > span.start {
-            rank.skewed += 1;
-            launched = span.start;
+        QueueLengthReport {
+            limit: options.limit,
+            ranks: ranks
+                .into_iter()
+                .enumerate()
+                .map(|(i, acc)| rank_queues(trace, RankId(i as u32), acc, options.limit))
+                .collect(),
         }
-        let changes = rank.queues.entry((device, queue)).or_default();
-        changes.push((launched, 1));
-        changes.push((span.start, -1));
-    }
-    QueueLengthReport {
-        limit: options.limit,
-        ranks: ranks
-            .into_iter()
-            .enumerate()
-            .map(|(i, acc)| rank_queues(trace, RankId(i as u32), acc, options.limit))
-            .collect(),
     }
 }
 
@@ -282,6 +322,21 @@ fn bands(time_at: &BTreeMap<u64, i128>) -> Vec<(u64, u64, i128)> {
 #[derive(Debug)]
 pub struct QueueLength;
 
+/// [`QueueLengthStream`] with the options it finishes with.
+struct Streamed {
+    stream: QueueLengthStream,
+    options: QueueLengthOptions,
+}
+
+impl Stream<QueueLengthReport> for Streamed {
+    fn add(&mut self, batch: &Trace) {
+        self.stream.add(batch);
+    }
+    fn finish(self: Box<Self>, trace: &Trace) -> QueueLengthReport {
+        self.stream.finish(trace, &self.options)
+    }
+}
+
 impl Analysis for QueueLength {
     const NAME: &'static str = "queue-length";
     const SUMMARY: &'static str = "Launch-queue length per stream over time (HTA's queue-length \
@@ -327,6 +382,14 @@ thread beyond 1024)",
         options: &QueueLengthOptions,
     ) -> Result<QueueLengthReport, AnalysisError> {
         Ok(queue_length(analyzed.trace(), options))
+    }
+
+    /// One file or stored profile streams ([`QueueLengthStream`]).
+    fn stream(options: &QueueLengthOptions) -> Option<Box<dyn Stream<QueueLengthReport>>> {
+        Some(Box::new(Streamed {
+            stream: QueueLengthStream::default(),
+            options: options.clone(),
+        }))
     }
 
     fn merge(

@@ -14,6 +14,8 @@
 //! Conservation: busy time + idle time = window; every busy instant lies in an active period,
 //! so `true_busy_pct <= sampled_pct` for every period.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 use strato_trace::{Ns, Trace, TrackKind};
 
@@ -59,77 +61,104 @@ pub struct UtilReport {
 }
 
 /// Computes the check for each device with at least one device op, for each period (seconds).
+/// The whole trace read as one batch of [`UtilStream`].
 pub fn util(trace: &Trace, periods_s: &[f64]) -> UtilReport {
-    let mut windows: Vec<Option<(Ns, Ns)>> = vec![None; trace.ranks.len()];
-    let mut per_device: std::collections::BTreeMap<(u32, i64), Vec<(Ns, Ns)>> =
-        std::collections::BTreeMap::new();
-    for s in &trace.spans {
-        let track = trace.track(s.track);
-        let w = &mut windows[track.rank.0 as usize];
-        *w = Some(match *w {
-            None => (s.start, s.end),
-            Some((a, b)) => (a.min(s.start), b.max(s.end)),
-        });
-        if let TrackKind::DeviceQueue { device, .. } = track.kind {
-            if is_device_work(s.level) {
-                per_device
-                    .entry((track.rank.0, device))
-                    .or_default()
-                    .push((s.start, s.end));
+    let mut stream = UtilStream::default();
+    stream.add(trace);
+    stream.finish(trace, periods_s)
+}
+
+/// [`util`] gathered batch by batch, so that `strato util` on one file or stored profile never
+/// holds the trace's spans: per rank its window, per device its ops' (start, end), 16 bytes
+/// an op.
+#[derive(Debug, Default)]
+pub struct UtilStream {
+    windows: Vec<Option<(Ns, Ns)>>,
+    per_device: BTreeMap<(u32, i64), Vec<(Ns, Ns)>>,
+}
+
+impl UtilStream {
+    /// Reads the spans `batch` holds (its tables are the whole trace's so far).
+    pub fn add(&mut self, batch: &Trace) {
+        if self.windows.len() < batch.ranks.len() {
+            self.windows.resize(batch.ranks.len(), None);
+        }
+        for s in &batch.spans {
+            let track = batch.track(s.track);
+            let w = &mut self.windows[track.rank.0 as usize];
+            *w = Some(match *w {
+                None => (s.start, s.end),
+                Some((a, b)) => (a.min(s.start), b.max(s.end)),
+            });
+            if let TrackKind::DeviceQueue { device, .. } = track.kind {
+                if is_device_work(s.level) {
+                    self.per_device
+                        .entry((track.rank.0, device))
+                        .or_default()
+                        .push((s.start, s.end));
+                }
             }
         }
     }
-    let devices = per_device
-        .into_iter()
-        .map(|((rank, device), ops)| {
-            let (w0, w1) = windows[rank as usize].unwrap_or((0, 0));
-            let info = &trace.ranks[rank as usize];
-            let name = trace
-                .devices
-                .iter()
-                .find(|d| d.index == device && d.rank.is_none_or(|r| r.0 == rank))
-                .and_then(|d| d.name.clone());
-            let count = ops.len();
-            let zero_length: Vec<Ns> = ops.iter().filter(|o| o.1 == o.0).map(|o| o.0).collect();
-            let merged = merge(ops.into_iter());
-            let busy = length(&merged);
-            let window = w1 - w0;
-            let pct = |x: Ns| {
-                if window > 0 {
-                    100.0 * x as f64 / window as f64
-                } else {
-                    0.0
+
+    /// The check of the trace whose tables `trace` holds (its events are not read).
+    pub fn finish(self, trace: &Trace, periods_s: &[f64]) -> UtilReport {
+        let UtilStream {
+            windows,
+            per_device,
+        } = self;
+        let devices = per_device
+            .into_iter()
+            .map(|((rank, device), ops)| {
+                let (w0, w1) = windows[rank as usize].unwrap_or((0, 0));
+                let info = &trace.ranks[rank as usize];
+                let name = trace
+                    .devices
+                    .iter()
+                    .find(|d| d.index == device && d.rank.is_none_or(|r| r.0 == rank))
+                    .and_then(|d| d.name.clone());
+                let count = ops.len();
+                let zero_length: Vec<Ns> = ops.iter().filter(|o| o.1 == o.0).map(|o| o.0).collect();
+                let merged = merge(ops.into_iter());
+                let busy = length(&merged);
+                let window = w1 - w0;
+                let pct = |x: Ns| {
+                    if window > 0 {
+                        100.0 * x as f64 / window as f64
+                    } else {
+                        0.0
+                    }
+                };
+                let sampled = periods_s
+                    .iter()
+                    .map(|&p| sample(&merged, &zero_length, w0, w1, p))
+                    .map(
+                        |(period_s, period_ns, periods, active, active_ns)| Sampled {
+                            period_s,
+                            period_ns,
+                            periods,
+                            active_periods: active,
+                            sampled_pct: pct(active_ns),
+                        },
+                    )
+                    .collect();
+                DeviceUtil {
+                    rank: info.rank.unwrap_or(i64::from(rank)),
+                    source: info.source.clone(),
+                    device,
+                    name,
+                    device_ops: count,
+                    window_start_ns: w0,
+                    window_end_ns: w1,
+                    window_ns: window,
+                    busy_ns: busy,
+                    true_busy_pct: pct(busy),
+                    sampled,
                 }
-            };
-            let sampled = periods_s
-                .iter()
-                .map(|&p| sample(&merged, &zero_length, w0, w1, p))
-                .map(
-                    |(period_s, period_ns, periods, active, active_ns)| Sampled {
-                        period_s,
-                        period_ns,
-                        periods,
-                        active_periods: active,
-                        sampled_pct: pct(active_ns),
-                    },
-                )
-                .collect();
-            DeviceUtil {
-                rank: info.rank.unwrap_or(i64::from(rank)),
-                source: info.source.clone(),
-                device,
-                name,
-                device_ops: count,
-                window_start_ns: w0,
-                window_end_ns: w1,
-                window_ns: window,
-                busy_ns: busy,
-                true_busy_pct: pct(busy),
-                sampled,
-            }
-        })
-        .collect();
-    UtilReport { devices }
+            })
+            .collect();
+        UtilReport { devices }
+    }
 }
 
 /// (period_s, period_ns, periods, active periods, active time in the window).

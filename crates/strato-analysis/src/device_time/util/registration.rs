@@ -6,10 +6,12 @@ use std::io::{self, Write};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
-use super::{util, UtilReport, DEFAULT_PERIODS_S};
+use strato_trace::Trace;
+
+use super::{util, UtilReport, UtilStream, DEFAULT_PERIODS_S};
 use crate::analyzed::Analyzed;
 use crate::registry::{
-    Analysis, AnalysisError, Events, InReport, OptionKind, OptionSpec, Reads, TableSpec,
+    Analysis, AnalysisError, InReport, OptionKind, OptionSpec, Reads, Stream, TableSpec,
 };
 use crate::text::table::Table;
 use crate::text::units::ms_num;
@@ -60,27 +62,51 @@ sampled figure beside true device-busy time, per device";
         inherit: &[],
         options: &[],
     }];
-    /// Every event (the window spans the rank's), no attributes.
-    const READS: Reads = Reads {
-        events: Events::All,
-        args: None,
-    };
+    /// Spans (the window spans the rank's spans), no attributes.
+    const READS: Reads = Reads::SPANS;
     /// The report's utilization section (its busy-over-time plot).
     const IN_REPORT: InReport = InReport::OwnSection;
     type Options = UtilSettings;
     type Output = UtilResult;
 
     fn run(analyzed: &Analyzed<'_>, settings: &UtilSettings) -> Result<UtilResult, AnalysisError> {
-        let periods = if settings.period.is_empty() {
-            DEFAULT_PERIODS_S.to_vec()
-        } else {
-            settings.period.clone()
-        };
-        Ok(UtilResult(util(analyzed.trace(), &periods)))
+        Ok(UtilResult(util(analyzed.trace(), &periods(settings))))
+    }
+
+    /// One file or stored profile streams ([`UtilStream`]): 16 bytes per device op.
+    fn stream(settings: &UtilSettings) -> Option<Box<dyn Stream<UtilResult>>> {
+        Some(Box::new(Streamed {
+            stream: UtilStream::default(),
+            periods: periods(settings),
+        }))
     }
 
     fn render_text(result: &UtilResult, _: &UtilSettings) -> String {
         crate::text::written(|out| write_text(out, &result.0))
+    }
+}
+
+/// The sampling periods asked for, or the defaults.
+fn periods(settings: &UtilSettings) -> Vec<f64> {
+    if settings.period.is_empty() {
+        DEFAULT_PERIODS_S.to_vec()
+    } else {
+        settings.period.clone()
+    }
+}
+
+/// [`UtilStream`] with the periods it finishes with.
+struct Streamed {
+    stream: UtilStream,
+    periods: Vec<f64>,
+}
+
+impl Stream<UtilResult> for Streamed {
+    fn add(&mut self, batch: &Trace) {
+        self.stream.add(batch);
+    }
+    fn finish(self: Box<Self>, trace: &Trace) -> UtilResult {
+        UtilResult(self.stream.finish(trace, &self.periods))
     }
 }
 

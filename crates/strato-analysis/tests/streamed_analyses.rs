@@ -1,0 +1,99 @@
+//! Issue 28: the registered analyses that stream one file ([`Analysis::stream`]: `ops`,
+//! `util`, `queue-length`, and `kernels` and `gpu-time` beside their own tests) give what they
+//! give on the whole trace. Over every Chrome-trace JSON file in `../shared/data` (up to 2 MB on
+//! disk, for a debug CI), imported with spans and every attribute and handed over in batches of
+//! several sizes (one event, odd sizes, the importer's own: a launch and its op, a collective
+//! kernel and its CPU op, land in different batches), the streamed result serialises exactly
+//! as [`Analysis::run`] on the whole trace, at the analysis's default options.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use strato_analysis::analyzed::Analyzed;
+use strato_analysis::cross_stack::ops::Ops;
+use strato_analysis::device_time::queue_length::QueueLength;
+use strato_analysis::device_time::util::Util;
+use strato_analysis::registry::Analysis;
+use strato_io::{ArgsScope, ImportOptions, Projection};
+use strato_trace::Trace;
+
+/// Checks `A` streamed against the whole trace on every file; sums `measure` of the whole
+/// results (what the test asserts was there to compare).
+fn streamed_equals_whole<A: Analysis>(measure: impl Fn(&A::Output) -> usize) -> usize {
+    let options = ImportOptions {
+        args_scope: ArgsScope::All,
+        projection: Projection::SPANS,
+        ..ImportOptions::default()
+    };
+    let settings = A::Options::default();
+    let files = common::chrome_files();
+    assert!(files.len() >= 5, "expected the shared data's JSON traces");
+    let mut measured = 0;
+    for path in &files {
+        let what = path.display().to_string();
+        let whole = strato_io::import_file(path, &options).unwrap();
+        let expected = A::run(&Analyzed::new(&whole), &settings).unwrap();
+        measured += measure(&expected);
+        let expected = serde_json::to_string(&expected).unwrap();
+        // Batches of one event on the small files only (a debug build is slow).
+        let small = std::fs::metadata(path).unwrap().len() <= 256 << 10;
+        let batches: &[usize] = if small {
+            &[1, 97, 4093, strato_io::chrome::SINK_EVENTS]
+        } else {
+            &[4093, strato_io::chrome::SINK_EVENTS]
+        };
+        for &batch in batches {
+            let mut stream = A::stream(&settings).expect("the analysis streams");
+            let mut sink = |t: &mut Trace| {
+                stream.add(t);
+                t.clear_events();
+                Ok(())
+            };
+            let Some(rest) =
+                strato_io::import_file_streaming(path, &options, batch, &mut sink).unwrap()
+            else {
+                continue; // not streamed (a TensorFlow trace viewer file)
+            };
+            let got = serde_json::to_string(&stream.finish(&rest)).unwrap();
+            assert!(
+                got == expected,
+                "{}, {what}: batches of {batch} differ",
+                A::NAME
+            );
+        }
+    }
+    measured
+}
+
+#[test]
+fn ops_streamed_equals_the_whole_trace() {
+    let collectives = std::cell::Cell::new(0);
+    let modelled = streamed_equals_whole::<Ops>(|r| {
+        assert_eq!(r.ops.iter().map(|o| o.total_ns).sum::<i64>(), r.device_ns);
+        let c = r.ops.iter().filter(|o| o.collective.is_some()).count();
+        collectives.set(collectives.get() + c);
+        r.ops.iter().filter(|o| o.model.is_some()).count()
+    });
+    // The files must hold modelled ops and collectives, or this compares little.
+    assert!(modelled > 10, "only {modelled} modelled rows");
+    assert!(collectives.get() > 0, "no collective row");
+}
+
+#[test]
+fn util_streamed_equals_the_whole_trace() {
+    let devices = streamed_equals_whole::<Util>(|r| {
+        for d in &r.0.devices {
+            assert!(d.busy_ns <= d.window_ns, "busy within the window");
+        }
+        r.0.devices.len()
+    });
+    assert!(devices >= 10, "only {devices} devices");
+}
+
+#[test]
+fn queue_length_streamed_equals_the_whole_trace() {
+    let streams = streamed_equals_whole::<QueueLength>(|r| {
+        r.ranks.iter().map(|k| k.streams.len()).sum::<usize>()
+    });
+    assert!(streams >= 10, "only {streams} streams");
+}
