@@ -121,6 +121,8 @@ pub enum Events {
     /// What the device time breakdown reads: device spans, the host spans that carry a launch
     /// correlation, and step spans ([`strato_trace::projection::SpanProjection`]).
     DeviceTime,
+    /// Spans, instants and counters; no flows.
+    NoFlows,
     /// Every event: spans, instants, counters and flows.
     All,
 }

@@ -1,16 +1,18 @@
 //! Issue 28: the registered analyses that stream one file ([`Analysis::stream`]: `ops`,
-//! `util`, `queue-length`, and `kernels` and `gpu-time` beside their own tests) give what they
-//! give on the whole trace. Over every Chrome-trace JSON file in `../shared/data` (up to 2 MB on
-//! disk, for a debug CI), imported with spans and every attribute and handed over in batches of
-//! several sizes (one event, odd sizes, the importer's own: a launch and its op, a collective
-//! kernel and its CPU op, land in different batches), the streamed result serialises exactly
-//! as [`Analysis::run`] on the whole trace, at the analysis's default options.
+//! `util`, `queue-length`, `memory`, and `kernels` and `gpu-time` beside their own tests) give
+//! what they give on the whole trace. Over every Chrome-trace JSON file in `../shared/data` (up
+//! to 2 MB on disk, for a debug CI), imported with spans, instants, counters and every
+//! attribute and handed over in batches of several sizes (one event, odd sizes, the
+//! importer's own: a launch and its op, a collective kernel and its CPU op, an allocation and
+//! the op around it land in different batches), the streamed result serialises exactly as
+//! [`Analysis::run`] on the whole trace, at the analysis's default options.
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
 use strato_analysis::analyzed::Analyzed;
 use strato_analysis::cross_stack::ops::Ops;
+use strato_analysis::device_time::memory::Memory;
 use strato_analysis::device_time::queue_length::QueueLength;
 use strato_analysis::device_time::util::Util;
 use strato_analysis::registry::Analysis;
@@ -22,7 +24,7 @@ use strato_trace::Trace;
 fn streamed_equals_whole<A: Analysis>(measure: impl Fn(&A::Output) -> usize) -> usize {
     let options = ImportOptions {
         args_scope: ArgsScope::All,
-        projection: Projection::SPANS,
+        projection: Projection::NO_FLOWS,
         ..ImportOptions::default()
     };
     let settings = A::Options::default();
@@ -96,4 +98,17 @@ fn queue_length_streamed_equals_the_whole_trace() {
         r.ranks.iter().map(|k| k.streams.len()).sum::<usize>()
     });
     assert!(streams >= 10, "only {streams} streams");
+}
+
+#[test]
+fn memory_streamed_equals_the_whole_trace() {
+    let samples = streamed_equals_whole::<Memory>(|r| {
+        let attributed: u64 = (r.devices.iter())
+            .flat_map(|d| &d.ops)
+            .map(|o| o.allocations + o.frees)
+            .sum();
+        assert!(attributed > 0 || r.devices.is_empty());
+        r.devices.iter().map(|d| d.samples).sum::<usize>()
+    });
+    assert!(samples > 1000, "only {samples} allocation samples");
 }

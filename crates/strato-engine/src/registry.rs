@@ -362,6 +362,7 @@ pub fn import_options(engine: &Engine, reads: Reads) -> Result<strato_io::Import
         projection: match reads.events {
             Events::Spans => strato_io::Projection::SPANS,
             Events::DeviceTime => strato_io::Projection::DEVICE_TIME,
+            Events::NoFlows => strato_io::Projection::NO_FLOWS,
             Events::All => strato_io::Projection::ALL,
         },
         args_scope: reads.args.unwrap_or_default(),

@@ -119,6 +119,13 @@ impl Projection {
         flow_ends: false,
         ..Projection::ALL
     };
+    /// Every span, instant and counter sample, no flows: `memory` (allocation instants and
+    /// counters, framework ops and copies).
+    pub const NO_FLOWS: Projection = Projection {
+        flows: false,
+        flow_ends: false,
+        ..Projection::ALL
+    };
     /// Every span and nothing else: analyses of spans alone (`kernels`, `breakdown`).
     pub const SPANS: Projection = Projection {
         spans: SpanProjection::All,

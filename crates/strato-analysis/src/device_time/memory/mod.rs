@@ -175,131 +175,185 @@ pub struct MemoryReport {
     pub notes: Vec<String>,
 }
 
+#[derive(Debug)]
 struct CopyEvent {
     start: Ns,
     end: Ns,
     bytes: Option<i64>,
 }
 
-/// Computes the memory report.
+/// Computes the memory report: the whole trace read as one batch of [`MemoryStream`].
 pub fn memory(trace: &Trace, options: &MemoryOptions) -> MemoryReport {
-    let mut notes = Vec::new();
-    let rank_number = |r: RankId| trace.ranks[r.0 as usize].rank.unwrap_or(i64::from(r.0));
-    // Allocation series from counter tracks.
-    let mut series: FxHashMap<u32, Vec<(Ns, f64)>> = FxHashMap::default();
-    for c in &trace.counters {
-        let track = trace.track(c.track);
-        if let TrackKind::Counter { name, .. } = &track.kind {
-            if name == "memory allocated" {
-                series.entry(c.track.0).or_default().push((c.ts, c.value));
+    let mut stream = MemoryStream::default();
+    stream.add(trace);
+    stream.finish(trace, options)
+}
+
+/// [`memory`] gathered batch by batch, so that `strato memory` on one file or stored profile
+/// never holds the trace's events: per "memory allocated" counter track its (time, bytes)
+/// samples, per track its `[memory]` instants' (time, bytes, device) and its framework ops'
+/// (start, end, name), and per (rank, device, direction) its copies' (start, end, bytes).
+#[derive(Debug, Default)]
+pub struct MemoryStream {
+    series: FxHashMap<u32, Vec<(Ns, f64)>>,
+    allocations: FxHashMap<u32, Vec<(Ns, i64, i64)>>,
+    ops: FxHashMap<u32, Vec<(Ns, Ns, u32)>>,
+    copies: FxHashMap<(u32, i64, CopyDirection), Vec<CopyEvent>>,
+    directions: FxHashMap<u32, CopyDirection>,
+}
+
+impl MemoryStream {
+    /// Reads the events `batch` holds (its tables are the whole trace's so far; its args the
+    /// batch's).
+    pub fn add(&mut self, batch: &Trace) {
+        for c in &batch.counters {
+            let track = batch.track(c.track);
+            if let TrackKind::Counter { name, .. } = &track.kind {
+                if name == "memory allocated" {
+                    self.series
+                        .entry(c.track.0)
+                        .or_default()
+                        .push((c.ts, c.value));
+                }
             }
+        }
+        for inst in &batch.instants {
+            if batch.str(inst.name) != "[memory]" {
+                continue;
+            }
+            let text = batch.args_text(inst.args);
+            let Some(bytes) = arg_i64(text.as_deref(), &["Bytes"]) else {
+                continue;
+            };
+            let device = arg_i64(text.as_deref(), &["Device Id"]).unwrap_or(-1);
+            (self.allocations.entry(inst.track.0).or_default()).push((inst.ts, bytes, device));
+        }
+        for span in &batch.spans {
+            if span.level == Level::Backend {
+                (self.ops.entry(span.track.0).or_default()).push((
+                    span.start,
+                    span.end,
+                    span.name.0,
+                ));
+                continue;
+            }
+            if span.level != Level::DeviceCopy {
+                continue;
+            }
+            let track = batch.track(span.track);
+            let TrackKind::DeviceQueue { device, .. } = track.kind else {
+                continue;
+            };
+            let direction = *self
+                .directions
+                .entry(span.name.0)
+                .or_insert_with(|| copy_direction(batch.str(span.name)));
+            let bytes = arg_i64(batch.args_text(span.args).as_deref(), &["bytes", "Bytes"]);
+            self.copies
+                .entry((track.rank.0, device, direction))
+                .or_default()
+                .push(CopyEvent {
+                    start: span.start,
+                    end: span.end,
+                    bytes,
+                });
         }
     }
-    // Allocation events attributed to ops: (rank, pid, device) -> op -> row.
-    let ops_by_key = allocation_ops(trace);
-    let mut devices = Vec::new();
-    let mut keys: Vec<u32> = series.keys().copied().collect();
-    keys.sort_unstable();
-    for key in keys {
-        let mut points = series.remove(&key).unwrap_or_default();
-        points.sort_by_key(|p| p.0);
-        let track = &trace.tracks[key as usize];
-        let (pid, device) = match &track.kind {
-            TrackKind::Counter { pid, device, .. } => (*pid, *device),
-            _ => (None, None),
-        };
-        let mut peak = (f64::MIN, None);
-        let mut min = f64::MAX;
-        for &(ts, v) in &points {
-            if v > peak.0 {
-                peak = (v, Some(ts));
-            }
-            min = min.min(v);
-        }
-        let capacity = device.and_then(|d| {
-            trace
-                .devices
-                .iter()
-                .find(|x| x.index == d && x.rank.is_none_or(|r| r == track.rank))
-                .and_then(|x| x.total_memory_bytes)
-        });
-        let mut ops: Vec<AllocRow> = ops_by_key
-            .get(&(track.rank.0, pid.unwrap_or(0), device.unwrap_or(-1)))
-            .map(|m| m.values().cloned().collect())
-            .unwrap_or_default();
-        ops.sort_by(|a, b| {
-            b.allocated_bytes
-                .cmp(&a.allocated_bytes)
-                .then(a.op.cmp(&b.op))
-        });
-        let ops = fold_alloc_rows(ops, options.top_ops);
-        devices.push(DeviceMemory {
-            rank: rank_number(track.rank),
-            pid,
-            device,
-            samples: points.len(),
-            first_ns: points.first().map(|p| p.0),
-            last_ns: points.last().map(|p| p.0),
-            min_bytes: if points.is_empty() { 0.0 } else { min },
-            peak_bytes: if points.is_empty() { 0.0 } else { peak.0 },
-            peak_ns: peak.1,
-            final_bytes: points.last().map_or(0.0, |p| p.1),
-            capacity_bytes: capacity,
-            series: downsample(&points, options.max_points),
+
+    /// The report of the trace whose tables `trace` holds (its events are not read).
+    pub fn finish(self, trace: &Trace, options: &MemoryOptions) -> MemoryReport {
+        let MemoryStream {
+            mut series,
+            allocations,
             ops,
-        });
-    }
-    if devices.is_empty() {
-        notes.push(
-            "no allocation events: the source has no Kineto [memory] events (profile_memory=False) \
-             or its memory tables are not imported"
-                .into(),
-        );
-    }
-    // Copies.
-    let mut copies: FxHashMap<(u32, i64, CopyDirection), Vec<CopyEvent>> = FxHashMap::default();
-    let mut dir_cache: FxHashMap<u32, CopyDirection> = FxHashMap::default();
-    for span in &trace.spans {
-        if span.level != Level::DeviceCopy {
-            continue;
-        }
-        let track = trace.track(span.track);
-        let TrackKind::DeviceQueue { device, .. } = track.kind else {
-            continue;
-        };
-        let direction = *dir_cache
-            .entry(span.name.0)
-            .or_insert_with(|| copy_direction(trace.str(span.name)));
-        let bytes = arg_i64(trace.args_text(span.args).as_deref(), &["bytes", "Bytes"]);
-        copies
-            .entry((track.rank.0, device, direction))
-            .or_default()
-            .push(CopyEvent {
-                start: span.start,
-                end: span.end,
-                bytes,
+            copies,
+            ..
+        } = self;
+        let mut notes = Vec::new();
+        let rank_number = |r: RankId| trace.ranks[r.0 as usize].rank.unwrap_or(i64::from(r.0));
+        // Allocation events attributed to ops: (rank, pid, device) -> op -> row.
+        let ops_by_key = allocation_ops(trace, allocations, ops);
+        let mut devices = Vec::new();
+        let mut keys: Vec<u32> = series.keys().copied().collect();
+        keys.sort_unstable();
+        for key in keys {
+            let mut points = series.remove(&key).unwrap_or_default();
+            points.sort_by_key(|p| p.0);
+            let track = &trace.tracks[key as usize];
+            let (pid, device) = match &track.kind {
+                TrackKind::Counter { pid, device, .. } => (*pid, *device),
+                _ => (None, None),
+            };
+            let mut peak = (f64::MIN, None);
+            let mut min = f64::MAX;
+            for &(ts, v) in &points {
+                if v > peak.0 {
+                    peak = (v, Some(ts));
+                }
+                min = min.min(v);
+            }
+            let capacity = device.and_then(|d| {
+                trace
+                    .devices
+                    .iter()
+                    .find(|x| x.index == d && x.rank.is_none_or(|r| r == track.rank))
+                    .and_then(|x| x.total_memory_bytes)
             });
-    }
-    let mut copy_rows: Vec<CopyRow> = copies
-        .into_iter()
-        .map(|((rank, device, direction), events)| {
-            copy_row(
-                rank_number(RankId(rank)),
+            let mut ops: Vec<AllocRow> = ops_by_key
+                .get(&(track.rank.0, pid.unwrap_or(0), device.unwrap_or(-1)))
+                .map(|m| m.values().cloned().collect())
+                .unwrap_or_default();
+            ops.sort_by(|a, b| {
+                b.allocated_bytes
+                    .cmp(&a.allocated_bytes)
+                    .then(a.op.cmp(&b.op))
+            });
+            let ops = fold_alloc_rows(ops, options.top_ops);
+            devices.push(DeviceMemory {
+                rank: rank_number(track.rank),
+                pid,
                 device,
-                direction,
-                &events,
-                options.bandwidth_bins,
-            )
-        })
-        .collect();
-    copy_rows.sort_by_key(|r| (r.rank, r.device, r.direction));
-    if copy_rows.iter().any(|r| r.count > 0 && r.bytes.is_none()) {
-        notes.push("some copies carry no byte count (import with attributes kept)".into());
-    }
-    MemoryReport {
-        devices,
-        copies: copy_rows,
-        notes,
+                samples: points.len(),
+                first_ns: points.first().map(|p| p.0),
+                last_ns: points.last().map(|p| p.0),
+                min_bytes: if points.is_empty() { 0.0 } else { min },
+                peak_bytes: if points.is_empty() { 0.0 } else { peak.0 },
+                peak_ns: peak.1,
+                final_bytes: points.last().map_or(0.0, |p| p.1),
+                capacity_bytes: capacity,
+                series: downsample(&points, options.max_points),
+                ops,
+            });
+        }
+        if devices.is_empty() {
+            notes.push(
+                "no allocation events: the source has no Kineto [memory] events (profile_memory=False) \
+                 or its memory tables are not imported"
+                    .into(),
+            );
+        }
+        // Copies.
+        let mut copy_rows: Vec<CopyRow> = copies
+            .into_iter()
+            .map(|((rank, device, direction), events)| {
+                copy_row(
+                    rank_number(RankId(rank)),
+                    device,
+                    direction,
+                    &events,
+                    options.bandwidth_bins,
+                )
+            })
+            .collect();
+        copy_rows.sort_by_key(|r| (r.rank, r.device, r.direction));
+        if copy_rows.iter().any(|r| r.count > 0 && r.bytes.is_none()) {
+            notes.push("some copies carry no byte count (import with attributes kept)".into());
+        }
+        MemoryReport {
+            devices,
+            copies: copy_rows,
+            notes,
+        }
     }
 }
 
@@ -414,36 +468,14 @@ type OpRows = FxHashMap<(u32, i64, i64), FxHashMap<String, AllocRow>>;
 
 /// `[memory]` instants with a `Bytes` attribute, attributed to the innermost Backend span
 /// containing them on their thread.
-fn allocation_ops(trace: &Trace) -> OpRows {
+/// The allocation events (per track: time, bytes, device) attributed to the innermost
+/// framework op around them on their track (`ops`: per track, start, end, name).
+fn allocation_ops(
+    trace: &Trace,
+    by_track: FxHashMap<u32, Vec<(Ns, i64, i64)>>,
+    mut ops_by_track: FxHashMap<u32, Vec<(Ns, Ns, u32)>>,
+) -> OpRows {
     let mut out: OpRows = FxHashMap::default();
-    // Instants by thread track.
-    let mut by_track: FxHashMap<u32, Vec<(Ns, i64, i64)>> = FxHashMap::default();
-    for inst in &trace.instants {
-        if trace.str(inst.name) != "[memory]" {
-            continue;
-        }
-        let text = trace.args_text(inst.args);
-        let Some(bytes) = arg_i64(text.as_deref(), &["Bytes"]) else {
-            continue;
-        };
-        let device = arg_i64(text.as_deref(), &["Device Id"]).unwrap_or(-1);
-        by_track
-            .entry(inst.track.0)
-            .or_default()
-            .push((inst.ts, bytes, device));
-    }
-    if by_track.is_empty() {
-        return out;
-    }
-    let mut ops_by_track: FxHashMap<u32, Vec<(Ns, Ns, u32)>> = FxHashMap::default();
-    for span in &trace.spans {
-        if span.level == Level::Backend && by_track.contains_key(&span.track.0) {
-            ops_by_track
-                .entry(span.track.0)
-                .or_default()
-                .push((span.start, span.end, span.name.0));
-        }
-    }
     for (track_id, mut events) in by_track {
         let track = &trace.tracks[track_id as usize];
         let pid = track.pid().unwrap_or(0);

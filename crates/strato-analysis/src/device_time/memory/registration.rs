@@ -5,10 +5,12 @@ use std::io::{self, Write};
 
 use serde::{Deserialize, Serialize};
 
-use super::{memory, MemoryOptions, MemoryReport};
+use strato_trace::Trace;
+
+use super::{memory, MemoryOptions, MemoryReport, MemoryStream};
 use crate::analyzed::Analyzed;
 use crate::registry::{
-    Analysis, AnalysisError, InReport, OptionKind, OptionSpec, Reads, TableSpec,
+    Analysis, AnalysisError, Events, InReport, OptionKind, OptionSpec, Reads, Stream, TableSpec,
 };
 use crate::text::table::{Table, TableFormat};
 
@@ -85,7 +87,11 @@ when), top allocating ops, host<->device copies by direction (sizes, bandwidth o
             options: &[],
         },
     ];
-    const READS: Reads = Reads::EVERYTHING;
+    /// Spans, instants and counters with their attributes (allocation sizes, copy bytes).
+    const READS: Reads = Reads {
+        events: Events::NoFlows,
+        args: Some(strato_trace::projection::ArgsScope::All),
+    };
     /// The report's memory section (its series plots).
     const IN_REPORT: InReport = InReport::OwnSection;
     type Options = MemorySettings;
@@ -95,14 +101,15 @@ when), top allocating ops, host<->device copies by direction (sizes, bandwidth o
         analyzed: &Analyzed<'_>,
         settings: &MemorySettings,
     ) -> Result<MemoryReport, AnalysisError> {
-        Ok(memory(
-            analyzed.trace(),
-            &MemoryOptions {
-                max_points: settings.max_points,
-                bandwidth_bins: settings.bins,
-                top_ops: settings.top,
-            },
-        ))
+        Ok(memory(analyzed.trace(), &options(settings)))
+    }
+
+    /// One file or stored profile streams ([`MemoryStream`]).
+    fn stream(settings: &MemorySettings) -> Option<Box<dyn Stream<MemoryReport>>> {
+        Some(Box::new(Streamed {
+            stream: MemoryStream::default(),
+            options: options(settings),
+        }))
     }
 
     fn render_text(report: &MemoryReport, _: &MemorySettings) -> String {
@@ -112,6 +119,29 @@ when), top allocating ops, host<->device copies by direction (sizes, bandwidth o
     /// The device table, each device's allocating ops, then the copies, a blank line apart.
     fn render_csv(report: &MemoryReport, _: &MemorySettings, raw: bool) -> Option<String> {
         Some(render(report, TableFormat::Csv { raw }))
+    }
+}
+
+fn options(settings: &MemorySettings) -> MemoryOptions {
+    MemoryOptions {
+        max_points: settings.max_points,
+        bandwidth_bins: settings.bins,
+        top_ops: settings.top,
+    }
+}
+
+/// [`MemoryStream`] with the options it finishes with.
+struct Streamed {
+    stream: MemoryStream,
+    options: MemoryOptions,
+}
+
+impl Stream<MemoryReport> for Streamed {
+    fn add(&mut self, batch: &Trace) {
+        self.stream.add(batch);
+    }
+    fn finish(self: Box<Self>, trace: &Trace) -> MemoryReport {
+        self.stream.finish(trace, &self.options)
     }
 }
 
