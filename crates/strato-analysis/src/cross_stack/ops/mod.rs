@@ -220,7 +220,7 @@ impl Models {
 /// The whole trace read as one batch of [`OpsStream`].
 pub fn ops(analyzed: &Analyzed, device_spec: Option<&DeviceSpec>) -> OpsReport {
     let trace = analyzed.trace();
-    let mut stream = OpsStream::new(device_spec.cloned());
+    let mut stream = OpsStream::held(device_spec.cloned());
     stream.add(trace);
     stream.finish(trace)
 }

@@ -24,7 +24,7 @@ use strato_trace::{Level, Ns, Span, StrId, Trace, TrackId, TrackKind};
 use super::{Models, OpsGroups};
 use crate::distributed::collectives::{is_collective_kernel, rank_summaries};
 use crate::models::devices::DeviceSpec;
-use crate::models::op_models::{model, OpInputs};
+use crate::models::op_models::{model, OpCost, OpInputs};
 use crate::scope::{effective_level, is_device_work};
 
 // The sizes the docs give (docs/analyses/ops.md, "Cost").
@@ -38,6 +38,9 @@ const HAS_CORRELATION: u8 = 1;
 const IS_API: u8 = 2;
 /// No distinct call: the span is not a framework op.
 const NOT_AN_OP: u32 = u32::MAX;
+/// A framework op whose distinct call is read when the sweep needs it, from the trace held
+/// ([`OpsStream::held`]).
+const NOT_READ_YET: u32 = u32::MAX - 1;
 /// No collective kernel.
 const NOT_A_COLLECTIVE: u32 = u32::MAX;
 
@@ -49,7 +52,8 @@ struct ThreadSpan {
     correlation: u64,
     /// Its index in the whole trace.
     index: u32,
-    /// Its distinct call in [`Models`] when it is a framework op, else [`NOT_AN_OP`].
+    /// Its distinct call in [`Models`] when it is a framework op ([`NOT_READ_YET`] in a held
+    /// trace), else [`NOT_AN_OP`].
     distinct: u32,
     flags: u8,
 }
@@ -107,6 +111,10 @@ impl CollectiveSpans {
 #[derive(Debug, Default)]
 pub struct OpsStream {
     device_spec: Option<DeviceSpec>,
+    /// The trace given to [`OpsStream::add`] is the whole trace, given once, and the same one
+    /// is given to [`OpsStream::finish`] ([`super::ops`]): a framework op's args are read
+    /// only when a launch under it needs its model, as the whole-trace table always did.
+    held: bool,
     /// Spans read so far: the next span's index in the whole trace.
     seen: u64,
     window: (Ns, Ns),
@@ -127,6 +135,14 @@ impl OpsStream {
             device_spec,
             window: (Ns::MAX, Ns::MIN),
             ..OpsStream::default()
+        }
+    }
+
+    /// The stream [`super::ops`] feeds the whole trace, once (see [`OpsStream::held`]).
+    pub(super) fn held(device_spec: Option<DeviceSpec>) -> OpsStream {
+        OpsStream {
+            held: true,
+            ..OpsStream::new(device_spec)
         }
     }
 
@@ -168,18 +184,12 @@ impl OpsStream {
                     continue;
                 }
                 TrackKind::Thread { .. } => {
-                    let distinct = if effective_level(batch, span) == Level::Backend {
-                        self.models.intern(span.name, || {
-                            let inputs = batch
-                                .args_text(span.args)
-                                .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-                                .and_then(|a| OpInputs::from_args(&a));
-                            let cost = model(batch.str(span.name), inputs.as_ref())
-                                .map_err(|e| e.to_string());
-                            (inputs, cost)
-                        })
-                    } else {
+                    let distinct = if effective_level(batch, span) != Level::Backend {
                         NOT_AN_OP
+                    } else if self.held {
+                        NOT_READ_YET
+                    } else {
+                        self.models.intern(span.name, || recorded(batch, span))
                     };
                     let mut flags = 0;
                     if span.correlation.is_some() {
@@ -223,8 +233,9 @@ impl OpsStream {
     pub fn finish(self, trace: &Trace) -> super::OpsReport {
         let OpsStream {
             device_spec,
+            held,
             window,
-            models,
+            mut models,
             threads,
             others,
             device_ops,
@@ -238,7 +249,15 @@ impl OpsStream {
             .filter(|s| trace.track(s.track).is_device())
             .filter_map(|s| Some((trace.track(s.track).rank.0, s.correlation?)))
             .collect();
-        let (launches, first_of_wanted) = launch_owners(threads, &models, &rank_of, &wanted);
+        // In a held trace, a framework op's distinct call is read from its span when needed.
+        let mut read = |models: &mut Models, index: u32| {
+            let span = &trace.spans[index as usize];
+            models.intern(span.name, || recorded(trace, span))
+        };
+        let read: Option<&mut dyn FnMut(&mut Models, u32) -> u32> =
+            if held { Some(&mut read) } else { None };
+        let (launches, first_of_wanted) =
+            launch_owners(threads, &mut models, read, &rank_of, &wanted);
         let collective_of = collective_rows(trace, collectives, &wanted, &first_of_wanted, &others);
         let mut groups = OpsGroups::new(models);
         for op in device_ops {
@@ -308,7 +327,8 @@ struct ThreadSpanAt {
 /// correlation (a collective's launch for [`rank_summaries`]).
 fn launch_owners(
     threads: FxHashMap<u32, Vec<ThreadSpan>>,
-    models: &Models,
+    models: &mut Models,
+    mut read: Option<&mut dyn FnMut(&mut Models, u32) -> u32>,
     rank_of: &dyn Fn(u32) -> u32,
     wanted: &FxHashSet<(u32, u64)>,
 ) -> (Vec<Launch>, FxHashMap<(u32, u64), ThreadSpanAt>) {
@@ -346,6 +366,13 @@ fn launch_owners(
                         }
                     })
                     .or_insert(ThreadSpanAt { track, span: s });
+            }
+            if let Some(read) = read.as_mut() {
+                for (_, distinct, index) in stack.iter_mut() {
+                    if *distinct == NOT_READ_YET {
+                        *distinct = read(models, *index);
+                    }
+                }
             }
             let modelled = stack
                 .iter()
@@ -447,4 +474,14 @@ fn collective_rows(
         }
     }
     out
+}
+
+/// A framework op's recorded inputs (from its args) and their model.
+fn recorded(trace: &Trace, span: &Span) -> (Option<OpInputs>, Result<OpCost, String>) {
+    let inputs = trace
+        .args_text(span.args)
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .and_then(|a| OpInputs::from_args(&a));
+    let cost = model(trace.str(span.name), inputs.as_ref()).map_err(|e| e.to_string());
+    (inputs, cost)
 }
