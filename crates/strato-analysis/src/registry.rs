@@ -150,6 +150,42 @@ pub trait Stream<T> {
     fn finish(self: Box<Self>, trace: &Trace) -> T;
 }
 
+/// A [`Stream`] made of a state, what a batch does to it, and how the state becomes the
+/// result (with the options it ran with, captured): `Analysis::stream` of an analysis whose
+/// streaming state is a plain type, without a wrapper type of its own.
+pub fn streamed<S, T>(
+    state: S,
+    add: impl FnMut(&mut S, &Trace) + 'static,
+    finish: impl FnOnce(S, &Trace) -> T + 'static,
+) -> Box<dyn Stream<T>>
+where
+    S: 'static,
+    T: 'static,
+{
+    Box::new(Streamed { state, add, finish })
+}
+
+/// See [`streamed`].
+struct Streamed<S, A, F> {
+    state: S,
+    add: A,
+    finish: F,
+}
+
+impl<S, T, A, F> Stream<T> for Streamed<S, A, F>
+where
+    A: FnMut(&mut S, &Trace),
+    F: FnOnce(S, &Trace) -> T,
+{
+    fn add(&mut self, batch: &Trace) {
+        (self.add)(&mut self.state, batch);
+    }
+    fn finish(self: Box<Self>, trace: &Trace) -> T {
+        let Streamed { state, finish, .. } = *self;
+        finish(state, trace)
+    }
+}
+
 /// How the HTML report shows an analysis ([`Analysis::IN_REPORT`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InReport {

@@ -28,8 +28,8 @@ use strato_trace::{Level, Ns, RankId, Trace, TrackKind};
 use super::kernel_stats::saturated;
 use crate::analyzed::Analyzed;
 use crate::registry::{
-    merged_ranks, Analysis, AnalysisError, OptionKind, OptionSpec, RankPart, RankRow, Reads,
-    Stream, TableSpec,
+    merged_ranks, streamed, Analysis, AnalysisError, OptionKind, OptionSpec, RankPart, RankRow,
+    Reads, Stream, TableSpec,
 };
 
 /// CUDA's bound on launches pending on one stream: a launch beyond it blocks the CPU thread.
@@ -140,28 +140,24 @@ impl QueueLengthStream {
     pub fn add(&mut self, batch: &Trace) {
         for span in &batch.spans {
             let track = batch.track(span.track);
-            match track.kind {
-                TrackKind::DeviceQueue { device, queue } => {
-                    if span.level.is_device_op() && span.level != Level::DeviceSync {
-                        self.ops.push(PendingOp {
-                            start: span.start,
-                            correlation: span.correlation,
-                            device,
-                            queue,
-                            rank: track.rank.0,
-                        });
-                    }
+            if let TrackKind::DeviceQueue { device, queue } = track.kind {
+                if span.level.is_device_op() && span.level != Level::DeviceSync {
+                    self.ops.push(PendingOp {
+                        start: span.start,
+                        correlation: span.correlation,
+                        device,
+                        queue,
+                        rank: track.rank.0,
+                    });
                 }
-                _ if span.level == Level::AcceleratorApi => {
-                    // The launching call of each (rank, correlation): its earliest start.
-                    if let Some(c) = span.correlation {
-                        self.launches
-                            .entry((track.rank.0, c))
-                            .and_modify(|t| *t = (*t).min(span.start))
-                            .or_insert(span.start);
-                    }
-                }
-                _ => {}
+                continue;
+            }
+            // The launching call of each (rank, correlation): its earliest start.
+            if let (Level::AcceleratorApi, Some(c)) = (span.level, span.correlation) {
+                self.launches
+                    .entry((track.rank.0, c))
+                    .and_modify(|t| *t = (*t).min(span.start))
+                    .or_insert(span.start);
             }
         }
     }
@@ -322,21 +318,6 @@ fn bands(time_at: &BTreeMap<u64, i128>) -> Vec<(u64, u64, i128)> {
 #[derive(Debug)]
 pub struct QueueLength;
 
-/// [`QueueLengthStream`] with the options it finishes with.
-struct Streamed {
-    stream: QueueLengthStream,
-    options: QueueLengthOptions,
-}
-
-impl Stream<QueueLengthReport> for Streamed {
-    fn add(&mut self, batch: &Trace) {
-        self.stream.add(batch);
-    }
-    fn finish(self: Box<Self>, trace: &Trace) -> QueueLengthReport {
-        self.stream.finish(trace, &self.options)
-    }
-}
-
 impl Analysis for QueueLength {
     const NAME: &'static str = "queue-length";
     const SUMMARY: &'static str = "Launch-queue length per stream over time (HTA's queue-length \
@@ -386,10 +367,12 @@ thread beyond 1024)",
 
     /// One file or stored profile streams ([`QueueLengthStream`]).
     fn stream(options: &QueueLengthOptions) -> Option<Box<dyn Stream<QueueLengthReport>>> {
-        Some(Box::new(Streamed {
-            stream: QueueLengthStream::default(),
-            options: options.clone(),
-        }))
+        let options = options.clone();
+        Some(streamed(
+            QueueLengthStream::default(),
+            QueueLengthStream::add,
+            move |stream, trace| stream.finish(trace, &options),
+        ))
     }
 
     fn merge(

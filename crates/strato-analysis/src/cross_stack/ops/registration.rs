@@ -5,13 +5,12 @@ use std::io::{self, Write};
 
 use serde::{Deserialize, Serialize};
 
-use strato_trace::Trace;
-
 use super::{ops, OpRow, OpsReport, OpsStream};
 use crate::analyzed::Analyzed;
 use crate::models::devices::DeviceSpec;
 use crate::registry::{
-    Analysis, AnalysisError, Events, InReport, OptionKind, OptionSpec, Reads, Stream, TableSpec,
+    streamed, Analysis, AnalysisError, Events, InReport, OptionKind, OptionSpec, Reads, Stream,
+    TableSpec,
 };
 use crate::text::table::{Table, TableFormat};
 use crate::text::units::{fit, ms_num, opt, us_num};
@@ -120,7 +119,11 @@ working set and time would come on top (issue 28); run `strato ops`, which strea
     /// span and device op, not the spans and their args.
     fn stream(settings: &OpsSettings) -> Option<Box<dyn Stream<OpsReport>>> {
         let spec = (settings.device_spec.as_deref()).and_then(|t| DeviceSpec::from_json(t).ok());
-        Some(Box::new(OpsStream::new(spec)))
+        Some(streamed(
+            OpsStream::new(spec),
+            OpsStream::add,
+            OpsStream::finish,
+        ))
     }
 
     fn render_text(report: &OpsReport, settings: &OpsSettings) -> String {
@@ -335,13 +338,4 @@ fn collectives_table(out: &mut Vec<u8>, r: &OpsReport) -> io::Result<()> {
     }
     t.print(out, "")?;
     Ok(())
-}
-
-impl Stream<OpsReport> for OpsStream {
-    fn add(&mut self, batch: &Trace) {
-        OpsStream::add(self, batch);
-    }
-    fn finish(self: Box<Self>, trace: &Trace) -> OpsReport {
-        OpsStream::finish(*self, trace)
-    }
 }

@@ -254,8 +254,7 @@ impl OpsStream {
             let span = &trace.spans[index as usize];
             models.intern(span.name, || recorded(trace, span))
         };
-        let read: Option<&mut dyn FnMut(&mut Models, u32) -> u32> =
-            if held { Some(&mut read) } else { None };
+        let read: Option<&mut ReadDistinct> = if held { Some(&mut read) } else { None };
         let (launches, first_of_wanted) =
             launch_owners(threads, &mut models, read, &rank_of, &wanted);
         let collective_of = collective_rows(trace, collectives, &wanted, &first_of_wanted, &others);
@@ -312,6 +311,9 @@ impl Launch {
     }
 }
 
+/// Reads the distinct call of the framework op at an index of a held trace.
+type ReadDistinct<'a> = dyn FnMut(&mut Models, u32) -> u32 + 'a;
+
 /// A host span: its track, start, end and index in the trace.
 type HostSpan = (TrackId, Ns, Ns, u32);
 
@@ -328,7 +330,7 @@ struct ThreadSpanAt {
 fn launch_owners(
     threads: FxHashMap<u32, Vec<ThreadSpan>>,
     models: &mut Models,
-    mut read: Option<&mut dyn FnMut(&mut Models, u32) -> u32>,
+    mut read: Option<&mut ReadDistinct>,
     rank_of: &dyn Fn(u32) -> u32,
     wanted: &FxHashSet<(u32, u64)>,
 ) -> (Vec<Launch>, FxHashMap<(u32, u64), ThreadSpanAt>) {

@@ -2,17 +2,15 @@
 //! CSV. The statistics themselves are the parent module's; this file says how every front end
 //! shows them.
 
-use serde::{Deserialize, Serialize};
-use strato_trace::Trace;
-
 use super::{kernel_stats, KernelStatsReport, KernelStatsStream, Latency, StatRow};
 use crate::analyzed::Analyzed;
 use crate::registry::{
-    merged_ranks, Analysis, AnalysisError, InReport, OptionKind, OptionSpec, RankPart, RankRow,
-    Reads, Stream, TableSpec,
+    merged_ranks, streamed, Analysis, AnalysisError, InReport, OptionKind, OptionSpec, RankPart,
+    RankRow, Reads, Stream, TableSpec,
 };
 use crate::text::table::{Table, TableFormat};
 use crate::text::units::{fit_ascii, us};
+use serde::{Deserialize, Serialize};
 
 /// Kernel statistics per kernel name and per launching op, with launch and queue latencies.
 #[derive(Debug)]
@@ -110,25 +108,12 @@ device-side syncs excluded)";
     }
 
     fn stream(options: &KernelsOptions) -> Option<Box<dyn Stream<KernelStatsReport>>> {
-        Some(Box::new(Streamed {
-            stream: KernelStatsStream::default(),
-            top: options.top,
-        }))
-    }
-}
-
-/// [`KernelStatsStream`] with the fold it finishes with.
-struct Streamed {
-    stream: KernelStatsStream,
-    top: usize,
-}
-
-impl Stream<KernelStatsReport> for Streamed {
-    fn add(&mut self, batch: &Trace) {
-        self.stream.add(batch);
-    }
-    fn finish(self: Box<Self>, trace: &Trace) -> KernelStatsReport {
-        self.stream.finish(trace, self.top)
+        let top = options.top;
+        Some(streamed(
+            KernelStatsStream::default(),
+            KernelStatsStream::add,
+            move |stream, trace| stream.finish(trace, top),
+        ))
     }
 }
 

@@ -5,12 +5,11 @@ use std::io::{self, Write};
 
 use serde::{Deserialize, Serialize};
 
-use strato_trace::Trace;
-
 use super::{memory, MemoryOptions, MemoryReport, MemoryStream};
 use crate::analyzed::Analyzed;
 use crate::registry::{
-    Analysis, AnalysisError, Events, InReport, OptionKind, OptionSpec, Reads, Stream, TableSpec,
+    streamed, Analysis, AnalysisError, Events, InReport, OptionKind, OptionSpec, Reads, Stream,
+    TableSpec,
 };
 use crate::text::table::{Table, TableFormat};
 
@@ -106,10 +105,12 @@ when), top allocating ops, host<->device copies by direction (sizes, bandwidth o
 
     /// One file or stored profile streams ([`MemoryStream`]).
     fn stream(settings: &MemorySettings) -> Option<Box<dyn Stream<MemoryReport>>> {
-        Some(Box::new(Streamed {
-            stream: MemoryStream::default(),
-            options: options(settings),
-        }))
+        let options = options(settings);
+        Some(streamed(
+            MemoryStream::default(),
+            MemoryStream::add,
+            move |stream, trace| stream.finish(trace, &options),
+        ))
     }
 
     fn render_text(report: &MemoryReport, _: &MemorySettings) -> String {
@@ -127,21 +128,6 @@ fn options(settings: &MemorySettings) -> MemoryOptions {
         max_points: settings.max_points,
         bandwidth_bins: settings.bins,
         top_ops: settings.top,
-    }
-}
-
-/// [`MemoryStream`] with the options it finishes with.
-struct Streamed {
-    stream: MemoryStream,
-    options: MemoryOptions,
-}
-
-impl Stream<MemoryReport> for Streamed {
-    fn add(&mut self, batch: &Trace) {
-        self.stream.add(batch);
-    }
-    fn finish(self: Box<Self>, trace: &Trace) -> MemoryReport {
-        self.stream.finish(trace, &self.options)
     }
 }
 

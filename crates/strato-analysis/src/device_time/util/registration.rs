@@ -6,12 +6,10 @@ use std::io::{self, Write};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
-use strato_trace::Trace;
-
 use super::{util, UtilReport, UtilStream, DEFAULT_PERIODS_S};
 use crate::analyzed::Analyzed;
 use crate::registry::{
-    Analysis, AnalysisError, InReport, OptionKind, OptionSpec, Reads, Stream, TableSpec,
+    streamed, Analysis, AnalysisError, InReport, OptionKind, OptionSpec, Reads, Stream, TableSpec,
 };
 use crate::text::table::Table;
 use crate::text::units::ms_num;
@@ -75,10 +73,12 @@ sampled figure beside true device-busy time, per device";
 
     /// One file or stored profile streams ([`UtilStream`]): 16 bytes per device op.
     fn stream(settings: &UtilSettings) -> Option<Box<dyn Stream<UtilResult>>> {
-        Some(Box::new(Streamed {
-            stream: UtilStream::default(),
-            periods: periods(settings),
-        }))
+        let periods = periods(settings);
+        Some(streamed(
+            UtilStream::default(),
+            UtilStream::add,
+            move |stream, trace| UtilResult(stream.finish(trace, &periods)),
+        ))
     }
 
     fn render_text(result: &UtilResult, _: &UtilSettings) -> String {
@@ -92,21 +92,6 @@ fn periods(settings: &UtilSettings) -> Vec<f64> {
         DEFAULT_PERIODS_S.to_vec()
     } else {
         settings.period.clone()
-    }
-}
-
-/// [`UtilStream`] with the periods it finishes with.
-struct Streamed {
-    stream: UtilStream,
-    periods: Vec<f64>,
-}
-
-impl Stream<UtilResult> for Streamed {
-    fn add(&mut self, batch: &Trace) {
-        self.stream.add(batch);
-    }
-    fn finish(self: Box<Self>, trace: &Trace) -> UtilResult {
-        UtilResult(self.stream.finish(trace, &self.periods))
     }
 }
 
