@@ -1,6 +1,6 @@
 //! [`OpsStream`]: what the op table needs, gathered batch by batch, so that `strato ops` on one
 //! file or stored profile never holds the trace's spans (issue 28: the table held the whole
-//! trace with every span's args and two per-span vectors, 1.4x a 1.4 GB file). [`super::ops`]
+//! trace with every span's args, two per-span vectors and the scope indexes). [`super::ops`]
 //! feeds it the whole trace as one batch: one code path.
 //!
 //! Kept per event, without args: each span of a CPU thread (start, end, its index in the trace,
@@ -8,7 +8,8 @@
 //! time-containment sweep that finds each launch's ops, and each device op (duration,
 //! correlation, device, name). Kept whole with args: the collective kernels and the collective
 //! CPU ops, which [`rank_summaries`] reads for the collective rows. Each framework op's args are
-//! read as its batch passes and reduced to its distinct (name, inputs) index, modelled once.
+//! read as its batch passes and reduced to its distinct (name, inputs) index, modelled once
+//! (in a held trace, only when a launch under the op needs its model: [`OpsStream::held`]).
 //!
 //! The rules are the whole-trace ones of the parent module, to the span: the sweep orders a
 //! thread's spans as [`crate::cross_stack::modules::enclosing`] does (by start, longer first,
@@ -90,7 +91,7 @@ struct OtherCorrelated {
 #[derive(Debug, Default)]
 struct CollectiveSpans {
     trace: Trace,
-    /// Per copied CPU op, its index in the whole trace.
+    /// Per copied CPU op: its index in the whole trace -> its index in [`CollectiveSpans::trace`].
     cpu_ops: FxHashMap<u32, u32>,
 }
 
