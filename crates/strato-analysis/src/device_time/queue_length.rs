@@ -115,7 +115,10 @@ pub fn queue_length(trace: &Trace, options: &QueueLengthOptions) -> QueueLengthR
     stream.finish(trace, options)
 }
 
-/// A device op whose launch is looked up at the end (40 bytes).
+// The size the docs give (docs/analyses/queue-length.md, "Cost").
+const _: () = assert!(std::mem::size_of::<PendingOp>() == 48);
+
+/// A device op whose launch is looked up at the end (48 bytes).
 #[derive(Debug, Clone, Copy)]
 struct PendingOp {
     start: Ns,
