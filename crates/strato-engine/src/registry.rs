@@ -57,7 +57,7 @@ pub static ANALYSES: &[Registered] = &[
         strato_analysis::paths::critical_path::CriticalPath,
         crate::steps::StepWindows,
     >(),
-    Registered::of::<strato_analysis::paths::whatif::WhatIf>(),
+    Registered::with_opening::<strato_analysis::paths::whatif::WhatIf, crate::steps::WhatIfSteps>(),
     Registered::of::<strato_analysis::advise::Advise>(),
 ];
 

@@ -1,4 +1,5 @@
-//! `critical-path --step` over one input that is never held whole ([`StepWindows`]): the
+//! `critical-path --step` and `whatif` over one input that is never held whole
+//! ([`StepWindows`], [`WhatIfSteps`]): the
 //! input streamed once, its spans spilled to an anonymous temporary file while the step
 //! survey is gathered ([`strato_analysis::paths::critical_path::windowed`]), then read back
 //! part by part, each part holding the spans of consecutive steps (about [`PART_SPANS`] of
@@ -22,14 +23,16 @@ use strato_analysis::distributed::collectives::{
     match_collectives, measure, rank_summaries, RankCollectives,
 };
 use strato_analysis::paths::critical_path::json::Names;
+use strato_analysis::paths::critical_path::replay::{PartsReplay, ReplayWindows};
 use strato_analysis::paths::critical_path::windowed::{steps_result, StepPlan, StepSurvey};
 use strato_analysis::paths::critical_path::{
-    CollectiveInstance, CollectiveMember, CriticalPath, CriticalPathOptions, CriticalPathResult,
-    CriticalPathSettings,
+    CollectiveInstance, CollectiveMember, CriticalPath, CriticalPathError, CriticalPathOptions,
+    CriticalPathResult, CriticalPathSettings,
 };
+use strato_analysis::paths::whatif::{WhatIf, WhatIfResult, WhatIfSettings};
 use strato_io::spill::{SpanLog, SpilledSpan, SpilledSpans};
 use strato_io::ImportOptions;
-use strato_trace::{SpanId, StrId, Trace, TrackId};
+use strato_trace::{Span, SpanId, StrId, Trace, TrackId};
 
 use crate::opening::Opening;
 use crate::{Engine, EngineError, Result};
@@ -59,19 +62,37 @@ impl Opening<CriticalPath> for StepWindows {
     }
 }
 
-/// What streaming gathers: the spilled spans, the survey, and why it stopped early.
-struct Gathered {
+/// The opening of `whatif`: its steps read as the module docs say (a trace without steps, or
+/// inputs not handled so, left to the whole trace).
+#[derive(Debug)]
+pub struct WhatIfSteps;
+
+impl Opening<WhatIf> for WhatIfSteps {
+    fn open(
+        engine: &Engine,
+        inputs: &[PathBuf],
+        import: &ImportOptions,
+        settings: &WhatIfSettings,
+    ) -> Result<Option<WhatIfResult>> {
+        engine.whatif_in_parts(inputs, import, settings, PART_SPANS)
+    }
+}
+
+/// What streaming gathers: the spilled spans, the survey, what the use of the parts notes
+/// ([`Noted`]), and why it stopped early.
+struct Gathered<E> {
     dir: PathBuf,
     log: SpanLog,
     survey: StepSurvey,
+    noted: E,
     /// The spill could not be written.
     failed: Option<std::io::Error>,
     /// The job is not one rank: left to the whole trace.
     not_one_rank: bool,
 }
 
-impl Gathered {
-    fn new(dir: &Path) -> Result<Gathered> {
+impl<E: Noted> Gathered<E> {
+    fn new(dir: &Path, noted: E) -> Result<Gathered<E>> {
         Ok(Gathered {
             dir: dir.to_owned(),
             log: SpanLog::new(dir).map_err(|source| EngineError::Spill {
@@ -79,6 +100,7 @@ impl Gathered {
                 source,
             })?,
             survey: StepSurvey::default(),
+            noted,
             failed: None,
             not_one_rank: false,
         })
@@ -90,7 +112,7 @@ impl Gathered {
         if self.failed.is_some() || self.not_one_rank {
             return Err("stopped".into());
         }
-        if let Err(e) = survey_and_spill(batch, &mut self.survey, &mut self.log) {
+        if let Err(e) = survey_and_spill(batch, &mut self.survey, &mut self.noted, &mut self.log) {
             self.failed = Some(e);
             return Err("stopped".into());
         }
@@ -119,6 +141,72 @@ impl Engine {
         step: &str,
         part_spans: u64,
     ) -> Result<Option<CriticalPathResult>> {
+        let dir = std::env::temp_dir();
+        let Some(job) = self.job_in_parts(inputs, import, (), &dir)? else {
+            return Ok(None);
+        };
+        let mut steps = Vec::new();
+        let mut names = Names::default();
+        let (tables, options, ()) = job.each_part(
+            &inputs[0],
+            step,
+            part_spans,
+            &dir,
+            |(), plan, part, range, options| {
+                steps.extend(plan.paths(part, range, options, &mut names)?);
+                Ok(())
+            },
+        )?;
+        Ok(Some(steps_result(&tables, &options, steps)))
+    }
+
+    /// `whatif` over the steps of `inputs` read in parts of about `part_spans` spans, as
+    /// `critical-path --step` reads them (see the module docs): every window, change and
+    /// note the whole trace gives. `None` when the inputs are not handled that way, and for a
+    /// trace without steps (its one window is the whole trace).
+    pub fn whatif_in_parts(
+        &self,
+        inputs: &[PathBuf],
+        import: &ImportOptions,
+        settings: &WhatIfSettings,
+        part_spans: u64,
+    ) -> Result<Option<WhatIfResult>> {
+        let changes = settings
+            .scales()
+            .map_err(|e| EngineError::InvalidOption(e.to_string()))?;
+        let dir = std::env::temp_dir();
+        let replay = PartsReplay::new(&changes);
+        let Some(job) = self.job_in_parts(inputs, import, replay, &dir)? else {
+            return Ok(None);
+        };
+        let input = &inputs[0];
+        let windows = (settings.windows(&job.survey.numbers()))
+            .map_err(|e| EngineError::Analysis(format!("{}: {e}", input.display())))?;
+        let step = match windows {
+            ReplayWindows::Whole => return Ok(None),
+            ReplayWindows::Steps(None) => "all".to_owned(),
+            ReplayWindows::Steps(Some(n)) => n.to_string(),
+        };
+        let (_, _, replay) = job.each_part(
+            input,
+            &step,
+            part_spans,
+            &dir,
+            |replay, plan, part, range, options| replay.add_part(plan, part, range, options),
+        )?;
+        Ok(Some(WhatIfResult::of_report(replay.finish())))
+    }
+
+    /// The job of `inputs` ready to be read in parts, spilled to `dir`, with what `noted`
+    /// notes of every span; `None` when the inputs are not handled that way (see the module
+    /// docs).
+    fn job_in_parts<E: Noted>(
+        &self,
+        inputs: &[PathBuf],
+        import: &ImportOptions,
+        noted: E,
+        dir: &Path,
+    ) -> Result<Option<Job<E>>> {
         if self.attributes_graph_capture() {
             return Ok(None);
         }
@@ -127,7 +215,7 @@ impl Engine {
                 .rank_files(inputs)
                 .is_some_and(|files| files.len() >= 2)
         {
-            return self.steps_by_rank_file(inputs, import, step, part_spans);
+            return self.job_by_rank_file(inputs, import, noted, dir);
         }
         let [input] = inputs else { return Ok(None) };
         if !one_rank_input(input) {
@@ -144,8 +232,7 @@ impl Engine {
             },
             ..import.clone()
         };
-        let dir = std::env::temp_dir();
-        let mut gathered = Gathered::new(&dir)?;
+        let mut gathered = Gathered::new(dir, noted)?;
         let streamed = if strato_store::is_profile_dir(input) {
             let mut sink = |batch: &mut Trace| {
                 let _ = gathered.add(batch);
@@ -176,13 +263,17 @@ impl Engine {
             return Ok(None);
         }
         let Gathered {
-            dir, log, survey, ..
+            dir,
+            log,
+            survey,
+            noted,
+            ..
         } = gathered;
         let spilled = log.finish().map_err(|source| EngineError::Spill {
             dir: dir.clone(),
             source,
         })?;
-        let job = Job {
+        Ok(Some(Job {
             tables,
             survey,
             options: CriticalPathOptions::default(),
@@ -191,24 +282,23 @@ impl Engine {
                 track_base: 0,
                 strings: None,
             }],
-        };
-        job.paths(input, step, part_spans, &dir).map(Some)
+            noted,
+        }))
     }
 
-    /// [`Engine::critical_path_steps_in_parts`] over several rank files: each imported on its
-    /// own ([`Engine::map_ranks`]), surveyed, spilled and reduced to its collective calls and
+    /// [`Engine::job_in_parts`] over several rank files: each imported on its own
+    /// ([`Engine::map_ranks`]), surveyed, spilled and reduced to its collective calls and
     /// tables; the collectives matched across the job as [`CriticalPathOptions::matched`]
     /// matches them.
-    fn steps_by_rank_file(
+    fn job_by_rank_file<E: Noted>(
         &self,
         inputs: &[PathBuf],
         import: &ImportOptions,
-        step: &str,
-        part_spans: u64,
-    ) -> Result<Option<CriticalPathResult>> {
-        let dir = std::env::temp_dir();
+        noted: E,
+        dir: &Path,
+    ) -> Result<Option<Job<E>>> {
         let Some(streamed) =
-            self.map_ranks_or_leaves(inputs, import, |trace| surveyed(trace, &dir))?
+            self.map_ranks_or_leaves(inputs, import, |trace| surveyed(trace, dir, noted.clone()))?
         else {
             return Ok(None);
         };
@@ -218,9 +308,10 @@ impl Engine {
         let mut survey = StepSurvey::default();
         let mut summaries = Vec::new();
         let mut files = Vec::new();
+        let mut noted = noted;
         for (part, (first_rank, first_span)) in streamed.parts.into_iter().zip(offsets) {
             let file = part.value.map_err(|source| EngineError::Spill {
-                dir: dir.clone(),
+                dir: dir.to_owned(),
                 source,
             })?;
             summaries.extend(crate::collectives::moved_summaries(
@@ -234,6 +325,7 @@ impl Engine {
                 .collect();
             let track_base = tables.tracks.len() as u32;
             survey.append(file.survey, first_rank);
+            noted.append(file.noted, track_base);
             tables.append(file.tables);
             files.push(JobFile {
                 spilled: file.spilled,
@@ -251,13 +343,38 @@ impl Engine {
         let mut instances = match_collectives(&summaries);
         let clock = measure(&summaries, &mut instances);
         let options = CriticalPathOptions::from_matched(&tables, &instances, &clock);
-        let job = Job {
+        Ok(Some(Job {
             tables,
             survey,
             options,
             files,
-        };
-        job.paths(&inputs[0], step, part_spans, &dir).map(Some)
+            noted,
+        }))
+    }
+}
+
+/// What a use of the parts notes of every span while the input streams, beside the step
+/// survey (the replay's module calls, say; `()`: nothing), file by file for a job of several
+/// files.
+trait Noted: Clone + Send + Sync {
+    /// One span of the input (`trace` holds its tables), in trace order.
+    fn add_span(&mut self, trace: &Trace, span: &Span);
+    /// What the next file noted (with its own ids), its tracks after the `track_base` tracks
+    /// of the files before it.
+    fn append(&mut self, other: Self, track_base: u32);
+}
+
+impl Noted for () {
+    fn add_span(&mut self, _: &Trace, _: &Span) {}
+    fn append(&mut self, (): (), _: u32) {}
+}
+
+impl Noted for PartsReplay {
+    fn add_span(&mut self, trace: &Trace, span: &Span) {
+        PartsReplay::add_span(self, trace, span);
+    }
+    fn append(&mut self, other: PartsReplay, track_base: u32) {
+        PartsReplay::append(self, other, track_base);
     }
 }
 
@@ -266,31 +383,35 @@ impl Engine {
 fn survey_and_spill(
     trace: &Trace,
     survey: &mut StepSurvey,
+    noted: &mut impl Noted,
     log: &mut SpanLog,
 ) -> std::io::Result<()> {
     for span in &trace.spans {
         survey.add_span(trace, span);
+        noted.add_span(trace, span);
         log.push(span, trace.args_text(span.args).as_deref())?;
     }
     Ok(())
 }
 
-/// What a rank file gives the parts: its spans spilled, its survey, its collective calls and
-/// its tables (every id the file's own).
-struct Surveyed {
+/// What a rank file gives the parts: its spans spilled, its survey, what was noted, its
+/// collective calls and its tables (every id the file's own).
+struct Surveyed<E> {
     spilled: SpilledSpans,
     survey: StepSurvey,
+    noted: E,
     summaries: Vec<RankCollectives>,
     tables: Trace,
 }
 
-fn surveyed(trace: &Trace, dir: &Path) -> std::io::Result<Surveyed> {
+fn surveyed<E: Noted>(trace: &Trace, dir: &Path, mut noted: E) -> std::io::Result<Surveyed<E>> {
     let mut log = SpanLog::new(dir)?;
     let mut survey = StepSurvey::default();
-    survey_and_spill(trace, &mut survey, &mut log)?;
+    survey_and_spill(trace, &mut survey, &mut noted, &mut log)?;
     Ok(Surveyed {
         spilled: log.finish()?,
         survey,
+        noted,
         summaries: rank_summaries(trace),
         tables: crate::tables_of(trace),
     })
@@ -306,24 +427,33 @@ struct JobFile {
 }
 
 /// A job ready to be read in parts: its tables, survey and cross-rank inputs (with the job's
-/// span ids), and its files' spans in trace order.
-struct Job {
+/// span ids), its files' spans in trace order, and what was noted of them.
+struct Job<E> {
     tables: Trace,
     survey: StepSurvey,
     options: CriticalPathOptions,
     files: Vec<JobFile>,
+    noted: E,
 }
 
-impl Job {
-    /// The paths of the steps `step` asks for, in parts of about `part_spans` spans; errors
-    /// name `input`.
-    fn paths(
+impl<E> Job<E> {
+    /// Reads the steps `step` asks for in parts of about `part_spans` spans, spilled to `dir`,
+    /// and hands each part to `visit`, in step order; gives back the job's tables, its
+    /// cross-rank inputs and what was noted. Errors name `input`.
+    fn each_part(
         self,
         input: &Path,
         step: &str,
         part_spans: u64,
         dir: &Path,
-    ) -> Result<CriticalPathResult> {
+        mut visit: impl FnMut(
+            &mut E,
+            &StepPlan,
+            &Trace,
+            Range<usize>,
+            &CriticalPathOptions,
+        ) -> std::result::Result<(), CriticalPathError>,
+    ) -> Result<(Trace, CriticalPathOptions, E)> {
         let failed = |source| EngineError::Spill {
             dir: dir.to_owned(),
             source,
@@ -335,6 +465,7 @@ impl Job {
             survey,
             options,
             files,
+            mut noted,
         } = self;
         let plan = survey.plan(&tables, step).map_err(|e| analysis(&e))?;
         let parts = parts_of(&plan, &tables, &files, part_spans).map_err(failed)?;
@@ -342,17 +473,19 @@ impl Job {
             .flat_map(|i| i.members.iter().map(|m| m.span.0))
             .collect();
         let spilled = distribute(&plan, &tables, files, &parts, dir, &members).map_err(failed)?;
-        let mut steps = Vec::with_capacity(plan.numbers().len());
-        let mut names = Names::default();
         for (range, (file, held)) in parts.into_iter().zip(spilled) {
             let part = part_of(&tables, &file).map_err(failed)?;
             drop(file);
-            let paths = plan
-                .paths(&part, range, &part_options(&options, &held), &mut names)
-                .map_err(|e| analysis(&e))?;
-            steps.extend(paths);
+            visit(
+                &mut noted,
+                &plan,
+                &part,
+                range,
+                &part_options(&options, &held),
+            )
+            .map_err(|e| analysis(&e))?;
         }
-        Ok(steps_result(&tables, &options, steps))
+        Ok((tables, options, noted))
     }
 }
 

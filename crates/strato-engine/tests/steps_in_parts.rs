@@ -1,5 +1,6 @@
-//! `critical-path --step` read in parts ([`Engine::critical_path_steps_in_parts`]: the input
-//! streamed once into a spill, then a few steps at a time) gives what the whole trace gives:
+//! `critical-path --step` and `whatif` read in parts ([`Engine::critical_path_steps_in_parts`],
+//! [`Engine::whatif_in_parts`]: the input streamed once into a spill, then a few steps at a
+//! time) give what the whole trace gives:
 //! on every Chrome/Kineto JSON file of `../shared/data`, as a file and as a profile
 //! directory, in parts of one step and of the default size; on real files
 //! whose events come in another order, with events left out, at random part sizes; on
@@ -13,7 +14,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use proptest::prelude::*;
+use strato_analysis::analyzed::Analyzed;
 use strato_analysis::paths::critical_path::{CriticalPath, CriticalPathSettings};
+use strato_analysis::paths::whatif::{WhatIf, WhatIfSettings};
+use strato_analysis::registry::Analysis;
 use strato_engine::registry::{find, Outcome};
 use strato_engine::steps::PART_SPANS;
 use strato_engine::{Engine, OpenOptions, Quiet};
@@ -273,8 +277,8 @@ fn document(rel: &str) -> serde_json::Value {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 8, ..ProptestConfig::default() })]
 
-    /// Events in another order, some left out, parts of any size: the same paths as the whole
-    /// trace of the same file.
+    /// Events in another order, some left out, parts of any size: the same paths and the same
+    /// what-if replay as the whole trace of the same file.
     #[test]
     fn reordered_and_thinned_files_in_parts_equal_the_whole_trace(
         which in 0usize..3,
@@ -304,5 +308,181 @@ proptest! {
         let expected = whole(&engine, &inputs, "all");
         let got = in_parts(&engine, &inputs, "all", part).expect("one rank");
         prop_assert_eq!(got, expected);
+        // And the what-if replay of the same file, with every kind of change.
+        let scaled = &whatif_settings()[1];
+        let expected = whatif_whole(&engine, &inputs, scaled);
+        let got = whatif_in_parts(&engine, &inputs, scaled, part).expect("one rank");
+        prop_assert_eq!(got, expected);
     }
+}
+
+/// `whatif` with `settings` on the whole trace of `inputs` (its JSON, or its error after the
+/// input's name as the registry gives it).
+fn whatif_whole(
+    engine: &Engine,
+    inputs: &[PathBuf],
+    settings: &WhatIfSettings,
+) -> Result<String, String> {
+    let import = find("whatif").unwrap().import_options(engine).unwrap();
+    let trace = engine.load(inputs, &import).map_err(|e| e.to_string())?;
+    WhatIf::run(&Analyzed::new(&trace), settings)
+        .map(|result| Outcome::of::<WhatIf>(result, settings.clone()).json())
+        .map_err(|e| format!("{}: {e}", inputs[0].display()))
+}
+
+/// The same read in parts of about `part` spans: `None` when left to the whole trace.
+fn whatif_in_parts(
+    engine: &Engine,
+    inputs: &[PathBuf],
+    settings: &WhatIfSettings,
+    part: u64,
+) -> Option<Result<String, String>> {
+    let import = find("whatif").unwrap().import_options(engine).unwrap();
+    match engine.whatif_in_parts(inputs, &import, settings, part) {
+        Ok(Some(result)) => Some(Ok(Outcome::of::<WhatIf>(result, settings.clone()).json())),
+        Ok(None) => None,
+        Err(e) => Some(Err(e.to_string())),
+    }
+}
+
+/// The what-if settings the tests try: none (the replay alone); every kind of change at once,
+/// module calls included (classes in the shared traces); and each whole-job change alone.
+fn whatif_settings() -> Vec<WhatIfSettings> {
+    let scaled = WhatIfSettings {
+        scale: [
+            "kernel:gemm=0.5",
+            "op:aten::conv2d=0.5",
+            "module:Conv2d=0.5",
+            "module:Linear=0.25",
+            "cpu:aten::to=0.5",
+            "category:copy=0",
+        ]
+        .map(String::from)
+        .to_vec(),
+        ..WhatIfSettings::default()
+    };
+    vec![
+        WhatIfSettings::default(),
+        scaled,
+        WhatIfSettings {
+            no_sync: "all".into(),
+            overlap_comm: true,
+            ..WhatIfSettings::default()
+        },
+        WhatIfSettings {
+            even_straggler: true,
+            link_bw: Some(2.0),
+            graph_launch: "all".into(),
+            ..WhatIfSettings::default()
+        },
+    ]
+}
+
+/// `whatif` read in parts gives what the whole trace gives, window for window, on every
+/// shared Chrome/Kineto file with steps (parts of one step and of the default size, and each
+/// step alone), with every kind of change; files without steps are left to the whole trace.
+#[test]
+fn whatif_in_parts_equals_the_whole_trace_on_every_shared_file() {
+    let engine = engine();
+    let mut files = Vec::new();
+    for dir in ["kineto", "rocprof", "tf"] {
+        if data(dir).is_dir() {
+            json_files(&data(dir), &mut files);
+        }
+    }
+    let settings = whatif_settings();
+    let (mut compared, mut left, mut modules_matched) = (0, 0, 0);
+    for file in &files {
+        let inputs = vec![file.clone()];
+        for (k, setting) in settings.iter().enumerate() {
+            let expected = whatif_whole(&engine, &inputs, setting);
+            // The other settings on the default part size only: the time of the suite.
+            let parts: &[u64] = if k == 1 {
+                &[1, PART_SPANS]
+            } else {
+                &[PART_SPANS]
+            };
+            for &part in parts {
+                let Some(got) = whatif_in_parts(&engine, &inputs, setting, part) else {
+                    left += 1;
+                    continue;
+                };
+                assert_eq!(
+                    got,
+                    expected,
+                    "{} {setting:?} in parts of {part}",
+                    file.display()
+                );
+                compared += 1;
+                if k == 1 && part == 1 {
+                    let v: serde_json::Value = serde_json::from_str(&got.unwrap()).unwrap();
+                    let changes = v["whatif"]["changes"].as_array().unwrap();
+                    modules_matched += changes
+                        .iter()
+                        .filter(|c| c["change"].as_str().unwrap().starts_with("module:"))
+                        .filter(|c| c["matched_ops"].as_u64().unwrap() > 0)
+                        .count();
+                }
+            }
+        }
+        // One step alone, and a step the file lacks (the whole trace's error).
+        let Some(Ok(all)) = whatif_in_parts(&engine, &inputs, &WhatIfSettings::default(), 1) else {
+            continue;
+        };
+        let v: serde_json::Value = serde_json::from_str(&all).unwrap();
+        // (A file whose steps have no graph has no window.)
+        let Some(first) = v["replay"]["steps"][0]["number"].as_u64() else {
+            continue;
+        };
+        for step in [first.to_string(), "987654".to_owned(), "x".to_owned()] {
+            let one = WhatIfSettings {
+                step,
+                ..WhatIfSettings::default()
+            };
+            let got = whatif_in_parts(&engine, &inputs, &one, 1).expect("a file with steps");
+            assert_eq!(
+                got,
+                whatif_whole(&engine, &inputs, &one),
+                "{}",
+                file.display()
+            );
+        }
+    }
+    assert!(compared >= 60, "compared {compared}");
+    assert!(
+        left >= 4,
+        "files without steps left to the whole trace: {left}"
+    );
+    assert!(modules_matched >= 1, "no module: change matched anything");
+}
+
+/// `whatif` over directories of ranks and a partitioned store, read in parts, gives what the
+/// whole job gives (collectives matched across ranks; the straggler and link changes), and
+/// the registry reads them so.
+#[test]
+fn whatif_over_ranks_in_parts_equals_the_whole_job() {
+    let engine = engine();
+    let dir = tempfile::tempdir().unwrap();
+    let store = partitioned_store(&engine, "kineto/param_dlrm8", dir.path());
+    for inputs in [
+        vec![data("kineto/param_dlrm8")],
+        vec![data("kineto/hta_trace_filter")],
+        vec![store],
+    ] {
+        for setting in whatif_settings() {
+            let expected = whatif_whole(&engine, &inputs, &setting);
+            assert!(expected.is_ok(), "{expected:?}");
+            for part in [1, 300, PART_SPANS] {
+                let got = whatif_in_parts(&engine, &inputs, &setting, part).expect("ranks");
+                assert_eq!(got, expected, "{inputs:?} {setting:?} in parts of {part}");
+            }
+        }
+    }
+    let registered = find("whatif").unwrap();
+    let inputs = vec![data("kineto/param_dlrm8")];
+    let run = registered.run(&engine, &inputs, &[]).unwrap().json();
+    assert_eq!(
+        Ok(run),
+        whatif_whole(&engine, &inputs, &WhatIfSettings::default())
+    );
 }

@@ -12,8 +12,8 @@ use strato_trace::Ns;
 
 use super::critical_path::registration::job_of;
 use super::critical_path::replay::{
-    replay, AppliedChange, PredictedWindow, ReplayWindows, ReplayedWindow, Scale, WindowPath,
-    MAX_CHANGES,
+    replay, AppliedChange, PredictedWindow, ReplayReport, ReplayWindows, ReplayedWindow, Scale,
+    WindowPath, MAX_CHANGES,
 };
 use super::critical_path::{step_numbers, CriticalPathOptions};
 use crate::analyzed::Analyzed;
@@ -109,6 +109,60 @@ impl WhatIfSettings {
             ));
         }
         Ok(changes)
+    }
+}
+
+impl WhatIfSettings {
+    /// The changes the settings ask for, each parsed ([`Scale`]); one line when one cannot be.
+    pub fn scales(&self) -> Result<Vec<Scale>, AnalysisError> {
+        self.changes().map_err(AnalysisError)
+    }
+
+    /// The windows `step` asks for over a trace (a job) with the step numbers `numbers`: every
+    /// step (the whole trace without steps) or step N, which must be one of them.
+    pub fn windows(&self, numbers: &[u64]) -> Result<ReplayWindows, AnalysisError> {
+        Ok(match self.step.as_str() {
+            "" | "all" if numbers.is_empty() => ReplayWindows::Whole,
+            "" | "all" => ReplayWindows::Steps(None),
+            n => {
+                let n = n.parse::<u64>().map_err(|_| {
+                    AnalysisError(format!(
+                        "step: a step number (N of ProfilerStep#N) or `all`, not {n:?}"
+                    ))
+                })?;
+                if !numbers.contains(&n) {
+                    let listed: Vec<String> = numbers.iter().map(u64::to_string).collect();
+                    return Err(AnalysisError(if listed.is_empty() {
+                        format!("no ProfilerStep#{n} in the trace (it has no step annotation)")
+                    } else {
+                        format!(
+                            "no ProfilerStep#{n} in the trace (steps: {})",
+                            listed.join(", ")
+                        )
+                    }));
+                }
+                ReplayWindows::Steps(Some(n))
+            }
+        })
+    }
+}
+
+impl WhatIfResult {
+    /// The result of a replay's report (the windows' median and worst error added).
+    pub fn of_report(report: ReplayReport) -> WhatIfResult {
+        let mut errors: Vec<f64> = report.replay.iter().map(|w| w.error_pct).collect();
+        let (median_error_pct, worst_error_pct) = median_and_worst(&mut errors);
+        WhatIfResult {
+            replay: ReplayJson {
+                steps: report.replay,
+                median_error_pct,
+                worst_error_pct,
+            },
+            whatif: PredictionJson {
+                changes: report.changes,
+                steps: report.predicted,
+            },
+        }
     }
 }
 
@@ -255,46 +309,11 @@ what the end waited on (path.by_kind.<kind>, path.bottleneck)",
     ) -> Result<WhatIfResult, AnalysisError> {
         let changes = settings.changes().map_err(AnalysisError)?;
         let job = job_of(analyzed.trace());
-        let numbers = step_numbers(&job);
-        let windows = match settings.step.as_str() {
-            "" | "all" if numbers.is_empty() => ReplayWindows::Whole,
-            "" | "all" => ReplayWindows::Steps(None),
-            n => {
-                let n = n.parse::<u64>().map_err(|_| {
-                    AnalysisError(format!(
-                        "step: a step number (N of ProfilerStep#N) or `all`, not {n:?}"
-                    ))
-                })?;
-                if !numbers.contains(&n) {
-                    let listed: Vec<String> = numbers.iter().map(u64::to_string).collect();
-                    return Err(AnalysisError(if listed.is_empty() {
-                        format!("no ProfilerStep#{n} in the trace (it has no step annotation)")
-                    } else {
-                        format!(
-                            "no ProfilerStep#{n} in the trace (steps: {})",
-                            listed.join(", ")
-                        )
-                    }));
-                }
-                ReplayWindows::Steps(Some(n))
-            }
-        };
+        let windows = settings.windows(&step_numbers(&job))?;
         let options = CriticalPathOptions::matched(&job);
         let report =
             replay(&job, &options, windows, &changes).map_err(|e| AnalysisError(e.to_string()))?;
-        let mut errors: Vec<f64> = report.replay.iter().map(|w| w.error_pct).collect();
-        let (median_error_pct, worst_error_pct) = median_and_worst(&mut errors);
-        Ok(WhatIfResult {
-            replay: ReplayJson {
-                steps: report.replay,
-                median_error_pct,
-                worst_error_pct,
-            },
-            whatif: PredictionJson {
-                changes: report.changes,
-                steps: report.predicted,
-            },
-        })
+        Ok(WhatIfResult::of_report(report))
     }
 
     fn render_text(result: &WhatIfResult, _settings: &WhatIfSettings) -> String {

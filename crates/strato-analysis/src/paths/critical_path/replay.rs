@@ -24,13 +24,13 @@ use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use strato_trace::{Level, Ns, RankId, SpanId, Trace, TrackId, TrackKind};
+use strato_trace::{Level, Ns, RankId, Span, SpanId, Trace, TrackId, TrackKind};
 
 use super::graph::{Edge, Graph};
 use super::options::CriticalPathOptions;
 use super::search::{topological_order, whole_graph, Adjacency};
 use super::shapes::{CriticalPathError, PathKind};
-use super::steps::for_each_step_graph;
+use super::steps::{for_each_step_graph, StepGraph};
 
 /// What a change selects.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -353,12 +353,7 @@ pub fn replay(
     match windows {
         ReplayWindows::Steps(only) => {
             for_each_step_graph(trace, options, only, true, |step| {
-                let window = Window {
-                    step: format!("ProfilerStep#{}", step.number),
-                    number: step.number,
-                    ranks: step.ranks,
-                    starts: step.windows.iter().map(|w| w.map(|w| w.0)).collect(),
-                };
+                let window = step_window(&step);
                 replay_graph(trace, &step.graph, &window, changes, &modules, &mut report)
             })?;
         }
@@ -381,12 +376,42 @@ pub fn replay(
             replay_graph(trace, &graph, &window, changes, &modules, &mut report)?;
         }
     }
+    note_unmatched_overlap(&mut report, changes, || {
+        trace
+            .spans
+            .iter()
+            .any(|s| is_collective_kernel_span(trace, s))
+    });
+    Ok(report)
+}
+
+/// A step's window as the replay reports it: the step, its ranks and each rank's start.
+fn step_window(step: &StepGraph) -> Window {
+    Window {
+        step: format!("ProfilerStep#{}", step.number),
+        number: step.number,
+        ranks: step.ranks.clone(),
+        starts: step.windows.iter().map(|w| w.map(|w| w.0)).collect(),
+    }
+}
+
+/// Whether `span` of `trace` is a collective kernel (NCCL/RCCL).
+fn is_collective_kernel_span(trace: &Trace, span: &Span) -> bool {
+    span.level == Level::DeviceKernel
+        && crate::distributed::collectives::is_collective_kernel(trace.str(span.name))
+}
+
+/// Why an `--overlap-comm` change matched nothing, on the change (`has_collective`: whether
+/// the trace has a collective kernel at all, asked only then).
+fn note_unmatched_overlap(
+    report: &mut ReplayReport,
+    changes: &[Scale],
+    has_collective: impl FnOnce() -> bool,
+) {
+    let mut has_collective = Some(has_collective);
     for (applied, change) in report.changes.iter_mut().zip(changes) {
         if change.selector == Selector::OverlapComm && applied.matched_ops == 0 {
-            let collectives = trace.spans.iter().any(|s| {
-                s.level == Level::DeviceKernel
-                    && crate::distributed::collectives::is_collective_kernel(trace.str(s.name))
-            });
+            let collectives = has_collective.take().is_some_and(|f| f());
             applied.note = Some(if collectives {
                 "no collective waits for compute on the device in this trace's graph: its \
                  collectives have streams of their own and the trace records no stream wait \
@@ -397,7 +422,83 @@ pub fn replay(
             });
         }
     }
-    Ok(report)
+}
+
+/// [`replay`] over the steps of a trace read in parts ([`super::windowed`]), each part holding
+/// the spans of a few steps: the same windows, changes and notes as [`replay`] gives with
+/// [`ReplayWindows::Steps`] on the whole trace. Fed every span of the trace first, in trace
+/// order, as the step survey is ([`PartsReplay::add_span`]: the module calls `module:`
+/// changes select, and whether the trace has a collective kernel); then each part in step
+/// order ([`PartsReplay::add_part`]); then [`PartsReplay::finish`]. Memory beyond the part:
+/// the selected module calls (40 bytes each) and the windows' results.
+#[derive(Debug, Clone)]
+pub struct PartsReplay {
+    changes: Vec<Scale>,
+    modules: ModuleCalls,
+    /// `Some(whether a collective kernel was seen)` when a change needs to know.
+    collective_kernel: Option<bool>,
+    report: ReplayReport,
+}
+
+impl PartsReplay {
+    /// No span seen yet; `changes` as [`replay`] takes them ([`MAX_CHANGES`] at most: more
+    /// are refused by the caller).
+    pub fn new(changes: &[Scale]) -> PartsReplay {
+        let changes = changes[..changes.len().min(MAX_CHANGES)].to_vec();
+        let overlap = changes.iter().any(|c| c.selector == Selector::OverlapComm);
+        PartsReplay {
+            modules: ModuleCalls::for_changes(&changes),
+            collective_kernel: overlap.then_some(false),
+            report: ReplayReport::empty(&changes),
+            changes,
+        }
+    }
+
+    /// Notes one span of the trace (`trace` holds its tables).
+    pub fn add_span(&mut self, trace: &Trace, span: &Span) {
+        self.modules.add(trace, span, &self.changes);
+        if let Some(seen) = &mut self.collective_kernel {
+            *seen = *seen || is_collective_kernel_span(trace, span);
+        }
+    }
+
+    /// Adds what another file of the job noted ([`PartsReplay::add_span`] with that file's
+    /// ids), whose tracks come after the `track_base` tracks of the files before it.
+    pub fn append(&mut self, other: PartsReplay, track_base: u32) {
+        self.modules.append(other.modules, track_base);
+        if let (Some(seen), Some(other)) = (&mut self.collective_kernel, other.collective_kernel) {
+            *seen = *seen || other;
+        }
+    }
+
+    /// Replays the steps `range` of `plan` from `part` (as [`super::windowed::StepPlan`]
+    /// reads a part), with the job's cross-rank inputs `options` given the part's span ids.
+    pub fn add_part(
+        &mut self,
+        plan: &super::windowed::StepPlan,
+        part: &Trace,
+        range: std::ops::Range<usize>,
+        options: &CriticalPathOptions,
+    ) -> Result<(), CriticalPathError> {
+        self.modules.link();
+        let PartsReplay {
+            changes,
+            modules,
+            report,
+            ..
+        } = self;
+        plan.graphs(part, range, options, true, |step| {
+            let window = step_window(&step);
+            replay_graph(part, &step.graph, &window, changes, modules, report)
+        })
+    }
+
+    /// The report once every part is replayed.
+    pub fn finish(mut self) -> ReplayReport {
+        let seen = self.collective_kernel.unwrap_or(false);
+        note_unmatched_overlap(&mut self.report, &self.changes, || seen);
+        self.report
+    }
 }
 
 /// What each set of changes in `sets` would save over the trace's `ProfilerStep#N` windows (the
@@ -852,9 +953,13 @@ fn selected(trace: &Trace, graph: &Graph, changes: &[Scale], modules: &ModuleCal
 /// thread in call order, each with the changes it falls under (its own and those of the
 /// selected calls around it). Read once per replay, then per window by time: a window's graph
 /// holds only the trace's ops, and a module call is not one.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct ModuleCalls {
     per_track: FxHashMap<TrackId, Vec<ModuleCall>>,
+    /// Whether any change selects module calls (else none is kept).
+    wanted: bool,
+    /// Whether every call kept is linked ([`ModuleCalls::link`]).
+    linked: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -865,46 +970,87 @@ struct ModuleCall {
     parent: u32,
     /// The changes it falls under.
     bits: u64,
+    /// The changes that select it (its class's).
+    own: u64,
 }
 
 impl ModuleCalls {
     /// The calls `changes` select (none without a `module:` change: nothing is read).
     fn new(trace: &Trace, changes: &[Scale]) -> ModuleCalls {
-        let mut calls = ModuleCalls::default();
-        if change_bits(changes, &|s| matches!(s, Selector::Module(_))) == 0 {
-            return calls;
-        }
-        for span in &trace.spans {
-            if span.end <= span.start
-                || !matches!(trace.track(span.track).kind, TrackKind::Thread { .. })
-            {
-                continue;
-            }
-            let Some((class, _)) = crate::cross_stack::modules::module_of(trace.str(span.name))
-            else {
-                continue;
-            };
-            let own = change_bits(
-                changes,
-                &|s| matches!(s, Selector::Module(c) if c.as_str() == class),
-            );
-            if own != 0 {
-                calls
-                    .per_track
-                    .entry(span.track)
-                    .or_default()
-                    .push(ModuleCall {
-                        start: span.start,
-                        end: span.end,
-                        parent: u32::MAX,
-                        bits: own,
-                    });
+        let mut calls = ModuleCalls::for_changes(changes);
+        if calls.wanted {
+            for span in &trace.spans {
+                calls.add(trace, span, changes);
             }
         }
-        for list in calls.per_track.values_mut() {
+        calls.link();
+        calls
+    }
+
+    /// No call yet; calls are kept ([`ModuleCalls::add`]) when `changes` has a `module:`
+    /// change.
+    fn for_changes(changes: &[Scale]) -> ModuleCalls {
+        ModuleCalls {
+            wanted: change_bits(changes, &|s| matches!(s, Selector::Module(_))) != 0,
+            ..ModuleCalls::default()
+        }
+    }
+
+    /// Keeps `span` of `trace` when it is a call of a module class `changes` select.
+    fn add(&mut self, trace: &Trace, span: &Span, changes: &[Scale]) {
+        if !self.wanted
+            || span.end <= span.start
+            || !matches!(trace.track(span.track).kind, TrackKind::Thread { .. })
+        {
+            return;
+        }
+        let Some((class, _)) = crate::cross_stack::modules::module_of(trace.str(span.name)) else {
+            return;
+        };
+        let own = change_bits(
+            changes,
+            &|s| matches!(s, Selector::Module(c) if c.as_str() == class),
+        );
+        if own != 0 {
+            self.linked = false;
+            self.per_track
+                .entry(span.track)
+                .or_default()
+                .push(ModuleCall {
+                    start: span.start,
+                    end: span.end,
+                    parent: u32::MAX,
+                    bits: own,
+                    own,
+                });
+        }
+    }
+
+    /// Adds the calls of another file's tracks, which come after the `track_base` tracks of
+    /// the files before it.
+    fn append(&mut self, other: ModuleCalls, track_base: u32) {
+        for (track, calls) in other.per_track {
+            self.linked = false;
+            self.per_track
+                .entry(TrackId(track.0 + track_base))
+                .or_default()
+                .extend(calls);
+        }
+    }
+
+    /// Each thread's calls in call order, each linked to the selected call around it (once
+    /// every call is added; again after more are).
+    fn link(&mut self) {
+        if self.linked {
+            return;
+        }
+        self.linked = true;
+        for list in self.per_track.values_mut() {
             list.sort_by_key(|c| (c.start, std::cmp::Reverse(c.end)));
             let mut open: Vec<u32> = Vec::new();
             for k in 0..list.len() {
+                list[k].parent = u32::MAX;
+                list[k].bits = list[k].own;
                 while open
                     .last()
                     .is_some_and(|&top| list[top as usize].end <= list[k].start)
@@ -918,7 +1064,6 @@ impl ModuleCalls {
                 open.push(k as u32);
             }
         }
-        calls
     }
 
     /// [`ModuleCalls::new`] for each set of changes.

@@ -31,7 +31,7 @@ use super::options::CriticalPathOptions;
 use super::registration::{chosen_step, CriticalPathResult};
 use super::shapes::CriticalPathError;
 use super::steps::{
-    call_of, graphs_of_steps, note_step, step_paths, CallSteps, PathDetail, StepRule,
+    call_of, graphs_of_steps, note_step, step_paths, CallSteps, PathDetail, StepGraph, StepRule,
 };
 use crate::distributed::collectives::is_collective_kernel;
 use crate::registry::AnalysisError;
@@ -112,6 +112,14 @@ impl StepSurvey {
         self.collective_devices.extend(other.collective_devices);
     }
 
+    /// The step numbers of every rank, in order (none: the trace has no step annotation).
+    pub fn numbers(&self) -> Vec<u64> {
+        let mut numbers: Vec<u64> = self.steps.iter().flat_map(|m| m.keys().copied()).collect();
+        numbers.sort_unstable();
+        numbers.dedup();
+        numbers
+    }
+
     /// The plan for `--step` `step` (`all` or a number) over the trace whose tables are
     /// `tables`: the errors are those of the whole trace's run (no step; no such step).
     pub fn plan(mut self, tables: &Trace, step: &str) -> Result<StepPlan, AnalysisError> {
@@ -119,9 +127,7 @@ impl StepSurvey {
         if self.steps.len() < ranks {
             self.steps.resize_with(ranks, BTreeMap::new);
         }
-        let mut numbers: Vec<u64> = self.steps.iter().flat_map(|m| m.keys().copied()).collect();
-        numbers.sort_unstable();
-        numbers.dedup();
+        let mut numbers = self.numbers();
         let only = chosen_step(&numbers, step)?;
         numbers.retain(|n| only.is_none_or(|o| o == *n));
         let rule = StepRule::new(&self.steps, &numbers);
@@ -187,20 +193,33 @@ impl StepPlan {
         names: &mut Names,
     ) -> Result<Vec<StepJson>, CriticalPathError> {
         let mut out = Vec::new();
+        self.graphs(part, range, options, false, |step| {
+            let paths = step_paths(part, &step, PathDetail::Full)?;
+            out.push(step_json(paths, names));
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// Hands `visit` the graph of each step of `range` from `part` (as [`StepPlan::paths`]
+    /// reads a part), built for the replay when `replay`.
+    pub(super) fn graphs(
+        &self,
+        part: &Trace,
+        range: Range<usize>,
+        options: &CriticalPathOptions,
+        replay: bool,
+        visit: impl FnMut(StepGraph) -> Result<(), CriticalPathError>,
+    ) -> Result<(), CriticalPathError> {
         graphs_of_steps(
             part,
             options,
             &self.steps,
             &self.numbers[range],
             &self.index,
-            false,
-            |step| {
-                let paths = step_paths(part, &step, PathDetail::Full)?;
-                out.push(step_json(paths, names));
-                Ok(())
-            },
-        )?;
-        Ok(out)
+            replay,
+            visit,
+        )
     }
 }
 
