@@ -3,17 +3,18 @@
 //! collective calls and devices as it is read ([`Engine::map_ranks_or_leaves`]), the calls renumbered to the whole
 //! trace's span ids, the collectives matched across ranks
 //! ([`strato_analysis::distributed::collectives::collectives_of_summaries`]), and the files of the
-//! late ranks read again, in parallel and each once, for the stragglers' causes. The report is the
-//! one the analysis gives on the whole trace.
+//! late ranks read again, in parallel and each once, for the stragglers' causes; and over one
+//! input of one rank as it streams ([`Engine::collectives_streamed`]). The report is the one
+//! the analysis gives on the whole trace.
 
 use std::path::PathBuf;
 
 use strato_analysis::distributed::collectives::{
     collectives_of_summaries, device_links, rank_summaries, straggler_cause, CollectiveCall,
-    Collectives, CollectivesOptions, CollectivesReport, CollectivesResult, CollectivesSettings,
-    DeviceLink, RankCollectives, StragglerCause,
+    CollectiveSurvey, Collectives, CollectivesOptions, CollectivesReport, CollectivesResult,
+    CollectivesSettings, DeviceLink, RankCollectives, StragglerCause,
 };
-use strato_trace::{RankId, SpanId};
+use strato_trace::{RankId, SpanId, Trace};
 
 use crate::{Engine, EngineError, Result};
 
@@ -53,9 +54,9 @@ pub(crate) fn moved_summaries<'a>(
 impl Engine {
     /// The collectives of the rank files of `inputs` (or of the leaves of the partitioned store
     /// it is), read rank by rank (see the module docs).
-    /// `None` for inputs that need the whole-trace path ([`Engine::map_ranks`]), and for a
-    /// single file (held whole during its import anyway: nothing to save by reading it again):
-    /// the caller then runs the analysis on [`Engine::open`]'s trace.
+    /// One input of one rank streams instead ([`Engine::collectives_streamed`]). `None` for
+    /// inputs that need the whole-trace path ([`Engine::map_ranks`]): the caller then runs the
+    /// analysis on [`Engine::open`]'s trace.
     pub fn collectives_rank_by_rank(
         &self,
         inputs: &[PathBuf],
@@ -64,7 +65,7 @@ impl Engine {
     ) -> Result<Option<CollectivesReport>> {
         let leaves = self.store_leaves(inputs).map_or(0, |leaves| leaves.len());
         if leaves < 2 && self.rank_files(inputs).is_none_or(|files| files.len() < 2) {
-            return Ok(None);
+            return self.collectives_streamed(inputs, options, analysis);
         }
         let streamed = self.map_ranks_or_leaves(inputs, options, |trace| {
             (rank_summaries(trace), device_links(trace))
@@ -149,6 +150,65 @@ impl Engine {
             Some(e) => Err(e),
             None => Ok(Some(report)),
         }
+    }
+}
+
+impl Engine {
+    /// The collectives of one input of one rank (a Chrome/Kineto JSON file, a profile
+    /// directory) as it streams, the trace never held: each batch's collective kernels and
+    /// CPU ops kept with their args, and 32 bytes per launch
+    /// ([`CollectiveSurvey`]), then the analysis from the rank's summary as the whole trace
+    /// gives it (one rank: no straggler). `None` (the trace is then read whole) for an input
+    /// that does not stream, several ranks (a JSON file is given up on as soon as its second
+    /// rank shows), a rank whose collectives run on several devices (the whole trace splits
+    /// it by device), and `--graph-capture`.
+    fn collectives_streamed(
+        &self,
+        inputs: &[PathBuf],
+        options: &strato_io::ImportOptions,
+        analysis: &CollectivesOptions,
+    ) -> Result<Option<CollectivesReport>> {
+        let [input] = inputs else { return Ok(None) };
+        if self.attributes_graph_capture() || !crate::stream::one_rank_input(input) {
+            return Ok(None);
+        }
+        let mut survey = CollectiveSurvey::default();
+        let streamed = if strato_store::is_profile_dir(input) {
+            self.stream_stored(inputs, options, &mut |batch| survey.add(batch))?
+        } else {
+            let mut given_up = false;
+            let mut sink = |batch: &mut Trace| {
+                if batch.ranks.len() > 1 || survey.splits_ranks() {
+                    given_up = true;
+                    return Err("several ranks".to_owned());
+                }
+                survey.add(batch);
+                crate::drop_batch_events(batch);
+                Ok(())
+            };
+            match self.stream_file(input, options, &mut sink) {
+                Err(_) if given_up => return Ok(None),
+                other => other?,
+            }
+        };
+        let Some(tables) = streamed else {
+            return Ok(None);
+        };
+        if tables.ranks.len() != 1 || survey.splits_ranks() {
+            return Ok(None);
+        }
+        let links = device_links(&tables);
+        let mut asked_causes = false;
+        let report =
+            collectives_of_summaries(survey.finish(&tables), &links, analysis, |requests| {
+                // One rank has no late peer; a cause asked for anyway needs the whole trace.
+                asked_causes = !requests.is_empty();
+                requests
+                    .iter()
+                    .map(|r| StragglerCause::unknown(r.window_start, r.window_end))
+                    .collect()
+            });
+        Ok((!asked_causes).then_some(report))
     }
 }
 

@@ -218,7 +218,7 @@ impl Engine {
             return self.job_by_rank_file(inputs, import, noted, dir);
         }
         let [input] = inputs else { return Ok(None) };
-        if !one_rank_input(input) {
+        if !crate::stream::one_rank_input(input) {
             return Ok(None);
         }
         // Spans only: the paths read no instant, counter or flow.
@@ -537,18 +537,6 @@ fn part_options(options: &CriticalPathOptions, held: &[(u32, u32)]) -> CriticalP
         ),
         clock_shift: options.clock_shift.clone(),
     }
-}
-
-/// Whether `input` may be a job of one rank read this way: a regular file (a JSON trace; its
-/// ranks show as it streams), or a profile directory of one rank (its metadata says).
-fn one_rank_input(input: &Path) -> bool {
-    if strato_store::is_profile_dir(input) {
-        return strato_store::read_metadata(input)
-            .ok()
-            .and_then(|m| m.tables.get("ranks").map(|t| t.rows == 1))
-            .unwrap_or(false);
-    }
-    input.is_file()
 }
 
 /// Consecutive steps in parts of about `part_spans` spans each (a step alone may hold more).

@@ -118,3 +118,15 @@ impl Engine {
         Ok(Some(trace))
     }
 }
+
+/// Whether `input` may be a job of one rank read this way: a regular file (a JSON trace; its
+/// ranks show as it streams), or a profile directory of one rank (its metadata says).
+pub(crate) fn one_rank_input(input: &Path) -> bool {
+    if strato_store::is_profile_dir(input) {
+        return strato_store::read_metadata(input)
+            .ok()
+            .and_then(|m| m.tables.get("ranks").map(|t| t.rows == 1))
+            .unwrap_or(false);
+    }
+    input.is_file()
+}

@@ -313,3 +313,154 @@ pub fn rank_summaries(trace: &Trace) -> Vec<RankCollectives> {
     }
     out
 }
+
+/// [`rank_summaries`] of a trace that streams and is never held whole: fed every batch in
+/// trace order ([`CollectiveSurvey::add`]), it keeps the spans [`rank_summaries`] reads
+/// (collective kernels and collective CPU ops, with their args) and, for every CPU-side span
+/// with a launch correlation, 32 bytes (which launch is a collective's is known only once its
+/// kernel shows, often after it). [`CollectiveSurvey::finish`] gives what [`rank_summaries`]
+/// gives on the whole trace, span ids included (the whole trace's: a span's place in trace
+/// order). A rank whose collective kernels run on two devices or more is split by the whole
+/// trace's analysis ([`super::split_multi_device_ranks`]): [`CollectiveSurvey::splits_ranks`]
+/// says so, and the caller reads the trace whole instead.
+#[derive(Debug, Default)]
+pub struct CollectiveSurvey {
+    /// Spans seen so far (the next span's id).
+    seen: u32,
+    /// Collective kernels and collective CPU ops: id, span, args text.
+    kept: Vec<(u32, strato_trace::Span, Option<String>)>,
+    /// CPU-side spans with a correlation.
+    launches: Vec<LaunchRecord>,
+    /// Per rank, the devices running its collective kernels.
+    devices: Vec<Vec<i64>>,
+}
+
+/// A CPU-side span with a launch correlation, as [`CollectiveSurvey`] keeps it.
+#[derive(Debug, Clone, Copy)]
+struct LaunchRecord {
+    correlation: u64,
+    id: u32,
+    track: strato_trace::TrackId,
+    start: Ns,
+    end: Ns,
+}
+
+const _: () = assert!(std::mem::size_of::<LaunchRecord>() == 32);
+
+impl CollectiveSurvey {
+    /// Adds the spans of `batch` (whose tables name their tracks and names), in trace order.
+    pub fn add(&mut self, batch: &Trace) {
+        for span in &batch.spans {
+            let id = self.seen;
+            self.seen += 1;
+            let track = batch.track(span.track);
+            let name = batch.str(span.name);
+            if track.is_device() {
+                if span.level != Level::DeviceKernel || !is_collective_kernel(name) {
+                    continue;
+                }
+                if let TrackKind::DeviceQueue { device, .. } = track.kind {
+                    let at = track.rank.0 as usize;
+                    if self.devices.len() <= at {
+                        self.devices.resize_with(at + 1, Vec::new);
+                    }
+                    if !self.devices[at].contains(&device) {
+                        self.devices[at].push(device);
+                    }
+                }
+                self.keep(batch, id, span);
+                continue;
+            }
+            if let Some(correlation) = span.correlation {
+                self.launches.push(LaunchRecord {
+                    correlation,
+                    id,
+                    track: span.track,
+                    start: span.start,
+                    end: span.end,
+                });
+            }
+            if is_collective_cpu_op(name) {
+                self.keep(batch, id, span);
+            }
+        }
+    }
+
+    fn keep(&mut self, batch: &Trace, id: u32, span: &strato_trace::Span) {
+        let args = batch.args_text(span.args).map(|t| String::from(&*t));
+        self.kept.push((id, span.clone(), args));
+    }
+
+    /// Whether a rank runs collective kernels on two devices or more (see the type's docs).
+    pub fn splits_ranks(&self) -> bool {
+        self.devices.iter().any(|d| d.len() >= 2)
+    }
+
+    /// [`rank_summaries`] of the whole trace, whose tables (every one but the events) are
+    /// `tables`.
+    pub fn finish(self, tables: &Trace) -> Vec<RankCollectives> {
+        let CollectiveSurvey {
+            kept, mut launches, ..
+        } = self;
+        // The first launch (in trace order) of each collective kernel's correlation, as
+        // `rank_summaries` takes it.
+        let wanted: FxHashSet<(u32, u64)> = (kept.iter())
+            .filter(|(_, span, _)| tables.track(span.track).is_device())
+            .filter_map(|(_, span, _)| {
+                span.correlation
+                    .map(|c| (tables.track(span.track).rank.0, c))
+            })
+            .collect();
+        let rank_of = |l: &LaunchRecord| tables.track(l.track).rank.0;
+        launches.retain(|l| wanted.contains(&(rank_of(l), l.correlation)));
+        launches.sort_unstable_by_key(|l| (rank_of(l), l.correlation, l.id));
+        launches.dedup_by_key(|l| (rank_of(l), l.correlation));
+        // The spans `rank_summaries` reads, in trace order, as a trace of their own (a launch
+        // is read for its place: its name is not).
+        let mut strings = tables.strings.clone();
+        let unnamed = strings.intern("");
+        let mut spans: Vec<(u32, strato_trace::Span, Option<String>)> = kept;
+        let held: FxHashSet<u32> = spans.iter().map(|(id, _, _)| *id).collect();
+        for l in launches.into_iter().filter(|l| !held.contains(&l.id)) {
+            let span = strato_trace::Span {
+                track: l.track,
+                start: l.start,
+                end: l.end,
+                name: unnamed,
+                category: unnamed,
+                level: Level::AcceleratorApi,
+                correlation: Some(l.correlation),
+                external_id: None,
+                args: None,
+            };
+            spans.push((l.id, span, None));
+        }
+        spans.sort_unstable_by_key(|(id, _, _)| *id);
+        let mut mini = Trace {
+            strings,
+            ranks: tables.ranks.clone(),
+            processes: tables.processes.clone(),
+            tracks: tables.tracks.clone(),
+            devices: tables.devices.clone(),
+            clock: tables.clock.clone(),
+            args: strato_trace::ArgsTable::uncompressed(),
+            ..Trace::default()
+        };
+        let mut ids = Vec::with_capacity(spans.len());
+        for (id, mut span, args) in spans {
+            span.args = args.as_deref().map(|text| mini.args.push(text));
+            mini.spans.push(span);
+            ids.push(id);
+        }
+        let global = |s: SpanId| SpanId(ids[s.0 as usize]);
+        let mut summaries = rank_summaries(&mini);
+        for summary in &mut summaries {
+            for call in &mut summary.calls {
+                call.kernel = global(call.kernel);
+                call.launch = call.launch.map(global);
+                call.cpu_op = call.cpu_op.map(global);
+            }
+        }
+        summaries
+    }
+}

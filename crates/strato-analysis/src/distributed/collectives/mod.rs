@@ -51,7 +51,7 @@ mod registration;
 mod report;
 mod stragglers;
 
-pub use calls::{rank_summaries, CollectiveCall, RankCollectives};
+pub use calls::{rank_summaries, CollectiveCall, CollectiveSurvey, RankCollectives};
 pub use kinds::{bandwidths, dtype_size, is_collective_kernel, CollectiveKind};
 pub use matching::{match_collectives, measure, CollectiveInstance, MatchBy, Member};
 pub use per_device::split_multi_device_ranks;
