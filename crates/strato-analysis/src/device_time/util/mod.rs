@@ -42,6 +42,10 @@ pub struct Sampled {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DeviceUtil {
     pub rank: i64,
+    /// The device's rank by position in the trace it was computed on (not shown: what a merge
+    /// of rank files renumbers, [`Util`]'s `merge`).
+    #[serde(skip)]
+    pub rank_index: u32,
     pub source: String,
     pub device: i64,
     pub name: Option<String>,
@@ -144,6 +148,7 @@ impl UtilStream {
                     .collect();
                 DeviceUtil {
                     rank: info.rank.unwrap_or(i64::from(rank)),
+                    rank_index: rank,
                     source: info.source.clone(),
                     device,
                     name,
@@ -221,6 +226,55 @@ fn sample(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A rank (claiming `claim`, else known by position) with two devices, one op each.
+    fn two_devices(claim: Option<i64>) -> Trace {
+        let mut b = strato_trace::testing::TraceBuilder::new();
+        b.rank(strato_trace::testing::rank(claim, "test"));
+        let cpu = b.thread(1, 1);
+        b.span(cpu, strato_trace::Level::Backend, "step", 0, 100);
+        for device in [0, 1] {
+            let queue = b.queue(device, 7);
+            b.span(queue, strato_trace::Level::DeviceKernel, "k", 10, 30);
+        }
+        b.build()
+    }
+
+    #[test]
+    fn merged_rank_files_number_their_devices_as_the_whole_job() {
+        use crate::registry::{Analysis, RankPart};
+        let part = |first_rank, claim: Option<i64>| RankPart {
+            value: super::registration::UtilResult(util(&two_devices(claim), &[1.0])),
+            first_rank,
+            job_ranks: vec![claim],
+        };
+        // Files 0 and 1 say nothing (their positions number them); file 2 says 5.
+        let merged = Util::merge(
+            vec![part(0, None), part(1, None), part(2, Some(5))],
+            &UtilSettings::default(),
+        )
+        .expect("util merges");
+        let ranks: Vec<(i64, u32, i64)> = (merged.0.devices.iter())
+            .map(|d| (d.rank, d.rank_index, d.device))
+            .collect();
+        assert_eq!(
+            ranks,
+            vec![
+                (0, 0, 0),
+                (0, 0, 1),
+                (1, 1, 0),
+                (1, 1, 1),
+                (5, 2, 0),
+                (5, 2, 1)
+            ]
+        );
+        // Each device's figures are its own: 20 ns busy of a 100 ns window.
+        assert!(merged
+            .0
+            .devices
+            .iter()
+            .all(|d| d.busy_ns == 20 && d.window_ns == 100));
+    }
 
     #[test]
     fn one_short_kernel_per_period_reads_as_full() {

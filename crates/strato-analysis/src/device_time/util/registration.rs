@@ -9,7 +9,8 @@ use serde_json::{json, Map, Value};
 use super::{util, UtilReport, UtilStream, DEFAULT_PERIODS_S};
 use crate::analyzed::Analyzed;
 use crate::registry::{
-    streamed, Analysis, AnalysisError, InReport, OptionKind, OptionSpec, Reads, Stream, TableSpec,
+    streamed, Analysis, AnalysisError, InReport, OptionKind, OptionSpec, RankPart, Reads, Stream,
+    TableSpec,
 };
 use crate::text::table::Table;
 use crate::text::units::ms_num;
@@ -64,11 +65,34 @@ sampled figure beside true device-busy time, per device";
     const READS: Reads = Reads::SPANS;
     /// The report's utilization section (its busy-over-time plot).
     const IN_REPORT: InReport = InReport::OwnSection;
+    /// Each device's figures are its rank's alone: several rank files are read one at a time.
+    const RANK_BY_RANK: bool = true;
     type Options = UtilSettings;
     type Output = UtilResult;
 
     fn run(analyzed: &Analyzed<'_>, settings: &UtilSettings) -> Result<UtilResult, AnalysisError> {
         Ok(UtilResult(util(analyzed.trace(), &periods(settings))))
+    }
+
+    /// The files' devices in input order (the whole job's order: by rank, then device), each
+    /// rank numbered as the whole job numbers it.
+    fn merge(parts: Vec<RankPart<UtilResult>>, _: &UtilSettings) -> Option<UtilResult> {
+        let mut devices = Vec::new();
+        for part in parts {
+            let first_rank = part.first_rank;
+            let numbering = RankPart {
+                value: (),
+                first_rank,
+                job_ranks: part.job_ranks,
+            };
+            for mut device in part.value.0.devices {
+                let local = device.rank_index as usize;
+                device.rank = numbering.job_rank(local, device.rank);
+                device.rank_index += first_rank;
+                devices.push(device);
+            }
+        }
+        Some(UtilResult(UtilReport { devices }))
     }
 
     /// One file or stored profile streams ([`UtilStream`]): 16 bytes per device op.
