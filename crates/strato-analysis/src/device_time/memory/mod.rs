@@ -116,6 +116,10 @@ impl Default for MemoryOptions {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DeviceMemory {
     pub rank: i64,
+    /// The rank by position in the trace it was computed on (not shown: what a merge of rank
+    /// files renumbers).
+    #[serde(skip)]
+    pub rank_index: u32,
     pub pid: Option<i64>,
     /// Device index as the source numbers it (-1: host memory in Kineto).
     pub device: Option<i64>,
@@ -151,6 +155,10 @@ pub struct AllocRow {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CopyRow {
     pub rank: i64,
+    /// The rank by position in the trace it was computed on (not shown: what a merge of rank
+    /// files renumbers).
+    #[serde(skip)]
+    pub rank_index: u32,
     pub device: i64,
     pub direction: CopyDirection,
     pub count: u64,
@@ -269,7 +277,6 @@ impl MemoryStream {
             copies,
             ..
         } = self;
-        let mut notes = Vec::new();
         let rank_number = |r: RankId| trace.ranks[r.0 as usize].rank.unwrap_or(i64::from(r.0));
         // Allocation events attributed to ops: (rank, pid, device) -> op -> row.
         let ops_by_key = allocation_ops(trace, allocations, ops);
@@ -311,6 +318,7 @@ impl MemoryStream {
             let ops = fold_alloc_rows(ops, options.top_ops);
             devices.push(DeviceMemory {
                 rank: rank_number(track.rank),
+                rank_index: track.rank.0,
                 pid,
                 device,
                 samples: points.len(),
@@ -325,18 +333,12 @@ impl MemoryStream {
                 ops,
             });
         }
-        if devices.is_empty() {
-            notes.push(
-                "no allocation events: the source has no Kineto [memory] events (profile_memory=False) \
-                 or its memory tables are not imported"
-                    .into(),
-            );
-        }
         // Copies.
-        let mut copy_rows: Vec<CopyRow> = copies
+        let copy_rows: Vec<CopyRow> = copies
             .into_iter()
-            .map(|((rank, device, direction), events)| {
-                copy_row(
+            .map(|((rank, device, direction), events)| CopyRow {
+                rank_index: rank,
+                ..copy_row(
                     rank_number(RankId(rank)),
                     device,
                     direction,
@@ -345,13 +347,29 @@ impl MemoryStream {
                 )
             })
             .collect();
-        copy_rows.sort_by_key(|r| (r.rank, r.device, r.direction));
-        if copy_rows.iter().any(|r| r.count > 0 && r.bytes.is_none()) {
+        MemoryReport::of_rows(devices, copy_rows)
+    }
+}
+
+impl MemoryReport {
+    /// The report of these devices (in trace order) and copies: the copies sorted by rank,
+    /// device and direction, and the notes on what is missing.
+    pub fn of_rows(devices: Vec<DeviceMemory>, mut copies: Vec<CopyRow>) -> MemoryReport {
+        let mut notes = Vec::new();
+        if devices.is_empty() {
+            notes.push(
+                "no allocation events: the source has no Kineto [memory] events (profile_memory=False) \
+                 or its memory tables are not imported"
+                    .into(),
+            );
+        }
+        copies.sort_by_key(|r| (r.rank, r.device, r.direction));
+        if copies.iter().any(|r| r.count > 0 && r.bytes.is_none()) {
             notes.push("some copies carry no byte count (import with attributes kept)".into());
         }
         MemoryReport {
             devices,
-            copies: copy_rows,
+            copies,
             notes,
         }
     }
@@ -408,6 +426,7 @@ fn copy_row(
     }
     CopyRow {
         rank,
+        rank_index: 0,
         device,
         direction,
         count,

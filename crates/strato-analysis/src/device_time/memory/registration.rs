@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 use super::{memory, MemoryOptions, MemoryReport, MemoryStream};
 use crate::analyzed::Analyzed;
 use crate::registry::{
-    streamed, Analysis, AnalysisError, Events, InReport, OptionKind, OptionSpec, Reads, Stream,
-    TableSpec,
+    streamed, Analysis, AnalysisError, Events, InReport, OptionKind, OptionSpec, RankPart, Reads,
+    Stream, TableSpec,
 };
 use crate::text::table::{Table, TableFormat};
 
@@ -93,8 +93,37 @@ when), top allocating ops, host<->device copies by direction (sizes, bandwidth o
     };
     /// The report's memory section (its series plots).
     const IN_REPORT: InReport = InReport::OwnSection;
+    /// Each device's series and copies are its rank's alone: several rank files are read one
+    /// at a time.
+    const RANK_BY_RANK: bool = true;
     type Options = MemorySettings;
     type Output = MemoryReport;
+
+    /// The files' devices in input order (the whole job's track order) and their copies, each
+    /// rank numbered as the whole job numbers it; the copies sorted and the notes made over
+    /// the job, as on the whole trace.
+    fn merge(parts: Vec<RankPart<MemoryReport>>, _: &MemorySettings) -> Option<MemoryReport> {
+        let (mut devices, mut copies) = (Vec::new(), Vec::new());
+        for part in parts {
+            let first_rank = part.first_rank;
+            let numbering = RankPart {
+                value: (),
+                first_rank,
+                job_ranks: part.job_ranks,
+            };
+            for mut device in part.value.devices {
+                device.rank = numbering.job_rank(device.rank_index as usize, device.rank);
+                device.rank_index += first_rank;
+                devices.push(device);
+            }
+            for mut copy in part.value.copies {
+                copy.rank = numbering.job_rank(copy.rank_index as usize, copy.rank);
+                copy.rank_index += first_rank;
+                copies.push(copy);
+            }
+        }
+        Some(MemoryReport::of_rows(devices, copies))
+    }
 
     fn run(
         analyzed: &Analyzed<'_>,
