@@ -5,7 +5,10 @@ use std::io::{self, Write};
 
 use super::{report, Attribution, HierarchyReport};
 use crate::analyzed::Analyzed;
-use crate::registry::{Analysis, AnalysisError, Events, NoOptions, OptionSpec, Reads, TableSpec};
+use crate::registry::{
+    merged_ranks, Analysis, AnalysisError, Events, NoOptions, OptionSpec, RankPart, RankRow, Reads,
+    TableSpec,
+};
 use crate::text::table::Table;
 use crate::text::units::pct;
 
@@ -37,11 +40,34 @@ call, a framework op and an annotation";
         events: Events::All,
         args: None,
     };
+    /// A span's parent and a device op's launch are on its own rank: several rank files are
+    /// read one at a time.
+    const RANK_BY_RANK: bool = true;
     type Options = NoOptions;
     type Output = HierarchyReport;
 
     fn run(analyzed: &Analyzed<'_>, _: &NoOptions) -> Result<HierarchyReport, AnalysisError> {
         Ok(report(analyzed))
+    }
+
+    /// The files' ranks in input order, each numbered as the whole job numbers it; the totals
+    /// and span counts added up, the depth the deepest file's.
+    fn merge(parts: Vec<RankPart<HierarchyReport>>, _: &NoOptions) -> Option<HierarchyReport> {
+        let mut total = Attribution::default();
+        let (mut spans, mut spans_with_parent, mut max_depth) = (0, 0, 0);
+        for part in &parts {
+            total.add(&part.value.total);
+            spans += part.value.spans;
+            spans_with_parent += part.value.spans_with_parent;
+            max_depth = max_depth.max(part.value.max_depth);
+        }
+        Some(HierarchyReport {
+            total,
+            spans,
+            spans_with_parent,
+            max_depth,
+            ranks: merged_ranks(parts, |report| report.ranks),
+        })
     }
 
     fn render_text(report: &HierarchyReport, _: &NoOptions) -> String {
@@ -122,4 +148,13 @@ fn write_text(out: &mut Vec<u8>, r: &HierarchyReport) -> io::Result<()> {
         )?;
     }
     Ok(())
+}
+
+impl RankRow for super::RankAttribution {
+    fn rank(&self) -> i64 {
+        self.rank
+    }
+    fn set_rank(&mut self, rank: i64) {
+        self.rank = rank;
+    }
 }
