@@ -349,6 +349,7 @@ mod tests {
         let window: Ns = rows.iter().map(|r| r.3).sum();
         ProcessBreakdown {
             rank: 0,
+            rank_index: 0,
             source: "x".into(),
             pid: 1,
             name: None,

@@ -158,6 +158,10 @@ pub struct OperationTotals {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ProcessBreakdown {
     pub rank: i64,
+    /// The process's rank by position in the trace it was computed on (not shown: what a
+    /// merge of rank files renumbers).
+    #[serde(skip)]
+    pub rank_index: u32,
     pub source: String,
     pub pid: i64,
     pub name: Option<String>,
@@ -624,6 +628,7 @@ fn process_breakdown(
         .and_then(|pr| pr.name.clone());
     ProcessBreakdown {
         rank: rank_number,
+        rank_index: scope.key.rank.0,
         source: info.source.clone(),
         pid,
         name,

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::{breakdown, BreakdownOptions, BreakdownReport};
 use crate::analyzed::Analyzed;
 use crate::registry::{
-    Analysis, AnalysisError, InReport, OptionKind, OptionSpec, Reads, TableSpec,
+    Analysis, AnalysisError, InReport, OptionKind, OptionSpec, RankPart, Reads, TableSpec,
 };
 
 /// The operation-scoped CPU/GPU breakdown per process and its language transitions.
@@ -94,8 +94,40 @@ to the process's window",
     const READS: Reads = Reads::SPANS;
     /// The report's breakdown section (its plots and folded tables).
     const IN_REPORT: InReport = InReport::OwnSection;
+    /// A process's breakdown reads its own rank only: several rank files are read one at a
+    /// time.
+    const RANK_BY_RANK: bool = true;
     type Options = BreakdownSettings;
     type Output = BreakdownReport;
+
+    /// The files' processes in input order, each rank numbered as the whole job numbers it;
+    /// the unattributed device ops added up and the cross-process summary made over the job.
+    fn merge(
+        parts: Vec<RankPart<BreakdownReport>>,
+        _: &BreakdownSettings,
+    ) -> Option<BreakdownReport> {
+        let mut processes = Vec::new();
+        let mut unattributed_device_ops = 0;
+        for part in parts {
+            let first_rank = part.first_rank;
+            let numbering = RankPart {
+                value: (),
+                first_rank,
+                job_ranks: part.job_ranks,
+            };
+            unattributed_device_ops += part.value.unattributed_device_ops;
+            for mut process in part.value.processes {
+                process.rank = numbering.job_rank(process.rank_index as usize, process.rank);
+                process.rank_index += first_rank;
+                processes.push(process);
+            }
+        }
+        Some(BreakdownReport {
+            summary: super::summary(&processes),
+            processes,
+            unattributed_device_ops,
+        })
+    }
 
     fn run(
         analyzed: &Analyzed<'_>,
