@@ -114,17 +114,21 @@ fn rank_by_rank_with_allocation_events_equals_the_whole_job() {
         }
     }
     assert_eq!(merged, 1, "memory reads rank by rank");
-    // An option that changes how rows are keyed: the breakdown's steps kept apart.
-    let breakdown = ANALYSES.iter().find(|a| a.name == "breakdown").unwrap();
-    assert!(breakdown.rank_by_rank);
-    let values = [("per_step".to_owned(), "true".to_owned())];
-    for job in [dir.path().to_path_buf(), data("kineto/param_dlrm8")] {
-        let inputs = vec![job];
-        let by_rank = breakdown.run(&engine, &inputs, &values).expect("runs");
-        let options = breakdown.import_options(&engine).expect("options");
-        let whole = engine.load(&inputs, &options).expect("opens");
-        let at_once = breakdown.run_trace(&whole, &values).expect("runs");
-        assert_eq!(by_rank.json(), at_once.json());
+    // Options that change what each rank's rows hold: the breakdown's steps kept apart, the
+    // loops checked against the steps.
+    for (name, option) in [("breakdown", "per_step"), ("iterations", "check_steps")] {
+        let analysis = ANALYSES.iter().find(|a| a.name == name).unwrap();
+        assert!(analysis.rank_by_rank, "{name}");
+        let values = [(option.to_owned(), "true".to_owned())];
+        for job in [dir.path().to_path_buf(), data("kineto/param_dlrm8")] {
+            let inputs = vec![job];
+            let by_rank = analysis.run(&engine, &inputs, &values).expect("runs");
+            let options = analysis.import_options(&engine).expect("options");
+            let whole = engine.load(&inputs, &options).expect("opens");
+            let at_once = analysis.run_trace(&whole, &values).expect("runs");
+            assert_eq!(by_rank.json(), at_once.json(), "{name} --{option}");
+            assert_eq!(by_rank.text(), at_once.text(), "{name} --{option}");
+        }
     }
 }
 

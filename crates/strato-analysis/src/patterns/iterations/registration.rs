@@ -11,7 +11,7 @@ use super::{
 };
 use crate::analyzed::Analyzed;
 use crate::registry::{
-    Analysis, AnalysisError, Events, InReport, OptionKind, OptionSpec, Reads, TableSpec,
+    Analysis, AnalysisError, Events, InReport, OptionKind, OptionSpec, RankPart, Reads, TableSpec,
 };
 use crate::text::table::{Table, TableFormat};
 use crate::text::units::{fit_ascii, ms_num, us};
@@ -168,6 +168,46 @@ and loop",
     const IN_REPORT: InReport = InReport::OwnSection;
     type Options = IterationsSettings;
     type Output = IterationsResult;
+
+    /// A device's main stream, its loops and their check read its own rank only: several rank
+    /// files are read one at a time.
+    const RANK_BY_RANK: bool = true;
+
+    /// The files' loops (with their checks) and streams without one, in input order, each
+    /// rank numbered as the whole job numbers it (and indexed by its position in the job).
+    fn merge(
+        parts: Vec<RankPart<IterationsResult>>,
+        _: &IterationsSettings,
+    ) -> Option<IterationsResult> {
+        let mut merged = IterationsResult {
+            report: IterationsReport {
+                sequences: Vec::new(),
+                not_found: Vec::new(),
+            },
+            checks: Vec::new(),
+        };
+        for part in parts {
+            let first_rank = part.first_rank;
+            let numbering = RankPart {
+                value: (),
+                first_rank,
+                job_ranks: part.job_ranks,
+            };
+            let IterationsResult { report, checks } = part.value;
+            for mut sequence in report.sequences {
+                sequence.rank = numbering.job_rank(sequence.rank_index as usize, sequence.rank);
+                sequence.rank_index += first_rank;
+                merged.report.sequences.push(sequence);
+            }
+            for mut none in report.not_found {
+                none.rank = numbering.job_rank(none.rank_index as usize, none.rank);
+                none.rank_index += first_rank;
+                merged.report.not_found.push(none);
+            }
+            merged.checks.extend(checks);
+        }
+        Some(merged)
+    }
 
     fn run(
         analyzed: &Analyzed<'_>,

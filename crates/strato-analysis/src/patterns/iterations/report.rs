@@ -65,6 +65,9 @@ pub struct LoopReport {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NoLoop {
     pub rank: i64,
+    /// Index of the rank in the trace (not shown: what a merge of rank files renumbers).
+    #[serde(skip)]
+    pub rank_index: u32,
     pub device: i64,
     pub stream: i64,
     pub ops: usize,
@@ -207,6 +210,7 @@ pub fn iterations(trace: &Trace, options: &IterationOptions) -> IterationsReport
         if loops.is_empty() {
             report.not_found.push(NoLoop {
                 rank: rank_number,
+                rank_index: rank.0,
                 device,
                 stream,
                 ops: ops.len(),
