@@ -219,6 +219,31 @@ impl<T> RankPart<T> {
             _ => local_number,
         }
     }
+
+    /// The value, and how the file's ranks are numbered in the whole job: for results whose
+    /// rows say which of the file's ranks they are ([`RankNumbering::renumber`]), any number
+    /// of rows per rank.
+    pub fn numbered(self) -> (T, RankNumbering) {
+        let numbering = RankPart {
+            value: (),
+            first_rank: self.first_rank,
+            job_ranks: self.job_ranks,
+        };
+        (self.value, RankNumbering(numbering))
+    }
+}
+
+/// How one file's ranks are numbered in the whole job ([`RankPart::numbered`]).
+#[derive(Debug)]
+pub struct RankNumbering(RankPart<()>);
+
+impl RankNumbering {
+    /// A row of the file's `rank_index`-th rank, numbered `rank` in the file: both as the
+    /// whole job gives them ([`RankPart::job_rank`]; the index after the files before it).
+    pub fn renumber(&self, rank: &mut i64, rank_index: &mut u32) {
+        *rank = self.0.job_rank(*rank_index as usize, *rank);
+        *rank_index += self.0.first_rank;
+    }
 }
 
 /// Why an analysis cannot run on a trace (a step asked for that the trace lacks, a

@@ -7,43 +7,16 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+mod common;
+
+use std::path::PathBuf;
 
 use proptest::prelude::*;
 use strato_analysis::distributed::collectives::{Collectives, CollectivesResult};
 use strato_engine::registry::{find, Outcome};
-use strato_engine::{Engine, OpenOptions, Quiet};
+use strato_engine::Engine;
 
-fn data(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data")
-        .join(rel)
-}
-
-fn engine() -> Engine {
-    Engine::new(OpenOptions::default(), Arc::new(Quiet))
-}
-
-/// Every Chrome/Kineto JSON file under `dir`, sorted.
-fn json_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    entries.sort();
-    for path in entries {
-        if path.is_dir() {
-            json_files(&path, out);
-        } else {
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            if name.ends_with(".json") || name.ends_with(".json.gz") {
-                out.push(path);
-            }
-        }
-    }
-}
+use common::{document, engine, shared_json_files};
 
 /// The whole trace's `collectives` JSON of `inputs`.
 fn whole(engine: &Engine, inputs: &[PathBuf]) -> String {
@@ -71,12 +44,7 @@ fn instances(json: &str) -> usize {
 #[test]
 fn every_shared_file_streamed_equals_the_whole_trace() {
     let engine = engine();
-    let mut files = Vec::new();
-    for dir in ["kineto", "rocprof", "tf"] {
-        if data(dir).is_dir() {
-            json_files(&data(dir), &mut files);
-        }
-    }
+    let files = shared_json_files();
     assert!(files.len() >= 30, "{files:?}");
     let store = tempfile::tempdir().unwrap();
     let (mut compared, mut with_collectives, mut left) = (0, 0, 0);
@@ -117,15 +85,6 @@ fn every_shared_file_streamed_equals_the_whole_trace() {
         left >= 1,
         "files of several ranks left to the whole trace: {left}"
     );
-}
-
-/// The `traceEvents` of a shared file, and the document around them.
-fn document(rel: &str) -> serde_json::Value {
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(data(rel)).unwrap())
-        .read_to_string(&mut text)
-        .unwrap();
-    serde_json::from_str(&text).unwrap()
 }
 
 proptest! {

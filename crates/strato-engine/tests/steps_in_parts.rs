@@ -9,9 +9,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::io::Read;
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use proptest::prelude::*;
 use strato_analysis::analyzed::Analyzed;
@@ -20,36 +20,9 @@ use strato_analysis::paths::whatif::{WhatIf, WhatIfSettings};
 use strato_analysis::registry::Analysis;
 use strato_engine::registry::{find, Outcome};
 use strato_engine::steps::PART_SPANS;
-use strato_engine::{Engine, OpenOptions, Quiet};
+use strato_engine::Engine;
 
-fn data(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data")
-        .join(rel)
-}
-
-fn engine() -> Engine {
-    Engine::new(OpenOptions::default(), Arc::new(Quiet))
-}
-
-/// Every Chrome/Kineto JSON file under `dir`, sorted.
-fn json_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    entries.sort();
-    for path in entries {
-        if path.is_dir() {
-            json_files(&path, out);
-        } else {
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            if name.ends_with(".json") || name.ends_with(".json.gz") {
-                out.push(path);
-            }
-        }
-    }
-}
+use common::{data, document, engine, shared_json_files};
 
 /// The whole trace's `critical-path --step STEP` JSON (or its error, after the input's name
 /// as the registry gives it) of `inputs`.
@@ -97,12 +70,7 @@ fn numbers(json: &str) -> Vec<u64> {
 #[test]
 fn every_shared_file_in_parts_equals_the_whole_trace() {
     let engine = engine();
-    let mut files = Vec::new();
-    for dir in ["kineto", "rocprof", "tf"] {
-        if data(dir).is_dir() {
-            json_files(&data(dir), &mut files);
-        }
-    }
+    let files = shared_json_files();
     assert!(files.len() >= 30, "{files:?}");
     let (mut compared, mut with_steps) = (0, 0);
     let store = tempfile::tempdir().unwrap();
@@ -265,15 +233,6 @@ fn partitioned_stores_read_leaf_by_leaf_equal_the_whole_store() {
     assert_eq!(run, whole_store);
 }
 
-/// The `traceEvents` of a shared file, and the document around them.
-fn document(rel: &str) -> serde_json::Value {
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(data(rel)).unwrap())
-        .read_to_string(&mut text)
-        .unwrap();
-    serde_json::from_str(&text).unwrap()
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 8, ..ProptestConfig::default() })]
 
@@ -384,12 +343,7 @@ fn whatif_settings() -> Vec<WhatIfSettings> {
 #[test]
 fn whatif_in_parts_equals_the_whole_trace_on_every_shared_file() {
     let engine = engine();
-    let mut files = Vec::new();
-    for dir in ["kineto", "rocprof", "tf"] {
-        if data(dir).is_dir() {
-            json_files(&data(dir), &mut files);
-        }
-    }
+    let files = shared_json_files();
     let settings = whatif_settings();
     let (mut compared, mut left, mut modules_matched) = (0, 0, 0);
     for file in &files {

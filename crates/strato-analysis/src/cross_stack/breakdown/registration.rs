@@ -109,16 +109,10 @@ to the process's window",
         let mut processes = Vec::new();
         let mut unattributed_device_ops = 0;
         for part in parts {
-            let first_rank = part.first_rank;
-            let numbering = RankPart {
-                value: (),
-                first_rank,
-                job_ranks: part.job_ranks,
-            };
-            unattributed_device_ops += part.value.unattributed_device_ops;
-            for mut process in part.value.processes {
-                process.rank = numbering.job_rank(process.rank_index as usize, process.rank);
-                process.rank_index += first_rank;
+            let (value, numbering) = part.numbered();
+            unattributed_device_ops += value.unattributed_device_ops;
+            for mut process in value.processes {
+                numbering.renumber(&mut process.rank, &mut process.rank_index);
                 processes.push(process);
             }
         }

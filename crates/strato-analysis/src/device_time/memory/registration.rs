@@ -105,20 +105,13 @@ when), top allocating ops, host<->device copies by direction (sizes, bandwidth o
     fn merge(parts: Vec<RankPart<MemoryReport>>, _: &MemorySettings) -> Option<MemoryReport> {
         let (mut devices, mut copies) = (Vec::new(), Vec::new());
         for part in parts {
-            let first_rank = part.first_rank;
-            let numbering = RankPart {
-                value: (),
-                first_rank,
-                job_ranks: part.job_ranks,
-            };
-            for mut device in part.value.devices {
-                device.rank = numbering.job_rank(device.rank_index as usize, device.rank);
-                device.rank_index += first_rank;
+            let (value, numbering) = part.numbered();
+            for mut device in value.devices {
+                numbering.renumber(&mut device.rank, &mut device.rank_index);
                 devices.push(device);
             }
-            for mut copy in part.value.copies {
-                copy.rank = numbering.job_rank(copy.rank_index as usize, copy.rank);
-                copy.rank_index += first_rank;
+            for mut copy in value.copies {
+                numbering.renumber(&mut copy.rank, &mut copy.rank_index);
                 copies.push(copy);
             }
         }

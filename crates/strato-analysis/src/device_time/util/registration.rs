@@ -79,16 +79,9 @@ sampled figure beside true device-busy time, per device";
     fn merge(parts: Vec<RankPart<UtilResult>>, _: &UtilSettings) -> Option<UtilResult> {
         let mut devices = Vec::new();
         for part in parts {
-            let first_rank = part.first_rank;
-            let numbering = RankPart {
-                value: (),
-                first_rank,
-                job_ranks: part.job_ranks,
-            };
-            for mut device in part.value.0.devices {
-                let local = device.rank_index as usize;
-                device.rank = numbering.job_rank(local, device.rank);
-                device.rank_index += first_rank;
+            let (value, numbering) = part.numbered();
+            for mut device in value.0.devices {
+                numbering.renumber(&mut device.rank, &mut device.rank_index);
                 devices.push(device);
             }
         }

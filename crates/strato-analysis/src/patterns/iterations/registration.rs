@@ -187,21 +187,13 @@ and loop",
             checks: Vec::new(),
         };
         for part in parts {
-            let first_rank = part.first_rank;
-            let numbering = RankPart {
-                value: (),
-                first_rank,
-                job_ranks: part.job_ranks,
-            };
-            let IterationsResult { report, checks } = part.value;
+            let (IterationsResult { report, checks }, numbering) = part.numbered();
             for mut sequence in report.sequences {
-                sequence.rank = numbering.job_rank(sequence.rank_index as usize, sequence.rank);
-                sequence.rank_index += first_rank;
+                numbering.renumber(&mut sequence.rank, &mut sequence.rank_index);
                 merged.report.sequences.push(sequence);
             }
             for mut none in report.not_found {
-                none.rank = numbering.job_rank(none.rank_index as usize, none.rank);
-                none.rank_index += first_rank;
+                numbering.renumber(&mut none.rank, &mut none.rank_index);
                 merged.report.not_found.push(none);
             }
             merged.checks.extend(checks);
