@@ -16,7 +16,7 @@ use strato_analysis::distributed::collectives::{Collectives, CollectivesResult};
 use strato_engine::registry::{find, Outcome};
 use strato_engine::Engine;
 
-use common::{document, engine, shared_json_files};
+use common::{engine, shared_json_files, shuffled_and_thinned};
 
 /// The whole trace's `collectives` JSON of `inputs`.
 fn whole(engine: &Engine, inputs: &[PathBuf]) -> String {
@@ -103,14 +103,8 @@ proptest! {
             "kineto/hta_nccl_data.json.gz",
             "kineto/tracelens/mi300_resnet_act_checkpoint.json.gz",
         ][which];
-        let mut doc = document(rel);
-        let events = doc["traceEvents"].as_array_mut().unwrap();
-        let mut rng = fastrand::Rng::with_seed(seed);
-        rng.shuffle(events);
-        events.retain(|_| rng.u32(0..1000) < keep_per_mille);
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("trace.json");
-        std::fs::write(&path, serde_json::to_vec(&doc).unwrap()).unwrap();
+        let path = shuffled_and_thinned(rel, seed, keep_per_mille, |_| false, dir.path());
         let inputs = vec![path];
         let engine = engine();
         let got = streamed(&engine, &inputs).expect("one rank");

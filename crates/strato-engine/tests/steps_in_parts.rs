@@ -22,7 +22,7 @@ use strato_engine::registry::{find, Outcome};
 use strato_engine::steps::PART_SPANS;
 use strato_engine::Engine;
 
-use common::{data, document, engine, shared_json_files};
+use common::{data, engine, shared_json_files, shuffled_and_thinned};
 
 /// The whole trace's `critical-path --step STEP` JSON (or its error, after the input's name
 /// as the registry gives it) of `inputs`.
@@ -250,18 +250,12 @@ proptest! {
             "kineto/hta_df_index_resolver.json.gz",
             "kineto/tracelens/mi300_resnet_act_checkpoint.json.gz",
         ][which];
-        let mut doc = document(rel);
-        let events = doc["traceEvents"].as_array_mut().unwrap();
-        let mut rng = fastrand::Rng::with_seed(seed);
-        rng.shuffle(events);
-        events.retain(|e| {
-            // Step annotations stay, so that the file keeps steps.
-            let step = e["name"].as_str().is_some_and(|n| n.starts_with("ProfilerStep#"));
-            step || rng.u32(0..1000) < keep_per_mille
-        });
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("trace.json");
-        std::fs::write(&path, serde_json::to_vec(&doc).unwrap()).unwrap();
+        // Step annotations stay, so that the file keeps steps.
+        let step = |e: &serde_json::Value| {
+            e["name"].as_str().is_some_and(|n| n.starts_with("ProfilerStep#"))
+        };
+        let path = shuffled_and_thinned(rel, seed, keep_per_mille, step, dir.path());
         let inputs = vec![path];
         let engine = engine();
         let expected = whole(&engine, &inputs, "all");

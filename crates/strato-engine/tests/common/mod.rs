@@ -59,3 +59,22 @@ pub fn document(rel: &str) -> serde_json::Value {
         .unwrap();
     serde_json::from_str(&text).unwrap()
 }
+
+/// The shared gzipped file `rel` rewritten in `dir` as `trace.json` with its events shuffled
+/// (`seed`) and about `keep_per_mille` of them kept, besides those `always` keeps.
+pub fn shuffled_and_thinned(
+    rel: &str,
+    seed: u64,
+    keep_per_mille: u32,
+    always: impl Fn(&serde_json::Value) -> bool,
+    dir: &Path,
+) -> PathBuf {
+    let mut doc = document(rel);
+    let events = doc["traceEvents"].as_array_mut().unwrap();
+    let mut rng = fastrand::Rng::with_seed(seed);
+    rng.shuffle(events);
+    events.retain(|e| always(e) || rng.u32(0..1000) < keep_per_mille);
+    let path = dir.join("trace.json");
+    std::fs::write(&path, serde_json::to_vec(&doc).unwrap()).unwrap();
+    path
+}
