@@ -47,7 +47,7 @@ impl Opening<Info> for Counted {
             let parts = engine.map_ranks(inputs, import, |trace| {
                 let mut counts = EventCounts::default();
                 counts.add(trace);
-                (counts, crate::tables_of(trace))
+                (counts, trace.tables())
             })?;
             if let Some(parts) = parts {
                 let mut tables = Trace::default();

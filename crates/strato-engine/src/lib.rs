@@ -47,7 +47,7 @@ pub use open::{import_warnings, store_read_options, Profile};
 pub use options::{Engine, Listener, OpenOptions, Quiet};
 pub use ranks::{FilePart, Streamed};
 pub use strato_analysis::info::shared_rank_claims;
-pub use stream::{drop_batch_events, tables_of};
+pub use stream::drop_batch_events;
 
 pub use strato_io::ImportOptions;
 pub use strato_trace::Trace;

@@ -413,7 +413,7 @@ fn surveyed<E: Noted>(trace: &Trace, dir: &Path, mut noted: E) -> std::io::Resul
         survey,
         noted,
         summaries: rank_summaries(trace),
-        tables: crate::tables_of(trace),
+        tables: trace.tables(),
     })
 }
 
@@ -618,7 +618,7 @@ fn distribute(
 /// The part of the trace a part's file holds: the trace's tables and the file's spans, with
 /// their args.
 fn part_of(tables: &Trace, file: &SpilledSpans) -> std::io::Result<Trace> {
-    let mut part = crate::tables_of(tables);
+    let mut part = tables.tables();
     part.args = strato_trace::ArgsTable::uncompressed();
     part.spans.reserve(usize::try_from(file.len()).unwrap_or(0));
     for read in file.read()? {

@@ -15,22 +15,6 @@ pub fn drop_batch_events(trace: &mut Trace) {
     trace.clear_events();
 }
 
-/// A copy of `trace`'s tables without its events (no spans, instants, counters, flows or
-/// args): what an analysis that counted the events as they came still needs to present them
-/// (ranks, processes, tracks, devices, strings, clock). [`Trace::append`] of such copies gathers
-/// the tables of a job read rank by rank.
-pub fn tables_of(trace: &Trace) -> Trace {
-    Trace {
-        strings: trace.strings.clone(),
-        ranks: trace.ranks.clone(),
-        processes: trace.processes.clone(),
-        tracks: trace.tracks.clone(),
-        devices: trace.devices.clone(),
-        clock: trace.clock.clone(),
-        ..Trace::default()
-    }
-}
-
 impl Engine {
     /// One trace file imported as [`Engine::open`] imports it alone, its events handed to
     /// `sink` as they are read instead of kept ([`strato_io::import_file_streaming`]: the trace

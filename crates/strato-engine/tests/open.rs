@@ -269,7 +269,7 @@ fn the_summary_of_ranks_read_one_by_one_is_the_summary_of_the_whole() {
             .map_ranks(std::slice::from_ref(&dir), &import, |t| {
                 let mut counts = EventCounts::default();
                 counts.add(t);
-                (counts, strato_engine::tables_of(t))
+                (counts, t.tables())
             })
             .unwrap()
             .expect("Kineto rank files go rank by rank");

@@ -270,6 +270,22 @@ pub struct TrackIndex {
 }
 
 impl Trace {
+    /// A copy of the tables without the events (no spans, instants, counters, flows or args):
+    /// what an analysis that counted the events as they came still needs to present them
+    /// (ranks, processes, tracks, devices, strings, clock). [`Trace::append`] of such copies
+    /// gathers the tables of a job read rank by rank.
+    pub fn tables(&self) -> Trace {
+        Trace {
+            strings: self.strings.clone(),
+            ranks: self.ranks.clone(),
+            processes: self.processes.clone(),
+            tracks: self.tracks.clone(),
+            devices: self.devices.clone(),
+            clock: self.clock.clone(),
+            ..Trace::default()
+        }
+    }
+
     /// Drops the events of a streamed batch once they are consumed (spans, instants, counter
     /// samples and their args; flows and the other tables stay), so memory holds only what
     /// the consumer keeps. The args table left is an uncompressed one, as a streamed batch's.

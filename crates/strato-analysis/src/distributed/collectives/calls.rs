@@ -417,8 +417,9 @@ impl CollectiveSurvey {
         launches.dedup_by_key(|l| (rank_of(l), l.correlation));
         // The spans `rank_summaries` reads, in trace order, as a trace of their own (a launch
         // is read for its place: its name is not).
-        let mut strings = tables.strings.clone();
-        let unnamed = strings.intern("");
+        let mut mini = tables.tables();
+        mini.args = strato_trace::ArgsTable::uncompressed();
+        let unnamed = mini.strings.intern("");
         let mut spans: Vec<(u32, strato_trace::Span, Option<String>)> = kept;
         let held: FxHashSet<u32> = spans.iter().map(|(id, _, _)| *id).collect();
         for l in launches.into_iter().filter(|l| !held.contains(&l.id)) {
@@ -436,16 +437,6 @@ impl CollectiveSurvey {
             spans.push((l.id, span, None));
         }
         spans.sort_unstable_by_key(|(id, _, _)| *id);
-        let mut mini = Trace {
-            strings,
-            ranks: tables.ranks.clone(),
-            processes: tables.processes.clone(),
-            tracks: tables.tracks.clone(),
-            devices: tables.devices.clone(),
-            clock: tables.clock.clone(),
-            args: strato_trace::ArgsTable::uncompressed(),
-            ..Trace::default()
-        };
         let mut ids = Vec::with_capacity(spans.len());
         for (id, mut span, args) in spans {
             span.args = args.as_deref().map(|text| mini.args.push(text));
