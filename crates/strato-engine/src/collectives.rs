@@ -173,25 +173,14 @@ impl Engine {
             return Ok(None);
         }
         let mut survey = CollectiveSurvey::default();
-        let streamed = if strato_store::is_profile_dir(input) {
-            self.stream_stored(inputs, options, &mut |batch| survey.add(batch))?
-        } else {
-            let mut given_up = false;
-            let mut sink = |batch: &mut Trace| {
-                if batch.ranks.len() > 1 || survey.splits_ranks() {
-                    given_up = true;
-                    return Err("several ranks".to_owned());
-                }
-                survey.add(batch);
-                crate::drop_batch_events(batch);
-                Ok(())
-            };
-            match self.stream_file(input, options, &mut sink) {
-                Err(_) if given_up => return Ok(None),
-                other => other?,
+        let mut take = |batch: &Trace| {
+            if batch.ranks.len() > 1 || survey.splits_ranks() {
+                return Err("several ranks".to_owned());
             }
+            survey.add(batch);
+            Ok(())
         };
-        let Some(tables) = streamed else {
+        let Some(tables) = self.stream_one(inputs, options, &mut take)? else {
             return Ok(None);
         };
         if tables.ranks.len() != 1 || survey.splits_ranks() {

@@ -233,26 +233,7 @@ impl Engine {
             ..import.clone()
         };
         let mut gathered = Gathered::new(dir, noted)?;
-        let streamed = if strato_store::is_profile_dir(input) {
-            let mut sink = |batch: &mut Trace| {
-                let _ = gathered.add(batch);
-            };
-            self.stream_stored(inputs, &import, &mut sink)?
-        } else {
-            let mut sink = |batch: &mut Trace| {
-                let added = gathered.add(batch);
-                crate::drop_batch_events(batch);
-                added
-            };
-            match self.stream_file(input, &import, &mut sink) {
-                Err(_) if gathered.not_one_rank => return Ok(None),
-                Err(_) if gathered.failed.is_some() => {
-                    let e = gathered.failed.take().expect("checked");
-                    return Err(gathered.spill_error(e));
-                }
-                other => other?,
-            }
-        };
+        let streamed = self.stream_one(inputs, &import, &mut |batch| gathered.add(batch))?;
         if let Some(e) = gathered.failed.take() {
             return Err(gathered.spill_error(e));
         }

@@ -16,6 +16,41 @@ pub fn drop_batch_events(trace: &mut Trace) {
 }
 
 impl Engine {
+    /// One input, a stored profile or a Chrome/Kineto JSON file, streamed into `take` (a
+    /// profile batch by batch, a file as it is read, each batch's events dropped once taken).
+    /// `take` gives up with `Err`: a file stops being read, a profile's later batches are not
+    /// given to it. `None` when the input does not stream or `take` gave up (the caller knows
+    /// why); an input that cannot be read is the error.
+    pub(crate) fn stream_one(
+        &self,
+        inputs: &[PathBuf],
+        options: &ImportOptions,
+        take: &mut dyn FnMut(&Trace) -> std::result::Result<(), String>,
+    ) -> Result<Option<Trace>> {
+        let [input] = inputs else { return Ok(None) };
+        let mut gave_up = false;
+        let streamed = if strato_store::is_profile_dir(input) {
+            let mut sink = |batch: &mut Trace| {
+                if !gave_up {
+                    gave_up = take(batch).is_err();
+                }
+            };
+            self.stream_stored(inputs, options, &mut sink)?
+        } else {
+            let mut sink = |batch: &mut Trace| {
+                let taken = take(batch);
+                gave_up = taken.is_err();
+                crate::drop_batch_events(batch);
+                taken
+            };
+            match self.stream_file(input, options, &mut sink) {
+                Err(_) if gave_up => return Ok(None),
+                other => other?,
+            }
+        };
+        Ok(streamed.filter(|_| !gave_up))
+    }
+
     /// One trace file imported as [`Engine::open`] imports it alone, its events handed to
     /// `sink` as they are read instead of kept ([`strato_io::import_file_streaming`]: the trace
     /// returned holds every table but the events; secrets redacted unless `keep_secrets`,
