@@ -144,7 +144,8 @@ impl Reads {
 /// batch of events and drops them, so the file's spans are never all held.
 pub trait Stream<T> {
     /// One batch: `batch` holds the batch's events and every table read so far (tracks,
-    /// ranks, strings).
+    /// ranks, strings), and no flows: the engine drops them (an input whose flows link graph
+    /// nodes is read whole).
     fn add(&mut self, batch: &Trace);
     /// The result once the file is read; `trace` holds every table but the events.
     fn finish(self: Box<Self>, trace: &Trace) -> T;

@@ -201,27 +201,35 @@ type ThreadScore = (Ns, usize, usize, Reverse<u32>);
 /// Flattens spans (nested or overlapping, e.g. operations) into disjoint `[start, end)`
 /// segments labelled with the innermost span active there.
 pub fn flatten_innermost(trace: &Trace, ops: &[u32]) -> Vec<(Ns, Ns, u32)> {
-    let mut events: Vec<(Ns, bool, u32)> = Vec::with_capacity(ops.len() * 2);
-    for &i in ops {
+    innermost_segments(ops.iter().map(|&i| {
         let s = &trace.spans[i as usize];
-        if s.end > s.start {
-            events.push((s.start, true, i));
-            events.push((s.end, false, i));
+        (s.start, s.end, i)
+    }))
+}
+
+/// [`flatten_innermost`] of spans given by their extents and ids (`(start, end, id)`), for
+/// callers that keep the extents without the spans (the streamed hierarchy).
+pub(crate) fn innermost_segments(ops: impl Iterator<Item = (Ns, Ns, u32)>) -> Vec<(Ns, Ns, u32)> {
+    let mut events: Vec<(Ns, bool, u32, Ns, Ns)> = Vec::with_capacity(ops.size_hint().0 * 2);
+    for (start, end, i) in ops {
+        if end > start {
+            events.push((start, true, i, start, end));
+            events.push((end, false, i, start, end));
         }
     }
-    events.sort_unstable();
+    events.sort_unstable_by_key(|e| (e.0, e.1, e.2));
     let mut active = Innermost::default();
     let mut out: Vec<(Ns, Ns, u32)> = Vec::new();
     let mut k = 0;
     while k < events.len() {
         let t = events[k].0;
         while k < events.len() && events[k].0 == t {
-            let (_, start, i) = events[k];
-            let span = &trace.spans[i as usize];
+            let (_, start, i, s, e) = events[k];
+            let key = (s, Reverse(e), Level::Operation.code(), i);
             if start {
-                active.insert(span, Level::Operation, i);
+                active.set.insert(key);
             } else {
-                active.remove(span, Level::Operation, i);
+                active.set.remove(&key);
             }
             k += 1;
         }

@@ -1,5 +1,5 @@
 //! Issue 28: the registered analyses that stream one file ([`Analysis::stream`]: `ops`,
-//! `util`, `queue-length`, `memory`, and `kernels` and `gpu-time` beside their own tests) give
+//! `util`, `queue-length`, `memory`, `hierarchy`, and `kernels` and `gpu-time` beside their own tests) give
 //! what they give on the whole trace. Over every Chrome-trace JSON file in `../shared/data` (up
 //! to 2 MB on disk, for a debug CI), imported with spans, instants, counters and every
 //! attribute and handed over in batches of several sizes (one event, odd sizes, the
@@ -11,6 +11,7 @@
 mod common;
 
 use strato_analysis::analyzed::Analyzed;
+use strato_analysis::cross_stack::hierarchy::SpanHierarchy;
 use strato_analysis::cross_stack::ops::Ops;
 use strato_analysis::device_time::memory::Memory;
 use strato_analysis::device_time::queue_length::QueueLength;
@@ -111,4 +112,38 @@ fn memory_streamed_equals_the_whole_trace() {
         r.devices.iter().map(|d| d.samples).sum::<usize>()
     });
     assert!(samples > 1000, "only {samples} allocation samples");
+}
+
+#[test]
+fn hierarchy_streamed_equals_the_whole_trace() {
+    // What the files must hold for the comparison to reach every rule: launches under ops,
+    // annotations found by containment and by time, device ops launched before the trace.
+    let seen = std::cell::Cell::new([0usize; 4]);
+    let launched = streamed_equals_whole::<SpanHierarchy>(|r| {
+        let t = &r.total;
+        assert_eq!(
+            t.with_annotation,
+            t.with_annotation_by_containment + t.with_annotation_by_time
+        );
+        assert!(t.with_launch <= t.device_ops && r.spans_with_parent <= r.spans);
+        let mut s = seen.get();
+        for (k, n) in [
+            t.with_op,
+            t.with_annotation_by_containment,
+            t.with_annotation_by_time,
+            t.launched_before_trace,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            s[k] += n;
+        }
+        seen.set(s);
+        t.with_launch
+    });
+    assert!(
+        launched > 10_000,
+        "only {launched} device ops with a launch"
+    );
+    assert!(seen.get().iter().all(|&n| n > 0), "{:?}", seen.get());
 }

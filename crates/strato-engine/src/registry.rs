@@ -446,18 +446,33 @@ fn streamed<A: Analysis>(
     let Some(mut stream) = A::stream(options) else {
         return Ok(None);
     };
-    if let Some(trace) = engine.stream_stored(inputs, import, &mut |batch| stream.add(batch))? {
+    let mut stored = |batch: &mut Trace| {
+        batch.flows.clear();
+        stream.add(batch);
+    };
+    if let Some(trace) = engine.stream_stored(inputs, import, &mut stored)? {
         return Ok(Some(stream.finish(&trace)));
     }
     let Some(mut stream) = A::stream(options) else {
         return Ok(None);
     };
+    // A stream is handed no flows: the file's are read only to find graph node links (which
+    // send the input to the whole trace), so none is kept (`flow_ends` off: each complete
+    // flow is handed over once, and dropped here).
+    let import = strato_io::ImportOptions {
+        projection: strato_io::Projection {
+            flow_ends: false,
+            ..import.projection
+        },
+        ..import.clone()
+    };
     let mut sink = |batch: &mut Trace| {
         stream.add(batch);
         crate::drop_batch_events(batch);
+        batch.flows.clear();
         Ok(())
     };
-    let Some(trace) = engine.stream_file(input, import, &mut sink)? else {
+    let Some(trace) = engine.stream_file(input, &import, &mut sink)? else {
         return Ok(None);
     };
     Ok(Some(stream.finish(&trace)))

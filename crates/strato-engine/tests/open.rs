@@ -143,6 +143,48 @@ fn streamed_and_rank_by_rank_see_what_the_whole_trace_holds() {
         .is_none());
 }
 
+/// A file whose flows link graph nodes (what `strato export --chrome` writes of an Nsight
+/// Systems trace with graph node events) is not streamed when flows are read: the whole open
+/// maps its replayed kernels to their captured launches, which needs the whole trace.
+#[test]
+fn a_file_with_graph_node_links_is_not_streamed_when_flows_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("graph.json");
+    std::fs::write(
+        &file,
+        r#"{"traceEvents":[
+{"ph":"X","name":"cudaGraphLaunch","cat":"cuda_runtime","ts":1,"dur":2,"pid":1,"tid":1,"args":{"correlation":5}},
+{"ph":"X","name":"k","cat":"kernel","ts":4,"dur":2,"pid":0,"tid":7,"args":{"device":0,"stream":7,"correlation":5}},
+{"ph":"s","name":"node","cat":"graph_node","id":9,"ts":1,"pid":1,"tid":1},
+{"ph":"f","name":"node","cat":"graph_node","id":9,"ts":4,"pid":0,"tid":7,"bp":"e"}]}"#,
+    )
+    .unwrap();
+    let engine = Engine::default();
+    let import = engine.import_options(true).unwrap();
+    assert!(import.projection.flows);
+    let mut seen = 0usize;
+    let mut sink = |batch: &mut Trace| {
+        seen += batch.spans.len();
+        Ok(())
+    };
+    let streamed = engine.stream_file(&file, &import, &mut sink).unwrap();
+    assert!(streamed.is_none(), "read whole instead");
+    assert_eq!(
+        seen, 2,
+        "the sink saw the events before the links were known"
+    );
+    // Without flows the links do not matter: it streams.
+    let spans_only = strato_io::ImportOptions {
+        projection: strato_io::Projection::SPANS,
+        ..import.clone()
+    };
+    let mut sink = |_: &mut Trace| Ok(());
+    assert!(engine
+        .stream_file(&file, &spans_only, &mut sink)
+        .unwrap()
+        .is_some());
+}
+
 const SECRET: &str = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789";
 
 fn trace_with_secret(dir: &Path) -> PathBuf {

@@ -3,7 +3,7 @@
 //! [`Scopes`]. The rules are in the parent module's docs ([`crate::cross_stack::hierarchy`]); the
 //! report built on it is there too.
 
-use strato_trace::{Level, Trace};
+use strato_trace::{Level, Ns, Trace};
 
 use crate::scope::{effective_level, Scopes};
 
@@ -21,7 +21,7 @@ pub const UNDER_OPERATION: u8 = 1;
 /// The span or one of its ancestors is a framework (Backend) op.
 pub const UNDER_BACKEND: u8 = 2;
 
-fn own_flags(level: Level) -> u8 {
+pub(super) fn own_flags(level: Level) -> u8 {
     match level {
         Level::Operation => UNDER_OPERATION,
         Level::Backend => UNDER_BACKEND,
@@ -43,7 +43,7 @@ impl Hierarchy {
         // Containment, track by track; thread tracks first so launches have their flags.
         let mut order: Vec<usize> = (0..trace.tracks.len()).collect();
         order.sort_by_key(|&t| trace.tracks[t].is_device());
-        let mut stack: Vec<u32> = Vec::new();
+        let mut stack: Vec<usize> = Vec::new();
         let mut sorted: Vec<u32> = Vec::new();
         for t in order {
             let device = trace.tracks[t].is_device();
@@ -65,34 +65,27 @@ impl Hierarchy {
                     i,
                 )
             });
-            stack.clear();
-            for &i in &sorted {
-                let s = &trace.spans[i as usize];
-                while let Some(&top) = stack.last() {
-                    let ts = &trace.spans[top as usize];
-                    // `top` cannot contain `s` or anything after it.
-                    if ts.end < s.end || (ts.end == s.start && ts.end > ts.start) {
-                        stack.pop();
+            nest(
+                sorted.len(),
+                |k| {
+                    let i = sorted[k] as usize;
+                    (trace.spans[i].start, trace.spans[i].end, levels[i])
+                },
+                &mut stack,
+                |k, found| {
+                    let i = sorted[k];
+                    let s = &trace.spans[i as usize];
+                    let launched = if device && crate::scope::is_device_work(s.level) {
+                        scopes.launch_of(trace, i)
                     } else {
-                        break;
-                    }
-                }
-                let level = levels[i as usize];
-                let found = stack
-                    .iter()
-                    .rev()
-                    .copied()
-                    .find(|&c| levels[c as usize] <= level);
-                let launched = if device && crate::scope::is_device_work(s.level) {
-                    scopes.launch_of(trace, i)
-                } else {
-                    None
-                };
-                let p = launched.or(found);
-                parent[i as usize] = p;
-                flags[i as usize] = own_flags(level) | p.map_or(0, |p| flags[p as usize]);
-                stack.push(i);
-            }
+                        None
+                    };
+                    let p = launched.or(found.map(|f| sorted[f]));
+                    parent[i as usize] = p;
+                    flags[i as usize] =
+                        own_flags(levels[i as usize]) | p.map_or(0, |p| flags[p as usize]);
+                },
+            );
         }
         Hierarchy { parent, flags }
     }
@@ -109,5 +102,34 @@ impl Hierarchy {
             cur = p;
         }
         out
+    }
+}
+
+/// The containment sweep of one track: its `len` spans sorted by start, longer first, then
+/// level and id (`at(k)`: the `k`-th one's start, end and effective level). Visits each in
+/// that order with the innermost span before it that contains it at the same or a higher
+/// stratum (`visit(k, Some(parent's k))`), the rules of the module docs. `stack` is working
+/// room, cleared first.
+pub(crate) fn nest(
+    len: usize,
+    at: impl Fn(usize) -> (Ns, Ns, Level),
+    stack: &mut Vec<usize>,
+    mut visit: impl FnMut(usize, Option<usize>),
+) {
+    stack.clear();
+    for k in 0..len {
+        let (start, end, level) = at(k);
+        while let Some(&top) = stack.last() {
+            let (top_start, top_end, _) = at(top);
+            // `top` cannot contain this span or anything after it.
+            if top_end < end || (top_end == start && top_end > top_start) {
+                stack.pop();
+            } else {
+                break;
+            }
+        }
+        let found = stack.iter().rev().copied().find(|&c| at(c).2 <= level);
+        visit(k, found);
+        stack.push(k);
     }
 }

@@ -37,9 +37,11 @@ use crate::scope::effective_level;
 
 pub mod index;
 mod registration;
+mod stream;
 mod tree;
 pub use index::{Hierarchy, UNDER_BACKEND, UNDER_OPERATION};
 pub use registration::SpanHierarchy;
+pub use stream::HierarchyStream;
 pub use tree::{parse_time, Tree, TreeResult, TreeSettings};
 
 /// Attribution counts of one rank (or of all).

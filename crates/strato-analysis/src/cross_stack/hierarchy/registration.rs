@@ -3,11 +3,11 @@
 
 use std::io::{self, Write};
 
-use super::{report, Attribution, HierarchyReport};
+use super::{report, Attribution, HierarchyReport, HierarchyStream};
 use crate::analyzed::Analyzed;
 use crate::registry::{
-    merged_ranks, Analysis, AnalysisError, Events, NoOptions, OptionSpec, RankPart, RankRow, Reads,
-    TableSpec,
+    merged_ranks, streamed, Analysis, AnalysisError, Events, NoOptions, OptionSpec, RankPart,
+    RankRow, Reads, Stream, TableSpec,
 };
 use crate::text::table::Table;
 use crate::text::units::pct;
@@ -68,6 +68,16 @@ call, a framework op and an annotation";
             max_depth,
             ranks: merged_ranks(parts, |report| report.ranks),
         })
+    }
+
+    /// One file or stored profile streams ([`HierarchyStream`]): memory holds a few words per
+    /// span, not the spans, their scopes and parent links.
+    fn stream(_: &NoOptions) -> Option<Box<dyn Stream<HierarchyReport>>> {
+        Some(streamed(
+            HierarchyStream::new(),
+            HierarchyStream::add,
+            HierarchyStream::finish,
+        ))
     }
 
     fn render_text(report: &HierarchyReport, _: &NoOptions) -> String {

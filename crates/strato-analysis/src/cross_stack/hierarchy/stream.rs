@@ -1,0 +1,432 @@
+//! [`HierarchyStream`]: the hierarchy report gathered batch by batch, so that `strato
+//! hierarchy` on one file or stored profile never holds the trace's spans (issue 28: the
+//! whole-trace report held every span, the scopes and the parent index, 0.31x the file on a
+//! 1.4 GB trace).
+//!
+//! Kept per span: its extent, id, levels and a few flags (24 bytes, [`Extent`]); per CPU span
+//! with a correlation, its id and correlation (16 bytes); per device span, its correlation
+//! (8 bytes); per (rank, correlation), the launch chosen so far. At the end each track is
+//! sorted and swept as [`super::index::Hierarchy::build`] sweeps it ([`nest`]), thread tracks
+//! first, which gives every span's depth and a launch's flags; then the device ops are counted
+//! as [`super::report`] counts them.
+//!
+//! The rules are the whole-trace ones to the span ([`super::report`], [`crate::scope`]): a
+//! launch is its rank's first accelerator API call on a thread with the correlation, else its
+//! first thread span with it; a process is (rank, pid) of thread tracks with spans, its
+//! annotated thread the one whose operations cover the most time (then more operations, more
+//! CPU spans, the lower track), and a launch is annotated *by time* when an operation is
+//! innermost on that thread at its start. The engine's tests hold the two to the same bytes on
+//! every shared file, in batches of every size.
+
+use rustc_hash::FxHashMap;
+use strato_trace::{Level, Ns, Trace, TrackKind};
+
+use super::index::{nest, own_flags, UNDER_BACKEND, UNDER_OPERATION};
+use super::{Attribution, HierarchyReport, RankAttribution};
+use crate::scope::{effective_level, is_cpu_level, is_device_work, ProcessKey};
+use strato_trace::names::{is_graph_capture_track, is_graph_launch_name};
+
+// The size the docs give (docs/analyses/hierarchy.md, "Cost").
+const _: () = assert!(std::mem::size_of::<Extent>() == 24);
+
+/// [`Extent::bits`]: a thread-state span (no parent, no span's parent).
+const THREAD_STATE: u8 = 1;
+/// [`Extent::bits`]: the span carries a correlation (kept beside it).
+const HAS_CORRELATION: u8 = 2;
+/// [`Extent::bits`]: a graph launch call (`cudaGraphLaunch`, ...).
+const GRAPH_LAUNCH: u8 = 4;
+
+/// One span as the sweep reads it (24 bytes).
+#[derive(Debug, Clone, Copy)]
+struct Extent {
+    start: Ns,
+    end: Ns,
+    /// Its index in the whole trace.
+    index: u32,
+    /// Its effective level ([`effective_level`]).
+    level: Level,
+    /// Its own level.
+    raw: Level,
+    bits: u8,
+}
+
+/// The spans of one track, in trace order.
+#[derive(Debug, Default)]
+struct TrackSpans {
+    spans: Vec<Extent>,
+    /// On a device queue: the correlation of each span (0 without one), beside `spans`.
+    correlations: Vec<u64>,
+}
+
+/// The launch of a (rank, correlation): while streaming, the span chosen so far; after the
+/// thread sweeps, what the report reads of it.
+#[derive(Debug, Clone, Copy)]
+struct Launch {
+    index: u32,
+    api: bool,
+    depth: u32,
+    /// [`UNDER_BACKEND`], [`UNDER_OPERATION`] of the launch, [`BY_TIME`], [`GRAPH_MAPPED`],
+    /// [`GRAPH_LAUNCH`].
+    flags: u8,
+}
+
+/// [`Launch::flags`]: an operation was innermost on the annotated thread at the launch.
+const BY_TIME: u8 = 8;
+/// [`Launch::flags`]: the launch is on a graph-capture track.
+const GRAPH_MAPPED: u8 = 16;
+
+/// The hierarchy report gathered batch by batch ([`HierarchyStream::add`], then
+/// [`HierarchyStream::finish`]).
+#[derive(Debug, Default)]
+pub struct HierarchyStream {
+    /// Spans read so far: the next span's index in the whole trace.
+    seen: u64,
+    tracks: Vec<TrackSpans>,
+    /// Per CPU thread span with a correlation, in trace order: (index, correlation).
+    thread_correlations: Vec<(u32, u64)>,
+    /// (rank, correlation) -> its launch.
+    launches: FxHashMap<(u32, u64), Launch>,
+}
+
+impl HierarchyStream {
+    pub fn new() -> HierarchyStream {
+        HierarchyStream::default()
+    }
+
+    /// Takes one batch of events (`batch` holds every table read so far).
+    pub fn add(&mut self, batch: &Trace) {
+        for span in &batch.spans {
+            let index = self.seen as u32;
+            self.seen += 1;
+            let t = span.track.0 as usize;
+            if self.tracks.len() <= t {
+                self.tracks.resize_with(t + 1, TrackSpans::default);
+            }
+            let track = batch.track(span.track);
+            let mut bits = 0;
+            if crate::scope::is_thread_state(batch, span) {
+                bits |= THREAD_STATE;
+            }
+            if span.correlation.is_some() {
+                bits |= HAS_CORRELATION;
+            }
+            if is_graph_launch_name(batch.str(span.name)) {
+                bits |= GRAPH_LAUNCH;
+            }
+            let spans = &mut self.tracks[t];
+            spans.spans.push(Extent {
+                start: span.start,
+                end: span.end,
+                index,
+                level: effective_level(batch, span),
+                raw: span.level,
+                bits,
+            });
+            if track.is_device() {
+                spans.correlations.push(span.correlation.unwrap_or(0));
+                continue;
+            }
+            let (Some(c), TrackKind::Thread { .. }) = (span.correlation, &track.kind) else {
+                continue;
+            };
+            self.thread_correlations.push((index, c));
+            // The first API call, else the first thread span ([`crate::scope::Scopes`]).
+            let api = span.level == Level::AcceleratorApi;
+            let launch = Launch {
+                index,
+                api,
+                depth: 0,
+                flags: 0,
+            };
+            self.launches
+                .entry((track.rank.0, c))
+                .and_modify(|old| {
+                    if api && !old.api {
+                        *old = launch;
+                    }
+                })
+                .or_insert(launch);
+        }
+    }
+
+    /// The report once the input is read (`trace`: every table but the events).
+    pub fn finish(mut self, trace: &Trace) -> HierarchyReport {
+        let mut tracks = std::mem::take(&mut self.tracks);
+        let annotated = annotated_threads(trace, &tracks);
+        let mut counts = Counts {
+            ranks: vec![Attribution::default(); trace.ranks.len()],
+            first_launch: vec![Ns::MAX; trace.ranks.len()],
+            ..Counts::default()
+        };
+        let mut stack = Vec::new();
+        // Thread (and other host) tracks first, so that launches have their depth and flags.
+        let order = (0..tracks.len()).filter(|&t| !is_device(trace, t));
+        for t in order.chain((0..tracks.len()).filter(|&t| is_device(trace, t))) {
+            if is_device(trace, t) {
+                self.device_track(trace, t, &tracks[t], &mut counts, &mut stack);
+            } else {
+                let spans = std::mem::take(&mut tracks[t].spans);
+                let segments = (annotated.process_of_track.get(t).copied().flatten())
+                    .map_or(&[][..], |p| &annotated.segments[p][..]);
+                self.host_track(trace, t, spans, segments, &mut counts, &mut stack);
+            }
+        }
+        drop(tracks);
+        let mut total = Attribution::default();
+        for a in &counts.ranks {
+            total.add(a);
+        }
+        HierarchyReport {
+            total,
+            spans: self.seen as usize,
+            spans_with_parent: counts.with_parent,
+            max_depth: counts.max_depth as usize,
+            ranks: (counts.ranks.into_iter().enumerate())
+                .map(|(r, counts)| RankAttribution {
+                    rank: trace.ranks[r].rank.unwrap_or(r as i64),
+                    source: trace.ranks[r].source.clone(),
+                    counts,
+                })
+                .collect(),
+        }
+    }
+
+    /// Sweeps host track `t` (`spans`: its spans, in trace order; `segments`: its process's
+    /// annotated thread's operations): depths, parents, and the depth and flags of the
+    /// launches on it.
+    fn host_track(
+        &mut self,
+        trace: &Trace,
+        t: usize,
+        mut spans: Vec<Extent>,
+        segments: &[(Ns, Ns, u32)],
+        counts: &mut Counts,
+        stack: &mut Vec<usize>,
+    ) {
+        let track = &trace.tracks[t];
+        let rank = track.rank.0;
+        let capture = if is_graph_capture_track(track) {
+            GRAPH_MAPPED
+        } else {
+            0
+        };
+        // A launch on this track: its depth and flags, what the report reads of it.
+        let mut launched = |s: &Extent, depth: u32, flags: u8| {
+            if s.bits & HAS_CORRELATION == 0 {
+                return;
+            }
+            let Ok(at) = (self.thread_correlations).binary_search_by_key(&s.index, |c| c.0) else {
+                return; // not a thread span: never a launch
+            };
+            let key = (rank, self.thread_correlations[at].1);
+            let Some(launch) = self.launches.get_mut(&key).filter(|l| l.index == s.index) else {
+                return;
+            };
+            let by_time = if segment_at(segments, s.start).is_some() {
+                BY_TIME
+            } else {
+                0
+            };
+            launch.depth = depth;
+            launch.flags = flags | by_time | capture | (s.bits & GRAPH_LAUNCH);
+            let first = &mut counts.first_launch[rank as usize];
+            *first = (*first).min(s.start);
+        };
+        // Thread states take no part: no parent (depth 0), no flags.
+        for s in spans.iter().filter(|s| s.bits & THREAD_STATE != 0) {
+            launched(s, 0, 0);
+        }
+        spans.retain(|s| s.bits & THREAD_STATE == 0);
+        spans
+            .sort_unstable_by_key(|s| (s.start, std::cmp::Reverse(s.end), s.level.code(), s.index));
+        let mut depth_flags: Vec<(u32, u8)> = vec![(0, 0); spans.len()];
+        let (mut with_parent, mut max_depth) = (0, 0);
+        nest(
+            spans.len(),
+            |k| (spans[k].start, spans[k].end, spans[k].level),
+            stack,
+            |k, found| {
+                let (depth, inherited) =
+                    found.map_or((0, 0), |p| (depth_flags[p].0 + 1, depth_flags[p].1));
+                with_parent += usize::from(found.is_some());
+                max_depth = max_depth.max(depth);
+                let flags = own_flags(spans[k].level) | inherited;
+                depth_flags[k] = (depth, flags);
+                launched(&spans[k], depth, flags);
+            },
+        );
+        counts.with_parent += with_parent;
+        counts.max_depth = counts.max_depth.max(max_depth);
+    }
+
+    /// Sweeps device track `t` (depths and parents) and counts its device ops.
+    fn device_track(
+        &self,
+        trace: &Trace,
+        t: usize,
+        spans: &TrackSpans,
+        counts: &mut Counts,
+        stack: &mut Vec<usize>,
+    ) {
+        let rank = trace.tracks[t].rank.0;
+        let launch_of = |k: usize| {
+            let s = &spans.spans[k];
+            (s.bits & HAS_CORRELATION != 0)
+                .then(|| self.launches.get(&(rank, spans.correlations[k])))
+                .flatten()
+        };
+        // Counted as the whole-trace report counts them.
+        for (k, s) in spans.spans.iter().enumerate() {
+            if !s.raw.is_device_op() {
+                continue;
+            }
+            let a = &mut counts.ranks[rank as usize];
+            let kernel = usize::from(s.raw == Level::DeviceKernel);
+            a.device_ops += 1;
+            a.kernels += kernel;
+            let Some(l) = launch_of(k) else {
+                if s.start < counts.first_launch[rank as usize] {
+                    a.launched_before_trace += 1;
+                    a.kernels_launched_before_trace += kernel;
+                }
+                continue;
+            };
+            a.with_launch += 1;
+            a.kernels_with_launch += kernel;
+            if l.flags & GRAPH_MAPPED != 0 {
+                a.graph_kernels += 1;
+                a.graph_kernels_mapped += 1;
+            } else if l.flags & GRAPH_LAUNCH != 0 {
+                a.graph_kernels += 1;
+            }
+            a.with_op += usize::from(l.flags & UNDER_BACKEND != 0);
+            let annotated = if l.flags & UNDER_OPERATION != 0 {
+                a.with_annotation_by_containment += 1;
+                true
+            } else {
+                let by_time = l.flags & BY_TIME != 0;
+                a.with_annotation_by_time += usize::from(by_time);
+                by_time
+            };
+            a.with_annotation += usize::from(annotated);
+            a.kernels_with_annotation += usize::from(annotated) * kernel;
+        }
+        // Depths: a device op's parent is its launch, else the span around it.
+        let mut order: Vec<u32> = (0..spans.spans.len() as u32)
+            .filter(|&k| spans.spans[k as usize].bits & THREAD_STATE == 0)
+            .collect();
+        order.sort_unstable_by_key(|&k| {
+            let s = &spans.spans[k as usize];
+            (s.start, std::cmp::Reverse(s.end), s.level.code(), s.index)
+        });
+        let mut depths: Vec<u32> = vec![0; order.len()];
+        nest(
+            order.len(),
+            |k| {
+                let s = &spans.spans[order[k] as usize];
+                (s.start, s.end, s.level)
+            },
+            stack,
+            |k, found| {
+                let at = order[k] as usize;
+                let launched = if is_device_work(spans.spans[at].raw) {
+                    launch_of(at)
+                } else {
+                    None
+                };
+                let depth = match (launched, found) {
+                    (Some(l), _) => Some(l.depth + 1),
+                    (None, Some(p)) => Some(depths[p] + 1),
+                    (None, None) => None,
+                };
+                counts.with_parent += usize::from(depth.is_some());
+                depths[k] = depth.unwrap_or(0);
+                counts.max_depth = counts.max_depth.max(depths[k]);
+            },
+        );
+    }
+}
+
+/// The processes of the host tracks and the operation segments of each one's annotated
+/// thread (for [`BY_TIME`]), as [`crate::scope::Scopes::build`] makes them.
+struct Annotated {
+    /// Per track: its process, for thread tracks with spans (graph-capture tracks included).
+    process_of_track: Vec<Option<usize>>,
+    segments: Vec<Vec<(Ns, Ns, u32)>>,
+}
+
+fn annotated_threads(trace: &Trace, tracks: &[TrackSpans]) -> Annotated {
+    type Score = (Ns, usize, usize, std::cmp::Reverse<u32>);
+    let mut index: FxHashMap<ProcessKey, usize> = FxHashMap::default();
+    // Per process: its best thread so far with its score.
+    let mut best: Vec<Option<(Score, usize)>> = Vec::new();
+    let mut process_of_track: Vec<Option<usize>> = vec![None; tracks.len()];
+    for (t, spans) in tracks.iter().enumerate() {
+        let Some(track) = trace.tracks.get(t) else {
+            continue;
+        };
+        let TrackKind::Thread { pid, .. } = track.kind else {
+            continue;
+        };
+        if spans.spans.is_empty() {
+            continue;
+        }
+        let key = ProcessKey {
+            rank: track.rank,
+            pid,
+        };
+        let p = *index.entry(key).or_insert_with(|| {
+            best.push(None);
+            best.len() - 1
+        });
+        process_of_track[t] = Some(p);
+        if is_graph_capture_track(track) {
+            continue;
+        }
+        let ops = spans.spans.iter().filter(|s| s.level == Level::Operation);
+        let covered = crate::device_time::gpu_time::length(&crate::device_time::gpu_time::merge(
+            ops.clone().map(|s| (s.start, s.end)),
+        ));
+        let cpu = spans.spans.iter().filter(|s| is_cpu_level(s.raw)).count();
+        let score = (covered, ops.count(), cpu, std::cmp::Reverse(t as u32));
+        if best[p].as_ref().is_none_or(|b| score > b.0) {
+            best[p] = Some((score, t));
+        }
+    }
+    let segments = best
+        .into_iter()
+        .map(|thread| {
+            let ops = thread.into_iter().flat_map(|(_, t)| {
+                (tracks[t].spans.iter())
+                    .filter(|s| s.level == Level::Operation)
+                    .map(|s| (s.start, s.end, s.index))
+            });
+            crate::scope::innermost_segments(ops)
+        })
+        .collect();
+    Annotated {
+        process_of_track,
+        segments,
+    }
+}
+
+/// What the sweeps count.
+#[derive(Debug, Default)]
+struct Counts {
+    ranks: Vec<Attribution>,
+    /// Per rank: the start of its first launch.
+    first_launch: Vec<Ns>,
+    with_parent: usize,
+    max_depth: u32,
+}
+
+fn is_device(trace: &Trace, t: usize) -> bool {
+    trace.tracks.get(t).is_some_and(|track| track.is_device())
+}
+
+/// The operation of the segment at `t`, as [`crate::scope::ProcessScope::operation_at`].
+fn segment_at(segments: &[(Ns, Ns, u32)], t: Ns) -> Option<u32> {
+    let i = segments.partition_point(|s| s.0 <= t);
+    let seg = segments.get(i.checked_sub(1)?)?;
+    (t < seg.1).then_some(seg.2)
+}
