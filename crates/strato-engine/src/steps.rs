@@ -19,6 +19,7 @@ use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use strato_analysis::analyzed::Analyzed;
 use strato_analysis::distributed::collectives::{
     match_collectives, measure, rank_summaries, RankCollectives,
 };
@@ -30,6 +31,7 @@ use strato_analysis::paths::critical_path::{
     CriticalPathResult, CriticalPathSettings,
 };
 use strato_analysis::paths::whatif::{WhatIf, WhatIfResult, WhatIfSettings};
+use strato_analysis::registry::Analysis;
 use strato_io::spill::{SpanLog, SpilledSpan, SpilledSpans};
 use strato_io::ImportOptions;
 use strato_trace::{Span, SpanId, StrId, Trace, TrackId};
@@ -62,8 +64,8 @@ impl Opening<CriticalPath> for StepWindows {
     }
 }
 
-/// The opening of `whatif`: its steps read as the module docs say (a trace without steps, or
-/// inputs not handled so, left to the whole trace).
+/// The opening of `whatif`: its steps read as the module docs say (a trace without steps read
+/// back whole from the spill; inputs not handled so left to the whole trace).
 #[derive(Debug)]
 pub struct WhatIfSteps;
 
@@ -162,8 +164,9 @@ impl Engine {
 
     /// `whatif` over the steps of `inputs` read in parts of about `part_spans` spans, as
     /// `critical-path --step` reads them (see the module docs): every window, change and
-    /// note the whole trace gives. `None` when the inputs are not handled that way, and for a
-    /// trace without steps (its one window is the whole trace).
+    /// note the whole trace gives. A trace without steps has one window, the whole trace: its
+    /// spans are read back from the spill as one trace. `None` when the inputs are not handled
+    /// that way.
     pub fn whatif_in_parts(
         &self,
         inputs: &[PathBuf],
@@ -183,7 +186,17 @@ impl Engine {
         let windows = (settings.windows(&job.survey.numbers()))
             .map_err(|e| EngineError::Analysis(format!("{}: {e}", input.display())))?;
         let step = match windows {
-            ReplayWindows::Whole => return Ok(None),
+            // One window, the whole trace: its spans read back from the spill as one trace,
+            // so that the input is not read a second time.
+            ReplayWindows::Whole => {
+                let trace = job.whole().map_err(|source| EngineError::Spill {
+                    dir: dir.clone(),
+                    source,
+                })?;
+                let result = WhatIf::run(&Analyzed::new(&trace), settings);
+                return (result.map(Some))
+                    .map_err(|e| EngineError::Analysis(format!("{}: {e}", input.display())));
+            }
             ReplayWindows::Steps(None) => "all".to_owned(),
             ReplayWindows::Steps(Some(n)) => n.to_string(),
         };
@@ -418,6 +431,11 @@ struct Job<E> {
 }
 
 impl<E> Job<E> {
+    /// The whole job as one trace: its tables and every span of its files, with their args.
+    fn whole(self) -> std::io::Result<Trace> {
+        trace_of(&self.tables, job_spans(&self.files))
+    }
+
     /// Reads the steps `step` asks for in parts of about `part_spans` spans, spilled to `dir`,
     /// and hands each part to `visit`, in step order; gives back the job's tables, its
     /// cross-rank inputs and what was noted. Errors name `input`.
@@ -599,14 +617,33 @@ fn distribute(
 /// The part of the trace a part's file holds: the trace's tables and the file's spans, with
 /// their args.
 fn part_of(tables: &Trace, file: &SpilledSpans) -> std::io::Result<Trace> {
-    let mut part = tables.tables();
-    part.args = strato_trace::ArgsTable::uncompressed();
+    let mut part = trace_of(tables, std::iter::empty())?;
     part.spans.reserve(usize::try_from(file.len()).unwrap_or(0));
-    for read in file.read()? {
+    add_spans(&mut part, file.read()?)?;
+    Ok(part)
+}
+
+/// The trace's tables and `spans` (spilled), with their args.
+fn trace_of(
+    tables: &Trace,
+    spans: impl Iterator<Item = std::io::Result<SpilledSpan>>,
+) -> std::io::Result<Trace> {
+    let mut trace = tables.tables();
+    trace.args = strato_trace::ArgsTable::uncompressed();
+    add_spans(&mut trace, spans)?;
+    Ok(trace)
+}
+
+/// Adds `spans` (spilled) to `part`, with their args.
+fn add_spans(
+    part: &mut Trace,
+    spans: impl Iterator<Item = std::io::Result<SpilledSpan>>,
+) -> std::io::Result<()> {
+    for read in spans {
         let read = read?;
         let mut span = read.span;
         span.args = read.args.as_deref().map(|text| part.args.push(text));
         part.spans.push(span);
     }
-    Ok(part)
+    Ok(())
 }

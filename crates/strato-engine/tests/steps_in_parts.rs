@@ -333,13 +333,14 @@ fn whatif_settings() -> Vec<WhatIfSettings> {
 
 /// `whatif` read in parts gives what the whole trace gives, window for window, on every
 /// shared Chrome/Kineto file with steps (parts of one step and of the default size, and each
-/// step alone), with every kind of change; files without steps are left to the whole trace.
+/// step alone), with every kind of change; files without steps are read back whole from the
+/// spill (one window), files of several ranks are left to the whole trace.
 #[test]
 fn whatif_in_parts_equals_the_whole_trace_on_every_shared_file() {
     let engine = engine();
     let files = shared_json_files();
     let settings = whatif_settings();
-    let (mut compared, mut left, mut modules_matched) = (0, 0, 0);
+    let (mut compared, mut left, mut modules_matched, mut whole_windows) = (0, 0, 0, 0);
     for file in &files {
         let inputs = vec![file.clone()];
         for (k, setting) in settings.iter().enumerate() {
@@ -362,6 +363,11 @@ fn whatif_in_parts_equals_the_whole_trace_on_every_shared_file() {
                     file.display()
                 );
                 compared += 1;
+                let v: serde_json::Value =
+                    serde_json::from_str(got.as_deref().unwrap_or("{}")).unwrap();
+                if v["replay"]["steps"][0]["step"] == "whole trace" {
+                    whole_windows += 1;
+                }
                 if k == 1 && part == 1 {
                     let v: serde_json::Value = serde_json::from_str(&got.unwrap()).unwrap();
                     let changes = v["whatif"]["changes"].as_array().unwrap();
@@ -399,7 +405,11 @@ fn whatif_in_parts_equals_the_whole_trace_on_every_shared_file() {
     assert!(compared >= 60, "compared {compared}");
     assert!(
         left >= 4,
-        "files without steps left to the whole trace: {left}"
+        "files of several ranks left to the whole trace: {left}"
+    );
+    assert!(
+        whole_windows >= 1,
+        "files without steps read back whole from the spill: {whole_windows}"
     );
     assert!(modules_matched >= 1, "no module: change matched anything");
 }
