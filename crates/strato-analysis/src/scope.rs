@@ -176,14 +176,19 @@ pub struct Innermost {
 }
 
 impl Innermost {
-    fn key(span: &Span, level: Level, idx: u32) -> (Ns, Reverse<Ns>, u8, u32) {
-        (span.start, Reverse(span.end), level.code(), idx)
-    }
     pub fn insert(&mut self, span: &Span, level: Level, idx: u32) {
-        self.set.insert(Self::key(span, level, idx));
+        self.insert_extent((span.start, span.end), level, idx);
     }
     pub fn remove(&mut self, span: &Span, level: Level, idx: u32) {
-        self.set.remove(&Self::key(span, level, idx));
+        self.remove_extent((span.start, span.end), level, idx);
+    }
+    /// [`Innermost::insert`] of a span given by its `(start, end)`.
+    pub fn insert_extent(&mut self, (start, end): (Ns, Ns), level: Level, idx: u32) {
+        self.set.insert((start, Reverse(end), level.code(), idx));
+    }
+    /// [`Innermost::remove`] of a span given by its `(start, end)`.
+    pub fn remove_extent(&mut self, (start, end): (Ns, Ns), level: Level, idx: u32) {
+        self.set.remove(&(start, Reverse(end), level.code(), idx));
     }
     /// The innermost active span and its level code.
     pub fn get(&self) -> Option<(u32, u8)> {
@@ -225,11 +230,10 @@ pub(crate) fn innermost_segments(ops: impl Iterator<Item = (Ns, Ns, u32)>) -> Ve
         let t = events[k].0;
         while k < events.len() && events[k].0 == t {
             let (_, start, i, s, e) = events[k];
-            let key = (s, Reverse(e), Level::Operation.code(), i);
             if start {
-                active.set.insert(key);
+                active.insert_extent((s, e), Level::Operation, i);
             } else {
-                active.set.remove(&key);
+                active.remove_extent((s, e), Level::Operation, i);
             }
             k += 1;
         }
@@ -415,6 +419,105 @@ impl Scopes {
         s.correlation
             .and_then(|c| self.launch.get(&(rank, c)).copied())
     }
+}
+
+/// The processes of a trace's thread tracks, as [`Scopes::build`] makes them, for a caller
+/// that kept its own copies of the spans (the streamed analyses): `facts(t)` says of thread
+/// track `t` whether it has spans and, if so, what ranks it as the annotated thread
+/// (operation time covered, operation spans, CPU spans).
+#[derive(Debug, Default)]
+pub(crate) struct ProcessTracks {
+    /// Sorted by key, as [`Scopes::processes`].
+    pub keys: Vec<ProcessKey>,
+    pub threads: Vec<Vec<TrackId>>,
+    pub graph_capture: Vec<Vec<TrackId>>,
+    pub annotated: Vec<Option<TrackId>>,
+    /// Per track: its process (graph-capture tracks included).
+    pub process_of_track: Vec<Option<usize>>,
+}
+
+impl ProcessTracks {
+    pub(crate) fn build(
+        trace: &Trace,
+        tracks: usize,
+        facts: impl Fn(usize) -> Option<(Ns, usize, usize)>,
+    ) -> ProcessTracks {
+        let mut by_key: std::collections::BTreeMap<ProcessKey, (Vec<TrackId>, Vec<TrackId>)> =
+            std::collections::BTreeMap::new();
+        let mut scores: Vec<Option<(Ns, usize, usize)>> = vec![None; tracks];
+        for (t, score) in scores.iter_mut().enumerate() {
+            let Some(track) = trace.tracks.get(t) else {
+                continue;
+            };
+            let TrackKind::Thread { pid, .. } = track.kind else {
+                continue;
+            };
+            let Some(facts) = facts(t) else { continue };
+            let key = ProcessKey {
+                rank: track.rank,
+                pid,
+            };
+            let entry = by_key.entry(key).or_default();
+            if strato_trace::names::is_graph_capture_track(track) {
+                entry.1.push(TrackId(t as u32));
+            } else {
+                entry.0.push(TrackId(t as u32));
+                *score = Some(facts);
+            }
+        }
+        let mut out = ProcessTracks {
+            process_of_track: vec![None; tracks],
+            ..ProcessTracks::default()
+        };
+        for (p, (key, (threads, capture))) in by_key.into_iter().enumerate() {
+            let mut best: Option<(ThreadScore, TrackId)> = None;
+            for &t in &threads {
+                let (covered, ops, cpu) = scores[t.0 as usize].unwrap_or_default();
+                let score = (covered, ops, cpu, Reverse(t.0));
+                if best.as_ref().is_none_or(|b| score > b.0) {
+                    best = Some((score, t));
+                }
+            }
+            for t in threads.iter().chain(&capture) {
+                out.process_of_track[t.0 as usize] = Some(p);
+            }
+            out.keys.push(key);
+            out.annotated.push(best.map(|b| b.1));
+            out.threads.push(threads);
+            out.graph_capture.push(capture);
+        }
+        out
+    }
+
+    /// Per rank: its only process, `None` when it has several.
+    pub(crate) fn only_process(&self) -> FxHashMap<u32, Option<usize>> {
+        let mut only: FxHashMap<u32, Option<usize>> = FxHashMap::default();
+        for (i, key) in self.keys.iter().enumerate() {
+            only.entry(key.rank.0)
+                .and_modify(|v| *v = None)
+                .or_insert(Some(i));
+        }
+        only
+    }
+}
+
+/// What ranks a thread as its process's annotated thread ([`ProcessTracks::build`]'s facts),
+/// from its spans' `(start, end, effective level, own level)`: the time its operations cover,
+/// its operations, its CPU spans.
+pub(crate) fn thread_score(
+    spans: impl Iterator<Item = (Ns, Ns, Level, Level)> + Clone,
+) -> (Ns, usize, usize) {
+    let ops = spans.clone().filter(|s| s.2 == Level::Operation);
+    let covered = crate::device_time::gpu_time::length(&crate::device_time::gpu_time::merge(
+        ops.clone().map(|s| (s.0, s.1)),
+    ));
+    let cpu = spans.filter(|s| is_cpu_level(s.3)).count();
+    (covered, ops.count(), cpu)
+}
+
+/// The operation of the segment at `t` ([`ProcessScope::operation_at`] over `segments`).
+pub(crate) fn operation_in(segments: &[OpSegment], t: Ns) -> Option<u32> {
+    segment_at(segments, t)
 }
 
 /// Display label of an operation: step markers fold into `ProfilerStep#*` unless `per_step`.

@@ -1,5 +1,5 @@
 //! Issue 28: the registered analyses that stream one file ([`Analysis::stream`]: `ops`,
-//! `util`, `queue-length`, `memory`, `hierarchy`, and `kernels` and `gpu-time` beside their own tests) give
+//! `util`, `queue-length`, `memory`, `hierarchy`, `breakdown`, and `kernels` and `gpu-time` beside their own tests) give
 //! what they give on the whole trace. Over every Chrome-trace JSON file in `../shared/data` (up
 //! to 2 MB on disk, for a debug CI), imported with spans, instants, counters and every
 //! attribute and handed over in batches of several sizes (one event, odd sizes, the
@@ -11,6 +11,7 @@
 mod common;
 
 use strato_analysis::analyzed::Analyzed;
+use strato_analysis::cross_stack::breakdown::{Breakdown, BreakdownSettings};
 use strato_analysis::cross_stack::hierarchy::SpanHierarchy;
 use strato_analysis::cross_stack::ops::Ops;
 use strato_analysis::device_time::memory::Memory;
@@ -23,19 +24,26 @@ use strato_trace::Trace;
 /// Checks `A` streamed against the whole trace on every file; sums `measure` of the whole
 /// results (what the test asserts was there to compare).
 fn streamed_equals_whole<A: Analysis>(measure: impl Fn(&A::Output) -> usize) -> usize {
+    streamed_equals_whole_with::<A>(&A::Options::default(), measure)
+}
+
+/// [`streamed_equals_whole`] with `settings`.
+fn streamed_equals_whole_with<A: Analysis>(
+    settings: &A::Options,
+    measure: impl Fn(&A::Output) -> usize,
+) -> usize {
     let options = ImportOptions {
         args_scope: ArgsScope::All,
         projection: Projection::NO_FLOWS,
         ..ImportOptions::default()
     };
-    let settings = A::Options::default();
     let files = common::chrome_files();
     assert!(files.len() >= 5, "expected the shared data's JSON traces");
     let mut measured = 0;
     for path in &files {
         let what = path.display().to_string();
         let whole = strato_io::import_file(path, &options).unwrap();
-        let expected = A::run(&Analyzed::new(&whole), &settings).unwrap();
+        let expected = A::run(&Analyzed::new(&whole), settings).unwrap();
         measured += measure(&expected);
         let expected = serde_json::to_string(&expected).unwrap();
         // Batches of one event on the small files only (a debug build is slow).
@@ -46,7 +54,7 @@ fn streamed_equals_whole<A: Analysis>(measure: impl Fn(&A::Output) -> usize) -> 
             &[4093, strato_io::chrome::SINK_EVENTS]
         };
         for &batch in batches {
-            let mut stream = A::stream(&settings).expect("the analysis streams");
+            let mut stream = A::stream(settings).expect("the analysis streams");
             let mut sink = |t: &mut Trace| {
                 stream.add(t);
                 t.clear_events();
@@ -146,4 +154,71 @@ fn hierarchy_streamed_equals_the_whole_trace() {
         "only {launched} device ops with a launch"
     );
     assert!(seen.get().iter().all(|&n| n > 0), "{:?}", seen.get());
+}
+
+#[test]
+fn breakdown_streamed_equals_the_whole_trace() {
+    // Rows that conserve each window, and what the comparison must reach: device ops given
+    // by launch and by the only process, transitions, and operations.
+    let seen = std::cell::Cell::new([0usize; 3]);
+    let processes = streamed_equals_whole::<Breakdown>(|r| {
+        let mut s = seen.get();
+        for p in &r.processes {
+            assert_eq!(
+                p.rows.iter().map(|row| row.time_ns).sum::<i64>(),
+                p.window_ns
+            );
+            s[0] += p.device_ops - p.device_ops_without_launch;
+            s[1] += p.transitions.len();
+            s[2] += p.operations.len();
+        }
+        seen.set(s);
+        r.processes.len()
+    });
+    assert!(processes >= 10, "only {processes} processes");
+    assert!(seen.get().iter().all(|&n| n > 0), "{:?}", seen.get());
+    // Steps kept apart.
+    let per_step = BreakdownSettings {
+        per_step: true,
+        ..BreakdownSettings::default()
+    };
+    let steps = streamed_equals_whole_with::<Breakdown>(&per_step, |r| {
+        (r.processes.iter().flat_map(|p| &p.operations))
+            .filter(|o| o.operation.starts_with("ProfilerStep#") && !o.operation.ends_with('*'))
+            .count()
+    });
+    assert!(steps >= 10, "only {steps} steps kept apart");
+}
+
+/// `breakdown` and `hierarchy` streamed over a trace with OS data (an Nsight Systems export with
+/// `SCHED_EVENTS`: thread states and slow system calls on several threads), as a stored
+/// profile of it streams: its spans handed over in batches of several sizes.
+#[test]
+fn streams_with_os_data_equal_the_whole_trace() {
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data/nsys/pipit_cloverleaf_cuda.sqlite");
+    let whole = strato_io::import_paths(&[path], &ImportOptions::default()).unwrap();
+    let states = (whole.spans.iter())
+        .filter(|s| {
+            whole.str(s.category) == strato_analysis::cross_stack::breakdown::THREAD_STATE_CATEGORY
+        })
+        .count();
+    assert!(states > 100, "only {states} thread states");
+    fn check<A: Analysis>(whole: &Trace) {
+        let settings = A::Options::default();
+        let expected = A::run(&Analyzed::new(whole), &settings).unwrap();
+        let expected = serde_json::to_string(&expected).unwrap();
+        for batch in [1_000, 65_536, whole.spans.len().max(1)] {
+            let mut stream = A::stream(&settings).expect("the analysis streams");
+            for spans in whole.spans.chunks(batch) {
+                let mut part = whole.tables();
+                part.spans = spans.to_vec();
+                stream.add(&part);
+            }
+            let got = serde_json::to_string(&stream.finish(&whole.tables())).unwrap();
+            assert!(got == expected, "{}: batches of {batch} differ", A::NAME);
+        }
+    }
+    check::<Breakdown>(&whole);
+    check::<SpanHierarchy>(&whole);
 }

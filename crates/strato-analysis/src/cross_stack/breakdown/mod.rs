@@ -38,12 +38,14 @@ use strato_trace::{Level, Ns, Trace};
 use crate::analyzed::Analyzed;
 
 mod registration;
+mod stream;
 mod text;
 use crate::cross_stack::hierarchy::Hierarchy;
 use crate::scope::{
     effective_level, is_cpu_level, is_thread_state, operation_label, AttributedBy, Scopes,
 };
 pub use registration::{Breakdown, BreakdownSettings};
+pub use stream::BreakdownStream;
 pub use text::{write_csv, write_text};
 
 /// The label used outside any operation or phase.
@@ -281,9 +283,15 @@ struct Labels {
 const NO_LABEL: u32 = u32::MAX;
 
 impl Labels {
-    fn of(&mut self, trace: &Trace, span: Option<u32>, per_step: bool) -> u32 {
+    fn of(
+        &mut self,
+        trace: &Trace,
+        spans: &impl SpanFacts,
+        span: Option<u32>,
+        per_step: bool,
+    ) -> u32 {
         let Some(span) = span else { return NO_LABEL };
-        let name = trace.spans[span as usize].name;
+        let name = spans.name(span);
         if let Some(&l) = self.by_span_name.get(&(name.0, per_step)) {
             return l;
         }
@@ -313,6 +321,85 @@ impl Labels {
     }
 }
 
+/// What the breakdown's sweep reads of a span by its id: the whole trace's spans, or the
+/// copies [`stream::BreakdownStream`] keeps. Ids are in trace order either way (the sweep
+/// breaks ties by id).
+pub(super) trait SpanFacts {
+    /// Start and end.
+    fn extent(&self, i: u32) -> (Ns, Ns);
+    /// Its own level.
+    fn level(&self, i: u32) -> Level;
+    fn name(&self, i: u32) -> strato_trace::StrId;
+}
+
+impl SpanFacts for Trace {
+    fn extent(&self, i: u32) -> (Ns, Ns) {
+        let s = &self.spans[i as usize];
+        (s.start, s.end)
+    }
+    fn level(&self, i: u32) -> Level {
+        self.spans[i as usize].level
+    }
+    fn name(&self, i: u32) -> strato_trace::StrId {
+        self.spans[i as usize].name
+    }
+}
+
+/// What one process gives the sweep ([`sweep`]): the starts of its spans by kind, its
+/// annotated thread's states, the extent of its window, and its device ops with the label of
+/// the operation that launched each.
+#[derive(Default)]
+struct Gathered {
+    /// (start, kind, span) of every span the sweep opens and closes.
+    events: Vec<(Ns, Kind, u32)>,
+    /// The annotated thread's thread-state spans (clipped to the window by the sweep).
+    states: Vec<u32>,
+    lo: Ns,
+    hi: Ns,
+    /// Per device op: its operation's label.
+    device_label: FxHashMap<u32, u32>,
+    /// The device ops, in trace order.
+    device_ops: Vec<u32>,
+    without_launch: usize,
+}
+
+impl Gathered {
+    fn new() -> Gathered {
+        Gathered {
+            lo: Ns::MAX,
+            hi: Ns::MIN,
+            ..Gathered::default()
+        }
+    }
+
+    /// A span of the process: it widens the window, and with a `kind` the sweep opens it.
+    fn push(&mut self, spans: &impl SpanFacts, kind: Option<Kind>, i: u32) {
+        let (start, end) = spans.extent(i);
+        self.lo = self.lo.min(start);
+        self.hi = self.hi.max(end);
+        if let Some(kind) = kind {
+            if end > start {
+                self.events.push((start, kind, i));
+            }
+        }
+    }
+
+    /// What a CPU-thread span that is neither a thread state nor skipped is to the sweep,
+    /// given its effective level (`annotated`: it is on the annotated thread): `Some(kind)`
+    /// the sweep opens it, `Some(None)` it only widens the window, `None` it is ignored.
+    fn kind_of(level: Level, annotated: bool) -> Option<Option<Kind>> {
+        Some(match level {
+            Level::Operation if annotated => Some(Kind::Op),
+            Level::Phase => Some(Kind::Phase),
+            l if is_cpu_level(l) && annotated => Some(Kind::AnnotCpu),
+            l if is_cpu_level(l) => Some(Kind::OtherCpu),
+            Level::Other => return None,
+            // Operations on other threads, stray device-level spans: window only.
+            _ => None,
+        })
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn process_breakdown(
     trace: &Trace,
@@ -325,35 +412,16 @@ fn process_breakdown(
     labels: &mut Labels,
 ) -> ProcessBreakdown {
     let per_step = options.per_step;
-    let info = &trace.ranks[scope.key.rank.0 as usize];
-    let rank_number = info.rank.unwrap_or(i64::from(scope.key.rank.0));
     // The spans' starts: (time, kind, span). Their ends are met in the sweep below as the
     // spans start (a heap of the open spans), not held for every span.
-    let mut events: Vec<(Ns, Kind, u32)> = Vec::new();
-    let mut state_events: Vec<u32> = Vec::new();
-    let mut lo = Ns::MAX;
-    let mut hi = Ns::MIN;
-    let push = |events: &mut Vec<(Ns, Kind, u32)>,
-                lo: &mut Ns,
-                hi: &mut Ns,
-                kind: Option<Kind>,
-                i: u32| {
-        let s = &trace.spans[i as usize];
-        *lo = (*lo).min(s.start);
-        *hi = (*hi).max(s.end);
-        if let Some(kind) = kind {
-            if s.end > s.start {
-                events.push((s.start, kind, i));
-            }
-        }
-    };
+    let mut g = Gathered::new();
     for &t in &scope.threads {
         let annotated = scope.annotated == Some(t);
         for &i in &scopes.by_track[t.0 as usize] {
             let s = &trace.spans[i as usize];
             if is_thread_state(trace, s) {
                 if annotated && s.end > s.start {
-                    state_events.push(i);
+                    g.states.push(i);
                 }
                 continue;
             }
@@ -362,35 +430,92 @@ fn process_breakdown(
             if !annotated && is_os_syscall(trace, s) {
                 continue;
             }
-            let level = effective_level(trace, s);
-            let kind = match level {
-                Level::Operation if annotated => Kind::Op,
-                Level::Phase => Kind::Phase,
-                l if is_cpu_level(l) && annotated => Kind::AnnotCpu,
-                l if is_cpu_level(l) => Kind::OtherCpu,
-                Level::Other => continue,
-                // Operations on other threads, stray device-level spans: window only.
-                _ => {
-                    push(&mut events, &mut lo, &mut hi, None, i);
-                    continue;
-                }
-            };
-            push(&mut events, &mut lo, &mut hi, Some(kind), i);
+            if let Some(kind) = Gathered::kind_of(effective_level(trace, s), annotated) {
+                g.push(trace, kind, i);
+            }
         }
     }
-    let mut device_label: FxHashMap<u32, u32> = FxHashMap::default();
-    let mut without_launch = 0;
     for o in owners {
-        push(&mut events, &mut lo, &mut hi, Some(Kind::Device), o.span);
-        device_label.insert(o.span, labels.of(trace, o.operation, per_step));
-        without_launch += usize::from(o.by == AttributedBy::OnlyProcess);
+        g.push(trace, Some(Kind::Device), o.span);
+        let label = labels.of(trace, trace, o.operation, per_step);
+        g.device_label.insert(o.span, label);
+        g.device_ops.push(o.span);
+        g.without_launch += usize::from(o.by == AttributedBy::OnlyProcess);
     }
+    let swept = sweep(trace, trace, g, per_step, labels);
+    let transitions = transitions(trace, scopes, h, p, scope, labels, per_step);
+    let annotated_tid = scope.annotated.and_then(|t| match trace.track(t).kind {
+        strato_trace::TrackKind::Thread { tid, .. } => Some(tid),
+        _ => None,
+    });
+    assemble(trace, scope.key, annotated_tid, swept, transitions)
+}
+
+/// What the sweep of one process gives.
+struct Swept {
+    window_start: Ns,
+    window_end: Ns,
+    rows: Vec<Row>,
+    operations: Vec<OperationTotals>,
+    device_ops: usize,
+    without_launch: usize,
+}
+
+/// The process's breakdown from its sweep and transitions.
+fn assemble(
+    trace: &Trace,
+    key: crate::scope::ProcessKey,
+    annotated_tid: Option<i64>,
+    swept: Swept,
+    transitions: Vec<Transition>,
+) -> ProcessBreakdown {
+    let info = &trace.ranks[key.rank.0 as usize];
+    let pid = key.pid;
+    let name = (trace.processes.iter())
+        .find(|pr| pr.rank == key.rank && pr.pid == pid)
+        .and_then(|pr| pr.name.clone());
+    ProcessBreakdown {
+        rank: info.rank.unwrap_or(i64::from(key.rank.0)),
+        rank_index: key.rank.0,
+        source: info.source.clone(),
+        pid,
+        name,
+        annotated_tid,
+        window_start_ns: swept.window_start,
+        window_end_ns: swept.window_end,
+        window_ns: swept.window_end - swept.window_start,
+        rows: swept.rows,
+        operations: swept.operations,
+        transitions,
+        device_ops: swept.device_ops,
+        device_ops_without_launch: swept.without_launch,
+    }
+}
+
+/// The sweep of one process's spans (`g`, their facts read from `spans`): its window cut at
+/// every boundary into rows (see the module docs), and the operations' totals.
+fn sweep(
+    trace: &Trace,
+    spans: &impl SpanFacts,
+    g: Gathered,
+    per_step: bool,
+    labels: &mut Labels,
+) -> Swept {
+    let Gathered {
+        mut events,
+        states: state_events,
+        lo,
+        hi,
+        device_label,
+        device_ops,
+        without_launch,
+    } = g;
     // Thread states inside the window only (they do not widen it).
     let has_states = !state_events.is_empty();
     let (w_lo, w_hi) = if lo <= hi { (lo, hi) } else { (0, 0) };
     for i in state_events {
-        let s = &trace.spans[i as usize];
-        let (from, to) = (s.start.max(w_lo), s.end.min(w_hi));
+        let (start, end) = spans.extent(i);
+        let (from, to) = (start.max(w_lo), end.min(w_hi));
         if to > from {
             events.push((from, Kind::ThreadState, i));
         }
@@ -398,7 +523,7 @@ fn process_breakdown(
     events.sort_unstable();
     // Where a span started in `events` ends: a thread state at the window's end.
     let end_of = |kind: Kind, i: u32| {
-        let end = trace.spans[i as usize].end;
+        let end = spans.extent(i).1;
         if kind == Kind::ThreadState {
             end.min(w_hi)
         } else {
@@ -450,31 +575,31 @@ fn process_breakdown(
                     _ => break,
                 },
             };
-            let s = &trace.spans[i as usize];
+            let extent = spans.extent(i);
             match kind {
                 Kind::AnnotCpu => {
                     if start {
-                        cpu.insert(s, s.level, i)
+                        cpu.insert_extent(extent, spans.level(i), i)
                     } else {
-                        cpu.remove(s, s.level, i)
+                        cpu.remove_extent(extent, spans.level(i), i)
                     }
                 }
                 Kind::Op => {
                     if start {
-                        ops.insert(s, Level::Operation, i)
+                        ops.insert_extent(extent, Level::Operation, i)
                     } else {
-                        ops.remove(s, Level::Operation, i)
+                        ops.remove_extent(extent, Level::Operation, i)
                     }
                 }
                 Kind::Phase => {
                     if start {
-                        phases.insert(s, Level::Phase, i)
+                        phases.insert_extent(extent, Level::Phase, i)
                     } else {
-                        phases.remove(s, Level::Phase, i)
+                        phases.remove_extent(extent, Level::Phase, i)
                     }
                 }
                 Kind::OtherCpu => {
-                    let slot = &mut other_levels[s.level.code() as usize];
+                    let slot = &mut other_levels[spans.level(i).code() as usize];
                     if start {
                         *slot += 1;
                     } else {
@@ -483,16 +608,17 @@ fn process_breakdown(
                 }
                 Kind::Device => {
                     if start {
-                        devices.insert((s.start, i));
+                        devices.insert((extent.0, i));
                     } else {
-                        devices.remove(&(s.start, i));
+                        devices.remove(&(extent.0, i));
                     }
                 }
                 Kind::ThreadState => {
                     if start {
+                        let name = spans.name(i);
                         let l = *state_label
-                            .entry(s.name.0)
-                            .or_insert_with(|| labels.intern(trace.str(s.name)));
+                            .entry(name.0)
+                            .or_insert_with(|| labels.intern(trace.str(name)));
                         states.push((i, l));
                     } else if let Some(at) = states.iter().rposition(|&(j, _)| j == i) {
                         states.remove(at);
@@ -513,10 +639,10 @@ fn process_breakdown(
             })
             .or(op.map(|_| Level::Python));
         let gpu = !devices.is_empty();
-        let phase = labels.of(trace, phases.get().map(|(i, _)| i), true);
+        let phase = labels.of(trace, spans, phases.get().map(|(i, _)| i), true);
         let (resource, op_label) = match (level.is_some(), gpu) {
-            (true, true) => (Resource::CpuGpu, labels.of(trace, op, per_step)),
-            (true, false) => (Resource::Cpu, labels.of(trace, op, per_step)),
+            (true, true) => (Resource::CpuGpu, labels.of(trace, spans, op, per_step)),
+            (true, false) => (Resource::Cpu, labels.of(trace, spans, op, per_step)),
             (false, true) => {
                 let first = devices.first().map(|d| d.1);
                 let l = first
@@ -530,6 +656,7 @@ fn process_breakdown(
         current_key = (phase, op_label, resource, level, state);
     }
     emit(&mut rows, current_key, cursor, window_end);
+    drop(events);
 
     // Rows, sorted by time.
     let mut out_rows: Vec<Row> = rows
@@ -589,12 +716,11 @@ fn process_breakdown(
         }
     }
     let mut launched: FxHashMap<u32, Vec<(Ns, Ns)>> = FxHashMap::default();
-    for o in owners {
-        let s = &trace.spans[o.span as usize];
+    for &i in &device_ops {
         launched
-            .entry(device_label[&o.span])
+            .entry(device_label[&i])
             .or_default()
-            .push((s.start, s.end));
+            .push(spans.extent(i));
     }
     for (l, intervals) in launched {
         let name = labels.text(l).to_owned();
@@ -613,34 +739,13 @@ fn process_breakdown(
             .then_with(|| a.operation.cmp(&b.operation))
     });
 
-    let transitions = transitions(trace, scopes, h, p, scope, labels, per_step);
-    let (pid, annotated_tid) = (
-        scope.key.pid,
-        scope.annotated.and_then(|t| match trace.track(t).kind {
-            strato_trace::TrackKind::Thread { tid, .. } => Some(tid),
-            _ => None,
-        }),
-    );
-    let name = trace
-        .processes
-        .iter()
-        .find(|pr| pr.rank == scope.key.rank && pr.pid == pid)
-        .and_then(|pr| pr.name.clone());
-    ProcessBreakdown {
-        rank: rank_number,
-        rank_index: scope.key.rank.0,
-        source: info.source.clone(),
-        pid,
-        name,
-        annotated_tid,
-        window_start_ns: window_start,
-        window_end_ns: window_end,
-        window_ns: window_end - window_start,
+    Swept {
+        window_start,
+        window_end,
         rows: out_rows,
         operations,
-        transitions,
-        device_ops: owners.len(),
-        device_ops_without_launch: without_launch,
+        device_ops: device_ops.len(),
+        without_launch,
     }
 }
 
@@ -657,23 +762,40 @@ fn transitions(
     for &t in &scope.threads {
         for &i in &scopes.by_track[t.0 as usize] {
             let s = &trace.spans[i as usize];
-            if !is_cpu_level(s.level) || effective_level(trace, s) != s.level {
-                continue;
-            }
             let Some(parent) = h.parent[i as usize] else {
                 continue;
             };
-            let from = match effective_level(trace, &trace.spans[parent as usize]) {
-                Level::Operation | Level::Phase => Level::Python,
-                l => l,
-            };
-            if from == s.level || !is_cpu_level(from) {
+            let parent = effective_level(trace, &trace.spans[parent as usize]);
+            let Some(from) = transition_from(s.level, effective_level(trace, s), parent) else {
                 continue;
-            }
-            let op = labels.of(trace, scope.operation_at(s.start), per_step);
+            };
+            let op = labels.of(trace, trace, scope.operation_at(s.start), per_step);
             *counts.entry((op, from, s.level)).or_insert(0) += 1;
         }
     }
+    sorted_transitions(counts, labels)
+}
+
+/// The level a transition into a CPU span (own level `level`, effective `effective`) comes
+/// from, given its parent's effective level: `None` when there is none (the span is no CPU
+/// span at its own level, or its parent is at the same level or no CPU stratum). An operation
+/// or phase parent reads as `Python`.
+fn transition_from(level: Level, effective: Level, parent: Level) -> Option<Level> {
+    if !is_cpu_level(level) || effective != level {
+        return None;
+    }
+    let from = match parent {
+        Level::Operation | Level::Phase => Level::Python,
+        l => l,
+    };
+    (from != level && is_cpu_level(from)).then_some(from)
+}
+
+/// The transitions counted per (operation label, from, to), most frequent first.
+fn sorted_transitions(
+    counts: FxHashMap<(u32, Level, Level), u64>,
+    labels: &Labels,
+) -> Vec<Transition> {
     let mut out: Vec<Transition> = counts
         .into_iter()
         .map(|((op, from, to), count)| Transition {
@@ -773,6 +895,25 @@ pub(crate) mod tests {
         }
     }
 
+    /// The breakdown of `trace`, checked to be what [`BreakdownStream`] gives when the spans
+    /// come one batch at a time.
+    fn checked(trace: &Trace, options: BreakdownOptions) -> BreakdownReport {
+        let report = breakdown(&Analyzed::new(trace), &options);
+        let mut stream = BreakdownStream::new(options);
+        for span in &trace.spans {
+            let mut batch = trace.tables();
+            batch.spans.push(span.clone());
+            stream.add(&batch);
+        }
+        let streamed = stream.finish(&trace.tables());
+        assert_eq!(
+            serde_json::to_string(&streamed).ok(),
+            serde_json::to_string(&report).ok(),
+            "streamed"
+        );
+        report
+    }
+
     fn rows(report: &BreakdownReport) -> Vec<(String, Resource, Option<Level>, Ns)> {
         let mut v: Vec<_> = report.processes[0]
             .rows
@@ -791,7 +932,7 @@ pub(crate) mod tests {
         s.launch(1, (20, 25), 1);
         s.kernel("gemm", (30, 60), 1);
         s.cpu(1, "eval", Level::Operation, (120, 150));
-        let report = breakdown(&Analyzed::new(s.trace()), &BreakdownOptions::default());
+        let report = checked(s.trace(), BreakdownOptions::default());
         let p = &report.processes[0];
         assert_eq!(
             (p.window_start_ns, p.window_end_ns, p.window_ns),
@@ -841,7 +982,7 @@ pub(crate) mod tests {
         s.cpu(1, "infer", Level::Operation, (0, 10));
         s.launch(1, (2, 4), 7);
         s.kernel("conv", (5, 30), 7);
-        let report = breakdown(&Analyzed::new(s.trace()), &BreakdownOptions::default());
+        let report = checked(s.trace(), BreakdownOptions::default());
         use Level::*;
         use Resource::*;
         assert_eq!(
@@ -862,7 +1003,7 @@ pub(crate) mod tests {
         s.cpu(1, "ProfilerStep#4", Level::Backend, (50, 100));
         s.cpu(2, "autograd", Level::Backend, (20, 50));
         s.launch(2, (30, 35), 9);
-        let report = breakdown(&Analyzed::new(s.trace()), &BreakdownOptions::default());
+        let report = checked(s.trace(), BreakdownOptions::default());
         let p = &report.processes[0];
         assert_eq!(p.annotated_tid, Some(1));
         use Level::*;
@@ -875,10 +1016,7 @@ pub(crate) mod tests {
                 ("ProfilerStep#*".into(), Cpu, Some(AcceleratorApi), 5),
             ]
         );
-        let per_step = breakdown(
-            &Analyzed::new(s.trace()),
-            &BreakdownOptions { per_step: true },
-        );
+        let per_step = checked(s.trace(), BreakdownOptions { per_step: true });
         assert_eq!(per_step.processes[0].operations.len(), 2);
         // The launch on thread 2 under a Backend span: Backend -> AcceleratorApi.
         assert_eq!(p.transitions.len(), 1);
@@ -896,7 +1034,7 @@ pub(crate) mod tests {
         s.cpu(1, "step", Level::Operation, (0, 300));
         s.launch(1, (0, 1), 1);
         s.kernel("k", (10, 20), 1);
-        let report = breakdown(&Analyzed::new(s.trace()), &BreakdownOptions::default());
+        let report = checked(s.trace(), BreakdownOptions::default());
         assert_eq!(report.processes.len(), 2);
         let sum = report.summary.unwrap();
         assert_eq!(
@@ -932,11 +1070,16 @@ pub(crate) mod tests {
         state(&mut s, 1, "running", (120, 250));
         // Another thread's states are not the annotated thread's.
         state(&mut s, 2, "blocked:lock", (0, 200));
+        // Another thread of the process waiting in a system call is not work (and does not
+        // widen the window).
+        let track = s.b.thread(1, 2);
+        s.b.span(track, Level::Os, "read", 150, 400)
+            .category(SYSCALL_CATEGORY);
         // A slow syscall on the annotated thread is CPU level Os there.
         let track = s.b.thread(1, 1);
         s.b.span(track, Level::Os, "fsync", 40, 80)
             .category(SYSCALL_CATEGORY);
-        let report = breakdown(&Analyzed::new(s.trace()), &BreakdownOptions::default());
+        let report = checked(s.trace(), BreakdownOptions::default());
         let p = &report.processes[0];
         assert_eq!((p.window_start_ns, p.window_end_ns), (0, 200));
         let mut got: Vec<(String, Option<Level>, Option<String>, Ns)> = p
@@ -981,7 +1124,7 @@ pub(crate) mod tests {
         let mut s = Synth::new();
         s.cpu(1, "train", Level::Operation, (0, 100));
         s.cpu(1, "aten::mm", Level::Backend, (10, 40));
-        let report = breakdown(&Analyzed::new(s.trace()), &BreakdownOptions::default());
+        let report = checked(s.trace(), BreakdownOptions::default());
         let json = serde_json::to_value(&report.processes[0].rows).unwrap_or_default();
         assert!(json.as_array().is_some_and(
             |rows| !rows.is_empty() && rows.iter().all(|r| r.get("thread_state").is_none())
@@ -998,7 +1141,7 @@ pub(crate) mod tests {
         let track = s.b.thread(2, 5);
         s.b.span(track, Level::Os, "execve", 0, 5)
             .category(SYSCALL_CATEGORY);
-        let report = breakdown(&Analyzed::new(s.trace()), &BreakdownOptions::default());
+        let report = checked(s.trace(), BreakdownOptions::default());
         assert_eq!(report.processes.len(), 1);
         assert_eq!(report.processes[0].pid, 1);
     }

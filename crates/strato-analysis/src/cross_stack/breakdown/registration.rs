@@ -3,10 +3,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{breakdown, BreakdownOptions, BreakdownReport};
+use super::{breakdown, BreakdownOptions, BreakdownReport, BreakdownStream};
 use crate::analyzed::Analyzed;
 use crate::registry::{
-    Analysis, AnalysisError, InReport, OptionKind, OptionSpec, RankPart, Reads, TableSpec,
+    streamed, Analysis, AnalysisError, InReport, OptionKind, OptionSpec, RankPart, Reads, Stream,
+    TableSpec,
 };
 
 /// The operation-scoped CPU/GPU breakdown per process and its language transitions.
@@ -132,6 +133,19 @@ to the process's window",
             &BreakdownOptions {
                 per_step: settings.per_step,
             },
+        ))
+    }
+
+    /// One file or stored profile streams ([`BreakdownStream`]): memory holds a few words per
+    /// CPU-thread span and device op, not the spans, their scopes and parent links.
+    fn stream(settings: &BreakdownSettings) -> Option<Box<dyn Stream<BreakdownReport>>> {
+        let options = BreakdownOptions {
+            per_step: settings.per_step,
+        };
+        Some(streamed(
+            BreakdownStream::new(options),
+            BreakdownStream::add,
+            BreakdownStream::finish,
         ))
     }
 

@@ -318,6 +318,14 @@ mod tests {
         let a = Analyzed::new(s.trace());
         assert_eq!(a.hierarchy().chain(4), vec![4, 3, 2, 1, 0]);
         let r = report(&a);
+        // The same, streamed one span at a time.
+        let mut stream = HierarchyStream::new();
+        for span in &s.trace().spans {
+            let mut batch = s.trace().tables();
+            batch.spans.push(span.clone());
+            stream.add(&batch);
+        }
+        assert_eq!(stream.finish(&s.trace().tables()), r);
         assert_eq!(
             (
                 r.total.device_ops,

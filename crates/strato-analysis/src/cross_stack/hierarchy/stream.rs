@@ -23,7 +23,9 @@ use strato_trace::{Level, Ns, Trace, TrackKind};
 
 use super::index::{nest, own_flags, UNDER_BACKEND, UNDER_OPERATION};
 use super::{Attribution, HierarchyReport, RankAttribution};
-use crate::scope::{effective_level, is_cpu_level, is_device_work, ProcessKey};
+use crate::scope::{
+    effective_level, innermost_segments, is_device_work, operation_in, thread_score, ProcessTracks,
+};
 use strato_trace::names::{is_graph_capture_track, is_graph_launch_name};
 
 // The size the docs give (docs/analyses/hierarchy.md, "Cost").
@@ -222,7 +224,7 @@ impl HierarchyStream {
             let Some(launch) = self.launches.get_mut(&key).filter(|l| l.index == s.index) else {
                 return;
             };
-            let by_time = if segment_at(segments, s.start).is_some() {
+            let by_time = if operation_in(segments, s.start).is_some() {
                 BY_TIME
             } else {
                 0
@@ -356,56 +358,23 @@ struct Annotated {
 }
 
 fn annotated_threads(trace: &Trace, tracks: &[TrackSpans]) -> Annotated {
-    type Score = (Ns, usize, usize, std::cmp::Reverse<u32>);
-    let mut index: FxHashMap<ProcessKey, usize> = FxHashMap::default();
-    // Per process: its best thread so far with its score.
-    let mut best: Vec<Option<(Score, usize)>> = Vec::new();
-    let mut process_of_track: Vec<Option<usize>> = vec![None; tracks.len()];
-    for (t, spans) in tracks.iter().enumerate() {
-        let Some(track) = trace.tracks.get(t) else {
-            continue;
-        };
-        let TrackKind::Thread { pid, .. } = track.kind else {
-            continue;
-        };
-        if spans.spans.is_empty() {
-            continue;
-        }
-        let key = ProcessKey {
-            rank: track.rank,
-            pid,
-        };
-        let p = *index.entry(key).or_insert_with(|| {
-            best.push(None);
-            best.len() - 1
-        });
-        process_of_track[t] = Some(p);
-        if is_graph_capture_track(track) {
-            continue;
-        }
-        let ops = spans.spans.iter().filter(|s| s.level == Level::Operation);
-        let covered = crate::device_time::gpu_time::length(&crate::device_time::gpu_time::merge(
-            ops.clone().map(|s| (s.start, s.end)),
-        ));
-        let cpu = spans.spans.iter().filter(|s| is_cpu_level(s.raw)).count();
-        let score = (covered, ops.count(), cpu, std::cmp::Reverse(t as u32));
-        if best[p].as_ref().is_none_or(|b| score > b.0) {
-            best[p] = Some((score, t));
-        }
-    }
-    let segments = best
-        .into_iter()
+    let processes = ProcessTracks::build(trace, tracks.len(), |t| {
+        let spans = &tracks[t].spans;
+        (!spans.is_empty())
+            .then(|| thread_score(spans.iter().map(|s| (s.start, s.end, s.level, s.raw))))
+    });
+    let segments = (processes.annotated.iter())
         .map(|thread| {
-            let ops = thread.into_iter().flat_map(|(_, t)| {
-                (tracks[t].spans.iter())
+            let ops = thread.iter().flat_map(|t| {
+                (tracks[t.0 as usize].spans.iter())
                     .filter(|s| s.level == Level::Operation)
                     .map(|s| (s.start, s.end, s.index))
             });
-            crate::scope::innermost_segments(ops)
+            innermost_segments(ops)
         })
         .collect();
     Annotated {
-        process_of_track,
+        process_of_track: processes.process_of_track,
         segments,
     }
 }
@@ -422,11 +391,4 @@ struct Counts {
 
 fn is_device(trace: &Trace, t: usize) -> bool {
     trace.tracks.get(t).is_some_and(|track| track.is_device())
-}
-
-/// The operation of the segment at `t`, as [`crate::scope::ProcessScope::operation_at`].
-fn segment_at(segments: &[(Ns, Ns, u32)], t: Ns) -> Option<u32> {
-    let i = segments.partition_point(|s| s.0 <= t);
-    let seg = segments.get(i.checked_sub(1)?)?;
-    (t < seg.1).then_some(seg.2)
 }
