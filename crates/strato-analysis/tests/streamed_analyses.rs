@@ -1,5 +1,5 @@
 //! Issue 28: the registered analyses that stream one file ([`Analysis::stream`]: `ops`,
-//! `util`, `queue-length`, `memory`, `hierarchy`, `breakdown`, and `kernels` and `gpu-time` beside their own tests) give
+//! `util`, `queue-length`, `memory`, `hierarchy`, `breakdown`, `modules`, and `kernels` and `gpu-time` beside their own tests) give
 //! what they give on the whole trace. Over every Chrome-trace JSON file in `../shared/data` (up
 //! to 2 MB on disk, for a debug CI), imported with spans, instants, counters and every
 //! attribute and handed over in batches of several sizes (one event, odd sizes, the
@@ -13,6 +13,7 @@ mod common;
 use strato_analysis::analyzed::Analyzed;
 use strato_analysis::cross_stack::breakdown::{Breakdown, BreakdownSettings};
 use strato_analysis::cross_stack::hierarchy::SpanHierarchy;
+use strato_analysis::cross_stack::modules::Modules;
 use strato_analysis::cross_stack::ops::Ops;
 use strato_analysis::device_time::memory::Memory;
 use strato_analysis::device_time::queue_length::QueueLength;
@@ -221,4 +222,25 @@ fn streams_with_os_data_equal_the_whole_trace() {
     }
     check::<Breakdown>(&whole);
     check::<SpanHierarchy>(&whole);
+    check::<Modules>(&whole);
+}
+
+#[test]
+fn modules_streamed_equals_the_whole_trace() {
+    // The files must hold module calls with device time under them, nested calls, and
+    // recomputed ones for the comparison to reach every rule.
+    let seen = std::cell::Cell::new([0usize; 2]);
+    let calls = streamed_equals_whole::<Modules>(|r| {
+        assert_eq!(
+            r.device_ns_in_modules + r.device_ns_outside_modules,
+            r.device_ns
+        );
+        let mut s = seen.get();
+        s[0] += usize::from(r.device_ns_in_modules > 0);
+        s[1] += r.tree.iter().filter(|n| n.parent.is_some()).count();
+        seen.set(s);
+        r.module_calls
+    });
+    assert!(calls > 100, "only {calls} module calls");
+    assert!(seen.get().iter().all(|&n| n > 0), "{:?}", seen.get());
 }

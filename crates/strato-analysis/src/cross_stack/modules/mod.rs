@@ -31,8 +31,10 @@ use crate::analyzed::Analyzed;
 use crate::scope::is_device_work;
 
 mod registration;
+mod stream;
 pub(crate) use registration::modules_table;
 pub use registration::Modules;
+pub use stream::ModulesStream;
 
 /// The prefix PyTorch's profiler gives module spans (`with_stack=True` / `with_modules=True`).
 pub const MODULE_PREFIX: &str = "nn.Module: ";
@@ -187,37 +189,110 @@ pub fn enclosing(trace: &Trace, marked: &[bool]) -> Enclosing {
             let s = &trace.spans[i as usize];
             (s.start, std::cmp::Reverse(s.end), !marked[i as usize], i)
         });
-        let mut stack: Vec<u32> = Vec::new();
-        for i in spans {
-            let s = &trace.spans[i as usize];
-            while stack
-                .last()
-                .is_some_and(|&top| trace.spans[top as usize].end < s.end)
-            {
-                stack.pop();
-            }
-            around[i as usize] = stack.last().copied().unwrap_or(Enclosing::NONE);
-            if marked[i as usize] {
-                stack.push(i);
-            }
-        }
+        enclose(
+            spans.len(),
+            |k| {
+                (
+                    trace.spans[spans[k] as usize].end,
+                    marked[spans[k] as usize],
+                )
+            },
+            |k, outer| {
+                around[spans[k] as usize] = outer.map_or(Enclosing::NONE, |o| spans[o]);
+            },
+        );
     }
     Enclosing { around }
+}
+
+/// The enclosing sweep of one thread: its `len` spans sorted by start, longer first, marked
+/// first at equal extents (`at(k)`: the `k`-th one's end and whether it is marked). Visits each
+/// in that order with the innermost marked span before it that contains it (`visit(k,
+/// Some(its k))`); a span that ends after the marked span on top (overlapping without nesting)
+/// ends it.
+pub(crate) fn enclose(
+    len: usize,
+    at: impl Fn(usize) -> (Ns, bool),
+    mut visit: impl FnMut(usize, Option<usize>),
+) {
+    let mut stack: Vec<usize> = Vec::new();
+    for k in 0..len {
+        let (end, marked) = at(k);
+        while stack.last().is_some_and(|&top| at(top).0 < end) {
+            stack.pop();
+        }
+        visit(k, stack.last().copied());
+        if marked {
+            stack.push(k);
+        }
+    }
+}
+
+/// What the module report is made of ([`report_of`]): the module calls with their module
+/// parents, which are recomputed, and the device time each owns; gathered from the whole trace
+/// ([`modules`]) or while one file streams ([`ModulesStream`]).
+#[derive(Debug, Default)]
+struct Gathered {
+    /// The module calls, in trace order.
+    calls: Vec<Call>,
+    /// Call (span id) -> the module call around it.
+    parent: FxHashMap<u32, u32>,
+    /// Calls under the autograd engine (recomputed forward).
+    recomputed: rustc_hash::FxHashSet<u32>,
+    /// Span extents of every span: the window.
+    window: (Ns, Ns),
+    device: DeviceTime,
+}
+
+/// One module call: its span id, extent and name.
+#[derive(Debug, Clone, Copy)]
+struct Call {
+    index: u32,
+    start: Ns,
+    end: Ns,
+    name: strato_trace::StrId,
+}
+
+/// The device time of a trace's device work, and what each module call owns of it.
+#[derive(Debug, Default)]
+struct DeviceTime {
+    /// Device time launched while the call is the innermost module call.
+    exclusive: FxHashMap<u32, Ns>,
+    /// Device time launched under the call.
+    inclusive: FxHashMap<u32, Ns>,
+    total: Ns,
+    in_modules: Ns,
+}
+
+impl DeviceTime {
+    /// A device op of `duration` launched under module call `owner` (`parent`: each call's
+    /// module parent).
+    fn add(&mut self, duration: Ns, owner: Option<u32>, parent: &FxHashMap<u32, u32>) {
+        self.total = self.total.saturating_add(duration);
+        let Some(m) = owner else { return };
+        self.in_modules = self.in_modules.saturating_add(duration);
+        let sum = self.exclusive.entry(m).or_insert(0);
+        *sum = sum.saturating_add(duration);
+        let mut cur = Some(m);
+        while let Some(c) = cur {
+            let sum = self.inclusive.entry(c).or_insert(0);
+            *sum = sum.saturating_add(duration);
+            cur = parent.get(&c).copied();
+        }
+    }
 }
 
 /// Builds the module tree.
 pub fn modules(analyzed: &Analyzed) -> ModulesReport {
     let (trace, scopes) = (analyzed.trace(), analyzed.scopes());
     let n = trace.spans.len();
-    // A span's (class, instance) when it is a module call, read again where needed (not
-    // kept for every span: 32 bytes each).
-    let id_of = |i: u32| -> Option<(&str, &str)> {
+    let on_thread = |i: u32| {
         let s = &trace.spans[i as usize];
         matches!(trace.track(s.track).kind, TrackKind::Thread { .. })
-            .then(|| module_of(trace.str(s.name)))
-            .flatten()
     };
-    let is_module: Vec<bool> = (0..n as u32).map(|i| id_of(i).is_some()).collect();
+    let is_module: Vec<bool> = (0..n as u32)
+        .map(|i| on_thread(i) && module_of(trace.str(trace.spans[i as usize].name)).is_some())
+        .collect();
     let is_backward: Vec<bool> = trace
         .spans
         .iter()
@@ -225,23 +300,36 @@ pub fn modules(analyzed: &Analyzed) -> ModulesReport {
         .collect();
     let module_around = enclosing(trace, &is_module);
     let backward_around = enclosing(trace, &is_backward);
-    let calls: Vec<u32> = (0..n as u32).filter(|&i| is_module[i as usize]).collect();
-    let recomputed = |i: u32| backward_around.of(i).is_some();
-
-    // Device time: exclusive per call, then up the module chain.
-    let mut dev_excl: FxHashMap<u32, Ns> = FxHashMap::default();
-    let mut dev_incl: FxHashMap<u32, Ns> = FxHashMap::default();
-    let (mut device_ns, mut in_modules): (Ns, Ns) = (0, 0);
-    let mut window = (Ns::MAX, Ns::MIN);
+    let mut g = Gathered {
+        window: (Ns::MAX, Ns::MIN),
+        ..Gathered::default()
+    };
     for (i, s) in trace.spans.iter().enumerate() {
-        window = (window.0.min(s.start), window.1.max(s.end));
+        if !is_module[i] {
+            continue;
+        }
+        let i = i as u32;
+        g.calls.push(Call {
+            index: i,
+            start: s.start,
+            end: s.end,
+            name: s.name,
+        });
+        if let Some(p) = module_around.of(i) {
+            g.parent.insert(i, p);
+        }
+        if backward_around.of(i).is_some() {
+            g.recomputed.insert(i);
+        }
+    }
+    // Device time: exclusive per call, then up the module chain.
+    for (i, s) in trace.spans.iter().enumerate() {
+        g.window = (g.window.0.min(s.start), g.window.1.max(s.end));
         if !matches!(trace.track(s.track).kind, TrackKind::DeviceQueue { .. })
             || !is_device_work(s.level)
         {
             continue;
         }
-        let d = s.duration();
-        device_ns = device_ns.saturating_add(d);
         let owner = scopes.launch_of(trace, i as u32).and_then(|l| {
             if is_module[l as usize] {
                 Some(l)
@@ -249,24 +337,43 @@ pub fn modules(analyzed: &Analyzed) -> ModulesReport {
                 module_around.of(l)
             }
         });
-        if let Some(m) = owner {
-            in_modules = in_modules.saturating_add(d);
-            let sum = dev_excl.entry(m).or_insert(0);
-            *sum = sum.saturating_add(d);
-            let mut cur = Some(m);
-            while let Some(c) = cur {
-                let sum = dev_incl.entry(c).or_insert(0);
-                *sum = sum.saturating_add(d);
-                cur = module_around.of(c);
-            }
-        }
+        g.device.add(s.duration(), owner, &g.parent);
     }
+    report_of(trace, g)
+}
+
+/// The module report of what was gathered (`trace`: the names' strings).
+fn report_of(trace: &Trace, g: Gathered) -> ModulesReport {
+    let Gathered {
+        calls: kept,
+        parent: parents,
+        recomputed: recomputed_set,
+        mut window,
+        device,
+    } = g;
+    let DeviceTime {
+        exclusive: dev_excl,
+        inclusive: dev_incl,
+        total: device_ns,
+        in_modules,
+    } = device;
+    let call_at = |i: u32| {
+        kept.binary_search_by_key(&i, |c| c.index)
+            .ok()
+            .map(|k| &kept[k])
+    };
+    let id_of = |i: u32| call_at(i).and_then(|c| module_of(trace.str(c.name)));
+    let duration = |i: u32| call_at(i).map_or(0, |c| c.end.saturating_sub(c.start));
+    let parent_of = |i: u32| parents.get(&i).copied();
+    let recomputed = |i: u32| recomputed_set.contains(&i);
+    let calls: Vec<u32> = kept.iter().map(|c| c.index).collect();
+
     // CPU exclusive: minus direct child module calls.
     let mut child_cpu: FxHashMap<u32, Ns> = FxHashMap::default();
     for &c in &calls {
-        if let Some(p) = module_around.of(c) {
+        if let Some(p) = parent_of(c) {
             let sum = child_cpu.entry(p).or_insert(0);
-            *sum = sum.saturating_add(trace.spans[c as usize].duration());
+            *sum = sum.saturating_add(duration(c));
         }
     }
 
@@ -286,18 +393,18 @@ pub fn modules(analyzed: &Analyzed) -> ModulesReport {
     let mut root_cpu_ns: Ns = 0;
     for &c in &calls {
         let (class, instance) = id_of(c).unwrap_or(("", ""));
-        let dur = trace.spans[c as usize].duration();
+        let dur = duration(c);
         let di = dev_incl.get(&c).copied().unwrap_or(0);
         let excl = dur.saturating_sub(child_cpu.get(&c).copied().unwrap_or(0));
         // Nested in a call of the same class: not added to the class totals again.
         let mut nested_same = false;
-        let mut cur = module_around.of(c);
+        let mut cur = parent_of(c);
         while let Some(p) = cur {
             if id_of(p).map(|x| x.0) == Some(class) {
                 nested_same = true;
                 break;
             }
-            cur = module_around.of(p);
+            cur = parent_of(p);
         }
         let a = classes.entry(class).or_insert_with(|| Acc {
             calls: 0,
@@ -321,7 +428,7 @@ pub fn modules(analyzed: &Analyzed) -> ModulesReport {
             a.cpu_incl = a.cpu_incl.saturating_add(dur);
             a.dev_incl = a.dev_incl.saturating_add(di);
         }
-        let parent = module_around.of(c);
+        let parent = parent_of(c);
         if parent.is_none() {
             root_cpu_ns = root_cpu_ns.saturating_add(dur);
         }
@@ -369,8 +476,8 @@ pub fn modules(analyzed: &Analyzed) -> ModulesReport {
     // The icicle: calls in start order so parents are placed before children.
     let mut ordered = calls.clone();
     ordered.sort_unstable_by_key(|&i| {
-        let s = &trace.spans[i as usize];
-        (s.start, std::cmp::Reverse(s.end), i)
+        let c = call_at(i).map_or((0, 0), |c| (c.start, c.end));
+        (c.0, std::cmp::Reverse(c.1), i)
     });
     let mut tree: Vec<ModuleNode> = Vec::new();
     let mut node_of_call: FxHashMap<u32, usize> = FxHashMap::default();
@@ -378,9 +485,7 @@ pub fn modules(analyzed: &Analyzed) -> ModulesReport {
     let mut node_instances: Vec<FxHashMap<&str, ()>> = Vec::new();
     for &c in &ordered {
         let (class, instance) = id_of(c).unwrap_or(("", ""));
-        let parent_node = module_around
-            .of(c)
-            .and_then(|p| node_of_call.get(&p).copied());
+        let parent_node = parent_of(c).and_then(|p| node_of_call.get(&p).copied());
         let label = if parent_node.is_none() && recomputed(c) {
             format!("[recompute] {class}")
         } else {
@@ -404,9 +509,7 @@ pub fn modules(analyzed: &Analyzed) -> ModulesReport {
         node_of_call.insert(c, idx);
         let t = &mut tree[idx];
         t.calls += 1;
-        t.cpu_inclusive_ns = t
-            .cpu_inclusive_ns
-            .saturating_add(trace.spans[c as usize].duration());
+        t.cpu_inclusive_ns = t.cpu_inclusive_ns.saturating_add(duration(c));
         t.device_ns = t
             .device_ns
             .saturating_add(dev_incl.get(&c).copied().unwrap_or(0));
@@ -494,6 +597,18 @@ mod tests {
             .correlation(4);
         let trace = b.build();
         let r = modules(&Analyzed::new(&trace));
+        // The same, streamed one span at a time.
+        let mut stream = ModulesStream::new();
+        for span in &trace.spans {
+            let mut batch = trace.tables();
+            batch.spans.push(span.clone());
+            stream.add(&batch);
+        }
+        let streamed = stream.finish(&trace.tables());
+        assert_eq!(
+            serde_json::to_string(&streamed).ok(),
+            serde_json::to_string(&r).ok()
+        );
         assert_eq!(r.module_calls, 5);
         assert_eq!(r.device_ns, 50 + 70 + 30 + 20);
         assert_eq!(r.device_ns_in_modules, 50 + 70 + 20);

@@ -3,9 +3,11 @@
 
 use std::io::{self, Write};
 
-use super::{modules, ModulesReport};
+use super::{modules, ModulesReport, ModulesStream};
 use crate::analyzed::Analyzed;
-use crate::registry::{Analysis, AnalysisError, InReport, NoOptions, OptionSpec, Reads, TableSpec};
+use crate::registry::{
+    streamed, Analysis, AnalysisError, InReport, NoOptions, OptionSpec, Reads, Stream, TableSpec,
+};
 use crate::text::table::{Table, TableFormat};
 use crate::text::units::{fit, ms_num, us_num};
 
@@ -19,7 +21,7 @@ impl Analysis for Modules {
 (inclusive, exclusive), device time and the spread over its instances; forward passes \
 recomputed under backward";
     const WINDOW: &'static str = "every `nn.Module: ...` span of the trace";
-    const DOC: &'static str = "docs/analyses/layers-roofline.md";
+    const DOC: &'static str = "docs/analyses/modules.md";
     const EXAMPLES: &'static [&'static str] = &[
         "strato modules trace.json.gz",
         "strato modules trace.json.gz --json",
@@ -40,6 +42,16 @@ recomputed under backward";
 
     fn run(analyzed: &Analyzed<'_>, _: &NoOptions) -> Result<ModulesReport, AnalysisError> {
         Ok(modules(analyzed))
+    }
+
+    /// One file or stored profile streams ([`ModulesStream`]): memory holds a few words per
+    /// CPU-thread span and device op, and the module calls, not the spans and their args.
+    fn stream(_: &NoOptions) -> Option<Box<dyn Stream<ModulesReport>>> {
+        Some(streamed(
+            ModulesStream::new(),
+            ModulesStream::add,
+            ModulesStream::finish,
+        ))
     }
 
     fn render_text(report: &ModulesReport, _: &NoOptions) -> String {
