@@ -187,6 +187,19 @@ where
     }
 }
 
+/// `stream` fed `trace`'s spans one at a time, each batch with the trace's tables (the
+/// smallest batches a streamed input can give): the unit tests' check of a stream against the
+/// whole trace.
+#[cfg(test)]
+pub(crate) fn fed_span_by_span<T>(trace: &Trace, mut stream: Box<dyn Stream<T>>) -> T {
+    for span in &trace.spans {
+        let mut batch = trace.tables();
+        batch.spans.push(span.clone());
+        stream.add(&batch);
+    }
+    stream.finish(&trace.tables())
+}
+
 /// How the HTML report shows an analysis ([`Analysis::IN_REPORT`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InReport {

@@ -501,6 +501,29 @@ impl ProcessTracks {
     }
 }
 
+/// Offers `launch` (an accelerator API call when `api`) as the launch of `key` (rank,
+/// correlation) among `launches`, as [`Scopes::build`] chooses it for a caller that meets the
+/// thread spans in trace order (the streamed analyses): the first API call, else the first
+/// thread span. `is_api` says whether a launch already chosen is an API call.
+pub(crate) fn offer_launch<V>(
+    launches: &mut FxHashMap<(u32, u64), V>,
+    key: (u32, u64),
+    launch: V,
+    api: bool,
+    is_api: impl Fn(&V) -> bool,
+) {
+    match launches.entry(key) {
+        std::collections::hash_map::Entry::Occupied(mut old) => {
+            if api && !is_api(old.get()) {
+                old.insert(launch);
+            }
+        }
+        std::collections::hash_map::Entry::Vacant(slot) => {
+            slot.insert(launch);
+        }
+    }
+}
+
 /// What ranks a thread as its process's annotated thread ([`ProcessTracks::build`]'s facts),
 /// from its spans' `(start, end, effective level, own level)`: the time its operations cover,
 /// its operations, its CPU spans.

@@ -899,13 +899,12 @@ pub(crate) mod tests {
     /// come one batch at a time.
     fn checked(trace: &Trace, options: BreakdownOptions) -> BreakdownReport {
         let report = breakdown(&Analyzed::new(trace), &options);
-        let mut stream = BreakdownStream::new(options);
-        for span in &trace.spans {
-            let mut batch = trace.tables();
-            batch.spans.push(span.clone());
-            stream.add(&batch);
-        }
-        let streamed = stream.finish(&trace.tables());
+        let settings = BreakdownSettings {
+            per_step: options.per_step,
+            ..BreakdownSettings::default()
+        };
+        let stream = <Breakdown as crate::registry::Analysis>::stream(&settings);
+        let streamed = crate::registry::fed_span_by_span(trace, stream.expect("streams"));
         assert_eq!(
             serde_json::to_string(&streamed).ok(),
             serde_json::to_string(&report).ok(),

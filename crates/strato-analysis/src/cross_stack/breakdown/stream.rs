@@ -22,8 +22,8 @@ use super::{
 };
 use crate::cross_stack::hierarchy::index::nest;
 use crate::scope::{
-    effective_level, innermost_segments, is_device_work, is_thread_state, operation_in,
-    thread_score, OpSegment, ProcessTracks,
+    effective_level, innermost_segments, is_device_work, is_thread_state, offer_launch,
+    operation_in, thread_score, OpSegment, ProcessTracks,
 };
 
 // The size the docs give (docs/analyses/breakdown.md, "Cost").
@@ -144,21 +144,15 @@ impl BreakdownStream {
                 continue;
             }
             let Some(c) = span.correlation else { continue };
-            // The first API call, else the first thread span ([`crate::scope::Scopes`]).
             let api = span.level == Level::AcceleratorApi;
             let launch = Launch {
                 id,
                 track: span.track.0,
                 api,
             };
-            self.launches
-                .entry((track.rank.0, c))
-                .and_modify(|old| {
-                    if api && !old.api {
-                        *old = launch;
-                    }
-                })
-                .or_insert(launch);
+            offer_launch(&mut self.launches, (track.rank.0, c), launch, api, |l| {
+                l.api
+            });
         }
     }
 

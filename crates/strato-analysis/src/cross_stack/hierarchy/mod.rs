@@ -319,13 +319,9 @@ mod tests {
         assert_eq!(a.hierarchy().chain(4), vec![4, 3, 2, 1, 0]);
         let r = report(&a);
         // The same, streamed one span at a time.
-        let mut stream = HierarchyStream::new();
-        for span in &s.trace().spans {
-            let mut batch = s.trace().tables();
-            batch.spans.push(span.clone());
-            stream.add(&batch);
-        }
-        assert_eq!(stream.finish(&s.trace().tables()), r);
+        let stream = <SpanHierarchy as crate::registry::Analysis>::stream(&Default::default());
+        let streamed = crate::registry::fed_span_by_span(s.trace(), stream.expect("streams"));
+        assert_eq!(streamed, r);
         assert_eq!(
             (
                 r.total.device_ops,

@@ -24,7 +24,8 @@ use strato_trace::{Level, Ns, Trace, TrackKind};
 use super::index::{nest, own_flags, UNDER_BACKEND, UNDER_OPERATION};
 use super::{Attribution, HierarchyReport, RankAttribution};
 use crate::scope::{
-    effective_level, innermost_segments, is_device_work, operation_in, thread_score, ProcessTracks,
+    effective_level, innermost_segments, is_device_work, offer_launch, operation_in, thread_score,
+    ProcessTracks,
 };
 use strato_trace::names::{is_graph_capture_track, is_graph_launch_name};
 
@@ -132,7 +133,6 @@ impl HierarchyStream {
                 continue;
             };
             self.thread_correlations.push((index, c));
-            // The first API call, else the first thread span ([`crate::scope::Scopes`]).
             let api = span.level == Level::AcceleratorApi;
             let launch = Launch {
                 index,
@@ -140,14 +140,9 @@ impl HierarchyStream {
                 depth: 0,
                 flags: 0,
             };
-            self.launches
-                .entry((track.rank.0, c))
-                .and_modify(|old| {
-                    if api && !old.api {
-                        *old = launch;
-                    }
-                })
-                .or_insert(launch);
+            offer_launch(&mut self.launches, (track.rank.0, c), launch, api, |l| {
+                l.api
+            });
         }
     }
 

@@ -598,13 +598,8 @@ mod tests {
         let trace = b.build();
         let r = modules(&Analyzed::new(&trace));
         // The same, streamed one span at a time.
-        let mut stream = ModulesStream::new();
-        for span in &trace.spans {
-            let mut batch = trace.tables();
-            batch.spans.push(span.clone());
-            stream.add(&batch);
-        }
-        let streamed = stream.finish(&trace.tables());
+        let stream = <Modules as crate::registry::Analysis>::stream(&Default::default());
+        let streamed = crate::registry::fed_span_by_span(&trace, stream.expect("streams"));
         assert_eq!(
             serde_json::to_string(&streamed).ok(),
             serde_json::to_string(&r).ok()

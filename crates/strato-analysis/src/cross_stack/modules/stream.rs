@@ -18,7 +18,7 @@ use rustc_hash::FxHashMap;
 use strato_trace::{Level, Ns, Trace, TrackKind};
 
 use super::{enclose, module_of, Call, Gathered, ModulesReport, BACKWARD_PREFIX};
-use crate::scope::is_device_work;
+use crate::scope::{is_device_work, offer_launch};
 
 // The sizes the docs give (docs/analyses/modules.md, "Cost").
 const _: () = assert!(std::mem::size_of::<ThreadSpan>() == 24);
@@ -146,14 +146,9 @@ impl ModulesStream {
                     api,
                     owner: NO_CALL,
                 };
-                self.launches
-                    .entry((track.rank.0, c))
-                    .and_modify(|old| {
-                        if api && !old.api {
-                            *old = launch;
-                        }
-                    })
-                    .or_insert(launch);
+                offer_launch(&mut self.launches, (track.rank.0, c), launch, api, |l| {
+                    l.api
+                });
             }
             let t = span.track.0 as usize;
             if self.threads.len() <= t {
