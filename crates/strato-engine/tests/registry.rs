@@ -49,9 +49,11 @@ fn rank_by_rank_equals_the_whole_job() {
                 "{} on {job}",
                 analysis.name
             );
-            if analysis.rank_by_rank && job.ends_with("param_dlrm8") && analysis.name != "memory" {
-                // The merge is what is checked here: it had rows to merge (memory: the DLRM
-                // ranks have no allocation events, see the test below).
+            let nothing_to_merge = ["memory", "modules"].contains(&analysis.name);
+            if analysis.rank_by_rank && job.ends_with("param_dlrm8") && !nothing_to_merge {
+                // The merge is what is checked here: it had rows to merge (memory, modules:
+                // the DLRM ranks have no allocation events and no module calls, see the test
+                // below).
                 for table in analysis.tables {
                     assert!(
                         streamed.batch(table).num_rows() > 0,
@@ -68,7 +70,7 @@ fn rank_by_rank_equals_the_whole_job() {
 }
 
 /// The analyses that read rank files one at a time, on a job whose ranks have allocation
-/// events and copies (two real single-GPU traces of one model, on H100 and MI300, as two rank
+/// events, copies and module calls (two real single-GPU traces of one model, on H100 and MI300, as two rank
 /// files): the merge gives what the whole job gives, with rows in every table.
 #[test]
 fn rank_by_rank_with_allocation_events_equals_the_whole_job() {
@@ -112,8 +114,35 @@ fn rank_by_rank_with_allocation_events_equals_the_whole_job() {
             );
             merged += 1;
         }
+        if analysis.name == "modules" {
+            // Both ranks' module calls in one tree.
+            let table = &analysis.tables[0];
+            assert!(
+                by_rank.batch(table).num_rows() >= 2,
+                "modules: no class rows"
+            );
+            let v: serde_json::Value = serde_json::from_str(&by_rank.json()).unwrap();
+            let one: serde_json::Value = serde_json::from_str(
+                &analysis
+                    .run(
+                        &engine,
+                        &[data(
+                            "kineto/tracelens/h100_Falconsai_nsfw_image_detection.json.gz",
+                        )],
+                        &[],
+                    )
+                    .expect("runs")
+                    .json(),
+            )
+            .unwrap();
+            assert!(
+                v["module_calls"].as_u64().unwrap() > one["module_calls"].as_u64().unwrap(),
+                "modules: the second rank's calls merged"
+            );
+            merged += 1;
+        }
     }
-    assert_eq!(merged, 1, "memory reads rank by rank");
+    assert_eq!(merged, 2, "memory and modules read rank by rank");
     // Options that change what each rank's rows hold: the breakdown's steps kept apart, the
     // loops checked against the steps.
     for (name, option) in [("breakdown", "per_step"), ("iterations", "check_steps")] {
@@ -130,6 +159,48 @@ fn rank_by_rank_with_allocation_events_equals_the_whole_job() {
             assert_eq!(by_rank.text(), at_once.text(), "{name} --{option}");
         }
     }
+}
+
+/// `modules` rank by rank on two different models as two rank files (a ResNet with activation
+/// checkpointing, whose recomputed calls run under backward, and a ViT): one tree, equal to the
+/// whole job's. Two ranks of one model would hide a call given the parent of the same position
+/// in the other rank.
+#[test]
+fn modules_of_two_models_rank_by_rank_equal_the_whole_job() {
+    let engine = Engine::new(OpenOptions::default(), Arc::new(Quiet));
+    let dir = tempfile::tempdir().unwrap();
+    for (k, name) in [
+        "mi300_resnet_act_checkpoint.json.gz",
+        "h100_Falconsai_nsfw_image_detection.json.gz",
+    ]
+    .iter()
+    .enumerate()
+    {
+        std::fs::copy(
+            data(&format!("kineto/tracelens/{name}")),
+            dir.path().join(format!("rank{k}.json.gz")),
+        )
+        .unwrap();
+    }
+    let inputs = vec![dir.path().to_path_buf()];
+    let analysis = ANALYSES.iter().find(|a| a.name == "modules").unwrap();
+    assert!(analysis.rank_by_rank);
+    let by_rank = analysis.run(&engine, &inputs, &[]).expect("runs");
+    let options = analysis.import_options(&engine).expect("options");
+    let whole = engine.load(&inputs, &options).expect("opens");
+    let at_once = analysis.run_trace(&whole, &[]).expect("runs");
+    assert_eq!(by_rank.json(), at_once.json());
+    assert_eq!(by_rank.text(), at_once.text());
+    assert_eq!(by_rank.own_csv(false), at_once.own_csv(false));
+    let v: serde_json::Value = serde_json::from_str(&by_rank.json()).unwrap();
+    assert!(
+        v["recompute"]["calls"].as_u64().unwrap() > 0,
+        "recomputed calls"
+    );
+    assert!(
+        v["module_calls"].as_u64().unwrap() > 450,
+        "both ranks' calls"
+    );
 }
 
 /// Every registered comparison: run from paths (A opened, reduced to its side and dropped

@@ -147,6 +147,98 @@ pub struct ModulesReport {
     /// The icicle, parents before children.
     pub tree: Vec<ModuleNode>,
     pub recompute: Recompute,
+    /// What the report was made of, for the merge of several rank files ([`merged`]; not
+    /// shown).
+    #[serde(skip)]
+    pub(crate) gathered: Box<RankModules>,
+}
+
+/// A rank file's module calls as the merge of several rank files reads them
+/// ([`ModulesReport::gathered`], [`merged`]): each call's extent, name, parent (its position),
+/// whether it is recomputed and the device time it owns, in trace order; the file's device time
+/// and window (`(Ns::MAX, Ns::MIN)` without spans).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RankModules {
+    calls: Vec<RankCall>,
+    total: Ns,
+    in_modules: Ns,
+    window: (Ns, Ns),
+}
+
+#[derive(Debug, Clone)]
+struct RankCall {
+    start: Ns,
+    end: Ns,
+    name: String,
+    parent: Option<u32>,
+    recomputed: bool,
+    exclusive: Ns,
+    inclusive: Ns,
+}
+
+impl RankModules {
+    fn of(trace: &Trace, g: &Gathered) -> RankModules {
+        let position = |i: u32| g.calls.binary_search_by_key(&i, |c| c.index).ok();
+        RankModules {
+            calls: (g.calls.iter())
+                .map(|c| RankCall {
+                    start: c.start,
+                    end: c.end,
+                    name: trace.str(c.name).to_owned(),
+                    parent: (g.parent.get(&c.index).copied())
+                        .and_then(position)
+                        .map(|p| p as u32),
+                    recomputed: g.recomputed.contains(&c.index),
+                    exclusive: g.device.exclusive.get(&c.index).copied().unwrap_or(0),
+                    inclusive: g.device.inclusive.get(&c.index).copied().unwrap_or(0),
+                })
+                .collect(),
+            total: g.device.total,
+            in_modules: g.device.in_modules,
+            window: g.window,
+        }
+    }
+}
+
+/// The module tree of a job from its rank files' reports, in input order: their calls one
+/// after the other (each file's after the files before it, as the whole job orders them),
+/// their device time added up, the window the union of theirs; the report then made as the
+/// whole job's. Equal to [`modules`] over the whole job: a call's parent and the device ops
+/// it owns are on its own rank.
+pub(crate) fn merged(parts: impl IntoIterator<Item = RankModules>) -> ModulesReport {
+    let mut names = Trace::default();
+    let mut g = Gathered {
+        window: (Ns::MAX, Ns::MIN),
+        ..Gathered::default()
+    };
+    for part in parts {
+        let first = g.calls.len() as u32;
+        for (k, call) in part.calls.into_iter().enumerate() {
+            let index = first + k as u32;
+            g.calls.push(Call {
+                index,
+                start: call.start,
+                end: call.end,
+                name: names.strings.intern(&call.name),
+            });
+            if let Some(p) = call.parent {
+                g.parent.insert(index, first + p);
+            }
+            if call.recomputed {
+                g.recomputed.insert(index);
+            }
+            if call.exclusive != 0 {
+                g.device.exclusive.insert(index, call.exclusive);
+            }
+            if call.inclusive != 0 {
+                g.device.inclusive.insert(index, call.inclusive);
+            }
+        }
+        g.device.total = g.device.total.saturating_add(part.total);
+        g.device.in_modules = g.device.in_modules.saturating_add(part.in_modules);
+        g.window = (g.window.0.min(part.window.0), g.window.1.max(part.window.1));
+    }
+    report_of(&names, g)
 }
 
 /// What [`enclosing`] gives: per span, the marked span around it (4 bytes a span).
@@ -344,6 +436,7 @@ pub fn modules(analyzed: &Analyzed) -> ModulesReport {
 
 /// The module report of what was gathered (`trace`: the names' strings).
 fn report_of(trace: &Trace, g: Gathered) -> ModulesReport {
+    let gathered = Box::new(RankModules::of(trace, &g));
     let Gathered {
         calls: kept,
         parent: parents,
@@ -532,6 +625,7 @@ fn report_of(trace: &Trace, g: Gathered) -> ModulesReport {
         modules,
         tree,
         recompute,
+        gathered,
     }
 }
 

@@ -3,10 +3,11 @@
 
 use std::io::{self, Write};
 
-use super::{modules, ModulesReport, ModulesStream};
+use super::{merged, modules, ModulesReport, ModulesStream};
 use crate::analyzed::Analyzed;
 use crate::registry::{
-    streamed, Analysis, AnalysisError, InReport, NoOptions, OptionSpec, Reads, Stream, TableSpec,
+    streamed, Analysis, AnalysisError, InReport, NoOptions, OptionSpec, RankPart, Reads, Stream,
+    TableSpec,
 };
 use crate::text::table::{Table, TableFormat};
 use crate::text::units::{fit, ms_num, us_num};
@@ -37,11 +38,19 @@ recomputed under backward";
     const READS: Reads = Reads::EVERYTHING;
     /// The report's modules section.
     const IN_REPORT: InReport = InReport::OwnSection;
+    /// A module call's parent and the device ops it owns are on its own rank: several rank
+    /// files are read one at a time, their calls merged ([`merged`]).
+    const RANK_BY_RANK: bool = true;
     type Options = NoOptions;
     type Output = ModulesReport;
 
     fn run(analyzed: &Analyzed<'_>, _: &NoOptions) -> Result<ModulesReport, AnalysisError> {
         Ok(modules(analyzed))
+    }
+
+    /// The files' calls in input order, made into one tree as the whole job's ([`merged`]).
+    fn merge(parts: Vec<RankPart<ModulesReport>>, _: &NoOptions) -> Option<ModulesReport> {
+        Some(merged(parts.into_iter().map(|part| *part.value.gathered)))
     }
 
     /// One file or stored profile streams ([`ModulesStream`]): memory holds a few words per
