@@ -475,6 +475,11 @@ fn streamed<A: Analysis>(
     let Some(trace) = engine.stream_file(input, &import, &mut sink)? else {
         return Ok(None);
     };
+    // The whole open maps graph-replayed kernels through the file's graph node links: the
+    // stream, which saw the events as they are, is dropped (as `stream_stored` does).
+    if import.projection.flows && strato_trace::names::has_graph_node_links(&trace) {
+        return Ok(None);
+    }
     Ok(Some(stream.finish(&trace)))
 }
 

@@ -55,9 +55,10 @@ impl Engine {
     /// `sink` as they are read instead of kept ([`strato_io::import_file_streaming`]: the trace
     /// returned holds every table but the events; secrets redacted unless `keep_secrets`,
     /// import notes told). `None` when the input does not stream (not a regular Chrome/Kineto
-    /// JSON file, or a TensorFlow trace viewer file), or with `graph_capture`, or when flows are
-    /// read and the file holds graph node links (their attribution needs the whole trace; `sink`
-    /// has then seen the events): the caller opens it with [`Engine::open`].
+    /// JSON file, or a TensorFlow trace viewer file), or with `graph_capture` (its attribution
+    /// needs the whole trace): the caller opens it with [`Engine::open`]. The events are as the
+    /// file holds them: graph node links are not applied (an analysis that reads them checks
+    /// [`strato_trace::names::has_graph_node_links`] on the trace returned).
     pub fn stream_file(
         &self,
         input: &Path,
@@ -82,9 +83,6 @@ impl Engine {
         let Some(mut trace) = imported? else {
             return Ok(None);
         };
-        if options.projection.flows && strato_trace::names::has_graph_node_links(&trace) {
-            return Ok(None);
-        }
         self.note_shared_rank_claims(&trace);
         if redacts {
             strato_io::redact::redact_trace(&mut trace);

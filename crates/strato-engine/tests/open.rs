@@ -144,45 +144,38 @@ fn streamed_and_rank_by_rank_see_what_the_whole_trace_holds() {
 }
 
 /// A file whose flows link graph nodes (what `strato export --chrome` writes of an Nsight
-/// Systems trace with graph node events) is not streamed when flows are read: the whole open
-/// maps its replayed kernels to their captured launches, which needs the whole trace.
+/// Systems trace with graph node events): an analysis that streams one file and reads flows
+/// gives what the whole open gives, which maps the replayed kernel to its captured launch
+/// (`hierarchy`: one graph kernel, mapped). Streamed as the file holds it, the kernel would not
+/// be mapped.
 #[test]
-fn a_file_with_graph_node_links_is_not_streamed_when_flows_are_read() {
+fn a_file_with_graph_node_links_is_analysed_as_the_whole_open_maps_it() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("graph.json");
     std::fs::write(
         &file,
         r#"{"traceEvents":[
-{"ph":"X","name":"cudaGraphLaunch","cat":"cuda_runtime","ts":1,"dur":2,"pid":1,"tid":1,"args":{"correlation":5}},
-{"ph":"X","name":"k","cat":"kernel","ts":4,"dur":2,"pid":0,"tid":7,"args":{"device":0,"stream":7,"correlation":5}},
+{"ph":"X","name":"cudaLaunchKernel","cat":"cuda_runtime","ts":1,"dur":2,"pid":1,"tid":1,"args":{"correlation":5}},
+{"ph":"X","name":"cudaGraphLaunch","cat":"cuda_runtime","ts":10,"dur":2,"pid":1,"tid":1,"args":{"correlation":7}},
+{"ph":"X","name":"k","cat":"kernel","ts":12,"dur":2,"pid":0,"tid":7,"args":{"device":0,"stream":7,"correlation":7}},
 {"ph":"s","name":"node","cat":"graph_node","id":9,"ts":1,"pid":1,"tid":1},
-{"ph":"f","name":"node","cat":"graph_node","id":9,"ts":4,"pid":0,"tid":7,"bp":"e"}]}"#,
+{"ph":"f","name":"node","cat":"graph_node","id":9,"ts":12,"pid":0,"tid":7,"bp":"e"}]}"#,
     )
     .unwrap();
     let engine = Engine::default();
-    let import = engine.import_options(true).unwrap();
-    assert!(import.projection.flows);
-    let mut seen = 0usize;
-    let mut sink = |batch: &mut Trace| {
-        seen += batch.spans.len();
-        Ok(())
-    };
-    let streamed = engine.stream_file(&file, &import, &mut sink).unwrap();
-    assert!(streamed.is_none(), "read whole instead");
-    assert_eq!(
-        seen, 2,
-        "the sink saw the events before the links were known"
-    );
-    // Without flows the links do not matter: it streams.
-    let spans_only = strato_io::ImportOptions {
-        projection: strato_io::Projection::SPANS,
-        ..import.clone()
-    };
-    let mut sink = |_: &mut Trace| Ok(());
-    assert!(engine
-        .stream_file(&file, &spans_only, &mut sink)
-        .unwrap()
-        .is_some());
+    let analysis = (strato_engine::registry::ANALYSES.iter())
+        .find(|a| a.name == "hierarchy")
+        .unwrap();
+    let got = analysis
+        .run(&engine, std::slice::from_ref(&file), &[])
+        .unwrap();
+    let options = analysis.import_options(&engine).unwrap();
+    let whole = engine.load(std::slice::from_ref(&file), &options).unwrap();
+    let at_once = analysis.run_trace(&whole, &[]).unwrap();
+    assert_eq!(got.json(), at_once.json());
+    let v: serde_json::Value = serde_json::from_str(&got.json()).unwrap();
+    assert_eq!(v["graph_kernels"], 1, "{v}");
+    assert_eq!(v["graph_kernels_mapped"], 1, "{v}");
 }
 
 const SECRET: &str = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789";
