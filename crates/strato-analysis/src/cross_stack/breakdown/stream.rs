@@ -5,9 +5,9 @@
 //!
 //! Kept per span of a CPU thread and per device op: its extent, name, levels and a few flags
 //! (24 bytes, [`Kept`]) and its id in a list per track (4 bytes); per device op, its track and
-//! correlation (16 bytes); per (rank, correlation), the launch chosen so far. Ids are the
-//! kept spans' positions, in trace order, so the sweep breaks ties as the whole trace's span
-//! ids do. At the end, the processes, annotated threads and device owners are made as
+//! correlation (24 bytes, [`DeviceOp`]); per (rank, correlation), the launch chosen so far.
+//! Ids are the kept spans' positions, in trace order, so the sweep breaks ties as the whole
+//! trace's span ids do. At the end, the processes, annotated threads and device owners are made as
 //! [`crate::scope::Scopes::build`] makes them, each process is swept by the whole-trace sweep
 //! ([`super::sweep`]), and its transitions are counted over the containment sweep of its
 //! threads ([`crate::cross_stack::hierarchy::index::nest`]). The engine's tests hold the two to
@@ -26,8 +26,9 @@ use crate::scope::{
     operation_in, thread_score, OpSegment, ProcessTracks,
 };
 
-// The size the docs give (docs/analyses/breakdown.md, "Cost").
+// The sizes the docs give (docs/analyses/breakdown.md, "Cost").
 const _: () = assert!(std::mem::size_of::<Kept>() == 24);
+const _: () = assert!(std::mem::size_of::<DeviceOp>() == 24);
 
 /// [`Kept::bits`]: a thread-state span.
 const THREAD_STATE: u8 = 1;
