@@ -69,26 +69,30 @@ fn rank_by_rank_equals_the_whole_job() {
     }
 }
 
-/// The analyses that read rank files one at a time, on a job whose ranks have allocation
-/// events, copies and module calls (two real single-GPU traces of one model, on H100 and MI300, as two rank
-/// files): the merge gives what the whole job gives, with rows in every table.
-#[test]
-fn rank_by_rank_with_allocation_events_equals_the_whole_job() {
-    let engine = Engine::new(OpenOptions::default(), Arc::new(Quiet));
+/// A job of the real single-GPU traces `names` (under `kineto/tracelens`), one rank file each
+/// (`rank0.json.gz`, ...), in a temporary directory.
+fn tracelens_ranks(names: &[&str]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    for (k, name) in [
-        "h100_Falconsai_nsfw_image_detection.json.gz",
-        "mi300_Falconsai_nsfw_image_detection.json.gz",
-    ]
-    .iter()
-    .enumerate()
-    {
+    for (k, name) in names.iter().enumerate() {
         std::fs::copy(
             data(&format!("kineto/tracelens/{name}")),
             dir.path().join(format!("rank{k}.json.gz")),
         )
         .unwrap();
     }
+    dir
+}
+
+/// The analyses that read rank files one at a time, on a job whose ranks have allocation
+/// events, copies and module calls (two real single-GPU traces of one model, on H100 and MI300,
+/// as two rank files): the merge gives what the whole job gives, with rows in every table.
+#[test]
+fn rank_by_rank_with_allocation_events_equals_the_whole_job() {
+    let engine = Engine::new(OpenOptions::default(), Arc::new(Quiet));
+    let dir = tracelens_ranks(&[
+        "h100_Falconsai_nsfw_image_detection.json.gz",
+        "mi300_Falconsai_nsfw_image_detection.json.gz",
+    ]);
     let inputs = vec![dir.path().to_path_buf()];
     let mut merged = 0;
     for analysis in ANALYSES.iter().filter(|a| a.rank_by_rank) {
@@ -168,20 +172,10 @@ fn rank_by_rank_with_allocation_events_equals_the_whole_job() {
 #[test]
 fn modules_of_two_models_rank_by_rank_equal_the_whole_job() {
     let engine = Engine::new(OpenOptions::default(), Arc::new(Quiet));
-    let dir = tempfile::tempdir().unwrap();
-    for (k, name) in [
+    let dir = tracelens_ranks(&[
         "mi300_resnet_act_checkpoint.json.gz",
         "h100_Falconsai_nsfw_image_detection.json.gz",
-    ]
-    .iter()
-    .enumerate()
-    {
-        std::fs::copy(
-            data(&format!("kineto/tracelens/{name}")),
-            dir.path().join(format!("rank{k}.json.gz")),
-        )
-        .unwrap();
-    }
+    ]);
     let inputs = vec![dir.path().to_path_buf()];
     let analysis = ANALYSES.iter().find(|a| a.name == "modules").unwrap();
     assert!(analysis.rank_by_rank);
