@@ -71,6 +71,7 @@ fn rank_by_rank_equals_the_whole_job() {
 
 /// A job of the real single-GPU traces `names` (under `kineto/tracelens`), one rank file each
 /// (`rank0.json.gz`, ...), in a temporary directory.
+#[allow(clippy::unwrap_used)] // a test helper: a panic is the failure report
 fn tracelens_ranks(names: &[&str]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     for (k, name) in names.iter().enumerate() {
