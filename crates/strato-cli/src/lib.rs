@@ -14,8 +14,8 @@ mod ctx;
 mod gate;
 mod launch;
 mod output;
-// The binary's counting global allocator and its exit through `libc` (`_exit`, `write`,
-// `unlink`: nothing that allocates or unwinds), confined to this module.
+// The binary's counting global allocator, its exit through `libc` (`_exit`, `write`,
+// `unlink`: nothing that allocates or unwinds) and glibc's `mallopt`, confined to this module.
 #[allow(unsafe_code)]
 pub mod process_budget;
 mod profile_write;
