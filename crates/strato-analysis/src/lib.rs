@@ -44,6 +44,7 @@
 
 pub mod advise;
 pub mod analyzed;
+mod chunked;
 pub mod compare;
 pub mod cross_stack;
 pub mod device_time;

@@ -187,14 +187,23 @@ where
     }
 }
 
-/// `stream` fed `trace`'s spans one at a time, each batch with the trace's tables (the
-/// smallest batches a streamed input can give): the unit tests' check of a stream against the
-/// whole trace.
+/// `stream` fed `trace`'s spans one at a time, then its instants one at a time, each batch
+/// with the trace's tables and the event's args (the smallest batches a streamed input can
+/// give): the unit tests' check of a stream against the whole trace.
 #[cfg(test)]
 pub(crate) fn fed_span_by_span<T>(trace: &Trace, mut stream: Box<dyn Stream<T>>) -> T {
     for span in &trace.spans {
         let mut batch = trace.tables();
-        batch.spans.push(span.clone());
+        let mut span = span.clone();
+        span.args = (trace.args_text(span.args)).map(|text| batch.args.push(&text));
+        batch.spans.push(span);
+        stream.add(&batch);
+    }
+    for instant in &trace.instants {
+        let mut batch = trace.tables();
+        let mut instant = instant.clone();
+        instant.args = (trace.args_text(instant.args)).map(|text| batch.args.push(&text));
+        batch.instants.push(instant);
         stream.add(&batch);
     }
     stream.finish(&trace.tables())

@@ -1,5 +1,6 @@
 //! Issue 28: the registered analyses that stream one file ([`Analysis::stream`]: `ops`,
-//! `util`, `queue-length`, `memory`, `hierarchy`, `breakdown`, `modules`, and `kernels` and `gpu-time` beside their own tests) give
+//! `util`, `queue-length`, `memory`, `hierarchy`, `breakdown`, `modules`, `layers`, `roofline`,
+//! and `kernels` and `gpu-time` beside their own tests) give
 //! what they give on the whole trace. Over every Chrome-trace JSON file in `../shared/data` (up
 //! to 2 MB on disk, for a debug CI), imported with spans, instants, counters and every
 //! attribute and handed over in batches of several sizes (one event, odd sizes, the
@@ -13,6 +14,9 @@ mod common;
 use strato_analysis::analyzed::Analyzed;
 use strato_analysis::cross_stack::breakdown::{Breakdown, BreakdownSettings};
 use strato_analysis::cross_stack::hierarchy::SpanHierarchy;
+use strato_analysis::cross_stack::layers::{
+    LayerBy, LayerSource, Layers, LayersResult, LayersSettings, RooflineAnalysis, RooflineSettings,
+};
 use strato_analysis::cross_stack::modules::Modules;
 use strato_analysis::cross_stack::ops::Ops;
 use strato_analysis::device_time::memory::Memory;
@@ -211,9 +215,25 @@ fn streams_with_os_data_equal_the_whole_trace() {
         let expected = serde_json::to_string(&expected).unwrap();
         for batch in [1_000, 65_536, whole.spans.len().max(1)] {
             let mut stream = A::stream(&settings).expect("the analysis streams");
-            for spans in whole.spans.chunks(batch) {
+            for (k, spans) in whole.spans.chunks(batch).enumerate() {
+                // Each batch with its events' args, as an import hands them over; the
+                // instants with the first spans.
                 let mut part = whole.tables();
-                part.spans = spans.to_vec();
+                let mut args = |id| (whole.args_text(id)).map(|text| part.args.push(&text));
+                let spans: Vec<_> = (spans.iter())
+                    .map(|s| strato_trace::Span {
+                        args: args(s.args),
+                        ..s.clone()
+                    })
+                    .collect();
+                let instants: Vec<_> = (whole.instants.iter().filter(|_| k == 0))
+                    .map(|i| strato_trace::Instant {
+                        args: args(i.args),
+                        ..i.clone()
+                    })
+                    .collect();
+                part.spans = spans;
+                part.instants = instants;
                 stream.add(&part);
             }
             let got = serde_json::to_string(&stream.finish(&whole.tables())).unwrap();
@@ -223,6 +243,7 @@ fn streams_with_os_data_equal_the_whole_trace() {
     check::<Breakdown>(&whole);
     check::<SpanHierarchy>(&whole);
     check::<Modules>(&whole);
+    check::<Layers>(&whole);
 }
 
 #[test]
@@ -243,4 +264,44 @@ fn modules_streamed_equals_the_whole_trace() {
     });
     assert!(calls > 100, "only {calls} module calls");
     assert!(seen.get().iter().all(|&n| n > 0), "{:?}", seen.get());
+}
+
+#[test]
+fn layers_streamed_equals_the_whole_trace() {
+    // The files must hold layers with kernels, known FLOPs, allocations and steps for the
+    // comparison to reach every rule.
+    let seen = std::cell::Cell::new([0usize; 4]);
+    let mut instances = 0;
+    for by in [LayerBy::Op, LayerBy::Annotation] {
+        let settings = LayersSettings {
+            by,
+            ..LayersSettings::default()
+        };
+        instances += streamed_equals_whole_with::<Layers>(&settings, |r| {
+            let LayersResult::Layers(r) = r else {
+                panic!("layer tables expected")
+            };
+            // Conservation: occurrences add up to the instances, kernel counts to the kernels.
+            let occurrences: usize = r.layers.iter().map(|l| l.occurrences).sum();
+            assert_eq!(occurrences, r.layer_instances);
+            let kernels: usize = r.kernels.iter().map(|k| k.duration.count).sum();
+            assert_eq!(kernels, r.kernel_count);
+            let mut s = seen.get();
+            s[0] += r.layers.iter().map(|l| l.kernels).sum::<usize>();
+            s[1] += r.layers.iter().map(|l| l.flops_known).sum::<usize>();
+            s[2] += r.layers.iter().map(|l| l.allocations).sum::<usize>();
+            s[3] += r.steps.len();
+            seen.set(s);
+            r.layer_instances
+        });
+    }
+    assert!(instances > 1000, "only {instances} layer instances");
+    assert!(seen.get().iter().all(|&n| n > 0), "{:?}", seen.get());
+    // The roofline's rows come from the same tables, by annotation too.
+    let settings = RooflineSettings {
+        by: LayerSource::Annotation,
+        ..RooflineSettings::default()
+    };
+    streamed_equals_whole_with::<RooflineAnalysis>(&settings, |r| r.0.layers.len());
+    streamed_equals_whole::<RooflineAnalysis>(|r| r.0.kernels.len());
 }

@@ -22,6 +22,8 @@ const STREAMED: &[&str] = &[
     "hierarchy",
     "breakdown",
     "modules",
+    "layers",
+    "roofline",
 ];
 
 proptest! {

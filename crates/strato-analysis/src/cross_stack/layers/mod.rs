@@ -31,22 +31,21 @@
 //! every kernel counted under a layer is counted once; the kernel table's counts add up to the
 //! number of kernels.
 
-use rustc_hash::FxHashMap;
 use serde::Serialize;
 use serde_json::Value;
-use strato_trace::{Level, Ns, Trace, TrackKind};
+use strato_trace::{Ns, Trace};
 
 use crate::analyzed::Analyzed;
-use crate::cross_stack::hierarchy::UNDER_BACKEND;
-use crate::models::devices::{detect, DeviceSpec, Precision};
+use crate::models::devices::{DeviceSpec, Precision};
 use crate::models::op_models::{self, OpInputs};
-use crate::scope::{effective_level, flatten_innermost, is_device_work, is_step_name, Scopes};
 
 mod registration;
 mod roofline;
+mod stream;
 pub mod text;
 pub use registration::{LayerBy, Layers, LayersResult, LayersSettings};
 pub use roofline::{RooflineAnalysis, RooflineResult, RooflineSettings};
+pub use stream::LayersStream;
 
 /// What a layer is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
@@ -383,511 +382,13 @@ fn ncu_cost(args: &Value) -> Option<Cost> {
     })
 }
 
-/// Computes every table (the context's scopes and hierarchy, built once).
+/// Computes every table: the whole trace read as one batch of [`LayersStream`] (one code
+/// path for a held trace and a streamed one).
 pub fn layers(analyzed: &Analyzed, options: &LayersOptions) -> LayersReport {
-    let (trace, scopes, h) = (analyzed.trace(), analyzed.scopes(), analyzed.hierarchy());
-    let n = trace.spans.len();
-    let mut notes = Vec::new();
-    let levels: Vec<Level> = trace
-        .spans
-        .iter()
-        .map(|s| effective_level(trace, s))
-        .collect();
-    // Thread spans in an order where parents come before children.
-    let mut order: Vec<u32> = (0..n as u32)
-        .filter(|&i| {
-            matches!(
-                trace.track(trace.spans[i as usize].track).kind,
-                TrackKind::Thread { .. }
-            )
-        })
-        .collect();
-    order.sort_unstable_by_key(|&i| {
-        let s = &trace.spans[i as usize];
-        (
-            s.start,
-            std::cmp::Reverse(s.end),
-            levels[i as usize].code(),
-            i,
-        )
-    });
-    let is_layer = |i: u32| -> bool {
-        let s = &trace.spans[i as usize];
-        match options.source {
-            LayerSource::Op => {
-                levels[i as usize] == Level::Backend
-                    && h.parent[i as usize].is_none_or(|p| h.flags[p as usize] & UNDER_BACKEND == 0)
-            }
-            LayerSource::Annotation => {
-                levels[i as usize] == Level::Operation && !is_step_name(trace.str(s.name))
-            }
-        }
-    };
-    let mut layer_of: Vec<Option<u32>> = vec![None; n];
-    for &i in &order {
-        layer_of[i as usize] = if is_layer(i) {
-            Some(i)
-        } else {
-            h.parent[i as usize].and_then(|p| layer_of[p as usize])
-        };
-    }
-    // Spans that launched device work themselves or through a descendant: only their FLOPs
-    // count (an op that ran on the CPU must not count against device time).
-    let mut launched = vec![false; n];
-    for o in &scopes.device_owners {
-        if let Some(l) = o.launch {
-            launched[l as usize] = true;
-        }
-    }
-    for &i in order.iter().rev() {
-        if launched[i as usize] {
-            if let Some(p) = h.parent[i as usize] {
-                launched[p as usize] = true;
-            }
-        }
-    }
-    // Costs bottom-up: own cost, else the sum of the children's. A parent comes before its
-    // children in `order`: walking it backwards, a span's children are summed when it is
-    // reached. Held: the sums of the spans not reached yet (those open where the walk is) and
-    // the costs of the layer instances, not a cost per span (40 bytes each).
-    let mut sums: FxHashMap<u32, Cost> = FxHashMap::default();
-    let mut layer_cost: FxHashMap<u32, Cost> = FxHashMap::default();
-    for &i in order.iter().rev() {
-        let s = &trace.spans[i as usize];
-        let own = if levels[i as usize] == Level::Backend && launched[i as usize] {
-            parse_args(trace, s.args).and_then(|a| op_cost(trace.str(s.name), &a))
-        } else {
-            None
-        };
-        let children = sums.remove(&i);
-        let Some(c) = own.or(children) else { continue };
-        if is_layer(i) {
-            layer_cost.insert(i, c);
-        }
-        if let Some(p) = h.parent[i as usize] {
-            sums.entry(p).or_default().add(&c);
-        }
-    }
-    let cost_of = |i: u32| layer_cost.get(&i).copied().unwrap_or_default();
-    let layer_instances: Vec<u32> = order.iter().copied().filter(|&i| is_layer(i)).collect();
-
-    // Device work per layer instance, the roofline device, the kernel table.
-    let mut device_count: FxHashMap<(u32, i64), usize> = FxHashMap::default();
-    let mut per_instance_gpu: FxHashMap<u32, (usize, Ns)> = FxHashMap::default();
-    let mut layer_kernels: FxHashMap<(u32, u32), (usize, Ns)> = FxHashMap::default();
-    struct KAcc {
-        durations: Vec<Ns>,
-        configs: FxHashMap<(Vec<i64>, Vec<i64>), usize>,
-        occupancy: (f64, usize),
-        with_metrics: usize,
-        cost: Cost,
-        metric_ns: Ns,
-    }
-    let mut kernels: FxHashMap<u32, KAcc> = FxHashMap::default();
-    let mut kernel_count = 0usize;
-    for (i, s) in trace.spans.iter().enumerate() {
-        let track = trace.track(s.track);
-        let TrackKind::DeviceQueue { device, .. } = track.kind else {
-            continue;
-        };
-        if !is_device_work(s.level) {
-            continue;
-        }
-        *device_count.entry((track.rank.0, device)).or_insert(0) += 1;
-        let dur = s.duration();
-        if let Some(layer) = scopes
-            .launch_of(trace, i as u32)
-            .and_then(|l| layer_of[l as usize])
-        {
-            let e = per_instance_gpu.entry(layer).or_insert((0, 0));
-            e.0 += 1;
-            e.1 += dur;
-            let lk = layer_kernels
-                .entry((trace.spans[layer as usize].name.0, s.name.0))
-                .or_insert((0, 0));
-            lk.0 += 1;
-            lk.1 += dur;
-        }
-        if s.level != Level::DeviceKernel {
-            continue;
-        }
-        kernel_count += 1;
-        let k = kernels.entry(s.name.0).or_insert_with(|| KAcc {
-            durations: Vec::new(),
-            configs: FxHashMap::default(),
-            occupancy: (0.0, 0),
-            with_metrics: 0,
-            cost: Cost::default(),
-            metric_ns: 0,
-        });
-        k.durations.push(dur);
-        if let Some(args) = parse_args(trace, s.args) {
-            let grid = i64_list(args.get("grid"));
-            let block = i64_list(args.get("block"));
-            if let (Some(g), Some(b)) = (grid, block) {
-                *k.configs.entry((g, b)).or_insert(0) += 1;
-            }
-            if let Some(o) = args
-                .get("est. achieved occupancy %")
-                .and_then(Value::as_f64)
-                .or_else(|| {
-                    args.get("ncu")
-                        .unwrap_or(&args)
-                        .get("occupancy_pct")
-                        .and_then(Value::as_f64)
-                })
-            {
-                k.occupancy.0 += o;
-                k.occupancy.1 += 1;
-            }
-            if let Some(c) = ncu_cost(&args) {
-                k.with_metrics += 1;
-                k.cost.add(&c);
-                k.metric_ns += dur;
-            }
-        }
-    }
-    let roof_device = device_count
-        .iter()
-        .max_by_key(|(k, v)| (**v, std::cmp::Reverse(**k)))
-        .map(|(&(rank, device), _)| {
-            let d = trace
-                .devices
-                .iter()
-                .find(|d| d.index == device && d.rank.is_none_or(|r| r.0 == rank));
-            let name = d.and_then(|d| d.name.clone());
-            let spec = d.and_then(|d| detect(d, None)).map(|found| found.spec);
-            RoofDevice {
-                rank: trace.ranks[rank as usize].rank.unwrap_or(i64::from(rank)),
-                device,
-                name,
-                spec,
-            }
-        });
-    let spec = roof_device.as_ref().and_then(|d| d.spec.as_ref());
-    match &roof_device {
-        Some(d) if d.spec.is_none() => notes.push(format!(
-            "device {} ({}) is not in the device table: ridge points and bounds are unknown",
-            d.device,
-            d.name
-                .as_deref()
-                .filter(|n| !n.trim().is_empty())
-                .unwrap_or("unnamed")
-        )),
-        None => notes.push("no device work: no roofline".into()),
-        _ => {}
-    }
-
-    // Memory allocations per layer instance.
-    let has_memory = trace
-        .instants
-        .iter()
-        .any(|e| trace.str(e.name) == "[memory]");
-    let mut alloc: FxHashMap<u32, (i64, usize)> = FxHashMap::default();
-    if has_memory {
-        let mut by_track: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
-        for &i in &layer_instances {
-            by_track
-                .entry(trace.spans[i as usize].track.0)
-                .or_default()
-                .push(i);
-        }
-        let segments: FxHashMap<u32, Vec<(Ns, Ns, u32)>> = by_track
-            .into_iter()
-            .map(|(t, list)| (t, flatten_innermost(trace, &list)))
-            .collect();
-        for e in &trace.instants {
-            if trace.str(e.name) != "[memory]" {
-                continue;
-            }
-            let Some(seg) = segments.get(&e.track.0) else {
-                continue;
-            };
-            let k = seg.partition_point(|s| s.0 <= e.ts);
-            let Some(&(_, end, layer)) = k.checked_sub(1).and_then(|k| seg.get(k)) else {
-                continue;
-            };
-            if e.ts >= end {
-                continue;
-            }
-            let bytes = parse_args(trace, e.args)
-                .and_then(|a| a.get("Bytes").and_then(Value::as_i64))
-                .unwrap_or(0);
-            if bytes > 0 {
-                let a = alloc.entry(layer).or_insert((0, 0));
-                a.0 += bytes;
-                a.1 += 1;
-            }
-        }
-    } else {
-        notes.push(
-            "no [memory] events (profile_memory off or args not kept): allocated bytes unknown"
-                .into(),
-        );
-    }
-
-    // Layer rows.
-    struct LAcc {
-        cpu: Vec<Ns>,
-        gpu: Vec<Ns>,
-        kernels: usize,
-        kernel_ns: Ns,
-        alloc: i64,
-        allocations: usize,
-        flops_known: usize,
-        cost: Cost,
-        cost_ns: Ns,
-    }
-    let mut by_name: FxHashMap<u32, LAcc> = FxHashMap::default();
-    for &i in &layer_instances {
-        let s = &trace.spans[i as usize];
-        let a = by_name.entry(s.name.0).or_insert_with(|| LAcc {
-            cpu: Vec::new(),
-            gpu: Vec::new(),
-            kernels: 0,
-            kernel_ns: 0,
-            alloc: 0,
-            allocations: 0,
-            flops_known: 0,
-            cost: Cost::default(),
-            cost_ns: 0,
-        });
-        a.cpu.push(s.duration());
-        let (k, g) = per_instance_gpu.get(&i).copied().unwrap_or((0, 0));
-        a.gpu.push(g);
-        a.kernels += k;
-        a.kernel_ns += g;
-        if let Some(&(b, c)) = alloc.get(&i) {
-            a.alloc += b;
-            a.allocations += c;
-        }
-        let c = cost_of(i);
-        if c.flops.is_some() {
-            a.flops_known += 1;
-            a.cost.add(&c);
-            a.cost_ns += g;
-        }
-    }
-    let total_instances = layer_instances.len().max(1) as f64;
-    let total_cpu: Ns = layer_instances
-        .iter()
-        .map(|&i| trace.spans[i as usize].duration())
-        .sum();
-    let mut kernels_of: FxHashMap<u32, Vec<LayerKernel>> = FxHashMap::default();
-    for ((layer, kernel), (count, total)) in layer_kernels {
-        kernels_of.entry(layer).or_default().push(LayerKernel {
-            name: trace.strings.get(strato_trace::StrId(kernel)).to_owned(),
-            count,
-            total_ns: total,
-        });
-    }
-    let mut layers: Vec<LayerRow> = by_name
-        .into_iter()
-        .map(|(name, mut a)| {
-            let mut top = kernels_of.remove(&name).unwrap_or_default();
-            top.sort_by(|x, y| {
-                y.total_ns
-                    .cmp(&x.total_ns)
-                    .then_with(|| x.name.cmp(&y.name))
-            });
-            top.truncate(5);
-            let cpu = stats(&mut a.cpu, options.trim);
-            LayerRow {
-                name: trace.strings.get(strato_trace::StrId(name)).to_owned(),
-                occurrences: cpu.count,
-                share_of_occurrences_pct: 100.0 * cpu.count as f64 / total_instances,
-                share_of_cpu_time_pct: if total_cpu > 0 {
-                    100.0 * cpu.total_ns as f64 / total_cpu as f64
-                } else {
-                    0.0
-                },
-                cpu,
-                allocated_bytes: has_memory.then_some(a.alloc),
-                allocations: a.allocations,
-                kernels: a.kernels,
-                kernel_time_ns: a.kernel_ns,
-                gpu: stats(&mut a.gpu, options.trim),
-                top_kernels: top,
-                flops_known: a.flops_known,
-                roofline: roofline(
-                    a.cost.flops,
-                    a.cost.bytes,
-                    a.cost.precision,
-                    a.cost_ns,
-                    spec,
-                ),
-            }
-        })
-        .collect();
-    layers.sort_by(|a, b| {
-        b.cpu
-            .total_ns
-            .cmp(&a.cpu.total_ns)
-            .then_with(|| a.name.cmp(&b.name))
-    });
-    if layers.iter().all(|l| l.flops_known == 0) {
-        notes.push(
-            "no layer has known FLOPs (needs with_flops, or record_shapes for matmul/linear, \
-             plus Concrete Inputs for conv)"
-                .into(),
-        );
-    }
-
-    // Kernel rows.
-    let mut kernel_rows: Vec<KernelRow> = kernels
-        .into_iter()
-        .map(|(name, mut k)| {
-            let duration = stats(&mut k.durations, options.trim);
-            let best = k
-                .configs
-                .iter()
-                .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
-                .map(|(c, _)| c.clone());
-            KernelRow {
-                name: trace.strings.get(strato_trace::StrId(name)).to_owned(),
-                duration,
-                grid: best.as_ref().map(|c| c.0.clone()),
-                block: best.map(|c| c.1),
-                configurations: k.configs.len(),
-                occupancy_pct: (k.occupancy.1 > 0).then(|| k.occupancy.0 / k.occupancy.1 as f64),
-                with_metrics: k.with_metrics,
-                roofline: roofline(
-                    k.cost.flops,
-                    k.cost.bytes,
-                    k.cost.precision,
-                    k.metric_ns,
-                    spec,
-                ),
-            }
-        })
-        .collect();
-    kernel_rows.sort_by(|a, b| {
-        b.duration
-            .total_ns
-            .cmp(&a.duration.total_ns)
-            .then_with(|| a.name.cmp(&b.name))
-    });
-
-    // Steps and models.
-    let (steps, models) =
-        steps_and_models(trace, scopes, &layer_cost, &layer_instances, options, spec);
-    if steps.is_empty() {
-        notes.push("no ProfilerStep#N annotations: no model (step) table".into());
-    }
-    LayersReport {
-        source: options.source,
-        trim: options.trim,
-        device: roof_device,
-        layer_instances: layer_instances.len(),
-        layers,
-        kernel_count,
-        kernels: kernel_rows,
-        steps,
-        models,
-        notes,
-    }
-}
-
-fn steps_and_models(
-    trace: &Trace,
-    scopes: &Scopes,
-    layer_cost: &FxHashMap<u32, Cost>,
-    layer_instances: &[u32],
-    options: &LayersOptions,
-    spec: Option<&DeviceSpec>,
-) -> (Vec<StepRow>, Vec<ModelRow>) {
-    let mut steps_out = Vec::new();
-    let mut models = Vec::new();
-    for (p, scope) in scopes.processes.iter().enumerate() {
-        let mut steps: Vec<u32> = scope
-            .threads
-            .iter()
-            .flat_map(|t| scopes.by_track[t.0 as usize].iter().copied())
-            .filter(|&i| is_step_name(trace.str(trace.spans[i as usize].name)))
-            .collect();
-        if steps.is_empty() {
-            continue;
-        }
-        steps.sort_by_key(|&i| trace.spans[i as usize].start);
-        let mut ops: Vec<Vec<(Ns, Ns)>> = vec![Vec::new(); steps.len()];
-        for o in scopes.device_owners.iter().filter(|o| o.process == p) {
-            let s = &trace.spans[o.span as usize];
-            let at = o.launch.map_or(s.start, |l| trace.spans[l as usize].start);
-            let k = steps.partition_point(|&st| trace.spans[st as usize].start <= at);
-            if let Some(k) = k.checked_sub(1) {
-                if at < trace.spans[steps[k] as usize].end {
-                    ops[k].push((s.start, s.end));
-                }
-            }
-        }
-        // FLOPs of a step: the layer instances of the process (any thread) starting in it.
-        let mut step_cost: Vec<Cost> = vec![Cost::default(); steps.len()];
-        for &i in layer_instances {
-            let s = &trace.spans[i as usize];
-            if scopes.process_of_track[s.track.0 as usize] != Some(p) {
-                continue;
-            }
-            let k = steps.partition_point(|&st| trace.spans[st as usize].start <= s.start);
-            if let Some(k) = k.checked_sub(1) {
-                if s.start < trace.spans[steps[k] as usize].end {
-                    step_cost[k].add(&layer_cost.get(&i).copied().unwrap_or_default());
-                }
-            }
-        }
-        let rank = &trace.ranks[scope.key.rank.0 as usize];
-        let rank_number = rank.rank.unwrap_or(i64::from(scope.key.rank.0));
-        let mut lat = Vec::new();
-        let mut e2e = Vec::new();
-        let mut busy_total = 0;
-        let mut model_cost = Cost::default();
-        for (k, &st) in steps.iter().enumerate() {
-            let s = &trace.spans[st as usize];
-            let gpu_end = ops[k].iter().map(|o| o.1).max().unwrap_or(s.end);
-            let busy = crate::device_time::gpu_time::length(&crate::device_time::gpu_time::merge(
-                ops[k].iter().copied(),
-            ));
-            busy_total += busy;
-            let c = step_cost[k];
-            model_cost.add(&c);
-            lat.push(s.duration());
-            e2e.push(gpu_end.max(s.end) - s.start);
-            steps_out.push(StepRow {
-                rank: rank_number,
-                pid: scope.key.pid,
-                name: trace.str(s.name).to_owned(),
-                start_ns: s.start,
-                cpu_ns: s.duration(),
-                end_to_end_ns: gpu_end.max(s.end) - s.start,
-                gpu_busy_ns: busy,
-                device_ops: ops[k].len(),
-                flops: c.flops,
-            });
-        }
-        let latency = stats(&mut lat, options.trim);
-        let steps_per_s = if latency.mean_ns > 0.0 {
-            1e9 / latency.mean_ns
-        } else {
-            0.0
-        };
-        models.push(ModelRow {
-            rank: rank_number,
-            pid: scope.key.pid,
-            steps: steps.len(),
-            end_to_end: stats(&mut e2e, options.trim),
-            latency,
-            steps_per_s,
-            samples_per_s: options.batch_size.map(|b| b as f64 * steps_per_s),
-            gpu_busy_ns: busy_total,
-            roofline: roofline(
-                model_cost.flops,
-                model_cost.bytes,
-                model_cost.precision,
-                busy_total,
-                spec,
-            ),
-        });
-    }
-    (steps_out, models)
+    let trace = analyzed.trace();
+    let mut stream = LayersStream::new(*options);
+    stream.add(trace);
+    stream.finish(trace)
 }
 
 #[cfg(test)]
@@ -976,5 +477,124 @@ mod tests {
         assert_eq!(r.bound, Some(Bound::Compute));
         let r = roofline(Some(1e12), None, Some(Precision::Fp32), 1_000_000, spec);
         assert_eq!((r.bound, r.arithmetic_intensity), (None, None));
+    }
+
+    /// Every rule of the tables by construction, whole and streamed one event at a time: a
+    /// layer is a framework op with none above it, the thread's state spans taking no part;
+    /// a kernel belongs to the layer above its launch, however deep; an op's own cost counts
+    /// only when it launched device work, else a layer sums its children's; an allocation
+    /// goes to the layer innermost on its thread; a step's device ops are those its process
+    /// launched in it (a kernel without a launch on a rank of two processes is no one's).
+    #[test]
+    fn tables_by_construction() {
+        use strato_trace::testing::TraceBuilder;
+        use strato_trace::Level;
+        let mut b = TraceBuilder::new();
+        let t = b.thread(1, 1);
+        let other = b.thread(2, 2);
+        let q = b.queue(0, 7);
+        let (op, api) = (Level::Backend, Level::AcceleratorApi);
+        let kernel = Level::DeviceKernel;
+        let linear = r#"{"Input Dims": [[8, 16], [32, 16], [32]], "Input type": ["float", "float", "float"]}"#;
+        let mm = r#"{"Input Dims": [[2, 3], [3, 4]], "Input type": ["float", "float"]}"#;
+        b.span(t, Level::Os, "running", 0, 20_000)
+            .category(strato_trace::names::THREAD_STATE_CATEGORY);
+        b.span(t, Level::Python, "ProfilerStep#1", 0, 10_000);
+        b.span(t, Level::Operation, "my_block", 50, 1550);
+        b.span(t, op, "aten::linear", 100, 1000).args(linear);
+        b.span(t, op, "aten::addmm", 200, 900).args(mm);
+        b.span(t, api, "cudaLaunchKernel", 300, 310).correlation(1);
+        b.span(q, kernel, "k1", 2000, 2100).correlation(1);
+        b.span(t, op, "aten::relu", 1200, 1500);
+        // An annotation inside the op: innermost of the annotations at the allocation.
+        b.span(t, Level::Operation, "inner_block", 1210, 1290);
+        b.span(t, api, "cudaLaunchKernel", 1300, 1310)
+            .correlation(2);
+        b.span(q, kernel, "k2", 2200, 2250).correlation(2);
+        b.span(t, op, "aten::empty", 1600, 1650);
+        // Modelled, but it launched nothing: its FLOPs do not count.
+        b.span(t, op, "aten::matmul", 1700, 1800).args(mm);
+        // Cost unknown of its own: the sum of its children's.
+        b.span(t, op, "aten::custom", 5000, 6000);
+        b.span(t, op, "aten::mm", 5100, 5500).args(mm);
+        b.span(t, api, "cudaLaunchKernel", 5200, 5210)
+            .correlation(5);
+        b.span(q, kernel, "k5", 6000, 6030).correlation(5);
+        // Another process: its kernel is not in the first one's step.
+        b.span(other, op, "aten::mm", 0, 500).args(mm);
+        b.span(other, api, "cudaLaunchKernel", 10, 20)
+            .correlation(3);
+        b.span(q, kernel, "k3", 2300, 2400).correlation(3);
+        b.span(q, kernel, "k4", 3000, 3010);
+        for (ts, bytes) in [(1250, 4096), (1260, -4096), (5050, 100), (7000, 64)] {
+            b.instant(t, Level::Backend, "cpu_instant_event", "[memory]", ts);
+            let trace = b.trace_mut();
+            let args = trace.add_args(&format!(r#"{{"Bytes": {bytes}}}"#));
+            trace.instants.last_mut().unwrap().args = Some(args);
+        }
+        let trace = b.build();
+        let check = |source| {
+            let options = LayersOptions {
+                source,
+                ..LayersOptions::default()
+            };
+            let whole = layers(&Analyzed::new(&trace), &options);
+            let stream = crate::registry::streamed(
+                LayersStream::new(options),
+                LayersStream::add,
+                LayersStream::finish,
+            );
+            let streamed = crate::registry::fed_span_by_span(&trace, stream);
+            assert_eq!(streamed, whole, "{source:?}: streamed one event at a time");
+            whole
+        };
+        let r = check(LayerSource::Op);
+        let row = |name: &str| r.layers.iter().find(|l| l.name == name).unwrap();
+        assert_eq!(r.layer_instances, 6);
+        let occurrences: usize = r.layers.iter().map(|l| l.occurrences).sum();
+        assert_eq!(occurrences, r.layer_instances);
+        assert!(r.layers.iter().all(|l| l.name != "aten::addmm"));
+        let linear = row("aten::linear");
+        assert_eq!((linear.kernels, linear.kernel_time_ns), (1, 100));
+        assert_eq!(
+            (linear.flops_known, linear.roofline.flops),
+            (1, Some(8192.0))
+        );
+        let relu = row("aten::relu");
+        assert_eq!(
+            (relu.kernels, relu.kernel_time_ns, relu.flops_known),
+            (1, 50, 0)
+        );
+        assert_eq!((relu.allocated_bytes, relu.allocations), (Some(4096), 1));
+        assert_eq!(row("aten::matmul").flops_known, 0);
+        let custom = row("aten::custom");
+        assert_eq!(
+            (custom.roofline.flops, custom.allocated_bytes),
+            (Some(48.0), Some(100))
+        );
+        // Both `aten::mm` layers launched: 48 FLOPs each.
+        let mm_row = row("aten::mm");
+        assert_eq!((mm_row.occurrences, mm_row.flops_known), (1, 1));
+        assert_eq!(r.kernel_count, 5);
+        let kernels: usize = r.kernels.iter().map(|k| k.duration.count).sum();
+        assert_eq!(kernels, r.kernel_count);
+        // The step: k1, k2 and k5 of process 1 (not k3, launched by process 2, nor k4).
+        assert_eq!(r.steps.len(), 1);
+        let step = &r.steps[0];
+        assert_eq!((step.pid, step.cpu_ns, step.device_ops), (1, 10_000, 3));
+        assert_eq!((step.gpu_busy_ns, step.end_to_end_ns), (180, 10_000));
+        assert_eq!(step.flops, Some(8192.0 + 48.0));
+        assert_eq!(r.models.len(), 1);
+
+        let r = check(LayerSource::Annotation);
+        assert_eq!(r.layer_instances, 2);
+        let row = |name: &str| r.layers.iter().find(|l| l.name == name).unwrap();
+        let block = row("my_block");
+        assert_eq!((block.kernels, block.kernel_time_ns), (2, 150));
+        assert_eq!(block.roofline.flops, Some(8192.0));
+        assert_eq!((block.allocated_bytes, block.allocations), (Some(0), 0));
+        let inner = row("inner_block");
+        assert_eq!((inner.kernels, inner.roofline.flops), (0, None));
+        assert_eq!((inner.allocated_bytes, inner.allocations), (Some(4096), 1));
     }
 }

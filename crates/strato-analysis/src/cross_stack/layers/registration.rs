@@ -8,11 +8,11 @@ use serde::{Deserialize, Serialize};
 use strato_trace::Ns;
 
 use super::text::{device_line, notes, roof_cells};
-use super::{layers, KernelRow, LayerSource, LayersOptions, LayersReport};
+use super::{layers, KernelRow, LayerSource, LayersOptions, LayersReport, LayersStream};
 use crate::analyzed::Analyzed;
-use crate::cross_stack::modules::{modules, modules_table, ModulesReport};
+use crate::cross_stack::modules::{modules, modules_table, ModulesReport, ModulesStream};
 use crate::registry::{
-    Analysis, AnalysisError, InReport, OptionKind, OptionSpec, Reads, TableSpec,
+    streamed, Analysis, AnalysisError, InReport, OptionKind, OptionSpec, Reads, Stream, TableSpec,
 };
 use crate::text::table::{Table, TableFormat};
 use crate::text::units::{fit, ms_num, opt, us_num};
@@ -49,6 +49,22 @@ pub struct LayersSettings {
     pub batch_size: Option<u64>,
     /// Rows shown per table in the text (CSV and JSON hold all).
     pub top: usize,
+}
+
+impl LayersSettings {
+    /// The options of the layer tables; `None` with `by = module` (the module tree).
+    fn layers_options(&self) -> Option<LayersOptions> {
+        let source = match self.by {
+            LayerBy::Op => LayerSource::Op,
+            LayerBy::Annotation => LayerSource::Annotation,
+            LayerBy::Module => return None,
+        };
+        Some(LayersOptions {
+            source,
+            trim: self.trim,
+            batch_size: self.batch_size,
+        })
+    }
 }
 
 impl Default for LayersSettings {
@@ -170,19 +186,24 @@ module tree)",
         analyzed: &Analyzed<'_>,
         settings: &LayersSettings,
     ) -> Result<LayersResult, AnalysisError> {
-        let source = match settings.by {
-            LayerBy::Op => LayerSource::Op,
-            LayerBy::Annotation => LayerSource::Annotation,
-            LayerBy::Module => return Ok(LayersResult::Modules(modules(analyzed))),
-        };
-        Ok(LayersResult::Layers(Box::new(layers(
-            analyzed,
-            &LayersOptions {
-                source,
-                trim: settings.trim,
-                batch_size: settings.batch_size,
-            },
-        ))))
+        Ok(match settings.layers_options() {
+            None => LayersResult::Modules(modules(analyzed)),
+            Some(options) => LayersResult::Layers(Box::new(layers(analyzed, &options))),
+        })
+    }
+
+    /// One file or stored profile streams ([`LayersStream`], or [`ModulesStream`] with `by =
+    /// module`): memory holds a few words per CPU-thread span and device op, not the spans
+    /// and their args.
+    fn stream(settings: &LayersSettings) -> Option<Box<dyn Stream<LayersResult>>> {
+        Some(match settings.layers_options() {
+            None => streamed(ModulesStream::new(), ModulesStream::add, |s, trace| {
+                LayersResult::Modules(s.finish(trace))
+            }),
+            Some(options) => streamed(LayersStream::new(options), LayersStream::add, |s, trace| {
+                LayersResult::Layers(Box::new(s.finish(trace)))
+            }),
+        })
     }
 
     fn render_text(result: &LayersResult, settings: &LayersSettings) -> String {

@@ -9,10 +9,10 @@ use serde_json::{json, Map, Value};
 use strato_trace::Ns;
 
 use super::text::{device_line, notes};
-use super::{layers, LayerSource, LayersOptions, LayersReport, Roofline};
+use super::{layers, LayerSource, LayersOptions, LayersReport, LayersStream, Roofline};
 use crate::analyzed::Analyzed;
 use crate::registry::{
-    Analysis, AnalysisError, InReport, OptionKind, OptionSpec, Reads, TableSpec,
+    streamed, Analysis, AnalysisError, InReport, OptionKind, OptionSpec, Reads, Stream, TableSpec,
 };
 use crate::text::table::{Table, TableFormat};
 use crate::text::units::{fit, ms_num, opt};
@@ -29,6 +29,17 @@ pub struct RooflineSettings {
     pub by: LayerSource,
     /// Rows shown in the text (the CSV and JSON hold all).
     pub top: usize,
+}
+
+impl RooflineSettings {
+    /// The options of the layer tables the rows come from.
+    fn layers_options(&self) -> LayersOptions {
+        LayersOptions {
+            source: self.by,
+            trim: 0.1,
+            batch_size: None,
+        }
+    }
 }
 
 impl Default for RooflineSettings {
@@ -98,14 +109,16 @@ bound",
         analyzed: &Analyzed<'_>,
         settings: &RooflineSettings,
     ) -> Result<RooflineResult, AnalysisError> {
-        Ok(RooflineResult(layers(
-            analyzed,
-            &LayersOptions {
-                source: settings.by,
-                trim: 0.1,
-                batch_size: None,
-            },
-        )))
+        Ok(RooflineResult(layers(analyzed, &settings.layers_options())))
+    }
+
+    /// One file or stored profile streams ([`LayersStream`]).
+    fn stream(settings: &RooflineSettings) -> Option<Box<dyn Stream<RooflineResult>>> {
+        Some(streamed(
+            LayersStream::new(settings.layers_options()),
+            LayersStream::add,
+            |s, trace| RooflineResult(s.finish(trace)),
+        ))
     }
 
     fn render_text(result: &RooflineResult, settings: &RooflineSettings) -> String {
