@@ -113,6 +113,22 @@ pub struct Outcome {
     shown: Box<dyn Shown>,
     /// The document, made once when a table is first asked for.
     doc: std::sync::OnceLock<Ordered>,
+    read: Read,
+}
+
+/// How an analysis read its inputs ([`Outcome::read`]): what its memory followed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Read {
+    /// Every event of the input held at once.
+    Whole,
+    /// By the analysis's own opening ([`Opening`]: in parts, or its own streaming).
+    OwnOpening,
+    /// One file or stored profile streamed ([`Analysis::stream`]).
+    Streamed,
+    /// Several rank files streamed one after the other as one job ([`Engine::stream_job`]).
+    JobStreamed,
+    /// Rank file by rank file, the parts merged ([`Analysis::RANK_BY_RANK`]).
+    RankByRank,
 }
 
 impl std::fmt::Debug for Outcome {
@@ -183,6 +199,7 @@ impl Outcome {
         Outcome {
             shown: Box::new(Compared::<C> { output, options }),
             doc: std::sync::OnceLock::new(),
+            read: Read::Whole,
         }
     }
 
@@ -192,7 +209,19 @@ impl Outcome {
         Outcome {
             shown: Box::new(Typed::<A> { output, options }),
             doc: std::sync::OnceLock::new(),
+            read: Read::Whole,
         }
+    }
+
+    /// The same result, read as `read` says.
+    fn read_as(mut self, read: Read) -> Outcome {
+        self.read = read;
+        self
+    }
+
+    /// How the analysis read its inputs.
+    pub fn read(&self) -> Read {
+        self.read
     }
 
     /// The result's serde JSON, pretty-printed (`--json`).
@@ -398,10 +427,10 @@ fn run_inputs<A: Analysis + 'static, O: Opening<A>>(
     };
     let import = import_options(engine, A::READS)?;
     if let Some(output) = O::open(engine, inputs, &import, &options)? {
-        return Ok(Outcome::of::<A>(output, options));
+        return Ok(Outcome::of::<A>(output, options).read_as(Read::OwnOpening));
     }
-    if let Some(output) = streamed::<A>(engine, inputs, &import, &options)? {
-        return Ok(Outcome::of::<A>(output, options));
+    if let Some((output, read)) = streamed::<A>(engine, inputs, &import, &options)? {
+        return Ok(Outcome::of::<A>(output, options).read_as(read));
     }
     if A::RANK_BY_RANK {
         if let Some(streamed) =
@@ -419,7 +448,7 @@ fn run_inputs<A: Analysis + 'static, O: Opening<A>>(
                 .collect::<Result<_>>()?;
             // A rank-by-rank analysis always merges (`check` holds every registration to it).
             if let Some(output) = A::merge(parts, &options) {
-                return Ok(Outcome::of::<A>(output, options));
+                return Ok(Outcome::of::<A>(output, options).read_as(Read::RankByRank));
             }
         }
     }
@@ -428,20 +457,29 @@ fn run_inputs<A: Analysis + 'static, O: Opening<A>>(
     Ok(Outcome::of::<A>(output, options))
 }
 
-/// `A`'s result fed while the one input streams: a stored profile or store batch by batch
-/// ([`Engine::stream_stored`]), or one Chrome/Kineto JSON file as it is read
-/// ([`Engine::stream_file`]); `None` when `A` does not stream or the input does not (it is
-/// then opened whole). A stream the stored read gave up on midway is dropped and the file path
-/// starts a fresh one.
+/// `A`'s result fed while the input streams: a stored profile or store batch by batch
+/// ([`Engine::stream_stored`]), one Chrome/Kineto JSON file as it is read
+/// ([`Engine::stream_file`]), or, for an analysis that does not read a job rank by rank,
+/// several rank files one after the other as one job ([`Engine::stream_job`]); `None` when
+/// `A` does not stream or the input does not (it is then opened whole). A stream the stored
+/// read gave up on midway is dropped and the file path starts a fresh one.
 fn streamed<A: Analysis>(
     engine: &Engine,
     inputs: &[PathBuf],
     import: &strato_io::ImportOptions,
     options: &A::Options,
-) -> Result<Option<A::Output>> {
-    let [input] = inputs else { return Ok(None) };
+) -> Result<Option<(A::Output, Read)>> {
     if engine.attributes_graph_capture() {
         return Ok(None);
+    }
+    let [input] = inputs else {
+        return streamed_job::<A>(engine, inputs, import, options);
+    };
+    if input.is_dir()
+        && !strato_store::is_profile_dir(input)
+        && !strato_store::partitioned::is_store_dir(input)
+    {
+        return streamed_job::<A>(engine, inputs, import, options);
     }
     let Some(mut stream) = A::stream(options) else {
         return Ok(None);
@@ -451,21 +489,12 @@ fn streamed<A: Analysis>(
         stream.add(batch);
     };
     if let Some(trace) = engine.stream_stored(inputs, import, &mut stored)? {
-        return Ok(Some(stream.finish(&trace)));
+        return Ok(Some((stream.finish(&trace), Read::Streamed)));
     }
     let Some(mut stream) = A::stream(options) else {
         return Ok(None);
     };
-    // A stream is handed no flows: the file's are read only to find graph node links (which
-    // send the input to the whole trace), so none is kept (`flow_ends` off: each complete
-    // flow is handed over once, and dropped here).
-    let import = strato_io::ImportOptions {
-        projection: strato_io::Projection {
-            flow_ends: false,
-            ..import.projection
-        },
-        ..import.clone()
-    };
+    let import = no_flows_kept(import);
     let mut sink = |batch: &mut Trace| {
         stream.add(batch);
         crate::drop_batch_events(batch);
@@ -480,7 +509,53 @@ fn streamed<A: Analysis>(
     if import.projection.flows && strato_trace::names::has_graph_node_links(&trace) {
         return Ok(None);
     }
-    Ok(Some(stream.finish(&trace)))
+    Ok(Some((stream.finish(&trace), Read::Streamed)))
+}
+
+/// `A`'s result fed while the rank files of `inputs` stream one after the other as one job
+/// ([`Engine::stream_job`]); `None` when `A` reads a job rank by rank (in parallel, one rank
+/// held at a time: it keeps less than a stream of the whole job), does not stream, or a file
+/// does not stream.
+fn streamed_job<A: Analysis>(
+    engine: &Engine,
+    inputs: &[PathBuf],
+    import: &strato_io::ImportOptions,
+    options: &A::Options,
+) -> Result<Option<(A::Output, Read)>> {
+    if A::RANK_BY_RANK {
+        return Ok(None);
+    }
+    let Some(files) = engine.rank_files(inputs) else {
+        return Ok(None);
+    };
+    let Some(mut stream) = A::stream(options) else {
+        return Ok(None);
+    };
+    let import = no_flows_kept(import);
+    let mut sink = |batch: &mut Trace| {
+        stream.add(batch);
+        Ok(())
+    };
+    let Some(trace) = engine.stream_job(&files, &import, &mut sink)? else {
+        return Ok(None);
+    };
+    if import.projection.flows && strato_trace::names::has_graph_node_links(&trace) {
+        return Ok(None);
+    }
+    Ok(Some((stream.finish(&trace), Read::JobStreamed)))
+}
+
+/// `import` with no flow kept in the trace returned: a stream is handed no flows, and the
+/// input's are read only to find graph node links (which send it to the whole trace), so each
+/// complete flow is handed over once and dropped (`flow_ends` off).
+fn no_flows_kept(import: &strato_io::ImportOptions) -> strato_io::ImportOptions {
+    strato_io::ImportOptions {
+        projection: strato_io::Projection {
+            flow_ends: false,
+            ..import.projection
+        },
+        ..import.clone()
+    }
 }
 
 /// The JSON value of option `spec` given as `text`.

@@ -91,6 +91,44 @@ impl Engine {
         Ok(Some(trace))
     }
 
+    /// Several rank files (or directories of them: [`Engine::rank_files`]'s `files`) imported
+    /// as [`Engine::open`] imports them together, their events handed to `sink` file after
+    /// file as they are read, in the job's ids ([`strato_io::job::import_paths_streaming`]:
+    /// the trace returned holds the job's tables but no events; secrets redacted unless
+    /// `keep_secrets`, import notes told once, for the job). `None` when a file does not
+    /// stream (as [`Engine::stream_file`]), or with `graph_capture`: the caller opens the job
+    /// whole. The events are as the files hold them (graph node links not applied).
+    pub fn stream_job(
+        &self,
+        files: &[PathBuf],
+        options: &ImportOptions,
+        sink: &mut strato_io::chrome::EventSink<'_>,
+    ) -> Result<Option<Trace>> {
+        if self.attributes_graph_capture() {
+            return Ok(None);
+        }
+        let batch = strato_io::chrome::SINK_EVENTS;
+        let redacts = self.redacts();
+        let mut redacting = |batch: &mut Trace| {
+            if redacts {
+                strato_io::redact::redact_args(&mut batch.args);
+            }
+            sink(batch)
+        };
+        let imported =
+            strato_io::job::import_paths_streaming(files, options, batch, &mut redacting);
+        self.listener().import_finished();
+        let Some(mut trace) = imported? else {
+            return Ok(None);
+        };
+        self.note_shared_rank_claims(&trace);
+        if redacts {
+            strato_io::redact::redact_trace(&mut trace);
+        }
+        self.warn_import_notes(&trace);
+        Ok(Some(trace))
+    }
+
     /// One stored profile or store (`inputs` is that one directory) read as [`Engine::open`]
     /// reads it, its events handed to `sink` batch by batch instead of kept
     /// ([`strato_store::stream_with`], [`strato_store::partitioned::stream_store`]: only the

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use strato_engine::registry::ANALYSES;
+use strato_engine::registry::{Read, ANALYSES};
 use strato_engine::{Engine, OpenOptions, Quiet};
 
 fn data(rel: &str) -> PathBuf {
@@ -196,6 +196,43 @@ fn modules_of_two_models_rank_by_rank_equal_the_whole_job() {
         v["module_calls"].as_u64().unwrap() > 450,
         "both ranks' calls"
     );
+}
+
+/// The analyses that stream and do not read a job rank by rank stream a job file after file
+/// ([`Engine::stream_job`]): on two different models as two rank files (their strings and
+/// tracks differ, so each file's ids are renumbered into the job's) they give what they give
+/// over the whole job.
+#[test]
+fn streams_of_a_job_of_two_models_equal_the_whole_job() {
+    let engine = Engine::new(OpenOptions::default(), Arc::new(Quiet));
+    let dir = tracelens_ranks(&[
+        "mi300_resnet_act_checkpoint.json.gz",
+        "h100_Falconsai_nsfw_image_detection.json.gz",
+    ]);
+    let inputs = vec![dir.path().to_path_buf()];
+    // The job streams (else the analyses below would be opened whole and compare nothing).
+    let files = engine.rank_files(&inputs).expect("rank files");
+    let mut batches = 0;
+    let mut count = |_: &mut strato_trace::Trace| {
+        batches += 1;
+        Ok(())
+    };
+    let tables = engine
+        .stream_job(&files, &strato_io::ImportOptions::default(), &mut count)
+        .expect("reads");
+    assert!(tables.is_some_and(|t| t.ranks.len() == 2) && batches > 2);
+    for name in ["ops", "layers", "roofline"] {
+        let analysis = ANALYSES.iter().find(|a| a.name == name).unwrap();
+        assert!(!analysis.rank_by_rank, "{name}");
+        let streamed = analysis.run(&engine, &inputs, &[]).expect("runs");
+        assert_eq!(streamed.read(), Read::JobStreamed, "{name}");
+        let options = analysis.import_options(&engine).expect("options");
+        let whole = engine.load(&inputs, &options).expect("opens");
+        let at_once = analysis.run_trace(&whole, &[]).expect("runs");
+        assert_eq!(streamed.json(), at_once.json(), "{name}");
+        assert_eq!(streamed.text(), at_once.text(), "{name}");
+        assert_eq!(streamed.own_csv(false), at_once.own_csv(false), "{name}");
+    }
 }
 
 /// Every registered comparison: run from paths (A opened, reduced to its side and dropped

@@ -9,7 +9,7 @@ mod common;
 
 use common::{engine, shuffled_and_thinned};
 use proptest::prelude::*;
-use strato_engine::registry::ANALYSES;
+use strato_engine::registry::{Read, ANALYSES};
 
 /// The analyses that stream one file.
 const STREAMED: &[&str] = &[
@@ -48,6 +48,7 @@ proptest! {
         for name in STREAMED {
             let analysis = ANALYSES.iter().find(|a| a.name == *name).unwrap();
             let streamed = analysis.run(&engine, &inputs, &[]).unwrap();
+            prop_assert_ne!(streamed.read(), Read::Whole, "{} on {}", name, rel);
             let options = analysis.import_options(&engine).unwrap();
             let whole = engine.load(&inputs, &options).unwrap();
             let at_once = analysis.run_trace(&whole, &[]).unwrap();

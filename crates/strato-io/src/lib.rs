@@ -17,6 +17,7 @@ pub mod config;
 pub mod error;
 pub mod export;
 pub mod input;
+pub mod job;
 pub mod json_lenient;
 pub mod json_split;
 pub mod ncu;
