@@ -69,8 +69,20 @@ impl Engine {
             return Ok(None);
         }
         let batch = strato_io::chrome::SINK_EVENTS;
-        // Each batch's attribute blobs are redacted before anyone sees them (the trace's other
-        // tables are redacted below, once they are complete).
+        self.imported_streaming(sink, |redacting| {
+            strato_io::import_file_streaming(input, options, batch, redacting)
+        })
+    }
+
+    /// What `import` gives, streaming its events to `sink` through a sink that redacts each
+    /// batch's attribute blobs before anyone sees them, with its tables as [`Engine::open`]
+    /// leaves them: shared rank claims noted, secrets redacted (unless `keep_secrets`), import
+    /// notes told.
+    fn imported_streaming(
+        &self,
+        sink: &mut strato_io::chrome::EventSink<'_>,
+        import: impl FnOnce(&mut strato_io::chrome::EventSink<'_>) -> strato_io::Result<Option<Trace>>,
+    ) -> Result<Option<Trace>> {
         let redacts = self.redacts();
         let mut redacting = |batch: &mut Trace| {
             if redacts {
@@ -78,7 +90,7 @@ impl Engine {
             }
             sink(batch)
         };
-        let imported = strato_io::import_file_streaming(input, options, batch, &mut redacting);
+        let imported = import(&mut redacting);
         self.listener().import_finished();
         let Some(mut trace) = imported? else {
             return Ok(None);
@@ -108,25 +120,9 @@ impl Engine {
             return Ok(None);
         }
         let batch = strato_io::chrome::SINK_EVENTS;
-        let redacts = self.redacts();
-        let mut redacting = |batch: &mut Trace| {
-            if redacts {
-                strato_io::redact::redact_args(&mut batch.args);
-            }
-            sink(batch)
-        };
-        let imported =
-            strato_io::job::import_paths_streaming(files, options, batch, &mut redacting);
-        self.listener().import_finished();
-        let Some(mut trace) = imported? else {
-            return Ok(None);
-        };
-        self.note_shared_rank_claims(&trace);
-        if redacts {
-            strato_io::redact::redact_trace(&mut trace);
-        }
-        self.warn_import_notes(&trace);
-        Ok(Some(trace))
+        self.imported_streaming(sink, |redacting| {
+            strato_io::job::import_paths_streaming(files, options, batch, redacting)
+        })
     }
 
     /// One stored profile or store (`inputs` is that one directory) read as [`Engine::open`]
