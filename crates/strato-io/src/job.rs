@@ -265,7 +265,18 @@ pub fn import_paths_streaming(
                 if stop.load(std::sync::atomic::Ordering::Relaxed) {
                     return;
                 }
-                read_file(path, options, batch_events, to, &stop);
+                // A reader that panicked says so, in its file's turn: the thread handing over
+                // never waits for a file no one reads.
+                let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    read_file(path, options, batch_events, to, &stop);
+                }));
+                if read.is_err() {
+                    let failed = crate::Error::new(
+                        path,
+                        crate::ErrorKind::Output("reading it failed (a panic, a bug)".into()),
+                    );
+                    let _ = to.send(Sent::Failed(failed));
+                }
             });
         }
         let handed = hand_over(&opened, receivers, sink);
