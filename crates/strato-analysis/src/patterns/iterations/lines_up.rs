@@ -91,9 +91,13 @@ pub fn attach_lines_up(analyzed: &crate::analyzed::Analyzed, report: &mut Iterat
         .iter()
         .filter_map(|o| Some((o.span, o.operation?)))
         .collect();
-    // Per stream: each op's (key, instance) pairs, and each instance's op count.
+    // Per stream: each op's (key, instance) pairs, and each instance's op count. A key is
+    // kept once and named by its number (`key_names`); a span's key is made once.
     type Key = (&'static str, String);
-    type Keys = Vec<(Key, u32)>;
+    type Keys = Vec<(u32, u32)>;
+    let mut key_names: Vec<Key> = Vec::new();
+    let mut key_number: FxHashMap<Key, u32> = FxHashMap::default();
+    let mut key_of_span: FxHashMap<u32, Option<u32>> = FxHashMap::default();
     /// Per op of a stream its keyed instances, and each instance's op count.
     type StreamKeys = (Vec<Keys>, FxHashMap<u32, usize>);
     let mut keyed: FxHashMap<(u32, i64, i64), StreamKeys> = FxHashMap::default();
@@ -118,7 +122,14 @@ pub fn attach_lines_up(analyzed: &crate::analyzed::Analyzed, report: &mut Iterat
                 if keys.iter().any(|k| k.1 == c) {
                     continue;
                 }
-                if let Some(k) = lines_up_key(trace, &trace.spans[c as usize]) {
+                let key = *key_of_span.entry(c).or_insert_with(|| {
+                    let key = lines_up_key(trace, &trace.spans[c as usize])?;
+                    Some(*key_number.entry(key).or_insert_with_key(|key| {
+                        key_names.push(key.clone());
+                        key_names.len() as u32 - 1
+                    }))
+                });
+                if let Some(k) = key {
                     *totals.entry(c).or_default() += 1;
                     keys.push((k, c));
                 }
@@ -153,11 +164,12 @@ pub fn attach_lines_up(analyzed: &crate::analyzed::Analyzed, report: &mut Iterat
             if count == 0 {
                 continue;
             }
-            let mut by_instance: FxHashMap<(&(&'static str, String), u32), usize> =
-                FxHashMap::default();
+            // Keyed by the key itself, not its number: among instances of one key with the
+            // same share, the first met in this map's order wins, as it always has.
+            let mut by_instance: FxHashMap<(&Key, u32), usize> = FxHashMap::default();
             for keys in &per_op[lo..hi] {
-                for (k, c) in keys {
-                    *by_instance.entry((k, *c)).or_default() += 1;
+                for &(k, c) in keys {
+                    *by_instance.entry((&key_names[k as usize], c)).or_default() += 1;
                 }
             }
             for ((k, c), m) in by_instance {
@@ -234,7 +246,8 @@ pub fn attach_lines_up(analyzed: &crate::analyzed::Analyzed, report: &mut Iterat
             inside_ops += hi.saturating_sub(lo);
             for keys in &per_op[lo.min(hi)..hi] {
                 let mut seen: Vec<u32> = Vec::new();
-                for ((kind, name), c) in keys {
+                for (k, c) in keys {
+                    let (kind, name) = &key_names[*k as usize];
                     if *kind == "annotation"
                         && name.to_ascii_lowercase().contains("step")
                         && !seen.contains(c)
