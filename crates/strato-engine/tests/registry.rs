@@ -6,13 +6,33 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use strato_engine::registry::{Read, ANALYSES};
+use strato_engine::registry::{OptionValues, Outcome, Read, Registered, ANALYSES};
 use strato_engine::{Engine, OpenOptions, Quiet};
 
 fn data(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../../shared/data")
         .join(rel)
+}
+
+/// `analysis` with option `values` over the whole of `inputs` opened at once: what every
+/// leaner reading must give.
+fn at_once(
+    engine: &Engine,
+    analysis: &Registered,
+    inputs: &[PathBuf],
+    values: &OptionValues,
+) -> Outcome {
+    let options = analysis.import_options(engine).expect("options");
+    let whole = engine.load(inputs, &options).expect("opens");
+    analysis.run_trace(&whole, values).expect("runs")
+}
+
+/// `got` is `expected` in JSON, text and the analysis's own CSV (`what` names the case).
+fn assert_same(got: &Outcome, expected: &Outcome, what: &str) {
+    assert_eq!(got.json(), expected.json(), "{what}");
+    assert_eq!(got.text(), expected.text(), "{what}");
+    assert_eq!(got.own_csv(false), expected.own_csv(false), "{what}");
 }
 
 #[test]
@@ -28,27 +48,8 @@ fn rank_by_rank_equals_the_whole_job() {
         let inputs = vec![data(job)];
         for analysis in ANALYSES {
             let streamed = analysis.run(&engine, &inputs, &[]).expect("runs");
-            let options = analysis.import_options(&engine).expect("options");
-            let whole = engine.load(&inputs, &options).expect("opens");
-            let at_once = analysis.run_trace(&whole, &[]).expect("runs");
-            assert_eq!(
-                streamed.json(),
-                at_once.json(),
-                "{} on {job}",
-                analysis.name
-            );
-            assert_eq!(
-                streamed.text(),
-                at_once.text(),
-                "{} on {job}",
-                analysis.name
-            );
-            assert_eq!(
-                streamed.own_csv(false),
-                at_once.own_csv(false),
-                "{} on {job}",
-                analysis.name
-            );
+            let expected = at_once(&engine, analysis, &inputs, &[]);
+            assert_same(&streamed, &expected, &format!("{} on {job}", analysis.name));
             let nothing_to_merge = ["memory", "modules"].contains(&analysis.name);
             if analysis.rank_by_rank && job.ends_with("param_dlrm8") && !nothing_to_merge {
                 // The merge is what is checked here: it had rows to merge (memory, modules:
@@ -98,17 +99,8 @@ fn rank_by_rank_with_allocation_events_equals_the_whole_job() {
     let mut merged = 0;
     for analysis in ANALYSES.iter().filter(|a| a.rank_by_rank) {
         let by_rank = analysis.run(&engine, &inputs, &[]).expect("runs");
-        let options = analysis.import_options(&engine).expect("options");
-        let whole = engine.load(&inputs, &options).expect("opens");
-        let at_once = analysis.run_trace(&whole, &[]).expect("runs");
-        assert_eq!(by_rank.json(), at_once.json(), "{}", analysis.name);
-        assert_eq!(by_rank.text(), at_once.text(), "{}", analysis.name);
-        assert_eq!(
-            by_rank.own_csv(false),
-            at_once.own_csv(false),
-            "{}",
-            analysis.name
-        );
+        let expected = at_once(&engine, analysis, &inputs, &[]);
+        assert_same(&by_rank, &expected, analysis.name);
         if analysis.name == "memory" {
             // The devices' allocation series (the copies: the DLRM job above).
             let table = &analysis.tables[0];
@@ -157,11 +149,9 @@ fn rank_by_rank_with_allocation_events_equals_the_whole_job() {
         for job in [dir.path().to_path_buf(), data("kineto/param_dlrm8")] {
             let inputs = vec![job];
             let by_rank = analysis.run(&engine, &inputs, &values).expect("runs");
-            let options = analysis.import_options(&engine).expect("options");
-            let whole = engine.load(&inputs, &options).expect("opens");
-            let at_once = analysis.run_trace(&whole, &values).expect("runs");
-            assert_eq!(by_rank.json(), at_once.json(), "{name} --{option}");
-            assert_eq!(by_rank.text(), at_once.text(), "{name} --{option}");
+            let expected = at_once(&engine, analysis, &inputs, &values);
+            assert_eq!(by_rank.json(), expected.json(), "{name} --{option}");
+            assert_eq!(by_rank.text(), expected.text(), "{name} --{option}");
         }
     }
 }
@@ -181,12 +171,11 @@ fn modules_of_two_models_rank_by_rank_equal_the_whole_job() {
     let analysis = ANALYSES.iter().find(|a| a.name == "modules").unwrap();
     assert!(analysis.rank_by_rank);
     let by_rank = analysis.run(&engine, &inputs, &[]).expect("runs");
-    let options = analysis.import_options(&engine).expect("options");
-    let whole = engine.load(&inputs, &options).expect("opens");
-    let at_once = analysis.run_trace(&whole, &[]).expect("runs");
-    assert_eq!(by_rank.json(), at_once.json());
-    assert_eq!(by_rank.text(), at_once.text());
-    assert_eq!(by_rank.own_csv(false), at_once.own_csv(false));
+    assert_same(
+        &by_rank,
+        &at_once(&engine, analysis, &inputs, &[]),
+        "modules",
+    );
     let v: serde_json::Value = serde_json::from_str(&by_rank.json()).unwrap();
     assert!(
         v["recompute"]["calls"].as_u64().unwrap() > 0,
@@ -226,12 +215,7 @@ fn streams_of_a_job_of_two_models_equal_the_whole_job() {
         assert!(!analysis.rank_by_rank, "{name}");
         let streamed = analysis.run(&engine, &inputs, &[]).expect("runs");
         assert_eq!(streamed.read(), Read::JobStreamed, "{name}");
-        let options = analysis.import_options(&engine).expect("options");
-        let whole = engine.load(&inputs, &options).expect("opens");
-        let at_once = analysis.run_trace(&whole, &[]).expect("runs");
-        assert_eq!(streamed.json(), at_once.json(), "{name}");
-        assert_eq!(streamed.text(), at_once.text(), "{name}");
-        assert_eq!(streamed.own_csv(false), at_once.own_csv(false), "{name}");
+        assert_same(&streamed, &at_once(&engine, analysis, &inputs, &[]), name);
     }
 }
 

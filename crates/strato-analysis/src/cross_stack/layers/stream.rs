@@ -868,12 +868,7 @@ impl LayersStream {
                 }
             })
             .collect();
-        layers.sort_by(|a, b| {
-            b.cpu
-                .total_ns
-                .cmp(&a.cpu.total_ns)
-                .then_with(|| a.name.cmp(&b.name))
-        });
+        most_time_first(&mut layers, |l| (l.cpu.total_ns, &l.name));
         layers
     }
 
@@ -908,12 +903,7 @@ impl LayersStream {
                 }
             })
             .collect();
-        rows.sort_by(|a, b| {
-            b.duration
-                .total_ns
-                .cmp(&a.duration.total_ns)
-                .then_with(|| a.name.cmp(&b.name))
-        });
+        most_time_first(&mut rows, |k| (k.duration.total_ns, &k.name));
         rows
     }
 
@@ -992,4 +982,12 @@ fn step_at(steps: &[Step], at: Ns) -> Option<usize> {
         .partition_point(|st| st.span.start <= at)
         .checked_sub(1)?;
     (at < steps[k].span.end).then_some(k)
+}
+
+/// Sorts `rows` by their time (`of`: time and name), the most first, then by name.
+fn most_time_first<R>(rows: &mut [R], of: impl Fn(&R) -> (Ns, &String)) {
+    rows.sort_by(|a, b| {
+        let ((ta, na), (tb, nb)) = (of(a), of(b));
+        tb.cmp(&ta).then_with(|| na.cmp(nb))
+    });
 }
