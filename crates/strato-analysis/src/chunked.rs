@@ -49,8 +49,12 @@ impl<T> Chunked<T> {
         self.len == 0
     }
 
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
     /// The elements in the order they were pushed.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &T> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &T> + Clone + '_ {
         self.chunks.iter().flatten()
     }
 

@@ -1,6 +1,6 @@
 //! Issue 28: the registered analyses that stream one file ([`Analysis::stream`]: `ops`,
 //! `util`, `queue-length`, `memory`, `hierarchy`, `breakdown`, `modules`, `layers`, `roofline`,
-//! and `kernels` and `gpu-time` beside their own tests) give
+//! `iterations`, and `kernels` and `gpu-time` beside their own tests) give
 //! what they give on the whole trace. Over every Chrome-trace JSON file in `../shared/data` (up
 //! to 2 MB on disk, for a debug CI), imported with spans, instants, counters and every
 //! attribute and handed over in batches of several sizes (one event, odd sizes, the
@@ -22,6 +22,7 @@ use strato_analysis::cross_stack::ops::Ops;
 use strato_analysis::device_time::memory::Memory;
 use strato_analysis::device_time::queue_length::QueueLength;
 use strato_analysis::device_time::util::Util;
+use strato_analysis::patterns::iterations::{Iterations, IterationsSettings};
 use strato_analysis::registry::Analysis;
 use strato_io::{ArgsScope, ImportOptions, Projection};
 use strato_trace::Trace;
@@ -304,4 +305,39 @@ fn layers_streamed_equals_the_whole_trace() {
     };
     streamed_equals_whole_with::<RooflineAnalysis>(&settings, |r| r.0.layers.len());
     streamed_equals_whole::<RooflineAnalysis>(|r| r.0.kernels.len());
+}
+
+#[test]
+fn iterations_streamed_equals_the_whole_trace() {
+    // The files must hold loops named after annotations and modules, partial matches, nested
+    // loops, step checks and loops without a name for the comparison to reach every rule.
+    let seen = std::cell::Cell::new([0usize; 5]);
+    let settings = IterationsSettings {
+        check_steps: true,
+        ..IterationsSettings::default()
+    };
+    let mut loops = 0;
+    for settings in [IterationsSettings::default(), settings] {
+        loops += streamed_equals_whole_with::<Iterations>(&settings, |r| {
+            let mut s = seen.get();
+            let kind = |k: &str| {
+                (r.report.sequences.iter())
+                    .filter(|l| l.lines_up_kind == Some(k))
+                    .count()
+            };
+            s[0] += kind("annotation");
+            s[1] += kind("module");
+            s[2] += (r.report.sequences.iter())
+                .filter(|l| l.lines_up_iterations.is_some() || l.inside_loop.is_some())
+                .count();
+            s[3] += r.checks.iter().flatten().count();
+            s[4] += (r.report.sequences.iter())
+                .filter(|l| l.lines_up_with.is_none())
+                .count();
+            seen.set(s);
+            r.report.sequences.len()
+        });
+    }
+    assert!(loops > 20, "only {loops} loops");
+    assert!(seen.get().iter().all(|&n| n > 0), "{:?}", seen.get());
 }

@@ -24,6 +24,7 @@ const STREAMED: &[&str] = &[
     "modules",
     "layers",
     "roofline",
+    "iterations",
 ];
 
 proptest! {

@@ -91,26 +91,17 @@ pub fn attach_lines_up(analyzed: &crate::analyzed::Analyzed, report: &mut Iterat
         .iter()
         .filter_map(|o| Some((o.span, o.operation?)))
         .collect();
-    // Per stream: each op's (key, instance) pairs, and each instance's op count. A key is
-    // kept once and named by its number (`key_names`); a span's key is made once.
-    type Key = (&'static str, String);
-    type Keys = Vec<(u32, u32)>;
-    let mut key_names: Vec<Key> = Vec::new();
-    let mut key_number: FxHashMap<Key, u32> = FxHashMap::default();
+    let mut keys = LinesUpKeys::default();
     let mut key_of_span: FxHashMap<u32, Option<u32>> = FxHashMap::default();
-    /// Per op of a stream its keyed instances, and each instance's op count.
-    type StreamKeys = (Vec<Keys>, FxHashMap<u32, usize>);
-    let mut keyed: FxHashMap<(u32, i64, i64), StreamKeys> = FxHashMap::default();
+    let mut keyed: FxHashMap<(u32, i64, i64), KeyedStream> = FxHashMap::default();
     for seq in &report.sequences {
         let id = (seq.rank_index, seq.device, seq.stream);
         if keyed.contains_key(&id) {
             continue;
         }
         let ops = stream_ops.get(&id).map(Vec::as_slice).unwrap_or(&[]);
-        let mut per_op: Vec<Keys> = Vec::with_capacity(ops.len());
-        let mut totals: FxHashMap<u32, usize> = FxHashMap::default();
+        let mut stream = KeyedStream::default();
         for &op in ops {
-            let mut keys: Keys = Vec::new();
             // The op's own chain, then the chain of the operation it belongs to (its launch
             // may be on another thread than the annotations: autograd's backward thread).
             let own = h.chain(op).into_iter().skip(1);
@@ -118,26 +109,93 @@ pub fn attach_lines_up(analyzed: &crate::analyzed::Analyzed, report: &mut Iterat
                 .get(&op)
                 .map(|&o| h.chain(o))
                 .unwrap_or_default();
-            for c in own.chain(scoped) {
-                if keys.iter().any(|k| k.1 == c) {
-                    continue;
-                }
-                let key = *key_of_span.entry(c).or_insert_with(|| {
-                    let key = lines_up_key(trace, &trace.spans[c as usize])?;
-                    Some(*key_number.entry(key).or_insert_with_key(|key| {
-                        key_names.push(key.clone());
-                        key_names.len() as u32 - 1
-                    }))
-                });
-                if let Some(k) = key {
-                    *totals.entry(c).or_default() += 1;
-                    keys.push((k, c));
-                }
-            }
-            per_op.push(keys);
+            let keyed_chain = own.chain(scoped).filter_map(|c| {
+                let key = *key_of_span
+                    .entry(c)
+                    .or_insert_with(|| keys.number(trace, &trace.spans[c as usize]));
+                key.map(|k| (k, c))
+            });
+            stream.push(trace.spans[op as usize].start, keyed_chain);
         }
-        keyed.insert(id, (per_op, totals));
+        keyed.insert(id, stream);
     }
+    name_loops(report, &keyed, &keys.names, &steps_per_rank);
+}
+
+/// The keys of [`attach_lines_up`] met so far, each kept once and named by its number.
+#[derive(Debug, Default)]
+pub(super) struct LinesUpKeys {
+    pub(super) names: Vec<Key>,
+    number: FxHashMap<Key, u32>,
+}
+
+impl LinesUpKeys {
+    /// The number of `span`'s key, `None` when it has none ([`lines_up_key`]).
+    pub(super) fn number(&mut self, trace: &Trace, span: &strato_trace::Span) -> Option<u32> {
+        let key = lines_up_key(trace, span)?;
+        Some(*self.number.entry(key).or_insert_with_key(|key| {
+            self.names.push(key.clone());
+            self.names.len() as u32 - 1
+        }))
+    }
+}
+
+/// A key of [`attach_lines_up`]: its kind (`"annotation"`, `"module"`) and name.
+pub(super) type Key = (&'static str, String);
+
+/// One stream's ops as [`name_loops`] reads them: each op's start (sorted) and keyed
+/// instances (all ops' in one list, each op's from its offset), and each instance's op count.
+#[derive(Debug)]
+pub(super) struct KeyedStream {
+    starts: Vec<Ns>,
+    /// Where each op's instances start in `keys`, and their end.
+    offsets: Vec<u32>,
+    keys: Vec<(u32, u32)>,
+    totals: FxHashMap<u32, usize>,
+}
+
+impl Default for KeyedStream {
+    fn default() -> Self {
+        KeyedStream {
+            starts: Vec::new(),
+            offsets: vec![0],
+            keys: Vec::new(),
+            totals: FxHashMap::default(),
+        }
+    }
+}
+
+impl KeyedStream {
+    /// The next op (by start): its start and the keyed spans of its chains, in chain order (an
+    /// instance met again is not counted twice).
+    pub(super) fn push(&mut self, start: Ns, chain: impl Iterator<Item = (u32, u32)>) {
+        let first = *self.offsets.last().unwrap_or(&0) as usize;
+        for (k, c) in chain {
+            if self.keys[first..].iter().any(|kept| kept.1 == c) {
+                continue;
+            }
+            *self.totals.entry(c).or_default() += 1;
+            self.keys.push((k, c));
+        }
+        self.starts.push(start);
+        self.offsets.push(self.keys.len() as u32);
+    }
+
+    /// The keyed instances of ops `lo..hi`, op by op.
+    fn keys_of(&self, lo: usize, hi: usize) -> impl Iterator<Item = &[(u32, u32)]> + '_ {
+        (lo..hi).map(|i| &self.keys[self.offsets[i] as usize..self.offsets[i + 1] as usize])
+    }
+}
+
+/// The rules of [`attach_lines_up`] over each mined stream's keyed ops (`keyed`, by (rank
+/// index, device, stream); `key_names` by key number) and the `ProfilerStep#N` spans per rank
+/// index.
+pub(super) fn name_loops(
+    report: &mut IterationsReport,
+    keyed: &FxHashMap<(u32, i64, i64), KeyedStream>,
+    key_names: &[Key],
+    steps_per_rank: &FxHashMap<u32, usize>,
+) {
     let windows: Vec<Vec<(Ns, Ns)>> = report
         .sequences
         .iter()
@@ -151,15 +209,15 @@ pub fn attach_lines_up(analyzed: &crate::analyzed::Analyzed, report: &mut Iterat
     let mut in_one_step: rustc_hash::FxHashSet<(u32, i64, i64, usize)> = Default::default();
     for seq in report.sequences.iter_mut() {
         let id = (seq.rank_index, seq.device, seq.stream);
-        let ops = stream_ops.get(&id).map(Vec::as_slice).unwrap_or(&[]);
-        let (per_op, totals) = &keyed[&id];
+        let stream = &keyed[&id];
+        let (starts, totals) = (&stream.starts, &stream.totals);
         // Per key: the dominant instance of each iteration and its share.
         // Per key, per iteration: (instance, share) of its dominant instance.
         let mut candidates: FxHashMap<Key, Vec<Option<(u32, f64)>>> = FxHashMap::default();
         let n = seq.iterations.len();
         for (j, it) in seq.iterations.iter().enumerate() {
-            let lo = ops.partition_point(|&o| trace.spans[o as usize].start < it.start_ns);
-            let hi = ops.partition_point(|&o| trace.spans[o as usize].start <= it.end_ns);
+            let lo = starts.partition_point(|&s| s < it.start_ns);
+            let hi = starts.partition_point(|&s| s <= it.end_ns);
             let count = hi.saturating_sub(lo);
             if count == 0 {
                 continue;
@@ -167,7 +225,7 @@ pub fn attach_lines_up(analyzed: &crate::analyzed::Analyzed, report: &mut Iterat
             // Keyed by the key itself, not its number: among instances of one key with the
             // same share, the first met in this map's order wins, as it always has.
             let mut by_instance: FxHashMap<(&Key, u32), usize> = FxHashMap::default();
-            for keys in &per_op[lo..hi] {
+            for keys in stream.keys_of(lo, hi) {
                 for &(k, c) in keys {
                     *by_instance.entry((&key_names[k as usize], c)).or_default() += 1;
                 }
@@ -241,10 +299,10 @@ pub fn attach_lines_up(analyzed: &crate::analyzed::Analyzed, report: &mut Iterat
         let mut in_step: FxHashMap<u32, usize> = FxHashMap::default();
         let mut inside_ops = 0usize;
         for it in &seq.iterations {
-            let lo = ops.partition_point(|&o| trace.spans[o as usize].start < it.start_ns);
-            let hi = ops.partition_point(|&o| trace.spans[o as usize].start <= it.end_ns);
+            let lo = starts.partition_point(|&s| s < it.start_ns);
+            let hi = starts.partition_point(|&s| s <= it.end_ns);
             inside_ops += hi.saturating_sub(lo);
-            for keys in &per_op[lo.min(hi)..hi] {
+            for keys in stream.keys_of(lo.min(hi), hi) {
                 let mut seen: Vec<u32> = Vec::new();
                 for (k, c) in keys {
                     let (kind, name) = &key_names[*k as usize];

@@ -37,6 +37,7 @@ mod mine;
 mod registration;
 mod report;
 mod steps;
+mod stream;
 
 pub use diagnosis::Diagnosis;
 pub use lines_up::{attach_lines_up, LINES_UP_SHARE};
@@ -48,6 +49,7 @@ pub use mine::{
 pub use registration::{Iterations, IterationsResult, IterationsSettings};
 pub use report::{iterations, IterationsReport, LoopReport, NoLoop, Options};
 pub use steps::{check_against_steps, step_windows, StepCheck, StepWindow};
+pub use stream::IterationsStream;
 
 #[cfg(test)]
 mod tests;

@@ -7,11 +7,12 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     attach_lines_up, check_against_steps, iterations, IterationOptions, IterationsReport,
-    LoopReport, NoLoop, StepCheck,
+    IterationsStream, LoopReport, NoLoop, StepCheck,
 };
 use crate::analyzed::Analyzed;
 use crate::registry::{
-    Analysis, AnalysisError, Events, InReport, OptionKind, OptionSpec, RankPart, Reads, TableSpec,
+    streamed, Analysis, AnalysisError, Events, InReport, OptionKind, OptionSpec, RankPart, Reads,
+    Stream, TableSpec,
 };
 use crate::text::table::{Table, TableFormat};
 use crate::text::units::{fit_ascii, ms_num, us};
@@ -48,6 +49,19 @@ impl Default for IterationsSettings {
             max_loops: 3,
             check_steps: false,
             top: 20,
+        }
+    }
+}
+
+impl IterationsSettings {
+    /// The miner's options.
+    pub fn options(&self) -> IterationOptions {
+        IterationOptions {
+            iterations: self.iterations.clone(),
+            epsilon: self.epsilon,
+            k0: self.k0,
+            max_loops: self.max_loops.max(1),
+            ..IterationOptions::default()
         }
     }
 }
@@ -206,14 +220,7 @@ and loop",
         settings: &IterationsSettings,
     ) -> Result<IterationsResult, AnalysisError> {
         let trace = analyzed.trace();
-        let options = IterationOptions {
-            iterations: settings.iterations.clone(),
-            epsilon: settings.epsilon,
-            k0: settings.k0,
-            max_loops: settings.max_loops.max(1),
-            ..IterationOptions::default()
-        };
-        let mut report = iterations(trace, &options);
+        let mut report = iterations(trace, &settings.options());
         attach_lines_up(analyzed, &mut report);
         let checks = (report.sequences.iter())
             .map(|s| {
@@ -229,6 +236,16 @@ and loop",
             })
             .collect();
         Ok(IterationsResult { report, checks })
+    }
+
+    /// One file or stored profile streams ([`IterationsStream`]): memory holds a few words
+    /// per span and device op, not the spans, their args, the scopes and the hierarchy.
+    fn stream(settings: &IterationsSettings) -> Option<Box<dyn Stream<IterationsResult>>> {
+        Some(streamed(
+            IterationsStream::new(settings.options(), settings.check_steps),
+            IterationsStream::add,
+            IterationsStream::finish,
+        ))
     }
 
     fn render_text(result: &IterationsResult, settings: &IterationsSettings) -> String {

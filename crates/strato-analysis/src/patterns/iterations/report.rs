@@ -81,23 +81,15 @@ pub struct IterationsReport {
     pub not_found: Vec<NoLoop>,
 }
 
-/// The main stream of each (rank, device): `(rank, device, stream, kernels, streams)`.
-fn main_streams(trace: &Trace) -> Vec<(RankId, i64, i64, usize, usize)> {
-    let mut kernels: FxHashMap<(u32, i64, i64), usize> = FxHashMap::default();
-    for span in &trace.spans {
-        let track = trace.track(span.track);
-        if let TrackKind::DeviceQueue { device, queue } = track.kind {
-            if queue == -1 || !span.level.is_device_op() {
-                continue;
-            }
-            let e = kernels.entry((track.rank.0, device, queue)).or_insert(0);
-            if span.level == Level::DeviceKernel {
-                *e += 1;
-            }
-        }
-    }
+/// The main stream of each (rank, device), from the device ops counted per (rank index,
+/// device, queue) (`kernels`: each queue other than -1 with a device op, with its kernels):
+/// `(rank, device, stream, kernels, streams)`, by rank and device. The stream with the most
+/// kernels wins, then the lower queue.
+pub(super) fn main_streams(
+    kernels: &FxHashMap<(u32, i64, i64), usize>,
+) -> Vec<(RankId, i64, i64, usize, usize)> {
     let mut best: FxHashMap<(u32, i64), (i64, usize, usize)> = FxHashMap::default();
-    for (&(rank, device, queue), &count) in &kernels {
+    for (&(rank, device, queue), &count) in kernels {
         let e = best.entry((rank, device)).or_insert((queue, count, 0));
         e.2 += 1;
         if count > e.1 || (count == e.1 && queue < e.0) {
@@ -115,6 +107,49 @@ fn main_streams(trace: &Trace) -> Vec<(RankId, i64, i64, usize, usize)> {
     out
 }
 
+/// One device's main stream as the miner reads it: where it is, its ops sorted by (start,
+/// end), the device's host-to-device copies (any stream) sorted by start, and the process
+/// that owns it.
+pub(super) struct MainStream {
+    pub(super) rank: RankId,
+    pub(super) device: i64,
+    pub(super) stream: i64,
+    /// Kernels on it, and streams of the device.
+    pub(super) kernels: usize,
+    pub(super) streams: usize,
+    pub(super) ops: Vec<Op>,
+    pub(super) h2d: Vec<(Ns, Ns, Option<i64>)>,
+    pub(super) pid: Option<i64>,
+}
+
+/// The owning pid of a stream's ops (`correlations`: theirs): the majority of their launching
+/// runtime calls' pids (`launch_pid` of a correlation), else the rank's busiest process (`spans_per_pid`: thread
+/// spans per (rank index, pid)); ties to the lower pid.
+pub(super) fn owning_pid(
+    rank: RankId,
+    correlations: impl Iterator<Item = u64>,
+    launch_pid: impl Fn(u64) -> Option<i64>,
+    spans_per_pid: &FxHashMap<(u32, i64), usize>,
+) -> Option<i64> {
+    let mut votes: FxHashMap<i64, usize> = FxHashMap::default();
+    for c in correlations {
+        if let Some(pid) = launch_pid(c) {
+            *votes.entry(pid).or_insert(0) += 1;
+        }
+    }
+    votes
+        .into_iter()
+        .max_by_key(|&(pid, n)| (n, -pid))
+        .map(|(pid, _)| pid)
+        .or_else(|| {
+            spans_per_pid
+                .iter()
+                .filter(|((r, _), _)| *r == rank.0)
+                .max_by_key(|(&(_, pid), &n)| (n, -pid))
+                .map(|(&(_, pid), _)| pid)
+        })
+}
+
 /// Finds and measures the iterations of every device's main stream.
 pub fn iterations(trace: &Trace, options: &IterationOptions) -> IterationsReport {
     let mut report = IterationsReport {
@@ -124,18 +159,31 @@ pub fn iterations(trace: &Trace, options: &IterationOptions) -> IterationsReport
     // Launching pid by correlation (runtime calls on CPU threads).
     let mut launch_pid: FxHashMap<(u32, u64), i64> = FxHashMap::default();
     let mut spans_per_pid: FxHashMap<(u32, i64), usize> = FxHashMap::default();
+    let mut kernels: FxHashMap<(u32, i64, i64), usize> = FxHashMap::default();
     for span in &trace.spans {
         let track = trace.track(span.track);
-        if let TrackKind::Thread { pid, .. } = track.kind {
-            *spans_per_pid.entry((track.rank.0, pid)).or_insert(0) += 1;
-            if span.level == Level::AcceleratorApi {
-                if let Some(c) = span.correlation {
-                    launch_pid.insert((track.rank.0, c), pid);
+        match track.kind {
+            TrackKind::Thread { pid, .. } => {
+                *spans_per_pid.entry((track.rank.0, pid)).or_insert(0) += 1;
+                if span.level == Level::AcceleratorApi {
+                    if let Some(c) = span.correlation {
+                        launch_pid.insert((track.rank.0, c), pid);
+                    }
                 }
             }
+            TrackKind::DeviceQueue { device, queue } => {
+                if queue == -1 || !span.level.is_device_op() {
+                    continue;
+                }
+                let e = kernels.entry((track.rank.0, device, queue)).or_insert(0);
+                if span.level == Level::DeviceKernel {
+                    *e += 1;
+                }
+            }
+            _ => {}
         }
     }
-    for (rank, device, stream, kernels, streams) in main_streams(trace) {
+    for (rank, device, stream, kernels, streams) in main_streams(&kernels) {
         let mut ops: Vec<Op> = Vec::new();
         let mut h2d: Vec<(Ns, Ns, Option<i64>)> = Vec::new();
         for span in &trace.spans {
@@ -168,103 +216,122 @@ pub fn iterations(trace: &Trace, options: &IterationOptions) -> IterationsReport
         }
         ops.sort_by_key(|o| (o.start, o.end));
         h2d.sort_by_key(|c| c.0);
-        let info = &trace.ranks[rank.0 as usize];
-        let rank_number = info.rank.unwrap_or(i64::from(rank.0));
-        // Owning pid: majority of launching runtime calls, else the rank's busiest process.
-        let mut votes: FxHashMap<i64, usize> = FxHashMap::default();
-        for o in &ops {
-            if let Some(pid) = o.correlation.and_then(|c| launch_pid.get(&(rank.0, c))) {
-                *votes.entry(*pid).or_insert(0) += 1;
-            }
-        }
-        let pid = votes
-            .into_iter()
-            .max_by_key(|&(pid, n)| (n, -pid))
-            .map(|(pid, _)| pid)
-            .or_else(|| {
-                spans_per_pid
-                    .iter()
-                    .filter(|((r, _), _)| *r == rank.0)
-                    .max_by_key(|(&(_, pid), &n)| (n, -pid))
-                    .map(|(&(_, pid), _)| pid)
-            });
-        let mut dict: FxHashMap<u32, u32> = FxHashMap::default();
-        let symbols: Vec<u32> = ops
-            .iter()
-            .map(|o| {
-                let next = dict.len() as u32;
-                *dict.entry(o.name).or_insert(next)
-            })
-            .collect();
-        let mut gap_before: Vec<Ns> = Vec::with_capacity(ops.len());
-        let mut last_end = Ns::MIN;
-        for o in &ops {
-            gap_before.push(if last_end == Ns::MIN {
-                0
-            } else {
-                (o.start - last_end).max(0)
-            });
-            last_end = last_end.max(o.end);
-        }
-        let loops = mine(&symbols, Some(&gap_before), options);
-        if loops.is_empty() {
-            report.not_found.push(NoLoop {
-                rank: rank_number,
-                rank_index: rank.0,
-                device,
-                stream,
-                ops: ops.len(),
-                reason: if ops.len() < 4 {
-                    "too few device ops on the main stream".into()
-                } else {
-                    "no substring repeats often enough to be a loop".into()
-                },
-            });
-            continue;
-        }
-        let stream_choice = format!(
-            "stream {stream}: most kernels of the device's {streams} stream(s) ({kernels} kernels)"
+        let pid = owning_pid(
+            rank,
+            ops.iter().filter_map(|o| o.correlation),
+            |c| launch_pid.get(&(rank.0, c)).copied(),
+            &spans_per_pid,
         );
-        let h2d_merged = merge(h2d.iter().map(|c| (c.0, c.1)));
-        let mut gap_prefix: Vec<Ns> = Vec::with_capacity(gap_before.len() + 1);
-        gap_prefix.push(0);
-        for g in &gap_before {
-            gap_prefix.push(gap_prefix[gap_prefix.len() - 1] + g);
-        }
-        for (loop_index, found) in loops.iter().enumerate() {
-            let iterations = measure(&ops, &found.matches, &gap_prefix, &h2d, &h2d_merged);
-            let summary = summarize(&iterations, ops.len());
-            let diagnosis = diagnose(&summary, &iterations, found);
-            report.sequences.push(LoopReport {
-                rank_index: rank.0,
-                rank: rank_number,
-                source: info.source.clone(),
-                pid,
-                device,
-                stream,
-                stream_choice: stream_choice.clone(),
-                loop_index,
-                ops: ops.len(),
-                kernels: ops.iter().filter(|o| o.kernel).count(),
-                pattern_len: found.pattern_len,
-                pattern_first_op: trace
-                    .strings
-                    .get(strato_trace::StrId(ops[found.pattern_start].name))
-                    .to_string(),
-                i: found.i,
-                i_estimated: found.i_estimated,
-                epsilon: found.epsilon,
-                k0: found.k0,
-                exact_occurrences: found.exact_occurrences,
-                iterations,
-                summary,
-                diagnosis,
-                lines_up_with: None,
-                lines_up_kind: None,
-                lines_up_iterations: None,
-                inside_loop: found.inside,
-            });
-        }
+        let main = MainStream {
+            rank,
+            device,
+            stream,
+            kernels,
+            streams,
+            ops,
+            h2d,
+            pid,
+        };
+        mine_stream(trace, main, options, &mut report);
     }
     report
+}
+
+/// Mines one main stream's loops, measures and diagnoses each, and adds them to `report` (or
+/// says why it has none). `trace` gives the rank's number and source and the ops' names.
+pub(super) fn mine_stream(
+    trace: &Trace,
+    main: MainStream,
+    options: &IterationOptions,
+    report: &mut IterationsReport,
+) {
+    let MainStream {
+        rank,
+        device,
+        stream,
+        kernels,
+        streams,
+        ops,
+        h2d,
+        pid,
+    } = main;
+    let info = &trace.ranks[rank.0 as usize];
+    let rank_number = info.rank.unwrap_or(i64::from(rank.0));
+    let mut dict: FxHashMap<u32, u32> = FxHashMap::default();
+    let symbols: Vec<u32> = ops
+        .iter()
+        .map(|o| {
+            let next = dict.len() as u32;
+            *dict.entry(o.name).or_insert(next)
+        })
+        .collect();
+    let mut gap_before: Vec<Ns> = Vec::with_capacity(ops.len());
+    let mut last_end = Ns::MIN;
+    for o in &ops {
+        gap_before.push(if last_end == Ns::MIN {
+            0
+        } else {
+            (o.start - last_end).max(0)
+        });
+        last_end = last_end.max(o.end);
+    }
+    let loops = mine(&symbols, Some(&gap_before), options);
+    if loops.is_empty() {
+        report.not_found.push(NoLoop {
+            rank: rank_number,
+            rank_index: rank.0,
+            device,
+            stream,
+            ops: ops.len(),
+            reason: if ops.len() < 4 {
+                "too few device ops on the main stream".into()
+            } else {
+                "no substring repeats often enough to be a loop".into()
+            },
+        });
+        return;
+    }
+    let stream_choice = format!(
+        "stream {stream}: most kernels of the device's {streams} stream(s) ({kernels} kernels)"
+    );
+    let h2d_merged = merge(h2d.iter().map(|c| (c.0, c.1)));
+    let mut gap_prefix: Vec<Ns> = Vec::with_capacity(gap_before.len() + 1);
+    gap_prefix.push(0);
+    for g in &gap_before {
+        gap_prefix.push(gap_prefix[gap_prefix.len() - 1] + g);
+    }
+    for (loop_index, found) in loops.iter().enumerate() {
+        let iterations = measure(&ops, &found.matches, &gap_prefix, &h2d, &h2d_merged);
+        let summary = summarize(&iterations, ops.len());
+        let diagnosis = diagnose(&summary, &iterations, found);
+        report.sequences.push(LoopReport {
+            rank_index: rank.0,
+            rank: rank_number,
+            source: info.source.clone(),
+            pid,
+            device,
+            stream,
+            stream_choice: stream_choice.clone(),
+            loop_index,
+            ops: ops.len(),
+            kernels: ops.iter().filter(|o| o.kernel).count(),
+            pattern_len: found.pattern_len,
+            pattern_first_op: trace
+                .strings
+                .get(strato_trace::StrId(ops[found.pattern_start].name))
+                .to_string(),
+            i: found.i,
+            i_estimated: found.i_estimated,
+            epsilon: found.epsilon,
+            k0: found.k0,
+            exact_occurrences: found.exact_occurrences,
+            iterations,
+            summary,
+            diagnosis,
+            lines_up_with: None,
+            lines_up_kind: None,
+            lines_up_iterations: None,
+            inside_loop: found.inside,
+        });
+    }
 }

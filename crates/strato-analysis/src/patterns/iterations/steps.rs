@@ -40,48 +40,51 @@ pub struct StepCheck {
 /// The device windows of the `ProfilerStep#N` spans of a rank on one stream. Steps that
 /// launched nothing on it are dropped (outside the window the kernels cover).
 pub fn step_windows(trace: &Trace, rank: RankId, device: i64, stream: i64) -> Vec<StepWindow> {
-    let mut steps: Vec<(Ns, Ns, String)> = trace
-        .spans
-        .iter()
-        .filter(|s| {
-            let t = trace.track(s.track);
-            t.rank == rank && !t.is_device() && trace.str(s.name).starts_with("ProfilerStep#")
-        })
+    let of_rank = |s: &&strato_trace::Span| trace.track(s.track).rank == rank;
+    let host = |s: &&strato_trace::Span| !trace.track(s.track).is_device();
+    let steps = (trace.spans.iter().filter(of_rank).filter(host))
+        .filter(|s| trace.str(s.name).starts_with("ProfilerStep#"))
         .map(|s| (s.start, s.end, trace.str(s.name).to_string()))
         .collect();
+    let api = (trace.spans.iter().filter(of_rank).filter(host))
+        .filter(|s| s.level == Level::AcceleratorApi)
+        .filter_map(|s| Some((s.start, s.correlation?)));
+    let queue = TrackKind::DeviceQueue {
+        device,
+        queue: stream,
+    };
+    let ops = (trace.spans.iter().filter(of_rank))
+        .filter(|s| s.level.is_device_op() && s.level != Level::DeviceSync)
+        .filter(|s| trace.track(s.track).kind == queue)
+        .map(|s| (s.start, s.end, s.correlation));
+    windows_of_steps(steps, api, ops)
+}
+
+/// [`step_windows`] of one rank's `ProfilerStep#N` host spans (`steps`: start, end, name, in
+/// trace order), its host accelerator API calls with a correlation (`api`: start,
+/// correlation, in trace order: a later call of a correlation wins) and the device ops of the
+/// stream (`ops`: start, end, correlation; any order).
+pub(super) fn windows_of_steps(
+    mut steps: Vec<(Ns, Ns, String)>,
+    api: impl Iterator<Item = (Ns, u64)>,
+    ops: impl Iterator<Item = (Ns, Ns, Option<u64>)>,
+) -> Vec<StepWindow> {
     steps.sort_by_key(|s| s.0);
     let mut step_of: FxHashMap<u64, usize> = FxHashMap::default();
-    for span in &trace.spans {
-        let t = trace.track(span.track);
-        if t.rank != rank || t.is_device() || span.level != Level::AcceleratorApi {
-            continue;
-        }
-        let Some(c) = span.correlation else { continue };
-        let k = steps.partition_point(|s| s.0 <= span.start);
-        if k > 0 && span.start < steps[k - 1].1 {
+    for (start, c) in api {
+        let k = steps.partition_point(|s| s.0 <= start);
+        if k > 0 && start < steps[k - 1].1 {
             step_of.insert(c, k - 1);
         }
     }
     let mut windows: Vec<Option<(Ns, Ns, usize)>> = vec![None; steps.len()];
-    for span in &trace.spans {
-        let t = trace.track(span.track);
-        if t.rank != rank || !span.level.is_device_op() || span.level == Level::DeviceSync {
-            continue;
-        }
-        if t.kind
-            != (TrackKind::DeviceQueue {
-                device,
-                queue: stream,
-            })
-        {
-            continue;
-        }
-        let Some(&k) = span.correlation.and_then(|c| step_of.get(&c)) else {
+    for (start, end, correlation) in ops {
+        let Some(&k) = correlation.and_then(|c| step_of.get(&c)) else {
             continue;
         };
-        let w = windows[k].get_or_insert((span.start, span.end, 0));
-        w.0 = w.0.min(span.start);
-        w.1 = w.1.max(span.end);
+        let w = windows[k].get_or_insert((start, end, 0));
+        w.0 = w.0.min(start);
+        w.1 = w.1.max(end);
         w.2 += 1;
     }
     steps
@@ -104,6 +107,14 @@ pub fn step_windows(trace: &Trace, rank: RankId, device: i64, stream: i64) -> Ve
 pub fn check_against_steps(trace: &Trace, loops: &[&LoopReport]) -> Option<StepCheck> {
     let first = loops.first()?;
     let windows = step_windows(trace, RankId(first.rank_index), first.device, first.stream);
+    check_with_windows(windows, loops)
+}
+
+/// [`check_against_steps`] with the stream's step windows given.
+pub(super) fn check_with_windows(
+    windows: Vec<StepWindow>,
+    loops: &[&LoopReport],
+) -> Option<StepCheck> {
     if windows.is_empty() {
         return None;
     }

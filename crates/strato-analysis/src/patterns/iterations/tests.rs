@@ -223,3 +223,98 @@ fn rotation_tie_goes_to_the_largest_gap() {
     let got: Vec<usize> = l.matches.iter().map(|m| m.start).collect();
     assert_eq!(got, vec![7, 47, 87, 127, 167]);
 }
+
+/// A trace whose loop and names are known by construction, read whole and streamed one event
+/// at a time: four steps of three kernels on the main stream, each of the first three steps'
+/// launches inside an `nn.Module: Block_N` frame on the main thread, the fourth step's from a
+/// backward thread outside any frame (its step is found through the operation on the
+/// annotated thread at the launch), a kernel without launch, copies in on another stream,
+/// a thread-state span over everything.
+#[test]
+fn streamed_equals_whole_by_construction() {
+    use crate::analyzed::Analyzed;
+    use crate::registry::{fed_span_by_span, streamed, Analysis};
+    use strato_trace::testing::TraceBuilder;
+    use strato_trace::Level;
+    let mut b = TraceBuilder::new();
+    let main = b.thread(1, 1);
+    let backward = b.thread(1, 2);
+    let q = b.queue(0, 7);
+    let copies = b.queue(0, 8);
+    let api = Level::AcceleratorApi;
+    b.span(main, Level::Os, "running", 0, 1_000_000)
+        .category(strato_trace::names::THREAD_STATE_CATEGORY);
+    let mut c = 0;
+    for step in 0..4i64 {
+        let t0 = step * 100_000;
+        b.span(
+            main,
+            Level::Operation,
+            &format!("ProfilerStep#{step}"),
+            t0,
+            t0 + 90_000,
+        );
+        let launcher = if step < 3 {
+            b.span(
+                main,
+                Level::Python,
+                &format!("nn.Module: Block_{step}"),
+                t0 + 10,
+                t0 + 5_000,
+            );
+            main
+        } else {
+            backward
+        };
+        for (k, name) in ["gemm", "relu", "softmax"].iter().enumerate() {
+            c += 1;
+            let at = t0 + 100 + 1_000 * k as i64;
+            b.span(launcher, api, "cudaLaunchKernel", at, at + 10)
+                .correlation(c);
+            let start = t0 + 50_000 + 2_000 * k as i64;
+            b.span(q, Level::DeviceKernel, name, start, start + 1_500)
+                .correlation(c);
+        }
+        b.span(
+            copies,
+            Level::DeviceCopy,
+            "Memcpy HtoD (Pageable -> Device)",
+            t0 + 40_000,
+            t0 + 45_000,
+        )
+        .args(r#"{"bytes": 4096}"#);
+    }
+    // Launched before the trace: no launch, the rank's only process.
+    b.span(q, Level::DeviceKernel, "late", 500_000, 500_100);
+    let trace = b.build();
+    for check_steps in [false, true] {
+        let settings = IterationsSettings {
+            check_steps,
+            ..IterationsSettings::default()
+        };
+        let whole = Iterations::run(&Analyzed::new(&trace), &settings).unwrap();
+        let stream = streamed(
+            IterationsStream::new(settings.options(), check_steps),
+            IterationsStream::add,
+            IterationsStream::finish,
+        );
+        let got = fed_span_by_span(&trace, stream);
+        let json = |r: &IterationsResult| serde_json::to_string(r).unwrap();
+        assert_eq!(json(&got), json(&whole), "check_steps {check_steps}");
+        let first = &got.report.sequences[0];
+        assert_eq!((first.stream, first.iterations.len()), (7, 4));
+        assert_eq!(first.pid, Some(1));
+        // Every step lines up (the fourth through its operation); the module frames hold
+        // three of the four.
+        assert_eq!(first.lines_up_with.as_deref(), Some("ProfilerStep#*"));
+        assert_eq!(first.lines_up_kind, Some("annotation"));
+        assert_eq!(first.lines_up_iterations, None);
+        let bytes: i64 = first.iterations.iter().filter_map(|i| i.bytes_in).sum();
+        assert_eq!(bytes, 3 * 4096);
+        let check = got.checks[0].as_ref();
+        assert_eq!(
+            check.map(|c| (c.steps, c.matched)),
+            check_steps.then_some((4, 4))
+        );
+    }
+}
