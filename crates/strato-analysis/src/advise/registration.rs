@@ -148,10 +148,12 @@ message, advice, docs",
             options: &[],
         },
     ];
-    /// Spans and their attributes (copy sizes, nsys memory kinds).
+    /// Spans, and the attributes the rules and the gains read: device ops' (copy sizes and
+    /// directions, nsys memory kinds), runtime calls' and the CPU side of collectives' (the
+    /// critical path's graph and the cross-rank evidence); not the framework ops' shapes.
     const READS: Reads = Reads {
         events: Events::Spans,
-        args: Some(ArgsScope::All),
+        args: Some(ArgsScope::Dependencies),
     };
     /// The report's advice section, shown first.
     const IN_REPORT: InReport = InReport::OwnSection;
