@@ -876,13 +876,16 @@ fn a_straggler_findings_gain_is_evening_it() {
 /// gives what the two passes it replaces give: the critical path of every window
 /// (`critical_path_by_step_or_whole`) and the gains of every set of changes
 /// (`estimated_gains`), on the shared traces, both rank directories and the DLRM job, with
-/// no set (no replay) and with three.
+/// no set (no replay) and with three; and with the replay asked for too
+/// (`paths_gains_and_replay`), the replay `strato whatif` gives without a change.
 #[test]
 fn the_reports_one_pass_gives_the_paths_and_gains_of_two() {
     use strato_analysis::paths::critical_path::registration::job_of;
-    use strato_analysis::paths::critical_path::replay::{estimated_gains, paths_and_gains, Scale};
+    use strato_analysis::paths::critical_path::replay::{
+        estimated_gains, paths_and_gains, paths_gains_and_replay, replay, ReplayWindows, Scale,
+    };
     use strato_analysis::paths::critical_path::{
-        critical_path_by_step_or_whole, CriticalPathOptions,
+        critical_path_by_step_or_whole, step_numbers, CriticalPathOptions,
     };
     let sets = [
         vec![Scale::no_sync("")],
@@ -897,12 +900,19 @@ fn the_reports_one_pass_gives_the_paths_and_gains_of_two() {
         "kineto/tracelens/torch_compile_triton.json.gz",
         "kineto/param_dlrm8",
     ];
-    let mut compared = 0;
+    let (mut compared, mut windows_replayed) = (0, 0);
     for rel in ALL.iter().chain(more.iter()) {
         let Some(trace) = load(rel) else { continue };
         let job = job_of(&trace);
         let options = CriticalPathOptions::matched(&job);
         let paths = critical_path_by_step_or_whole(&job, &options);
+        // The replay `strato whatif` gives without a change, over the same windows.
+        let windows = if step_numbers(&job).is_empty() {
+            ReplayWindows::Whole
+        } else {
+            ReplayWindows::Steps(None)
+        };
+        let replayed = replay(&job, &options, windows, &[]);
         for sets in [&sets[..0], &sets[..]] {
             let (one_paths, one_gains) = paths_and_gains(&job, &options, sets);
             assert_eq!(one_paths, paths, "{rel}: the paths, {} sets", sets.len());
@@ -911,10 +921,20 @@ fn the_reports_one_pass_gives_the_paths_and_gains_of_two() {
                 estimated_gains(&job, &options, sets),
                 "{rel}: the gains"
             );
+            let (three_paths, three_gains, baseline) =
+                paths_gains_and_replay(&job, &options, sets, true);
+            assert_eq!(three_paths, paths, "{rel}: the paths with the replay");
+            assert_eq!(three_gains, one_gains, "{rel}: the gains with the replay");
+            assert_eq!(baseline, Some(replayed.clone()), "{rel}: the replay");
         }
+        windows_replayed += replayed.map_or(0, |r| r.replay.len());
         compared += 1;
     }
     if crate_data_present() {
         assert!(compared >= 8, "{compared} inputs compared");
+        assert!(
+            windows_replayed >= 20,
+            "{windows_replayed} windows replayed"
+        );
     }
 }

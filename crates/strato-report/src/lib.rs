@@ -114,6 +114,9 @@ pub struct ReportInput {
     >,
     /// The advice rules' findings (`strato advise` with the default rules), shown first.
     pub advice: Part<strato_analysis::advise::AdviseReport>,
+    /// The critical path's graph of each window replayed without a change (`strato whatif`'s
+    /// `replay`), from the critical path's pass; `None` when it was not run.
+    pub replay: Part<strato_analysis::paths::critical_path::replay::BaselineReplay>,
     /// CPU samples per operation (`strato_analysis::cross_stack::samples`), the flame graphs.
     pub samples: Part<strato_analysis::cross_stack::samples::CpuSamples>,
     /// A comparison with another profile, when one was asked for.
@@ -242,6 +245,7 @@ impl ReportInput {
             collectives: cross.collectives,
             critical_path: cross.critical_path,
             advice: cross.advice,
+            replay: cross.replay,
             samples: local.samples,
             diff: None,
             registered: Vec::new(),
@@ -355,6 +359,7 @@ struct CrossParts {
         >,
     >,
     advice: Part<strato_analysis::advise::AdviseReport>,
+    replay: Part<strato_analysis::paths::critical_path::replay::BaselineReplay>,
 }
 
 impl CrossParts {
@@ -390,16 +395,23 @@ impl CrossParts {
         });
         announce(Self::STEPS[2]);
         use strato_analysis::paths::critical_path::{
-            critical_path_by_step_or_whole, replay::paths_and_gains, CriticalPathOptions,
+            replay::paths_gains_and_replay, CriticalPathOptions,
         };
         // The collectives' matching and clock alignment: one view of the job.
         let options = match &collectives {
             Ok(report) => CriticalPathOptions::from_collectives(cross_rank_trace, report),
             Err(_) => CriticalPathOptions::default(),
         };
-        // The critical path's step graphs serve the findings' estimated gains too: one pass
-        // over them when a finding's fix is modelled (the advice asks for the gains once).
+        // The critical path's step graphs serve the replay and the findings' estimated gains
+        // too: one pass over them (the advice asks for the gains once, when a finding's fix is
+        // modelled; else the pass runs after the advice, without gains).
+        let one_pass = |sets: &[Vec<strato_analysis::paths::critical_path::replay::Scale>]| {
+            guarded("critical path", || {
+                paths_gains_and_replay(cross_rank_trace, &options, sets, true)
+            })
+        };
         let mut critical_path = None;
+        let mut replay = None;
         let advice = guarded("advice", || {
             let cross_rank = match &collectives {
                 Ok(report) => strato_analysis::advise::CrossRankEvidence::from_collectives(
@@ -412,35 +424,35 @@ impl CrossParts {
                 analyzed,
                 &Default::default(),
                 Some(&cross_rank as &dyn strato_analysis::advise::MultiRankEvidence),
-                &mut |sets| {
-                    let pass = guarded("critical path", || {
-                        paths_and_gains(cross_rank_trace, &options, sets)
-                    });
-                    match pass {
-                        Ok((paths, gains)) => {
-                            critical_path = Some(Ok(paths));
-                            gains.map_err(|e| e.to_string())
-                        }
-                        Err(e) => {
-                            let message = e.to_string();
-                            critical_path = Some(Err(e));
-                            Err(message)
-                        }
+                &mut |sets| match one_pass(sets) {
+                    Ok((paths, gains, replayed)) => {
+                        critical_path = Some(Ok(paths));
+                        replay = Some(Ok(replayed));
+                        gains.map_err(|e| e.to_string())
+                    }
+                    Err(e) => {
+                        let message = e.to_string();
+                        critical_path = Some(Err(e.clone()));
+                        replay = Some(Err(e));
+                        Err(message)
                     }
                 },
             )
         });
         announce(Self::STEPS[3]);
-        let critical_path = critical_path.unwrap_or_else(|| {
-            guarded("critical path", || {
-                critical_path_by_step_or_whole(cross_rank_trace, &options)
-            })
-        });
+        let (critical_path, replay) = match (critical_path, replay) {
+            (Some(paths), Some(replay)) => (paths, replay),
+            _ => match one_pass(&[]) {
+                Ok((paths, _, replayed)) => (Ok(paths), Ok(replayed)),
+                Err(e) => (Err(e.clone()), Err(e)),
+            },
+        };
         CrossParts {
             kernels,
             collectives,
             critical_path,
             advice,
+            replay,
         }
     }
 }

@@ -294,8 +294,9 @@ what the end waited on (path.by_kind.<kind>, path.bottleneck)",
         events: Events::All,
         args: Some(ArgsScope::Dependencies),
     };
-    const IN_REPORT: crate::registry::InReport =
-        crate::registry::InReport::Left("what-if needs changes the report does not choose");
+    /// The report's replay section (the replay without a change; the changes are the
+    /// user's to choose, and the findings' gains are the what-ifs of their fixes).
+    const IN_REPORT: crate::registry::InReport = crate::registry::InReport::OwnSection;
     type Options = WhatIfSettings;
     type Output = WhatIfResult;
 

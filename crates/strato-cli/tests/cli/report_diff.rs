@@ -81,6 +81,8 @@ fn report_of_every_dev_trace_is_self_contained_and_bounded() {
             "iterations",
             "memory",
             "distributed",
+            "critical-path",
+            "replay",
         ] {
             assert!(
                 html.contains(&format!("<h2 id=\"{id}\">")),

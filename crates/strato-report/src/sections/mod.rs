@@ -24,6 +24,7 @@ mod modules;
 mod overview;
 mod palette;
 mod processes;
+mod replay;
 mod roofline;
 mod transitions;
 mod utilization;
@@ -134,7 +135,7 @@ type WriteSection = fn(&mut Html, &ReportInput) -> bool;
 
 /// The sections between the overview and the diff, in page order: id, title in the
 /// navigation, writer.
-const SECTIONS: [(&str, &str, WriteSection); 12] = [
+const SECTIONS: [(&str, &str, WriteSection); 13] = [
     ("breakdown", "Breakdown", breakdown::breakdown),
     ("transitions", "Transitions", transitions::transitions),
     ("processes", "Processes", processes::processes),
@@ -150,6 +151,7 @@ const SECTIONS: [(&str, &str, WriteSection); 12] = [
         "Critical path",
         critical_path::critical_path,
     ),
+    ("replay", "Replay", replay::replay),
     ("flame", "CPU samples", flame::flame),
 ];
 

@@ -404,3 +404,33 @@ fn critical_path_section_composes_the_whole_trace_without_steps() {
     let (html, has) = section(critical_path::critical_path, &empty);
     assert!(!has, "{html}");
 }
+
+/// The replay of the constructed trace (no steps: the whole trace, one window per rank) gives
+/// the trace back: the kernels run back to back after launches that wait for nothing, so the
+/// simulation ends where the trace does. The section shows the window and its error.
+#[test]
+fn replay_section_gives_the_constructed_trace_back() {
+    let t = trace(3);
+    let inp = input(&t);
+    let report = inp
+        .replay
+        .as_ref()
+        .unwrap()
+        .as_ref()
+        .unwrap()
+        .as_ref()
+        .unwrap();
+    assert_eq!(report.replay.len(), 1);
+    let w = &report.replay[0];
+    assert_eq!(w.step, "whole trace");
+    assert!(w.measured_ns > 0);
+    assert_eq!(w.simulated_ns, w.measured_ns, "{w:?}");
+    let (html, has) = section(replay::replay, &inp);
+    assert!(has, "{html}");
+    assert!(html.contains("median error"), "{html}");
+    assert!(html.contains("whole trace"), "{html}");
+    // No span at all: the section says why.
+    let empty = input(&Builder::new().trace);
+    let (html, has) = section(replay::replay, &empty);
+    assert!(!has, "{html}");
+}

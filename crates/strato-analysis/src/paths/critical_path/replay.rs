@@ -359,20 +359,7 @@ pub fn replay(
         }
         ReplayWindows::Whole => {
             let (graph, _) = whole_graph(trace, options, true);
-            let mut starts: Vec<Option<Ns>> = vec![None; trace.ranks.len()];
-            for node in graph.nodes.iter().filter(|n| n.span().is_some()) {
-                let slot = &mut starts[node.rank.0 as usize];
-                *slot = Some(slot.map_or(node.ts, |s: Ns| s.min(node.ts)));
-            }
-            let window = Window {
-                step: "whole trace".into(),
-                number: 0,
-                ranks: (0..trace.ranks.len() as u32)
-                    .map(RankId)
-                    .filter(|r| starts[r.0 as usize].is_some())
-                    .collect(),
-                starts,
-            };
+            let window = whole_window(trace, &graph);
             replay_graph(trace, &graph, &window, changes, &modules, &mut report)?;
         }
     }
@@ -383,6 +370,25 @@ pub fn replay(
             .any(|s| is_collective_kernel_span(trace, s))
     });
     Ok(report)
+}
+
+/// The whole trace as the replay's one window: every rank with a traced op in `graph`, from
+/// its first point.
+fn whole_window(trace: &Trace, graph: &Graph) -> Window {
+    let mut starts: Vec<Option<Ns>> = vec![None; trace.ranks.len()];
+    for node in graph.nodes.iter().filter(|n| n.span().is_some()) {
+        let slot = &mut starts[node.rank.0 as usize];
+        *slot = Some(slot.map_or(node.ts, |s: Ns| s.min(node.ts)));
+    }
+    Window {
+        step: "whole trace".into(),
+        number: 0,
+        ranks: (0..trace.ranks.len() as u32)
+            .map(RankId)
+            .filter(|r| starts[r.0 as usize].is_some())
+            .collect(),
+        starts,
+    }
 }
 
 /// A step's window as the replay reports it: the step, its ranks and each rank's start.
@@ -566,43 +572,84 @@ pub type PathsAndGains = (
 /// steps) as [`super::critical_path_by_step_or_whole`] gives it, and what each set of changes
 /// in `sets` would save over those windows as [`estimated_gains`] gives it, from one graph per
 /// window: built for the replay, replayed with each set, then stripped of its replay-only
-/// edges ([`Graph::strip_replay_edges`]) and searched. This is the report's one pass for its
-/// critical path section and its findings' gains.
-///
-/// The gains fail with the graph that failed them (a dependency cycle), and with the paths
-/// when those fail (a window left out would make the sums partial); the paths do not fail
-/// for the gains: a cycle through a replay-only edge leaves the search's graph whole.
+/// edges ([`Graph::strip_replay_edges`]) and searched. See [`paths_gains_and_replay`], which
+/// gives the replay too.
 pub fn paths_and_gains(
     trace: &Trace,
     options: &CriticalPathOptions,
     sets: &[Vec<Scale>],
 ) -> PathsAndGains {
-    let replay = !sets.is_empty();
+    let (paths, gains, _) = paths_gains_and_replay(trace, options, sets, false);
+    (paths, gains)
+}
+
+/// The replay ([`replay`] without changes: each window's measured and simulated time), when
+/// [`paths_gains_and_replay`] is asked for it.
+pub type BaselineReplay = Option<Result<ReplayReport, CriticalPathError>>;
+
+/// What [`paths_gains_and_replay`] gives: the critical path of every window, each set's gain,
+/// and the replay when asked.
+pub type PathsGainsAndReplay = (
+    Result<Vec<super::StepCriticalPath>, CriticalPathError>,
+    Result<Vec<Option<Ns>>, CriticalPathError>,
+    BaselineReplay,
+);
+
+/// [`paths_and_gains`], and with `baseline` the replay of every window without changes as
+/// [`replay`] gives it (`strato whatif`'s `replay`), from the same graphs. This is the report's
+/// one pass for its critical path and replay sections and its findings' gains.
+///
+/// The gains and the replay fail with the graph that failed them (a dependency cycle), and
+/// with the paths when those fail (a window left out would make the sums partial); the paths
+/// do not fail for them: a cycle through a replay-only edge leaves the search's graph whole.
+pub fn paths_gains_and_replay(
+    trace: &Trace,
+    options: &CriticalPathOptions,
+    sets: &[Vec<Scale>],
+    baseline: bool,
+) -> PathsGainsAndReplay {
+    let replay = !sets.is_empty() || baseline;
     let modules = ModuleCalls::of_sets(trace, sets);
+    let no_modules = ModuleCalls::new(trace, &[]);
     let mut gains: Result<Gains, CriticalPathError> = Ok(Gains::new(sets.len()));
-    let mut add_gains = |graph: &mut Graph, ranks: &[RankId]| {
+    let mut replayed: Result<ReplayReport, CriticalPathError> = Ok(ReplayReport::empty(&[]));
+    let mut add_replays = |graph: &mut Graph,
+                           ranks: &[RankId],
+                           window: &dyn Fn(&Graph) -> Window| {
         if !replay {
             return;
         }
-        let added = match gains.as_mut() {
-            Ok(sums) => graph_gains(trace, graph, ranks, sets, &modules, sums),
-            Err(_) => Ok(()),
-        };
-        if let Err(e) = added {
-            gains = Err(e);
+        if !sets.is_empty() {
+            let added = match gains.as_mut() {
+                Ok(sums) => graph_gains(trace, graph, ranks, sets, &modules, sums),
+                Err(_) => Ok(()),
+            };
+            if let Err(e) = added {
+                gains = Err(e);
+            }
+        }
+        if baseline {
+            let added = match replayed.as_mut() {
+                Ok(report) => replay_graph(trace, graph, &window(graph), &[], &no_modules, report),
+                Err(_) => Ok(()),
+            };
+            if let Err(e) = added {
+                replayed = Err(e);
+            }
         }
         graph.strip_replay_edges();
     };
     let paths = if super::step_numbers(trace).is_empty() {
         let (mut graph, collectives) = whole_graph(trace, options, replay);
         let ranks: Vec<RankId> = (0..trace.ranks.len() as u32).map(RankId).collect();
-        add_gains(&mut graph, &ranks);
+        add_replays(&mut graph, &ranks, &|graph| whole_window(trace, graph));
         super::search::report_of_graph(trace, &graph, collectives, options)
             .map(|report| vec![super::steps::whole_as_step(trace, report)])
     } else {
         let mut paths = Vec::new();
         for_each_step_graph(trace, options, None, replay, |mut step| {
-            add_gains(&mut step.graph, &step.ranks);
+            let (window, ranks) = (step_window(&step), step.ranks.clone());
+            add_replays(&mut step.graph, &ranks, &|_| window.clone());
             paths.push(super::steps::step_paths(
                 trace,
                 &step,
@@ -614,8 +661,13 @@ pub fn paths_and_gains(
     };
     if let Err(e) = &paths {
         gains = Err(e.clone());
+        replayed = Err(e.clone());
     }
-    (paths, gains.map(Gains::finish))
+    (
+        paths,
+        gains.map(Gains::finish),
+        baseline.then_some(replayed),
+    )
 }
 
 /// [`estimated_gains`] of one graph: adds each set's gain on the latest end of `ranks`.
@@ -656,6 +708,7 @@ fn graph_gains(
 }
 
 /// One graph's windows: the ranks with a window and each one's start.
+#[derive(Clone)]
 struct Window {
     step: String,
     number: u64,
