@@ -37,7 +37,7 @@ use crate::scope::effective_level;
 
 pub mod index;
 mod registration;
-mod stream;
+pub(crate) mod stream;
 mod tree;
 pub use index::{Hierarchy, UNDER_BACKEND, UNDER_OPERATION};
 pub use registration::SpanHierarchy;

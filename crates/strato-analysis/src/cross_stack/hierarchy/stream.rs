@@ -19,7 +19,7 @@
 //! every shared file, in batches of every size.
 
 use rustc_hash::FxHashMap;
-use strato_trace::{Level, Ns, Trace, TrackKind};
+use strato_trace::{Level, Ns, Span, Trace, TrackKind};
 
 use super::index::{nest, own_flags, UNDER_BACKEND, UNDER_OPERATION};
 use super::{Attribution, HierarchyReport, RankAttribution};
@@ -33,24 +33,61 @@ use strato_trace::names::{is_graph_capture_track, is_graph_launch_name};
 const _: () = assert!(std::mem::size_of::<Extent>() == 24);
 
 /// [`Extent::bits`]: a thread-state span (no parent, no span's parent).
-const THREAD_STATE: u8 = 1;
+pub(crate) const THREAD_STATE: u8 = 1;
 /// [`Extent::bits`]: the span carries a correlation (kept beside it).
-const HAS_CORRELATION: u8 = 2;
+pub(crate) const HAS_CORRELATION: u8 = 2;
 /// [`Extent::bits`]: a graph launch call (`cudaGraphLaunch`, ...).
-const GRAPH_LAUNCH: u8 = 4;
+pub(crate) const GRAPH_LAUNCH: u8 = 4;
 
-/// One span as the sweep reads it (24 bytes).
+/// One span as the hierarchy's sweep reads it (24 bytes): what a stream keeps of each span to
+/// sweep its tracks as [`super::index::Hierarchy::build`] does (`iterations` keeps it too).
 #[derive(Debug, Clone, Copy)]
-struct Extent {
-    start: Ns,
-    end: Ns,
+pub(crate) struct Extent {
+    pub(crate) start: Ns,
+    pub(crate) end: Ns,
     /// Its index in the whole trace.
-    index: u32,
+    pub(crate) index: u32,
     /// Its effective level ([`effective_level`]).
-    level: Level,
+    pub(crate) level: Level,
     /// Its own level.
-    raw: Level,
-    bits: u8,
+    pub(crate) raw: Level,
+    /// [`THREAD_STATE`], [`HAS_CORRELATION`], [`GRAPH_LAUNCH`].
+    pub(crate) bits: u8,
+}
+
+impl Extent {
+    /// `span` of `batch`, the `index`-th span of the whole trace.
+    pub(crate) fn of(batch: &Trace, span: &Span, index: u32) -> Extent {
+        let mut bits = 0;
+        if crate::scope::is_thread_state(batch, span) {
+            bits |= THREAD_STATE;
+        }
+        if span.correlation.is_some() {
+            bits |= HAS_CORRELATION;
+        }
+        if is_graph_launch_name(batch.str(span.name)) {
+            bits |= GRAPH_LAUNCH;
+        }
+        Extent {
+            start: span.start,
+            end: span.end,
+            index,
+            level: effective_level(batch, span),
+            raw: span.level,
+            bits,
+        }
+    }
+
+    /// The order a track's spans are swept in ([`nest`]): by start, longer first, then level
+    /// and index, as the whole-trace hierarchy sorts them.
+    pub(crate) fn sweep_key(&self) -> (Ns, std::cmp::Reverse<Ns>, u8, u32) {
+        (
+            self.start,
+            std::cmp::Reverse(self.end),
+            self.level.code(),
+            self.index,
+        )
+    }
 }
 
 /// The spans of one track, in trace order.
@@ -106,25 +143,8 @@ impl HierarchyStream {
                 self.tracks.resize_with(t + 1, TrackSpans::default);
             }
             let track = batch.track(span.track);
-            let mut bits = 0;
-            if crate::scope::is_thread_state(batch, span) {
-                bits |= THREAD_STATE;
-            }
-            if span.correlation.is_some() {
-                bits |= HAS_CORRELATION;
-            }
-            if is_graph_launch_name(batch.str(span.name)) {
-                bits |= GRAPH_LAUNCH;
-            }
             let spans = &mut self.tracks[t];
-            spans.spans.push(Extent {
-                start: span.start,
-                end: span.end,
-                index,
-                level: effective_level(batch, span),
-                raw: span.level,
-                bits,
-            });
+            spans.spans.push(Extent::of(batch, span, index));
             if track.is_device() {
                 spans.correlations.push(span.correlation.unwrap_or(0));
                 continue;
@@ -234,8 +254,7 @@ impl HierarchyStream {
             launched(s, 0, 0);
         }
         spans.retain(|s| s.bits & THREAD_STATE == 0);
-        spans
-            .sort_unstable_by_key(|s| (s.start, std::cmp::Reverse(s.end), s.level.code(), s.index));
+        spans.sort_unstable_by_key(Extent::sweep_key);
         let mut depth_flags: Vec<(u32, u8)> = vec![(0, 0); spans.len()];
         let (mut with_parent, mut max_depth) = (0, 0);
         nest(
@@ -312,10 +331,7 @@ impl HierarchyStream {
         let mut order: Vec<u32> = (0..spans.spans.len() as u32)
             .filter(|&k| spans.spans[k as usize].bits & THREAD_STATE == 0)
             .collect();
-        order.sort_unstable_by_key(|&k| {
-            let s = &spans.spans[k as usize];
-            (s.start, std::cmp::Reverse(s.end), s.level.code(), s.index)
-        });
+        order.sort_unstable_by_key(|&k| spans.spans[k as usize].sweep_key());
         let mut depths: Vec<u32> = vec![0; order.len()];
         nest(
             order.len(),

@@ -83,11 +83,8 @@ pub struct IterationsReport {
 
 /// The main stream of each (rank, device), from the device ops counted per (rank index,
 /// device, queue) (`kernels`: each queue other than -1 with a device op, with its kernels):
-/// `(rank, device, stream, kernels, streams)`, by rank and device. The stream with the most
-/// kernels wins, then the lower queue.
-pub(super) fn main_streams(
-    kernels: &FxHashMap<(u32, i64, i64), usize>,
-) -> Vec<(RankId, i64, i64, usize, usize)> {
+/// by rank and device. The stream with the most kernels wins, then the lower queue.
+pub(super) fn main_streams(kernels: &FxHashMap<(u32, i64, i64), usize>) -> Vec<StreamAt> {
     let mut best: FxHashMap<(u32, i64), (i64, usize, usize)> = FxHashMap::default();
     for (&(rank, device, queue), &count) in kernels {
         let e = best.entry((rank, device)).or_insert((queue, count, 0));
@@ -97,26 +94,43 @@ pub(super) fn main_streams(
             e.1 = count;
         }
     }
-    let mut out: Vec<_> = best
+    let mut out: Vec<StreamAt> = best
         .into_iter()
-        .map(|((rank, device), (queue, count, streams))| {
-            (RankId(rank), device, queue, count, streams)
+        .map(|((rank, device), (stream, kernels, streams))| StreamAt {
+            rank: RankId(rank),
+            device,
+            stream,
+            kernels,
+            streams,
         })
         .collect();
-    out.sort_by_key(|x| (x.0, x.1));
+    out.sort_by_key(|at| (at.rank, at.device));
     out
+}
+
+/// A device's main stream: where it is, its kernels and the device's streams (why it was
+/// chosen).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct StreamAt {
+    pub(super) rank: RankId,
+    pub(super) device: i64,
+    pub(super) stream: i64,
+    pub(super) kernels: usize,
+    pub(super) streams: usize,
+}
+
+impl StreamAt {
+    /// (rank index, device, stream).
+    pub(super) fn id(&self) -> (u32, i64, i64) {
+        (self.rank.0, self.device, self.stream)
+    }
 }
 
 /// One device's main stream as the miner reads it: where it is, its ops sorted by (start,
 /// end), the device's host-to-device copies (any stream) sorted by start, and the process
 /// that owns it.
 pub(super) struct MainStream {
-    pub(super) rank: RankId,
-    pub(super) device: i64,
-    pub(super) stream: i64,
-    /// Kernels on it, and streams of the device.
-    pub(super) kernels: usize,
-    pub(super) streams: usize,
+    pub(super) at: StreamAt,
     pub(super) ops: Vec<Op>,
     pub(super) h2d: Vec<(Ns, Ns, Option<i64>)>,
     pub(super) pid: Option<i64>,
@@ -183,7 +197,13 @@ pub fn iterations(trace: &Trace, options: &IterationOptions) -> IterationsReport
             _ => {}
         }
     }
-    for (rank, device, stream, kernels, streams) in main_streams(&kernels) {
+    for at in main_streams(&kernels) {
+        let StreamAt {
+            rank,
+            device,
+            stream,
+            ..
+        } = at;
         let mut ops: Vec<Op> = Vec::new();
         let mut h2d: Vec<(Ns, Ns, Option<i64>)> = Vec::new();
         for span in &trace.spans {
@@ -222,16 +242,7 @@ pub fn iterations(trace: &Trace, options: &IterationOptions) -> IterationsReport
             |c| launch_pid.get(&(rank.0, c)).copied(),
             &spans_per_pid,
         );
-        let main = MainStream {
-            rank,
-            device,
-            stream,
-            kernels,
-            streams,
-            ops,
-            h2d,
-            pid,
-        };
+        let main = MainStream { at, ops, h2d, pid };
         mine_stream(trace, main, options, &mut report);
     }
     report
@@ -245,16 +256,14 @@ pub(super) fn mine_stream(
     options: &IterationOptions,
     report: &mut IterationsReport,
 ) {
-    let MainStream {
+    let MainStream { at, ops, h2d, pid } = main;
+    let StreamAt {
         rank,
         device,
         stream,
         kernels,
         streams,
-        ops,
-        h2d,
-        pid,
-    } = main;
+    } = at;
     let info = &trace.ranks[rank.0 as usize];
     let rank_number = info.rank.unwrap_or(i64::from(rank.0));
     let mut dict: FxHashMap<u32, u32> = FxHashMap::default();

@@ -3,8 +3,8 @@
 //! analysis held every span with its scopes and the span hierarchy, 0.41x the file on a
 //! 1.4 GB trace).
 //!
-//! Kept per span: its extent, index in the whole trace, levels and two flags (24 bytes,
-//! [`Kept`]); per device-queue span, its correlation (8 bytes); per device op of a queue, what
+//! Extent per span: its extent, index in the whole trace, levels and two flags (24 bytes,
+//! [`Extent`]); per device-queue span, its correlation (8 bytes); per device op of a queue, what
 //! the miner reads (40 bytes, [`DevOp`]); per thread span with a correlation, its index and
 //! correlation (16 bytes); per (rank, correlation), the launch chosen so far and the pid of
 //! its last runtime call; the host-to-device copies; per span with a lines-up key (an
@@ -17,63 +17,47 @@
 //! batches of every size.
 
 use rustc_hash::FxHashMap;
-use strato_trace::{Level, Ns, RankId, Trace, TrackKind};
+use strato_trace::{Level, Ns, Trace, TrackKind};
 
 use super::lines_up::{name_loops, KeyedStream, LinesUpKeys};
 use super::measure::Op;
 use super::registration::IterationsResult;
-use super::report::{main_streams, mine_stream, owning_pid, IterationsReport, MainStream};
+use super::report::{
+    main_streams, mine_stream, owning_pid, IterationsReport, MainStream, StreamAt,
+};
 use super::steps::{check_with_windows, windows_of_steps};
 use super::IterationOptions;
 use crate::chunked::Chunked;
 use crate::cross_stack::hierarchy::index::nest;
+use crate::cross_stack::hierarchy::stream::{Extent, HAS_CORRELATION, THREAD_STATE};
 use crate::device_time::memory::{arg_i64, copy_direction, CopyDirection};
 use crate::scope::{
-    effective_level, innermost_segments, is_device_work, is_step_name, is_thread_state,
-    operation_in, thread_score, OpSegment, ProcessTracks,
+    innermost_segments, is_device_work, is_step_name, operation_in, thread_score, OpSegment,
+    ProcessTracks,
 };
 
 // The sizes the docs give (docs/analyses/iterations.md, "Cost").
-const _: () = assert!(std::mem::size_of::<Kept>() == 24);
 const _: () = assert!(std::mem::size_of::<DevOp>() == 40);
 const _: () = assert!(std::mem::size_of::<Launch>() == 32);
 const _: () = assert!(std::mem::size_of::<Candidate>() == 32);
 
-/// [`Kept::bits`] and [`DevOp::bits`]: the span carries a correlation.
-const HAS_CORRELATION: u8 = 1;
-/// [`Kept::bits`]: a thread-state span (no parent, no span's parent).
-const THREAD_STATE: u8 = 2;
-/// [`DevOp::bits`]: a kernel.
-const KERNEL: u8 = 4;
+/// [`DevOp::bits`]: a kernel (beside [`HAS_CORRELATION`]).
+const KERNEL: u8 = 8;
 
 /// No keyed span: the end of a chain.
 const NONE: u32 = u32::MAX;
 
-/// One span as the sweeps read it (24 bytes).
-#[derive(Debug, Clone, Copy)]
-struct Kept {
-    start: Ns,
-    end: Ns,
-    /// Its index in the whole trace.
-    index: u32,
-    /// Its effective level ([`effective_level`]).
-    level: Level,
-    /// Its own level.
-    raw: Level,
-    bits: u8,
-}
-
 /// The spans of one track, in trace order.
 #[derive(Debug, Default)]
 struct TrackSpans {
-    spans: Chunked<Kept>,
+    spans: Chunked<Extent>,
     /// On a device track: the correlation of each span (0 without one), beside `spans`.
     correlations: Chunked<u64>,
 }
 
 /// A track's spans gathered for its sweep.
 struct SweptTrack {
-    spans: Vec<Kept>,
+    spans: Vec<Extent>,
     correlations: Vec<u64>,
 }
 
@@ -119,21 +103,10 @@ impl DevOp {
 /// Host-to-device copies: start, end, bytes.
 type Copies = Vec<(Ns, Ns, Option<i64>)>;
 
-/// A main stream's device ops, gathered when the input is read: where it is (rank index,
-/// device, stream), its kernels and the device's streams, its ops in trace order.
+/// A main stream's device ops, gathered when the input is read, in trace order.
 struct MainQueue {
-    rank: RankId,
-    device: i64,
-    stream: i64,
-    kernels: usize,
-    streams: usize,
+    at: StreamAt,
     ops: Vec<DevOp>,
-}
-
-impl MainQueue {
-    fn id(&self) -> (u32, i64, i64) {
-        (self.rank.0, self.device, self.stream)
-    }
 }
 
 /// A thread span with a correlation, as met (32 bytes): a candidate launch.
@@ -303,23 +276,11 @@ impl IterationsStream {
             }
             let track = batch.track(span.track);
             let rank = track.rank.0;
-            let mut bits = 0;
-            if is_thread_state(batch, span) {
-                bits |= THREAD_STATE;
-            }
-            if span.correlation.is_some() {
-                bits |= HAS_CORRELATION;
-            }
             let spans = &mut self.tracks[t];
             let at = spans.spans.len() as u32;
-            spans.spans.push(Kept {
-                start: span.start,
-                end: span.end,
-                index,
-                level: effective_level(batch, span),
-                raw: span.level,
-                bits,
-            });
+            let extent = Extent::of(batch, span, index);
+            let bits = extent.bits;
+            spans.spans.push(extent);
             if let Some(key) = self.keys.number(batch, span) {
                 self.keyed.insert(index, Keyed { key, next: NONE });
             }
@@ -396,14 +357,10 @@ impl IterationsStream {
         let main = main_streams(&self.kernels);
         let mut queues = std::mem::take(&mut self.queues);
         let streams: Vec<MainQueue> = (main.into_iter())
-            .map(|(rank, device, stream, kernels, streams)| {
-                let ops = queues.remove(&(rank.0, device, stream)).unwrap_or_default();
+            .map(|at| {
+                let ops = queues.remove(&at.id()).unwrap_or_default();
                 MainQueue {
-                    rank,
-                    device,
-                    stream,
-                    kernels,
-                    streams,
+                    at,
                     ops: ops.into_vec(),
                 }
             })
@@ -413,9 +370,9 @@ impl IterationsStream {
         let keyed = self.keyed_streams(trace, &streams);
         let pids: Vec<Option<i64>> = (streams.iter())
             .map(|main| {
-                let (launches, rank) = (&self.launches, main.rank.0);
+                let (launches, rank) = (&self.launches, main.at.rank.0);
                 owning_pid(
-                    main.rank,
+                    main.at.rank,
                     main.ops.iter().filter_map(DevOp::correlation),
                     |c| Some(launches.get(rank, c)?.api_pid).filter(|&p| p != i64::MIN),
                     &self.spans_per_pid,
@@ -431,14 +388,10 @@ impl IterationsStream {
         for (main, pid) in streams.iter().zip(pids) {
             let mut ops: Vec<Op> = main.ops.iter().map(DevOp::op).collect();
             ops.sort_by_key(|o| (o.start, o.end));
-            let mut h2d = (self.h2d.remove(&(main.rank.0, main.device))).unwrap_or_default();
+            let mut h2d = (self.h2d.remove(&(main.at.rank.0, main.at.device))).unwrap_or_default();
             h2d.sort_by_key(|c| c.0);
             let mined = MainStream {
-                rank: main.rank,
-                device: main.device,
-                stream: main.stream,
-                kernels: main.kernels,
-                streams: main.streams,
+                at: main.at,
                 ops,
                 h2d,
                 pid,
@@ -461,7 +414,7 @@ impl IterationsStream {
                 let steps = of_rank.map(|r| r.steps.clone()).unwrap_or_default();
                 let api = of_rank.iter().flat_map(|r| r.api.iter().copied());
                 let ops = (streams.iter())
-                    .filter(|m| m.id() == id)
+                    .filter(|m| m.at.id() == id)
                     .flat_map(|m| m.ops.iter())
                     .map(|o| (o.start, o.end, o.correlation()));
                 check_with_windows(windows_of_steps(steps, api, ops), &same)
@@ -520,7 +473,7 @@ impl IterationsStream {
                     chain(own).chain(operation.into_iter().flat_map(chain)),
                 );
             }
-            out.insert(main.id(), keyed_ops);
+            out.insert(main.at.id(), keyed_ops);
         }
         out
     }
@@ -530,12 +483,12 @@ impl IterationsStream {
     fn host_track(
         &mut self,
         t: usize,
-        mut spans: Vec<Kept>,
+        mut spans: Vec<Extent>,
         scopes: &Operations,
         stack: &mut Vec<usize>,
     ) {
         let (launches, keyed) = (&mut self.launches, &mut self.keyed);
-        let mut launched = |s: &Kept, up: u32| {
+        let mut launched = |s: &Extent, up: u32| {
             if s.bits & HAS_CORRELATION == 0 {
                 return;
             }
@@ -556,8 +509,7 @@ impl IterationsStream {
             );
         }
         spans.retain(|s| s.bits & THREAD_STATE == 0);
-        spans
-            .sort_unstable_by_key(|s| (s.start, std::cmp::Reverse(s.end), s.level.code(), s.index));
+        spans.sort_unstable_by_key(Extent::sweep_key);
         let mut up: Vec<u32> = vec![NONE; spans.len()];
         nest(
             spans.len(),
@@ -592,10 +544,7 @@ impl IterationsStream {
         let mut order: Vec<u32> = (0..spans.spans.len() as u32)
             .filter(|&k| spans.spans[k as usize].bits & THREAD_STATE == 0)
             .collect();
-        order.sort_unstable_by_key(|&k| {
-            let s = &spans.spans[k as usize];
-            (s.start, std::cmp::Reverse(s.end), s.level.code(), s.index)
-        });
+        order.sort_unstable_by_key(|&k| spans.spans[k as usize].sweep_key());
         let mut parent_up: Vec<(u32, u32)> =
             (spans.spans.iter()).map(|s| (NONE, s.index)).collect();
         let mut up: Vec<u32> = vec![NONE; order.len()];
