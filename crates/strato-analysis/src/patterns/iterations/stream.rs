@@ -1,20 +1,22 @@
 //! [`IterationsStream`]: `iterations` gathered batch by batch, so that `strato iterations` on
 //! one file or stored profile never holds the trace's spans (issue 28: the whole-trace
-//! analysis held every span with its scopes and the span hierarchy, 0.41x the file on a
+//! analysis held every span with its scopes and the span hierarchy, 0.42x the file on a
 //! 1.4 GB trace).
 //!
-//! Extent per span: its extent, index in the whole trace, levels and two flags (24 bytes,
-//! [`Extent`]); per device-queue span, its correlation (8 bytes); per device op of a queue, what
-//! the miner reads (40 bytes, [`DevOp`]); per thread span with a correlation, its index and
-//! correlation (16 bytes); per (rank, correlation), the launch chosen so far and the pid of
-//! its last runtime call; the host-to-device copies; per span with a lines-up key (an
-//! annotation or `nn.Module` frame), its key's number. At the end the main streams are mined
-//! as [`super::iterations`] mines them, then every track is sorted and swept as
-//! [`crate::cross_stack::hierarchy::index::Hierarchy::build`] sweeps it (thread tracks first),
-//! keeping of each span only the nearest keyed span on its chain: the chains
-//! [`super::attach_lines_up`] reads, made of keyed spans alone. The rules are the whole-trace
-//! ones to the span; the tests hold the two to the same result on every shared file, in
-//! batches of every size.
+//! Kept while the input streams: per span, what the hierarchy's sweep reads (24 bytes,
+//! [`Extent`]); per device-queue span, its correlation (8 bytes); per device op of a queue,
+//! what the miner reads (40 bytes, [`DevOp`]); per thread span with a correlation, a candidate
+//! launch (32 bytes, [`Candidate`]); the host-to-device copies; per span with a lines-up key
+//! (an annotation or `nn.Module` frame), its key's number; a few counts per rank and process.
+//! When the input is read: the launches are chosen from the candidates into a sorted list
+//! ([`Launches`]); the main streams are picked and the other queues dropped; every track is
+//! sorted and swept as [`crate::cross_stack::hierarchy::index::Hierarchy::build`] sweeps it
+//! (host tracks first, each dropped once swept), keeping of each span only the nearest keyed
+//! span above it and of each launch the operation its device ops belong to: the chains
+//! [`super::attach_lines_up`] reads, made of keyed spans alone. Then each main stream is mined
+//! as [`super::iterations`] mines it. The rules are the whole-trace ones to the span; the
+//! tests hold the two to the same result on every shared file, in batches of every size, and
+//! on a constructed trace fed one event at a time.
 
 use rustc_hash::FxHashMap;
 use strato_trace::{Level, Ns, Trace, TrackKind};
