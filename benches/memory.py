@@ -2,9 +2,10 @@
 """Benchmark: peak memory and time of each command against the size of the trace it reads.
 
 For each trace size, generates (or reuses) a Kineto trace with `benches/gen_kineto.py` and
-runs the release `strato` on it in fresh processes: `info`, `gpu-time`, `kernels`,
-`breakdown`, `import -o`, `report -o`, and `info`, `gpu-time`, `kernels` and `breakdown` on the
-stored profile that `import -o` wrote. Peak RSS is `wait4`'s `ru_maxrss` (the figure `/usr/bin/time -v` prints as
+runs the release `strato` on it in fresh processes: every command a user runs on one trace
+(`info`, each analysis with `--json`, the whole-trace and per-step critical path, both
+exports, `import -o`, `report -o`, `sql`), and `info`, `gpu-time`, `kernels` and `breakdown`
+on the stored profile that `import -o` wrote. Peak RSS is `wait4`'s `ru_maxrss` (the figure `/usr/bin/time -v` prints as
 "Maximum resident set size"); wall time from a monotonic clock. Prints a Markdown table with
 the ratio peak RSS / trace size (the uncompressed JSON), the figure issue 11 bounds
 (target <= 0.15x for import and single-pass analyses).
@@ -32,21 +33,29 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 
-def commands(trace, store, html):
-    return [
-        ("info", ["info", trace]),
-        ("gpu-time", ["gpu-time", trace]),
-        ("kernels", ["kernels", trace]),
-        ("breakdown", ["breakdown", trace]),
-        ("import -o", ["import", trace, "-o", store]),
-        ("report", ["report", trace, "-o", html]),
-        ("critical-path --step all", ["critical-path", trace, "--step", "all"]),
-        ("sql", ["sql", "SELECT count(*) FROM kernels", trace]),
-        ("info (profile)", ["info", store]),
-        ("gpu-time (profile)", ["gpu-time", store]),
-        ("kernels (profile)", ["kernels", store]),
-        ("breakdown (profile)", ["breakdown", store]),
-    ]
+def commands(trace, store, html, out):
+    """Every command a user runs on one trace: the analyses (`--json`), the exports, the
+    report, SQL, and four analyses on the stored profile. `out` is a scratch file."""
+    analyses = ["gpu-time", "kernels", "breakdown", "hierarchy", "modules", "layers", "roofline",
+                "ops", "util", "memory", "queue-length", "iterations", "collectives", "advise",
+                "whatif"]
+    return (
+        [("info", ["info", trace])]
+        + [(name, [name, trace, "--json"]) for name in analyses]
+        + [
+            ("critical-path", ["critical-path", trace, "--json"]),
+            ("critical-path --step all", ["critical-path", trace, "--step", "all", "--json"]),
+            ("export --chrome", ["export", trace, "--chrome", out + ".json"]),
+            ("export --perfetto", ["export", trace, "--perfetto", out + ".pftrace"]),
+            ("import -o", ["import", trace, "-o", store]),
+            ("report", ["report", trace, "-o", html]),
+            ("sql", ["sql", "SELECT count(*) FROM kernels", trace]),
+            ("info (profile)", ["info", store]),
+            ("gpu-time (profile)", ["gpu-time", store]),
+            ("kernels (profile)", ["kernels", store]),
+            ("breakdown (profile)", ["breakdown", store]),
+        ]
+    )
 
 
 def run(cmd):
@@ -62,7 +71,9 @@ def run(cmd):
 
 
 COLORS = ["#1f77b4", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-          "#bcbd22", "#17becf", "#ff7f0e", "#393b79", "#637939"]
+          "#bcbd22", "#17becf", "#ff7f0e", "#393b79", "#637939", "#8c6d31", "#843c39",
+          "#7b4173", "#3182bd", "#e6550d", "#31a354", "#756bb1", "#636363", "#e7ba52",
+          "#ad494a", "#a55194", "#6baed6", "#fd8d3c", "#74c476", "#9e9ac8"]
 
 
 def svg_ratios(rows, path):
@@ -148,8 +159,9 @@ def main():
         size = os.path.getsize(trace)
         store = os.path.join(args.dir, f"kineto-{events}.profile")
         html = os.path.join(args.dir, f"kineto-{events}.html")
+        out = os.path.join(args.dir, f"kineto-{events}.out")
         info_wall = None
-        for label, cmd in commands(trace, store, html):
+        for label, cmd in commands(trace, store, html, out):
             if only and label not in only and label != "info":
                 continue
             if "(profile)" in label and not os.path.exists(store):
@@ -165,8 +177,9 @@ def main():
                   f"{rss / size:.3f}x |", flush=True)
         if not args.keep:
             shutil.rmtree(store, ignore_errors=True)
-        if os.path.exists(html):
-            os.remove(html)
+        for written in [html, out + ".json", out + ".pftrace"]:
+            if os.path.exists(written):
+                os.remove(written)
     print(f"load average {os.getloadavg()[0]:.1f} at end", file=sys.stderr)
     if args.json:
         import json
