@@ -524,6 +524,22 @@ pub(crate) fn offer_launch<V>(
     }
 }
 
+/// Orders candidate launches (thread spans with a correlation, met in any order) so that each
+/// (rank, correlation)'s own come together and the launch [`Scopes::build`] chooses comes first
+/// among them: the rank's runtime calls with the correlation in trace order, then its other
+/// thread spans with it in trace order. `key` gives a candidate's (rank index, correlation,
+/// whether it is a runtime call, index in the trace). For the streamed analyses that choose
+/// the launches once the input is read, into a sorted list.
+pub(crate) fn sort_launch_candidates<T>(
+    candidates: &mut [T],
+    key: impl Fn(&T) -> (u32, u64, bool, u32),
+) {
+    candidates.sort_unstable_by_key(|c| {
+        let (rank, correlation, api, index) = key(c);
+        (rank, correlation, !api, index)
+    });
+}
+
 /// What ranks a thread as its process's annotated thread ([`ProcessTracks::build`]'s facts),
 /// from its spans' `(start, end, effective level, own level)`: the time its operations cover,
 /// its operations, its CPU spans.

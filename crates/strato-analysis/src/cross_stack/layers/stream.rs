@@ -38,7 +38,7 @@ use crate::cross_stack::hierarchy::index::nest;
 use crate::models::devices::{detect, DeviceSpec, Precision};
 use crate::scope::{
     effective_level, innermost_segments, is_device_work, is_step_name, is_thread_state,
-    ProcessTracks,
+    sort_launch_candidates, ProcessTracks,
 };
 
 // The sizes the docs give (docs/analyses/layers-roofline.md, "Cost").
@@ -549,8 +549,8 @@ impl LayersStream {
     ) -> (Launches, Vec<Launched>, Vec<Vec<Step>>) {
         let rank = |track: usize| trace.tracks[track].rank.0;
         let mut chosen = std::mem::take(&mut self.correlated).into_vec();
-        chosen.sort_unstable_by_key(|c| {
-            (rank(c.track()), c.correlation, c.track & API == 0, c.index)
+        sort_launch_candidates(&mut chosen, |c| {
+            (rank(c.track()), c.correlation, c.track & API != 0, c.index)
         });
         chosen.dedup_by_key(|c| (rank(c.track()), c.correlation));
         chosen.shrink_to_fit();

@@ -34,8 +34,8 @@ use crate::cross_stack::hierarchy::index::nest;
 use crate::cross_stack::hierarchy::stream::{Extent, HAS_CORRELATION, THREAD_STATE};
 use crate::device_time::memory::{arg_i64, copy_direction, CopyDirection};
 use crate::scope::{
-    innermost_segments, is_device_work, is_step_name, operation_in, thread_score, OpSegment,
-    ProcessTracks,
+    innermost_segments, is_device_work, is_step_name, operation_in, sort_launch_candidates,
+    thread_score, OpSegment, ProcessTracks,
 };
 
 // The sizes the docs give (docs/analyses/iterations.md, "Cost").
@@ -148,35 +148,22 @@ struct Launches {
 }
 
 impl Launches {
-    /// Chooses each (rank, correlation)'s launch among `candidates` (in trace order).
-    fn choose(candidates: Vec<Candidate>) -> Launches {
-        let mut order: Vec<u32> = (0..candidates.len() as u32).collect();
-        order.sort_unstable_by_key(|&i| {
-            let c = &candidates[i as usize];
-            (c.rank, c.correlation, c.index)
-        });
-        let mut by_key: Vec<Launch> = Vec::new();
-        for group in order.chunk_by(|&a, &b| {
-            let (a, b) = (&candidates[a as usize], &candidates[b as usize]);
-            (a.rank, a.correlation) == (b.rank, b.correlation)
-        }) {
-            let of = |i: &u32| &candidates[*i as usize];
-            let chosen = (group.iter().map(of).find(|c| c.api)).unwrap_or(of(&group[0]));
-            let api_pid = group
-                .iter()
-                .map(of)
-                .rfind(|c| c.api)
-                .map_or(i64::MIN, |c| c.pid);
-            by_key.push(Launch {
-                correlation: chosen.correlation,
-                api_pid,
-                rank: chosen.rank,
-                index: chosen.index,
-                up: NONE,
-                operation: NONE,
-            });
-        }
-        drop(order);
+    /// Chooses each (rank, correlation)'s launch among `candidates` (in trace order), with
+    /// the pid of its last runtime call.
+    fn choose(mut candidates: Vec<Candidate>) -> Launches {
+        sort_launch_candidates(&mut candidates, |c| (c.rank, c.correlation, c.api, c.index));
+        let by_key: Vec<Launch> = (candidates
+            .chunk_by(|a, b| (a.rank, a.correlation) == (b.rank, b.correlation)))
+        .map(|group| Launch {
+            correlation: group[0].correlation,
+            // The runtime calls come first, in trace order.
+            api_pid: (group.iter().take_while(|c| c.api).last()).map_or(i64::MIN, |c| c.pid),
+            rank: group[0].rank,
+            index: group[0].index,
+            up: NONE,
+            operation: NONE,
+        })
+        .collect();
         drop(candidates);
         let mut by_index: Vec<u32> = (0..by_key.len() as u32).collect();
         by_index.sort_unstable_by_key(|&k| by_key[k as usize].index);
