@@ -228,8 +228,9 @@ fn rotation_tie_goes_to_the_largest_gap() {
 /// at a time: four steps of three kernels on the main stream, each of the first three steps'
 /// launches inside an `nn.Module: Block_N` frame on the main thread, the fourth step's from a
 /// backward thread outside any frame (its step is found through the operation on the
-/// annotated thread at the launch), a kernel without launch, copies in on another stream,
-/// a thread-state span over everything.
+/// annotated thread at the launch; a span of another process met first carries the same
+/// correlations), a kernel without launch, copies in on another stream, a thread-state span
+/// over everything.
 #[test]
 fn streamed_equals_whole_by_construction() {
     use crate::analyzed::Analyzed;
@@ -239,6 +240,7 @@ fn streamed_equals_whole_by_construction() {
     let mut b = TraceBuilder::new();
     let main = b.thread(1, 1);
     let backward = b.thread(1, 2);
+    let other = b.thread(2, 3);
     let q = b.queue(0, 7);
     let copies = b.queue(0, 8);
     let api = Level::AcceleratorApi;
@@ -269,6 +271,12 @@ fn streamed_equals_whole_by_construction() {
         for (k, name) in ["gemm", "relu", "softmax"].iter().enumerate() {
             c += 1;
             let at = t0 + 100 + 1_000 * k as i64;
+            if step == 3 {
+                // Met first, same correlation, another process: not the launch (the runtime
+                // call is), or the fourth step's ops would belong to no operation.
+                b.span(other, Level::Backend, "aten::decoy", at - 50, at - 40)
+                    .correlation(c);
+            }
             b.span(launcher, api, "cudaLaunchKernel", at, at + 10)
                 .correlation(c);
             let start = t0 + 50_000 + 2_000 * k as i64;
