@@ -291,7 +291,7 @@ what the end waited on (path.by_kind.<kind>, path.bottleneck)",
     ];
     /// What `critical-path` reads: the graph is its.
     const READS: Reads = Reads {
-        events: Events::All,
+        events: Events::Spans,
         args: Some(ArgsScope::Dependencies),
     };
     /// The report's replay section (the replay without a change; the changes are the

@@ -123,6 +123,11 @@ impl Graph {
         }
     }
 
+    /// Per rank, the shift onto the reference clock (ranks past the list: none).
+    pub(super) fn clock_shifts(&self) -> &[Ns] {
+        &self.clock_shift
+    }
+
     pub(super) fn shift_of(&self, rank: RankId) -> Ns {
         self.clock_shift.get(rank.0 as usize).copied().unwrap_or(0)
     }
@@ -141,6 +146,12 @@ impl Graph {
         }
         self.span_nodes.insert(id, (start, start + 1));
         (start, start + 1)
+    }
+
+    /// Drops what only the graph's construction and the replay read (the nodes of each span),
+    /// for a graph that is only searched: the whole trace's holds two entries a span.
+    pub(super) fn keep_what_the_search_reads(&mut self) {
+        self.span_nodes = FxHashMap::default();
     }
 
     /// Adds an edge; `weighted` edges weigh the time between their nodes (never below 0).

@@ -95,7 +95,10 @@ pub struct EventJson {
     pub name: Arc<str>,
     pub start_ns: Ns,
     pub end_ns: Ns,
-    pub kind: &'static str,
+    /// Serialized as [`PathKind::as_str`] names it. A kind, not its name, so that an event
+    /// is the size of a [`super::shapes::PathEvent`] and a path's events are converted in
+    /// place ([`rank_json`]).
+    pub kind: PathKind,
     pub rank: i64,
 }
 
@@ -158,7 +161,7 @@ pub fn rank_json(r: RankCriticalPath, names: &mut Names) -> RankJson {
             .events
             .into_iter()
             .map(|e| EventJson {
-                kind: e.kind.as_str(),
+                kind: e.kind,
                 start_ns: e.start_ns,
                 end_ns: e.end_ns,
                 rank: e.rank,
@@ -235,3 +238,9 @@ pub fn step_json(s: StepCriticalPath, names: &mut Names) -> StepJson {
             .collect(),
     }
 }
+
+// A path's events become the JSON's in place: same size and alignment.
+const _: () = assert!(
+    std::mem::size_of::<EventJson>() == std::mem::size_of::<super::shapes::PathEvent>()
+        && std::mem::align_of::<EventJson>() == std::mem::align_of::<super::shapes::PathEvent>()
+);

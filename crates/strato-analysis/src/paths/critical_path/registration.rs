@@ -210,10 +210,11 @@ to the window";
             options: &[("step", "all")],
         },
     ];
-    /// Every event, with the args of device ops, API calls and collectives' CPU side only
-    /// (`ArgsScope::Dependencies`: what the dependency edges read).
+    /// Spans (the graph has no instant, counter or flow), with the args of device ops, API
+    /// calls and collectives' CPU side only (`ArgsScope::Dependencies`: what the dependency
+    /// edges read).
     const READS: Reads = Reads {
-        events: Events::All,
+        events: Events::Spans,
         args: Some(ArgsScope::Dependencies),
     };
     /// The report's critical path section (per step, or the whole trace without steps).
@@ -311,7 +312,7 @@ fn render_rank(out: &mut String, r: &RankJson, top: usize) {
                 out,
                 "    {:>14}  {:<15} rank {:<3} {}",
                 ms(e.end_ns - e.start_ns),
-                e.kind,
+                e.kind.as_str(),
                 e.rank,
                 fit(&e.name, 80)
             );

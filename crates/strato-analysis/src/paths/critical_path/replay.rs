@@ -2055,7 +2055,7 @@ mod tests {
             .path
             .events
             .iter()
-            .map(|e| e.name.as_str())
+            .map(|e| &*e.name)
             .collect();
         assert_eq!(
             names,

@@ -1,8 +1,10 @@
 //! The longest-path search over the graph and each rank's path read back from it
 //! ([`critical_path`]: the whole trace as one window).
 
-use rustc_hash::FxHashSet;
-use strato_trace::{Ns, RankId, SpanId, Trace};
+use std::sync::Arc;
+
+use rustc_hash::{FxHashMap, FxHashSet};
+use strato_trace::{Ns, RankId, SpanId, StrId, Trace};
 
 use super::collective_edges::{add_collectives, MemberIndex};
 use super::graph::{event_kind, spans_by_rank, Graph, TraceIndex};
@@ -18,7 +20,8 @@ pub fn critical_path(
     trace: &Trace,
     options: &CriticalPathOptions,
 ) -> Result<CriticalPathReport, CriticalPathError> {
-    let (graph, collectives) = whole_graph(trace, options, false);
+    let (mut graph, collectives) = whole_graph(trace, options, false);
+    graph.keep_what_the_search_reads();
     report_of_graph(trace, &graph, collectives, options)
 }
 
@@ -30,8 +33,12 @@ pub(super) fn critical_path_without_segments(
     trace: &Trace,
     options: &CriticalPathOptions,
 ) -> Result<CriticalPathReport, CriticalPathError> {
-    let (graph, collectives) = whole_graph(trace, options, false);
-    report_with(trace, &graph, collectives, options, false)
+    let (mut graph, collectives) = whole_graph(trace, options, false);
+    graph.keep_what_the_search_reads();
+    let (report, spans) = walk_paths(trace, &graph, collectives, options, false)?;
+    // The events are made once the graph is gone: the whole trace's path holds millions.
+    drop(graph);
+    Ok(with_events(trace, report, spans))
 }
 
 /// The critical path of every rank over `graph`, the whole trace's graph as the search reads
@@ -43,17 +50,19 @@ pub(super) fn report_of_graph(
     collectives: usize,
     options: &CriticalPathOptions,
 ) -> Result<CriticalPathReport, CriticalPathError> {
-    report_with(trace, graph, collectives, options, true)
+    let (report, spans) = walk_paths(trace, graph, collectives, options, true)?;
+    Ok(with_events(trace, report, spans))
 }
 
-/// [`report_of_graph`], each path's segments kept when `segments`.
-fn report_with(
+/// Each rank's path over `graph` ([`walk_rank_path`]: no event yet, its segments kept when
+/// `segments`) and, beside it, the spans of its nodes for [`with_events`].
+fn walk_paths(
     trace: &Trace,
     graph: &Graph,
     collectives: usize,
     options: &CriticalPathOptions,
     segments: bool,
-) -> Result<CriticalPathReport, CriticalPathError> {
+) -> Result<(CriticalPathReport, Vec<PathSpans>), CriticalPathError> {
     let stats = GraphStats {
         nodes: graph.nodes.len(),
         edges: graph.edges.len(),
@@ -62,14 +71,27 @@ fn report_with(
     };
     let search = longest_paths(graph)?;
     let ends = path_ends(trace, graph, &search);
-    let ranks = (0..trace.ranks.len())
-        .map(|r| rank_path_with(trace, RankId(r as u32), graph, &search, ends[r], segments))
-        .collect();
-    Ok(CriticalPathReport {
+    let (ranks, spans) = (0..trace.ranks.len())
+        .map(|r| walk_rank_path(trace, RankId(r as u32), graph, &search, ends[r], segments))
+        .unzip();
+    let report = CriticalPathReport {
         ranks,
         graph: stats,
         clock_shift: options.clock_shift.clone(),
-    })
+    };
+    Ok((report, spans))
+}
+
+/// The paths of `report` ([`walk_paths`]) with their events, from `spans`, one list per rank.
+fn with_events(
+    trace: &Trace,
+    mut report: CriticalPathReport,
+    spans: Vec<PathSpans>,
+) -> CriticalPathReport {
+    for (path, spans) in report.ranks.iter_mut().zip(spans) {
+        add_events(trace, &report.clock_shift, path, spans);
+    }
+    report
 }
 
 /// The graph of the whole trace (every included span of every rank), built for the replay
@@ -287,18 +309,24 @@ pub(super) fn rank_path(
     search: &Search,
     end: Option<usize>,
 ) -> RankCriticalPath {
-    rank_path_with(trace, rank, graph, search, end, true)
+    let (mut path, spans) = walk_rank_path(trace, rank, graph, search, end, true);
+    add_events(trace, graph.clock_shifts(), &mut path, spans);
+    path
 }
 
-/// [`rank_path`], its segments kept when `segments`.
-fn rank_path_with(
+/// The spans with a node on a path, each once, in path order, with the rank of the node.
+type PathSpans = Vec<(SpanId, RankId)>;
+
+/// [`rank_path`] without its events: the spans they are made of beside it ([`add_events`]).
+/// Its segments are kept when `segments`.
+fn walk_rank_path(
     trace: &Trace,
     rank: RankId,
     graph: &Graph,
     search: &Search,
     end: Option<usize>,
     segments: bool,
-) -> RankCriticalPath {
+) -> (RankCriticalPath, PathSpans) {
     let info = &trace.ranks[rank.0 as usize];
     let mut result = RankCriticalPath {
         rank: info.rank.unwrap_or(i64::from(rank.0)),
@@ -316,7 +344,7 @@ fn rank_path_with(
     };
     let Some(mut v) = end else {
         result.note = Some("no CPU operation, runtime call or device op in the trace".into());
-        return result;
+        return (result, Vec::new());
     };
     result.work_ns = search.dist[v];
     let mut nodes = vec![v as u32];
@@ -358,27 +386,43 @@ fn rank_path_with(
         });
     }
     result.late_peers = late_peers(trace, rank, graph, &edges);
+    drop(edges);
+    // Each span once (a path holds both nodes of most of its spans), in path order.
     let mut seen: FxHashSet<SpanId> = FxHashSet::default();
-    for &n in &nodes {
-        let node = graph.nodes[n as usize];
-        let Some(id) = node.span() else { continue };
-        if !seen.insert(id) {
-            continue;
-        }
+    let spans = nodes
+        .into_iter()
+        .filter_map(|n| {
+            let node = graph.nodes[n as usize];
+            let id = node.span()?;
+            seen.insert(id).then_some((id, node.rank))
+        })
+        .collect();
+    (result, spans)
+}
+
+/// The events of `path` from `spans` ([`walk_rank_path`]), on the reference clock
+/// (`clock_shift`: per rank, [`CriticalPathOptions::clock_shift`]), sorted by start (then
+/// longer first); each name held once.
+fn add_events(trace: &Trace, clock_shift: &[Ns], path: &mut RankCriticalPath, spans: PathSpans) {
+    let mut names: FxHashMap<StrId, Arc<str>> = FxHashMap::default();
+    path.events.reserve_exact(spans.len());
+    for (id, rank) in spans {
         let span = &trace.spans[id.0 as usize];
-        let r = &trace.ranks[node.rank.0 as usize];
-        let shift = graph.shift_of(node.rank);
-        result.events.push(PathEvent {
+        let r = &trace.ranks[rank.0 as usize];
+        let shift = clock_shift.get(rank.0 as usize).copied().unwrap_or(0);
+        path.events.push(PathEvent {
             span: id,
-            rank: r.rank.unwrap_or(i64::from(node.rank.0)),
-            name: trace.str(span.name).to_owned(),
+            rank: r.rank.unwrap_or(i64::from(rank.0)),
+            name: Arc::clone(
+                names
+                    .entry(span.name)
+                    .or_insert_with(|| Arc::from(trace.str(span.name))),
+            ),
             start_ns: span.start.saturating_add(shift),
             end_ns: span.end.saturating_add(shift),
             kind: event_kind(trace, id),
         });
     }
-    result
-        .events
+    path.events
         .sort_by_key(|e| (e.start_ns, std::cmp::Reverse(e.end_ns), e.span.0));
-    result
 }

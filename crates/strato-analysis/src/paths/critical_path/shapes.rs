@@ -3,6 +3,7 @@
 //! error when the graph has a cycle. Presenters read these only.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::Serialize;
 use strato_trace::{Ns, SpanId, TrackId};
@@ -61,10 +62,17 @@ pub struct PathEvent {
     pub span: SpanId,
     /// The rank of the event (a path can cross ranks through collectives).
     pub rank: i64,
-    pub name: String,
+    /// Shared by the path's events of one name (a long path names the same kernels and calls
+    /// millions of times).
+    #[serde(serialize_with = "shared_str")]
+    pub name: Arc<str>,
     pub start_ns: Ns,
     pub end_ns: Ns,
     pub kind: PathKind,
+}
+
+fn shared_str<S: serde::Serializer>(name: &Arc<str>, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(name)
 }
 
 /// One edge of the critical path, in path order: `[from_ns, to_ns]` on the given tracks.

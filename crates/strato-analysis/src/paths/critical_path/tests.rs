@@ -72,7 +72,7 @@ fn kinds(r: &RankCriticalPath) -> Vec<(PathKind, Ns)> {
 }
 
 fn names(r: &RankCriticalPath) -> Vec<&str> {
-    r.events.iter().map(|e| e.name.as_str()).collect()
+    r.events.iter().map(|e| &*e.name).collect()
 }
 
 fn conserves(report: &CriticalPathReport) {
@@ -188,7 +188,7 @@ fn stream_order_and_device_sync() {
     assert_eq!(
         r.events
             .iter()
-            .filter(|e| e.name == "cudaLaunchKernel")
+            .filter(|e| &*e.name == "cudaLaunchKernel")
             .count(),
         1
     );
@@ -282,7 +282,7 @@ fn collective_makes_the_late_rank_critical_for_the_early_one() {
     assert_eq!(report.graph.collectives, 1);
     let r0 = &report.ranks[0];
     assert!(
-        r0.events.iter().any(|e| e.rank == 1 && e.name == "slow"),
+        r0.events.iter().any(|e| e.rank == 1 && &*e.name == "slow"),
         "{:?}",
         r0.events
     );
@@ -482,7 +482,7 @@ fn step_path_crosses_ranks_through_a_collective_and_is_clipped() {
         .path
         .events
         .iter()
-        .any(|e| e.rank == 1 && e.name == "slow"));
+        .any(|e| e.rank == 1 && &*e.name == "slow"));
     // Rank 0's window starts at 100; the path starts on rank 1 at 0 and is clipped.
     assert_eq!((r0.window.start_ns, r0.window.end_ns), (100, 1000));
     assert_eq!(r0.path.start_ns, Some(0));
@@ -706,7 +706,7 @@ fn agrees_with_hta_on_its_test_trace() {
     let ours: Vec<(String, Ns)> = report.ranks[0]
         .events
         .iter()
-        .map(|e| (e.name.clone(), e.start_ns))
+        .map(|e| (e.name.to_string(), e.start_ns))
         .collect();
     let expected = hta_expected();
     let matched = |a: &[(String, Ns)], b: &[(String, Ns)]| {
