@@ -30,7 +30,9 @@
 //! - [`registry`] is the contract an analysis implements to be registered once for every
 //!   front end (`strato_engine::registry` holds the list); it reads no module;
 //! - [`text`] writes results as aligned tables and CSV, for every analysis's text and the
-//!   command line's own output; it reads no module.
+//!   command line's own output; it reads no module;
+//! - [`palette`] holds the colours of every front end's plots and timeline, so that a
+//!   category keeps its colour everywhere; it reads no module.
 //!
 //! Dependencies between modules point one way (`scripts/module-cycles.py` checks there is no
 //! circle). Between families: `distributed` and `recording` read no other module; `models`
@@ -51,6 +53,7 @@ pub mod device_time;
 pub mod distributed;
 pub mod info;
 pub mod models;
+pub mod palette;
 pub mod paths;
 pub mod patterns;
 pub mod recording;

@@ -12,6 +12,7 @@
 use std::collections::HashMap;
 
 use serde_json::{json, Value};
+use strato_analysis::palette;
 use strato_trace::{Level, Ns, SpanId, Trace};
 
 use crate::overlays::{steps_json, Overlays};
@@ -108,7 +109,8 @@ impl Api {
         &self.timeline
     }
 
-    /// `GET /api/lanes`: the extent, the ranks, the lanes in display order, the levels.
+    /// `GET /api/lanes`: the extent, the ranks, the lanes in display order, the levels and
+    /// their colours.
     pub fn lanes(&self) -> Value {
         let (start, end) = self.timeline.extent();
         let ranks: Vec<Value> = self
@@ -125,6 +127,8 @@ impl Api {
             "ranks": ranks,
             "lanes": self.timeline.lanes(),
             "levels": Level::ALL.iter().map(|l| l.as_str()).collect::<Vec<_>>(),
+            // Each level's colour, as the report draws it (`strato_analysis::palette`).
+            "level_colours": Level::ALL.iter().map(|&l| palette::level(l)).collect::<Vec<_>>(),
             "events": self.trace.spans.len() + self.trace.instants.len() + self.trace.counters.len(),
         })
     }

@@ -392,3 +392,25 @@ fn the_page_is_served_from_the_binary_and_loads_nothing_from_elsewhere() {
         );
     }
 }
+
+/// The lanes carry each level's colour from the palette the report draws with (issue 30
+/// item 6: a stratum keeps its colour in the viewer and the report), one per level, in the
+/// levels' order; the page has no palette of its own.
+#[test]
+fn lanes_give_each_level_the_report_colour() {
+    let api = Api::new(load(&[shared("kineto/hta_nccl_data.json.gz")]));
+    let lanes = api.lanes();
+    let levels = lanes["levels"].as_array().expect("levels");
+    let colours = lanes["level_colours"].as_array().expect("level_colours");
+    assert_eq!(levels.len(), colours.len());
+    for (name, colour) in levels.iter().zip(colours) {
+        let level = Level::parse(name.as_str().expect("name")).expect("a level");
+        assert_eq!(colour, strato_analysis::palette::level(level));
+    }
+    let app = include_str!("../src/assets/app.js");
+    assert!(
+        !app.contains("#E69F00', '#56B4E9'"),
+        "app.js holds its own palette"
+    );
+    assert!(app.contains("meta.level_colours"));
+}

@@ -76,15 +76,7 @@ fn segments(
 
 /// Thread states in display order with their fills (the OS level, `strato record --os`);
 /// `None` = no OS data covers the time.
-const STATE_FILLS: [(Option<&str>, &str); 7] = [
-    (Some("running"), "#2e7d32"),
-    (Some("runnable"), "#f9a825"),
-    (Some("blocked:io"), "#1565c0"),
-    (Some("blocked:lock"), "#c62828"),
-    (Some("blocked:sleep"), "#7e57c2"),
-    (Some("blocked:other"), "#6d4c41"),
-    (None, "#bdbdbd"),
-];
+const STATE_FILLS: [(Option<&str>, &str); 7] = strato_analysis::palette::THREAD_STATES;
 
 /// The annotated thread's states per operation (the breakdown's `thread_state` column), as one
 /// bar per operation; None when the process has no OS data.

@@ -10,6 +10,8 @@
 
 use std::collections::BTreeMap;
 
+use strato_analysis::palette::path;
+
 use crate::html::Html;
 use crate::svg::bars::{self, Axis, Bar, Chart, Segment};
 use crate::svg::fmt_ns;
@@ -29,24 +31,32 @@ fn parts(w: &WindowComposition) -> [(&'static str, &'static str, Ns); 10] {
     let kind = |k: PathKind| w.by_kind.get(&k).copied().unwrap_or(0);
     let kernel = kind(PathKind::Kernel);
     [
-        ("CPU op", "#1f77b4", kind(PathKind::CpuOp)),
-        ("launch", "#17becf", kind(PathKind::Launch)),
-        ("compute kernel", "#2ca02c", kernel - w.communication_ns),
-        ("communication kernel", "#9467bd", w.communication_ns),
-        ("copy / memset", "#8c564b", kind(PathKind::Copy)),
+        ("CPU op", path::CPU_OP, kind(PathKind::CpuOp)),
+        ("launch", path::LAUNCH, kind(PathKind::Launch)),
+        (
+            "compute kernel",
+            path::COMPUTE_KERNEL,
+            kernel - w.communication_ns,
+        ),
+        (
+            "communication kernel",
+            path::COMMUNICATION_KERNEL,
+            w.communication_ns,
+        ),
+        ("copy / memset", path::COPY, kind(PathKind::Copy)),
         (
             "waiting for the device",
-            "#ff7f0e",
+            path::DEVICE_WAIT,
             kind(PathKind::SyncWait),
         ),
         (
             "waiting for peers",
-            "#d62728",
+            path::PEER_WAIT,
             kind(PathKind::CollectiveWait),
         ),
-        ("untraced gap", "#bcbd22", kind(PathKind::Idle)),
-        ("before the path", "#dddddd", w.before_path_ns),
-        ("after the path", "#eeeeee", w.after_path_ns),
+        ("untraced gap", path::UNTRACED, kind(PathKind::Idle)),
+        ("before the path", path::BEFORE, w.before_path_ns),
+        ("after the path", path::AFTER, w.after_path_ns),
     ]
 }
 

@@ -24,8 +24,17 @@ use super::{analysis_or_close, cell_rows, close, close_empty, name, open};
 /// Most cells of the lateness heat map (ranks x collectives).
 pub const HEAT_CELLS: usize = 4096;
 
-const WAIT_COLOR: &str = "#d62728";
-const TRANSFER_COLOR: &str = "#1f77b4";
+const WAIT_COLOR: &str = strato_analysis::palette::PEER_WAIT;
+const TRANSFER_COLOR: &str = strato_analysis::palette::TRANSFER;
+
+/// `colour` (`#RRGGBB`) mixed with white: `t` 0 gives white, 1 the colour.
+fn blend_from_white(colour: &str, t: f64) -> String {
+    let channel = |i: usize| {
+        let c = u8::from_str_radix(&colour[1 + 2 * i..3 + 2 * i], 16).unwrap_or(0);
+        (255.0 - t * (255.0 - f64::from(c))).round() as u8
+    };
+    format!("#{:02x}{:02x}{:02x}", channel(0), channel(1), channel(2))
+}
 
 /// One sentence of what a late rank was doing.
 fn cause_text(c: &StragglerCause) -> String {
@@ -108,12 +117,11 @@ fn heat_map(report: &CollectivesReport, columns: &[usize]) -> String {
             };
             let late = m.start - first;
             let fill = if inst.complete {
-                // White (on time) to red (the latest shown).
+                // White (on time) to the colour of waiting for peers (the latest shown).
                 let t = (late as f64 / max_late as f64).clamp(0.0, 1.0);
-                let g = (255.0 * (1.0 - t)).round() as u8;
-                format!("#ff{g:02x}{g:02x}")
+                blend_from_white(WAIT_COLOR, t)
             } else {
-                "#bbbbbb".to_string()
+                strato_analysis::palette::NEUTRAL.to_string()
             };
             let tip = (late > 0 || Some(m.rank) == inst.last_rank).then(|| {
                 format!(

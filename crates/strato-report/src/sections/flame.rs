@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use strato_analysis::cross_stack::samples::{CpuSamples, OperationSamples, PYTHON_NOT_SAMPLED};
+use strato_trace::Level;
 
 use crate::html::Html;
 use crate::svg::{Svg, WIDTH};
@@ -183,18 +184,21 @@ pub(super) fn flame_svg(op: &OperationSamples) -> String {
     svg.finish()
 }
 
-/// Python frames warm, native frames cool, the interpreter grey, unknowns pale.
+/// Python frames in the Python stratum's colour, native frames of a library in the Library
+/// stratum's, the interpreter grey, other native frames in the colour of `Other`, unknowns
+/// pale ([`strato_analysis::palette`]: the viewer's lanes use the same colours).
 fn frame_color(label: &str) -> &'static str {
+    use strato_analysis::palette;
     if label == PYTHON_NOT_SAMPLED || label.starts_with('[') || label.starts_with("??") {
-        "#d9d9d9"
+        palette::IDLE
     } else if label.ends_with(".py)") || label.ends_with(">)") {
-        "#f28e2b"
+        palette::level(Level::Python)
     } else if label.contains("[python") || label.contains("[libpython") {
-        "#bab0ac"
+        palette::NEUTRAL
     } else if label.ends_with(']') {
-        "#4e79a7"
+        palette::level(Level::Library)
     } else {
-        "#edc948"
+        palette::level(Level::Other)
     }
 }
 

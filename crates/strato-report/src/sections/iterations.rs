@@ -3,7 +3,7 @@
 
 use crate::html::Html;
 use crate::svg::timeline::{self, Item, Timeline};
-use crate::svg::{fmt_bytes, fmt_ns};
+use crate::svg::{color, fmt_bytes, fmt_ns};
 use crate::ReportInput;
 
 use super::{analysis_or_close, cell_rows, close, close_empty, open, pct};
@@ -63,9 +63,9 @@ pub(super) fn iterations(h: &mut Html, input: &ReportInput) -> bool {
                         start_ns: it.start_ns,
                         end_ns: it.end_ns,
                         fill: if it.index % 2 == 0 {
-                            "#4e79a7"
+                            color(0)
                         } else {
-                            "#a0cbe8"
+                            color(4)
                         },
                         tip: format!(
                             "iteration {} of loop {}: {}, {} ops{}",

@@ -1,15 +1,17 @@
 //! Colours and patterns of the breakdown (RL-Scope figure 4: colour = resource, pattern =
 //! stratum), shared by the breakdown, processes and kernels sections and the page's pattern
-//! definitions.
+//! definitions. The colours are [`strato_analysis::palette`]'s, shared with every front end.
 
 use strato_analysis::cross_stack::breakdown::Resource;
 use strato_trace::Level;
 
-pub(super) const CPU_COLOR: &str = "#4e79a7";
-pub(super) const GPU_COLOR: &str = "#f28e2b";
-pub(super) const BOTH_COLOR: &str = "#59a14f";
-pub(super) const IDLE_COLOR: &str = "#e3e6ea";
-pub(super) const NEUTRAL: &str = "#8c959f";
+use strato_analysis::palette;
+
+pub(super) const CPU_COLOR: &str = palette::CPU;
+pub(super) const GPU_COLOR: &str = palette::DEVICE;
+pub(super) const BOTH_COLOR: &str = palette::CPU_AND_DEVICE;
+pub(super) const IDLE_COLOR: &str = palette::IDLE;
+pub(super) const NEUTRAL: &str = palette::NEUTRAL;
 
 /// Strata drawn with their own pattern, in legend order.
 pub(super) const PATTERNED: [Level; 8] = [

@@ -434,3 +434,29 @@ fn replay_section_gives_the_constructed_trace_back() {
     let (html, has) = section(replay::replay, &empty);
     assert!(!has, "{html}");
 }
+
+/// The page draws with the one palette every front end shares (issue 30 item 6): the
+/// breakdown's resources, the critical path's parts and the data's series in
+/// `strato_analysis::palette`'s colours, and none of the Tableau colours the report used
+/// before (not colour-blind safe, and not the viewer's).
+#[test]
+fn the_page_draws_with_the_shared_palette() {
+    use strato_analysis::palette;
+    let t = trace(3);
+    let html = crate::render(&input(&t));
+    let lower = html.to_ascii_lowercase();
+    for tableau in [
+        "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#1f77b4", "#2ca02c",
+    ] {
+        assert!(!lower.contains(tableau), "{tableau} drawn");
+    }
+    for (what, colour) in [
+        ("CPU", palette::CPU),
+        ("device", palette::DEVICE),
+        ("CPU op on the path", palette::path::CPU_OP),
+        ("compute kernel on the path", palette::path::COMPUTE_KERNEL),
+        ("first series", palette::series(0)),
+    ] {
+        assert!(html.contains(colour), "{what} ({colour}) not drawn");
+    }
+}

@@ -14,15 +14,10 @@ use crate::html::{esc, esc_capped};
 /// Width of every plot's viewBox.
 pub const WIDTH: f64 = 1000.0;
 
-/// A categorical palette (Tableau 10), readable on white.
-pub const PALETTE: [&str; 10] = [
-    "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7",
-    "#9c755f", "#bab0ac",
-];
-
-/// The palette's colour `i` (wrapping).
+/// The `i`th colour of the categories that come from the data (wrapping):
+/// [`strato_analysis::palette::series`], the colour-blind-safe set every front end draws with.
 pub fn color(i: usize) -> &'static str {
-    PALETTE[i % PALETTE.len()]
+    strato_analysis::palette::series(i)
 }
 
 /// An SVG document under construction.

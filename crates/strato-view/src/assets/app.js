@@ -4,15 +4,11 @@
 // in the page with textContent only.
 'use strict';
 
-// Okabe-Ito (colour-blind safe) and darker companions, one per level in /api/lanes' order.
-const PALETTE = [
-  '#E69F00', '#56B4E9', '#009E73', '#0072B2', '#D55E00', '#CC79A7', '#F0E442',
-  '#882255', '#117733', '#44AA99', '#999933', '#AA4499', '#888888', '#BBBBBB',
-];
+// Each level's colour comes from /api/lanes (`level_colours`): the report's, one palette.
 const GUTTER = 260, RULER = 26, ROW = 16, COUNTER_H = 36, GROUP_H = 18;
 
 const S = {
-  lanes: [], laneById: new Map(), levels: [], ranks: [], events: 0,
+  lanes: [], laneById: new Map(), levels: [], levelColours: [], ranks: [], events: 0,
   start: 0, end: 1, t0: 0, t1: 1, scrollY: 0,
   collapsed: new Set(), layout: [], contentH: 0,
   data: null, seq: 0, pending: null, answerMs: 0,
@@ -200,7 +196,7 @@ function draw() {
         const [id, t0, t1, name, level] = ev;
         const x0 = Math.max(GUTTER, xOf(t0)), x1 = Math.min(w, xOf(t1));
         const ew = Math.max(1, x1 - x0);
-        ctx.fillStyle = PALETTE[level % PALETTE.length];
+        ctx.fillStyle = S.levelColours[level] || '#888';
         ctx.fillRect(x0, ry, ew, ROW - 2);
         if (S.selected === id) {
           ctx.strokeStyle = '#000'; ctx.lineWidth = 2;
@@ -489,7 +485,7 @@ function renderDetails(d) {
   detailsEl.append(el('h2', d.name, { id: 'event-name' }));
   const table = el('table');
   const sw = el('span', null, { class: 'swatch' });
-  sw.style.background = PALETTE[S.levels.indexOf(d.level) % PALETTE.length];
+  sw.style.background = S.levelColours[S.levels.indexOf(d.level)] || '#888';
   const rows = [
     ['level', d.level], ['category', d.category], ['lane', laneName(d.lane)],
     ['start', fmtNs(d.start_ns)], ['duration', fmtNs(d.duration_ns)],
@@ -664,6 +660,7 @@ async function main() {
   S.lanes = meta.lanes;
   S.laneById = new Map(meta.lanes.map((l) => [l.id, l]));
   S.levels = meta.levels;
+  S.levelColours = meta.level_colours;
   S.ranks = meta.ranks;
   S.events = meta.events;
   S.start = meta.start_ns; S.end = Math.max(meta.end_ns, 1);
