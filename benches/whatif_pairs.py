@@ -16,12 +16,22 @@ host (1 ms, overlapping the device), `clFinish`. Each B variant and the change t
   sync-mid  base          A waits for the device (clFinish in an op   --no-sync wait_result
                           `wait_result`) before postprocess; B does
                           not (postprocess overlaps the device)
+  base      post-half     postprocess 0.5 ms instead of 1 (it         --scale cpu:postprocess=0.5
+                          overlaps the device)
+  base      host-double   prepare 6 ms instead of 3                   --scale cpu:prepare=2
+  sync-mid  sync-mid-     sync-mid with matmul over half the rows     --scale kernel:matmul=0.5
+            kernel-half
+  base      no-finish     no clFinish at the end of each step: the   --no-sync all --across-steps
+                          host runs ahead while the device works
 
 Both programs run under the stratoscope OpenCL layer (`OPENCL_LAYERS`), with PoCL on one
 worker thread (`POCL_MAX_PTHREAD_COUNT=1`, so the device owns one of the two cores and the
 host the other). A step's time, measured and predicted alike, is what `strato whatif` calls a
 window: from the `ProfilerStep#N` annotation's start to the end of the step's last op (here
-`clFinish`'s). Per pair: the median over steps of A's measured time, of B's measured time and
+`clFinish`'s). For `no-finish`, whose steps overlap (the device still works on a step while
+the host runs the next), steps are read across the whole trace (`--across-steps`), measured
+and predicted alike: a step's time runs from the previous step's end to the end of its own
+work, so the steps add up to the run and a step's time is the pace the job keeps. Per pair: the median over steps of A's measured time, of B's measured time and
 of B's predicted time (from each A run), the error |predicted - measured| / measured of those
 medians, and the noise: the spread of B's medians over its runs ((max - min) / median), and
 the interquartile range of B's steps over their median — a prediction cannot be judged more
@@ -29,7 +39,7 @@ finely than these.
 
 Usage:
   python3 benches/whatif_pairs.py [--runs 3] [--steps 30] [--strato PATH] [--demo PATH]
-         [--layer PATH] [--json OUT]
+         [--layer PATH] [--json OUT] [--only B,...]
   python3 benches/whatif_pairs.py --ci     bounded check CI runs (one run of 12 steps per
       variant): fails (exit 1) when the same pair's error exceeds both 10 % (issue 29's
       worst-case target) and the interquartile range of B's steps (its noise) in two fresh
@@ -49,16 +59,19 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
-# (A, B, the change that predicts B from A's trace)
+# (A, B, the change that predicts B from A's trace, how steps are read: [] each step's graph
+# alone, ["--across-steps"] from one simulation of the whole trace, for measured and predicted
+# alike)
 PAIRS = [
-    ("base", "kernel-half", ["--scale", "kernel:matmul=0.5"]),
-    ("base", "host-half", ["--scale", "cpu:prepare=0.5"]),
-    ("base", "copy-half", ["--scale", "category:copy=0.5"]),
-    ("base", "both-half", ["--scale", "kernel:matmul=0.5", "--scale", "cpu:prepare=0.5"]),
-    ("sync-mid", "base", ["--no-sync", "wait_result"]),
-    ("base", "post-half", ["--scale", "cpu:postprocess=0.5"]),
-    ("base", "host-double", ["--scale", "cpu:prepare=2"]),
-    ("sync-mid", "sync-mid-kernel-half", ["--scale", "kernel:matmul=0.5"]),
+    ("base", "kernel-half", ["--scale", "kernel:matmul=0.5"], []),
+    ("base", "host-half", ["--scale", "cpu:prepare=0.5"], []),
+    ("base", "copy-half", ["--scale", "category:copy=0.5"], []),
+    ("base", "both-half", ["--scale", "kernel:matmul=0.5", "--scale", "cpu:prepare=0.5"], []),
+    ("sync-mid", "base", ["--no-sync", "wait_result"], []),
+    ("base", "post-half", ["--scale", "cpu:postprocess=0.5"], []),
+    ("base", "host-double", ["--scale", "cpu:prepare=2"], []),
+    ("sync-mid", "sync-mid-kernel-half", ["--scale", "kernel:matmul=0.5"], []),
+    ("base", "no-finish", ["--no-sync", "all"], ["--across-steps"]),
 ]
 
 
@@ -99,7 +112,11 @@ def main():
     ap.add_argument("--layer", default=os.path.join(ROOT, "target/debug/libstrato_opencl_layer.so"))
     ap.add_argument("--json")
     ap.add_argument("--ci", action="store_true")
+    ap.add_argument("--only", help="the pairs whose B is one of these variants (comma-separated)")
     args = ap.parse_args()
+    pairs = [p for p in PAIRS if not args.only or p[1] in args.only.split(",")]
+    if not pairs:
+        sys.exit(f"whatif_pairs: no pair has B in {args.only!r}")
     if args.ci:
         args.runs, args.steps = 1, 12
     for what, path in [("strato", args.strato), ("demo", args.demo), ("layer", args.layer)]:
@@ -121,31 +138,31 @@ def main():
                     recorded[variant] = [run(variant, i) for i in range(args.runs)]
                 return recorded[variant]
 
-            def measured_medians(variant):
+            def measured_medians(variant, reading):
                 out, steps = [], []
                 for profile in runs_of(variant):
-                    ns = [w["measured_ns"] for w in whatif(args.strato, profile, [])["replay"]["steps"]]
+                    ns = [w["measured_ns"] for w in whatif(args.strato, profile, reading)["replay"]["steps"]]
                     steps += ns
                     out.append(median_of(ns))
                 return out, steps
 
             replay_worst = 0.0
-            for a, b, change in PAIRS:
-                a_runs, _ = measured_medians(a)
+            for a, b, change, reading in pairs:
+                a_runs, _ = measured_medians(a, reading)
                 for profile in runs_of(a):
                     replay_worst = max(replay_worst,
-                                       whatif(args.strato, profile, [])["replay"]["worst_error_pct"])
-                measured_runs, steps_b = measured_medians(b)
+                                       whatif(args.strato, profile, reading)["replay"]["worst_error_pct"])
+                measured_runs, steps_b = measured_medians(b, reading)
                 predicted_runs = []
                 for profile in runs_of(a):
-                    doc = whatif(args.strato, profile, change)
+                    doc = whatif(args.strato, profile, change + reading)
                     predicted_runs.append(median_of([w["predicted_ns"] for w in doc["whatif"]["steps"]]))
                 measured = median_of(measured_runs)
                 predicted = median_of(predicted_runs)
                 rows.append({
                     "a": a,
                     "b": b,
-                    "change": " ".join(change),
+                    "change": " ".join(change + reading),
                     "a_measured_ms": median_of(a_runs) / 1e6,
                     "b_measured_ms": measured / 1e6,
                     "b_predicted_ms": predicted / 1e6,

@@ -151,7 +151,7 @@ class Profile:
     def whatif(self, *, scale: Sequence[str] = (), no_sync: str = "",
                even_straggler: bool = False, link_bw: float | None = None,
                overlap_comm: bool = False, graph_launch: str = "",
-               step: str | int = "") -> Table:
+               across_steps: bool = False, step: str | int = "") -> Table:
         """Registered `whatif`, table `whatif`: `whatif.steps[]`, one row per (step, rank)
         with `scale` (changes `KIND:NAME=F`: `kernel:TEXT`, `op:NAME`, `module:CLASS`,
         `cpu:NAME`, `category:kernel|copy|device`), `no_sync` (`all`, or a CPU op's name: its host
@@ -160,13 +160,15 @@ class Profile:
         as fast: each collective's transfer in 1/F of the time) and `overlap_comm`
         (collectives no longer wait on the device for compute, nor compute for them on a
         shared stream) and `graph_launch` (`all`, or a CPU op's name: its launches replayed as
-        one CUDA graph launch, its host work gone): baseline (the replay) and
+        one CUDA graph launch, its host work gone); `across_steps` reads the steps from
+        one simulation of the whole trace (a step from the previous step's end to its own,
+        so a change carries into the next step): baseline (the replay) and
         predicted step time, gain, the predicted path (`path.by_kind.<kind>` columns,
         `path.bottleneck.*`)."""
     def whatif_replay(self, *, scale: Sequence[str] = (), no_sync: str = "",
                       even_straggler: bool = False, link_bw: float | None = None,
                       overlap_comm: bool = False, graph_launch: str = "",
-                      step: str | int = "") -> Table:
+                      across_steps: bool = False, step: str | int = "") -> Table:
         """Registered `whatif`, table `whatif_replay`: `replay.steps[]`, one row per (step,
         rank): measured and simulated step time, `error_pct`, and what the end waited on
         (`path.by_kind.<kind>`, `path.bottleneck.*`)."""

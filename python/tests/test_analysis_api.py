@@ -160,6 +160,8 @@ MULTI_ONLY = [
     ("whatif", {"link_bw": 2.0}, ["whatif", "--link-bw", "2"], ["whatif", "steps"], []),
     ("whatif", {"overlap_comm": True}, ["whatif", "--overlap-comm"], ["whatif", "steps"], []),
     ("whatif", {"graph_launch": "all"}, ["whatif", "--graph-launch", "all"], ["whatif", "steps"], []),
+    ("whatif", {"across_steps": True, "no_sync": "all"},
+     ["whatif", "--across-steps", "--no-sync", "all"], ["whatif", "steps"], []),
 ]
 
 

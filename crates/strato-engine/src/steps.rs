@@ -186,9 +186,10 @@ impl Engine {
         let windows = (settings.windows(&job.survey.numbers()))
             .map_err(|e| EngineError::Analysis(format!("{}: {e}", input.display())))?;
         let step = match windows {
-            // One window, the whole trace: its spans read back from the spill as one trace,
-            // so that the input is not read a second time.
-            ReplayWindows::Whole => {
+            // One window, the whole trace, or the steps read from one simulation of it: its
+            // spans read back from the spill as one trace, so that the input is not read a
+            // second time.
+            ReplayWindows::Whole | ReplayWindows::Across(_) => {
                 let trace = job.whole().map_err(|source| EngineError::Spill {
                     dir: dir.clone(),
                     source,

@@ -299,7 +299,8 @@ fn whatif_in_parts(
 }
 
 /// The what-if settings the tests try: none (the replay alone); every kind of change at once,
-/// module calls included (classes in the shared traces); and each whole-job change alone.
+/// module calls included (classes in the shared traces); each whole-job change alone; and
+/// steps read across the whole trace.
 fn whatif_settings() -> Vec<WhatIfSettings> {
     let scaled = WhatIfSettings {
         scale: [
@@ -326,6 +327,14 @@ fn whatif_settings() -> Vec<WhatIfSettings> {
             even_straggler: true,
             link_bw: Some(2.0),
             graph_launch: "all".into(),
+            ..WhatIfSettings::default()
+        },
+        // The steps across the whole trace (read back whole from the spill; a file without
+        // steps is the same error).
+        WhatIfSettings {
+            across_steps: true,
+            no_sync: "all".into(),
+            scale: vec!["kernel:gemm=0.5".into()],
             ..WhatIfSettings::default()
         },
     ]

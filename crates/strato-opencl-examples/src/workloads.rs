@@ -609,6 +609,7 @@ pub const PAIR_VARIANTS: &[&str] = &[
     "post-half",
     "host-double",
     "sync-mid-kernel-half",
+    "no-finish",
 ];
 
 /// Busy host work of `us` microseconds inside a framework-level op `name` (a `Backend` span, as a
@@ -634,8 +635,10 @@ fn host_work(name: &str, us: u64) {
 /// `prepare`, `copy-half` copies half the bytes, `both-half` halves `matmul` and `prepare`,
 /// `sync-mid` waits for the device (`clFinish` inside an op `wait_result`) before
 /// `postprocess` (the base is `sync-mid` with that synchronisation removed), `post-half`
-/// halves `postprocess` (which overlaps the device), `host-double` doubles `prepare`, and
-/// `sync-mid-kernel-half` is `sync-mid` with `matmul` over half the rows.
+/// halves `postprocess` (which overlaps the device), `host-double` doubles `prepare`,
+/// `sync-mid-kernel-half` is `sync-mid` with `matmul` over half the rows, and `no-finish` ends
+/// its steps without `clFinish` (the host runs ahead while the device works; one `clFinish`
+/// after the last step, outside the steps).
 /// Prints each step's wall time.
 pub fn pair(variant: &str, steps: usize) -> Result<()> {
     if !PAIR_VARIANTS.contains(&variant) {
@@ -656,6 +659,7 @@ pub fn pair(variant: &str, steps: usize) -> Result<()> {
     let postprocess_us = if variant == "post-half" { 500 } else { 1000 };
     let sync_mid = matches!(variant, "sync-mid" | "sync-mid-kernel-half");
     let half_copy = variant == "copy-half";
+    let finish_each_step = variant != "no-finish";
     let cl = open(false)?;
     let n = 192usize;
     let a = buffer(&cl, n * n)?;
@@ -677,7 +681,7 @@ pub fn pair(variant: &str, steps: usize) -> Result<()> {
         } else {
             copy_floats
         };
-        // SAFETY: `host` outlives the copy (clFinish below waits for it); sizes are within
+        // SAFETY: `host` outlives the copy (a clFinish after it waits for it); sizes are within
         // the buffers; matmul reads and writes n x n floats.
         unsafe {
             cl.queue
@@ -701,12 +705,15 @@ pub fn pair(variant: &str, steps: usize) -> Result<()> {
             waited?;
         }
         host_work("postprocess", postprocess_us);
-        cl.queue.finish()?;
+        if finish_each_step {
+            cl.queue.finish()?;
+        }
         drop(_op);
         if step > 0 {
             walls.push(t.elapsed().as_nanos() as u64);
         }
     }
+    cl.queue.finish()?;
     let walls: Vec<String> = walls.iter().map(u64::to_string).collect();
     println!(
         "{{\"variant\":\"{variant}\",\"steps\":{steps},\"step_ns\":[{}]}}",

@@ -32,6 +32,10 @@ pub struct WhatIfSettings {
     pub scale: Vec<String>,
     /// `""`: every step (the whole trace without steps); `all`: every step; `N`: that step.
     pub step: String,
+    /// The steps read from one simulation of the whole trace, each from the previous step's
+    /// end to its own, so that a change carries from a step into the next
+    /// ([`ReplayWindows::Across`]); the trace must have steps.
+    pub across_steps: bool,
     /// Host synchronisations removed: `""` none, `all` every one, else those under the CPU op
     /// of that name ([`Scale::no_sync`]).
     pub no_sync: String,
@@ -121,6 +125,20 @@ impl WhatIfSettings {
     /// The windows `step` asks for over a trace (a job) with the step numbers `numbers`: every
     /// step (the whole trace without steps) or step N, which must be one of them.
     pub fn windows(&self, numbers: &[u64]) -> Result<ReplayWindows, AnalysisError> {
+        let windows = self.step_windows(numbers)?;
+        if !self.across_steps {
+            return Ok(windows);
+        }
+        match windows {
+            ReplayWindows::Steps(only) => Ok(ReplayWindows::Across(only)),
+            _ => Err(AnalysisError(
+                "across_steps: the trace has no step annotation (ProfilerStep#N)".into(),
+            )),
+        }
+    }
+
+    /// [`WhatIfSettings::windows`] without `across_steps`.
+    fn step_windows(&self, numbers: &[u64]) -> Result<ReplayWindows, AnalysisError> {
         Ok(match self.step.as_str() {
             "" | "all" if numbers.is_empty() => ReplayWindows::Whole,
             "" | "all" => ReplayWindows::Steps(None),
@@ -187,7 +205,9 @@ path's) replayed per step and rank with the traced durations, its error against 
 the step time predicted with changes (--scale KIND:NAME=F), with the predicted path by kind and \
 its new bottleneck";
     const WINDOW: &'static str = "each ProfilerStep#N window (the step annotation's start to \
-the rank's last point in the step's graph), or the whole trace without steps; the predicted \
+the rank's last point in the step's graph), or the whole trace without steps; with \
+--across-steps, each step from the previous step's end on its rank to the end of its own work \
+(a rank's steps add up to its first step's start to its last step's end); the predicted \
 path's kinds plus the time before it add up to the predicted window";
     const DOC: &'static str = "docs/analyses/whatif.md";
     const EXAMPLES: &'static [&'static str] = &[
@@ -262,6 +282,16 @@ wait",
                 value_name: "all|OP",
             },
             default: "",
+        },
+        OptionSpec {
+            name: "across_steps",
+            help: "read the steps from one simulation of the whole trace instead of one graph \
+per step: a step's time runs from the previous step's end on its rank (its annotation's start \
+for the first) to the end of its own work, so a rank's steps add up to its first step's start \
+to its last step's end, and a change carries into the next step (removing the synchronisation \
+that ends each step lets the host run ahead while the device works)",
+            kind: OptionKind::Flag,
+            default: "false",
         },
         OptionSpec {
             name: "step",

@@ -225,6 +225,11 @@ pub enum ReplayWindows {
     Whole,
     /// Each `ProfilerStep#N` graph (only step N when given), windows as the critical path's.
     Steps(Option<u64>),
+    /// Every step (only step N when given) read from one simulation of the whole trace
+    /// ([`AcrossSteps::times`]: a step's time runs from the previous step's end to its own),
+    /// so that a change's effect carries from a step into the next (a synchronisation that
+    /// ends each step removed lets the next step start while the device still works).
+    Across(Option<u64>),
 }
 
 /// One rank's window replayed with the traced durations.
@@ -361,6 +366,10 @@ pub fn replay(
             let (graph, _) = whole_graph(trace, options, true);
             let window = whole_window(trace, &graph);
             replay_graph(trace, &graph, &window, changes, &modules, &mut report)?;
+        }
+        ReplayWindows::Across(only) => {
+            let (graph, _) = whole_graph(trace, options, true);
+            replay_across(trace, &graph, only, changes, &modules, &mut report)?;
         }
     }
     note_unmatched_overlap(&mut report, changes, || {
@@ -1241,6 +1250,255 @@ fn replay_graph(
     Ok(())
 }
 
+/// One step of one rank read from the whole trace's simulation ([`ReplayWindows::Across`]).
+#[derive(Debug, Clone, Copy)]
+struct AcrossStep {
+    rank: RankId,
+    number: u64,
+    /// The step annotation's start, on the reference clock.
+    start: Ns,
+    /// The first point at or after `start` on the thread that annotates the rank's steps (the
+    /// thread of its first annotation), with which the step's start moves in a simulation:
+    /// the untraced time from the annotation to that point is kept.
+    anchor: Option<u32>,
+}
+
+/// The steps of every rank and the step each point of the graph belongs to: a CPU span's
+/// points to the step whose annotation holds its start, a device op's to its launching call's
+/// step (by correlation on the rank; by its own start when the call is not in a step).
+struct AcrossSteps {
+    /// In rank, then step order.
+    steps: Vec<AcrossStep>,
+    /// Per point of the graph, the index of its step in `steps` ([`NO_STEP`]: none).
+    member: Vec<u32>,
+}
+
+const NO_STEP: u32 = u32::MAX;
+
+impl AcrossSteps {
+    fn new(trace: &Trace, graph: &Graph) -> AcrossSteps {
+        let ranks = trace.ranks.len();
+        // Per rank: each step's annotation (start, end), and the thread of its first one.
+        let mut annotated: Vec<BTreeMap<u64, (Ns, Ns)>> = vec![BTreeMap::new(); ranks];
+        let mut thread: Vec<Option<(Ns, TrackId)>> = vec![None; ranks];
+        for span in &trace.spans {
+            let track = trace.track(span.track);
+            if track.is_device() {
+                continue;
+            }
+            let name = trace.str(span.name);
+            if !crate::scope::is_step_name(name) {
+                continue;
+            }
+            let Ok(number) = name["ProfilerStep#".len()..].parse::<u64>() else {
+                continue;
+            };
+            let r = track.rank.0 as usize;
+            let shift = graph.shift_of(track.rank);
+            let (start, end) = (
+                span.start.saturating_add(shift),
+                span.end.saturating_add(shift),
+            );
+            let slot = annotated[r].entry(number).or_insert((start, end));
+            if start < slot.0 {
+                *slot = (start, end);
+            }
+            if thread[r].is_none_or(|(at, _)| start < at) {
+                thread[r] = Some((start, span.track));
+            }
+        }
+        let mut steps = Vec::new();
+        // Per rank: its steps' (start, end, index in `steps`), in start order.
+        let mut windows: Vec<Vec<(Ns, Ns, u32)>> = vec![Vec::new(); ranks];
+        for (r, numbered) in annotated.iter().enumerate() {
+            for (&number, &(start, end)) in numbered {
+                windows[r].push((start, end, steps.len() as u32));
+                steps.push(AcrossStep {
+                    rank: RankId(r as u32),
+                    number,
+                    start,
+                    anchor: None,
+                });
+            }
+            windows[r].sort_unstable();
+        }
+        let step_at = |r: usize, at: Ns| {
+            let w = &windows[r];
+            let i = w.partition_point(|&(start, _, _)| start <= at);
+            (i > 0 && at < w[i - 1].1).then(|| w[i - 1].2)
+        };
+        // The launching calls' steps, by (rank, correlation).
+        let mut call_step: FxHashMap<(u32, u64), u32> = FxHashMap::default();
+        for span in &trace.spans {
+            let track = trace.track(span.track);
+            if track.is_device() || span.level != Level::AcceleratorApi {
+                continue;
+            }
+            let (Some(c), Some(step)) = (
+                span.correlation,
+                step_at(
+                    track.rank.0 as usize,
+                    span.start.saturating_add(graph.shift_of(track.rank)),
+                ),
+            ) else {
+                continue;
+            };
+            call_step.entry((track.rank.0, c)).or_insert(step);
+        }
+        let mut member = vec![NO_STEP; graph.nodes.len()];
+        let mut thread_points: Vec<Vec<(Ns, u32)>> = vec![Vec::new(); ranks];
+        for (v, node) in graph.nodes.iter().enumerate() {
+            let Some(id) = node.span() else { continue };
+            let span = &trace.spans[id.0 as usize];
+            let r = node.rank.0 as usize;
+            let own = || step_at(r, span.start.saturating_add(graph.shift_of(node.rank)));
+            let step = if trace.track(span.track).is_device() {
+                span.correlation
+                    .and_then(|c| call_step.get(&(node.rank.0, c)).copied())
+                    .or_else(own)
+            } else {
+                own()
+            };
+            member[v] = step.unwrap_or(NO_STEP);
+            if thread[r].is_some_and(|(_, t)| node.track() == Some(t)) {
+                thread_points[r].push((node.ts, v as u32));
+            }
+        }
+        for (r, points) in thread_points.iter_mut().enumerate() {
+            points.sort_unstable();
+            for &(start, _, i) in &windows[r] {
+                let at = points.partition_point(|&(ts, _)| ts < start);
+                steps[i as usize].anchor = points.get(at).map(|&(_, v)| v);
+            }
+        }
+        AcrossSteps { steps, member }
+    }
+
+    /// Each step's last point in simulation `t` (`None`: no point of the graph is the step's).
+    fn ends(&self, t: &[Ns]) -> Vec<Option<u32>> {
+        let mut ends: Vec<Option<u32>> = vec![None; self.steps.len()];
+        for (v, &step) in self.member.iter().enumerate() {
+            if step == NO_STEP {
+                continue;
+            }
+            let slot = &mut ends[step as usize];
+            if slot.is_none_or(|e| t[v] > t[e as usize]) {
+                *slot = Some(v as u32);
+            }
+        }
+        ends
+    }
+
+    /// Each step's time in simulation `t` (the traced times for `traced`), with the point it
+    /// ends at and where its time starts: from the previous step's end on the rank (its
+    /// start, for a rank's first step) to its own end, so that a rank's steps add up to its
+    /// first step's start to its last step's end. A step's start in a simulation is its
+    /// anchor's time less the anchor's traced offset from the annotation. `None` for a step
+    /// with no point, which is left out.
+    fn times(&self, graph: &Graph, t: &[Ns]) -> Vec<Option<(Ns, u32, Ns)>> {
+        let ends = self.ends(t);
+        let mut out = vec![None; self.steps.len()];
+        let mut previous: Option<(RankId, Ns)> = None;
+        for (i, step) in self.steps.iter().enumerate() {
+            let Some(end) = ends[i] else { continue };
+            let from = match previous {
+                Some((rank, at)) if rank == step.rank => at,
+                _ => step.anchor.map_or(step.start, |a| {
+                    t[a as usize] - (graph.nodes[a as usize].ts - step.start)
+                }),
+            };
+            let end_at = t[end as usize];
+            out[i] = Some(((end_at - from).max(0), end, from));
+            previous = Some((step.rank, end_at));
+        }
+        out
+    }
+}
+
+/// [`replay_graph`] over the steps of the whole trace ([`ReplayWindows::Across`]): the whole
+/// trace's graph simulated once with the traced durations and once with the changes, each
+/// step's time read from both ([`AcrossSteps::times`]); `only`: that step's rows alone.
+fn replay_across(
+    trace: &Trace,
+    graph: &Graph,
+    only: Option<u64>,
+    changes: &[Scale],
+    modules: &ModuleCalls,
+    report: &mut ReplayReport,
+) -> Result<(), CriticalPathError> {
+    let prepared = Prepared::new(trace, graph)?;
+    let (t0, via0) = prepared.simulate();
+    let walk = PathWalk {
+        trace,
+        graph,
+        edges: &graph.edges,
+        roles: &prepared.roles,
+        in_edges: &prepared.in_edges,
+    };
+    let predicted =
+        (!changes.is_empty()).then(|| predict(&prepared, trace, changes, modules, report));
+    let predicted_walk = PathWalk {
+        edges: predicted
+            .as_ref()
+            .and_then(|p| p.rewired.as_deref())
+            .unwrap_or(&graph.edges),
+        ..walk
+    };
+    let across = AcrossSteps::new(trace, graph);
+    let traced: Vec<Ns> = graph.nodes.iter().map(|n| n.ts).collect();
+    let measured = across.times(graph, &traced);
+    drop(traced);
+    let simulated = across.times(graph, &t0);
+    let predicted_times = predicted.as_ref().map(|p| across.times(graph, &p.t));
+    let rank_label = |r: RankId| trace.ranks[r.0 as usize].rank.unwrap_or(i64::from(r.0));
+    // In step, then rank order, as the other windows.
+    let mut order: Vec<usize> = (0..across.steps.len()).collect();
+    order.sort_by_key(|&i| (across.steps[i].number, across.steps[i].rank.0));
+    for i in order {
+        let step = &across.steps[i];
+        if only.is_some_and(|n| n != step.number) {
+            continue;
+        }
+        let (Some((measured_ns, _, _)), Some((simulated_ns, end, from))) =
+            (measured[i], simulated[i])
+        else {
+            continue;
+        };
+        let path = walk.path(&t0, &via0, end, from, step.rank);
+        let (predicted_ns, predicted_path) = match (&predicted, &predicted_times) {
+            (Some(p), Some(times)) => {
+                let Some((ns, end, from)) = times[i] else {
+                    continue;
+                };
+                (ns, predicted_walk.path(&p.t, &p.via, end, from, step.rank))
+            }
+            _ => (simulated_ns, path.clone()),
+        };
+        let name = format!("ProfilerStep#{}", step.number);
+        report.predicted.push(PredictedWindow {
+            rank: rank_label(step.rank),
+            step: name.clone(),
+            number: step.number,
+            baseline_ns: simulated_ns,
+            predicted_ns,
+            gain_ns: simulated_ns - predicted_ns,
+            path: predicted_path,
+        });
+        report.replay.push(ReplayedWindow {
+            rank: rank_label(step.rank),
+            step: name,
+            number: step.number,
+            start_ns: step.start,
+            measured_ns,
+            simulated_ns,
+            error_pct: error_pct(simulated_ns, measured_ns),
+            edges_back_in_time: graph.negative,
+            path,
+        });
+    }
+    Ok(())
+}
+
 /// A graph ready to be simulated: the edges into each point, a topological order, and each
 /// edge's role and traced duration.
 struct Prepared<'g> {
@@ -2000,6 +2258,112 @@ mod tests {
         .unwrap();
         assert_eq!(under_fwd.changes[0].matched_ops, 0);
         assert_eq!(under_fwd.predicted[0].gain_ns, 0);
+    }
+
+    /// Three steps known by construction, each `prepare` (100 ns), a launch whose kernel runs
+    /// 300 ns from 40 ns after the call's start, and a `cudaStreamSynchronize` that returns
+    /// 10 ns after the kernel; the next step starts 10 ns (untraced) after that.
+    fn synced_steps() -> Trace {
+        let mut b = TraceBuilder::new();
+        let cpu = b.thread(1, 1);
+        let gpu = b.queue(0, 7);
+        for k in 0..3i64 {
+            let at = 460 * k;
+            let (launch, sync) = (2 * k as u64 + 1, 2 * k as u64 + 2);
+            b.span(
+                cpu,
+                Level::Operation,
+                &format!("ProfilerStep#{}", k + 1),
+                at,
+                at + 460,
+            );
+            b.span(cpu, Level::Backend, "prepare", at, at + 100);
+            b.span(
+                cpu,
+                Level::AcceleratorApi,
+                "cudaLaunchKernel",
+                at + 100,
+                at + 110,
+            )
+            .correlation(launch);
+            b.span(gpu, Level::DeviceKernel, "gemm", at + 140, at + 440)
+                .correlation(launch);
+            b.span(
+                cpu,
+                Level::AcceleratorApi,
+                "cudaStreamSynchronize",
+                at + 110,
+                at + 450,
+            )
+            .correlation(sync);
+            b.span(gpu, Level::DeviceSync, "Stream Sync", at + 430, at + 440)
+                .correlation(sync);
+        }
+        b.build()
+    }
+
+    fn across(trace: &Trace, only: Option<u64>, changes: &[Scale]) -> ReplayReport {
+        replay(
+            trace,
+            &CriticalPathOptions::default(),
+            ReplayWindows::Across(only),
+            changes,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn steps_read_across_the_whole_trace_give_it_back_and_add_up() {
+        let report = across(&synced_steps(), None, &[]);
+        let got: Vec<(String, Ns, Ns)> = (report.replay.iter())
+            .map(|w| (w.step.clone(), w.measured_ns, w.simulated_ns))
+            .collect();
+        // Step 1 from its start to its sync's return (450); each next one from the previous
+        // end to its own (460): they add up to the first start to the last end (1370).
+        assert_eq!(
+            got,
+            [
+                ("ProfilerStep#1".to_owned(), 450, 450),
+                ("ProfilerStep#2".to_owned(), 460, 460),
+                ("ProfilerStep#3".to_owned(), 460, 460),
+            ]
+        );
+        assert!(report.replay.iter().all(|w| w.error_pct == 0.0));
+        for w in &report.predicted {
+            conserves(w);
+        }
+        // One step asked: its row alone, the same figures.
+        let only = across(&synced_steps(), Some(2), &[]);
+        assert_eq!(only.replay.len(), 1);
+        assert_eq!(
+            (only.replay[0].number, only.replay[0].measured_ns),
+            (2, 460)
+        );
+    }
+
+    #[test]
+    fn a_removed_step_end_sync_carries_into_the_next_steps() {
+        // Without their waits the syncs cost their 10 ns return: the host runs a step every
+        // 130 ns (prepare, launch, sync, the untraced 10 ns) while each kernel waits for the
+        // previous one (a stream gap that never bound costs nothing). Kernels: 140..440,
+        // 440..740, 740..1040. Steps, end to end: 440, 300, 300 (the device's pace).
+        let trace = synced_steps();
+        let report = across(&trace, None, &[Scale::no_sync("")]);
+        assert_eq!(report.changes[0].matched_ops, 3);
+        let got: Vec<(Ns, Ns)> = (report.predicted.iter())
+            .map(|w| (w.baseline_ns, w.predicted_ns))
+            .collect();
+        assert_eq!(got, [(450, 440), (460, 300), (460, 300)]);
+        for w in &report.predicted {
+            conserves(w);
+        }
+        // What the later steps waited on: the kernels, back to back.
+        assert_eq!(report.predicted[2].path.by_kind["kernel"], 300);
+        // Step by step, each graph alone, the host's head start is lost at each step's end:
+        // every step ends with its kernel, 10 ns earlier.
+        let alone = run_changes(&trace, &[Scale::no_sync("")]);
+        let got: Vec<Ns> = alone.predicted.iter().map(|w| w.predicted_ns).collect();
+        assert_eq!(got, [440, 440, 440]);
     }
 
     #[test]
