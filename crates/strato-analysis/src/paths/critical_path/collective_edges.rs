@@ -74,14 +74,13 @@ pub(super) fn add_collectives(
             .map(|&(r, s, _)| (r, graph.nodes[s as usize].ts))
             .max_by_key(|&(r, ts)| (ts, std::cmp::Reverse(r)))
             .expect("two members");
-        let late_track = members
+        let late = members
             .iter()
             .find(|&&(r, s, _)| r == last_rank && graph.nodes[s as usize].ts == last_start)
-            .and_then(|&(_, s, _)| graph.nodes[s as usize].track());
+            .and_then(|&(_, s, _)| graph.nodes[s as usize].span())
+            .expect("the late member is one of the members");
         let arrived = graph.nodes.len() as u32;
-        graph
-            .nodes
-            .push(Node::new(last_start, None, last_rank, late_track));
+        graph.nodes.push(Node::arrived(last_start, late, last_rank));
         for &(_, s, e) in &members {
             replaced.insert(s);
             let member = graph.nodes[s as usize].span();
@@ -93,6 +92,6 @@ pub(super) fn add_collectives(
     // The member kernels' own start -> end edges would let a path skip the wait.
     graph
         .edges
-        .retain(|e| !(replaced.contains(&e.from) && e.to == e.from + 1 && !e.dependency));
+        .retain(|e| !(replaced.contains(&e.from) && e.to == e.from + 1 && !e.dependency()));
     used
 }

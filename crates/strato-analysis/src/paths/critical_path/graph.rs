@@ -38,55 +38,67 @@ fn expand(id: u32) -> Option<u32> {
     (id != NONE).then_some(id)
 }
 
-/// A point in time of one span (its start or end) or a collective's "all arrived" point.
-/// Optional ids are kept as `u32` with [`NONE`] (24 bytes a node, not 32: a graph holds two
-/// nodes per event).
+/// The bit of [`Node`]'s span that marks a collective's "all arrived" point (span ids are
+/// positions in the trace's span list, far below it).
+const ARRIVED: u32 = 1 << 31;
+
+/// A point in time of one span (its start or end) or a collective's "all arrived" point
+/// (16 bytes: a graph holds two points per event). An "all arrived" point keeps its late
+/// member's span, flagged [`ARRIVED`], for the track it is drawn on; its track, like a span
+/// point's, is read from the trace ([`Node::track`]).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Node {
     pub(super) ts: Ns,
     span: u32,
     pub(super) rank: RankId,
-    track: u32,
 }
 
 impl Node {
-    /// The point `ts` of span `span` on `track`, or a point of no span (`span` `None`).
-    pub(super) fn new(ts: Ns, span: Option<SpanId>, rank: RankId, track: Option<TrackId>) -> Node {
+    /// The point `ts` of span `span`.
+    pub(super) fn new(ts: Ns, span: SpanId, rank: RankId) -> Node {
+        debug_assert!(span.0 & ARRIVED == 0, "span ids stay below 2^31");
         Node {
             ts,
-            span: compact(span.map(|s| s.0)),
+            span: span.0,
             rank,
-            track: compact(track.map(|t| t.0)),
+        }
+    }
+
+    /// A collective's "all arrived" point at `ts`, its last member being span `late` of `rank`.
+    pub(super) fn arrived(ts: Ns, late: SpanId, rank: RankId) -> Node {
+        Node {
+            ts,
+            span: late.0 | ARRIVED,
+            rank,
         }
     }
 
     /// The span the node is a point of; `None` for a collective's "all arrived" point.
     pub(super) fn span(&self) -> Option<SpanId> {
-        expand(self.span).map(SpanId)
+        (self.span & ARRIVED == 0).then_some(SpanId(self.span))
     }
 
-    /// The track drawn for the node (a collective's point: its late member's).
-    pub(super) fn track(&self) -> Option<TrackId> {
-        expand(self.track).map(TrackId)
+    /// The track of the node's span in `trace` (a collective's point: its late member's).
+    pub(super) fn track(&self, trace: &Trace) -> TrackId {
+        trace.spans[(self.span & !ARRIVED) as usize].track
     }
 }
 
-/// A weighted edge (24 bytes: the owner kept as a `u32` with [`NONE`]).
+/// What an edge is besides its kind ([`Edge`]'s flags).
+const WEIGHTED: u8 = 1;
+const DEPENDENCY: u8 = 2;
+const REPLAY_ONLY: u8 = 4;
+const WAITED: u8 = 8;
+
+/// An edge (16 bytes: the owner kept as a `u32` with [`NONE`], the weight read from its
+/// points' times, [`Graph::weight`]).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Edge {
     pub(super) from: u32,
     pub(super) to: u32,
-    pub(super) weight: Ns,
-    pub(super) kind: PathKind,
-    pub(super) dependency: bool,
-    /// Read by the replay only ([`Graph::replay`]): a constraint the critical path's search
-    /// leaves out because another one bound the node (a kernel's launch when it waited for its
-    /// stream, or its stream when it waited for its launch).
-    pub(super) replay_only: bool,
-    /// Time the thread spent waiting for another thread (an untraced gap ended by a thread
-    /// hand-off: [`super::rank_edges`]): the replay treats it as latency, not as work.
-    pub(super) waited: bool,
     owner: u32,
+    pub(super) kind: PathKind,
+    flags: u8,
 }
 
 impl Edge {
@@ -95,9 +107,33 @@ impl Edge {
     pub(super) fn owner(&self) -> Option<SpanId> {
         expand(self.owner).map(SpanId)
     }
+
+    /// An edge between events (launch, sync, stream order, collective), not the time inside
+    /// one event or call stack.
+    pub(super) fn dependency(&self) -> bool {
+        self.flags & DEPENDENCY != 0
+    }
+
+    /// Read by the replay only ([`Graph::replay`]): a constraint the critical path's search
+    /// leaves out because another one bound the node (a kernel's launch when it waited for its
+    /// stream, or its stream when it waited for its launch).
+    pub(super) fn replay_only(&self) -> bool {
+        self.flags & REPLAY_ONLY != 0
+    }
+
+    /// Time the thread spent waiting for another thread (an untraced gap ended by a thread
+    /// hand-off: [`super::rank_edges`]): the replay treats it as latency, not as work.
+    pub(super) fn waited(&self) -> bool {
+        self.flags & WAITED != 0
+    }
+
+    /// Marks the edge [`Edge::waited`].
+    pub(super) fn set_waited(&mut self) {
+        self.flags |= WAITED;
+    }
 }
 
-const _: () = assert!(std::mem::size_of::<Node>() == 24 && std::mem::size_of::<Edge>() == 24);
+const _: () = assert!(std::mem::size_of::<Node>() == 16 && std::mem::size_of::<Edge>() == 16);
 
 /// The graph under construction: nodes in creation order, renumbered by time before the
 /// search.
@@ -137,12 +173,8 @@ impl Graph {
         let start = self.nodes.len() as u32;
         let shift = self.shift_of(rank);
         for ts in [span.start, span.end] {
-            self.nodes.push(Node::new(
-                ts.saturating_add(shift),
-                Some(id),
-                rank,
-                Some(span.track),
-            ));
+            self.nodes
+                .push(Node::new(ts.saturating_add(shift), id, rank));
         }
         self.span_nodes.insert(id, (start, start + 1));
         (start, start + 1)
@@ -187,10 +219,10 @@ impl Graph {
         let negative_replay_only = self
             .edges
             .iter()
-            .filter(|e| e.replay_only && nodes[e.to as usize].ts < nodes[e.from as usize].ts)
+            .filter(|e| e.replay_only() && nodes[e.to as usize].ts < nodes[e.from as usize].ts)
             .count();
         self.negative -= negative_replay_only;
-        self.edges.retain(|e| !e.replay_only);
+        self.edges.retain(|e| !e.replay_only());
         self.replay = false;
     }
 
@@ -220,16 +252,25 @@ impl Graph {
         if dt < 0 {
             self.negative += 1;
         }
+        let flag = |on: bool, bit: u8| if on { bit } else { 0 };
         self.edges.push(Edge {
             from,
             to,
-            weight: if weighted { dt.max(0) } else { 0 },
-            kind,
-            dependency,
-            replay_only,
-            waited: false,
             owner: compact(owner.map(|s| s.0)),
+            kind,
+            flags: flag(weighted, WEIGHTED)
+                | flag(dependency, DEPENDENCY)
+                | flag(replay_only, REPLAY_ONLY),
         });
+    }
+
+    /// The weight of `edge` in the search: for a weighted edge the time between its points
+    /// (never below 0), else 0 (work counts, waiting does not).
+    pub(super) fn weight(&self, edge: &Edge) -> Ns {
+        if edge.flags & WEIGHTED == 0 {
+            return 0;
+        }
+        (self.nodes[edge.to as usize].ts - self.nodes[edge.from as usize].ts).max(0)
     }
 }
 

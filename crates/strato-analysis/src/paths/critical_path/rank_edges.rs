@@ -92,7 +92,7 @@ fn inferred_waits(
 ) {
     let synced: rustc_hash::FxHashSet<u32> = graph.edges[first_edge..]
         .iter()
-        .filter(|e| e.dependency && e.kind == PathKind::SyncWait)
+        .filter(|e| e.dependency() && e.kind == PathKind::SyncWait)
         .map(|e| e.to)
         .collect();
     let mut ends: Vec<(Ns, u32)> = device
@@ -232,11 +232,11 @@ fn thread_handoffs(
     let main_thread = *main;
     for e in &mut graph.edges[chains_from..] {
         if e.kind == PathKind::Idle
-            && e.dependency
+            && e.dependency()
             && returns.contains(&e.to)
-            && graph.nodes[e.from as usize].track() == Some(main_thread)
+            && graph.nodes[e.from as usize].track(trace) == main_thread
         {
-            e.waited = true;
+            e.set_waited();
         }
     }
 }

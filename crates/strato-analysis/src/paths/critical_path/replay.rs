@@ -734,10 +734,10 @@ enum Role {
 }
 
 fn role(trace: &Trace, graph: &Graph, e: &Edge) -> Role {
-    if e.replay_only || e.waited {
+    if e.replay_only() || e.waited() {
         return Role::Latency;
     }
-    if !e.dependency {
+    if !e.dependency() {
         // Inside a blocking runtime call the CPU waited ([`super::graph::BLOCKING_CALLS`]).
         return if e.kind == PathKind::SyncWait {
             Role::Latency
@@ -746,9 +746,9 @@ fn role(trace: &Trace, graph: &Graph, e: &Edge) -> Role {
         };
     }
     let on_thread = |n: u32| {
-        graph.nodes[n as usize]
-            .track()
-            .is_some_and(|t| !trace.track(t).is_device())
+        !trace
+            .track(graph.nodes[n as usize].track(trace))
+            .is_device()
     };
     if e.kind == PathKind::Idle && on_thread(e.from) && on_thread(e.to) {
         Role::Untraced
@@ -1360,7 +1360,7 @@ impl AcrossSteps {
                 own()
             };
             member[v] = step.unwrap_or(NO_STEP);
-            if thread[r].is_some_and(|(_, t)| node.track() == Some(t)) {
+            if thread[r].is_some_and(|(_, t)| node.track(trace) == t) {
                 thread_points[r].push((node.ts, v as u32));
             }
         }
@@ -1570,9 +1570,9 @@ fn predict(
     }
     let sync_bits = change_bits(changes, &|s| matches!(s, Selector::Sync(_)));
     let on_device = |n: u32| {
-        graph.nodes[n as usize]
-            .track()
-            .is_some_and(|t| trace.track(t).is_device())
+        trace
+            .track(graph.nodes[n as usize].track(trace))
+            .is_device()
     };
     let mut changed: Vec<Ns> = graph
         .edges
@@ -1673,9 +1673,9 @@ fn graph_launches(
     let mut moved = 0;
     for (i, edge) in edges.iter_mut().enumerate() {
         // A launch delay: from a call's start to a device op's (not the call's own time).
-        let to_device = graph.nodes[edge.to as usize]
-            .track()
-            .is_some_and(|t| trace.track(t).is_device());
+        let to_device = trace
+            .track(graph.nodes[edge.to as usize].track(trace))
+            .is_device();
         if edge.kind != PathKind::Launch || edge.owner().is_some() || !to_device {
             continue;
         }
@@ -1742,7 +1742,7 @@ fn comm_off_compute(
     let device_op = |n: u32| {
         let node = &graph.nodes[n as usize];
         node.span()
-            .filter(|_| node.track().is_some_and(|t| trace.track(t).is_device()))
+            .filter(|_| trace.track(node.track(trace)).is_device())
     };
     let mut moved = 0;
     for (track, mut ops) in streams {
@@ -1761,7 +1761,7 @@ fn comm_off_compute(
                 if is_collective(source) == collective {
                     continue;
                 }
-                let same_stream = graph.nodes[edge.from as usize].track() == Some(track);
+                let same_stream = graph.nodes[edge.from as usize].track(trace) == track;
                 let instead = match (collective, same_stream && edge.kind == PathKind::Idle) {
                     (true, true) => last_collective,
                     (true, false) => None,

@@ -190,7 +190,7 @@ pub(super) fn longest_paths(graph: &Graph) -> Result<Search, CriticalPathError> 
         let mut best: Option<(Ns, u32)> = None;
         for &e in in_edges.of(v) {
             let edge = &graph.edges[e as usize];
-            let d = dist[edge.from as usize] + edge.weight;
+            let d = dist[edge.from as usize] + graph.weight(edge);
             if best.is_none_or(|(b, _)| d > b) {
                 best = Some((d, e));
             }
@@ -378,10 +378,10 @@ fn walk_rank_path(
             kind: edge.kind,
             from_ns: from.ts,
             to_ns: to.ts,
-            weight_ns: edge.weight,
-            from_track: from.track(),
-            to_track: to.track(),
-            dependency: edge.dependency,
+            weight_ns: graph.weight(edge),
+            from_track: Some(from.track(trace)),
+            to_track: Some(to.track(trace)),
+            dependency: edge.dependency(),
             span: edge.owner(),
         });
     }
