@@ -341,7 +341,9 @@ impl Scopes {
         // Launches by correlation: runtime calls preferred over other CPU spans.
         let mut launch: FxHashMap<(u32, u64), u32> = FxHashMap::default();
         for (i, s) in trace.spans.iter().enumerate() {
-            let Some(c) = s.correlation else { continue };
+            let Some(c) = s.correlation.get() else {
+                continue;
+            };
             let track = trace.track(s.track);
             if !matches!(track.kind, TrackKind::Thread { .. }) {
                 continue;
@@ -373,6 +375,7 @@ impl Scopes {
             }
             let found = s
                 .correlation
+                .get()
                 .and_then(|c| launch.get(&(track.rank.0, c)).copied());
             let owner = match found {
                 Some(l) => {
@@ -417,6 +420,7 @@ impl Scopes {
         let s = &trace.spans[span as usize];
         let rank = trace.track(s.track).rank.0;
         s.correlation
+            .get()
             .and_then(|c| self.launch.get(&(rank, c)).copied())
     }
 }

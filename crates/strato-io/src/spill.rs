@@ -179,7 +179,7 @@ fn encode_span(s: &Span, args: Option<&str>, out: &mut Vec<u8>) {
     out.extend_from_slice(&s.name.0.to_le_bytes());
     out.extend_from_slice(&s.category.0.to_le_bytes());
     out.push(s.level.code());
-    encode_optional(s.correlation, s.external_id, args, out);
+    encode_optional(s.correlation.get(), s.external_id.get(), args, out);
 }
 
 fn decode_span(input: &mut impl Read) -> io::Result<Option<SpilledSpan>> {
@@ -200,8 +200,8 @@ fn decode_span(input: &mut impl Read) -> io::Result<Option<SpilledSpan>> {
             name,
             category,
             level,
-            correlation,
-            external_id,
+            correlation: correlation.into(),
+            external_id: external_id.into(),
             args: None,
         },
         args,
@@ -313,8 +313,11 @@ mod tests {
             name: StrId(i),
             category: StrId(i / 2),
             level: Level::ALL[i as usize % Level::ALL.len()],
-            correlation: i.is_multiple_of(2).then_some(u64::from(i) << 33),
-            external_id: i.is_multiple_of(3).then_some(u64::MAX - u64::from(i)),
+            correlation: i.is_multiple_of(2).then_some(u64::from(i) << 33).into(),
+            external_id: i
+                .is_multiple_of(3)
+                .then_some(u64::MAX - u64::from(i))
+                .into(),
             args: None,
         }
     }

@@ -171,7 +171,7 @@ fn refine_rank(trace: &mut Trace, rank: RankId, options: &ImportOptions) {
             continue;
         };
         let args = parse_args(trace, span.args);
-        let correlation = span.correlation.or_else(|| args.correlation());
+        let correlation = span.correlation.get().or_else(|| args.correlation());
         let name = trace.str(span.name);
         let cat = match mode {
             Mode::Stream => classify::stream_category(name, args.memcpy_details.is_some()),
@@ -184,7 +184,7 @@ fn refine_rank(trace: &mut Trace, rank: RankId, options: &ImportOptions) {
         let span = &mut trace.spans[i];
         span.category = cat;
         span.level = level;
-        span.correlation = correlation;
+        span.correlation = correlation.into();
     }
     for i in 0..trace.instants.len() {
         let instant = &trace.instants[i];

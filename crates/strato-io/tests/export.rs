@@ -3,6 +3,7 @@
 //! Chrome importer), plus a real Kineto trace from `/work/shared/data`.
 
 use std::path::PathBuf;
+use strato_trace::OptionalId;
 
 use prost::Message;
 use strato_io::export::{chrome, perfetto};
@@ -126,10 +127,10 @@ fn synthetic() -> Trace {
         .trace_mut()
         .add_args("{\"correlation\":5,\"grid\":[1,2,3],\"name\":\"x\\\"y\",\"ok\":true}");
     for (span, c) in [(l1, 5), (k1, 5), (l2, 6), (k2, 6)] {
-        b.trace_mut().spans[span.0 as usize].correlation = Some(c);
+        b.trace_mut().spans[span.0 as usize].correlation = Some(c).into();
     }
     b.trace_mut().spans[k1.0 as usize].args = Some(args);
-    b.trace_mut().spans[l1.0 as usize].external_id = Some(77);
+    b.trace_mut().spans[l1.0 as usize].external_id = Some(77).into();
     flow(&mut b, 5, Some((cpu, l1)), Some((gpu, k1)));
     flow(&mut b, 6, Some((cpu, l2)), Some((gpu, k2)));
     // Orphans: only one end, or an end that found no span.
@@ -380,8 +381,8 @@ fn chrome_synthetic_counts_and_exact_times() {
         name,
         category,
         level: Level::Backend,
-        correlation: None,
-        external_id: None,
+        correlation: OptionalId::NONE,
+        external_id: OptionalId::NONE,
         args: None,
     });
     let text = chrome_text(&trace);

@@ -99,12 +99,16 @@ fn nsys_real_file_counts_levels_and_links() {
     // Every kernel and memcpy has a runtime call with its correlation id (sqlite: 1312, 279),
     // and a flow from that call.
     let runtime_corr: std::collections::HashSet<u64> =
-        runtime.iter().filter_map(|s| s.correlation).collect();
+        runtime.iter().filter_map(|s| s.correlation.get()).collect();
     assert_eq!(runtime_corr.len(), 3048);
     let linked = |spans: &[&strato_trace::Span]| {
         spans
             .iter()
-            .filter(|s| s.correlation.is_some_and(|c| runtime_corr.contains(&c)))
+            .filter(|s| {
+                s.correlation
+                    .get()
+                    .is_some_and(|c| runtime_corr.contains(&c))
+            })
             .count()
     };
     assert_eq!(linked(&kernels), 1312);
@@ -117,7 +121,7 @@ fn nsys_real_file_counts_levels_and_links() {
         assert_eq!(from.level, Level::AcceleratorApi);
         assert!(to.level.is_device_op());
         assert_eq!(from.correlation, to.correlation);
-        assert_eq!(Some(flow.id), to.correlation);
+        assert_eq!(Some(flow.id), to.correlation.get());
     }
 
     // Tracks: one stream (device 0, stream 7), 7 threads of pid 1701896, named from

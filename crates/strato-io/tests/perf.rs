@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use strato_trace::OptionalId;
 
 use strato_io::{import_file, import_paths, perf, ErrorKind, ImportOptions};
 use strato_trace::{ClockDomain, Level, Rank, SourceFormat, Span, Trace, Track, TrackKind};
@@ -247,8 +248,8 @@ fn perf_default_clock_is_not_joined_and_mono_joins_a_recording() {
             name,
             category,
             level: Level::Operation,
-            correlation: None,
-            external_id: None,
+            correlation: OptionalId::NONE,
+            external_id: OptionalId::NONE,
             args: None,
         });
         tr

@@ -129,14 +129,14 @@ fn rocprofv3_layout_from_perfettos_own_protos() {
     // Correlation: every kernel and copy shares its id with exactly one API call.
     let api_corr: BTreeSet<u64> = level_spans(Level::AcceleratorApi)
         .iter()
-        .filter_map(|s| s.correlation)
+        .filter_map(|s| s.correlation.get())
         .collect();
     assert_eq!(
         api_corr.len() as u64,
         expected["api_calls"].as_u64().unwrap()
     );
     for s in kernels.iter().chain(&copies) {
-        assert!(api_corr.contains(&s.correlation.unwrap()));
+        assert!(api_corr.contains(&s.correlation.get().unwrap()));
     }
     // Flows: one per correlation id, from the API call to the device op.
     assert_eq!(
@@ -179,7 +179,7 @@ fn fingerprint(
         let e = levels.entry(s.level).or_default();
         e.0 += 1;
         e.1 += s.end - s.start;
-        e.2.extend(s.correlation);
+        e.2.extend(s.correlation.get());
         if let TrackKind::DeviceQueue { device, .. } = trace.track(s.track).kind {
             *queues.entry((device, 0)).or_default() += 1;
         }

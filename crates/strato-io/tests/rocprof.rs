@@ -87,7 +87,7 @@ fn real_file_kernel_count_equals_its_kernel_dispatch_records() {
         .iter()
         .all(|s| !trace.str(s.name).starts_with("kernel ")));
     // Correlation ids are the records' internal ids.
-    let mut corr: Vec<u64> = kernels.iter().filter_map(|s| s.correlation).collect();
+    let mut corr: Vec<u64> = kernels.iter().filter_map(|s| s.correlation.get()).collect();
     corr.sort_unstable();
     let mut expected_corr: Vec<u64> = dispatches
         .iter()

@@ -147,7 +147,7 @@ fn device_correlations(trace: &Trace) -> BTreeSet<u64> {
         .spans
         .iter()
         .filter(|s| trace.track(s.track).is_device())
-        .filter_map(|s| s.correlation)
+        .filter_map(|s| s.correlation.get())
         .collect()
 }
 
@@ -257,7 +257,7 @@ fn xplane_real_file_figures() {
         .spans
         .iter()
         .filter(|s| s.level == Level::AcceleratorApi)
-        .filter_map(|s| s.correlation)
+        .filter_map(|s| s.correlation.get())
         .collect();
     assert_eq!(
         trace
@@ -532,7 +532,7 @@ fn xplane_mapping_on_a_built_space() {
     // Host: API call (correlation), Python function ($), TF op, runtime, allocation instant.
     let launch = find("cuLaunchKernel");
     assert_eq!(
-        (launch.level, launch.correlation),
+        (launch.level, launch.correlation.get()),
         (Level::AcceleratorApi, Some(42))
     );
     assert_eq!(
@@ -684,7 +684,7 @@ fn trace_viewer_post_pass_on_a_built_trace() {
     let got: Vec<(Level, &str, Option<u64>)> = trace
         .spans
         .iter()
-        .map(|s| (s.level, trace.str(s.category), s.correlation))
+        .map(|s| (s.level, trace.str(s.category), s.correlation.get()))
         .collect();
     assert_eq!(
         got,

@@ -92,8 +92,8 @@ pub fn spans(trace: &Trace, with_args: bool) -> RecordBatch {
         end.append_value(s.end);
         dur.append_value(s.duration());
         level.append_value(s.level.as_str());
-        correlation.append_option(s.correlation);
-        external.append_option(s.external_id);
+        correlation.append_option(s.correlation.get());
+        external.append_option(s.external_id.get());
         if with_args {
             args.append_option(s.args.and_then(|a| trace.args.get(a.0 as usize)));
         }

@@ -501,7 +501,7 @@ mod tests {
     #[test]
     fn model_sizes_stay_known() {
         // docs/benchmarks.md counts memory per event from these sizes: update it with them.
-        assert_eq!(std::mem::size_of::<crate::Span>(), 72);
+        assert_eq!(std::mem::size_of::<crate::Span>(), 56);
         assert_eq!(std::mem::size_of::<crate::Instant>(), 32);
         // The module header counts the index per block from this.
         assert_eq!(std::mem::size_of::<Block>(), 32);

@@ -77,6 +77,7 @@ impl MemoryTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::OptionalId;
     use crate::{Level, Span, TrackId};
 
     #[test]
@@ -95,8 +96,8 @@ mod tests {
                 name: Default::default(),
                 category: Default::default(),
                 level: Level::Library,
-                correlation: None,
-                external_id: None,
+                correlation: OptionalId::NONE,
+                external_id: OptionalId::NONE,
                 args: None,
             });
             kept += 1;

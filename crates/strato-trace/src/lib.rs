@@ -35,8 +35,8 @@ pub use budget::{MemoryBudgetExceeded, MemoryTracker};
 pub use level::{Level, LevelMap, LevelMapError, LevelRule, MAX_LEVEL_RULES};
 pub use model::{
     ArgsId, ClockDomain, ClockInfo, ClockSource, CounterSample, Device, Flow, FlowEnd, Instant,
-    Process, Rank, RankId, Span, SpanId, Trace, TraceError, Track, TrackId, TrackIndexHandle,
-    TrackKind,
+    OptionalId, Process, Rank, RankId, Span, SpanId, Trace, TraceError, Track, TrackId,
+    TrackIndexHandle, TrackKind,
 };
 pub use notes::{
     unclassified_device_count_name, ImportNotes, UNCLASSIFIED_DEVICE_PREFIX, WARN_FRACTION,

@@ -21,6 +21,7 @@
 //! assert!(trace.validate().is_ok());
 //! ```
 
+use crate::OptionalId;
 use crate::{
     CounterSample, Flow, FlowEnd, ImportNotes, Instant, Level, Ns, Rank, RankId, SourceFormat,
     Span, SpanId, Trace, TrackId, TrackIndexHandle, TrackKind,
@@ -126,8 +127,8 @@ impl TraceBuilder {
             name,
             category,
             level,
-            correlation: None,
-            external_id: None,
+            correlation: OptionalId::NONE,
+            external_id: OptionalId::NONE,
             args: None,
         });
         let id = SpanId((self.trace.spans.len() - 1) as u32);
@@ -207,13 +208,13 @@ impl SpanMut<'_> {
 
     /// Sets the launch correlation id.
     pub fn correlation(mut self, correlation: u64) -> Self {
-        self.span().correlation = Some(correlation);
+        self.span().correlation = Some(correlation).into();
         self
     }
 
     /// Sets the external id (framework op -> API call link).
     pub fn external_id(mut self, external_id: u64) -> Self {
-        self.span().external_id = Some(external_id);
+        self.span().external_id = Some(external_id).into();
         self
     }
 
@@ -260,7 +261,10 @@ mod tests {
         let span = &t.spans[s.0 as usize];
         assert_eq!((span.start, span.end, span.duration()), (5, 9, 4));
         assert_eq!((t.str(span.name), t.str(span.category)), ("k", "kernel"));
-        assert_eq!((span.correlation, span.external_id), (Some(3), Some(4)));
+        assert_eq!(
+            (span.correlation.get(), span.external_id.get()),
+            (Some(3), Some(4))
+        );
         assert_eq!(t.args_text(span.args).as_deref(), Some(r#"{"a":1}"#));
         assert_eq!(
             (t.instants.len(), t.counters.len(), t.flows.len()),

@@ -86,7 +86,7 @@ impl Api {
             .spans
             .iter()
             .enumerate()
-            .filter_map(|(i, s)| s.correlation.map(|c| (c, i as u32)))
+            .filter_map(|(i, s)| s.correlation.get().map(|c| (c, i as u32)))
             .collect();
         by_correlation.sort_unstable();
         Api {
@@ -279,7 +279,7 @@ impl Api {
             })
             .collect();
         let mut correlated = Vec::new();
-        if let Some(c) = span.correlation {
+        if let Some(c) = span.correlation.get() {
             let rank = self.trace.tracks[span.track.0 as usize].rank;
             let lo = self.by_correlation.partition_point(|&(k, _)| k < c);
             for &(_, other) in self.by_correlation[lo..]

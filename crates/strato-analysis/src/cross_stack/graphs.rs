@@ -39,6 +39,7 @@
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 use similar::{capture_diff_slices, Algorithm, DiffOp};
+use strato_trace::OptionalId;
 use strato_trace::{Flow, FlowEnd, Level, Ns, Span, Trace, Track, TrackId, TrackKind};
 
 use crate::scope::is_device_work;
@@ -152,7 +153,7 @@ fn captured_graphs(capture: &Trace) -> Vec<CapturedGraph> {
     for s in &capture.spans {
         let t = capture.track(s.track);
         if t.is_device() && is_device_work(s.level) {
-            if let Some(c) = s.correlation {
+            if let Some(c) = s.correlation.get() {
                 device_correlations.insert((t.rank.0, c));
             }
         }
@@ -210,6 +211,7 @@ fn captured_graphs(capture: &Trace) -> Vec<CapturedGraph> {
                 let rank = capture.track(s.track).rank.0;
                 let ran = s
                     .correlation
+                    .get()
                     .is_some_and(|c| device_correlations.contains(&(rank, c)));
                 if !ran {
                     loose.push(launch);
@@ -375,7 +377,7 @@ fn copy_spans(
             name: trace.intern(capture.str(s.name)),
             category: trace.intern(capture.str(s.category)),
             level: s.level,
-            correlation: None,
+            correlation: OptionalId::NONE,
             external_id: s.external_id,
             args,
         };
@@ -396,8 +398,8 @@ fn link(
 ) {
     let correlation = *next_correlation;
     *next_correlation = next_correlation.saturating_add(1);
-    trace.spans[copied as usize].correlation = Some(correlation);
-    trace.spans[op as usize].correlation = Some(correlation);
+    trace.spans[copied as usize].correlation = Some(correlation).into();
+    trace.spans[op as usize].correlation = Some(correlation).into();
     let (from, to) = (&trace.spans[copied as usize], &trace.spans[op as usize]);
     let flow = Flow {
         id: *next_flow,
@@ -446,7 +448,7 @@ pub fn attribute_graphs(
     for (i, s) in trace.spans.iter().enumerate() {
         let t = trace.track(s.track);
         if t.is_device() && is_device_work(s.level) {
-            if let Some(c) = s.correlation {
+            if let Some(c) = s.correlation.get() {
                 replayed.entry((t.rank.0, c)).or_default().push(i as u32);
             }
         }
@@ -466,7 +468,7 @@ pub fn attribute_graphs(
     let mut next_correlation = trace
         .spans
         .iter()
-        .filter_map(|s| s.correlation)
+        .filter_map(|s| s.correlation.get())
         .max()
         .unwrap_or(0)
         .saturating_add(1);
@@ -512,7 +514,7 @@ pub fn attribute_graphs(
         let rank = trace.track(ls.track).rank.0;
         let pid = trace.track(ls.track).pid().unwrap_or(0);
         let mut ops = replayed
-            .get(&(rank, ls.correlation.expect("filtered")))
+            .get(&(rank, ls.correlation.get().expect("filtered")))
             .cloned()
             .unwrap_or_default();
         ops.sort_by_key(|&i| (trace.spans[i as usize].start, i));
@@ -699,7 +701,7 @@ pub fn attribute_graph_nodes(trace: Trace) -> (Trace, Option<GraphCoverage>) {
     for (i, s) in trace.spans.iter().enumerate() {
         let t = trace.track(s.track);
         if t.is_device() && is_device_work(s.level) {
-            if let Some(c) = s.correlation {
+            if let Some(c) = s.correlation.get() {
                 replayed.entry((t.rank.0, c)).or_default().push(i as u32);
             }
         }
@@ -716,7 +718,7 @@ pub fn attribute_graph_nodes(trace: Trace) -> (Trace, Option<GraphCoverage>) {
     let mut next_correlation = trace
         .spans
         .iter()
-        .filter_map(|s| s.correlation)
+        .filter_map(|s| s.correlation.get())
         .max()
         .unwrap_or(0)
         .saturating_add(1);
@@ -764,7 +766,7 @@ pub fn attribute_graph_nodes(trace: Trace) -> (Trace, Option<GraphCoverage>) {
         let rank = trace.track(ls.track).rank.0;
         let pid = trace.track(ls.track).pid().unwrap_or(0);
         let mut ops = replayed
-            .get(&(rank, ls.correlation.expect("filtered")))
+            .get(&(rank, ls.correlation.get().expect("filtered")))
             .cloned()
             .unwrap_or_default();
         ops.sort_by_key(|&i| (trace.spans[i as usize].start, i));

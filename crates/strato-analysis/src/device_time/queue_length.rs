@@ -147,7 +147,7 @@ impl QueueLengthStream {
                 if span.level.is_device_op() && span.level != Level::DeviceSync {
                     self.ops.push(PendingOp {
                         start: span.start,
-                        correlation: span.correlation,
+                        correlation: span.correlation.get(),
                         device,
                         queue,
                         rank: track.rank.0,
@@ -156,7 +156,7 @@ impl QueueLengthStream {
                 continue;
             }
             // The launching call of each (rank, correlation): its earliest start.
-            if let (Level::AcceleratorApi, Some(c)) = (span.level, span.correlation) {
+            if let (Level::AcceleratorApi, Some(c)) = (span.level, span.correlation.get()) {
                 self.launches
                     .entry((track.rank.0, c))
                     .and_modify(|t| *t = (*t).min(span.start))

@@ -743,7 +743,7 @@ pub fn correct(trace: &Trace, cal: &Calibration) -> (Trace, CorrectionSummary) {
     for span in &mut out.spans {
         if let Some(m) = mappings.get(&span.track) {
             let (s, e) = (m.shift(span.start), m.shift(span.end));
-            if let Some(c) = span.correlation {
+            if let Some(c) = span.correlation.get() {
                 corr_shift.entry(c).or_insert(s);
             }
             span.start -= s;
@@ -752,7 +752,7 @@ pub fn correct(trace: &Trace, cal: &Calibration) -> (Trace, CorrectionSummary) {
     }
     for span in &mut out.spans {
         if trace.track(span.track).is_device() {
-            if let Some(s) = span.correlation.and_then(|c| corr_shift.get(&c)) {
+            if let Some(s) = span.correlation.get().and_then(|c| corr_shift.get(&c)) {
                 span.start -= s;
                 span.end -= s;
             }

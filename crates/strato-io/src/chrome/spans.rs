@@ -3,6 +3,7 @@
 //! the projection deciding, before anything is interned, which spans are kept.
 
 use strato_trace::projection::KINETO_HOST_CATEGORIES;
+use strato_trace::OptionalId;
 use strato_trace::{checked_end, CounterSample, Instant, Ns, Span, TrackKind};
 
 use super::placement::CategoryInfo;
@@ -89,8 +90,8 @@ impl<'p, 's> Builder<'p, 's> {
                     name,
                     category: cat.id,
                     level: cat.level,
-                    correlation: None,
-                    external_id: None,
+                    correlation: OptionalId::NONE,
+                    external_id: OptionalId::NONE,
                     args,
                 });
                 return Ok(());
@@ -113,8 +114,8 @@ impl<'p, 's> Builder<'p, 's> {
             name,
             category: cat.id,
             level: cat.level,
-            correlation,
-            external_id,
+            correlation: correlation.into(),
+            external_id: external_id.into(),
             args,
         });
         Ok(())

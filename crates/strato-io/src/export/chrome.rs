@@ -200,7 +200,7 @@ fn write_events<W: Write>(
             events,
             span.args,
             span.level,
-            (span.correlation, span.external_id),
+            (span.correlation.get(), span.external_id.get()),
             mark,
         )?;
         w.write_all(b"}")?;

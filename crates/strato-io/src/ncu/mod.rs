@@ -20,6 +20,7 @@ mod values;
 
 use std::path::Path;
 use strato_trace::metadata::SourceMetadata;
+use strato_trace::OptionalId;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::Value;
@@ -287,8 +288,8 @@ impl Builder {
             name,
             category: self.category,
             level: self.level,
-            correlation: None,
-            external_id: None,
+            correlation: OptionalId::NONE,
+            external_id: OptionalId::NONE,
             args: Some(args),
         });
         Ok(())

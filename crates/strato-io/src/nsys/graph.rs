@@ -94,7 +94,7 @@ impl Importer<'_> {
                     .find(|(id, ..)| spans[id.0 as usize].end >= t)
                     .map(|&(id, ..)| id)
             });
-            match (creator, spans[op.0 as usize].correlation) {
+            match (creator, spans[op.0 as usize].correlation.get()) {
                 (Some(from), _) => flows.push((from, op, GRAPH_NODE_FLOW)),
                 (None, Some(corr)) => unlinked
                     .entry((process, corr))

@@ -41,6 +41,7 @@ mod system;
 use std::collections::BTreeSet;
 use std::path::Path;
 use strato_trace::metadata::SourceMetadata;
+use strato_trace::OptionalId;
 
 use rusqlite::{Connection, OpenFlags, Row};
 use rustc_hash::FxHashMap;
@@ -444,8 +445,8 @@ impl<'a> Importer<'a> {
             name,
             category,
             level,
-            correlation: correlation.and_then(|c| u64::try_from(c).ok()),
-            external_id: None,
+            correlation: correlation.and_then(|c| u64::try_from(c).ok()).into(),
+            external_id: OptionalId::NONE,
             args,
         });
         SpanId((self.trace.spans.len() - 1) as u32)

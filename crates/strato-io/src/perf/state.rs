@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use strato_trace::metadata::SourceMetadata;
+use strato_trace::OptionalId;
 
 use linux_perf_data::linux_perf_event_reader::ClockId;
 use rustc_hash::FxHashMap;
@@ -424,8 +425,8 @@ impl<'o> Builder<'o> {
                     name: p.name,
                     category: p.category,
                     level: Level::Os,
-                    correlation: None,
-                    external_id: None,
+                    correlation: OptionalId::NONE,
+                    external_id: OptionalId::NONE,
                     args,
                 }),
                 None => self.trace.instants.push(Instant {

@@ -620,8 +620,8 @@ impl<'a> Reader<'a> {
                         name,
                         category,
                         level,
-                        correlation: annotations.correlation,
-                        external_id: annotations.external_id,
+                        correlation: annotations.correlation.into(),
+                        external_id: annotations.external_id.into(),
                         args,
                     });
                 }

@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use strato_trace::metadata::{
     CollectorMetadata, JsonObject, ProcessCpu, RecordedFile, RecordingMetadata, SourceMetadata,
 };
+use strato_trace::OptionalId;
 
 use serde_json::Value;
 use strato_record::{Event, Recording, TrackDef};
@@ -513,8 +514,8 @@ fn add_file(
             name: sid(name),
             category: sid(category),
             level,
-            correlation,
-            external_id: None,
+            correlation: correlation.into(),
+            external_id: OptionalId::NONE,
             args,
         });
         if let Some(c) = correlation {

@@ -582,8 +582,8 @@ impl Builder<'_> {
                 name,
                 category,
                 level,
-                correlation: nonzero(d.correlation_id.internal),
-                external_id: nonzero(d.correlation_id.external),
+                correlation: nonzero(d.correlation_id.internal).into(),
+                external_id: nonzero(d.correlation_id.external).into(),
                 args,
             });
         }
@@ -625,8 +625,8 @@ impl Builder<'_> {
                 name,
                 category,
                 level,
-                correlation: nonzero(c.correlation_id.internal),
-                external_id: nonzero(c.correlation_id.external),
+                correlation: nonzero(c.correlation_id.internal).into(),
+                external_id: nonzero(c.correlation_id.external).into(),
                 args,
             });
         }
@@ -669,8 +669,8 @@ impl Builder<'_> {
                     name,
                     category,
                     level,
-                    correlation: nonzero(call.correlation_id.internal),
-                    external_id: nonzero(call.correlation_id.external),
+                    correlation: nonzero(call.correlation_id.internal).into(),
+                    external_id: nonzero(call.correlation_id.external).into(),
                     args: None,
                 });
             }

@@ -35,6 +35,7 @@ use std::collections::HashMap;
 use std::io::Read;
 use std::path::Path;
 use strato_trace::metadata::{JsonObject, SourceMetadata};
+use strato_trace::OptionalId;
 
 use prost::bytes::Bytes;
 use prost::Message;
@@ -329,8 +330,8 @@ impl Builder<'_> {
                         name,
                         category,
                         level,
-                        correlation,
-                        external_id: None,
+                        correlation: correlation.into(),
+                        external_id: OptionalId::NONE,
                         args,
                     });
                 }

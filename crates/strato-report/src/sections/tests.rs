@@ -9,6 +9,7 @@
 //! gemm = relu > softmax, and the device loop has `ITERATIONS` iterations of 3 ops.
 
 use strato_analysis::analyzed::Analyzed;
+use strato_trace::OptionalId;
 use strato_trace::{Level, Ns, Rank, RankId, Span, Trace, TrackIndexHandle, TrackKind};
 
 use super::*;
@@ -55,8 +56,8 @@ impl Builder {
             name,
             category,
             level,
-            correlation: c,
-            external_id: None,
+            correlation: c.into(),
+            external_id: OptionalId::NONE,
             args: None,
         });
     }

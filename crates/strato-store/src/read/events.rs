@@ -60,8 +60,8 @@ pub(super) fn read_spans(
                 name: name[i],
                 category: category[i],
                 level: parse_level(rows, &level, i)?,
-                correlation: correlation.opt(i),
-                external_id: external_id.opt(i),
+                correlation: correlation.opt(i).into(),
+                external_id: external_id.opt(i).into(),
                 args: None,
             };
             let kept = rule.as_ref().is_none_or(|r| r.keeps(trace, &span));

@@ -133,8 +133,8 @@ pub fn full_trace() -> Trace {
             name: names[i % names.len()],
             category: cats[i % cats.len()],
             level,
-            correlation: (i % 2 == 0).then_some(i as u64 * 1000),
-            external_id: (i % 3 == 0).then_some(u64::MAX - i as u64),
+            correlation: (i % 2 == 0).then_some(i as u64 * 1000).into(),
+            external_id: (i % 3 == 0).then_some(u64::MAX - i as u64).into(),
             args: args[i % args.len()],
         });
         t.instants.push(Instant {

@@ -140,11 +140,13 @@ impl BreakdownStream {
                 self.device_ops.push(DeviceOp {
                     id,
                     track: span.track.0,
-                    correlation: span.correlation,
+                    correlation: span.correlation.get(),
                 });
                 continue;
             }
-            let Some(c) = span.correlation else { continue };
+            let Some(c) = span.correlation.get() else {
+                continue;
+            };
             let api = span.level == Level::AcceleratorApi;
             let launch = Launch {
                 id,

@@ -146,10 +146,10 @@ impl HierarchyStream {
             let spans = &mut self.tracks[t];
             spans.spans.push(Extent::of(batch, span, index));
             if track.is_device() {
-                spans.correlations.push(span.correlation.unwrap_or(0));
+                spans.correlations.push(span.correlation.get().unwrap_or(0));
                 continue;
             }
-            let (Some(c), TrackKind::Thread { .. }) = (span.correlation, &track.kind) else {
+            let (Some(c), TrackKind::Thread { .. }) = (span.correlation.get(), &track.kind) else {
                 continue;
             };
             self.thread_correlations.push((index, c));

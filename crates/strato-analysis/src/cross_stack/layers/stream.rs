@@ -298,7 +298,7 @@ impl LayersStream {
                     self.device_ops.push(DeviceOp {
                         start: span.start,
                         end: span.end,
-                        correlation: span.correlation.unwrap_or(0),
+                        correlation: span.correlation.get().unwrap_or(0),
                         track: at,
                         name: span.name,
                     });
@@ -331,7 +331,7 @@ impl LayersStream {
     }
 
     fn thread_span(&mut self, batch: &Trace, span: &strato_trace::Span, index: u32) {
-        if let Some(correlation) = span.correlation {
+        if let Some(correlation) = span.correlation.get() {
             let mut track = span.track.0;
             if span.level == Level::AcceleratorApi {
                 track |= API;

@@ -109,7 +109,7 @@ impl ModulesStream {
             let track = batch.track(span.track);
             match track.kind {
                 TrackKind::DeviceQueue { .. } if is_device_work(span.level) => {
-                    let (correlation, bit) = match span.correlation {
+                    let (correlation, bit) = match span.correlation.get() {
                         Some(c) => (c, HAS_CORRELATION_BIT),
                         None => (0, 0),
                     };
@@ -137,7 +137,7 @@ impl ModulesStream {
             if name.starts_with(BACKWARD_PREFIX) {
                 bits |= BACKWARD;
             }
-            if let Some(c) = span.correlation {
+            if let Some(c) = span.correlation.get() {
                 bits |= HAS_CORRELATION;
                 self.thread_correlations.push((index, c));
                 let api = span.level == Level::AcceleratorApi;

@@ -20,6 +20,7 @@
 
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::Value;
+use strato_trace::OptionalId;
 use strato_trace::{Level, Ns, Span, StrId, Trace, TrackId, TrackKind};
 
 use super::{Models, OpsGroups};
@@ -100,7 +101,7 @@ impl CollectiveSpans {
         let args = batch.args_text(span.args).map(|t| self.trace.add_args(&t));
         let at = self.trace.spans.len() as u32;
         self.trace.spans.push(Span {
-            correlation: span.correlation.filter(|_| keep_correlation),
+            correlation: span.correlation.get().filter(|_| keep_correlation).into(),
             args,
             ..span.clone()
         });
@@ -176,7 +177,7 @@ impl OpsStream {
                         }
                         self.device_ops.push(DeviceOp {
                             duration: span.duration(),
-                            correlation: span.correlation.unwrap_or(0),
+                            correlation: span.correlation.get().unwrap_or(0),
                             device: at,
                             name: span.name,
                             collective,
@@ -205,14 +206,14 @@ impl OpsStream {
                         .push(ThreadSpan {
                             start: span.start,
                             end: span.end,
-                            correlation: span.correlation.unwrap_or(0),
+                            correlation: span.correlation.get().unwrap_or(0),
                             index,
                             distinct,
                             flags,
                         });
                 }
                 _ => {
-                    if let Some(correlation) = span.correlation {
+                    if let Some(correlation) = span.correlation.get() {
                         self.others.push(OtherCorrelated {
                             track: span.track,
                             start: span.start,
@@ -248,7 +249,7 @@ impl OpsStream {
         // The collective kernels' launches are looked for during the sweep.
         let wanted: FxHashSet<(u32, u64)> = (collectives.trace.spans.iter())
             .filter(|s| trace.track(s.track).is_device())
-            .filter_map(|s| Some((trace.track(s.track).rank.0, s.correlation?)))
+            .filter_map(|s| Some((trace.track(s.track).rank.0, s.correlation.get()?)))
             .collect();
         // In a held trace, a framework op's distinct call is read from its span when needed.
         let mut read = |models: &mut Models, index: u32| {
@@ -449,7 +450,7 @@ fn collective_rows(
     for ((_, correlation), (track, start, end, index)) in first {
         match cpu_ops.get(&index) {
             // The launch is a collective CPU op copied already: it gets its correlation back.
-            Some(&at) => mini.spans[at as usize].correlation = Some(correlation),
+            Some(&at) => mini.spans[at as usize].correlation = Some(correlation).into(),
             None => mini.spans.push(Span {
                 track,
                 start,
@@ -457,8 +458,8 @@ fn collective_rows(
                 name: launch_name,
                 category: launch_name,
                 level: Level::AcceleratorApi,
-                correlation: Some(correlation),
-                external_id: None,
+                correlation: Some(correlation).into(),
+                external_id: OptionalId::NONE,
                 args: None,
             }),
         }

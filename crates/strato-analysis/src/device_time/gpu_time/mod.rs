@@ -362,7 +362,7 @@ impl GpuTimeStream {
                         class,
                         activity: activity(span.level, class, trace.str(span.name)),
                         queue,
-                        correlation: span.correlation.unwrap_or(NO_CORRELATION),
+                        correlation: span.correlation.get().unwrap_or(NO_CORRELATION),
                         has_correlation: span.correlation.is_some(),
                     });
                 }
@@ -374,7 +374,7 @@ impl GpuTimeStream {
                     if !hta && trace.str(span.name).starts_with("ProfilerStep#") {
                         rank.steps.push((span.start, span.end, span.name));
                     }
-                    if let Some(c) = span.correlation {
+                    if let Some(c) = span.correlation.get() {
                         let api = span.level == Level::AcceleratorApi;
                         if hta {
                             rank.cpu_correlated.push((span.start, c, api));

@@ -297,6 +297,7 @@ fn sweep_entry(span: &Span) -> Option<SweepSpan> {
         Level::Backend => Some((span.start, span.end, false, span.name.0, 0)),
         Level::AcceleratorApi => span
             .correlation
+            .get()
             .map(|c| (span.start, span.end, true, span.name.0, c)),
         _ => None,
     }
@@ -310,7 +311,7 @@ fn is_device_op(track: &Track, span: &Span) -> bool {
 }
 
 fn pending_op(span: &Span) -> PendingOp {
-    (span.start, span.duration(), span.correlation)
+    (span.start, span.duration(), span.correlation.get())
 }
 
 /// Innermost Backend span around each AcceleratorApi span with a correlation, per thread:

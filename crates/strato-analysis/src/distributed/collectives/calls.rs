@@ -6,6 +6,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 use serde_json::Value;
 use strato_trace::args_of::is_collective_cpu_op;
+use strato_trace::OptionalId;
 use strato_trace::{Level, Ns, RankId, SpanId, Trace, TrackKind};
 
 use super::kinds::{dtype_size, is_collective_kernel, CollectiveKind};
@@ -187,7 +188,7 @@ pub fn rank_summaries(trace: &Trace) -> Vec<RankCollectives> {
             continue;
         }
         kernels[track.rank.0 as usize].push(SpanId(i as u32));
-        if let Some(c) = span.correlation {
+        if let Some(c) = span.correlation.get() {
             wanted.insert((track.rank, c));
         }
     }
@@ -199,7 +200,7 @@ pub fn rank_summaries(trace: &Trace) -> Vec<RankCollectives> {
         if track.is_device() {
             continue;
         }
-        if let Some(c) = span.correlation {
+        if let Some(c) = span.correlation.get() {
             if wanted.contains(&(track.rank, c)) {
                 launches.entry((track.rank, c)).or_insert(SpanId(i as u32));
             }
@@ -229,6 +230,7 @@ pub fn rank_summaries(trace: &Trace) -> Vec<RankCollectives> {
             };
             let launch = span
                 .correlation
+                .get()
                 .and_then(|c| launches.get(&(rank_id, c)).copied());
             // The collective CPU ops around the launch, innermost first.
             let mut around: Vec<SpanId> = Vec::new();
@@ -371,7 +373,7 @@ impl CollectiveSurvey {
                 self.keep(batch, id, span);
                 continue;
             }
-            if let Some(correlation) = span.correlation {
+            if let Some(correlation) = span.correlation.get() {
                 self.launches.push(LaunchRecord {
                     correlation,
                     id,
@@ -408,6 +410,7 @@ impl CollectiveSurvey {
             .filter(|(_, span, _)| tables.track(span.track).is_device())
             .filter_map(|(_, span, _)| {
                 span.correlation
+                    .get()
                     .map(|c| (tables.track(span.track).rank.0, c))
             })
             .collect();
@@ -430,8 +433,8 @@ impl CollectiveSurvey {
                 name: unnamed,
                 category: unnamed,
                 level: Level::AcceleratorApi,
-                correlation: Some(l.correlation),
-                external_id: None,
+                correlation: Some(l.correlation).into(),
+                external_id: OptionalId::NONE,
                 args: None,
             };
             spans.push((l.id, span, None));

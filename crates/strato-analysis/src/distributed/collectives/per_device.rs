@@ -65,7 +65,9 @@ pub fn split_multi_device_ranks(trace: &Trace) -> Option<Trace> {
     let mut device_of_correlation: FxHashMap<(RankId, u64), i64> = FxHashMap::default();
     for span in &trace.spans {
         let track = trace.track(span.track);
-        if let (TrackKind::DeviceQueue { device, .. }, Some(c)) = (&track.kind, span.correlation) {
+        if let (TrackKind::DeviceQueue { device, .. }, Some(c)) =
+            (&track.kind, span.correlation.get())
+        {
             if span.level.is_device_op() {
                 device_of_correlation.insert((track.rank, c), *device);
             }
@@ -77,7 +79,7 @@ pub fn split_multi_device_ranks(trace: &Trace) -> Option<Trace> {
         if track.is_device() || devices[track.rank.0 as usize].len() < 2 {
             continue;
         }
-        if let Some(c) = span.correlation {
+        if let Some(c) = span.correlation.get() {
             if let Some(&d) = device_of_correlation.get(&(track.rank, c)) {
                 thread_devices.entry(span.track.0).or_default().insert(d);
             }

@@ -333,7 +333,7 @@ impl TraceIndex {
         if s.level != Level::AcceleratorApi {
             return;
         }
-        let Some(c) = s.correlation else { return };
+        let Some(c) = s.correlation.get() else { return };
         if trace.str(s.name).ends_with("EventRecord") {
             let rank = trace.track(s.track).rank.0 as usize;
             if self.event_records.len() <= rank {

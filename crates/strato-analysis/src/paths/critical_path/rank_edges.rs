@@ -62,7 +62,7 @@ pub(super) fn build_rank(
         for &id in &threads[&t] {
             let s = &trace.spans[id.0 as usize];
             if s.level == Level::AcceleratorApi {
-                if let Some(c) = s.correlation {
+                if let Some(c) = s.correlation.get() {
                     call_by_corr
                         .entry(c)
                         .and_modify(|first| *first = SpanId(first.0.min(id.0)))
@@ -349,7 +349,7 @@ fn device_edges(
     // Kernel by correlation, and each launch's stream (for event synchronisation).
     let mut kernel_by_corr: FxHashMap<u64, SpanId> = FxHashMap::default();
     for &id in device {
-        if let Some(c) = span(id).correlation {
+        if let Some(c) = span(id).correlation.get() {
             kernel_by_corr.entry(c).or_insert(id);
         }
     }
@@ -385,6 +385,7 @@ fn device_edges(
             let name = trace.str(span(id).name);
             let call_end = span(id)
                 .correlation
+                .get()
                 .and_then(|c| call_by_corr.get(&c))
                 .map(|call| graph.span_nodes[call].1);
             match name {
@@ -430,7 +431,10 @@ fn device_edges(
             }
         }
         let previous = last.get(&(dev, queue)).copied();
-        let launch = span(id).correlation.and_then(|c| call_by_corr.get(&c));
+        let launch = span(id)
+            .correlation
+            .get()
+            .and_then(|c| call_by_corr.get(&c));
         let ts = |n: u32| graph.nodes[n as usize].ts;
         let launched_on_empty = launch.is_some_and(|&call| {
             let call_start = span(call).start;
@@ -539,7 +543,7 @@ fn stream_wait_destination(
     let TrackKind::DeviceQueue { device, queue } = trace.track(span(sync).track).kind else {
         return None;
     };
-    let call = *call_by_corr.get(&span(sync).correlation?)?;
+    let call = *call_by_corr.get(&span(sync).correlation.get()?)?;
     let thread = span(call).track;
     let after = span(call).start;
     let launches = launches.get_or_insert_with(|| {

@@ -967,7 +967,7 @@ fn selected(trace: &Trace, graph: &Graph, changes: &[Scale], modules: &ModuleCal
             };
             let mut launched_under = mask;
             if span.level == Level::AcceleratorApi {
-                if let Some(c) = span.correlation {
+                if let Some(c) = span.correlation.get() {
                     calls.entry((rank, c)).or_insert(id);
                     launched_under |= modules.around(track, span.start);
                     if let Some(region) = region.filter(|&r| r != id) {
@@ -1001,7 +1001,7 @@ fn selected(trace: &Trace, graph: &Graph, changes: &[Scale], modules: &ModuleCal
             _ => false,
         });
         let rank = trace.track(span.track).rank;
-        if let Some(call) = span.correlation.and_then(|c| calls.get(&(rank, c))) {
+        if let Some(call) = span.correlation.get().and_then(|c| calls.get(&(rank, c))) {
             mask |= under.get(call).copied().unwrap_or(0) & op_bits;
         }
         if mask != 0 {
@@ -1335,7 +1335,7 @@ impl AcrossSteps {
                 continue;
             }
             let (Some(c), Some(step)) = (
-                span.correlation,
+                span.correlation.get(),
                 step_at(
                     track.rank.0 as usize,
                     span.start.saturating_add(graph.shift_of(track.rank)),
@@ -1354,6 +1354,7 @@ impl AcrossSteps {
             let own = || step_at(r, span.start.saturating_add(graph.shift_of(node.rank)));
             let step = if trace.track(span.track).is_device() {
                 span.correlation
+                    .get()
                     .and_then(|c| call_step.get(&(node.rank.0, c)).copied())
                     .or_else(own)
             } else {
@@ -1928,6 +1929,7 @@ impl PathWalk<'_> {
 mod tests {
     use super::*;
     use strato_trace::testing::TraceBuilder;
+    use strato_trace::OptionalId;
 
     /// One step whose answer is known by construction: `fwd` launches `gemm` (launch-bound,
     /// 40 ns after its call) and `relu` (bound by its stream, 5 ns after `gemm`), the thread
@@ -2191,8 +2193,8 @@ mod tests {
                 name,
                 category,
                 level: Level::Python,
-                correlation: None,
-                external_id: None,
+                correlation: OptionalId::NONE,
+                external_id: OptionalId::NONE,
                 args: None,
             });
         }

@@ -354,7 +354,7 @@ const NO_STEP: u32 = u32::MAX;
 
 /// The correlation of `span` when it is a runtime call that can launch device ops.
 pub(super) fn call_of(span: &Span) -> Option<u64> {
-    match (span.level, span.correlation) {
+    match (span.level, span.correlation.get()) {
         (Level::AcceleratorApi, Some(c)) => Some(c),
         _ => None,
     }
@@ -424,7 +424,7 @@ impl StepRule {
         span: &Span,
         mut found: impl FnMut(u32),
     ) {
-        let launched = span.correlation.and_then(|c| {
+        let launched = span.correlation.get().and_then(|c| {
             calls
                 .first
                 .get(&(rank, c))

@@ -575,7 +575,7 @@ fn step_buckets_follow_the_definition() {
             if track.is_device() || span.level != Level::AcceleratorApi {
                 continue;
             }
-            if let Some(c) = span.correlation {
+            if let Some(c) = span.correlation.get() {
                 calls.insert((track.rank, c));
                 if window(track.rank).is_some_and(|(s, e)| span.start >= s && span.start < e) {
                     step_calls.insert((track.rank, c));
@@ -588,7 +588,7 @@ fn step_buckets_follow_the_definition() {
                 continue;
             };
             let keep = if track.is_device() {
-                match span.correlation {
+                match span.correlation.get() {
                     Some(c) if calls.contains(&(track.rank, c)) => {
                         step_calls.contains(&(track.rank, c))
                     }

@@ -180,7 +180,7 @@ pub fn iterations(trace: &Trace, options: &IterationOptions) -> IterationsReport
             TrackKind::Thread { pid, .. } => {
                 *spans_per_pid.entry((track.rank.0, pid)).or_insert(0) += 1;
                 if span.level == Level::AcceleratorApi {
-                    if let Some(c) = span.correlation {
+                    if let Some(c) = span.correlation.get() {
                         launch_pid.insert((track.rank.0, c), pid);
                     }
                 }
@@ -230,7 +230,7 @@ pub fn iterations(trace: &Trace, options: &IterationOptions) -> IterationsReport
                 start: span.start,
                 end: span.end,
                 name: span.name.0,
-                correlation: span.correlation,
+                correlation: span.correlation.get(),
                 kernel: span.level == Level::DeviceKernel,
             });
         }

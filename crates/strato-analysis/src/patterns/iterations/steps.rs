@@ -48,7 +48,7 @@ pub fn step_windows(trace: &Trace, rank: RankId, device: i64, stream: i64) -> Ve
         .collect();
     let api = (trace.spans.iter().filter(of_rank).filter(host))
         .filter(|s| s.level == Level::AcceleratorApi)
-        .filter_map(|s| Some((s.start, s.correlation?)));
+        .filter_map(|s| Some((s.start, s.correlation.get()?)));
     let queue = TrackKind::DeviceQueue {
         device,
         queue: stream,
@@ -56,7 +56,7 @@ pub fn step_windows(trace: &Trace, rank: RankId, device: i64, stream: i64) -> Ve
     let ops = (trace.spans.iter().filter(of_rank))
         .filter(|s| s.level.is_device_op() && s.level != Level::DeviceSync)
         .filter(|s| trace.track(s.track).kind == queue)
-        .map(|s| (s.start, s.end, s.correlation));
+        .map(|s| (s.start, s.end, s.correlation.get()));
     windows_of_steps(steps, api, ops)
 }
 

@@ -279,7 +279,7 @@ impl IterationsStream {
                 *self.steps_per_rank.entry(rank).or_default() += 1;
             }
             if track.is_device() {
-                spans.correlations.push(span.correlation.unwrap_or(0));
+                spans.correlations.push(span.correlation.get().unwrap_or(0));
             } else if self.check_steps && batch.str(span.name).starts_with("ProfilerStep#") {
                 let name = batch.str(span.name).to_owned();
                 (self.rank_steps.entry(rank).or_default().steps).push((span.start, span.end, name));
@@ -287,7 +287,9 @@ impl IterationsStream {
             match track.kind {
                 TrackKind::Thread { pid, .. } => {
                     *self.spans_per_pid.entry((rank, pid)).or_insert(0) += 1;
-                    let Some(c) = span.correlation else { continue };
+                    let Some(c) = span.correlation.get() else {
+                        continue;
+                    };
                     self.candidates.push(Candidate {
                         correlation: c,
                         pid,
@@ -323,7 +325,7 @@ impl IterationsStream {
                         .push(DevOp {
                             start: span.start,
                             end: span.end,
-                            correlation: span.correlation.unwrap_or(0),
+                            correlation: span.correlation.get().unwrap_or(0),
                             name: span.name.0,
                             track: span.track.0,
                             at,
@@ -333,7 +335,7 @@ impl IterationsStream {
                 _ => {}
             }
             if self.check_steps && !track.is_device() && span.level == Level::AcceleratorApi {
-                if let Some(c) = span.correlation {
+                if let Some(c) = span.correlation.get() {
                     (self.rank_steps.entry(rank).or_default().api).push((span.start, c));
                 }
             }

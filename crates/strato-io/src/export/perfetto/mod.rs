@@ -184,8 +184,8 @@ impl<'a> Slice<'a> {
             name: span.name,
             category: span.category,
             level: span.level,
-            correlation: span.correlation,
-            external_id: span.external_id,
+            correlation: span.correlation.get(),
+            external_id: span.external_id.get(),
             args: args.map(Args::Table),
         }
     }
