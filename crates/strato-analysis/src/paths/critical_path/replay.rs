@@ -30,7 +30,7 @@ use super::graph::{Edge, Graph};
 use super::options::CriticalPathOptions;
 use super::search::{topological_order, whole_graph, Adjacency};
 use super::shapes::{CriticalPathError, PathKind};
-use super::steps::{for_each_step_graph, StepGraph};
+use super::steps::{for_each_step_graph, step_annotation, StepGraph};
 
 /// What a change selects.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -325,6 +325,20 @@ pub struct ReplayReport {
 }
 
 impl ReplayReport {
+    /// Adds a window's replay and its prediction with the changes (`predicted_ns`, `path`).
+    fn push(&mut self, replayed: ReplayedWindow, predicted_ns: Ns, path: WindowPath) {
+        self.predicted.push(PredictedWindow {
+            rank: replayed.rank,
+            step: replayed.step.clone(),
+            number: replayed.number,
+            baseline_ns: replayed.simulated_ns,
+            predicted_ns,
+            gain_ns: replayed.simulated_ns - predicted_ns,
+            path,
+        });
+        self.replay.push(replayed);
+    }
+
     /// No window yet; each of `changes` listed with no op matched.
     fn empty(changes: &[Scale]) -> ReplayReport {
         ReplayReport {
@@ -1163,15 +1177,9 @@ fn replay_graph(
     modules: &ModuleCalls,
     report: &mut ReplayReport,
 ) -> Result<(), CriticalPathError> {
-    let prepared = Prepared::new(trace, graph)?;
-    let (t0, via0) = prepared.simulate();
-    let walk = PathWalk {
-        trace,
-        graph,
-        edges: &graph.edges,
-        roles: &prepared.roles,
-        in_edges: &prepared.in_edges,
-    };
+    let sims = Simulations::new(trace, graph, changes, modules, report)?;
+    let (t0, via0, predicted) = (&sims.t0, &sims.via0, &sims.predicted);
+    let (walk, predicted_walk) = (sims.walk(trace), sims.predicted_walk(trace));
     let rank_label = |r: RankId| trace.ranks[r.0 as usize].rank.unwrap_or(i64::from(r.0));
     // Each rank's last point, traced and simulated.
     let last_of = |times: &[Ns]| {
@@ -1190,19 +1198,8 @@ fn replay_graph(
     let traced_times: Vec<Ns> = graph.nodes.iter().map(|n| n.ts).collect();
     let measured_last = last_of(&traced_times);
     drop(traced_times);
-    let simulated_last = last_of(&t0);
-    // Without changes the prediction is the replay (gain 0, the same path).
-    let predicted =
-        (!changes.is_empty()).then(|| predict(&prepared, trace, changes, modules, report));
+    let simulated_last = last_of(t0);
     let predicted_last = predicted.as_ref().map(|p| last_of(&p.t));
-    // The predicted paths walk the edges the prediction simulated.
-    let predicted_walk = PathWalk {
-        edges: predicted
-            .as_ref()
-            .and_then(|p| p.rewired.as_deref())
-            .unwrap_or(&graph.edges),
-        ..walk
-    };
     for &r in &window.ranks {
         let (Some(start), Some((measured, _)), Some((simulated, end))) = (
             window.starts[r.0 as usize],
@@ -1213,7 +1210,7 @@ fn replay_graph(
         };
         let measured_ns = (measured - start).max(0);
         let simulated_ns = (simulated - start).max(0);
-        let path = walk.path(&t0, &via0, end, start, r);
+        let path = walk.path(t0, via0, end, start, r);
         let (predicted_ns, predicted_path) = match (&predicted, &predicted_last) {
             (Some(p), Some(last)) => {
                 let Some((at, end)) = last[r.0 as usize] else {
@@ -1226,16 +1223,7 @@ fn replay_graph(
             }
             _ => (simulated_ns, path.clone()),
         };
-        report.predicted.push(PredictedWindow {
-            rank: rank_label(r),
-            step: window.step.clone(),
-            number: window.number,
-            baseline_ns: simulated_ns,
-            predicted_ns,
-            gain_ns: simulated_ns - predicted_ns,
-            path: predicted_path,
-        });
-        report.replay.push(ReplayedWindow {
+        let replayed = ReplayedWindow {
             rank: rank_label(r),
             step: window.step.clone(),
             number: window.number,
@@ -1245,7 +1233,8 @@ fn replay_graph(
             error_pct: error_pct(simulated_ns, measured_ns),
             edges_back_in_time: graph.negative,
             path,
-        });
+        };
+        report.push(replayed, predicted_ns, predicted_path);
     }
     Ok(())
 }
@@ -1282,17 +1271,10 @@ impl AcrossSteps {
         let mut annotated: Vec<BTreeMap<u64, (Ns, Ns)>> = vec![BTreeMap::new(); ranks];
         let mut thread: Vec<Option<(Ns, TrackId)>> = vec![None; ranks];
         for span in &trace.spans {
-            let track = trace.track(span.track);
-            if track.is_device() {
-                continue;
-            }
-            let name = trace.str(span.name);
-            if !crate::scope::is_step_name(name) {
-                continue;
-            }
-            let Ok(number) = name["ProfilerStep#".len()..].parse::<u64>() else {
+            let Some(number) = step_annotation(trace, span) else {
                 continue;
             };
+            let track = trace.track(span.track);
             let r = track.rank.0 as usize;
             let shift = graph.shift_of(track.rank);
             let (start, end) = (
@@ -1427,29 +1409,14 @@ fn replay_across(
     modules: &ModuleCalls,
     report: &mut ReplayReport,
 ) -> Result<(), CriticalPathError> {
-    let prepared = Prepared::new(trace, graph)?;
-    let (t0, via0) = prepared.simulate();
-    let walk = PathWalk {
-        trace,
-        graph,
-        edges: &graph.edges,
-        roles: &prepared.roles,
-        in_edges: &prepared.in_edges,
-    };
-    let predicted =
-        (!changes.is_empty()).then(|| predict(&prepared, trace, changes, modules, report));
-    let predicted_walk = PathWalk {
-        edges: predicted
-            .as_ref()
-            .and_then(|p| p.rewired.as_deref())
-            .unwrap_or(&graph.edges),
-        ..walk
-    };
+    let sims = Simulations::new(trace, graph, changes, modules, report)?;
+    let (t0, via0, predicted) = (&sims.t0, &sims.via0, &sims.predicted);
+    let (walk, predicted_walk) = (sims.walk(trace), sims.predicted_walk(trace));
     let across = AcrossSteps::new(trace, graph);
     let traced: Vec<Ns> = graph.nodes.iter().map(|n| n.ts).collect();
     let measured = across.times(graph, &traced);
     drop(traced);
-    let simulated = across.times(graph, &t0);
+    let simulated = across.times(graph, t0);
     let predicted_times = predicted.as_ref().map(|p| across.times(graph, &p.t));
     let rank_label = |r: RankId| trace.ranks[r.0 as usize].rank.unwrap_or(i64::from(r.0));
     // In step, then rank order, as the other windows.
@@ -1465,7 +1432,7 @@ fn replay_across(
         else {
             continue;
         };
-        let path = walk.path(&t0, &via0, end, from, step.rank);
+        let path = walk.path(t0, via0, end, from, step.rank);
         let (predicted_ns, predicted_path) = match (&predicted, &predicted_times) {
             (Some(p), Some(times)) => {
                 let Some((ns, end, from)) = times[i] else {
@@ -1475,19 +1442,9 @@ fn replay_across(
             }
             _ => (simulated_ns, path.clone()),
         };
-        let name = format!("ProfilerStep#{}", step.number);
-        report.predicted.push(PredictedWindow {
+        let replayed = ReplayedWindow {
             rank: rank_label(step.rank),
-            step: name.clone(),
-            number: step.number,
-            baseline_ns: simulated_ns,
-            predicted_ns,
-            gain_ns: simulated_ns - predicted_ns,
-            path: predicted_path,
-        });
-        report.replay.push(ReplayedWindow {
-            rank: rank_label(step.rank),
-            step: name,
+            step: format!("ProfilerStep#{}", step.number),
             number: step.number,
             start_ns: step.start,
             measured_ns,
@@ -1495,9 +1452,64 @@ fn replay_across(
             error_pct: error_pct(simulated_ns, measured_ns),
             edges_back_in_time: graph.negative,
             path,
-        });
+        };
+        report.push(replayed, predicted_ns, predicted_path);
     }
     Ok(())
+}
+
+/// A graph simulated twice: with the traced durations (the replay) and, with changes, with
+/// them applied (`predicted`; `None` without changes: the prediction is the replay, gain 0,
+/// the same path).
+struct Simulations<'g> {
+    prepared: Prepared<'g>,
+    t0: Vec<Ns>,
+    via0: Vec<u32>,
+    predicted: Option<Predicted>,
+}
+
+impl<'g> Simulations<'g> {
+    /// Counts each change's ops in `report` ([`predict`]); `Err` when the graph has a cycle.
+    fn new(
+        trace: &Trace,
+        graph: &'g Graph,
+        changes: &[Scale],
+        modules: &ModuleCalls,
+        report: &mut ReplayReport,
+    ) -> Result<Simulations<'g>, CriticalPathError> {
+        let prepared = Prepared::new(trace, graph)?;
+        let (t0, via0) = prepared.simulate();
+        let predicted =
+            (!changes.is_empty()).then(|| predict(&prepared, trace, changes, modules, report));
+        Ok(Simulations {
+            prepared,
+            t0,
+            via0,
+            predicted,
+        })
+    }
+
+    /// Reads paths from the replay.
+    fn walk<'a>(&'a self, trace: &'a Trace) -> PathWalk<'a> {
+        let graph = self.prepared.graph;
+        PathWalk {
+            trace,
+            graph,
+            edges: &graph.edges,
+            roles: &self.prepared.roles,
+            in_edges: &self.prepared.in_edges,
+        }
+    }
+
+    /// Reads paths from the prediction: along the edges it simulated (a change may have
+    /// rewired them).
+    fn predicted_walk<'a>(&'a self, trace: &'a Trace) -> PathWalk<'a> {
+        let rewired = self.predicted.as_ref().and_then(|p| p.rewired.as_deref());
+        PathWalk {
+            edges: rewired.unwrap_or(&self.prepared.graph.edges),
+            ..self.walk(trace)
+        }
+    }
 }
 
 /// A graph ready to be simulated: the edges into each point, a topological order, and each

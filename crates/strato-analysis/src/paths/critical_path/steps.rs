@@ -49,18 +49,10 @@ pub fn rank_steps(trace: &Trace) -> Vec<BTreeMap<u64, (Ns, Ns)>> {
 /// Adds `span` (of `trace`, whose tables name its track and name) to `steps` ([`rank_steps`])
 /// when it is a `ProfilerStep#N` annotation of a CPU track; `steps` grows to the span's rank.
 pub(super) fn note_step(steps: &mut Vec<BTreeMap<u64, (Ns, Ns)>>, trace: &Trace, span: &Span) {
-    let track = trace.track(span.track);
-    if track.is_device() {
-        return;
-    }
-    let name = trace.str(span.name);
-    if !crate::scope::is_step_name(name) {
-        return;
-    }
-    let Ok(number) = name["ProfilerStep#".len()..].parse::<u64>() else {
+    let Some(number) = step_annotation(trace, span) else {
         return;
     };
-    let rank = track.rank.0 as usize;
+    let rank = trace.track(span.track).rank.0 as usize;
     if steps.len() <= rank {
         steps.resize_with(rank + 1, BTreeMap::new);
     }
@@ -68,6 +60,18 @@ pub(super) fn note_step(steps: &mut Vec<BTreeMap<u64, (Ns, Ns)>>, trace: &Trace,
     if span.start < slot.0 {
         *slot = (span.start, span.end);
     }
+}
+
+/// N when `span` (of `trace`) is a `ProfilerStep#N` annotation of a CPU track.
+pub(super) fn step_annotation(trace: &Trace, span: &Span) -> Option<u64> {
+    if trace.track(span.track).is_device() {
+        return None;
+    }
+    let name = trace.str(span.name);
+    if !crate::scope::is_step_name(name) {
+        return None;
+    }
+    name["ProfilerStep#".len()..].parse::<u64>().ok()
 }
 
 /// The step numbers of `trace` (any rank), in order.
