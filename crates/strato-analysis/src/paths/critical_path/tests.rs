@@ -695,6 +695,70 @@ fn a_rank_clock_offset_does_not_change_the_paths() {
     }
 }
 
+/// `whatif --across-steps` on inputs shaped otherwise than the file: the same job with its
+/// spans in reverse order (the graph's points numbered otherwise), and with one rank's clock
+/// 1000 s off (aligned back as the collectives are), gives the same step times, measured,
+/// replayed and predicted without the host syncs.
+#[test]
+fn steps_across_the_trace_hold_under_reordering_and_a_rank_clock_offset() {
+    use super::replay::{replay, ReplayReport, ReplayWindows, Scale};
+    let trace = strato_io::import_paths(
+        &[data("kineto/param_dlrm8")],
+        &strato_io::ImportOptions::default(),
+    )
+    .unwrap();
+    let changes = [Scale::no_sync("")];
+    let run = |t: &Trace| {
+        replay(
+            t,
+            &CriticalPathOptions::matched(t),
+            ReplayWindows::Across(None),
+            &changes,
+        )
+        .unwrap()
+    };
+    type Row = (u64, i64, Ns, Ns, Ns);
+    let rows = |r: &ReplayReport| -> Vec<Row> {
+        (r.replay.iter().zip(&r.predicted))
+            .map(|(w, p)| {
+                (
+                    w.number,
+                    w.rank,
+                    w.measured_ns,
+                    w.simulated_ns,
+                    p.predicted_ns,
+                )
+            })
+            .collect()
+    };
+    let base = rows(&run(&trace));
+    assert_eq!(base.len(), trace.ranks.len(), "one step per rank");
+    assert!(base.iter().all(|&(_, _, m, s, _)| m > 0 && m == s));
+    assert!(
+        base.iter().any(|&(_, _, _, s, p)| p < s),
+        "no sync removed: {base:?}"
+    );
+    let mut reversed = trace.clone();
+    reversed.spans.reverse();
+    assert_eq!(rows(&run(&reversed)), base);
+    const OFFSET: Ns = 1_000_000_000_000;
+    let mut shifted = trace.clone();
+    for i in 0..shifted.spans.len() {
+        if shifted.track(shifted.spans[i].track).rank == RankId(1) {
+            shifted.spans[i].start += OFFSET;
+            shifted.spans[i].end += OFFSET;
+        }
+    }
+    for (a, b) in base.iter().zip(rows(&run(&shifted))) {
+        // Up to the alignment's own error (a few microseconds per crossing).
+        let close = |x: Ns, y: Ns| (x - y).abs() <= x / 100 + 100_000;
+        assert!(
+            a.0 == b.0 && a.1 == b.1 && close(a.2, b.2) && close(a.3, b.3) && close(a.4, b.4),
+            "{a:?} vs {b:?}"
+        );
+    }
+}
+
 #[test]
 fn agrees_with_hta_on_its_test_trace() {
     let trace = strato_io::import_file(
