@@ -13,7 +13,7 @@ use strato_trace::{Level, Ns};
 
 use super::{human, rank_number, span_evidence, subtract, Draft, Facts};
 use crate::analyzed::Analyzed;
-use crate::device_time::gpu_time::{kernel_class, length, merge, KernelClass};
+use crate::device_time::gpu_time::{length, merge, KernelClass, KernelClasses};
 use crate::device_time::memory::{copy_direction, CopyDirection};
 
 /// The rule id.
@@ -44,6 +44,7 @@ pub fn split(copies: &[(Ns, Ns)], compute: &[(Ns, Ns)]) -> (Vec<(Ns, Ns)>, Ns) {
 pub fn run(analyzed: &Analyzed, facts: &Facts, _config: &Config) -> Vec<Draft> {
     let trace = analyzed.trace();
     let mut drafts = Vec::new();
+    let mut classes = KernelClasses::default();
     for (&(rank, device), ops) in &facts.device_work {
         let mut copies = Vec::new();
         let mut copy_spans = Vec::new();
@@ -61,7 +62,9 @@ pub fn run(analyzed: &Analyzed, facts: &Facts, _config: &Config) -> Vec<Draft> {
                     copies.push((s.start, s.end));
                     copy_spans.push(i);
                 }
-                Level::DeviceKernel if kernel_class(name) == KernelClass::Computation => {
+                Level::DeviceKernel
+                    if classes.of(s.name, |n| trace.str(n)) == KernelClass::Computation =>
+                {
                     compute.push((s.start, s.end))
                 }
                 _ => {}

@@ -28,7 +28,7 @@ use rustc_hash::FxHashMap;
 use strato_trace::{Level, Ns, Trace};
 
 use super::multi_rank::{ExposedCommunication, MultiRankEvidence, PeerWait, StragglerObservation};
-use crate::device_time::gpu_time::{kernel_class, merge, KernelClass};
+use crate::device_time::gpu_time::{merge, KernelClass, KernelClasses};
 use crate::distributed::collectives::{collectives, CollectivesOptions, CollectivesReport};
 
 /// What the cross-rank analyses found, ready for the multi-rank rules.
@@ -292,6 +292,7 @@ fn exposed(trace: &Trace, waits: &FxHashMap<u32, KernelWait>) -> Vec<ExposedComm
     type Key = (u32, i64);
     let mut comm: FxHashMap<Key, Vec<(Ns, Ns, &str, Ns)>> = FxHashMap::default();
     let mut compute: FxHashMap<Key, Vec<(Ns, Ns)>> = FxHashMap::default();
+    let mut classes = KernelClasses::default();
     for (index, span) in trace.spans.iter().enumerate() {
         if span.level != Level::DeviceKernel || span.end <= span.start {
             continue;
@@ -302,7 +303,7 @@ fn exposed(trace: &Trace, waits: &FxHashMap<u32, KernelWait>) -> Vec<ExposedComm
         };
         let key = (track.rank.0, device);
         let name = trace.str(span.name);
-        match kernel_class(name) {
+        match classes.of(span.name, |n| trace.str(n)) {
             KernelClass::Communication => {
                 let wait = waits
                     .get(&(index as u32))

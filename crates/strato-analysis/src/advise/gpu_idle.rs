@@ -115,8 +115,12 @@ impl<'a> ThreadIndex<'a> {
 }
 
 /// True when a span's name says it is data loading.
+/// Any case, allocating nothing (it runs for every span of every idle stretch).
 pub fn is_data_loading(name: &str) -> bool {
-    name.to_ascii_lowercase().contains("dataloader")
+    const WORD: &[u8] = b"dataloader";
+    name.as_bytes()
+        .windows(WORD.len())
+        .any(|w| w.eq_ignore_ascii_case(WORD))
 }
 
 /// What thread `track` did during `[a, b)` (see the module docs).
@@ -307,6 +311,32 @@ fn advice_for(cause: &str) -> &'static str {
         _ => {
             "The GPU waits for the host between launches: overlap host work with device work \
              and keep the launch queue full."
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_data_loading;
+
+    #[test]
+    fn data_loading_is_named_in_any_case_anywhere() {
+        for name in [
+            "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__",
+            "dataloader",
+            "my DATALOADER step",
+            "Ωdataloaderβ",
+        ] {
+            assert!(is_data_loading(name), "{name}");
+        }
+        for name in [
+            "",
+            "data loader",
+            "dataload",
+            "aten::mm",
+            "dataloade\u{301}r",
+        ] {
+            assert!(!is_data_loading(name), "{name}");
         }
     }
 }

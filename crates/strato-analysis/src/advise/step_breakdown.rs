@@ -24,7 +24,7 @@ use strato_trace::{Level, Ns, TrackKind};
 
 use super::{human, intersect, rank_number, subtract, Draft, Evidence, Facts};
 use crate::analyzed::Analyzed;
-use crate::device_time::gpu_time::{kernel_class, length, merge, KernelClass};
+use crate::device_time::gpu_time::{length, merge, KernelClass, KernelClasses};
 use crate::device_time::memory::CopyDirection;
 use crate::scope::{effective_level, flatten_innermost, is_step_name};
 
@@ -120,6 +120,7 @@ pub fn run(
         .collect();
     let mut out = Vec::new();
     let mut index_cache = super::gpu_idle::ThreadIndex::new(trace);
+    let mut classes = KernelClasses::default();
     for &step in &steps {
         let s = &trace.spans[step as usize];
         let (a, b) = (s.start, s.end);
@@ -148,7 +149,7 @@ pub fn run(
                     continue;
                 }
                 let k = match d.level {
-                    Level::DeviceKernel => match kernel_class(trace.str(d.name)) {
+                    Level::DeviceKernel => match classes.of(d.name, |n| trace.str(n)) {
                         KernelClass::Communication => 1,
                         _ => 0,
                     },

@@ -193,6 +193,22 @@ pub enum KernelClass {
     Other,
 }
 
+/// [`kernel_class`] of a trace's names, each worked out once: the name tests are what a pass
+/// over the device ops costs, and a trace's kernels repeat a few names. Holds one entry per
+/// distinct name asked for; names are [`StrId`]s of one string table.
+#[derive(Debug, Default, Clone)]
+pub struct KernelClasses(FxHashMap<StrId, KernelClass>);
+
+impl KernelClasses {
+    /// The class of the name `name` reads as in `strings` (a trace's table, or a batch's).
+    pub fn of<'s>(&mut self, name: StrId, strings: impl FnOnce(StrId) -> &'s str) -> KernelClass {
+        *self
+            .0
+            .entry(name)
+            .or_insert_with(|| kernel_class(strings(name)))
+    }
+}
+
 /// Classifies a device event by name as HTA 0.5 does.
 pub fn kernel_class(name: &str) -> KernelClass {
     let communication = name.starts_with("nccl")
@@ -287,7 +303,7 @@ pub fn gpu_time(trace: &Trace, options: &GpuTimeOptions) -> GpuTimeReport {
 #[derive(Debug)]
 pub struct GpuTimeStream {
     options: GpuTimeOptions,
-    class_cache: FxHashMap<u32, KernelClass>,
+    class_cache: KernelClasses,
     ranks: Vec<RankStream>,
     /// [`Window::Hta`]: the distinct names containing `ProfilerStep` over the whole job (HTA
     /// cuts only when its job-wide symbol table holds two or more).
@@ -319,7 +335,7 @@ impl GpuTimeStream {
     pub fn new(options: GpuTimeOptions) -> Self {
         GpuTimeStream {
             options,
-            class_cache: FxHashMap::default(),
+            class_cache: KernelClasses::default(),
             ranks: Vec::new(),
             hta_step_names: FxHashSet::default(),
         }
@@ -346,10 +362,7 @@ impl GpuTimeStream {
                         continue;
                     }
                     let rank = &mut self.ranks[track.rank.0 as usize];
-                    let class = *self
-                        .class_cache
-                        .entry(span.name.0)
-                        .or_insert_with(|| kernel_class(trace.str(span.name)));
+                    let class = self.class_cache.of(span.name, |n| trace.str(n));
                     let (start, end) = if hta {
                         hta_round(span.start, span.end)
                     } else {

@@ -129,9 +129,12 @@ pub fn bandwidths(
 
 /// Whether a device op's name is a collective-communication kernel (NCCL, RCCL; HTA's
 /// communication rule `^nccl|ncclKernel` plus `rccl`).
+/// Allocates nothing: it runs once per device op of every pass that looks for collectives.
 pub fn is_collective_kernel(name: &str) -> bool {
-    let lower = name.get(..5).unwrap_or(name).to_ascii_lowercase();
-    lower.starts_with("nccl") || lower.starts_with("rccl") || name.contains("ncclKernel")
+    let head = name.as_bytes().get(..4).unwrap_or_default();
+    head.eq_ignore_ascii_case(b"nccl")
+        || head.eq_ignore_ascii_case(b"rccl")
+        || name.contains("ncclKernel")
 }
 
 /// Size in bytes of one element of a PyTorch dtype as traces write it (`Float`, `float`,

@@ -333,6 +333,23 @@ fn names_say_their_kind() {
     }
     assert!(is_collective_kernel("ncclDevKernel_Generic"));
     assert!(!is_collective_kernel("volta_sgemm_128x64_nn"));
+    // Any case of the prefix, the HTA substring anywhere, nothing shorter than the prefix.
+    for name in ["NCCL_x", "Rccl", "rcclKernel", "void ncclKernel_AllReduce"] {
+        assert!(is_collective_kernel(name), "{name}");
+    }
+    for name in [
+        "ncc",
+        "",
+        "nc\u{e9}l",
+        "xnccl",
+        "ncclkernel_lower_is_not_the_substring",
+    ] {
+        assert_eq!(
+            is_collective_kernel(name),
+            name.starts_with("nccl"),
+            "{name}"
+        );
+    }
     assert_eq!(AllReduce.busbw_factor(8), Some(1.75));
     assert_eq!(AllGather.busbw_factor(8), Some(0.875));
     assert_eq!(dtype_size("c10::BFloat16"), Some(2));
