@@ -30,8 +30,8 @@ use serde_json::Value;
 use strato_trace::{Level, Ns, StrId, Trace, TrackKind};
 
 use super::{
-    i64_list, ncu_cost, op_cost, parse_args, roofline, stats, Cost, KernelRow, LayerKernel,
-    LayerRow, LayerSource, LayersOptions, LayersReport, ModelRow, RoofDevice, StepRow,
+    framework_op_cost, i64_list, ncu_cost, parse_args, roofline, stats, Cost, KernelRow,
+    LayerKernel, LayerRow, LayerSource, LayersOptions, LayersReport, ModelRow, RoofDevice, StepRow,
 };
 use crate::chunked::Chunked;
 use crate::cross_stack::hierarchy::index::nest;
@@ -349,8 +349,7 @@ impl LayersStream {
         // Read now, while the args are the batch's; it counts only if the op launched device
         // work (found at the end).
         let cost = if level == Level::Backend {
-            self.costs
-                .intern(parse_args(batch, span.args).and_then(|a| op_cost(name, &a)))
+            self.costs.intern(framework_op_cost(batch, name, span.args))
         } else {
             NO_COST
         };

@@ -18,7 +18,7 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 use strato_trace::{Level, Ns, RankId, Span, Trace, Track, TrackKind};
 
-use crate::device_time::memory::arg_i64;
+use crate::device_time::memory::args_i64;
 
 mod registration;
 pub use registration::{Kernels, KernelsOptions};
@@ -260,16 +260,13 @@ impl KernelStatsStream {
                 rank.ops.push(pending_op(span));
             }
             if let Some(text) = trace.args_text(span.args) {
-                if text.contains("queued") || text.contains("submitted") {
-                    let queued = arg_i64(Some(&text), &["queued"]);
-                    let submitted = arg_i64(Some(&text), &["submitted"]);
-                    // The attributes are the file's numbers, not checked times: saturate.
-                    if let (Some(q), Some(s)) = (queued, submitted) {
-                        rank.queue_lat.push(s.saturating_sub(q));
-                    }
-                    if let Some(s) = submitted {
-                        rank.submit_lat.push(span.start.saturating_sub(s));
-                    }
+                let [queued, submitted] = args_i64(&text, ["queued", "submitted"]);
+                // The attributes are the file's numbers, not checked times: saturate.
+                if let (Some(q), Some(s)) = (queued, submitted) {
+                    rank.queue_lat.push(s.saturating_sub(q));
+                }
+                if let Some(s) = submitted {
+                    rank.submit_lat.push(span.start.saturating_sub(s));
                 }
             }
         }

@@ -73,22 +73,88 @@ pub fn copy_direction(name: &str) -> CopyDirection {
     }
 }
 
-/// Reads an integer attribute (`bytes`, `Bytes`, ...) from an args JSON text.
+/// Reads an integer attribute (`bytes`, `Bytes`, ...) from an args JSON text: the first of
+/// `keys` the object has as an integer, a number (truncated) or a string of an integer.
 pub fn arg_i64(args: Option<&str>, keys: &[&str]) -> Option<i64> {
     let text = args?;
-    // Cheap pre-check before parsing.
-    if !keys.iter().any(|k| text.contains(k)) {
+    if !may_hold(text, keys) {
         return None;
     }
-    let value: serde_json::Value = serde_json::from_str(text).ok()?;
-    let object = value.as_object()?;
-    keys.iter().find_map(|k| {
-        object.get(*k).and_then(|v| {
-            v.as_i64()
-                .or_else(|| v.as_f64().map(|f| f as i64))
-                .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
-        })
-    })
+    let mut values = vec![None; keys.len()];
+    read_i64s(text, keys, &mut values);
+    values.into_iter().flatten().next()
+}
+
+/// [`arg_i64`] of each of `keys` in one reading of `text` (`None` for each when it is not
+/// a JSON object).
+pub fn args_i64<const N: usize>(text: &str, keys: [&str; N]) -> [Option<i64>; N] {
+    let mut values = [None; N];
+    if may_hold(text, &keys) {
+        read_i64s(text, &keys, &mut values);
+    }
+    values
+}
+
+/// Whether the JSON text may hold one of `keys`: the cheap test before reading it. A key may
+/// be written with escapes (`"by\u0074es"`), so a text with any escape is read.
+fn may_hold(text: &str, keys: &[&str]) -> bool {
+    keys.iter().any(|k| text.contains(k)) || text.contains('\\')
+}
+
+/// Reads `keys` of the JSON object `text` into `values` (`values[i]` is `keys[i]`'s, the last
+/// one when a key repeats), keeping nothing else of it: the other attributes are skipped as
+/// they are read, not built. Leaves every value `None` when `text` is not a JSON object.
+fn read_i64s(text: &str, keys: &[&str], values: &mut [Option<i64>]) {
+    use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+
+    /// A key's index in `keys`, compared where the key is (no copy).
+    struct KeyIndex<'k>(&'k [&'k str]);
+    impl<'de> DeserializeSeed<'de> for KeyIndex<'_> {
+        type Value = Option<usize>;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<usize>, D::Error> {
+            d.deserialize_str(self)
+        }
+    }
+    impl Visitor<'_> for KeyIndex<'_> {
+        type Value = Option<usize>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a key")
+        }
+        fn visit_str<E>(self, key: &str) -> Result<Option<usize>, E> {
+            Ok(self.0.iter().position(|k| *k == key))
+        }
+    }
+    struct Wanted<'k, 'v>(&'k [&'k str], &'v mut [Option<i64>]);
+    impl<'de> Visitor<'de> for Wanted<'_, '_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(at) = map.next_key_seed(KeyIndex(self.0))? {
+                match at {
+                    Some(i) => {
+                        let v: serde_json::Value = map.next_value()?;
+                        self.1[i] = v
+                            .as_i64()
+                            .or_else(|| v.as_f64().map(|f| f as i64))
+                            .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()));
+                    }
+                    None => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    let read = de
+        .deserialize_map(Wanted(keys, values))
+        .and_then(|()| de.end());
+    if read.is_err() {
+        values.iter_mut().for_each(|v| *v = None);
+    }
 }
 
 /// Options of [`memory`].
@@ -562,6 +628,58 @@ mod tests {
         );
         assert_eq!(copy_direction("Memcpy PtoP"), CopyDirection::PeerToPeer);
         assert_eq!(copy_direction("Memcpy"), CopyDirection::Unknown);
+    }
+
+    /// The attributes read without building the object give what the built object gives, on
+    /// texts a file could hold: nested values, escaped and repeated keys, numbers as floats
+    /// and strings, values of other types, texts that are not one JSON object.
+    #[test]
+    fn integer_attributes_read_as_the_parsed_object_gives_them() {
+        fn built(text: &str, keys: &[&str]) -> Option<i64> {
+            let value: serde_json::Value = serde_json::from_str(text).ok()?;
+            let object = value.as_object()?;
+            keys.iter().find_map(|k| {
+                object.get(*k).and_then(|v| {
+                    v.as_i64()
+                        .or_else(|| v.as_f64().map(|f| f as i64))
+                        .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+                })
+            })
+        }
+        let texts = [
+            r#"{"bytes": 4096}"#,
+            r#"{"Bytes": " -8 ", "bytes": 2.9}"#,
+            r#"{"x": {"bytes": 1}, "name": "bytes", "bytes": [1, 2]}"#,
+            r#"{"by\u0074es": 77, "Bytes": 5}"#,
+            r#"{"bytes": 1, "bytes": "two"}"#,
+            r#"{"bytes": 1, "bytes": 3}"#,
+            r#"{"bytes": 18446744073709551615, "Bytes": 1e300}"#,
+            r#"{"bytes": null, "Bytes": true}"#,
+            r#"{"bytes": 12} trailing"#,
+            r#"[{"bytes": 12}]"#,
+            r#"{"bytes": 12"#,
+            "bytes",
+            "",
+        ];
+        for text in texts {
+            for keys in [
+                &["bytes"][..],
+                &["Bytes"],
+                &["bytes", "Bytes"],
+                &["Bytes", "bytes"],
+            ] {
+                assert_eq!(
+                    arg_i64(Some(text), keys),
+                    built(text, keys),
+                    "{text} {keys:?}"
+                );
+            }
+            assert_eq!(
+                args_i64(text, ["bytes", "Bytes"]),
+                [built(text, &["bytes"]), built(text, &["Bytes"])],
+                "{text}"
+            );
+        }
     }
 
     #[test]
