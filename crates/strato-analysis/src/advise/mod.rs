@@ -356,6 +356,34 @@ pub fn advise(
     })
 }
 
+/// [`advise`] with the trace's own cross-rank evidence ([`CrossRankEvidence`]), as `strato
+/// advise` runs it. With two or more ranks, the job's collectives are matched and its clocks
+/// aligned once, for the evidence and for the estimated gains' replay both (the replay's
+/// graph links the same instances, with the same clock shifts, as
+/// [`crate::paths::critical_path::CriticalPathOptions::matched`] would find again).
+pub fn advise_trace(analyzed: &Analyzed, config: &AdviseConfig) -> AdviseReport {
+    let trace = analyzed.trace();
+    let matched = (trace.ranks.len() >= 2)
+        .then(|| crate::distributed::collectives::collectives(trace, &Default::default()));
+    let evidence = match &matched {
+        Some(report) => CrossRankEvidence::from_collectives(trace, report),
+        None => CrossRankEvidence::from_trace(trace),
+    };
+    advise_with_gains(analyzed, config, Some(&evidence), &mut |sets| {
+        use crate::paths::critical_path::CriticalPathOptions;
+        let job = crate::paths::critical_path::registration::job_of(trace);
+        // A job split by device has spans of its own: its collectives are matched on it.
+        let options = match (&job, &matched) {
+            (std::borrow::Cow::Borrowed(_), Some(report)) => {
+                CriticalPathOptions::from_collectives(trace, report)
+            }
+            _ => CriticalPathOptions::matched(&job),
+        };
+        crate::paths::critical_path::replay::estimated_gains(&job, &options, sets)
+            .map_err(|e| e.to_string())
+    })
+}
+
 /// What each set of changes would save over the trace's windows
 /// ([`crate::paths::critical_path::replay::estimated_gains`]'s answer), or why it could not be
 /// replayed.

@@ -1,7 +1,7 @@
 //! `advise` as a registered analysis ([`crate::registry`]): its options (a rules file, rules
 //! disabled, the floor), tables, JSON (the [`AdviseReport`] as it serialises) and text. The
 //! rules are the parent module's; the cross-rank evidence comes from the same trace
-//! ([`CrossRankEvidence`]).
+//! ([`super::CrossRankEvidence`]).
 //!
 //! Writing the default rules file (`strato advise --print-rules`) is the terminal's, which
 //! needs no input.
@@ -11,8 +11,7 @@ use std::fmt::Write as _;
 use strato_trace::projection::ArgsScope;
 use strato_trace::Ns;
 
-use super::{advise, step_breakdown, AdviseConfig, AdviseReport, CrossRankEvidence};
-use super::{MultiRankEvidence, RULES};
+use super::{advise_trace, step_breakdown, AdviseConfig, AdviseReport, RULES};
 use crate::analyzed::Analyzed;
 use crate::registry::{
     Analysis, AnalysisError, Events, InReport, OptionKind, OptionSpec, Reads, TableSpec,
@@ -169,12 +168,7 @@ message, advice, docs",
         settings: &AdviseSettings,
     ) -> Result<AdviseReport, AnalysisError> {
         let config = settings.config().map_err(AnalysisError)?;
-        let cross_rank = CrossRankEvidence::from_trace(analyzed.trace());
-        Ok(advise(
-            analyzed,
-            &config,
-            Some(&cross_rank as &dyn MultiRankEvidence),
-        ))
+        Ok(advise_trace(analyzed, &config))
     }
 
     fn render_text(report: &AdviseReport, _: &AdviseSettings) -> String {
