@@ -197,7 +197,25 @@ pub fn iterations(trace: &Trace, options: &IterationOptions) -> IterationsReport
             _ => {}
         }
     }
-    for at in main_streams(&kernels) {
+    let streams = main_streams(&kernels);
+    // The device ops of each main stream's device, in trace order, gathered in one pass (not
+    // one pass per stream: a job has a main stream per rank).
+    let mut on_device: FxHashMap<(RankId, i64), Vec<u32>> = streams
+        .iter()
+        .map(|at| ((at.rank, at.device), Vec::new()))
+        .collect();
+    for (i, span) in trace.spans.iter().enumerate() {
+        if !span.level.is_device_op() {
+            continue;
+        }
+        let track = trace.track(span.track);
+        if let TrackKind::DeviceQueue { device, .. } = track.kind {
+            if let Some(list) = on_device.get_mut(&(track.rank, device)) {
+                list.push(i as u32);
+            }
+        }
+    }
+    for at in streams {
         let StreamAt {
             rank,
             device,
@@ -206,17 +224,11 @@ pub fn iterations(trace: &Trace, options: &IterationOptions) -> IterationsReport
         } = at;
         let mut ops: Vec<Op> = Vec::new();
         let mut h2d: Vec<(Ns, Ns, Option<i64>)> = Vec::new();
-        for span in &trace.spans {
-            let track = trace.track(span.track);
-            if track.rank != rank || !span.level.is_device_op() {
-                continue;
-            }
-            let TrackKind::DeviceQueue { device: d, queue } = track.kind else {
+        let spans = on_device.remove(&(rank, device)).unwrap_or_default();
+        for span in spans.into_iter().map(|i| &trace.spans[i as usize]) {
+            let TrackKind::DeviceQueue { queue, .. } = trace.track(span.track).kind else {
                 continue;
             };
-            if d != device {
-                continue;
-            }
             if span.level == Level::DeviceCopy
                 && copy_direction(trace.str(span.name)) == CopyDirection::HostToDevice
             {
