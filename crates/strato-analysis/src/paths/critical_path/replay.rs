@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use strato_trace::{Level, Ns, RankId, Span, SpanId, Trace, TrackId, TrackKind};
+use strato_trace::{Level, Ns, RankId, Span, SpanId, StrId, Trace, TrackId, TrackKind};
 
 use super::graph::{Edge, Graph};
 use super::options::CriticalPathOptions;
@@ -551,12 +551,15 @@ pub fn estimated_gains(
     let mut windows = 0usize;
     for_each_step_graph(trace, options, None, true, |step| {
         windows += 1;
-        graph_gains(trace, &step.graph, &step.ranks, sets, &modules, &mut gains)
+        let replay = Simulations::replay(trace, &step.graph)?;
+        graph_gains(trace, &replay, &step.ranks, sets, &modules, &mut gains);
+        Ok(())
     })?;
     if windows == 0 {
         let (graph, _) = whole_graph(trace, options, true);
         let ranks: Vec<RankId> = (0..trace.ranks.len() as u32).map(RankId).collect();
-        graph_gains(trace, &graph, &ranks, sets, &modules, &mut gains)?;
+        let replay = Simulations::replay(trace, &graph)?;
+        graph_gains(trace, &replay, &ranks, sets, &modules, &mut gains);
     }
     Ok(gains.finish())
 }
@@ -633,35 +636,34 @@ pub fn paths_gains_and_replay(
 ) -> PathsGainsAndReplay {
     let replay = !sets.is_empty() || baseline;
     let modules = ModuleCalls::of_sets(trace, sets);
-    let no_modules = ModuleCalls::new(trace, &[]);
     let mut gains: Result<Gains, CriticalPathError> = Ok(Gains::new(sets.len()));
     let mut replayed: Result<ReplayReport, CriticalPathError> = Ok(ReplayReport::empty(&[]));
-    let mut add_replays = |graph: &mut Graph,
-                           ranks: &[RankId],
-                           window: &dyn Fn(&Graph) -> Window| {
-        if !replay {
-            return;
-        }
-        if !sets.is_empty() {
-            let added = match gains.as_mut() {
-                Ok(sums) => graph_gains(trace, graph, ranks, sets, &modules, sums),
-                Err(_) => Ok(()),
-            };
-            if let Err(e) = added {
-                gains = Err(e);
+    let mut add_replays =
+        |graph: &mut Graph, ranks: &[RankId], window: &dyn Fn(&Graph) -> Window| {
+            if !replay {
+                return;
             }
-        }
-        if baseline {
-            let added = match replayed.as_mut() {
-                Ok(report) => replay_graph(trace, graph, &window(graph), &[], &no_modules, report),
-                Err(_) => Ok(()),
-            };
-            if let Err(e) = added {
-                replayed = Err(e);
+            // One replay of the graph for the gains and the baseline replay.
+            match Simulations::replay(trace, graph) {
+                Ok(replay) => {
+                    if let (false, Ok(sums)) = (sets.is_empty(), gains.as_mut()) {
+                        graph_gains(trace, &replay, ranks, sets, &modules, sums);
+                    }
+                    if let (true, Ok(report)) = (baseline, replayed.as_mut()) {
+                        report_window(trace, &replay, &window(graph), report);
+                    }
+                }
+                Err(e) => {
+                    if !sets.is_empty() && gains.is_ok() {
+                        gains = Err(e.clone());
+                    }
+                    if baseline && replayed.is_ok() {
+                        replayed = Err(e);
+                    }
+                }
             }
-        }
-        graph.strip_replay_edges();
-    };
+            graph.strip_replay_edges();
+        };
     let paths = if super::step_numbers(trace).is_empty() {
         let (mut graph, collectives) = whole_graph(trace, options, replay);
         let ranks: Vec<RankId> = (0..trace.ranks.len() as u32).map(RankId).collect();
@@ -693,41 +695,39 @@ pub fn paths_gains_and_replay(
     )
 }
 
-/// [`estimated_gains`] of one graph: adds each set's gain on the latest end of `ranks`.
+/// [`estimated_gains`] of one graph, from its replay: adds each set's gain on the latest end
+/// of `ranks`.
 fn graph_gains(
     trace: &Trace,
-    graph: &Graph,
+    replay: &Simulations,
     ranks: &[RankId],
     sets: &[Vec<Scale>],
     modules: &[ModuleCalls],
     gains: &mut Gains,
-) -> Result<(), CriticalPathError> {
-    let prepared = Prepared::new(trace, graph)?;
-    // The latest end of the window's ranks' traced ops in a simulation.
-    let latest = |times: &[Ns]| {
-        graph
-            .nodes
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| n.span().is_some() && ranks.contains(&n.rank))
-            .map(|(v, _)| times[v])
-            .max()
+) {
+    let prepared = &replay.prepared;
+    let mut in_window = vec![false; trace.ranks.len()];
+    for r in ranks {
+        in_window[r.0 as usize] = true;
+    }
+    // The window's ranks' traced ops, whose latest end in a simulation is the window's end.
+    let members: Vec<usize> = (prepared.graph.nodes.iter().enumerate())
+        .filter(|(_, n)| n.span().is_some() && in_window[n.rank.0 as usize])
+        .map(|(v, _)| v)
+        .collect();
+    let latest = |times: &[Ns]| members.iter().map(|&v| times[v]).max();
+    let Some(baseline) = latest(&replay.t0) else {
+        return;
     };
-    let (t0, _) = prepared.simulate();
-    let Some(baseline) = latest(&t0) else {
-        return Ok(());
-    };
-    drop(t0);
     for (i, (set, modules)) in sets.iter().zip(modules).enumerate() {
         let changes = &set[..set.len().min(MAX_CHANGES)];
         let mut counts = ReplayReport::empty(changes);
-        let predicted = predict(&prepared, trace, changes, modules, &mut counts);
+        let predicted = predict(prepared, trace, changes, modules, &mut counts);
         if let Some(predicted) = latest(&predicted.t) {
             gains.sums[i] += baseline - predicted;
         }
         gains.selected[i] |= counts.changes.iter().any(|c| c.matched_ops > 0);
     }
-    Ok(())
 }
 
 /// One graph's windows: the ranks with a window and each one's start.
@@ -913,11 +913,22 @@ struct Selection {
 /// their own name and category and by the CPU ops (`op:`) and module calls (`module:`) above
 /// their launch, CPU ops by their own name and their callers' (`cpu:`, `graph-launch`); and
 /// the graph-launch region of each launch call inside one.
-fn selected(trace: &Trace, graph: &Graph, changes: &[Scale], modules: &ModuleCalls) -> Selection {
+fn selected<'o>(
+    trace: &Trace,
+    order: impl FnOnce() -> &'o SpanOrder,
+    changes: &[Scale],
+    modules: &ModuleCalls,
+) -> Selection {
     let mut selection = Selection::default();
-    if changes.is_empty() {
+    // A straggler's lateness and overlapped communication select no span: without another
+    // change there is nothing to walk (an advice's straggler is replayed once per window).
+    let by_spans = change_bits(changes, &|s| {
+        !matches!(s, Selector::Straggler(_) | Selector::OverlapComm)
+    });
+    if by_spans == 0 {
         return selection;
     }
+    let SpanOrder { threads, device } = order();
     let masks = &mut selection.masks;
     let bits = |pick: &dyn Fn(&Selector) -> bool| change_bits(changes, pick);
     // What selects device ops by what is above their launch on its thread.
@@ -927,27 +938,13 @@ fn selected(trace: &Trace, graph: &Graph, changes: &[Scale], modules: &ModuleCal
     let every_top_level = bits(&|s| matches!(s, Selector::GraphLaunch(None)));
     let graph_bits = bits(&|s| matches!(s, Selector::GraphLaunch(_)));
     // CPU spans per thread, walked in call order with their callers' masks ("under" a name).
-    let mut threads: FxHashMap<TrackId, Vec<SpanId>> = FxHashMap::default();
-    let mut device: Vec<SpanId> = Vec::new();
-    for &id in graph.span_nodes.keys() {
-        let span = &trace.spans[id.0 as usize];
-        if trace.track(span.track).is_device() {
-            device.push(id);
-        } else {
-            threads.entry(span.track).or_default().push(id);
-        }
-    }
     let mut under: FxHashMap<SpanId, u64> = FxHashMap::default();
     let mut calls: FxHashMap<(RankId, u64), SpanId> = FxHashMap::default();
-    for (track, mut spans) in threads {
+    for &(track, ref spans) in threads {
         let rank = trace.track(track).rank;
-        spans.sort_by_key(|id| {
-            let s = &trace.spans[id.0 as usize];
-            (s.start, std::cmp::Reverse(s.end), id.0)
-        });
         // Each open span, its mask, and the graph-launch region it is in.
         let mut stack: Vec<(SpanId, u64, Option<SpanId>)> = Vec::new();
-        for id in spans {
+        for &id in spans {
             let span = &trace.spans[id.0 as usize];
             while stack
                 .last()
@@ -997,22 +994,27 @@ fn selected(trace: &Trace, graph: &Graph, changes: &[Scale], modules: &ModuleCal
             stack.push((id, mask, region));
         }
     }
-    for id in device {
+    // What a device op's own name and level select, worked out once per name and level: the
+    // name tests (`kernel:` substrings, collective kernels) are the cost here, and a step's
+    // device ops repeat a few names.
+    let mut by_name: FxHashMap<(StrId, Level), u64> = FxHashMap::default();
+    for &id in device {
         let span = &trace.spans[id.0 as usize];
-        let name = trace.str(span.name);
-        let level = span.level;
-        let mut mask = bits(&|s| match s {
-            Selector::Kernel(text) => name.contains(text.as_str()),
-            Selector::Category(DeviceCategory::Kernel) => level == Level::DeviceKernel,
-            Selector::Category(DeviceCategory::Copy) => {
-                matches!(level, Level::DeviceCopy | Level::DeviceSet)
-            }
-            Selector::Category(DeviceCategory::Device) => true,
-            Selector::Links => {
-                level == Level::DeviceKernel
-                    && crate::distributed::collectives::is_collective_kernel(name)
-            }
-            _ => false,
+        let (name, level) = (trace.str(span.name), span.level);
+        let mut mask = *by_name.entry((span.name, level)).or_insert_with(|| {
+            bits(&|s| match s {
+                Selector::Kernel(text) => name.contains(text.as_str()),
+                Selector::Category(DeviceCategory::Kernel) => level == Level::DeviceKernel,
+                Selector::Category(DeviceCategory::Copy) => {
+                    matches!(level, Level::DeviceCopy | Level::DeviceSet)
+                }
+                Selector::Category(DeviceCategory::Device) => true,
+                Selector::Links => {
+                    level == Level::DeviceKernel
+                        && crate::distributed::collectives::is_collective_kernel(name)
+                }
+                _ => false,
+            })
         });
         let rank = trace.track(span.track).rank;
         if let Some(call) = span.correlation.get().and_then(|c| calls.get(&(rank, c))) {
@@ -1178,6 +1180,13 @@ fn replay_graph(
     report: &mut ReplayReport,
 ) -> Result<(), CriticalPathError> {
     let sims = Simulations::new(trace, graph, changes, modules, report)?;
+    report_window(trace, &sims, window, report);
+    Ok(())
+}
+
+/// Appends each rank's window of a graph's simulations to `report`.
+fn report_window(trace: &Trace, sims: &Simulations, window: &Window, report: &mut ReplayReport) {
+    let graph = sims.prepared.graph;
     let (t0, via0, predicted) = (&sims.t0, &sims.via0, &sims.predicted);
     let (walk, predicted_walk) = (sims.walk(trace), sims.predicted_walk(trace));
     let rank_label = |r: RankId| trace.ranks[r.0 as usize].rank.unwrap_or(i64::from(r.0));
@@ -1236,7 +1245,6 @@ fn replay_graph(
         };
         report.push(replayed, predicted_ns, predicted_path);
     }
-    Ok(())
 }
 
 /// One step of one rank read from the whole trace's simulation ([`ReplayWindows::Across`]).
@@ -1477,15 +1485,21 @@ impl<'g> Simulations<'g> {
         modules: &ModuleCalls,
         report: &mut ReplayReport,
     ) -> Result<Simulations<'g>, CriticalPathError> {
+        let mut sims = Simulations::replay(trace, graph)?;
+        sims.predicted =
+            (!changes.is_empty()).then(|| predict(&sims.prepared, trace, changes, modules, report));
+        Ok(sims)
+    }
+
+    /// The replay alone (no prediction); `Err` when the graph has a cycle.
+    fn replay(trace: &Trace, graph: &'g Graph) -> Result<Simulations<'g>, CriticalPathError> {
         let prepared = Prepared::new(trace, graph)?;
         let (t0, via0) = prepared.simulate();
-        let predicted =
-            (!changes.is_empty()).then(|| predict(&prepared, trace, changes, modules, report));
         Ok(Simulations {
             prepared,
             t0,
             via0,
-            predicted,
+            predicted: None,
         })
     }
 
@@ -1522,6 +1536,43 @@ struct Prepared<'g> {
     traced: Vec<Ns>,
     /// The typical (median binding) latency of each kind.
     typical: FxHashMap<PathKind, Ns>,
+    /// The graph's spans in the order [`selected`] walks them, made at its first call and
+    /// kept for the other sets of changes replayed on the same graph.
+    order: std::sync::OnceLock<SpanOrder>,
+}
+
+/// A graph's spans as [`selected`] walks them: CPU spans per thread in call order (start,
+/// then the longer first), and the device ops.
+#[derive(Debug, Default)]
+struct SpanOrder {
+    threads: Vec<(TrackId, Vec<SpanId>)>,
+    device: Vec<SpanId>,
+}
+
+impl SpanOrder {
+    fn new(trace: &Trace, graph: &Graph) -> SpanOrder {
+        let mut threads: FxHashMap<TrackId, Vec<SpanId>> = FxHashMap::default();
+        let mut device: Vec<SpanId> = Vec::new();
+        for &id in graph.span_nodes.keys() {
+            let span = &trace.spans[id.0 as usize];
+            if trace.track(span.track).is_device() {
+                device.push(id);
+            } else {
+                threads.entry(span.track).or_default().push(id);
+            }
+        }
+        let threads = threads
+            .into_iter()
+            .map(|(track, mut spans)| {
+                spans.sort_by_key(|id| {
+                    let s = &trace.spans[id.0 as usize];
+                    (s.start, std::cmp::Reverse(s.end), id.0)
+                });
+                (track, spans)
+            })
+            .collect();
+        SpanOrder { threads, device }
+    }
 }
 
 impl<'g> Prepared<'g> {
@@ -1538,7 +1589,13 @@ impl<'g> Prepared<'g> {
             roles,
             traced,
             typical,
+            order: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The graph's spans in [`selected`]'s order.
+    fn order(&self, trace: &Trace) -> &SpanOrder {
+        self.order.get_or_init(|| SpanOrder::new(trace, self.graph))
     }
 
     /// The simulation with the traced durations: each point's time and the edge it came by.
@@ -1571,8 +1628,9 @@ fn predict(
         roles,
         traced,
         typical,
+        order: _,
     } = prepared;
-    let Selection { masks, regions } = selected(trace, graph, changes, modules);
+    let Selection { masks, regions } = selected(trace, || prepared.order(trace), changes, modules);
     // A graph launch counts the launches it takes over (below), not the CPU ops it selects.
     let graph_bits = change_bits(changes, &|s| matches!(s, Selector::GraphLaunch(_)));
     for (i, change) in report.changes.iter_mut().enumerate() {
