@@ -36,6 +36,7 @@ use serde_json::Value;
 use strato_trace::{Ns, Trace};
 
 use crate::analyzed::Analyzed;
+use crate::device_time::memory::object_keys;
 use crate::models::devices::{DeviceSpec, Precision};
 use crate::models::op_models::{self, OpInputs};
 
@@ -361,9 +362,19 @@ fn framework_op_cost(
     if !op_models::has_model(name) && !text.contains("flops") && !text.contains('\\') {
         return None;
     }
-    let args = serde_json::from_str::<Value>(&text).ok()?;
-    op_cost(name, &args)
+    let args = object_keys(&text, &OP_COST_ATTRIBUTES)?;
+    op_cost(name, &Value::Object(args))
 }
+
+/// The attributes [`op_cost`] reads: a recorded `flops` figure, and the inputs the op models
+/// read ([`OpInputs::from_args`]).
+const OP_COST_ATTRIBUTES: [&str; 5] = [
+    "flops",
+    "Input type",
+    "Input Dims",
+    "Input dims",
+    "Concrete Inputs",
+];
 
 fn parse_args(trace: &Trace, args: Option<strato_trace::ArgsId>) -> Option<Value> {
     trace
@@ -374,6 +385,21 @@ fn parse_args(trace: &Trace, args: Option<strato_trace::ArgsId>) -> Option<Value
 fn i64_list(v: Option<&Value>) -> Option<Vec<i64>> {
     v?.as_array()?.iter().map(Value::as_i64).collect()
 }
+
+/// The attributes of a kernel its row reads: the launch configuration, the occupancy, and
+/// the Nsight Compute figures [`ncu_cost`] reads (at the top level or under `ncu`).
+const KERNEL_ATTRIBUTES: [&str; 10] = [
+    "grid",
+    "block",
+    "est. achieved occupancy %",
+    "occupancy_pct",
+    "ncu",
+    "flops",
+    "dram_bytes",
+    "flops_fp64",
+    "flops_fp32",
+    "flops_fp16",
+];
 
 /// Nsight Compute figures of a kernel: (flops, dram bytes, dominant precision).
 fn ncu_cost(args: &Value) -> Option<Cost> {
@@ -480,6 +506,11 @@ mod tests {
             r#"{"fl\u006fps": 99.0}"#,
             r#"{"Input Dims": [[8, 16]], "Input type": ["float"], "Sequence number": 7}"#,
             r#"{"External id": 3}"#,
+            r#"{"External id": 9, "Record function id": 0, "Ev Idx": 4, "Input Dims": [[64, 128], [128, 32], []], "Input type": ["c10::BFloat16", "c10::BFloat16", "Scalar"], "Input Strides": [[128, 1], [32, 1], []], "Concrete Inputs": ["", "", "1"], "Fwd thread id": 0, "Sequence number": 12}"#,
+            r#"{"Input dims": [[4, 8], [8, 2]], "Input type": ["float", "float"], "Input Dims": [[2, 3], [3, 4]]}"#,
+            r#"{"Input Dims": [[2, 3], [3, 4]], "Input Dims": [[5, 6], [6, 7]], "Input type": ["double", "double"]}"#,
+            r#"{"Input \u0044ims": [[8, 8], [8, 8]], "Input type": ["float", "float"]}"#,
+            r#"[{"Input Dims": [[2, 3], [3, 4]]}]"#,
             "not json",
         ];
         let names = [

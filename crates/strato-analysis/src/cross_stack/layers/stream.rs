@@ -32,9 +32,11 @@ use strato_trace::{Level, Ns, StrId, Trace, TrackKind};
 use super::{
     framework_op_cost, i64_list, ncu_cost, parse_args, roofline, stats, Cost, KernelRow,
     LayerKernel, LayerRow, LayerSource, LayersOptions, LayersReport, ModelRow, RoofDevice, StepRow,
+    KERNEL_ATTRIBUTES,
 };
 use crate::chunked::Chunked;
 use crate::cross_stack::hierarchy::index::nest;
+use crate::device_time::memory::object_keys;
 use crate::models::devices::{detect, DeviceSpec, Precision};
 use crate::scope::{
     effective_level, innermost_segments, is_device_work, is_step_name, is_thread_state,
@@ -384,7 +386,12 @@ impl LayersStream {
         let dur = span.duration();
         let k = self.kernels.entry(span.name).or_default();
         k.durations.push(dur);
-        let Some(args) = parse_args(batch, span.args) else {
+        // Only the attributes read below are built (a Kineto kernel has a dozen more).
+        let Some(args) = batch
+            .args_text(span.args)
+            .and_then(|text| object_keys(&text, &KERNEL_ATTRIBUTES))
+            .map(Value::Object)
+        else {
             return;
         };
         if let (Some(g), Some(b)) = (i64_list(args.get("grid")), i64_list(args.get("block"))) {

@@ -102,10 +102,32 @@ fn may_hold(text: &str, keys: &[&str]) -> bool {
 }
 
 /// Reads `keys` of the JSON object `text` into `values` (`values[i]` is `keys[i]`'s, the last
-/// one when a key repeats), keeping nothing else of it: the other attributes are skipped as
-/// they are read, not built. Leaves every value `None` when `text` is not a JSON object.
+/// one when a key repeats; an integer, a number truncated, or a string of an integer). Leaves
+/// every value `None` when `text` is not a JSON object.
 fn read_i64s(text: &str, keys: &[&str], values: &mut [Option<i64>]) {
+    let Some(object) = object_keys(text, keys) else {
+        return;
+    };
+    for (key, value) in keys.iter().zip(values.iter_mut()) {
+        *value = object.get(*key).and_then(|v| {
+            v.as_i64()
+                .or_else(|| v.as_f64().map(|f| f as i64))
+                .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+        });
+    }
+}
+
+/// The JSON object `text` with only its attributes named in `keys` (the last one when a key
+/// repeats, as a whole parse keeps it), or `None` when `text` is not a JSON object. The other
+/// attributes are skipped as they are read, not built: the cost of reading a few attributes
+/// of a long object is the scan, not the allocations. Keys written with escapes are compared
+/// unescaped.
+pub fn object_keys(
+    text: &str,
+    keys: &[&str],
+) -> Option<serde_json::Map<String, serde_json::Value>> {
     use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+    use serde_json::{Map, Value};
 
     /// A key's index in `keys`, compared where the key is (no copy).
     struct KeyIndex<'k>(&'k [&'k str]);
@@ -124,37 +146,31 @@ fn read_i64s(text: &str, keys: &[&str], values: &mut [Option<i64>]) {
             Ok(self.0.iter().position(|k| *k == key))
         }
     }
-    struct Wanted<'k, 'v>(&'k [&'k str], &'v mut [Option<i64>]);
-    impl<'de> Visitor<'de> for Wanted<'_, '_> {
-        type Value = ();
+    struct Wanted<'k>(&'k [&'k str]);
+    impl<'de> Visitor<'de> for Wanted<'_> {
+        type Value = Map<String, Value>;
         fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
             f.write_str("an object")
         }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut kept = Map::new();
             while let Some(at) = map.next_key_seed(KeyIndex(self.0))? {
                 match at {
                     Some(i) => {
-                        let v: serde_json::Value = map.next_value()?;
-                        self.1[i] = v
-                            .as_i64()
-                            .or_else(|| v.as_f64().map(|f| f as i64))
-                            .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()));
+                        kept.insert(self.0[i].to_owned(), map.next_value()?);
                     }
                     None => {
                         map.next_value::<IgnoredAny>()?;
                     }
                 }
             }
-            Ok(())
+            Ok(kept)
         }
     }
     let mut de = serde_json::Deserializer::from_str(text);
-    let read = de
-        .deserialize_map(Wanted(keys, values))
-        .and_then(|()| de.end());
-    if read.is_err() {
-        values.iter_mut().for_each(|v| *v = None);
-    }
+    let object = de.deserialize_map(Wanted(keys)).ok()?;
+    de.end().ok()?;
+    Some(object)
 }
 
 /// Options of [`memory`].
@@ -679,6 +695,36 @@ mod tests {
                 [built(text, &["bytes"]), built(text, &["Bytes"])],
                 "{text}"
             );
+        }
+    }
+
+    /// Reading some keys keeps what a whole parse has under those keys, and nothing else:
+    /// nested objects whole, escaped keys unescaped, a repeated key's last value; `None`
+    /// exactly where the text is not one JSON object.
+    #[test]
+    fn an_objects_chosen_keys_are_the_parsed_objects() {
+        let texts = [
+            r#"{"grid": [1, 2, 3], "block": [4, 1, 1], "stream": 7, "queued": 0}"#,
+            r#"{"ncu": {"flops": 1.5e9, "dram_bytes": 2048, "x": [1]}, "grid": null}"#,
+            r#"{"grid": [9], "grid": [8], "block": {"nested": {"grid": 1}}}"#,
+            r#"{"flops": 1, "flops": 2, "unrelated": "grid"}"#,
+            r#"{}"#,
+            r#"{"grid": [1]} trailing"#,
+            r#"[{"grid": [1]}]"#,
+            r#"{"grid": [1"#,
+            "grid",
+            "",
+        ];
+        let keys = ["grid", "block", "ncu", "flops"];
+        for text in texts {
+            let parsed = serde_json::from_str::<serde_json::Value>(text).ok();
+            let expected = parsed.as_ref().and_then(|v| v.as_object()).map(|o| {
+                o.iter()
+                    .filter(|(k, _)| keys.contains(&k.as_str()))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect::<serde_json::Map<_, _>>()
+            });
+            assert_eq!(object_keys(text, &keys), expected, "{text}");
         }
     }
 
