@@ -62,9 +62,7 @@ pub fn run(analyzed: &Analyzed, facts: &Facts, _config: &Config) -> Vec<Draft> {
                     copies.push((s.start, s.end));
                     copy_spans.push(i);
                 }
-                Level::DeviceKernel
-                    if classes.of(s.name, |n| trace.str(n)) == KernelClass::Computation =>
-                {
+                Level::DeviceKernel if classes.of(trace, s.name) == KernelClass::Computation => {
                     compute.push((s.start, s.end))
                 }
                 _ => {}

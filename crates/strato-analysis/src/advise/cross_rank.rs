@@ -303,7 +303,7 @@ fn exposed(trace: &Trace, waits: &FxHashMap<u32, KernelWait>) -> Vec<ExposedComm
         };
         let key = (track.rank.0, device);
         let name = trace.str(span.name);
-        match classes.of(span.name, |n| trace.str(n)) {
+        match classes.of(trace, span.name) {
             KernelClass::Communication => {
                 let wait = waits
                     .get(&(index as u32))

@@ -149,7 +149,7 @@ pub fn run(
                     continue;
                 }
                 let k = match d.level {
-                    Level::DeviceKernel => match classes.of(d.name, |n| trace.str(n)) {
+                    Level::DeviceKernel => match classes.of(trace, d.name) {
                         KernelClass::Communication => 1,
                         _ => 0,
                     },

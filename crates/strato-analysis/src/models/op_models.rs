@@ -221,13 +221,13 @@ pub fn kernel_element_size(kernel: &str) -> Option<u64> {
     crate::distributed::collectives::dtype_size(first)
 }
 
-/// The model of one op call: its cost, or why there is none.
 /// Whether a model covers ops named `name` ([`model`] answers [`Unmodelled::NoModel`] for
 /// every other name, whatever the inputs): a caller may skip reading the inputs of the rest.
 pub fn has_model(name: &str) -> bool {
     Family::of(name, name.strip_prefix("aten::").unwrap_or(name)) != Family::None
 }
 
+/// The model of one op call: its cost, or why there is none.
 pub fn model(name: &str, inputs: Option<&OpInputs>) -> Result<OpCost, Unmodelled> {
     let base = name.strip_prefix("aten::").unwrap_or(name);
     if name == "vllm::unified_attention_with_output" || name == "vllm::unified_attention" {

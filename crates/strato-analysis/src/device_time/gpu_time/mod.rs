@@ -200,12 +200,12 @@ pub enum KernelClass {
 pub struct KernelClasses(FxHashMap<StrId, KernelClass>);
 
 impl KernelClasses {
-    /// The class of the name `name` reads as in `strings` (a trace's table, or a batch's).
-    pub fn of<'s>(&mut self, name: StrId, strings: impl FnOnce(StrId) -> &'s str) -> KernelClass {
+    /// The class of `trace`'s name `name` (a trace's, or a batch's of the same table).
+    pub fn of(&mut self, trace: &Trace, name: StrId) -> KernelClass {
         *self
             .0
             .entry(name)
-            .or_insert_with(|| kernel_class(strings(name)))
+            .or_insert_with(|| kernel_class(trace.str(name)))
     }
 }
 
@@ -362,7 +362,7 @@ impl GpuTimeStream {
                         continue;
                     }
                     let rank = &mut self.ranks[track.rank.0 as usize];
-                    let class = self.class_cache.of(span.name, |n| trace.str(n));
+                    let class = self.class_cache.of(trace, span.name);
                     let (start, end) = if hta {
                         hta_round(span.start, span.end)
                     } else {

@@ -706,7 +706,8 @@ mod tests {
         let texts = [
             r#"{"grid": [1, 2, 3], "block": [4, 1, 1], "stream": 7, "queued": 0}"#,
             r#"{"ncu": {"flops": 1.5e9, "dram_bytes": 2048, "x": [1]}, "grid": null}"#,
-            r#"{"grid": [9], "grid": [8], "block": {"nested": {"grid": 1}}}"#,
+            r#"{"gr\u0069d": [9], "grid": [8], "block": {"nested": {"grid": 1}}}"#,
+            r#"{"grid": [8], "gr\u0069d": [9]}"#,
             r#"{"flops": 1, "flops": 2, "unrelated": "grid"}"#,
             r#"{}"#,
             r#"{"grid": [1]} trailing"#,
