@@ -24,23 +24,30 @@ host (1 ms, overlapping the device), `clFinish`. Each B variant and the change t
   base      no-finish     no clFinish at the end of each step: the   --no-sync all --across-steps
                           host runs ahead while the device works
 
-Both programs run under the stratoscope OpenCL layer (`OPENCL_LAYERS`), with PoCL on one
-worker thread (`POCL_MAX_PTHREAD_COUNT=1`, so the device owns one of the two cores and the
-host the other). A step's time, measured and predicted alike, is what `strato whatif` calls a
-window: from the `ProfilerStep#N` annotation's start to the end of the step's last op (here
-`clFinish`'s). For `no-finish`, whose steps overlap (the device still works on a step while
-the host runs the next), steps are read across the whole trace (`--across-steps`), measured
-and predicted alike: a step's time runs from the previous step's end to the end of its own
-work, so the steps add up to the run and a step's time is the pace the job keeps. Per pair: the median over steps of A's measured time, of B's measured time and
-of B's predicted time (from each A run), the error |predicted - measured| / measured of those
-medians, and the noise: the spread of B's medians over its runs ((max - min) / median), and
-the interquartile range of B's steps over their median — a prediction cannot be judged more
-finely than these.
+A and B run in one program, alternating (`strato-opencl-demo pair A/B STEPS`): step by step,
+or by blocks of 6 steps when B's steps overlap the next (`no-finish`). Alternating is what
+makes the check fair on a shared VM: its speed moves by 20 % over seconds (`base` measures
+8.6 ms a step, then 10.7 ms), so A and B run one after the other differed by that much where
+the change was worth nothing, and the check measured the VM, not the model. The program runs
+under the stratoscope OpenCL layer (`OPENCL_LAYERS`), with PoCL on one worker thread
+(`POCL_MAX_PTHREAD_COUNT=1`, so the device owns one of the two cores and the host the other).
+A step's time, measured and predicted alike, is what `strato whatif` calls a window: from the
+`ProfilerStep#N` annotation's start to the end of the step's last op (here `clFinish`'s). For
+`no-finish`, whose steps overlap (the device still works on a step while the host runs the
+next), steps are read across the whole trace (`--across-steps`), measured and predicted
+alike: a step's time runs from the previous step's end to the end of its own work, so the
+steps add up to the run and a step's time is the pace the job keeps. B's step time is
+predicted from A's steps of the same program. Per pair and run (a round): the median over
+steps of A's measured time, of B's measured time and of B's predicted time; the round's error
+|predicted - measured| / measured. Per pair: the medians over rounds of each, the error the
+median of the rounds' errors, and the noise: the spread of B's medians over its rounds ((max -
+min) / median), and the interquartile range of B's steps over their median — a prediction
+cannot be judged more finely than these.
 
 Usage:
   python3 benches/whatif_pairs.py [--runs 3] [--steps 30] [--strato PATH] [--demo PATH]
          [--layer PATH] [--json OUT] [--only B,...]
-  python3 benches/whatif_pairs.py --ci     bounded check CI runs (one run of 12 steps per
+  python3 benches/whatif_pairs.py --ci     bounded check CI runs (5 rounds of 12 steps of each
       variant): fails (exit 1) when the same pair's error exceeds both 10 % (issue 29's
       worst-case target) and the interquartile range of B's steps (its noise) in two fresh
       measurements in a row.
@@ -83,8 +90,10 @@ def record(demo, layer, variant, steps, out):
         POCL_MAX_PTHREAD_COUNT="1",  # PoCL before 5.0
         POCL_CPU_MAX_CU_COUNT="1",  # PoCL 5.0 and later
     )
-    subprocess.run([demo, "pair", variant, str(steps)], env=env, check=True,
-                   stdout=subprocess.DEVNULL)
+    done = subprocess.run([demo, "pair", variant, str(steps)], env=env, check=True,
+                          stdout=subprocess.PIPE, text=True)
+    # The demo's last line: each step's wall time and, when two variants alternate, which ran.
+    return json.loads(done.stdout.strip().splitlines()[-1])["step_variant"]
 
 
 def whatif(strato, profile, change):
@@ -118,57 +127,49 @@ def main():
     if not pairs:
         sys.exit(f"whatif_pairs: no pair has B in {args.only!r}")
     if args.ci:
-        args.runs, args.steps = 1, 12
+        args.runs, args.steps = 5, 12
     for what, path in [("strato", args.strato), ("demo", args.demo), ("layer", args.layer)]:
         if not os.path.exists(path):
             sys.exit(f"whatif_pairs: {what} not found at {path} (build it first)")
 
     def measure_all():
         rows = []
+        replay_worst = 0.0
         with tempfile.TemporaryDirectory() as tmp:
-            def run(variant, i):
-                out = os.path.join(tmp, f"{variant}-{i}")
-                record(args.demo, args.layer, variant, args.steps, out)
-                return out
-
-            recorded = {}
-
-            def runs_of(variant):
-                if variant not in recorded:
-                    recorded[variant] = [run(variant, i) for i in range(args.runs)]
-                return recorded[variant]
-
-            def measured_medians(variant, reading):
-                out, steps = [], []
-                for profile in runs_of(variant):
-                    ns = [w["measured_ns"] for w in whatif(args.strato, profile, reading)["replay"]["steps"]]
-                    steps += ns
-                    out.append(median_of(ns))
-                return out, steps
-
-            replay_worst = 0.0
             for a, b, change, reading in pairs:
-                a_runs, _ = measured_medians(a, reading)
-                for profile in runs_of(a):
-                    replay_worst = max(replay_worst,
-                                       whatif(args.strato, profile, reading)["replay"]["worst_error_pct"])
-                measured_runs, steps_b = measured_medians(b, reading)
-                predicted_runs = []
-                for profile in runs_of(a):
-                    doc = whatif(args.strato, profile, change + reading)
-                    predicted_runs.append(median_of([w["predicted_ns"] for w in doc["whatif"]["steps"]]))
+                rounds = []  # per round: (A's median, B's median, B predicted's median, B's steps)
+                for r in range(args.runs):
+                    # One program alternating A's and B's steps (step by step, or by blocks when
+                    # B's steps overlap the next), so both meet the same machine: a shared VM
+                    # changes speed by 20 % over seconds, more than most changes here are
+                    # worth when A and B run one after the other.
+                    out = os.path.join(tmp, f"{a}-{b}-{r}")
+                    ran = record(args.demo, args.layer, f"{a}/{b}", 2 * args.steps, out)
+                    replay = whatif(args.strato, out, reading)["replay"]
+                    predicted = whatif(args.strato, out, change + reading)["whatif"]["steps"]
+
+                    def of(variant, windows, key):
+                        return [w[key] for w in windows if ran[w["number"] - 1] == variant]
+
+                    a_steps = of(a, replay["steps"], "measured_ns")
+                    b_steps = of(b, replay["steps"], "measured_ns")
+                    p_steps = of(a, predicted, "predicted_ns")
+                    replay_worst = max(replay_worst, replay["worst_error_pct"])
+                    rounds.append((median_of(a_steps), median_of(b_steps), median_of(p_steps), b_steps))
+                measured_runs = [m for _, m, _, _ in rounds]
                 measured = median_of(measured_runs)
-                predicted = median_of(predicted_runs)
                 rows.append({
                     "a": a,
                     "b": b,
                     "change": " ".join(change + reading),
-                    "a_measured_ms": median_of(a_runs) / 1e6,
+                    "a_measured_ms": median_of([m for m, _, _, _ in rounds]) / 1e6,
                     "b_measured_ms": measured / 1e6,
-                    "b_predicted_ms": predicted / 1e6,
-                    "error_pct": 100.0 * abs(predicted - measured) / measured,
+                    "b_predicted_ms": median_of([p for _, _, p, _ in rounds]) / 1e6,
+                    # Each round's prediction against the same round's B, then the median over
+                    # rounds: a round taken while the machine was slower judges its own pair.
+                    "error_pct": median_of([100.0 * abs(p - m) / m for _, m, p, _ in rounds]),
                     "noise_runs_pct": 100.0 * (max(measured_runs) - min(measured_runs)) / measured,
-                    "noise_steps_iqr_pct": 100.0 * iqr_over_median(steps_b),
+                    "noise_steps_iqr_pct": 100.0 * iqr_over_median([s for *_, steps in rounds for s in steps]),
                 })
         print(f"runs {args.runs} x {args.steps} steps; replay error of A, worst window: {replay_worst:.3f} %")
         print("| A | B | predicted with | A measured | B measured | B predicted | error | noise: B runs | noise: B steps (IQR) |")

@@ -13,8 +13,9 @@
 //! `copies` (Zins 4.5.5: a dataset copied host-to-device as many small copies vs one large
 //! copy, then the same square + reduce_sum kernels), `ranking` (Zins 4.5.2: a compute-bound
 //! CNN-like step — conv, relu, maxpool, matmul — repeated; rank kernels by device time), and
-//! `workload` (the fixed workload `strato overhead` times) and `pair VARIANT [STEPS]` (a step
-//! and its variants with one change each, for checking `strato whatif`'s predictions). With `STRATOSCOPE_OUT` set, the
+//! `workload` (the fixed workload `strato overhead` times) and `pair VARIANT[/VARIANT] [STEPS]` (a
+//! step and its variants with one change each, for checking `strato whatif`'s predictions; two
+//! variants alternate step by step). With `STRATOSCOPE_OUT` set, the
 //! demo also records its own operations (`strato-record`, component "") into
 //! `<pid>.strato`, like the Python recorder does, so device work can be matched to them.
 
@@ -42,7 +43,7 @@ fn main() -> ExitCode {
         "pair" => workloads::pair(args.get(1).map_or("base", String::as_str), num(2, 20)),
         _ => {
             eprintln!(
-                "usage: strato-opencl-demo tour | release | leak [N] | copies [CHUNKS] [BYTES] [ITERS] | ranking [ITERS] | workload [STEPS] | pair VARIANT [STEPS] | summary FILE.strato | dump FILE.strato"
+                "usage: strato-opencl-demo tour | release | leak [N] | copies [CHUNKS] [BYTES] [ITERS] | ranking [ITERS] | workload [STEPS] | pair VARIANT[/VARIANT] [STEPS] | summary FILE.strato | dump FILE.strato"
             );
             return ExitCode::from(2);
         }

@@ -612,6 +612,10 @@ pub const PAIR_VARIANTS: &[&str] = &[
     "no-finish",
 ];
 
+/// How many steps `pair` runs of one variant before the other when they alternate and one of
+/// them is `no-finish`: its steps overlap the next, so a block shows its steady pace.
+pub const PAIR_BLOCK_OVERLAPPING: usize = 6;
+
 /// Busy host work of `us` microseconds inside a framework-level op `name` (a `Backend` span, as a
 /// framework op is, so the dependency graph holds it).
 fn host_work(name: &str, us: u64) {
@@ -628,6 +632,42 @@ fn host_work(name: &str, us: u64) {
     rec::end();
 }
 
+/// What one step of `pair` does, by variant (see [`pair`]).
+struct PairStep {
+    half_kernel: bool,
+    prepare_us: u64,
+    postprocess_us: u64,
+    sync_mid: bool,
+    half_copy: bool,
+    finish: bool,
+}
+
+impl PairStep {
+    fn of(variant: &str) -> Result<Self> {
+        if !PAIR_VARIANTS.contains(&variant) {
+            return Err(anyhow!(
+                "no variant {variant:?} (variants: {})",
+                PAIR_VARIANTS.join(", ")
+            ));
+        }
+        Ok(Self {
+            half_kernel: matches!(
+                variant,
+                "kernel-half" | "both-half" | "sync-mid-kernel-half"
+            ),
+            prepare_us: match variant {
+                "host-half" | "both-half" => 1500,
+                "host-double" => 6000,
+                _ => 3000,
+            },
+            postprocess_us: if variant == "post-half" { 500 } else { 1000 },
+            sync_mid: matches!(variant, "sync-mid" | "sync-mid-kernel-half"),
+            half_copy: variant == "copy-half",
+            finish: variant != "no-finish",
+        })
+    }
+}
+
 /// A step of A/B pairs (`ProfilerStep#N` annotations): `prepare` on the host (3 ms), a
 /// non-blocking host-to-device copy (8 MiB), `matmul` (N = 192), `postprocess` on the host
 /// (1 ms, overlapping the device), then `clFinish`. `variant` makes exactly one change:
@@ -639,27 +679,26 @@ fn host_work(name: &str, us: u64) {
 /// `sync-mid-kernel-half` is `sync-mid` with `matmul` over half the rows, and `no-finish` ends
 /// its steps without `clFinish` (the host runs ahead while the device works; one `clFinish`
 /// after the last step, outside the steps).
-/// Prints each step's wall time.
+///
+/// `A/B` (two variants) alternates them, so both meet the same machine (a shared VM's speed
+/// changes over seconds, by more than a change between two programs run one after the other
+/// can be told from): step by step, or, when a variant is `no-finish` (whose steps overlap the
+/// next), by blocks of [`PAIR_BLOCK_OVERLAPPING`] steps, a block of `no-finish` ending with a
+/// `clFinish` outside its steps.
+/// Prints each step's wall time and variant.
 pub fn pair(variant: &str, steps: usize) -> Result<()> {
-    if !PAIR_VARIANTS.contains(&variant) {
-        return Err(anyhow!(
-            "no variant {variant:?} (variants: {})",
-            PAIR_VARIANTS.join(", ")
-        ));
-    }
-    let half_kernel = matches!(
-        variant,
-        "kernel-half" | "both-half" | "sync-mid-kernel-half"
-    );
-    let prepare_us = match variant {
-        "host-half" | "both-half" => 1500,
-        "host-double" => 6000,
-        _ => 3000,
+    let kinds: Vec<PairStep> = variant
+        .split('/')
+        .map(PairStep::of)
+        .collect::<Result<_>>()?;
+    let names: Vec<&str> = variant.split('/').collect();
+    let block = if kinds.iter().any(|k| !k.finish) {
+        PAIR_BLOCK_OVERLAPPING
+    } else {
+        1
     };
-    let postprocess_us = if variant == "post-half" { 500 } else { 1000 };
-    let sync_mid = matches!(variant, "sync-mid" | "sync-mid-kernel-half");
-    let half_copy = variant == "copy-half";
-    let finish_each_step = variant != "no-finish";
+    // The variant of step `step` (1-based; the warm-up step 0 runs the first).
+    let which = |step: usize| (step.saturating_sub(1) / block) % kinds.len();
     let cl = open(false)?;
     let n = 192usize;
     let a = buffer(&cl, n * n)?;
@@ -669,14 +708,15 @@ pub fn pair(variant: &str, steps: usize) -> Result<()> {
     let mut staging = buffer(&cl, copy_floats)?;
     let host: Vec<f32> = (0..copy_floats).map(|i| (i % 7) as f32).collect();
     let matmul = Kernel::create(&cl.program, "matmul")?;
-    let rows = if half_kernel { n / 2 } else { n };
     let mut walls = Vec::with_capacity(steps);
     // One warm-up step (kernel compilation, first-touch of buffers), not annotated.
     for step in 0..=steps {
+        let kind = &kinds[which(step)];
+        let rows = if kind.half_kernel { n / 2 } else { n };
         let t = Instant::now();
         let _op = (step > 0).then(|| op(&format!("ProfilerStep#{step}")));
-        host_work("prepare", prepare_us);
-        let bytes = if half_copy {
+        host_work("prepare", kind.prepare_us);
+        let bytes = if kind.half_copy {
             copy_floats / 2
         } else {
             copy_floats
@@ -694,7 +734,7 @@ pub fn pair(variant: &str, steps: usize) -> Result<()> {
                 .set_global_work_sizes(&[n, rows])
                 .enqueue_nd_range(&cl.queue)?;
         }
-        if sync_mid {
+        if kind.sync_mid {
             rec::begin(
                 rec::Level::Backend,
                 rec::intern("cpu_op"),
@@ -704,20 +744,28 @@ pub fn pair(variant: &str, steps: usize) -> Result<()> {
             rec::end();
             waited?;
         }
-        host_work("postprocess", postprocess_us);
-        if finish_each_step {
+        host_work("postprocess", kind.postprocess_us);
+        if kind.finish {
             cl.queue.finish()?;
         }
         drop(_op);
         if step > 0 {
             walls.push(t.elapsed().as_nanos() as u64);
         }
+        if !kind.finish && step < steps && which(step + 1) != which(step) {
+            // The end of a block of overlapping steps: the next block starts on an idle device.
+            cl.queue.finish()?;
+        }
     }
     cl.queue.finish()?;
     let walls: Vec<String> = walls.iter().map(u64::to_string).collect();
+    let step_variants: Vec<String> = (1..=steps)
+        .map(|step| format!("\"{}\"", names[which(step)]))
+        .collect();
     println!(
-        "{{\"variant\":\"{variant}\",\"steps\":{steps},\"step_ns\":[{}]}}",
-        walls.join(",")
+        "{{\"variant\":\"{variant}\",\"steps\":{steps},\"step_ns\":[{}],\"step_variant\":[{}]}}",
+        walls.join(","),
+        step_variants.join(",")
     );
     Ok(())
 }
