@@ -610,6 +610,8 @@ pub const PAIR_VARIANTS: &[&str] = &[
     "host-double",
     "sync-mid-kernel-half",
     "no-finish",
+    "upload-blocking",
+    "upload-second-queue",
 ];
 
 /// How many steps `pair` runs of one variant before the other when they alternate and one of
@@ -640,6 +642,21 @@ struct PairStep {
     sync_mid: bool,
     half_copy: bool,
     finish: bool,
+    upload: Upload,
+}
+
+/// The `upload` op of the `upload-*` variants: after `matmul` is enqueued, the next step's
+/// input (8 MiB) goes to the device.
+#[derive(PartialEq)]
+enum Upload {
+    /// No upload (every other variant).
+    None,
+    /// A blocking write on the step's queue: the host waits for `matmul`, queued ahead of it,
+    /// and for the copy, before `postprocess`.
+    Blocking,
+    /// A non-blocking write on a second queue: the host goes on to `postprocess` while the
+    /// device works.
+    SecondQueue,
 }
 
 impl PairStep {
@@ -664,6 +681,11 @@ impl PairStep {
             sync_mid: matches!(variant, "sync-mid" | "sync-mid-kernel-half"),
             half_copy: variant == "copy-half",
             finish: variant != "no-finish",
+            upload: match variant {
+                "upload-blocking" => Upload::Blocking,
+                "upload-second-queue" => Upload::SecondQueue,
+                _ => Upload::None,
+            },
         })
     }
 }
@@ -678,7 +700,12 @@ impl PairStep {
 /// halves `postprocess` (which overlaps the device), `host-double` doubles `prepare`,
 /// `sync-mid-kernel-half` is `sync-mid` with `matmul` over half the rows, and `no-finish` ends
 /// its steps without `clFinish` (the host runs ahead while the device works; one `clFinish`
-/// after the last step, outside the steps).
+/// after the last step, outside the steps). `upload-blocking` adds an op `upload` after
+/// `matmul`'s launch: a blocking 8 MiB write of the next step's input on the step's queue (the
+/// host waits for `matmul` and the copy before `postprocess`, as a `cudaMemcpy` from pageable
+/// memory would); `upload-second-queue` makes that write non-blocking on a second queue (the
+/// host runs `postprocess` while the device works; the step's `clFinish` waits for both
+/// queues).
 ///
 /// `A/B` (two variants) alternates them, so both meet the same machine (a shared VM's speed
 /// changes over seconds, by more than a change between two programs run one after the other
@@ -708,6 +735,21 @@ pub fn pair(variant: &str, steps: usize) -> Result<()> {
     let mut staging = buffer(&cl, copy_floats)?;
     let host: Vec<f32> = (0..copy_floats).map(|i| (i % 7) as f32).collect();
     let matmul = Kernel::create(&cl.program, "matmul")?;
+    let uploads = kinds.iter().any(|k| k.upload != Upload::None);
+    let mut next_input = if uploads {
+        Some(buffer(&cl, copy_floats)?)
+    } else {
+        None
+    };
+    let second_queue = if kinds.iter().any(|k| k.upload == Upload::SecondQueue) {
+        Some(CommandQueue::create_default_with_properties(
+            &cl.context,
+            0,
+            0,
+        )?)
+    } else {
+        None
+    };
     let mut walls = Vec::with_capacity(steps);
     // One warm-up step (kernel compilation, first-touch of buffers), not annotated.
     for step in 0..=steps {
@@ -734,6 +776,32 @@ pub fn pair(variant: &str, steps: usize) -> Result<()> {
                 .set_global_work_sizes(&[n, rows])
                 .enqueue_nd_range(&cl.queue)?;
         }
+        if let (Some(next_input), true) = (next_input.as_mut(), kind.upload != Upload::None) {
+            // A framework-level op (as `wait_result` is), so `--no-sync upload` can select it.
+            rec::begin(
+                rec::Level::Backend,
+                rec::intern("cpu_op"),
+                rec::intern("upload"),
+            );
+            let (queue, blocking) = match (&kind.upload, &second_queue) {
+                (Upload::SecondQueue, Some(second)) => (second, CL_NON_BLOCKING),
+                _ => (&cl.queue, CL_BLOCKING),
+            };
+            // SAFETY: `host` outlives the copy (the step's clFinish waits for both queues);
+            // the size is the buffer's.
+            let written =
+                unsafe { queue.enqueue_write_buffer(next_input, blocking, 0, &host[..], &[]) };
+            let flushed = if kind.upload == Upload::SecondQueue {
+                // Submitted now, as a CUDA stream would: PoCL holds a second queue's commands
+                // (and the first's) until a flush or a wait otherwise.
+                cl.queue.flush().and_then(|()| queue.flush())
+            } else {
+                Ok(())
+            };
+            rec::end();
+            written?;
+            flushed?;
+        }
         if kind.sync_mid {
             rec::begin(
                 rec::Level::Backend,
@@ -747,6 +815,9 @@ pub fn pair(variant: &str, steps: usize) -> Result<()> {
         host_work("postprocess", kind.postprocess_us);
         if kind.finish {
             cl.queue.finish()?;
+            if let Some(second) = &second_queue {
+                second.finish()?;
+            }
         }
         drop(_op);
         if step > 0 {

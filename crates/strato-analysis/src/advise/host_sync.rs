@@ -4,7 +4,8 @@
 //! - an accelerator API synchronisation: a call whose name (version suffix dropped) is a
 //!   device/context, stream or event synchronize (`cudaDeviceSynchronize`,
 //!   `cudaStreamSynchronize`, `cudaEventSynchronize`, `cuCtxSynchronize`, the `hip*` and
-//!   `cu*` equivalents), `clFinish` or `clWaitForEvents`;
+//!   `cu*` equivalents), `clFinish` or `clWaitForEvents`, or an OpenCL enqueue made
+//!   blocking (a read, write or map whose `blocking` attribute is true);
 //! - a framework op that hides one: `aten::_local_scalar_dense` (what `.item()`, `bool(t)`
 //!   and `int(t)` run) and `aten::nonzero` (its output size is read back to the host);
 //! - a copy to pageable host memory: the API call that launched a device-to-host copy whose
@@ -61,6 +62,10 @@ pub fn stall_kind(trace: &Trace, facts: &Facts, span: u32) -> Option<&'static st
                 Some("event sync")
             } else if name == "clFinish" {
                 Some("queue finish")
+            } else if name.starts_with("clEnqueue")
+                && crate::paths::critical_path::is_blocking_call(trace, strato_trace::SpanId(span))
+            {
+                Some("blocking OpenCL transfer")
             } else if to_pageable_host(trace, facts, span) {
                 Some("copy to pageable host memory")
             } else {

@@ -238,7 +238,7 @@ category:kernel|copy|device",
         OptionSpec {
             name: "no_sync",
             help: "remove host synchronisations (the blocking calls: cudaStreamSynchronize, \
-cudaDeviceSynchronize, cudaMemcpy, clFinish, ...): `all`, or OP for those under the CPU op OP; \
+cudaDeviceSynchronize, cudaMemcpy, clFinish, an OpenCL read or write made blocking, ...): `all`, or OP for those under the CPU op OP; \
 the call then costs what it costs when it does not wait",
             kind: OptionKind::Text {
                 value_name: "all|OP",

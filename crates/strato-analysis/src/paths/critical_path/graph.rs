@@ -26,6 +26,23 @@ pub const BLOCKING_CALLS: &[&str] = &[
     "clWaitForEvents",
 ];
 
+/// Whether the accelerator API call `id` blocks the CPU until the device is done: one of
+/// [`BLOCKING_CALLS`], or an OpenCL enqueue the application made blocking
+/// (`clEnqueueReadBuffer`, `clEnqueueWriteBuffer`, `clEnqueueMapBuffer`, ... with a blocking
+/// flag: `"blocking": true` in its attributes, as the OpenCL layer records them).
+pub fn is_blocking_call(trace: &Trace, id: SpanId) -> bool {
+    let span = &trace.spans[id.0 as usize];
+    let name = trace.str(span.name);
+    BLOCKING_CALLS.contains(&name)
+        || (name.starts_with("clEnqueue")
+            && trace.args_text(span.args).is_some_and(|text| {
+                text.contains("blocking")
+                    && crate::device_time::memory::object_keys(&text, &["blocking"])
+                        .and_then(|attrs| attrs.get("blocking")?.as_bool())
+                        == Some(true)
+            }))
+}
+
 /// The value of a compact optional id ([`Node`], [`Edge`]) that holds none: ids are the
 /// positions of spans and tracks, far below it.
 const NONE: u32 = u32::MAX;
@@ -289,7 +306,7 @@ pub(super) fn event_kind(trace: &Trace, id: SpanId) -> PathKind {
         Level::DeviceCopy | Level::DeviceSet => PathKind::Copy,
         Level::DeviceSync => PathKind::SyncWait,
         Level::AcceleratorApi => {
-            if BLOCKING_CALLS.contains(&trace.str(span.name)) {
+            if is_blocking_call(trace, id) {
                 PathKind::SyncWait
             } else {
                 PathKind::Launch

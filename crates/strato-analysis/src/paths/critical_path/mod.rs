@@ -12,7 +12,8 @@
 //!   `Simulator`, `Library`, `AcceleratorApi`; zero-length ones left out) are walked in call
 //!   order: an edge from the last node to the next start or end, weighted by the time
 //!   between them (the CPU was running that op), except the inside of a blocking runtime call
-//!   ([`BLOCKING_CALLS`]), which weighs 0 (the CPU waited). Consecutive top-level ops are linked
+//!   ([`is_blocking_call`]: [`BLOCKING_CALLS`] and OpenCL enqueues made blocking), which
+//!   weighs 0 (the CPU waited). Consecutive top-level ops are linked
 //!   by a 0-weight edge (the thread did something untraced in between);
 //! - **device**: each kernel/copy/set is an edge start -> end weighted by its duration.
 //!   Kernels of a stream are linked in stream order: from the launching call's start to the
@@ -63,7 +64,7 @@ mod steps;
 mod window;
 pub mod windowed;
 
-pub use graph::BLOCKING_CALLS;
+pub use graph::{is_blocking_call, BLOCKING_CALLS};
 pub use options::{
     instances_from_matched, match_collectives_by_name_order, CollectiveInstance, CollectiveMember,
     CriticalPathOptions,

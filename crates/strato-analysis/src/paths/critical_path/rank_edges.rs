@@ -5,7 +5,7 @@
 use rustc_hash::FxHashMap;
 use strato_trace::{Level, Ns, RankId, SpanId, Trace, TrackId, TrackKind};
 
-use super::graph::{arg_i64, event_kind, is_cpu_level, Graph, TraceIndex, BLOCKING_CALLS};
+use super::graph::{arg_i64, event_kind, is_blocking_call, is_cpu_level, Graph, TraceIndex};
 use super::shapes::PathKind;
 
 /// Adds the nodes and edges of one rank from `spans`, the rank's spans that take part (a step
@@ -103,9 +103,7 @@ fn inferred_waits(
     for t in thread_ids {
         for id in &threads[t] {
             let span = &trace.spans[id.0 as usize];
-            if span.level != Level::AcceleratorApi
-                || !BLOCKING_CALLS.contains(&trace.str(span.name))
-            {
+            if span.level != Level::AcceleratorApi || !is_blocking_call(trace, *id) {
                 continue;
             }
             let call_end = graph.span_nodes[id].1;
@@ -273,7 +271,7 @@ fn cpu_chain(trace: &Trace, spans: &[SpanId], graph: &mut Graph) {
         let (_, end) = graph.span_nodes[&id];
         walk.stack.pop();
         if let Some(last) = walk.last {
-            let blocking = BLOCKING_CALLS.contains(&trace.str(trace.spans[id.0 as usize].name));
+            let blocking = is_blocking_call(trace, id);
             // Start -> end of one event, or end of a child -> end of its parent: the event
             // the edge ends in.
             graph.owned_edge(

@@ -52,7 +52,7 @@ pub enum Selector {
     /// last member's arrival to the end, when the job's collectives are matched across ranks;
     /// the whole kernel otherwise) scales by the factor, 1 / the bandwidth's factor.
     Links,
-    /// Host synchronisations: the blocking runtime calls ([`super::BLOCKING_CALLS`]) under a
+    /// Host synchronisations: the blocking runtime calls ([`super::is_blocking_call`]) under a
     /// CPU op of this name, or every one (`None`). Their factor is 0: the call no longer waits
     /// for the device (it costs what it costs when it does not wait).
     Sync(Option<String>),
@@ -752,7 +752,7 @@ fn role(trace: &Trace, graph: &Graph, e: &Edge) -> Role {
         return Role::Latency;
     }
     if !e.dependency() {
-        // Inside a blocking runtime call the CPU waited ([`super::graph::BLOCKING_CALLS`]).
+        // Inside a blocking runtime call the CPU waited ([`super::is_blocking_call`]).
         return if e.kind == PathKind::SyncWait {
             Role::Latency
         } else {
@@ -970,7 +970,7 @@ fn selected<'o>(
                 .or_else(|| (own & graph_bits != 0).then_some(id));
             // A synchronisation change selects blocking calls only.
             let blocking =
-                span.level == Level::AcceleratorApi && super::BLOCKING_CALLS.contains(&name);
+                span.level == Level::AcceleratorApi && super::graph::is_blocking_call(trace, id);
             let syncs = if blocking {
                 (mask | every_sync) & sync_bits
             } else {

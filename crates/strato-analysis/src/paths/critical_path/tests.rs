@@ -824,3 +824,83 @@ fn paths_without_segments_equal_paths_with_them() {
         assert_eq!(format!("{with:?}"), format!("{without:?}"), "{input}");
     }
 }
+
+/// An OpenCL write the application made blocking (`"blocking": true` in its attributes, as the
+/// OpenCL layer records it) waits for the device as `clFinish` does: its inside is a sync
+/// wait, and removing host synchronisations lets the op after it run while the device works.
+/// The same write non-blocking is the CPU's own time, and nothing is removed. The thread:
+/// a kernel's launch (10..20), the write (30..600), `postprocess` (600..900); the device:
+/// the kernel (25..500), then the write's copy (500..590).
+#[test]
+fn an_opencl_enqueue_made_blocking_is_a_sync() {
+    use super::replay::{replay, ReplayWindows, Scale};
+    let trace_with = |attributes: &str| {
+        let mut b = TraceBuilder::new();
+        let cpu = b.thread(1, 1);
+        let queue = b.queue(0, 7);
+        b.span(cpu, Level::AcceleratorApi, "clEnqueueNDRangeKernel", 10, 20)
+            .correlation(1);
+        b.span(cpu, Level::AcceleratorApi, "clEnqueueWriteBuffer", 30, 600)
+            .correlation(2)
+            .args(attributes);
+        b.span(cpu, Level::Backend, "postprocess", 600, 900);
+        b.span(queue, Level::DeviceKernel, "matmul", 25, 500)
+            .correlation(1);
+        b.span(queue, Level::DeviceCopy, "WriteBuffer HtoD", 500, 590)
+            .correlation(2);
+        b.build()
+    };
+    let blocking = trace_with(r#"{"bytes":8388608,"direction":"HtoD","blocking":true}"#);
+    // An escaped key is the same key; a repeated one counts as its last value.
+    let escaped = trace_with(r#"{"blocking":false,"bl\u006fcking":true}"#);
+    let not_blocking = trace_with(r#"{"bytes":8388608,"direction":"HtoD","blocking":false}"#);
+    let unsaid = trace_with(r#"{"bytes":8388608}"#);
+    let path = |trace: &Trace| {
+        let report = critical_path(trace, &CriticalPathOptions::default()).unwrap();
+        conserves(&report);
+        kinds(&report.ranks[0])
+    };
+    for trace in [&blocking, &escaped] {
+        let id = SpanId(1);
+        assert_eq!(trace.str(trace.spans[1].name), "clEnqueueWriteBuffer");
+        assert!(is_blocking_call(trace, id));
+        // The write's wait is no CPU work (the critical path links a wait to the device only
+        // where the trace has a synchronisation event; the replay below infers it): the
+        // device's work is the longest path.
+        assert_eq!(
+            path(trace),
+            vec![
+                (PathKind::Launch, 15),
+                (PathKind::Kernel, 475),
+                (PathKind::Copy, 90),
+            ],
+        );
+    }
+    for trace in [&not_blocking, &unsaid] {
+        assert!(!is_blocking_call(trace, SpanId(1)));
+        // The write's 570 ns are the CPU's: the thread's path is the longest.
+        let kinds = path(trace);
+        assert!(kinds.contains(&(PathKind::CpuOp, 300)), "{kinds:?}");
+        assert!(kinds.iter().all(|&(k, _)| k != PathKind::SyncWait));
+    }
+    let predicted = |trace: &Trace| {
+        let report = replay(
+            trace,
+            &CriticalPathOptions::matched(trace),
+            ReplayWindows::Whole,
+            &[Scale::no_sync("")],
+        )
+        .unwrap();
+        (
+            report.replay[0].simulated_ns,
+            report.predicted[0].predicted_ns,
+        )
+    };
+    // Without the wait, `postprocess` starts when the write is issued (its call costs nothing
+    // once it does not wait) and ends before the copy: the window ends with the copy.
+    let (simulated, without_wait) = predicted(&blocking);
+    assert_eq!(simulated, 890, "the replay gives the trace back");
+    assert_eq!(without_wait, 590 - 10, "{without_wait}");
+    let (simulated, unchanged) = predicted(&not_blocking);
+    assert_eq!((simulated, unchanged), (890, 890));
+}
