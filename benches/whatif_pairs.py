@@ -23,7 +23,7 @@ host (1 ms, overlapping the device), `clFinish`. Each B variant and the change t
             kernel-half
   base      no-finish     no clFinish at the end of each step: the   --no-sync all --across-steps
                           host runs ahead while the device works
-  upload-   upload-       after matmul's launch, an op `upload`      --no-sync upload
+  upload-   upload-       after matmul's launch, an op `upload`      --async-copies all
   blocking  second-queue  writes the next step's input (8 MiB):
                           A blocking on the step's queue (the host
                           waits for matmul and the copy before
@@ -85,7 +85,7 @@ PAIRS = [
     ("base", "host-double", ["--scale", "cpu:prepare=2"], []),
     ("sync-mid", "sync-mid-kernel-half", ["--scale", "kernel:matmul=0.5"], []),
     ("base", "no-finish", ["--no-sync", "all"], ["--across-steps"]),
-    ("upload-blocking", "upload-second-queue", ["--no-sync", "upload"], []),
+    ("upload-blocking", "upload-second-queue", ["--async-copies", "all"], []),
 ]
 
 

@@ -149,13 +149,15 @@ class Profile:
         `step` and `number` (each rank's path inside its ProfilerStep#N window, `window.*`
         columns): every step, or `step=N`'s (the table implies `step="all"`)."""
     def whatif(self, *, scale: Sequence[str] = (), no_sync: str = "",
-               even_straggler: bool = False, link_bw: float | None = None,
+               async_copies: str = "", even_straggler: bool = False, link_bw: float | None = None,
                overlap_comm: bool = False, graph_launch: str = "",
                across_steps: bool = False, step: str | int = "") -> Table:
         """Registered `whatif`, table `whatif`: `whatif.steps[]`, one row per (step, rank)
         with `scale` (changes `KIND:NAME=F`: `kernel:TEXT`, `op:NAME`, `module:CLASS`,
         `cpu:NAME`, `category:kernel|copy|device`), `no_sync` (`all`, or a CPU op's name: its host
-        synchronisations no longer wait), `even_straggler` (each window's straggler
+        synchronisations no longer wait), `async_copies` (`all`, or a CPU op's name: the
+        blocking calls that launched a copy no longer wait for it), `even_straggler` (each
+        window's straggler
         arrives at its collectives with the median member), `link_bw` (the links F times
         as fast: each collective's transfer in 1/F of the time) and `overlap_comm`
         (collectives no longer wait on the device for compute, nor compute for them on a
@@ -166,7 +168,7 @@ class Profile:
         predicted step time, gain, the predicted path (`path.by_kind.<kind>` columns,
         `path.bottleneck.*`)."""
     def whatif_replay(self, *, scale: Sequence[str] = (), no_sync: str = "",
-                      even_straggler: bool = False, link_bw: float | None = None,
+                      async_copies: str = "", even_straggler: bool = False, link_bw: float | None = None,
                       overlap_comm: bool = False, graph_launch: str = "",
                       across_steps: bool = False, step: str | int = "") -> Table:
         """Registered `whatif`, table `whatif_replay`: `replay.steps[]`, one row per (step,

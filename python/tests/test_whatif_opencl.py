@@ -3,10 +3,10 @@ demo's `pair upload-blocking/upload-second-queue` alternates a step whose op `up
 8 MiB blocking on the step's queue (the host waits for the matmul queued ahead and for the copy
 before `postprocess`) with one that writes it non-blocking on a second queue (issue 29 item 4's
 "blocking copies made non-blocking on a second queue"). The blocking write is a host
-synchronisation: `--no-sync upload` predicts the odd steps gain about `postprocess` (which
-then overlaps the device) and the even steps nothing; `advise` counts the blocking writes as
-host stalls. How close the prediction comes to the measured B is `benches/whatif_pairs.py`'s
-to judge (it needs repeated runs)."""
+synchronisation and a copy's call: `--no-sync upload` and `--async-copies all` predict that
+the odd steps gain about `postprocess` (which then overlaps the device) and the even steps
+nothing; `advise` counts the blocking writes as host stalls. How close the prediction comes to
+the measured B is `benches/whatif_pairs.py`'s to judge (it needs repeated runs)."""
 
 from __future__ import annotations
 
@@ -56,6 +56,12 @@ def test_a_blocking_opencl_write_is_a_sync_whatif_removes(tmp_path):
         else:
             # B's write does not block: nothing under `upload` to remove.
             assert gain == 0, (number, gain)
+    # The blocking write is a copy's call: making copies asynchronous selects exactly it (the
+    # steps' clFinish still waits) and predicts the same.
+    copies = json.loads(strato("whatif", str(profile), "--async-copies", "all", "--json").stdout)
+    assert [c["matched_ops"] for c in copies["whatif"]["changes"]] == [4]
+    assert [p["predicted_ns"] for p in copies["whatif"]["steps"]] == \
+        [predicted[n]["predicted_ns"] for n in sorted(predicted)]
     # Every host synchronisation removed gains the blocking steps at least as much.
     all_syncs = json.loads(strato("whatif", str(profile), "--no-sync", "all", "--json").stdout)
     for p in all_syncs["whatif"]["steps"]:

@@ -608,9 +608,10 @@ pub fn gain_model(rule: &str, evidence: &[Evidence]) -> Result<(String, Vec<Scal
                 vec![Scale::even_straggler(Some(rank))],
             ))
         }
-        sync_copy::ID => {
-            Err("not modelled: making copies pinned or asynchronous is not a what-if transform yet")
-        }
+        sync_copy::ID => Ok((
+            "whatif --async-copies all".to_owned(),
+            vec![Scale::async_copies("")],
+        )),
         gpu_idle::ID | low_util::ID | step_breakdown::ID => {
             Err("not modelled: no what-if transform gives the device more work")
         }

@@ -9,8 +9,9 @@
 //! - *Synchronous*: a copy or set launched by a blocking API call (a `memcpy`/`memset` call
 //!   whose name has no `Async`: `cudaMemcpy`, `cudaMemset`, `cuMemcpyHtoD`, `hipMemcpy`, ...).
 //!
-//! Time at stake: the union of the flagged device ops' intervals and, for synchronous ones,
-//! of their launching calls (the host is blocked there too).
+//! Time at stake: the union of the flagged device ops' intervals and of their launching calls
+//! (the host is blocked there too: a synchronous call returns when its copy is done, and so
+//! does an "async" one when a side is pageable).
 
 use serde::{Deserialize, Serialize};
 use strato_trace::{Level, Span, Trace};
@@ -103,7 +104,9 @@ pub fn run(analyzed: &Analyzed, facts: &Facts, config: &Config) -> Vec<Draft> {
                 _ => "synchronous copy",
             };
             intervals.push((s.start, s.end));
-            if blocking {
+            // The host waits in the launching call too: a synchronous call returns when its
+            // copy is done, and so does an "async" one when a side is pageable.
+            if blocking || pageable {
                 if let Some(l) = launch {
                     let ls = &trace.spans[l as usize];
                     intervals.push((ls.start, ls.end));

@@ -39,6 +39,9 @@ pub struct WhatIfSettings {
     /// Host synchronisations removed: `""` none, `all` every one, else those under the CPU op
     /// of that name ([`Scale::no_sync`]).
     pub no_sync: String,
+    /// Blocking copy calls made asynchronous: `""` none, `all` every one, else those under the
+    /// CPU op of that name ([`Scale::async_copies`]).
+    pub async_copies: String,
     /// Each window's straggler arrives at its collectives with the median member
     /// ([`Scale::even_straggler`]).
     pub even_straggler: bool,
@@ -91,6 +94,11 @@ impl WhatIfSettings {
             "" => {}
             "all" => changes.push(Scale::no_sync("")),
             under => changes.push(Scale::no_sync(under)),
+        }
+        match self.async_copies.trim() {
+            "" => {}
+            "all" => changes.push(Scale::async_copies("")),
+            under => changes.push(Scale::async_copies(under)),
         }
         if self.even_straggler {
             changes.push(Scale::even_straggler(None));
@@ -246,6 +254,18 @@ the call then costs what it costs when it does not wait",
             default: "",
         },
         OptionSpec {
+            name: "async_copies",
+            help: "copies made asynchronous (pinned host memory, non-blocking calls): the \
+blocking calls that launched a copy or a memset (cudaMemcpy, cuMemcpyDtoH, a pageable \
+cudaMemcpyAsync, hipMemcpy, an OpenCL read or write made blocking): `all`, or OP for those under \
+the CPU op OP, no longer wait for it (the copy itself runs as long as it did; the faster copy \
+pinned memory may also give is not modelled)",
+            kind: OptionKind::Text {
+                value_name: "all|OP",
+            },
+            default: "",
+        },
+        OptionSpec {
             name: "even_straggler",
             help: "remove the straggler's lateness: in each window, the rank that arrived last \
 at the most collectives arrives at each collective with the median member instead of later \
@@ -305,7 +325,7 @@ trace when it has no step",
         TableSpec {
             name: "whatif",
             about: "one row per (step, rank): baseline (the replay) and predicted step time with \
-the changes (--scale, --no-sync, --even-straggler, --link-bw, --overlap-comm, --graph-launch; none: the replay), the gain, the predicted path by kind (path.by_kind.<kind>) and its bottleneck",
+the changes (--scale, --no-sync, --async-copies, --even-straggler, --link-bw, --overlap-comm, --graph-launch; none: the replay), the gain, the predicted path by kind (path.by_kind.<kind>) and its bottleneck",
             path: &["whatif", "steps"],
             inherit: &[],
             options: &[],

@@ -27,20 +27,32 @@ pub const BLOCKING_CALLS: &[&str] = &[
 ];
 
 /// Whether the accelerator API call `id` blocks the CPU until the device is done: one of
-/// [`BLOCKING_CALLS`], or an OpenCL enqueue the application made blocking
-/// (`clEnqueueReadBuffer`, `clEnqueueWriteBuffer`, `clEnqueueMapBuffer`, ... with a blocking
-/// flag: `"blocking": true` in its attributes, as the OpenCL layer records them).
+/// [`BLOCKING_CALLS`]; a synchronous copy call of the CUDA runtime or driver or of HIP (a
+/// name that starts with `cu` or `hip`, holds `Memcpy` and not `Async`: `cudaMemcpy2D`,
+/// `cudaMemcpyToSymbol`, `cuMemcpyDtoH`, `hipMemcpyWithStream`, ...: they return when the
+/// copy is done; a framework's own names, as TensorFlow's `MemcpyH2D`, do not say whether
+/// the call waited, and are not taken as blocking); or an OpenCL enqueue the
+/// application made blocking (`clEnqueueReadBuffer`, `clEnqueueWriteBuffer`,
+/// `clEnqueueMapBuffer`, `clEnqueueSVMMemcpy`, ... with `"blocking": true` in its attributes,
+/// as the OpenCL layer records them; without it an OpenCL enqueue does not block).
 pub fn is_blocking_call(trace: &Trace, id: SpanId) -> bool {
     let span = &trace.spans[id.0 as usize];
     let name = trace.str(span.name);
-    BLOCKING_CALLS.contains(&name)
-        || (name.starts_with("clEnqueue")
-            && trace.args_text(span.args).is_some_and(|text| {
-                text.contains("blocking")
-                    && crate::device_time::memory::object_keys(&text, &["blocking"])
-                        .and_then(|attrs| attrs.get("blocking")?.as_bool())
-                        == Some(true)
-            }))
+    if BLOCKING_CALLS.contains(&name) {
+        return true;
+    }
+    if name.starts_with("clEnqueue") {
+        return trace.args_text(span.args).is_some_and(|text| {
+            text.contains("blocking")
+                && crate::device_time::memory::object_keys(&text, &["blocking"])
+                    .and_then(|attrs| attrs.get("blocking")?.as_bool())
+                    == Some(true)
+        });
+    }
+    span.level == Level::AcceleratorApi
+        && (name.starts_with("cu") || name.starts_with("hip"))
+        && name.contains("Memcpy")
+        && !name.contains("Async")
 }
 
 /// The value of a compact optional id ([`Node`], [`Edge`]) that holds none: ids are the

@@ -56,6 +56,14 @@ pub enum Selector {
     /// CPU op of this name, or every one (`None`). Their factor is 0: the call no longer waits
     /// for the device (it costs what it costs when it does not wait).
     Sync(Option<String>),
+    /// Copies made asynchronous (from pinned host memory, with non-blocking calls): the
+    /// blocking runtime calls ([`super::is_blocking_call`]) that launched a copy or a memset
+    /// (`cudaMemcpy`, `cuMemcpyDtoH`, a pageable `cudaMemcpyAsync`, `hipMemcpy`, an OpenCL read
+    /// or write made blocking), under a CPU op of this name or every one (`None`), no longer
+    /// wait for the device, as [`Selector::Sync`]'s do. The copy itself still runs when and
+    /// as long as it did (pinned memory can make it faster too; that is not modelled). The
+    /// factor is 0.
+    AsyncCopies(Option<String>),
     /// A straggler's lateness at collectives: at each collective of a window where the rank
     /// (labelled so; `None`: the window's straggler, the rank that arrived last at the most of
     /// its collectives, the lower rank on a tie) came later than the median member, it arrives
@@ -105,6 +113,12 @@ impl Scale {
     /// `--no-sync=NAME` (those under the CPU op NAME) asks for.
     pub fn no_sync(under: &str) -> Scale {
         Scale::of_op("no-sync", under, Selector::Sync)
+    }
+
+    /// The change `--async-copies` (`under` empty: every blocking copy call) or
+    /// `--async-copies=NAME` (those under the CPU op NAME) asks for.
+    pub fn async_copies(under: &str) -> Scale {
+        Scale::of_op("async-copies", under, Selector::AsyncCopies)
     }
 
     /// A change named `flag` (`flag=NAME` with a CPU op's name), with factor 0, whose
@@ -935,6 +949,10 @@ fn selected<'o>(
     let op_bits = bits(&|s| matches!(s, Selector::Op(_) | Selector::Module(_)));
     let sync_bits = bits(&|s| matches!(s, Selector::Sync(_)));
     let every_sync = bits(&|s| matches!(s, Selector::Sync(None)));
+    // Copies made asynchronous select the blocking calls that launched a copy: known once
+    // the device ops are read (below).
+    let async_bits = bits(&|s| matches!(s, Selector::AsyncCopies(_)));
+    let every_async = bits(&|s| matches!(s, Selector::AsyncCopies(None)));
     let every_top_level = bits(&|s| matches!(s, Selector::GraphLaunch(None)));
     let graph_bits = bits(&|s| matches!(s, Selector::GraphLaunch(_)));
     // CPU spans per thread, walked in call order with their callers' masks ("under" a name).
@@ -957,6 +975,7 @@ fn selected<'o>(
                 Selector::Op(n)
                 | Selector::Cpu(n)
                 | Selector::Sync(Some(n))
+                | Selector::AsyncCopies(Some(n))
                 | Selector::GraphLaunch(Some(n)) => n == name,
                 _ => false,
             });
@@ -986,7 +1005,7 @@ fn selected<'o>(
                     }
                 }
             }
-            let cpu = (mask & !op_bits & !sync_bits) | syncs;
+            let cpu = (mask & !op_bits & !sync_bits & !async_bits) | syncs;
             if cpu != 0 {
                 masks.insert(id, cpu);
             }
@@ -1017,8 +1036,19 @@ fn selected<'o>(
             })
         });
         let rank = trace.track(span.track).rank;
-        if let Some(call) = span.correlation.get().and_then(|c| calls.get(&(rank, c))) {
-            mask |= under.get(call).copied().unwrap_or(0) & op_bits;
+        if let Some(&call) = span.correlation.get().and_then(|c| calls.get(&(rank, c))) {
+            let above = under.get(&call).copied().unwrap_or(0);
+            mask |= above & op_bits;
+            // A copy or memset whose call blocked: the call, made asynchronous.
+            if async_bits != 0
+                && matches!(level, Level::DeviceCopy | Level::DeviceSet)
+                && super::graph::is_blocking_call(trace, call)
+            {
+                let made_async = (above | every_async) & async_bits;
+                if made_async != 0 {
+                    *masks.entry(call).or_insert(0) |= made_async;
+                }
+            }
         }
         if mask != 0 {
             masks.insert(id, mask);
@@ -1639,7 +1669,10 @@ fn predict(
             change.matched_ops += masks.values().filter(|m| *m & bit != 0).count();
         }
     }
-    let sync_bits = change_bits(changes, &|s| matches!(s, Selector::Sync(_)));
+    // A synchronisation removed, or a copy's call made asynchronous: the call's wait is gone.
+    let sync_bits = change_bits(changes, &|s| {
+        matches!(s, Selector::Sync(_) | Selector::AsyncCopies(_))
+    });
     let on_device = |n: u32| {
         trace
             .track(graph.nodes[n as usize].track(trace))

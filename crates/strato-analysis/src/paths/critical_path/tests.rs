@@ -904,3 +904,123 @@ fn an_opencl_enqueue_made_blocking_is_a_sync() {
     let (simulated, unchanged) = predicted(&not_blocking);
     assert_eq!((simulated, unchanged), (890, 890));
 }
+
+/// Which API calls block: the synchronisations by name, a synchronous copy call of CUDA or HIP
+/// (`cu...`/`hip...` with `Memcpy` and without `Async`), an OpenCL enqueue only with its
+/// blocking flag; a copy call named `...Async` does not (unless [`BLOCKING_CALLS`] says so),
+/// nor a framework's own copy name (TensorFlow's `MemcpyH2D`).
+#[test]
+fn blocking_calls_by_name_and_flag() {
+    let mut b = TraceBuilder::new();
+    let cpu = b.thread(1, 1);
+    let names = [
+        ("cudaDeviceSynchronize", "", true),
+        ("cudaMemcpy", "", true),
+        ("cudaMemcpy2D", "", true),
+        ("cuMemcpyDtoH", "", true),
+        ("hipMemcpyWithStream", "", true),
+        ("hipMemcpyDtoH", "", true),
+        ("MemcpyH2D", "", false),
+        ("cudaMemset", "", false),
+        ("cudaMemcpy2DAsync", "", false),
+        ("cudaMemsetAsync", "", false),
+        ("cudaLaunchKernel", "", false),
+        ("clEnqueueSVMMemcpy", r#"{"blocking":false}"#, false),
+        ("clEnqueueSVMMemcpy", r#"{"blocking":true}"#, true),
+        ("clEnqueueReadBuffer", r#"{"bytes":4}"#, false),
+        ("clEnqueueReadBuffer", r#"{"blocking":"true"}"#, false),
+    ];
+    for (i, (name, args, _)) in names.iter().enumerate() {
+        let at = 10 * i as Ns;
+        let span = b.span(cpu, Level::AcceleratorApi, name, at, at + 5);
+        if !args.is_empty() {
+            span.args(args);
+        }
+    }
+    // A framework op whose name holds `memcpy` is no runtime call.
+    b.span(cpu, Level::Backend, "my_memcpy", 1000, 1005);
+    let trace = b.build();
+    for (i, (name, args, blocking)) in names.iter().enumerate() {
+        assert_eq!(
+            is_blocking_call(&trace, SpanId(i as u32)),
+            *blocking,
+            "{name} {args}"
+        );
+    }
+    assert!(!is_blocking_call(&trace, SpanId(names.len() as u32)));
+}
+
+/// `--async-copies`: the blocking calls that launched a copy no longer wait for it; other
+/// synchronisations still do. The thread, inside `step`: a synchronous `cudaMemcpy`
+/// (10..300) whose copy runs 20..290, `postprocess` (300..500), a kernel's launch (500..510)
+/// and `cudaDeviceSynchronize` (510..810) while the kernel runs (520..800).
+#[test]
+fn async_copies_remove_only_the_copies_waits() {
+    use super::replay::{replay, ReplayWindows, Scale};
+    let mut b = TraceBuilder::new();
+    let cpu = b.thread(1, 1);
+    let gpu = b.queue(0, 7);
+    b.span(cpu, Level::Backend, "step", 0, 820);
+    b.span(cpu, Level::AcceleratorApi, "cudaMemcpy", 10, 300)
+        .correlation(1);
+    b.span(cpu, Level::Backend, "postprocess", 300, 500);
+    b.span(cpu, Level::AcceleratorApi, "cudaLaunchKernel", 500, 510)
+        .correlation(2);
+    b.span(
+        cpu,
+        Level::AcceleratorApi,
+        "cudaDeviceSynchronize",
+        510,
+        810,
+    )
+    .correlation(3);
+    b.span(
+        gpu,
+        Level::DeviceCopy,
+        "Memcpy HtoD (Pageable -> Device)",
+        20,
+        290,
+    )
+    .correlation(1);
+    b.span(gpu, Level::DeviceKernel, "k", 520, 800)
+        .correlation(2);
+    let trace = b.build();
+    let run = |changes: &[Scale]| {
+        let r = replay(
+            &trace,
+            &CriticalPathOptions::matched(&trace),
+            ReplayWindows::Whole,
+            changes,
+        )
+        .unwrap();
+        let matched: Vec<usize> = r.changes.iter().map(|c| c.matched_ops).collect();
+        (
+            r.replay[0].simulated_ns,
+            r.predicted[0].predicted_ns,
+            matched,
+        )
+    };
+    let (simulated, unchanged, _) = run(&[]);
+    assert_eq!(
+        (simulated, unchanged),
+        (820, 820),
+        "the replay gives the trace back"
+    );
+    let (_, made_async, matched) = run(&[Scale::async_copies("")]);
+    assert_eq!(matched, vec![1], "the copy's call only");
+    // The host no longer waits for the copy: `postprocess` starts earlier by most of the
+    // call's 290 ns (the call still costs what a call costs when it does not wait), the
+    // kernel too (its launch follows), and the synchronize still waits for the kernel.
+    assert!(
+        (820 - 290..=820 - 200).contains(&made_async),
+        "{made_async}"
+    );
+    let (_, under_step, matched) = run(&[Scale::async_copies("step")]);
+    assert_eq!((under_step, matched), (made_async, vec![1]));
+    let (_, under_other, matched) = run(&[Scale::async_copies("postprocess")]);
+    assert_eq!((under_other, matched), (820, vec![0]));
+    // Every synchronisation removed selects both calls and gains at least as much.
+    let (_, no_sync, matched) = run(&[Scale::no_sync("")]);
+    assert_eq!(matched, vec![2]);
+    assert!(no_sync <= made_async, "{no_sync} > {made_async}");
+}
