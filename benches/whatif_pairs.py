@@ -45,10 +45,10 @@ alike: a step's time runs from the previous step's end to the end of its own wor
 steps add up to the run and a step's time is the pace the job keeps. B's step time is
 predicted from A's steps of the same program. Per pair and run (a round): the median over
 steps of A's measured time, of B's measured time and of B's predicted time; the round's error
-|predicted - measured| / measured. Per pair: the medians over rounds of each, the error the
-median of the rounds' errors, and the noise: the spread of B's medians over its rounds ((max -
-min) / median), and the interquartile range of B's steps over their median — a prediction
-cannot be judged more finely than these.
+|predicted - measured| / measured. Per pair: the round whose error is the median (the lower
+one of an even number), its three times and its error, and the noise: the spread of B's
+medians over the rounds ((max - min) / median), and the interquartile range of B's steps over
+their median — a prediction cannot be judged more finely than these.
 
 Usage:
   python3 benches/whatif_pairs.py [--runs 3] [--steps 30] [--strato PATH] [--demo PATH]
@@ -165,16 +165,19 @@ def main():
                     rounds.append((median_of(a_steps), median_of(b_steps), median_of(p_steps), b_steps))
                 measured_runs = [m for _, m, _, _ in rounds]
                 measured = median_of(measured_runs)
+                # The row shows one real round, the median one by its error (each round's
+                # prediction is judged against the same round's B: a round taken while the
+                # machine was slower judges its own pair), so its figures agree with its error.
+                error_of = lambda r: abs(r[2] - r[1]) / r[1]
+                a_ns, b_ns, p_ns, _ = sorted(rounds, key=error_of)[(len(rounds) - 1) // 2]
                 rows.append({
                     "a": a,
                     "b": b,
                     "change": " ".join(change + reading),
-                    "a_measured_ms": median_of([m for m, _, _, _ in rounds]) / 1e6,
-                    "b_measured_ms": measured / 1e6,
-                    "b_predicted_ms": median_of([p for _, _, p, _ in rounds]) / 1e6,
-                    # Each round's prediction against the same round's B, then the median over
-                    # rounds: a round taken while the machine was slower judges its own pair.
-                    "error_pct": median_of([100.0 * abs(p - m) / m for _, m, p, _ in rounds]),
+                    "a_measured_ms": a_ns / 1e6,
+                    "b_measured_ms": b_ns / 1e6,
+                    "b_predicted_ms": p_ns / 1e6,
+                    "error_pct": 100.0 * abs(p_ns - b_ns) / b_ns,
                     "noise_runs_pct": 100.0 * (max(measured_runs) - min(measured_runs)) / measured,
                     "noise_steps_iqr_pct": 100.0 * iqr_over_median([s for *_, steps in rounds for s in steps]),
                 })
