@@ -157,6 +157,7 @@ MULTI_ONLY = [
     ("collectives_ranks", {}, ["collectives"], ["ranks"], []),
     ("stragglers", {}, ["collectives"], ["stragglers"], []),
     ("whatif", {"even_straggler": True}, ["whatif", "--even-straggler"], ["whatif", "steps"], []),
+    ("whatif", {"async_copies": "all"}, ["whatif", "--async-copies", "all"], ["whatif", "steps"], []),
     ("whatif", {"link_bw": 2.0}, ["whatif", "--link-bw", "2"], ["whatif", "steps"], []),
     ("whatif", {"overlap_comm": True}, ["whatif", "--overlap-comm"], ["whatif", "steps"], []),
     ("whatif", {"graph_launch": "all"}, ["whatif", "--graph-launch", "all"], ["whatif", "steps"], []),
