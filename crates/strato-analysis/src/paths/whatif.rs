@@ -225,6 +225,7 @@ path's kinds plus the time before it add up to the predicted window";
         "strato whatif trace.json.gz --step 12 --scale 'cpu:aten::to=0.5'",
         "strato whatif trace.json.gz --scale 'module:Qwen2Attention=0.67'",
         "strato whatif trace.json.gz --no-sync all",
+        "strato whatif trace.json.gz --async-copies all",
         "strato whatif ranks/ --even-straggler",
         "strato whatif ranks/ --link-bw 2",
         "strato whatif ranks/ --overlap-comm",
