@@ -73,3 +73,23 @@ def test_a_blocking_opencl_write_is_a_sync_whatif_removes(tmp_path):
     stalls = [f for f in advice["findings"] if f["rule"] == "host-sync"]
     assert len(stalls) == 1, [f["rule"] for f in advice["findings"]]
     assert "blocking OpenCL transfer" in stalls[0]["message"], stalls[0]["message"]
+
+
+@pytest.mark.skipif(not (LAYER.exists() and DEMO.exists()), reason=NOT_BUILT)
+def test_the_recordings_chrome_export_reads_back_with_the_same_answers(tmp_path):
+    """The recording's categories (`opencl`, `opencl_kernel`, `opencl_copy`, ...) have level
+    rules for the recorder's format only: exported to Chrome JSON (to share it, or to open it
+    in Perfetto UI) and read back as Kineto, each event keeps its level through the
+    `args.level` the export writes, so the critical path and the what-if see the same graph
+    (before, they came back `Other` and every gain was 0)."""
+    profile, _ = _record(tmp_path, "upload-blocking/upload-second-queue", 4)
+    exported = tmp_path / "rec.json"
+    strato("export", str(profile), "--chrome", str(exported))
+    for args in (["--no-sync", "all"], ["--async-copies", "all"]):
+        a = json.loads(strato("whatif", str(profile), *args, "--json").stdout)
+        b = json.loads(strato("whatif", str(exported), *args, "--json").stdout)
+        gains = [[(p["number"], p["gain_ns"]) for p in d["whatif"]["steps"]] for d in (a, b)]
+        assert gains[0] == gains[1], (args, gains)
+        assert any(g > 0 for _, g in gains[1]), (args, gains)
+    info = strato("info", str(exported)).stdout
+    assert "DeviceKernel" in info and "AcceleratorApi" in info, info

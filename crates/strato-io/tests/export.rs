@@ -477,6 +477,66 @@ fn chrome_synthetic_reimports_with_the_same_spans() {
     assert_eq!(a, b);
 }
 
+/// A recording's own categories (OpenCL, Python, the recorder's operations) have level rules
+/// for the `strato` format only: exported to Chrome and read back as Kineto, each span keeps its
+/// level and its queue through the `args.level` the exporter writes.
+#[test]
+fn chrome_export_of_a_recording_reads_back_with_its_levels() {
+    let mut b = builder();
+    let thread = b.thread(7, 7);
+    let queue = b.queue(0, 1);
+    let spans = [
+        (thread, Level::Operation, "operation", "step", 0, 100),
+        (thread, Level::Python, "python", "train.py:step", 1, 99),
+        (
+            thread,
+            Level::AcceleratorApi,
+            "opencl",
+            "clEnqueueNDRangeKernel",
+            10,
+            12,
+        ),
+        (thread, Level::AcceleratorApi, "opencl", "clFinish", 20, 60),
+        (queue, Level::DeviceKernel, "opencl_kernel", "saxpy", 15, 50),
+        (
+            queue,
+            Level::DeviceCopy,
+            "opencl_copy",
+            "clEnqueueReadBuffer",
+            50,
+            55,
+        ),
+        (
+            queue,
+            Level::DeviceSet,
+            "opencl_fill",
+            "clEnqueueFillBuffer",
+            56,
+            58,
+        ),
+    ];
+    for (track, level, category, name, start, end) in spans {
+        b.span(track, level, name, start * 1_000, end * 1_000)
+            .category(category);
+    }
+    let trace = b.build();
+    let back = reimport(&chrome_text(&trace)).expect("re-import");
+    let levels = |t: &Trace| {
+        let mut list: Vec<_> = t
+            .spans
+            .iter()
+            .map(|s| {
+                let on_queue = matches!(t.track(s.track).kind, TrackKind::DeviceQueue { .. });
+                (s.start, t.str(s.name).to_owned(), s.level, on_queue)
+            })
+            .collect();
+        list.sort();
+        list
+    };
+    assert_eq!(levels(&back), levels(&trace));
+    assert!(back.ranks[0].notes.unclassified_device_like().is_empty());
+}
+
 fn shared_data(relative: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../../shared/data")

@@ -13,7 +13,7 @@ use crate::Result;
 
 impl<'p, 's> Builder<'p, 's> {
     pub(super) fn flow_event(&mut self, ph: &str, ev: &EventView<'_>, offset: u64) -> Result<()> {
-        let cat = self.category(ev.cat.unwrap_or(""));
+        let cat = self.category(ev.cat.unwrap_or(""), None);
         let Some(id) = ev.id else {
             return Ok(());
         };

@@ -70,14 +70,20 @@ impl<'p, 's> Builder<'p, 's> {
         });
     }
 
-    pub(super) fn category(&mut self, cat: &str) -> CategoryInfo {
+    /// The facts of category `cat`, computed on its first event. Its level is the level map's
+    /// (Kineto's rules, then Chrome's); a category no rule names takes the level its first
+    /// event's `args.level` names (`named`): stratoscope's Chrome export writes that on every
+    /// event, so an export reads back with its levels whatever its categories (an OpenCL
+    /// recording's `opencl_kernel`, a Python recording's `python`). Else [`Level::Other`].
+    pub(super) fn category(&mut self, cat: &str, named: Option<&str>) -> CategoryInfo {
         if let Some(info) = self.categories.get(cat) {
             return *info;
         }
         let map = &self.options.level_map;
         let ruled = map
             .level(SourceFormat::Kineto.as_str(), cat)
-            .or_else(|| map.level(SourceFormat::Chrome.as_str(), cat));
+            .or_else(|| map.level(SourceFormat::Chrome.as_str(), cat))
+            .or_else(|| named.and_then(Level::parse));
         let level = ruled.unwrap_or(Level::Other);
         let on_device = DEVICE_CATEGORIES.contains(&cat) || level.is_device_op();
         if [

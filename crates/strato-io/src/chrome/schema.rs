@@ -150,6 +150,10 @@ pub(super) struct KnownArgs<'a> {
     pub(super) total_allocated: Option<Loose>,
     /// TraceFuse's rank of an event of a merged multi-rank file (see [`Builder::fused_rank`]).
     pub(super) rank: Option<Loose>,
+    /// The level stratoscope's Chrome export writes on every event (`args.level`, a
+    /// [`strato_trace::Level`] name): read for a category no level rule names
+    /// ([`super::Builder::category`]).
+    pub(super) level: Option<Cow<'a, str>>,
     /// TensorFlow trace viewer's mark of an eager op: the trace viewer classification
     /// ([`crate::tf`]) reads it, so it survives args that are not kept ([`TF_EAGER_ARGS`]).
     pub(super) is_eager: bool,
@@ -192,6 +196,7 @@ impl<'de> Visitor<'de> for KnownArgsVisitor {
                 b"Device Id" => a.memory_device = map.next_value()?,
                 b"Total Allocated" => a.total_allocated = map.next_value()?,
                 b"rank" => a.rank = map.next_value()?,
+                b"level" => a.level = text_of(map.next_value()?, r),
                 b"is_eager" => {
                     map.next_value::<IgnoredAny>()?;
                     a.is_eager = true;

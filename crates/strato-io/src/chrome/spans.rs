@@ -20,7 +20,7 @@ impl<'p, 's> Builder<'p, 's> {
         known: &KnownArgs<'_>,
         offset: u64,
     ) -> Result<()> {
-        let cat = self.category(ev.cat.unwrap_or(""));
+        let cat = self.category(ev.cat.unwrap_or(""), known.level.as_deref());
         let track = if cat.on_device {
             // `args.device`/`args.stream` when they hold an index (`0`, `"0"`, `"cuda:0"`,
             // `"stream 7"`), else pid/tid: an unreadable arg never moves a kernel off its queue.
@@ -202,7 +202,7 @@ impl<'p, 's> Builder<'p, 's> {
         known: &KnownArgs<'_>,
         offset: u64,
     ) -> Result<()> {
-        let cat = self.category(ev.cat.unwrap_or(""));
+        let cat = self.category(ev.cat.unwrap_or(""), known.level.as_deref());
         let track = self.host_track(ev.pid, ev.tid);
         let ts = self.event_ts(ev, offset)?;
         self.check_memory()?;

@@ -189,6 +189,42 @@ fn other_accelerators_device_events_are_classified_or_counted() {
 }
 
 #[test]
+fn a_category_without_a_rule_takes_the_level_its_args_name() {
+    // stratoscope's Chrome export writes `args.level` on every event: a category no rule names
+    // takes it (on its first event); a rule wins over it, and a word that is not a level
+    // leaves the category `Other`.
+    let trace = import_text(
+        r#"{"traceEvents":[
+        {"ph":"X","cat":"opencl","name":"clFinish","pid":10,"tid":11,"ts":1,"dur":9,"args":{"level":"AcceleratorApi"}},
+        {"ph":"X","cat":"opencl_kernel","name":"saxpy","pid":10,"tid":12,"ts":2,"dur":5,"args":{"device":0,"stream":3,"level":"DeviceKernel"}},
+        {"ph":"X","cat":"opencl_kernel","name":"saxpy","pid":10,"tid":12,"ts":8,"dur":1,"args":{"device":0,"stream":3}},
+        {"ph":"X","cat":"cpu_op","name":"aten::mm","pid":10,"tid":11,"ts":1,"dur":2,"args":{"level":"DeviceKernel"}},
+        {"ph":"X","cat":"mine","name":"x","pid":10,"tid":11,"ts":4,"dur":1,"args":{"level":"NotALevel"}}
+        ]}"#,
+    )
+    .unwrap();
+    trace.validate().unwrap();
+    let got: Vec<_> = trace.spans.iter().map(|s| s.level).collect();
+    assert_eq!(
+        got,
+        [
+            Level::AcceleratorApi,
+            Level::DeviceKernel,
+            Level::DeviceKernel,
+            Level::Backend,
+            Level::Other
+        ]
+    );
+    assert_eq!(
+        trace.track(trace.spans[1].track).kind,
+        TrackKind::DeviceQueue {
+            device: 0,
+            queue: 3
+        }
+    );
+}
+
+#[test]
 fn kineto_events_land_on_the_right_tracks() {
     let trace = import_text(
         r#"{"schemaVersion":1,"distributedInfo":{"rank":3,"world_size":8},"traceEvents":[
