@@ -642,6 +642,143 @@ fn findings_do_not_depend_on_the_clock_origin() {
     }
 }
 
+/// A rank whose clock runs 1000 s ahead of its peers' (hosts without a common time base):
+/// `strato advise` puts every rank on the job's clock (the collectives' alignment, as
+/// `collectives` and the critical path do), so the window and the findings are those of the
+/// job as recorded; only that rank's evidence moves, by its clock's offset. Before, the
+/// window spanned the 1000 s and every finding fell under the floor.
+#[test]
+fn a_rank_whose_clock_is_ahead_changes_no_finding() {
+    const AHEAD: i64 = 1_000_000_000_000;
+    const LATE: strato_trace::RankId = strato_trace::RankId(3);
+    let Some(trace) = load("kineto/param_dlrm8") else {
+        return;
+    };
+    let mut ahead = trace.clone();
+    let rank_of = |t: &Trace, track: strato_trace::TrackId| t.track(track).rank;
+    for i in 0..ahead.spans.len() {
+        if rank_of(&trace, trace.spans[i].track) == LATE {
+            ahead.spans[i].start += AHEAD;
+            ahead.spans[i].end += AHEAD;
+        }
+    }
+    for i in 0..ahead.instants.len() {
+        if rank_of(&trace, trace.instants[i].track) == LATE {
+            ahead.instants[i].ts += AHEAD;
+        }
+    }
+    for i in 0..ahead.counters.len() {
+        if rank_of(&trace, trace.counters[i].track) == LATE {
+            ahead.counters[i].ts += AHEAD;
+        }
+    }
+    for f in &mut ahead.flows {
+        for end in [&mut f.from, &mut f.to].into_iter().flatten() {
+            if rank_of(&trace, end.track) == LATE {
+                end.ts += AHEAD;
+            }
+        }
+    }
+    let config = AdviseConfig {
+        all: true,
+        ..AdviseConfig::default()
+    };
+    let a = advise::advise_trace(&Analyzed::new(&trace), &config);
+    let b = advise::advise_trace(&Analyzed::new(&ahead), &config);
+    // The alignment is estimated to within microseconds (the collectives' kernel ends), so
+    // the job's clock of the two may differ by that much.
+    let close = |x: i64, y: i64, what: &str| {
+        let tolerance = (x.abs() / 100).max(50_000);
+        assert!((x - y).abs() <= tolerance, "{what}: {x} vs {y}");
+    };
+    close(a.window_ns, b.window_ns, "window");
+    assert!(a.window_ns < 60_000_000_000, "{}", a.window_ns);
+    close(a.total_at_stake_ns, b.total_at_stake_ns, "total at stake");
+    let rules = |r: &AdviseReport| {
+        let mut list: Vec<_> = r
+            .findings
+            .iter()
+            .map(|f| (f.rule, f.message.len()))
+            .collect();
+        list.sort();
+        list
+    };
+    assert!(!a.findings.is_empty());
+    assert_eq!(a.findings.len(), b.findings.len());
+    assert_eq!(
+        rules(&a).iter().map(|r| r.0).collect::<Vec<_>>(),
+        rules(&b).iter().map(|r| r.0).collect::<Vec<_>>()
+    );
+    for x in &a.findings {
+        let y = b
+            .findings
+            .iter()
+            .filter(|y| y.rule == x.rule)
+            .min_by_key(|y| (y.time_ns - x.time_ns).abs())
+            .expect("the same rule");
+        close(x.time_ns, y.time_ns, x.rule);
+        assert!((x.share_pct - y.share_pct).abs() < 0.5, "{}", x.rule);
+        assert!(
+            y.intervals
+                .iter()
+                .all(|&(s, e)| s >= b.window_start_ns && e <= b.window_end_ns),
+            "{}",
+            x.rule
+        );
+    }
+    // The late rank's evidence is where its events are in its own file.
+    let late = advise::rank_number(&ahead, LATE.0);
+    let evidence = b
+        .findings
+        .iter()
+        .flat_map(|f| &f.evidence)
+        .filter(|e| e.rank == late)
+        .collect::<Vec<_>>();
+    assert!(!evidence.is_empty());
+    assert!(evidence.iter().all(|e| e.start_ns >= AHEAD), "{evidence:?}");
+}
+
+/// A step-breakdown finding's "X of their Y" sums the category's time over the steps it
+/// bottlenecks, as it sums their lengths: on a job of 8 ranks whose steps run at the same time
+/// the two are of the same steps (before, X was the union over the ranks' clocks, Y the sum,
+/// and the share came out about 8 times too small).
+#[test]
+fn step_breakdown_shares_are_of_the_steps_own_time_on_every_rank() {
+    let Some(trace) = load("kineto/param_dlrm8") else {
+        return;
+    };
+    let config = AdviseConfig {
+        all: true,
+        ..AdviseConfig::default()
+    };
+    let report = advise::advise_trace(&Analyzed::new(&trace), &config);
+    let findings = of(&report, advise::step_breakdown::ID);
+    assert!(!findings.is_empty());
+    for f in findings {
+        let cat = advise::step_breakdown::CATEGORIES
+            .iter()
+            .find(|c| f.message.contains(&format!("are {c}-bound")))
+            .expect("names its category");
+        let bound: Vec<_> = report
+            .steps
+            .iter()
+            .filter(|s| s.bottleneck == *cat)
+            .collect();
+        let part: i64 = bound
+            .iter()
+            .map(|s| s.parts.iter().find(|p| p.0 == *cat).unwrap().1)
+            .sum();
+        let total: i64 = bound.iter().map(|s| s.end_ns - s.start_ns).sum();
+        let expected = format!(
+            ": {} of their {} ({:.0}%)",
+            advise::human(part),
+            advise::human(total),
+            advise::pct(part, total)
+        );
+        assert!(f.message.contains(&expected), "{} / {expected}", f.message);
+    }
+}
+
 /// The straggler rule's real negative: `hta_trace_filter` holds 2 ranks of a 128-rank job, so
 /// every collective misses peers — nobody can be named late (both rules are evaluated; the
 /// exposed communication of its all-reduces is still found).

@@ -420,10 +420,19 @@ impl CrossParts {
                 ),
                 Err(_) => strato_analysis::advise::CrossRankEvidence::from_trace(trace),
             };
+            // The job's clock is the collectives' alignment when they ran on this trace's own
+            // ranks (not on the ranks of a process split by device: those share its clock).
+            let clock = match (&collectives, &split) {
+                (Ok(report), None) => {
+                    strato_analysis::advise::JobClock::of_collectives(trace, report)
+                }
+                _ => Default::default(),
+            };
             strato_analysis::advise::advise_with_gains(
                 analyzed,
                 &Default::default(),
                 Some(&cross_rank as &dyn strato_analysis::advise::MultiRankEvidence),
+                clock,
                 &mut |sets| match one_pass(sets) {
                     Ok((paths, gains, replayed)) => {
                         critical_path = Some(Ok(paths));

@@ -103,7 +103,7 @@ pub fn run(analyzed: &Analyzed, facts: &Facts, _config: &Config) -> Vec<Draft> {
             })
             .collect();
         drafts.push(Draft {
-            intervals: exposed,
+            intervals: facts.clock.intervals(rank, exposed),
             evidence,
             message: format!(
                 "{} host<->device copies on device {device} of rank {} ran for {} with no \

@@ -491,13 +491,21 @@ mod tests {
         }
         // The rules: rank 3 is the straggler and rank 0's wait is named there; rank 0's
         // exposed finding covers the 100 us of transfer only.
-        let s = super::super::multi_rank::stragglers(Some(&evidence), &Default::default()).unwrap();
+        let s = super::super::multi_rank::stragglers(
+            Some(&evidence),
+            &Default::default(),
+            &Default::default(),
+        )
+        .unwrap();
         assert_eq!(s.len(), 1);
         assert!(s[0].message.starts_with("Rank 3 "), "{}", s[0].message);
         assert!(s[0].message.contains("the most rank 0"), "{}", s[0].message);
-        let x =
-            super::super::multi_rank::exposed_communication(Some(&evidence), &Default::default())
-                .unwrap();
+        let x = super::super::multi_rank::exposed_communication(
+            Some(&evidence),
+            &Default::default(),
+            &Default::default(),
+        )
+        .unwrap();
         let x0 = x
             .iter()
             .find(|d| d.message.starts_with("On rank 0,"))

@@ -269,7 +269,9 @@ pub fn run(analyzed: &Analyzed, facts: &Facts, config: &Config) -> Vec<Draft> {
             .collect();
         let main = totals.first().map(|t| t.0.as_str()).unwrap_or("unknown");
         drafts.push(Draft {
-            intervals: gaps.iter().map(|g| (g.0, g.1)).collect(),
+            intervals: facts
+                .clock
+                .intervals(rank, gaps.iter().map(|g| (g.0, g.1)).collect()),
             evidence: evidence.into_iter().map(|e| e.1).collect(),
             message: format!(
                 "Device {device} of rank {} was idle in {} gaps of at least {} ({} in all); \

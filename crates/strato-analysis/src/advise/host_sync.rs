@@ -116,10 +116,7 @@ pub fn run(analyzed: &Analyzed, facts: &Facts, config: &Config) -> Vec<Draft> {
     }
     let intervals = stalls
         .iter()
-        .map(|&(i, _)| {
-            let s = &trace.spans[i as usize];
-            (s.start, s.end)
-        })
+        .map(|&(i, _)| facts.clock.span(trace, &trace.spans[i as usize]))
         .collect();
     stalls.sort_by_key(|&(i, _)| std::cmp::Reverse(trace.spans[i as usize].duration()));
     let mut evidence: Vec<Evidence> = Vec::new();

@@ -148,7 +148,7 @@ pub fn run(analyzed: &Analyzed, facts: &Facts, config: &Config) -> Vec<Draft> {
                 human(launch_ns / kernels as Ns),
                 human(length(&merge(idle.iter().copied())))
             ),
-            intervals: idle,
+            intervals: facts.clock.intervals(rank, idle),
             evidence,
             advice: "Launch fewer, larger kernels: capture the loop in a CUDA graph \
                      (torch.cuda.graphs / torch.compile(mode=\"reduce-overhead\")), fuse \

@@ -121,7 +121,7 @@ pub fn run(analyzed: &Analyzed, facts: &Facts, config: &Config) -> Vec<Draft> {
                 human(low_len),
                 human(length(&idle))
             ),
-            intervals: idle,
+            intervals: facts.clock.intervals(rank, idle),
             evidence: evidence.into_iter().map(|e| e.1).collect(),
             advice: "Open these windows in the timeline: see the gpu-idle and step-breakdown \
                      findings for what the host did meanwhile; raise the work per launch \

@@ -9,9 +9,13 @@
 //! a field of [`AdviseConfig`] with its source documented in `docs/advise.md` (one section per
 //! rule, the target of each finding's `docs` link).
 //!
-//! Window: the whole trace (earliest span start to latest span end over every rank). A
-//! finding's `time_ns` is the length of the union of its own intervals, `share_pct` is that
-//! over the window. Findings may overlap in time (a GPU idle gap can also be a low-utilisation
+//! Window: the whole trace (earliest span start to latest span end over every rank), on the
+//! job's clock ([`JobClock`]: with two or more ranks, each rank's times shifted by the clock
+//! alignment of the collectives analysis, as the critical path and `collectives` shift them).
+//! A finding's `intervals` are on that clock too, so ranks whose clocks differ neither stretch
+//! the window nor spread one moment of the job over several; its evidence stays on its own
+//! rank's clock (the times in that rank's file). A finding's `time_ns` is the length of the
+//! union of its own intervals, `share_pct` is that over the window. Findings may overlap in time (a GPU idle gap can also be a low-utilisation
 //! window): [`AdviseReport::total_at_stake_ns`] is the length of the union of every reported
 //! finding's intervals, never their sum, so it never exceeds the window.
 //!
@@ -112,7 +116,7 @@ pub struct Finding {
     pub estimated_gain_ns: Option<Ns>,
     /// The what-if the gain comes from (`whatif --no-sync`), or why there is none.
     pub gain_note: String,
-    /// The time at stake as disjoint sorted intervals (on the trace's reference clock).
+    /// The time at stake as disjoint sorted intervals, on the job's clock ([`JobClock`]).
     #[serde(skip)]
     pub intervals: Vec<(Ns, Ns)>,
 }
@@ -348,12 +352,18 @@ pub fn advise(
     multi_rank: Option<&dyn MultiRankEvidence>,
 ) -> AdviseReport {
     let trace = analyzed.trace();
-    advise_with_gains(analyzed, config, multi_rank, &mut |sets| {
-        let job = crate::paths::critical_path::registration::job_of(trace);
-        let options = crate::paths::critical_path::CriticalPathOptions::matched(&job);
-        crate::paths::critical_path::replay::estimated_gains(&job, &options, sets)
-            .map_err(|e| e.to_string())
-    })
+    advise_with_gains(
+        analyzed,
+        config,
+        multi_rank,
+        JobClock::default(),
+        &mut |sets| {
+            let job = crate::paths::critical_path::registration::job_of(trace);
+            let options = crate::paths::critical_path::CriticalPathOptions::matched(&job);
+            crate::paths::critical_path::replay::estimated_gains(&job, &options, sets)
+                .map_err(|e| e.to_string())
+        },
+    )
 }
 
 /// [`advise`] with the trace's own cross-rank evidence ([`CrossRankEvidence`]), as `strato
@@ -369,7 +379,11 @@ pub fn advise_trace(analyzed: &Analyzed, config: &AdviseConfig) -> AdviseReport 
         Some(report) => CrossRankEvidence::from_collectives(trace, report),
         None => CrossRankEvidence::from_trace(trace),
     };
-    advise_with_gains(analyzed, config, Some(&evidence), &mut |sets| {
+    let clock = matched
+        .as_ref()
+        .map(|report| JobClock::of_collectives(trace, report))
+        .unwrap_or_default();
+    advise_with_gains(analyzed, config, Some(&evidence), clock, &mut |sets| {
         use crate::paths::critical_path::CriticalPathOptions;
         let job = crate::paths::critical_path::registration::job_of(trace);
         // A job split by device has spans of its own: its collectives are matched on it.
@@ -394,14 +408,17 @@ pub type GainsOf<'g> = dyn FnMut(&[Vec<Scale>]) -> Result<Vec<Option<Ns>>, Strin
 /// graphs anyway (the report: its critical path section and the gains in one pass,
 /// [`crate::paths::critical_path::replay::paths_and_gains`]). `gains` is called once, with
 /// the changes of every finding whose fix a transform models ([`gain_model`]), and not at
-/// all when none is.
+/// all when none is. `clock` maps the ranks' times onto the job's clock (the window and the
+/// findings' intervals; [`JobClock::of_collectives`] with the collectives analysis the
+/// cross-rank evidence came from).
 pub fn advise_with_gains(
     analyzed: &Analyzed,
     config: &AdviseConfig,
     multi_rank: Option<&dyn MultiRankEvidence>,
+    clock: JobClock,
     gains: &mut GainsOf<'_>,
 ) -> AdviseReport {
-    let facts = Facts::build(analyzed);
+    let facts = Facts::build_on(analyzed, clock);
     let (w0, w1) = facts.window.unwrap_or((0, 0));
     let window = w1 - w0;
     let mut rules: Vec<RuleStatus> = Vec::new();
@@ -506,7 +523,7 @@ pub fn advise_with_gains(
         multi_rank::STRAGGLER_ID,
         c.stragglers.enabled,
         if c.stragglers.enabled {
-            multi_rank::stragglers(multi_rank, &c.stragglers)
+            multi_rank::stragglers(multi_rank, &c.stragglers, &facts.clock)
         } else {
             off()
         },
@@ -515,7 +532,7 @@ pub fn advise_with_gains(
         multi_rank::EXPOSED_ID,
         c.exposed_comm.enabled,
         if c.exposed_comm.enabled {
-            multi_rank::exposed_communication(multi_rank, &c.exposed_comm)
+            multi_rank::exposed_communication(multi_rank, &c.exposed_comm, &facts.clock)
         } else {
             off()
         },
@@ -678,11 +695,91 @@ pub fn pct(part: Ns, whole: Ns) -> f64 {
     }
 }
 
+/// How each rank's times map onto the job's one clock: the shift the collectives analysis'
+/// clock alignment applies to the rank ([`crate::distributed::clock_align`]; 0 for a rank it
+/// left alone). The default is every rank on its own clock (one rank, or no alignment).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JobClock {
+    /// Shift per rank index of the trace.
+    shifts: Vec<Ns>,
+    /// The same per job rank (the rank number users see).
+    by_job_rank: Vec<(i64, Ns)>,
+}
+
+impl JobClock {
+    /// The alignment of `report`, the collectives analysis of `trace` itself (its ranks are
+    /// `trace`'s). A report of another trace (a job split by device) gives the default.
+    pub fn of_collectives(
+        trace: &Trace,
+        report: &crate::distributed::collectives::CollectivesReport,
+    ) -> JobClock {
+        let mut clock = JobClock::default();
+        if report
+            .ranks
+            .iter()
+            .any(|r| r.rank.0 as usize >= trace.ranks.len())
+        {
+            return clock;
+        }
+        clock.shifts = vec![0; trace.ranks.len()];
+        for r in &report.ranks {
+            clock.shifts[r.rank.0 as usize] = r.shift_ns;
+            clock.by_job_rank.push((r.job_rank, r.shift_ns));
+        }
+        clock
+    }
+
+    /// The shift of rank index `rank`.
+    pub fn shift(&self, rank: u32) -> Ns {
+        self.shifts.get(rank as usize).copied().unwrap_or(0)
+    }
+
+    /// The shift of the rank users number `job_rank` (as [`rank_number`] gives it).
+    pub fn shift_of_job_rank(&self, job_rank: i64) -> Ns {
+        self.by_job_rank
+            .iter()
+            .find(|(r, _)| *r == job_rank)
+            .map_or(0, |&(_, shift)| shift)
+    }
+
+    /// Intervals of rank index `rank` on the job's clock.
+    pub fn intervals(&self, rank: u32, intervals: Vec<(Ns, Ns)>) -> Vec<(Ns, Ns)> {
+        shifted(self.shift(rank), intervals)
+    }
+
+    /// Intervals of the rank users number `job_rank` on the job's clock.
+    pub fn job_rank_intervals(&self, job_rank: i64, intervals: Vec<(Ns, Ns)>) -> Vec<(Ns, Ns)> {
+        shifted(self.shift_of_job_rank(job_rank), intervals)
+    }
+
+    /// Span `span` of `trace` on the job's clock.
+    pub fn span(&self, trace: &Trace, span: &Span) -> (Ns, Ns) {
+        let shift = self.shift(trace.track(span.track).rank.0);
+        (
+            span.start.saturating_add(shift),
+            span.end.saturating_add(shift),
+        )
+    }
+}
+
+fn shifted(shift: Ns, mut intervals: Vec<(Ns, Ns)>) -> Vec<(Ns, Ns)> {
+    if shift != 0 {
+        for (a, b) in &mut intervals {
+            *a = a.saturating_add(shift);
+            *b = b.saturating_add(shift);
+        }
+    }
+    intervals
+}
+
 /// Facts several rules share, computed once: the window, the device work per device.
 #[derive(Debug)]
 pub struct Facts {
-    /// Earliest span start and latest span end.
+    /// Earliest span start and latest span end, on the job's clock ([`Facts::clock`]).
     pub window: Option<(Ns, Ns)>,
+    /// How each rank's times map onto the job's clock: rules give their findings' intervals
+    /// on it.
+    pub clock: JobClock,
     /// Device work spans (kernels, copies, sets on device queues) per (rank index, device),
     /// sorted by start.
     pub device_work: std::collections::BTreeMap<(u32, i64), Vec<u32>>,
@@ -693,8 +790,13 @@ pub struct Facts {
 }
 
 impl Facts {
-    /// Builds the facts in one pass over the spans.
+    /// Builds the facts in one pass over the spans, every rank on its own clock.
     pub fn build(analyzed: &Analyzed) -> Facts {
+        Facts::build_on(analyzed, JobClock::default())
+    }
+
+    /// [`Facts::build`] with the ranks' times mapped by `clock`.
+    pub fn build_on(analyzed: &Analyzed, clock: JobClock) -> Facts {
         let trace = analyzed.trace();
         let mut launch_of: rustc_hash::FxHashMap<u32, u32> = Default::default();
         let mut copies_of_launch: rustc_hash::FxHashMap<u32, Vec<u32>> = Default::default();
@@ -713,9 +815,10 @@ impl Facts {
                 // Profiler window markers are not the workload's time.
                 continue;
             }
+            let (start, end) = clock.span(trace, s);
             window = Some(match window {
-                None => (s.start, s.end),
-                Some((a, b)) => (a.min(s.start), b.max(s.end)),
+                None => (start, end),
+                Some((a, b)) => (a.min(start), b.max(end)),
             });
             let track = trace.track(s.track);
             if let TrackKind::DeviceQueue { device, .. } = track.kind {
@@ -735,6 +838,7 @@ impl Facts {
         }
         Facts {
             window,
+            clock,
             device_work,
             launch_of,
             copies_of_launch,

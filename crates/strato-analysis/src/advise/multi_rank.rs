@@ -20,7 +20,7 @@
 use serde::{Deserialize, Serialize};
 use strato_trace::Ns;
 
-use super::{human, Draft, Evidence};
+use super::{human, Draft, Evidence, JobClock};
 
 /// Rule id of the straggler rule.
 pub const STRAGGLER_ID: &str = "stragglers";
@@ -134,9 +134,11 @@ const MISSING: &str = "needs two or more ranks in the input";
 const NO_EXPOSURE: &str = "needs the exposure evidence (communication against computation)";
 
 /// The straggler rule: one draft per straggling rank.
+/// Its intervals on the job's clock (`clock`), its evidence on the straggler's.
 pub fn stragglers(
     evidence: Option<&dyn MultiRankEvidence>,
     config: &StragglerConfig,
+    clock: &JobClock,
 ) -> Result<Vec<Draft>, String> {
     let evidence = evidence
         .filter(|e| e.compares_ranks())
@@ -212,10 +214,12 @@ pub fn stragglers(
             };
             Draft {
                 // At stake: the tail of each slow step beyond the median.
-                intervals: list
-                    .iter()
-                    .map(|o| ((o.end_ns - o.excess_ns).max(o.start_ns), o.end_ns))
-                    .collect(),
+                intervals: clock.job_rank_intervals(
+                    rank,
+                    list.iter()
+                        .map(|o| ((o.end_ns - o.excess_ns).max(o.start_ns), o.end_ns))
+                        .collect(),
+                ),
                 evidence,
                 message: format!(
                     "Rank {rank} was a straggler in {} steps ({} beyond the median in all); \
@@ -233,9 +237,11 @@ pub fn stragglers(
 }
 
 /// The exposed-communication rule: one draft per (rank, collective) above the threshold.
+/// Its intervals on the job's clock (`clock`), its evidence on the rank's.
 pub fn exposed_communication(
     evidence: Option<&dyn MultiRankEvidence>,
     config: &ExposedConfig,
+    clock: &JobClock,
 ) -> Result<Vec<Draft>, String> {
     let evidence = evidence.ok_or_else(|| NO_EXPOSURE.to_owned())?;
     Ok(evidence
@@ -279,7 +285,7 @@ pub fn exposed_communication(
                     c.name,
                     super::pct(exposed, transfer)
                 ),
-                intervals: c.intervals,
+                intervals: clock.job_rank_intervals(c.rank, c.intervals),
                 advice: "Overlap communication with computation: bucket gradients so \
                          all-reduce starts during backward (DDP bucket_cap_mb), prefetch \
                          parameters (FSDP forward/backward_prefetch), or reduce the volume."
@@ -337,8 +343,8 @@ mod tests {
 
     #[test]
     fn without_the_analysis_the_rules_say_so() {
-        assert!(stragglers(None, &Default::default()).is_err());
-        assert!(exposed_communication(None, &Default::default()).is_err());
+        assert!(stragglers(None, &Default::default(), &JobClock::default()).is_err());
+        assert!(exposed_communication(None, &Default::default(), &JobClock::default()).is_err());
     }
 
     /// One rank: exposure is evaluated, stragglers are not.
@@ -358,10 +364,11 @@ mod tests {
     #[test]
     fn a_single_rank_evaluates_exposure_only() {
         assert_eq!(
-            stragglers(Some(&SingleRank), &Default::default()).unwrap_err(),
+            stragglers(Some(&SingleRank), &Default::default(), &JobClock::default()).unwrap_err(),
             MISSING
         );
-        let e = exposed_communication(Some(&SingleRank), &Default::default()).unwrap();
+        let e = exposed_communication(Some(&SingleRank), &Default::default(), &JobClock::default())
+            .unwrap();
         assert_eq!(e.len(), 1);
     }
 
@@ -402,7 +409,7 @@ mod tests {
 
     #[test]
     fn waiting_for_a_late_peer_is_the_stragglers_finding_not_exposure() {
-        let s = stragglers(Some(&LatePeer), &Default::default()).unwrap();
+        let s = stragglers(Some(&LatePeer), &Default::default(), &JobClock::default()).unwrap();
         assert_eq!(s.len(), 1);
         assert!(
             s[0].message.starts_with("Rank 3 was a straggler"),
@@ -426,7 +433,8 @@ mod tests {
         );
         // The transfer part (10 ns) is exposed whole: 100 % of it, and the message says the
         // wait is the stragglers'.
-        let e = exposed_communication(Some(&LatePeer), &Default::default()).unwrap();
+        let e = exposed_communication(Some(&LatePeer), &Default::default(), &JobClock::default())
+            .unwrap();
         assert_eq!(e.len(), 1);
         assert_eq!(e[0].intervals, vec![(90, 100)]);
         assert!(e[0].message.contains("of transfer"), "{}", e[0].message);
@@ -447,17 +455,20 @@ mod tests {
                 }]
             }
         }
-        assert!(exposed_communication(Some(&AllWait), &Default::default())
-            .unwrap()
-            .is_empty());
+        assert!(
+            exposed_communication(Some(&AllWait), &Default::default(), &JobClock::default())
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]
     fn thresholds_select_the_observations() {
-        let s = stragglers(Some(&Fixed), &Default::default()).unwrap();
+        let s = stragglers(Some(&Fixed), &Default::default(), &JobClock::default()).unwrap();
         assert_eq!(s.len(), 1, "5% excess is below the 10% default");
         assert_eq!(s[0].intervals, vec![(100, 120)]);
-        let e = exposed_communication(Some(&Fixed), &Default::default()).unwrap();
+        let e =
+            exposed_communication(Some(&Fixed), &Default::default(), &JobClock::default()).unwrap();
         assert_eq!(e.len(), 1, "10% exposed is below the 20% default");
         assert_eq!(e[0].intervals, vec![(10, 40)]);
     }

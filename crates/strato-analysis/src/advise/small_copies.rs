@@ -153,7 +153,7 @@ pub fn run(analyzed: &Analyzed, facts: &Facts, config: &Config) -> Vec<Draft> {
                     human(copy_ns),
                     human(length(&merge(intervals.iter().copied())))
                 ),
-                intervals,
+                intervals: facts.clock.intervals(rank, intervals),
                 evidence,
                 advice: "Copy in one large transfer instead of many small ones: gather the \
                          pieces in one (pinned) host buffer and copy it once, or copy the whole \

@@ -243,15 +243,25 @@ pub fn run(
         if bound.is_empty() {
             continue;
         }
+        // On the job's clock: the steps of ranks whose clocks differ line up.
         let intervals: Vec<(Ns, Ns)> = bound
             .iter()
-            .flat_map(|s| s.intervals[index(cat)].1.iter().copied())
+            .flat_map(|s| {
+                facts
+                    .clock
+                    .job_rank_intervals(s.rank, s.intervals[index(cat)].1.clone())
+            })
             .collect();
+        // Summed over the steps (of every rank) like their lengths: the share is of the
+        // steps' own time.
         let total: Ns = bound
             .iter()
             .map(|s| s.end_ns - s.start_ns)
             .fold(0, Ns::saturating_add);
-        let in_cat = length(&merge(intervals.iter().copied()));
+        let in_cat: Ns = bound
+            .iter()
+            .map(|s| s.parts[index(cat)].1)
+            .fold(0, Ns::saturating_add);
         let mut ranked = bound.clone();
         ranked.sort_by_key(|s| std::cmp::Reverse(s.parts[index(cat)].1));
         drafts.push(Draft {

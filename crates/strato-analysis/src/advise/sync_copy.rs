@@ -103,13 +103,12 @@ pub fn run(analyzed: &Analyzed, facts: &Facts, config: &Config) -> Vec<Draft> {
                 (false, _, Level::DeviceSet) => "synchronous memset",
                 _ => "synchronous copy",
             };
-            intervals.push((s.start, s.end));
+            intervals.push(facts.clock.span(trace, s));
             // The host waits in the launching call too: a synchronous call returns when its
             // copy is done, and so does an "async" one when a side is pageable.
             if blocking || pageable {
                 if let Some(l) = launch {
-                    let ls = &trace.spans[l as usize];
-                    intervals.push((ls.start, ls.end));
+                    intervals.push(facts.clock.span(trace, &trace.spans[l as usize]));
                 }
             }
             let key = (
