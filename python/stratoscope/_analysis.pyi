@@ -150,7 +150,7 @@ class Profile:
         columns): every step, or `step=N`'s (the table implies `step="all"`)."""
     def whatif(self, *, scale: Sequence[str] = (), no_sync: str = "",
                async_copies: str = "", even_straggler: bool = False, link_bw: float | None = None,
-               overlap_comm: bool = False, graph_launch: str = "",
+               overlap_comm: bool = False, overlap_copies: bool = False, graph_launch: str = "",
                across_steps: bool = False, step: str | int = "") -> Table:
         """Registered `whatif`, table `whatif`: `whatif.steps[]`, one row per (step, rank)
         with `scale` (changes `KIND:NAME=F`: `kernel:TEXT`, `op:NAME`, `module:CLASS`,
@@ -161,7 +161,9 @@ class Profile:
         arrives at its collectives with the median member), `link_bw` (the links F times
         as fast: each collective's transfer in 1/F of the time) and `overlap_comm`
         (collectives no longer wait on the device for compute, nor compute for them on a
-        shared stream) and `graph_launch` (`all`, or a CPU op's name: its launches replayed as
+        shared stream), `overlap_copies` (host-to-device copies no longer wait on the device for
+        compute nor compute for them; compute no longer waits for a device-to-host copy) and
+        `graph_launch` (`all`, or a CPU op's name: its launches replayed as
         one CUDA graph launch, its host work gone); `across_steps` reads the steps from
         one simulation of the whole trace (a step from the previous step's end to its own,
         so a change carries into the next step): baseline (the replay) and
@@ -169,7 +171,7 @@ class Profile:
         `path.bottleneck.*`)."""
     def whatif_replay(self, *, scale: Sequence[str] = (), no_sync: str = "",
                       async_copies: str = "", even_straggler: bool = False, link_bw: float | None = None,
-                      overlap_comm: bool = False, graph_launch: str = "",
+                      overlap_comm: bool = False, overlap_copies: bool = False, graph_launch: str = "",
                       across_steps: bool = False, step: str | int = "") -> Table:
         """Registered `whatif`, table `whatif_replay`: `replay.steps[]`, one row per (step,
         rank): measured and simulated step time, `error_pct`, and what the end waited on

@@ -160,6 +160,7 @@ MULTI_ONLY = [
     ("whatif", {"async_copies": "all"}, ["whatif", "--async-copies", "all"], ["whatif", "steps"], []),
     ("whatif", {"link_bw": 2.0}, ["whatif", "--link-bw", "2"], ["whatif", "steps"], []),
     ("whatif", {"overlap_comm": True}, ["whatif", "--overlap-comm"], ["whatif", "steps"], []),
+    ("whatif", {"overlap_copies": True}, ["whatif", "--overlap-copies"], ["whatif", "steps"], []),
     ("whatif", {"graph_launch": "all"}, ["whatif", "--graph-launch", "all"], ["whatif", "steps"], []),
     ("whatif", {"across_steps": True, "no_sync": "all"},
      ["whatif", "--across-steps", "--no-sync", "all"], ["whatif", "steps"], []),

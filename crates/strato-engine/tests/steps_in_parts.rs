@@ -326,6 +326,7 @@ fn whatif_settings() -> Vec<WhatIfSettings> {
         WhatIfSettings {
             even_straggler: true,
             link_bw: Some(2.0),
+            overlap_copies: true,
             graph_launch: "all".into(),
             ..WhatIfSettings::default()
         },

@@ -2,7 +2,8 @@
 //! Profiler's "Low Memcpy/Compute Overlap" guided-analysis rule).
 //!
 //! Per device (rank, device index): the union of its host-to-device and device-to-host copies
-//! ([`crate::device_time::memory::copy_direction`]) minus the union of its compute kernels
+//! ([`crate::device_time::memory::span_copy_direction`]: by name, else the OpenCL layer's
+//! `direction` attribute) minus the union of its compute kernels
 //! ([`crate::device_time::gpu_time::kernel_class`] `Computation`). That remainder is the copy time
 //! the device spent doing nothing else: the time at stake. Devices with no compute kernel at all
 //! are skipped (there is nothing to overlap with). Conservation: per device, exposed copy
@@ -14,7 +15,7 @@ use strato_trace::{Level, Ns};
 use super::{human, rank_number, span_evidence, subtract, Draft, Facts};
 use crate::analyzed::Analyzed;
 use crate::device_time::gpu_time::{length, merge, KernelClass, KernelClasses};
-use crate::device_time::memory::{copy_direction, CopyDirection};
+use crate::device_time::memory::{span_copy_direction, CopyDirection};
 
 /// The rule id.
 pub const ID: &str = "copy-overlap";
@@ -51,11 +52,10 @@ pub fn run(analyzed: &Analyzed, facts: &Facts, _config: &Config) -> Vec<Draft> {
         let mut compute = Vec::new();
         for &i in ops {
             let s = &trace.spans[i as usize];
-            let name = trace.str(s.name);
             match s.level {
                 Level::DeviceCopy
                     if matches!(
-                        copy_direction(name),
+                        span_copy_direction(trace, s),
                         CopyDirection::HostToDevice | CopyDirection::DeviceToHost
                     ) =>
                 {

@@ -13,12 +13,12 @@
 //! longest bursts first.
 
 use serde::{Deserialize, Serialize};
-use strato_trace::{Level, Ns, Span, Trace};
+use strato_trace::{Level, Ns};
 
 use super::{human, rank_number, Draft, Evidence, Facts};
 use crate::analyzed::Analyzed;
 use crate::device_time::gpu_time::{length, merge};
-use crate::device_time::memory::{arg_i64, copy_direction, CopyDirection};
+use crate::device_time::memory::{arg_i64, CopyDirection};
 
 /// The rule id.
 pub const ID: &str = "small-copies";
@@ -47,28 +47,8 @@ impl Default for Config {
     }
 }
 
-/// The direction of a copy: its name, else an OpenCL-layer `direction` attribute.
-pub fn direction(trace: &Trace, span: &Span) -> CopyDirection {
-    let by_name = copy_direction(trace.str(span.name));
-    if by_name != CopyDirection::Unknown {
-        return by_name;
-    }
-    let Some(text) = trace.args_text(span.args) else {
-        return CopyDirection::Unknown;
-    };
-    if !text.contains("direction") {
-        return CopyDirection::Unknown;
-    }
-    let value: serde_json::Value = match serde_json::from_str(&text) {
-        Ok(v) => v,
-        Err(_) => return CopyDirection::Unknown,
-    };
-    value
-        .get("direction")
-        .and_then(|d| d.as_str())
-        .map(copy_direction)
-        .unwrap_or(CopyDirection::Unknown)
-}
+/// The direction of a copy ([`crate::device_time::memory::span_copy_direction`]).
+pub use crate::device_time::memory::span_copy_direction as direction;
 
 /// Runs the rule.
 pub fn run(analyzed: &Analyzed, facts: &Facts, config: &Config) -> Vec<Draft> {

@@ -49,6 +49,8 @@ pub struct WhatIfSettings {
     pub link_bw: Option<f64>,
     /// Communication overlapped with compute ([`Scale::overlap_comm`]).
     pub overlap_comm: bool,
+    /// Host<->device copies overlapped with compute ([`Scale::overlap_copies`]).
+    pub overlap_copies: bool,
     /// Launches replayed as graph launches ([`Scale::graph_launch`]): `""` none, `all` each
     /// top-level CPU op of a thread, else each call of the CPU op of that name.
     pub graph_launch: String,
@@ -108,6 +110,9 @@ impl WhatIfSettings {
         }
         if self.overlap_comm {
             changes.push(Scale::overlap_comm());
+        }
+        if self.overlap_copies {
+            changes.push(Scale::overlap_copies());
         }
         match self.graph_launch.trim() {
             "" => {}
@@ -229,6 +234,7 @@ path's kinds plus the time before it add up to the predicted window";
         "strato whatif ranks/ --even-straggler",
         "strato whatif ranks/ --link-bw 2",
         "strato whatif ranks/ --overlap-comm",
+        "strato whatif trace.json.gz --overlap-copies --async-copies all",
         "strato whatif trace.json.gz --graph-launch all",
     ];
     const OPTIONS: &'static [OptionSpec] = &[
@@ -293,6 +299,16 @@ compute on a stream they share no longer waits for them (the most overlapping ca
             default: "false",
         },
         OptionSpec {
+            name: "overlap_copies",
+            help: "host<->device copies overlapped with compute on the device, as a copy \
+stream with the next batch prefetched would: a host-to-device copy no longer waits for compute \
+nor compute for it (its data there in time), compute no longer waits for a device-to-host copy \
+(the copy still waits for the compute that made its data); the most overlapping can buy. The \
+copies' durations and the host's waits for them are unchanged (that is --async-copies)",
+            kind: OptionKind::Flag,
+            default: "false",
+        },
+        OptionSpec {
             name: "graph_launch",
             help: "launches replayed as CUDA graph launches (as CUDA graphs or torch.compile's \
 reduce-overhead would): `all` (each top-level CPU op of a thread a graph) or OP (each call of the \
@@ -326,7 +342,7 @@ trace when it has no step",
         TableSpec {
             name: "whatif",
             about: "one row per (step, rank): baseline (the replay) and predicted step time with \
-the changes (--scale, --no-sync, --async-copies, --even-straggler, --link-bw, --overlap-comm, --graph-launch; none: the replay), the gain, the predicted path by kind (path.by_kind.<kind>) and its bottleneck",
+the changes (--scale, --no-sync, --async-copies, --even-straggler, --link-bw, --overlap-comm, --overlap-copies, --graph-launch; none: the replay), the gain, the predicted path by kind (path.by_kind.<kind>) and its bottleneck",
             path: &["whatif", "steps"],
             inherit: &[],
             options: &[],

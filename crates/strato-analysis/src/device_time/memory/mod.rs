@@ -11,7 +11,7 @@
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use strato_trace::{Level, Ns, RankId, Trace, TrackKind};
+use strato_trace::{Level, Ns, RankId, Span, Trace, TrackKind};
 
 mod registration;
 pub use registration::{Memory, MemorySettings};
@@ -71,6 +71,29 @@ pub fn copy_direction(name: &str) -> CopyDirection {
     } else {
         CopyDirection::Unknown
     }
+}
+
+/// The direction of a copy: its name, else an OpenCL-layer `direction` attribute.
+pub fn span_copy_direction(trace: &Trace, span: &Span) -> CopyDirection {
+    let by_name = copy_direction(trace.str(span.name));
+    if by_name != CopyDirection::Unknown {
+        return by_name;
+    }
+    let Some(text) = trace.args_text(span.args) else {
+        return CopyDirection::Unknown;
+    };
+    if !text.contains("direction") {
+        return CopyDirection::Unknown;
+    }
+    let value: serde_json::Value = match serde_json::from_str(&text) {
+        Ok(v) => v,
+        Err(_) => return CopyDirection::Unknown,
+    };
+    value
+        .get("direction")
+        .and_then(|d| d.as_str())
+        .map(copy_direction)
+        .unwrap_or(CopyDirection::Unknown)
 }
 
 /// Reads an integer attribute (`bytes`, `Bytes`, ...) from an args JSON text: the first of

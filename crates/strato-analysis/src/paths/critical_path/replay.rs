@@ -22,7 +22,7 @@
 
 use std::collections::BTreeMap;
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 use strato_trace::{Level, Ns, RankId, Span, SpanId, StrId, Trace, TrackId, TrackKind};
 
@@ -75,6 +75,14 @@ pub enum Selector {
     /// longer wait on the device for compute, nor compute for them on a stream they share
     /// ([`comm_off_compute`]). The factor is unused.
     OverlapComm,
+    /// Host<->device copies overlapped with compute, as a copy stream of their own with the
+    /// next batch prefetched would ([`copies_off_compute`]): a host-to-device copy no longer
+    /// waits on the device for compute, nor compute for it (its data is there in time, as
+    /// when it was copied a step ahead); compute no longer waits for a device-to-host copy
+    /// (the copy still waits for the compute that made its data). The most overlapping copies
+    /// can buy on the device; the host's waits for them are `--async-copies`'. The factor is
+    /// unused.
+    OverlapCopies,
     /// The launches inside each call of the CPU op of this name (`None`: each top-level CPU op
     /// of a thread) replayed as one graph launch, as CUDA graphs (or torch.compile's
     /// `reduce-overhead`) would: the region's CPU ops cost nothing (factor 0, as `cpu:`), and
@@ -170,6 +178,15 @@ impl Scale {
         Scale {
             text: "overlap-comm".to_owned(),
             selector: Selector::OverlapComm,
+            factor: 1.0,
+        }
+    }
+
+    /// The change `--overlap-copies` asks for ([`Selector::OverlapCopies`]).
+    pub fn overlap_copies() -> Scale {
+        Scale {
+            text: "overlap-copies".to_owned(),
+            selector: Selector::OverlapCopies,
             factor: 1.0,
         }
     }
@@ -453,6 +470,14 @@ fn note_unmatched_overlap(
 ) {
     let mut has_collective = Some(has_collective);
     for (applied, change) in report.changes.iter_mut().zip(changes) {
+        if change.selector == Selector::OverlapCopies && applied.matched_ops == 0 {
+            applied.note = Some(
+                "no host-to-device copy waits for compute on the device in this trace's graph, \
+                 nor compute for a device-to-host copy (copies on streams of their own, or no \
+                 copy whose direction is known)"
+                    .to_owned(),
+            );
+        }
         if change.selector == Selector::OverlapComm && applied.matched_ops == 0 {
             let collectives = has_collective.take().is_some_and(|f| f());
             applied.note = Some(if collectives {
@@ -937,7 +962,10 @@ fn selected<'o>(
     // A straggler's lateness and overlapped communication select no span: without another
     // change there is nothing to walk (an advice's straggler is replayed once per window).
     let by_spans = change_bits(changes, &|s| {
-        !matches!(s, Selector::Straggler(_) | Selector::OverlapComm)
+        !matches!(
+            s,
+            Selector::Straggler(_) | Selector::OverlapComm | Selector::OverlapCopies
+        )
     });
     if by_spans == 0 {
         return selection;
@@ -1745,6 +1773,14 @@ fn predict(
         report.changes[i].matched_ops +=
             comm_off_compute(trace, graph, in_edges, edges, &mut changed);
     }
+    let copies = changes
+        .iter()
+        .position(|c| c.selector == Selector::OverlapCopies);
+    if let Some(i) = copies {
+        let edges = rewired.get_or_insert_with(|| graph.edges.clone());
+        report.changes[i].matched_ops +=
+            copies_off_compute(trace, graph, in_edges, edges, &mut changed);
+    }
     if !regions.is_empty() {
         let edges = rewired.get_or_insert_with(|| graph.edges.clone());
         let launch = typical.get(&PathKind::Launch).copied().unwrap_or(0);
@@ -1827,11 +1863,78 @@ fn comm_off_compute(
     edges: &mut [Edge],
     durations: &mut [Ns],
 ) -> usize {
-    let is_collective = |id: SpanId| {
+    off_compute(trace, graph, in_edges, edges, durations, &|id| {
+        is_collective_kernel_span(trace, &trace.spans[id.0 as usize]).then_some(OffCompute::Both)
+    })
+}
+
+/// [`Selector::OverlapCopies`] on `edges` (a copy of the graph's) and `durations` (theirs):
+/// host<->device copies ([`crate::device_time::memory::span_copy_direction`]) taken off the
+/// compute around them on the device, as a copy stream of their own would. Returns how many
+/// copies it moved.
+/// - A host-to-device copy as a collective under `--overlap-comm` ([`OffCompute::Both`]): it
+///   no longer waits for compute (the order of a stream it shares with it, a stream wait
+///   event), and compute after it on its stream no longer waits for it. A prefetched copy
+///   (the next batch copied while this one computes) is done before its reader starts: the
+///   most overlapping can buy.
+/// - A device-to-host copy still waits for the compute before it (that made its data), and
+///   compute after it on its stream no longer waits for it ([`OffCompute::After`]).
+///
+/// Nothing else changes: the copies' launches, the host's waits for them (`--async-copies`,
+/// `--no-sync`) and their durations (pinned memory's faster transfer is not modelled).
+fn copies_off_compute(
+    trace: &Trace,
+    graph: &Graph,
+    in_edges: &Adjacency,
+    edges: &mut [Edge],
+    durations: &mut [Ns],
+) -> usize {
+    use crate::device_time::memory::{span_copy_direction, CopyDirection};
+    off_compute(trace, graph, in_edges, edges, durations, &|id| {
         let span = &trace.spans[id.0 as usize];
-        span.level == Level::DeviceKernel
-            && crate::distributed::collectives::is_collective_kernel(trace.str(span.name))
-    };
+        if span.level != Level::DeviceCopy {
+            return None;
+        }
+        match span_copy_direction(trace, span) {
+            CopyDirection::HostToDevice => Some(OffCompute::Both),
+            CopyDirection::DeviceToHost => Some(OffCompute::After),
+            _ => None,
+        }
+    })
+}
+
+/// Which of its orderings against compute a device op [`off_compute`] moves gives up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OffCompute {
+    /// Both: it no longer waits for compute, nor compute after it for it (collectives,
+    /// host-to-device copies).
+    Both,
+    /// Only compute after it no longer waits for it (device-to-host copies).
+    After,
+}
+
+/// Takes the device ops `moved` picks off the compute (every other device op) around them, on
+/// `edges` and `durations`; returns how many of them it changed an edge of.
+/// - An edge into a moved op's start from a compute op, where the op gives up what came
+///   before ([`OffCompute::Both`]): the order of a stream they share is rewired from the
+///   stream's previous moved op (with no delay), so moved ops keep their order among
+///   themselves; any other such edge (a stream wait event on compute) is dropped.
+/// - An edge into a compute op's start from a moved op on the same stream, where the moved op
+///   gives up what comes after it (either kind): rewired from the stream's previous
+///   compute op (dropped when there is none). Waits across streams (a stream wait event: the
+///   compute reads what the op produced) and host synchronisations stay.
+///
+/// `in_edges` and the topological order hold for the rewired edges: each one's new source
+/// comes before its old one on the same stream, so the stream's order already leads from it
+/// to the edge's end.
+fn off_compute(
+    trace: &Trace,
+    graph: &Graph,
+    in_edges: &Adjacency,
+    edges: &mut [Edge],
+    durations: &mut [Ns],
+    moved: &dyn Fn(SpanId) -> Option<OffCompute>,
+) -> usize {
     // The device ops of the graph per stream, in stream order.
     let mut streams: FxHashMap<TrackId, Vec<(Ns, SpanId)>> = FxHashMap::default();
     for &id in graph.span_nodes.keys() {
@@ -1848,32 +1951,44 @@ fn comm_off_compute(
         node.span()
             .filter(|_| trace.track(node.track(trace)).is_device())
     };
-    let mut moved = 0;
+    let mut changed: FxHashSet<SpanId> = FxHashSet::default();
     for (track, mut ops) in streams {
         ops.sort_unstable_by_key(|&(start, id)| (start, id.0));
-        let mut last_collective: Option<u32> = None;
+        let mut last_moved: Option<u32> = None;
         let mut last_compute: Option<u32> = None;
         for (_, id) in ops {
             let (start, end) = graph.span_nodes[&id];
-            let collective = is_collective(id);
-            let mut took_off = false;
+            let this = moved(id);
             for &e in in_edges.of(start) {
                 let edge = &mut edges[e as usize];
                 let Some(source) = device_op(edge.from) else {
                     continue;
                 };
-                if is_collective(source) == collective {
+                let from = moved(source);
+                if this.is_some() == from.is_some() {
                     continue;
                 }
                 let same_stream = graph.nodes[edge.from as usize].track(trace) == track;
-                let instead = match (collective, same_stream && edge.kind == PathKind::Idle) {
-                    (true, true) => last_collective,
-                    (true, false) => None,
-                    (false, true) => last_compute,
-                    // Compute waiting for a collective on another stream: the data it reads.
-                    (false, false) => continue,
+                let order = same_stream && edge.kind == PathKind::Idle;
+                let instead = match (this, from) {
+                    (Some(OffCompute::Both), _) => {
+                        changed.insert(id);
+                        if order {
+                            last_moved
+                        } else {
+                            None
+                        }
+                    }
+                    (None, Some(kind)) if order => {
+                        // A collective counts when it is taken off what came before it.
+                        if kind == OffCompute::After {
+                            changed.insert(source);
+                        }
+                        last_compute
+                    }
+                    // What the op waits for stays: the data it reads.
+                    _ => continue,
                 };
-                took_off |= collective;
                 match instead {
                     Some(from) => {
                         edge.from = from;
@@ -1882,15 +1997,14 @@ fn comm_off_compute(
                     None => durations[e as usize] = REMOVED,
                 }
             }
-            moved += usize::from(took_off);
-            if collective {
-                last_collective = Some(end);
+            if this.is_some() {
+                last_moved = Some(end);
             } else {
                 last_compute = Some(end);
             }
         }
     }
-    moved
+    changed.len()
 }
 
 /// The rank [`Selector::Straggler`] evens in `graph`: the rank labelled `label`, or (`None`)
@@ -2175,27 +2289,34 @@ mod tests {
         }
     }
 
-    /// `step()` with two module calls on the CPU thread (Python-level spans, not graph ops):
-    /// `Attn` around gemm's launch only, `Block` around both launches.
     /// One stream shared by compute and communication, every launch early: gemm1 (300 ns),
     /// an all-reduce (200), gemm2 (300), a second all-reduce (500), back to back (1300 ns).
     fn shared_stream() -> Trace {
+        one_stream(&[
+            (Level::DeviceKernel, "gemm1", 50, 350),
+            (Level::DeviceKernel, "ncclKernel_AllReduce", 350, 550),
+            (Level::DeviceKernel, "gemm2", 550, 850),
+            (Level::DeviceKernel, "ncclKernel_AllReduce", 850, 1350),
+        ])
+    }
+
+    /// One step (0..1500) whose device ops `ops` run on one stream, the i-th launched at
+    /// 10 x i (`cudaLaunchKernel`, or `cudaMemcpyAsync` for a copy; 10 ns each).
+    fn one_stream(ops: &[(Level, &str, Ns, Ns)]) -> Trace {
         let mut b = TraceBuilder::new();
         let cpu = b.thread(1, 1);
         let gpu = b.queue(0, 7);
         b.span(cpu, Level::Operation, "ProfilerStep#1", 0, 1500);
-        let ops = [
-            ("gemm1", 50, 350),
-            ("ncclKernel_AllReduce", 350, 550),
-            ("gemm2", 550, 850),
-            ("ncclKernel_AllReduce", 850, 1350),
-        ];
-        for (i, (name, start, end)) in ops.into_iter().enumerate() {
+        for (i, &(level, name, start, end)) in ops.iter().enumerate() {
             let (c, at) = (i as u64 + 1, 10 * (i as Ns + 1));
-            b.span(cpu, Level::AcceleratorApi, "cudaLaunchKernel", at, at + 10)
+            let call = if level == Level::DeviceCopy {
+                "cudaMemcpyAsync"
+            } else {
+                "cudaLaunchKernel"
+            };
+            b.span(cpu, Level::AcceleratorApi, call, at, at + 10)
                 .correlation(c);
-            b.span(gpu, Level::DeviceKernel, name, start, end)
-                .correlation(c);
+            b.span(gpu, level, name, start, end).correlation(c);
         }
         b.build()
     }
@@ -2221,6 +2342,59 @@ mod tests {
         // Compute alone changes nothing.
         let report = run(&shared_stream(), &["kernel:gemm=1"]);
         assert_eq!(report.predicted[0].predicted_ns, 1350);
+    }
+
+    /// One stream shared by compute and copies, every launch early: gemm1 (300 ns), a
+    /// host-to-device copy (200), gemm2 (300), a device-to-host copy (500), gemm3 (100), back
+    /// to back (50..1450).
+    fn copies_on_the_compute_stream() -> Trace {
+        one_stream(&[
+            (Level::DeviceKernel, "gemm1", 50, 350),
+            (
+                Level::DeviceCopy,
+                "Memcpy HtoD (Pinned -> Device)",
+                350,
+                550,
+            ),
+            (Level::DeviceKernel, "gemm2", 550, 850),
+            (
+                Level::DeviceCopy,
+                "Memcpy DtoH (Device -> Pinned)",
+                850,
+                1350,
+            ),
+            (Level::DeviceKernel, "gemm3", 1350, 1450),
+        ])
+    }
+
+    #[test]
+    fn overlapped_copies_leave_compute_and_keep_their_data() {
+        let report = run(&copies_on_the_compute_stream(), &[]);
+        assert_eq!(report.replay[0].simulated_ns, 1450);
+        let report = run_changes(&copies_on_the_compute_stream(), &[Scale::overlap_copies()]);
+        assert_eq!(report.changes[0].matched_ops, 2);
+        // The host-to-device copy starts at its launch (20, with the typical 40 ns delay:
+        // 60..260) and gemm2 no longer waits for it: it follows gemm1 (350..650). The
+        // device-to-host copy still waits for gemm2, whose result it copies (650..1150), and
+        // gemm3 no longer waits for it (650..750): the copy ends the step.
+        let w = &report.predicted[0];
+        assert_eq!(
+            (w.baseline_ns, w.predicted_ns, w.gain_ns),
+            (1450, 1150, 300)
+        );
+        conserves(w);
+        assert_eq!(
+            w.path.bottleneck.as_ref().map(|b| (b.name.as_str(), b.ns)),
+            Some(("Memcpy DtoH (Device -> Pinned)", 500))
+        );
+        // A trace without such copies: nothing matched, and the change says why.
+        let report = run_changes(&shared_stream(), &[Scale::overlap_copies()]);
+        assert_eq!(report.changes[0].matched_ops, 0);
+        assert!(report.changes[0]
+            .note
+            .as_deref()
+            .is_some_and(|n| n.contains("no host-to-device copy")));
+        assert_eq!(report.predicted[0].gain_ns, 0);
     }
 
     #[test]
@@ -2283,6 +2457,8 @@ mod tests {
         assert_eq!(report.predicted[0].predicted_ns, 1160);
     }
 
+    /// `step()` with two module calls on the CPU thread (Python-level spans, not graph ops):
+    /// `Attn` around gemm's launch only, `Block` around both launches.
     fn step_with_modules() -> Trace {
         let mut t = step();
         let cpu = t.spans[1].track;
