@@ -112,7 +112,9 @@ pub struct Finding {
     pub docs: String,
     /// What fixing it would save: a what-if replay of the critical path's graph with the fix
     /// applied ([`gain_model`], `strato whatif`), summed over the `ProfilerStep` windows (the
-    /// whole trace without steps). `None` where no transform models the fix yet.
+    /// whole trace without steps), at most `time_ns`. `None` where no transform models the
+    /// fix yet, where it selects nothing, or where the windows' gains add up to more than the
+    /// time at stake (steps that overlap; [`Finding::gain_note`] says which).
     pub estimated_gain_ns: Option<Ns>,
     /// The what-if the gain comes from (`whatif --no-sync`), or why there is none.
     pub gain_note: String,
@@ -674,12 +676,28 @@ fn estimate_gains(findings: &mut [Finding], gains: &mut GainsOf<'_>) {
         Ok(gains) => {
             for ((i, _), gain) in modelled.iter().zip(gains) {
                 let finding = &mut findings[*i];
-                finding.estimated_gain_ns = gain;
-                if gain.is_none() {
-                    finding.gain_note = format!(
-                        "not estimated: {} selects nothing in this trace's graph",
-                        finding.gain_note
-                    );
+                match gain {
+                    None => {
+                        finding.gain_note = format!(
+                            "not estimated: {} selects nothing in this trace's graph",
+                            finding.gain_note
+                        );
+                    }
+                    // No fix saves more than the time at stake: per-step replays that add up
+                    // to more claim time the next steps give back (docs/advise.md, "Known
+                    // limit"). Not shown rather than wrong.
+                    Some(gain) if gain > finding.time_ns => {
+                        finding.gain_note = format!(
+                            "not estimated: {} replayed step by step gains {}, more than the {} \
+                             at stake: the steps overlap (a step's device work runs into the \
+                             next), so each step's replay claims time the next gives back \
+                             (`strato whatif --across-steps` simulates them as one run)",
+                            finding.gain_note,
+                            human(gain),
+                            human(finding.time_ns),
+                        );
+                    }
+                    Some(_) => finding.estimated_gain_ns = gain,
                 }
             }
         }
@@ -959,6 +977,49 @@ pub fn human(ns: Ns) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A finding for [`estimate_gains`]: rule `rule`, `time_ns` at stake.
+    fn finding(rule: &'static str, time_ns: Ns) -> Finding {
+        finish(
+            rule,
+            Draft {
+                intervals: vec![(0, time_ns)],
+                ..Draft::default()
+            },
+            0,
+            1_000_000,
+        )
+    }
+
+    #[test]
+    fn a_gain_above_the_time_at_stake_is_not_shown() {
+        let mut findings = vec![
+            finding(host_sync::ID, 1_000),
+            finding(multi_rank::EXPOSED_ID, 1_000),
+            finding(sync_copy::ID, 1_000),
+        ];
+        // As the per-step replay of an asynchronous pipeline can answer: the second set's
+        // steps add up to more than its time at stake; the third selects nothing.
+        let mut gains = |sets: &[Vec<Scale>]| {
+            assert_eq!(sets.len(), 3);
+            Ok::<_, String>(vec![Some(400), Some(1_500), None])
+        };
+        estimate_gains(&mut findings, &mut gains);
+        assert_eq!(findings[0].estimated_gain_ns, Some(400));
+        assert_eq!(findings[1].estimated_gain_ns, None);
+        assert!(
+            findings[1]
+                .gain_note
+                .starts_with("not estimated: whatif --overlap-comm")
+                && findings[1]
+                    .gain_note
+                    .contains("more than the 1.0 us at stake"),
+            "{}",
+            findings[1].gain_note
+        );
+        assert_eq!(findings[2].estimated_gain_ns, None);
+        assert!(findings[2].gain_note.contains("selects nothing"));
+    }
 
     #[test]
     fn interval_algebra() {
