@@ -83,7 +83,9 @@ impl<'p, 's> Builder<'p, 's> {
         let ruled = map
             .level(SourceFormat::Kineto.as_str(), cat)
             .or_else(|| map.level(SourceFormat::Chrome.as_str(), cat))
-            .or_else(|| named.and_then(Level::parse));
+            // `Other` names no level: the category stays unrecognised (and counted when its
+            // events look like device work), as on its first import.
+            .or_else(|| named.and_then(Level::parse).filter(|l| *l != Level::Other));
         let level = ruled.unwrap_or(Level::Other);
         let on_device = DEVICE_CATEGORIES.contains(&cat) || level.is_device_op();
         if [

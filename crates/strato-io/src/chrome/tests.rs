@@ -199,7 +199,8 @@ fn a_category_without_a_rule_takes_the_level_its_args_name() {
         {"ph":"X","cat":"opencl_kernel","name":"saxpy","pid":10,"tid":12,"ts":2,"dur":5,"args":{"device":0,"stream":3,"level":"DeviceKernel"}},
         {"ph":"X","cat":"opencl_kernel","name":"saxpy","pid":10,"tid":12,"ts":8,"dur":1,"args":{"device":0,"stream":3}},
         {"ph":"X","cat":"cpu_op","name":"aten::mm","pid":10,"tid":11,"ts":1,"dur":2,"args":{"level":"DeviceKernel"}},
-        {"ph":"X","cat":"mine","name":"x","pid":10,"tid":11,"ts":4,"dur":1,"args":{"level":"NotALevel"}}
+        {"ph":"X","cat":"mine","name":"x","pid":10,"tid":11,"ts":4,"dur":1,"args":{"level":"NotALevel"}},
+        {"ph":"X","cat":"npu_task","name":"n1","pid":1,"tid":5,"ts":6,"dur":2,"args":{"device":1,"stream":6,"level":"Other"}}
         ]}"#,
     )
     .unwrap();
@@ -212,9 +213,14 @@ fn a_category_without_a_rule_takes_the_level_its_args_name() {
             Level::DeviceKernel,
             Level::DeviceKernel,
             Level::Backend,
+            Level::Other,
             Level::Other
         ]
     );
+    // `Other` (what the export writes for an event no rule named) leaves its category
+    // unrecognised: device-like events of it are still counted.
+    let notes = &trace.ranks[0].notes;
+    assert_eq!(notes.unclassified_device_like(), vec![("npu_task", 1)]);
     assert_eq!(
         trace.track(trace.spans[1].track).kind,
         TrackKind::DeviceQueue {
