@@ -757,7 +757,8 @@ impl JobClock {
         self.shifts.get(rank as usize).copied().unwrap_or(0)
     }
 
-    /// The shift of the rank users number `job_rank` (as [`rank_number`] gives it).
+    /// The shift of the rank users number `job_rank` (as [`rank_number`] gives it; the first
+    /// such rank when two sources claim one number).
     pub fn shift_of_job_rank(&self, job_rank: i64) -> Ns {
         self.by_job_rank
             .iter()

@@ -72,6 +72,10 @@ pub struct StepBreakdown {
     pub bottleneck: &'static str,
     #[serde(skip)]
     pub intervals: Vec<(&'static str, Vec<(Ns, Ns)>)>,
+    /// The rank's index in the trace (`rank` is the number users see, which two sources may
+    /// share).
+    #[serde(skip)]
+    pub rank_index: u32,
 }
 
 fn index(category: &str) -> usize {
@@ -231,6 +235,7 @@ pub fn run(
             parts,
             bottleneck,
             intervals,
+            rank_index: rank,
         });
     }
     out.sort_by_key(|s| (s.rank, s.start_ns));
@@ -249,7 +254,7 @@ pub fn run(
             .flat_map(|s| {
                 facts
                     .clock
-                    .job_rank_intervals(s.rank, s.intervals[index(cat)].1.clone())
+                    .intervals(s.rank_index, s.intervals[index(cat)].1.clone())
             })
             .collect();
         // Summed over the steps (of every rank) like their lengths: the share is of the
