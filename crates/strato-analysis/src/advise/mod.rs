@@ -736,20 +736,21 @@ impl JobClock {
         trace: &Trace,
         report: &crate::distributed::collectives::CollectivesReport,
     ) -> JobClock {
-        let mut clock = JobClock::default();
         if report
             .ranks
             .iter()
             .any(|r| r.rank.0 as usize >= trace.ranks.len())
         {
-            return clock;
+            return JobClock::default();
         }
-        clock.shifts = vec![0; trace.ranks.len()];
-        for r in &report.ranks {
-            clock.shifts[r.rank.0 as usize] = r.shift_ns;
-            clock.by_job_rank.push((r.job_rank, r.shift_ns));
+        JobClock {
+            shifts: report.clock.shifts(trace.ranks.len()),
+            by_job_rank: report
+                .ranks
+                .iter()
+                .map(|r| (r.job_rank, r.shift_ns))
+                .collect(),
         }
-        clock
     }
 
     /// The shift of rank index `rank`.

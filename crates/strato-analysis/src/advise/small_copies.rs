@@ -18,7 +18,7 @@ use strato_trace::{Level, Ns};
 use super::{human, rank_number, Draft, Evidence, Facts};
 use crate::analyzed::Analyzed;
 use crate::device_time::gpu_time::{length, merge};
-use crate::device_time::memory::{arg_i64, CopyDirection};
+use crate::device_time::memory::{arg_i64, span_copy_direction, CopyDirection};
 
 /// The rule id.
 pub const ID: &str = "small-copies";
@@ -47,9 +47,6 @@ impl Default for Config {
     }
 }
 
-/// The direction of a copy ([`crate::device_time::memory::span_copy_direction`]).
-pub use crate::device_time::memory::span_copy_direction as direction;
-
 /// Runs the rule.
 pub fn run(analyzed: &Analyzed, facts: &Facts, config: &Config) -> Vec<Draft> {
     let trace = analyzed.trace();
@@ -64,18 +61,19 @@ pub fn run(analyzed: &Analyzed, facts: &Facts, config: &Config) -> Vec<Draft> {
             let mut bytes_known: i64 = 0;
             for &i in ops {
                 let s = &trace.spans[i as usize];
-                let is_small = s.level == Level::DeviceCopy && direction(trace, s) == dir && {
-                    match arg_i64(trace.args_text(s.args).as_deref(), &["bytes", "Bytes"]) {
-                        Some(b) => {
-                            let ok = b <= config.max_bytes;
-                            if ok {
-                                bytes_known += b;
+                let is_small =
+                    s.level == Level::DeviceCopy && span_copy_direction(trace, s) == dir && {
+                        match arg_i64(trace.args_text(s.args).as_deref(), &["bytes", "Bytes"]) {
+                            Some(b) => {
+                                let ok = b <= config.max_bytes;
+                                if ok {
+                                    bytes_known += b;
+                                }
+                                ok
                             }
-                            ok
+                            None => s.duration() <= max_unsized,
                         }
-                        None => s.duration() <= max_unsized,
-                    }
-                };
+                    };
                 if is_small {
                     small += 1;
                     if open {

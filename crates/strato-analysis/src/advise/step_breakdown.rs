@@ -25,7 +25,7 @@ use strato_trace::{Level, Ns, TrackKind};
 use super::{human, intersect, rank_number, subtract, Draft, Evidence, Facts};
 use crate::analyzed::Analyzed;
 use crate::device_time::gpu_time::{length, merge, KernelClass, KernelClasses};
-use crate::device_time::memory::CopyDirection;
+use crate::device_time::memory::{span_copy_direction, CopyDirection};
 use crate::scope::{effective_level, flatten_innermost, is_step_name};
 
 /// The rule id.
@@ -158,8 +158,7 @@ pub fn run(
                         _ => 0,
                     },
                     Level::DeviceCopy
-                        if super::small_copies::direction(trace, d)
-                            == CopyDirection::HostToDevice =>
+                        if span_copy_direction(trace, d) == CopyDirection::HostToDevice =>
                     {
                         2
                     }

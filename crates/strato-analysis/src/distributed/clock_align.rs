@@ -82,6 +82,13 @@ impl ClockAlignment {
             .find(|c| c.rank == rank)
             .map_or(0, RankClock::shift)
     }
+
+    /// The shift of each of the `ranks` ranks of a trace, by rank index ([`Self::shift_of`]).
+    pub fn shifts(&self, ranks: usize) -> Vec<Ns> {
+        (0..ranks as u32)
+            .map(|r| self.shift_of(RankId(r)))
+            .collect()
+    }
 }
 
 fn median(sorted: &[i64]) -> i64 {

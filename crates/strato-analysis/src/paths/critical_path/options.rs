@@ -59,9 +59,7 @@ impl CriticalPathOptions {
         }
         CriticalPathOptions {
             collectives: Some(instances_from_matched(instances)),
-            clock_shift: (0..trace.ranks.len() as u32)
-                .map(|r| clock.shift_of(RankId(r)))
-                .collect(),
+            clock_shift: clock.shifts(trace.ranks.len()),
         }
     }
 
