@@ -30,11 +30,25 @@ host (1 ms, overlapping the device), `clFinish`. Each B variant and the change t
                           postprocess), B non-blocking on a second
                           queue (postprocess overlaps the device)
 
+And on a recorded Python program, `examples/env_pool.py pair VARIANT STEPS` (recorded by the
+stratoscope package: its operations and the threads that run them): per `ProfilerStep#N` the
+main thread's `act` (4 units of SHA-256 work, a unit per MiB, about 0.75 ms), one `env_step`
+handed to each of two worker threads `env-0` and `env-1` (8 units each, side by side: the
+hashing releases the GIL, each worker pinned to its own core), the main thread waiting for both,
+then `learn` (4 units):
+
+  A         B             the change                                 predicted with
+  slow-env  base          A's env-1 does 16 units (one slow worker);  --scale thread:env-1=0.5
+                          B's does 8, as env-0 (the pool made even)
+  base      act-half      act 2 units instead of 4                    --scale cpu:act=0.5
+  base      env-half      both workers 4 units instead of 8           --scale cpu:env_step=0.5
+  base      learn-double  learn 8 units instead of 4                  --scale cpu:learn=2
+
 A and B run in one program, alternating (`strato-opencl-demo pair A/B STEPS`): step by step,
 or by blocks of 6 steps when B's steps overlap the next (`no-finish`). Alternating is what
 makes the check fair on a shared VM: its speed moves by 20 % over seconds (`base` measures
 8.6 ms a step, then 10.7 ms), so A and B run one after the other differed by that much where
-the change was worth nothing, and the check measured the VM, not the model. The program runs
+the change was worth nothing, and the check measured the VM, not the model. The OpenCL program runs
 under the stratoscope OpenCL layer (`OPENCL_LAYERS`), with PoCL on one worker thread
 (`POCL_MAX_PTHREAD_COUNT=1`, so the device owns one of the two cores and the host the other).
 A step's time, measured and predicted alike, is what `strato whatif` calls a window: from the
@@ -58,7 +72,8 @@ Usage:
       worst-case target) and the interquartile range of B's steps (its noise) in two fresh
       measurements in a row.
 Paths default to this checkout's target/debug build (`cargo build -p strato-opencl-layer -p
-strato-opencl-examples`) and `strato` on PATH.
+strato-opencl-examples`) and `strato` on PATH; the Python pairs need the stratoscope package
+(`pip install .`).
 """
 import argparse
 import json
@@ -72,34 +87,45 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
-# (A, B, the change that predicts B from A's trace, how steps are read: [] each step's graph
-# alone, ["--across-steps"] from one simulation of the whole trace, for measured and predicted
-# alike)
+# (the program, A, B, the change that predicts B from A's trace, how steps are read: [] each
+# step's graph alone, ["--across-steps"] from one simulation of the whole trace, for measured
+# and predicted alike). Programs: "opencl" the demo on PoCL, "python" examples/env_pool.py.
 PAIRS = [
-    ("base", "kernel-half", ["--scale", "kernel:matmul=0.5"], []),
-    ("base", "host-half", ["--scale", "cpu:prepare=0.5"], []),
-    ("base", "copy-half", ["--scale", "category:copy=0.5"], []),
-    ("base", "both-half", ["--scale", "kernel:matmul=0.5", "--scale", "cpu:prepare=0.5"], []),
-    ("sync-mid", "base", ["--no-sync", "wait_result"], []),
-    ("base", "post-half", ["--scale", "cpu:postprocess=0.5"], []),
-    ("base", "host-double", ["--scale", "cpu:prepare=2"], []),
-    ("sync-mid", "sync-mid-kernel-half", ["--scale", "kernel:matmul=0.5"], []),
-    ("base", "no-finish", ["--no-sync", "all"], ["--across-steps"]),
-    ("upload-blocking", "upload-second-queue", ["--async-copies", "all"], []),
+    ("opencl", "base", "kernel-half", ["--scale", "kernel:matmul=0.5"], []),
+    ("opencl", "base", "host-half", ["--scale", "cpu:prepare=0.5"], []),
+    ("opencl", "base", "copy-half", ["--scale", "category:copy=0.5"], []),
+    ("opencl", "base", "both-half", ["--scale", "kernel:matmul=0.5", "--scale", "cpu:prepare=0.5"], []),
+    ("opencl", "sync-mid", "base", ["--no-sync", "wait_result"], []),
+    ("opencl", "base", "post-half", ["--scale", "cpu:postprocess=0.5"], []),
+    ("opencl", "base", "host-double", ["--scale", "cpu:prepare=2"], []),
+    ("opencl", "sync-mid", "sync-mid-kernel-half", ["--scale", "kernel:matmul=0.5"], []),
+    ("opencl", "base", "no-finish", ["--no-sync", "all"], ["--across-steps"]),
+    ("opencl", "upload-blocking", "upload-second-queue", ["--async-copies", "all"], []),
+    ("python", "slow-env", "base", ["--scale", "thread:env-1=0.5"], []),
+    ("python", "base", "act-half", ["--scale", "cpu:act=0.5"], []),
+    ("python", "base", "env-half", ["--scale", "cpu:env_step=0.5"], []),
+    ("python", "base", "learn-double", ["--scale", "cpu:learn=2"], []),
 ]
 
+ENV_POOL = os.path.join(ROOT, "examples", "env_pool.py")
 
-def record(demo, layer, variant, steps, out):
+
+def record(program, demo, layer, variant, steps, out):
     env = dict(os.environ)
-    env.update(
-        STRATOSCOPE_OUT=out,
-        OPENCL_LAYERS=layer,
-        POCL_MAX_PTHREAD_COUNT="1",  # PoCL before 5.0
-        POCL_CPU_MAX_CU_COUNT="1",  # PoCL 5.0 and later
-    )
-    done = subprocess.run([demo, "pair", variant, str(steps)], env=env, check=True,
-                          stdout=subprocess.PIPE, text=True)
-    # The demo's last line: each step's wall time and, when two variants alternate, which ran.
+    env.update(STRATOSCOPE_OUT=out)
+    if program == "opencl":
+        env.update(
+            OPENCL_LAYERS=layer,
+            POCL_MAX_PTHREAD_COUNT="1",  # PoCL before 5.0
+            POCL_CPU_MAX_CU_COUNT="1",  # PoCL 5.0 and later
+        )
+        cmd = [demo, "pair", variant, str(steps)]
+    else:
+        # Recorded by the stratoscope package (STRATOSCOPE_OUT starts it): the operations and
+        # the threads that run them.
+        cmd = [sys.executable, ENV_POOL, "pair", variant, str(steps)]
+    done = subprocess.run(cmd, env=env, check=True, stdout=subprocess.PIPE, text=True)
+    # The program's last line: which variant ran each step (and each step's wall time).
     return json.loads(done.stdout.strip().splitlines()[-1])["step_variant"]
 
 
@@ -130,28 +156,36 @@ def main():
     ap.add_argument("--ci", action="store_true")
     ap.add_argument("--only", help="the pairs whose B is one of these variants (comma-separated)")
     args = ap.parse_args()
-    pairs = [p for p in PAIRS if not args.only or p[1] in args.only.split(",")]
+    pairs = [p for p in PAIRS if not args.only or p[2] in args.only.split(",")]
     if not pairs:
         sys.exit(f"whatif_pairs: no pair has B in {args.only!r}")
     if args.ci:
         args.runs, args.steps = 5, 12
-    for what, path in [("strato", args.strato), ("demo", args.demo), ("layer", args.layer)]:
+    needed = [("strato", args.strato)]
+    if any(p[0] == "opencl" for p in pairs):
+        needed += [("demo", args.demo), ("layer", args.layer)]
+    for what, path in needed:
         if not os.path.exists(path):
             sys.exit(f"whatif_pairs: {what} not found at {path} (build it first)")
+    if any(p[0] == "python" for p in pairs):
+        try:
+            import stratoscope  # noqa: F401  (records the Python pairs)
+        except ImportError:
+            sys.exit("whatif_pairs: the Python pairs need the stratoscope package (pip install .)")
 
     def measure_all():
         rows = []
         replay_worst = 0.0
         with tempfile.TemporaryDirectory() as tmp:
-            for a, b, change, reading in pairs:
+            for program, a, b, change, reading in pairs:
                 rounds = []  # per round: (A's median, B's median, B predicted's median, B's steps)
                 for r in range(args.runs):
                     # One program alternating A's and B's steps (step by step, or by blocks when
                     # B's steps overlap the next), so both meet the same machine: a shared VM
                     # changes speed by 20 % over seconds, more than most changes here are
                     # worth when A and B run one after the other.
-                    out = os.path.join(tmp, f"{a}-{b}-{r}")
-                    ran = record(args.demo, args.layer, f"{a}/{b}", 2 * args.steps, out)
+                    out = os.path.join(tmp, f"{program}-{a}-{b}-{r}")
+                    ran = record(program, args.demo, args.layer, f"{a}/{b}", 2 * args.steps, out)
                     replay = whatif(args.strato, out, reading)["replay"]
                     predicted = whatif(args.strato, out, change + reading)["whatif"]["steps"]
 
@@ -171,6 +205,7 @@ def main():
                 error_of = lambda r: abs(r[2] - r[1]) / r[1]
                 a_ns, b_ns, p_ns, _ = sorted(rounds, key=error_of)[(len(rounds) - 1) // 2]
                 rows.append({
+                    "program": program,
                     "a": a,
                     "b": b,
                     "change": " ".join(change + reading),
@@ -182,10 +217,10 @@ def main():
                     "noise_steps_iqr_pct": 100.0 * iqr_over_median([s for *_, steps in rounds for s in steps]),
                 })
         print(f"runs {args.runs} x {args.steps} steps; replay error of A, worst window: {replay_worst:.3f} %")
-        print("| A | B | predicted with | A measured | B measured | B predicted | error | noise: B runs | noise: B steps (IQR) |")
-        print("|---|---|---|---|---|---|---|---|---|")
+        print("| program | A | B | predicted with | A measured | B measured | B predicted | error | noise: B runs | noise: B steps (IQR) |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for r in rows:
-            print(f"| {r['a']} | {r['b']} | `{r['change']}` | {r['a_measured_ms']:.3f} ms | {r['b_measured_ms']:.3f} ms | "
+            print(f"| {r['program']} | {r['a']} | {r['b']} | `{r['change']}` | {r['a_measured_ms']:.3f} ms | {r['b_measured_ms']:.3f} ms | "
                   f"{r['b_predicted_ms']:.3f} ms | {r['error_pct']:.2f} % | {r['noise_runs_pct']:.2f} % | "
                   f"{r['noise_steps_iqr_pct']:.2f} % |")
         errors = [r["error_pct"] for r in rows]

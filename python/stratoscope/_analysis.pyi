@@ -154,7 +154,7 @@ class Profile:
                across_steps: bool = False, step: str | int = "") -> Table:
         """Registered `whatif`, table `whatif`: `whatif.steps[]`, one row per (step, rank)
         with `scale` (changes `KIND:NAME=F`: `kernel:TEXT`, `op:NAME`, `module:CLASS`,
-        `cpu:NAME`, `category:kernel|copy|device`), `no_sync` (`all`, or a CPU op's name: its host
+        `cpu:NAME`, `thread:NAME`, `category:kernel|copy|device`), `no_sync` (`all`, or a CPU op's name: its host
         synchronisations no longer wait), `async_copies` (`all`, or a CPU op's name: the
         blocking calls that launched a copy no longer wait for it), `even_straggler` (each
         window's straggler

@@ -243,8 +243,8 @@ path's kinds plus the time before it add up to the predicted window";
             help: "a change, repeatable: KIND:NAME=F scales the time of what it selects by F \
 (0.5: twice as fast; 0: gone). kernel:TEXT = device ops whose name contains TEXT; op:NAME = \
 device ops launched under the CPU op NAME; module:CLASS = device ops launched under a call of \
-the nn.Module class CLASS; cpu:NAME = the CPU op NAME and what it calls; \
-category:kernel|copy|device",
+the nn.Module class CLASS; cpu:NAME = the CPU op NAME and what it calls; thread:NAME = every \
+CPU op of the threads named NAME; category:kernel|copy|device",
             kind: OptionKind::Texts {
                 value_name: "KIND:NAME=F",
             },

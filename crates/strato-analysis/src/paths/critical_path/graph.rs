@@ -303,6 +303,18 @@ impl Graph {
     }
 }
 
+/// N when `span` (of `trace`) is a `ProfilerStep#N` annotation of a CPU track.
+pub(super) fn step_annotation(trace: &Trace, span: &strato_trace::Span) -> Option<u64> {
+    if trace.track(span.track).is_device() {
+        return None;
+    }
+    let name = trace.str(span.name);
+    if !crate::scope::is_step_name(name) {
+        return None;
+    }
+    name["ProfilerStep#".len()..].parse::<u64>().ok()
+}
+
 /// The included CPU levels.
 pub(super) fn is_cpu_level(level: Level) -> bool {
     matches!(
@@ -340,16 +352,20 @@ pub(super) fn arg_i64(trace: &Trace, id: SpanId, key: &str) -> Option<i64> {
 
 /// What the graphs read of the whole trace, gathered in one pass: per rank, the event-record
 /// runtime calls by correlation (an event sync names the record it waits for, which can lie
-/// outside the sync's step).
+/// outside the sync's step), and whether the rank has CPU work at the graph's levels
+/// ([`is_cpu_level`]) anywhere in the trace (a rank without is read at the operation level:
+/// [`TraceIndex::operation_level`]).
 #[derive(Debug, Default)]
 pub(super) struct TraceIndex {
     pub(super) event_records: Vec<FxHashMap<u64, Ns>>,
+    cpu_ops: Vec<bool>,
 }
 
 impl TraceIndex {
     pub(super) fn new(trace: &Trace) -> TraceIndex {
         let mut index = TraceIndex {
             event_records: vec![FxHashMap::default(); trace.ranks.len()],
+            cpu_ops: vec![false; trace.ranks.len()],
         };
         for s in &trace.spans {
             index.note(trace, s);
@@ -357,8 +373,29 @@ impl TraceIndex {
         index
     }
 
+    /// Whether `rank`'s CPU work is read at the operation level: the rank has no span of a
+    /// thread at the graph's CPU levels ([`is_cpu_level`]) anywhere in the trace, as a recorded
+    /// Python program whose work is its operations (`stratoscope.operation`) and Python calls.
+    /// Its threads' [`Level::Operation`] and [`Level::Python`] spans (not the step
+    /// annotations) are then its CPU ops, and its threads hand work to each other
+    /// ([`super::rank_edges`]). Decided over the whole trace so that every window of the rank
+    /// reads it the same way.
+    pub(super) fn operation_level(&self, rank: RankId) -> bool {
+        !self.cpu_ops.get(rank.0 as usize).copied().unwrap_or(false)
+    }
+
     /// Adds what `span` (of `trace`: its tables name the span's track and name) gives.
     pub(super) fn note(&mut self, trace: &Trace, s: &strato_trace::Span) {
+        if is_cpu_level(s.level) {
+            let track = trace.track(s.track);
+            if matches!(track.kind, strato_trace::TrackKind::Thread { .. }) {
+                let rank = track.rank.0 as usize;
+                if self.cpu_ops.len() <= rank {
+                    self.cpu_ops.resize(rank + 1, false);
+                }
+                self.cpu_ops[rank] = true;
+            }
+        }
         if s.level != Level::AcceleratorApi {
             return;
         }
@@ -378,12 +415,17 @@ impl TraceIndex {
         self.event_records
             .resize_with(first_rank, FxHashMap::default);
         self.event_records.extend(other.event_records);
+        self.cpu_ops.resize(first_rank, false);
+        self.cpu_ops.extend(other.cpu_ops);
     }
 
     /// Holds one (possibly empty) map per rank of a trace of `ranks` ranks.
     pub(super) fn cover(&mut self, ranks: usize) {
         if self.event_records.len() < ranks {
             self.event_records.resize_with(ranks, FxHashMap::default);
+        }
+        if self.cpu_ops.len() < ranks {
+            self.cpu_ops.resize(ranks, false);
         }
     }
 }

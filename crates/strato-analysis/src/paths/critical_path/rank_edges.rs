@@ -5,7 +5,9 @@
 use rustc_hash::FxHashMap;
 use strato_trace::{Level, Ns, RankId, SpanId, Trace, TrackId, TrackKind};
 
-use super::graph::{arg_i64, event_kind, is_blocking_call, is_cpu_level, Graph, TraceIndex};
+use super::graph::{
+    arg_i64, event_kind, is_blocking_call, is_cpu_level, step_annotation, Graph, TraceIndex,
+};
 use super::shapes::PathKind;
 
 /// Adds the nodes and edges of one rank from `spans`, the rank's spans that take part (a step
@@ -21,6 +23,9 @@ pub(super) fn build_rank(
     let mut threads: FxHashMap<TrackId, Vec<SpanId>> = FxHashMap::default();
     let mut device: Vec<SpanId> = Vec::new();
     let mut syncs: Vec<SpanId> = Vec::new();
+    let operation_level = index.operation_level(rank);
+    // The thread that annotates the rank's steps (operation level: the main thread).
+    let mut step_thread: Option<TrackId> = None;
     for &id in spans {
         let span = &trace.spans[id.0 as usize];
         let track = trace.track(span.track);
@@ -28,6 +33,17 @@ pub(super) fn build_rank(
         match track.kind {
             TrackKind::Thread { .. } if is_cpu_level(span.level) && span.end > span.start => {
                 threads.entry(span.track).or_default().push(id);
+            }
+            TrackKind::Thread { .. }
+                if operation_level
+                    && matches!(span.level, Level::Operation | Level::Python)
+                    && span.end > span.start =>
+            {
+                if step_annotation(trace, span).is_some() {
+                    step_thread.get_or_insert(span.track);
+                } else {
+                    threads.entry(span.track).or_default().push(id);
+                }
             }
             TrackKind::DeviceQueue { queue, .. } => match span.level {
                 Level::DeviceSync => syncs.push(id),
@@ -54,7 +70,12 @@ pub(super) fn build_rank(
     for &t in &thread_ids {
         cpu_chain(trace, &threads[&t], graph);
     }
-    thread_handoffs(trace, &thread_ids, &threads, chains_from, graph);
+    let handoffs = if operation_level {
+        Handoffs::Workers { step_thread }
+    } else {
+        Handoffs::Autograd
+    };
+    thread_handoffs(trace, handoffs, &thread_ids, &threads, chains_from, graph);
     // The rank's runtime calls in the graph, by correlation (the first in trace order when
     // two share one).
     let mut call_by_corr: FxHashMap<u64, SpanId> = FxHashMap::default();
@@ -142,17 +163,32 @@ fn top_level(trace: &Trace, spans: &[SpanId]) -> Vec<SpanId> {
     tops
 }
 
-/// The edges between a rank's main thread and its autograd threads. The main thread calls
-/// `backward()` and waits while an autograd thread runs the backward functions: each run of
-/// an autograd thread's top-level ops that starts in a gap between two top-level ops `a`, `b`
-/// of the main thread (the thread with the most top-level ops that are not backward
-/// functions) gets `a`'s end -> the run's first start (the hand-off) and, when the run ends
-/// before `b` starts, the run's last end -> `b`'s start (the return); both are
-/// synchronisation edges (0 weight). The main thread's untraced gap into `b` is then marked
-/// [`super::graph::Edge::waited`]. A run that starts while the main thread is inside a traced
-/// op gets no edge (the op's time is the main thread's own).
+/// Which threads of a rank hand work to which ([`thread_handoffs`]).
+#[derive(Debug, Clone, Copy)]
+enum Handoffs {
+    /// A framework's threads: the main thread calls `backward()` and an autograd thread runs
+    /// the backward functions. The main thread is the one with the most top-level ops that
+    /// are not backward functions; the workers, the threads that run backward functions.
+    Autograd,
+    /// A rank read at the operation level ([`TraceIndex::operation_level`]), as a recorded
+    /// Python program with a pool of worker threads: the main thread is the one that
+    /// annotates the steps (without step annotations: the one with the most top-level ops);
+    /// every other thread is a worker, whose untraced gap into a run is its wait for the
+    /// hand-off (marked as waiting, as the main thread's wait for the return).
+    Workers { step_thread: Option<TrackId> },
+}
+
+/// The edges between a rank's main thread and its worker threads ([`Handoffs`]). The main
+/// thread hands work over and waits while a worker runs it: each run of a worker's top-level
+/// ops that starts in a gap between two top-level ops `a`, `b` of the main thread gets `a`'s
+/// end -> the run's first start (the hand-off) and, when the run ends before `b` starts, the
+/// run's last end -> `b`'s start (the return); both are synchronisation edges (0 weight). The
+/// main thread's untraced gap into `b` is then marked [`super::graph::Edge::waited`]. A run
+/// that starts while the main thread is inside a traced op gets no edge (the op's time is
+/// the main thread's own).
 fn thread_handoffs(
     trace: &Trace,
+    handoffs: Handoffs,
     thread_ids: &[TrackId],
     threads: &FxHashMap<TrackId, Vec<SpanId>>,
     chains_from: usize,
@@ -163,9 +199,12 @@ fn thread_handoffs(
             .str(trace.spans[id.0 as usize].name)
             .starts_with(AUTOGRAD_FUNCTION)
     };
+    if thread_ids.len() < 2 {
+        return;
+    }
     // Most ranks of most traces have no autograd thread: no thread is sorted for them.
-    if thread_ids.len() < 2
-        || !thread_ids
+    if matches!(handoffs, Handoffs::Autograd)
+        && !thread_ids
             .iter()
             .any(|t| threads[t].iter().any(is_autograd))
     {
@@ -175,16 +214,29 @@ fn thread_handoffs(
         .iter()
         .map(|&t| (t, top_level(trace, &threads[&t])))
         .collect();
-    let Some((main, main_tops)) = tops
-        .iter()
-        .max_by_key(|(t, tops)| (tops.iter().filter(|id| !is_autograd(id)).count(), *t))
-    else {
+    let most_tops = || {
+        tops.iter()
+            .max_by_key(|(t, tops)| (tops.iter().filter(|id| !is_autograd(id)).count(), *t))
+    };
+    let main = match handoffs {
+        Handoffs::Workers {
+            step_thread: Some(step),
+        } => tops.iter().find(|(t, _)| *t == step).or_else(most_tops),
+        _ => most_tops(),
+    };
+    let Some((main, main_tops)) = main else {
         return;
+    };
+    let is_worker = |worker_tops: &[SpanId]| match handoffs {
+        Handoffs::Autograd => worker_tops.iter().any(is_autograd),
+        Handoffs::Workers { .. } => true,
     };
     let span = |id: SpanId| &trace.spans[id.0 as usize];
     let mut returns: rustc_hash::FxHashSet<u32> = rustc_hash::FxHashSet::default();
+    // Operation level: the first starts of the workers' runs (their gaps into them wait).
+    let mut handed: rustc_hash::FxHashSet<u32> = rustc_hash::FxHashSet::default();
     for (t, worker_tops) in &tops {
-        if t == main || !worker_tops.iter().any(is_autograd) {
+        if t == main || !is_worker(worker_tops) {
             continue;
         }
         // Runs of the worker's top-level ops, by the main thread's gap they start in.
@@ -212,6 +264,9 @@ fn thread_handoffs(
             if let Some(a) = after.checked_sub(1) {
                 let a_end = graph.span_nodes[&main_tops[a]].1;
                 graph.edge(a_end, first_start, PathKind::SyncWait, false, true);
+                if matches!(handoffs, Handoffs::Workers { .. }) {
+                    handed.insert(first_start);
+                }
             }
             if let Some(&b) = main_tops.get(after) {
                 if last_end <= span(b).start {
@@ -223,17 +278,21 @@ fn thread_handoffs(
             }
         }
     }
-    if returns.is_empty() {
+    if returns.is_empty() && handed.is_empty() {
         return;
     }
-    // The main thread's untraced gaps into the ops a return reaches (its chain's edges).
+    // The main thread's untraced gaps into the ops a return reaches, and (operation level)
+    // the workers' gaps into the ops a hand-off reaches (their chains' edges).
     let main_thread = *main;
     for e in &mut graph.edges[chains_from..] {
-        if e.kind == PathKind::Idle
-            && e.dependency()
-            && returns.contains(&e.to)
-            && graph.nodes[e.from as usize].track(trace) == main_thread
-        {
+        if e.kind != PathKind::Idle || !e.dependency() {
+            continue;
+        }
+        let into_return =
+            returns.contains(&e.to) && graph.nodes[e.from as usize].track(trace) == main_thread;
+        let into_handoff = handed.contains(&e.to)
+            && graph.nodes[e.from as usize].track(trace) == graph.nodes[e.to as usize].track(trace);
+        if into_return || into_handoff {
             e.set_waited();
         }
     }

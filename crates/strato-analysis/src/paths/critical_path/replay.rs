@@ -26,11 +26,12 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 use strato_trace::{Level, Ns, RankId, Span, SpanId, StrId, Trace, TrackId, TrackKind};
 
+use super::graph::step_annotation;
 use super::graph::{Edge, Graph};
 use super::options::CriticalPathOptions;
 use super::search::{topological_order, whole_graph, Adjacency};
 use super::shapes::{CriticalPathError, PathKind};
-use super::steps::{for_each_step_graph, step_annotation, StepGraph};
+use super::steps::{for_each_step_graph, StepGraph};
 
 /// What a change selects.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +46,9 @@ pub enum Selector {
     Module(String),
     /// CPU ops of exactly this name and every CPU op they call on their thread.
     Cpu(String),
+    /// Every CPU op of the threads of exactly this name (a faster host thread, a pool's slow
+    /// worker made as fast as the others).
+    Thread(String),
     /// Device ops of a category.
     Category(DeviceCategory),
     /// The links collectives move their data over: the collective kernels
@@ -200,10 +204,11 @@ impl Scale {
 
     /// Parses `KIND:NAME=FACTOR`: KIND is `kernel` (device ops whose name contains NAME), `op`
     /// (device ops launched under the CPU op NAME), `module` (device ops launched under a call
-    /// of the `nn.Module` class NAME), `cpu` (the CPU op NAME and what it calls) or `category`
-    /// (NAME: `kernel`, `copy` or `device`); FACTOR a finite number >= 0.
+    /// of the `nn.Module` class NAME), `cpu` (the CPU op NAME and what it calls), `thread`
+    /// (every CPU op of the threads named NAME) or `category` (NAME: `kernel`, `copy` or
+    /// `device`); FACTOR a finite number >= 0.
     pub fn parse(text: &str) -> Result<Scale, String> {
-        let shape = "KIND:NAME=FACTOR (kind: kernel, op, module, cpu or category)";
+        let shape = "KIND:NAME=FACTOR (kind: kernel, op, module, cpu, thread or category)";
         let (selector, factor) = text
             .rsplit_once('=')
             .ok_or_else(|| format!("scale {text:?}: not {shape}"))?;
@@ -224,6 +229,7 @@ impl Scale {
             "op" => Selector::Op(name.to_owned()),
             "module" => Selector::Module(name.to_owned()),
             "cpu" => Selector::Cpu(name.to_owned()),
+            "thread" => Selector::Thread(name.to_owned()),
             "category" => Selector::Category(match name {
                 "kernel" => DeviceCategory::Kernel,
                 "copy" => DeviceCategory::Copy,
@@ -237,7 +243,7 @@ impl Scale {
             other => {
                 return Err(format!(
                     "scale {text:?}: no selector kind {other:?} (kinds: kernel, op, module, cpu, \
-                     category)"
+                     thread, category)"
                 ))
             }
         };
@@ -988,6 +994,10 @@ fn selected<'o>(
     let mut calls: FxHashMap<(RankId, u64), SpanId> = FxHashMap::default();
     for &(track, ref spans) in threads {
         let rank = trace.track(track).rank;
+        let thread_name = trace.track(track).name.as_deref();
+        // What selects every CPU op of this thread (by its name).
+        let thread_bits =
+            bits(&|s| matches!(s, Selector::Thread(n) if Some(n.as_str()) == thread_name));
         // Each open span, its mask, and the graph-launch region it is in.
         let mut stack: Vec<(SpanId, u64, Option<SpanId>)> = Vec::new();
         for &id in spans {
@@ -1008,7 +1018,7 @@ fn selected<'o>(
                 _ => false,
             });
             if stack.is_empty() {
-                own |= every_top_level;
+                own |= every_top_level | thread_bits;
             }
             let mask = own | stack.last().map_or(0, |&(_, m, _)| m);
             let region = stack
@@ -2668,6 +2678,15 @@ mod tests {
         }
     }
 
+    /// The names of the events on the critical path of the first step's first rank.
+    fn first_step_path(trace: &Trace) -> Vec<String> {
+        let steps = super::super::critical_path_steps(trace, &CriticalPathOptions::default(), None)
+            .unwrap();
+        (steps[0].ranks[0].path.events.iter())
+            .map(|e| e.name.to_string())
+            .collect()
+    }
+
     /// A training step on two threads, known by construction: the main thread's forward
     /// (`fwd`, 0..100) hands off to the autograd thread's backward (150..400), whose end
     /// releases the main thread's optimizer (`opt`, 450..500); the main thread's 100..450 is an
@@ -2693,15 +2712,7 @@ mod tests {
     fn the_backward_thread_is_linked_to_the_main_thread() {
         let trace = two_threads();
         // The critical path runs through both threads.
-        let steps =
-            super::super::critical_path_steps(&trace, &CriticalPathOptions::default(), None)
-                .unwrap();
-        let names: Vec<&str> = steps[0].ranks[0]
-            .path
-            .events
-            .iter()
-            .map(|e| &*e.name)
-            .collect();
+        let names = first_step_path(&trace);
         assert_eq!(
             names,
             [
@@ -2724,6 +2735,62 @@ mod tests {
         // A faster forward moves everything after it.
         let fwd = run(&trace, &["cpu:fwd=0.5"]);
         assert_eq!(fwd.predicted[0].predicted_ns, 450);
+    }
+
+    /// A step of a recorded Python program (operations only, no framework op), known by
+    /// construction: the main thread's `act` (0..100) hands one `env_step` to each of two
+    /// worker threads (`env-0` 110..410, `env-1` 115..715: the slow one) and waits in an
+    /// untraced gap; `learn` (720..820) runs when both are back.
+    fn worker_pool(with_backend_op: bool) -> Trace {
+        let mut b = TraceBuilder::new();
+        let main = b.thread(1, 1);
+        let env0 = b.thread(1, 2);
+        let env1 = b.thread(1, 3);
+        b.trace_mut().tracks[env0.0 as usize].name = Some("env-0".into());
+        b.trace_mut().tracks[env1.0 as usize].name = Some("env-1".into());
+        b.span(main, Level::Operation, "ProfilerStep#1", 0, 820);
+        b.span(main, Level::Operation, "act", 0, 100);
+        b.span(env0, Level::Operation, "env_step", 110, 410);
+        b.span(env1, Level::Operation, "env_step", 115, 715);
+        b.span(main, Level::Operation, "learn", 720, 820);
+        if with_backend_op {
+            // A framework op anywhere on the rank: its CPU work is read at the framework's
+            // levels, as in a Kineto trace (operations are annotations there).
+            b.span(main, Level::Backend, "aten::add", 900, 910);
+        }
+        b.build()
+    }
+
+    #[test]
+    fn a_recorded_python_program_replays_its_operations_across_its_threads() {
+        let trace = worker_pool(false);
+        let report = run(&trace, &[]);
+        assert_eq!(report.replay.len(), 1);
+        let w = &report.replay[0];
+        assert_eq!((w.measured_ns, w.simulated_ns), (820, 820));
+        // The critical path runs act -> the slow worker's env_step -> learn.
+        let names = first_step_path(&trace);
+        assert_eq!(names, ["act", "env_step", "learn"]);
+        // The slow worker as fast as the other (`thread:env-1=0.5`): its env_step takes 300
+        // ns and ends at 415; learn starts when both workers are back: env-1's return keeps
+        // its 5 ns, env-0's the typical hand-off latency (the median of the binding ones:
+        // 10, 15 and 5 ns): 420. The main thread's gap was waiting, not work.
+        let even = run(&trace, &["thread:env-1=0.5"]);
+        assert_eq!(even.changes[0].matched_ops, 1);
+        let p = &even.predicted[0];
+        conserves(p);
+        assert_eq!((p.baseline_ns, p.predicted_ns, p.gain_ns), (820, 520, 300));
+        // An operation made faster: act at half its time moves everything after it.
+        let act = run(&trace, &["cpu:act=0.5"]);
+        assert_eq!(act.predicted[0].predicted_ns, 770);
+        // The fast worker made faster buys nothing: the slow one binds.
+        let fast = run(&trace, &["thread:env-0=0.5"]);
+        assert_eq!(fast.predicted[0].gain_ns, 0);
+        // A thread name nobody has selects nothing.
+        assert_eq!(run(&trace, &["thread:env-9=0.5"]).changes[0].matched_ops, 0);
+        // With a framework op on the rank, operations are annotations: not in the graph.
+        let framework = run(&worker_pool(true), &["cpu:act=0.5"]);
+        assert_eq!(framework.changes[0].matched_ops, 0);
     }
 
     /// Two ranks meet at one collective; rank 1 launches it 300 ns later than rank 0.

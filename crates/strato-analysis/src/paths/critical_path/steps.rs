@@ -9,7 +9,7 @@ use serde::Serialize;
 use strato_trace::{Level, Ns, RankId, Span, SpanId, Trace};
 
 use super::collective_edges::{add_collectives, MemberIndex};
-use super::graph::{Graph, TraceIndex};
+use super::graph::{step_annotation, Graph, TraceIndex};
 use super::options::CriticalPathOptions;
 use super::rank_edges::build_rank;
 use super::search::{critical_path, longest_paths, path_ends, rank_path};
@@ -60,18 +60,6 @@ pub(super) fn note_step(steps: &mut Vec<BTreeMap<u64, (Ns, Ns)>>, trace: &Trace,
     if span.start < slot.0 {
         *slot = (span.start, span.end);
     }
-}
-
-/// N when `span` (of `trace`) is a `ProfilerStep#N` annotation of a CPU track.
-pub(super) fn step_annotation(trace: &Trace, span: &Span) -> Option<u64> {
-    if trace.track(span.track).is_device() {
-        return None;
-    }
-    let name = trace.str(span.name);
-    if !crate::scope::is_step_name(name) {
-        return None;
-    }
-    name["ProfilerStep#".len()..].parse::<u64>().ok()
 }
 
 /// The step numbers of `trace` (any rank), in order.

@@ -13,7 +13,8 @@ use super::shapes::{PathKind, RankCriticalPath};
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PathOp {
     /// The event's name, or for time between events a description in parentheses
-    /// (`(launch delay)`, `(waiting for the device)`, `(untraced gap)`).
+    /// (`(launch delay)`, `(waiting for the device)`, `(waiting for another thread)`,
+    /// `(untraced gap)`).
     pub name: String,
     pub kind: PathKind,
     /// The rank the time was spent on (another rank's, through a collective).
@@ -60,7 +61,8 @@ pub fn compose(
     let end = end.max(start);
     let mut by_kind: BTreeMap<PathKind, Ns> = PathKind::ALL.iter().map(|&k| (k, 0)).collect();
     let mut communication_ns = 0;
-    let mut ops: FxHashMap<(Option<SpanId>, PathKind, i64), Ns> = FxHashMap::default();
+    // Per op (or unowned kind), rank, and whether an unowned wait was for another thread.
+    let mut ops: FxHashMap<(Option<SpanId>, PathKind, i64, bool), Ns> = FxHashMap::default();
     let mut cursor = start;
     let mut first_covered: Option<Ns> = None;
     for seg in &path.segments {
@@ -86,15 +88,25 @@ pub fn compose(
                 }
             }
         }
-        *ops.entry((seg.span, seg.kind, rank)).or_insert(0) += ns;
+        // A wait from one thread to another (a hand-off between a main thread and its
+        // workers), not for the device.
+        let on_thread =
+            |t: Option<strato_trace::TrackId>| t.is_some_and(|t| !trace.track(t).is_device());
+        let between_threads = seg.span.is_none()
+            && seg.kind == PathKind::SyncWait
+            && on_thread(seg.from_track)
+            && on_thread(seg.to_track);
+        *ops.entry((seg.span, seg.kind, rank, between_threads))
+            .or_insert(0) += ns;
     }
     // Ops by name (one op can own several edges: a call's inside around its children).
     let mut by_name: FxHashMap<(String, PathKind, i64), Ns> = FxHashMap::default();
-    for ((span, kind, rank), ns) in ops {
+    for ((span, kind, rank, between_threads), ns) in ops {
         let name = match span {
             Some(id) => trace.str(trace.spans[id.0 as usize].name).to_owned(),
             None => match kind {
                 PathKind::Launch => "(launch delay)".to_owned(),
+                PathKind::SyncWait if between_threads => "(waiting for another thread)".to_owned(),
                 PathKind::SyncWait => "(waiting for the device)".to_owned(),
                 PathKind::CollectiveWait => "(waiting for peers)".to_owned(),
                 _ => "(untraced gap)".to_owned(),
