@@ -61,6 +61,8 @@ pub struct Api {
     flows_of: Vec<(u32, u32)>,
     /// `(correlation, span)`, sorted.
     by_correlation: Vec<(u64, u32)>,
+    /// The shift each track's times were moved by onto the job's clock (empty: none moved).
+    clock_shifts: Vec<Ns>,
     overlays: Overlays,
 }
 
@@ -68,9 +70,14 @@ pub struct Api {
 pub type Params = HashMap<String, String>;
 
 impl Api {
-    /// Indexes `trace` for viewing.
-    pub fn new(trace: Trace) -> Api {
-        let timeline = Timeline::new(&trace);
+    /// Indexes `trace` for viewing, every rank on the job's one clock
+    /// ([`crate::overlays::job_clock_shifts`]: the ranks of a job recorded on different hosts
+    /// line up at their collectives, as every cross-rank analysis aligns them).
+    pub fn new(mut trace: Trace) -> Api {
+        let shifts = crate::overlays::job_clock_shifts(&trace);
+        crate::overlays::onto_job_clock(&mut trace, &shifts);
+        let mut timeline = Timeline::new(&trace);
+        timeline.set_clock_shifts(&shifts);
         let origin = timeline.extent().0;
         let mut flows_of = Vec::new();
         for (i, f) in trace.flows.iter().enumerate() {
@@ -95,6 +102,7 @@ impl Api {
             origin,
             flows_of,
             by_correlation,
+            clock_shifts: shifts,
             overlays: Overlays::default(),
         }
     }
@@ -301,6 +309,15 @@ impl Api {
         out["correlation"] = json!(span.correlation);
         out["external_id"] = json!(span.external_id);
         out["args"] = args;
+        // Its rank's move onto the job's clock: the recorded start is `start - shift`.
+        let shift = self
+            .clock_shifts
+            .get(span.track.0 as usize)
+            .copied()
+            .unwrap_or(0);
+        if shift != 0 {
+            out["clock_shift_ns"] = json!(shift);
+        }
         out["chain"] = Value::Array(chain);
         out["flows"] = Value::Array(flows);
         out["correlated"] = Value::Array(correlated);

@@ -23,6 +23,53 @@ use strato_analysis::paths::critical_path::{
 };
 use strato_trace::{Ns, Trace};
 
+/// The shift that puts each track's times on the job's one clock (indexed by track): the clock
+/// alignment `strato collectives` estimates from the symmetric collectives ([`measure`]) for
+/// the rank the track belongs to in the job ([`job_of`]), as the critical path, `advise` and
+/// `whatif` use it. Empty when every rank keeps its own clock (one rank, no symmetric
+/// collective, offsets within the alignment's error).
+pub fn job_clock_shifts(trace: &Trace) -> Vec<Ns> {
+    let job = job_of(trace);
+    if job.ranks.len() < 2 {
+        return Vec::new();
+    }
+    let ranks = rank_summaries(&job);
+    let mut instances = match_collectives(&ranks);
+    let shifts = measure(&ranks, &mut instances).shifts(job.ranks.len());
+    if shifts.iter().all(|&s| s == 0) {
+        return Vec::new();
+    }
+    job.tracks
+        .iter()
+        .map(|t| shifts.get(t.rank.0 as usize).copied().unwrap_or(0))
+        .collect()
+}
+
+/// Moves every time of `trace` (spans, instants, counter samples, flow ends) by its track's
+/// shift (`shifts`, indexed by track, as [`job_clock_shifts`] gives them; nothing when empty).
+pub fn onto_job_clock(trace: &mut Trace, shifts: &[Ns]) {
+    if shifts.is_empty() {
+        return;
+    }
+    let of = |track: strato_trace::TrackId| shifts.get(track.0 as usize).copied().unwrap_or(0);
+    for s in &mut trace.spans {
+        let shift = of(s.track);
+        s.start = s.start.saturating_add(shift);
+        s.end = s.end.saturating_add(shift);
+    }
+    for i in &mut trace.instants {
+        i.ts = i.ts.saturating_add(of(i.track));
+    }
+    for c in &mut trace.counters {
+        c.ts = c.ts.saturating_add(of(c.track));
+    }
+    for f in &mut trace.flows {
+        for end in [&mut f.from, &mut f.to].into_iter().flatten() {
+            end.ts = end.ts.saturating_add(of(end.track));
+        }
+    }
+}
+
 /// One `ProfilerStep#N` on one rank: its annotation's start and end.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StepOnRank {

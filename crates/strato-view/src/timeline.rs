@@ -51,6 +51,14 @@ pub struct Lane {
     pub rows: u32,
     /// How many spans, instants and counter samples it holds.
     pub events: u64,
+    /// How far its times were moved to put its rank on the job's one clock (omitted when 0:
+    /// the times are as recorded).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub clock_shift_ns: Ns,
+}
+
+fn is_zero(ns: &Ns) -> bool {
+    *ns == 0
 }
 
 /// One row of a lane: spans that never overlap, in order of start.
@@ -294,6 +302,14 @@ impl Timeline {
             by_start,
             start_ns,
             end_ns,
+        }
+    }
+
+    /// Records each lane's move onto the job's clock (`shifts` indexed by track, as
+    /// [`crate::overlays::job_clock_shifts`] gives them; nothing when empty).
+    pub fn set_clock_shifts(&mut self, shifts: &[Ns]) {
+        for lane in &mut self.lanes {
+            lane.clock_shift_ns = shifts.get(lane.id as usize).copied().unwrap_or(0);
         }
     }
 
@@ -684,6 +700,7 @@ fn describe(trace: &Trace, t: usize, rows: usize, events: usize) -> Lane {
         name,
         rows: rows as u32,
         events: events as u64,
+        clock_shift_ns: 0,
     }
 }
 

@@ -414,3 +414,67 @@ fn lanes_give_each_level_the_report_colour() {
     );
     assert!(app.contains("meta.level_colours"));
 }
+
+/// A job whose rank 3 recorded its clock 1000 s ahead (ranks on hosts whose clocks differ) is
+/// viewed on the job's one clock, as every cross-rank analysis reads it: each event where the
+/// job recorded on one clock has it (within the collectives' alignment error), the moved lanes
+/// and their events saying how far they were moved.
+#[test]
+fn a_rank_whose_clock_is_ahead_is_viewed_on_the_jobs_clock() {
+    const AHEAD: i64 = 1_000_000_000_000;
+    const ALIGNMENT_ERROR: i64 = 1_000_000;
+    let job = load(&dlrm());
+    let on_one_clock = Api::new(job.clone());
+    let mut ahead = job;
+    let late = ahead
+        .ranks
+        .iter()
+        .position(|r| r.rank == Some(3))
+        .expect("rank 3") as u32;
+    let moved: Vec<i64> = (ahead.tracks.iter())
+        .map(|t| if t.rank.0 == late { AHEAD } else { 0 })
+        .collect();
+    strato_view::overlays::onto_job_clock(&mut ahead, &moved);
+    let viewed = Api::new(ahead);
+
+    let extent = |api: &Api| (origin(api), api.lanes()["end_ns"].as_i64().expect("end"));
+    let ((o1, e1), (o2, e2)) = (extent(&on_one_clock), extent(&viewed));
+    assert!((o1 - o2).abs() < ALIGNMENT_ERROR && (e1 - e2).abs() < ALIGNMENT_ERROR);
+    let spans = (on_one_clock.trace().spans.iter()).zip(&viewed.trace().spans);
+    for (a, b) in spans {
+        assert!((a.start - b.start).abs() < ALIGNMENT_ERROR, "{a:?} {b:?}");
+        assert_eq!(a.duration(), b.duration());
+    }
+    // The lanes of rank 3 (and only they) were moved back by about 1000 s, and say so.
+    let shift_of = |api: &Api| -> HashMap<u64, i64> {
+        (api.lanes()["lanes"].as_array().expect("lanes").iter())
+            .map(|l| {
+                let id = l["id"].as_u64().expect("id");
+                (id, l["clock_shift_ns"].as_i64().unwrap_or(0))
+            })
+            .collect()
+    };
+    let (before, after) = (shift_of(&on_one_clock), shift_of(&viewed));
+    for (lane, track) in viewed.trace().tracks.iter().enumerate() {
+        let extra = after[&(lane as u64)] - before[&(lane as u64)];
+        if track.rank.0 == late {
+            assert!(
+                (extra + AHEAD).abs() < ALIGNMENT_ERROR,
+                "lane {lane}: {extra}"
+            );
+        } else {
+            assert!(extra.abs() < ALIGNMENT_ERROR, "lane {lane}: {extra}");
+        }
+    }
+    // An event of rank 3 gives its shift: its recorded start is its start less the shift.
+    let kernel = (viewed.trace().spans.iter())
+        .position(|s| viewed.trace().tracks[s.track.0 as usize].rank.0 == late)
+        .expect("a span of rank 3");
+    let details = viewed.event(&kernel.to_string()).expect("event");
+    let shift = details["clock_shift_ns"].as_i64().expect("shift");
+    assert!((shift + AHEAD).abs() < ALIGNMENT_ERROR, "{shift}");
+    // Every window still conserves the spans beneath it.
+    let end = e2;
+    check_window(&viewed, 0, end, 500);
+    check_window(&viewed, end / 3, end / 2, 300);
+}
