@@ -60,3 +60,19 @@ def test_a_recorded_python_programs_path_runs_through_its_slow_worker(tmp_path):
     for w in fast["whatif"]["steps"]:
         if ran[w["number"] - 1] == "slow-env":
             assert w["gain_ns"] < 1e6, w
+
+
+def test_a_recorded_rl_loops_operations_are_what_if_changes(tmp_path, profile_dir):
+    """The RL loop of `examples/rl_cartpole.py` recorded unmodified: numpy and gymnasium calls
+    (native levels) inside its operations. A recording's operations are the program's own work,
+    so `cpu:inference` selects them and the Python time inside them scales with them."""
+    strato("record", "-o", str(profile_dir), "--", sys.executable,
+           str(ENV_POOL.parent / "rl_cartpole.py"), "--steps", "200")
+    doc = json.loads(strato("whatif", str(profile_dir), "--scale", "cpu:inference=0.5",
+                            "--json").stdout)
+    (replayed,) = doc["replay"]["steps"]  # no step annotation: the whole trace
+    assert replayed["error_pct"] < 1.0, replayed
+    (change,) = doc["whatif"]["changes"]
+    assert change["matched_ops"] >= 200, change  # an inference per environment step
+    (w,) = doc["whatif"]["steps"]
+    assert 0 < w["gain_ns"] < w["baseline_ns"], w

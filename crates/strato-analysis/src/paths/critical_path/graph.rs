@@ -373,15 +373,22 @@ impl TraceIndex {
         index
     }
 
-    /// Whether `rank`'s CPU work is read at the operation level: the rank has no span of a
-    /// thread at the graph's CPU levels ([`is_cpu_level`]) anywhere in the trace, as a recorded
-    /// Python program whose work is its operations (`stratoscope.operation`) and Python calls.
-    /// Its threads' [`Level::Operation`] and [`Level::Python`] spans (not the step
-    /// annotations) are then its CPU ops, and its threads hand work to each other
-    /// ([`super::rank_edges`]). Decided over the whole trace so that every window of the rank
-    /// reads it the same way.
-    pub(super) fn operation_level(&self, rank: RankId) -> bool {
-        !self.cpu_ops.get(rank.0 as usize).copied().unwrap_or(false)
+    /// Whether `rank` (of `trace`)'s CPU work is read at the operation level: the rank is a
+    /// stratoscope recording (format `strato`: its operations, `stratoscope.operation`, are
+    /// the program's own work, not annotations over framework ops), or it has no span of a
+    /// thread at the graph's CPU levels ([`is_cpu_level`]) anywhere in the trace (a program
+    /// whose only spans are its operations and Python calls, whatever wrote it). Its threads'
+    /// [`Level::Operation`] and [`Level::Python`] spans (not the step annotations) are then
+    /// CPU ops beside the framework's and native ones, and its threads hand work to each
+    /// other ([`super::rank_edges`]). Decided over the whole trace so that every window of the
+    /// rank reads it the same way. Other formats' annotations (Kineto's `user_annotation`,
+    /// NVTX ranges) stay out of the graph, as in HTA.
+    pub(super) fn operation_level(&self, trace: &Trace, rank: RankId) -> bool {
+        let recorded = trace
+            .ranks
+            .get(rank.0 as usize)
+            .is_some_and(|r| r.format == strato_trace::SourceFormat::Strato);
+        recorded || !self.cpu_ops.get(rank.0 as usize).copied().unwrap_or(false)
     }
 
     /// Adds what `span` (of `trace`: its tables name the span's track and name) gives.

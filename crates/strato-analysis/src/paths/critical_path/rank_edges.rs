@@ -23,7 +23,7 @@ pub(super) fn build_rank(
     let mut threads: FxHashMap<TrackId, Vec<SpanId>> = FxHashMap::default();
     let mut device: Vec<SpanId> = Vec::new();
     let mut syncs: Vec<SpanId> = Vec::new();
-    let operation_level = index.operation_level(rank);
+    let operation_level = index.operation_level(trace, rank);
     // The thread that annotates the rank's steps (operation level: the main thread).
     let mut step_thread: Option<TrackId> = None;
     for &id in spans {
@@ -170,8 +170,9 @@ enum Handoffs {
     /// the backward functions. The main thread is the one with the most top-level ops that
     /// are not backward functions; the workers, the threads that run backward functions.
     Autograd,
-    /// A rank read at the operation level ([`TraceIndex::operation_level`]), as a recorded
-    /// Python program with a pool of worker threads: the main thread is the one that
+    /// A rank read at the operation level ([`TraceIndex::operation_level`]) whose threads run
+    /// no backward function, as a recorded Python program with a pool of worker threads: the
+    /// main thread is the one that
     /// annotates the steps (without step annotations: the one with the most top-level ops);
     /// every other thread is a worker, whose untraced gap into a run is its wait for the
     /// hand-off (marked as waiting, as the main thread's wait for the return).
@@ -202,12 +203,18 @@ fn thread_handoffs(
     if thread_ids.len() < 2 {
         return;
     }
+    let autograd = thread_ids
+        .iter()
+        .any(|t| threads[t].iter().any(is_autograd));
+    // A recording of a framework's training (its backward on an autograd thread) hands off
+    // as the framework does.
+    let handoffs = if autograd {
+        Handoffs::Autograd
+    } else {
+        handoffs
+    };
     // Most ranks of most traces have no autograd thread: no thread is sorted for them.
-    if matches!(handoffs, Handoffs::Autograd)
-        && !thread_ids
-            .iter()
-            .any(|t| threads[t].iter().any(is_autograd))
-    {
+    if matches!(handoffs, Handoffs::Autograd) && !autograd {
         return;
     }
     let tops: Vec<(TrackId, Vec<SpanId>)> = thread_ids

@@ -2788,9 +2788,16 @@ mod tests {
         assert_eq!(fast.predicted[0].gain_ns, 0);
         // A thread name nobody has selects nothing.
         assert_eq!(run(&trace, &["thread:env-9=0.5"]).changes[0].matched_ops, 0);
-        // With a framework op on the rank, operations are annotations: not in the graph.
-        let framework = run(&worker_pool(true), &["cpu:act=0.5"]);
+        // With a framework op on the rank, operations are annotations: not in the graph ...
+        let mut trace = worker_pool(true);
+        let framework = run(&trace, &["cpu:act=0.5"]);
         assert_eq!(framework.changes[0].matched_ops, 0);
+        // ... unless the rank is a stratoscope recording, whose operations are the program's
+        // own work (a native call inside one is one of its CPU ops): the same answers.
+        trace.ranks[0].format = strato_trace::SourceFormat::Strato;
+        let recorded = run(&trace, &["thread:env-1=0.5"]);
+        assert_eq!(recorded.predicted[0].gain_ns, 300);
+        assert_eq!(run(&trace, &["cpu:act=0.5"]).changes[0].matched_ops, 1);
     }
 
     /// Two ranks meet at one collective; rank 1 launches it 300 ns later than rank 0.
