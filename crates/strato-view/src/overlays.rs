@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::{json, Value};
+use strato_analysis::distributed::clock_align::ClockAlignment;
 use strato_analysis::distributed::collectives::{
     match_collectives, measure, rank_summaries, CollectiveInstance,
 };
@@ -33,9 +34,7 @@ pub fn job_clock_shifts(trace: &Trace) -> Vec<Ns> {
     if job.ranks.len() < 2 {
         return Vec::new();
     }
-    let ranks = rank_summaries(&job);
-    let mut instances = match_collectives(&ranks);
-    let shifts = measure(&ranks, &mut instances).shifts(job.ranks.len());
+    let shifts = collectives_of(&job).1.shifts(job.ranks.len());
     if shifts.iter().all(|&s| s == 0) {
         return Vec::new();
     }
@@ -43,6 +42,15 @@ pub fn job_clock_shifts(trace: &Trace) -> Vec<Ns> {
         .iter()
         .map(|t| shifts.get(t.rank.0 as usize).copied().unwrap_or(0))
         .collect()
+}
+
+/// The collectives of `job` matched across its ranks and the clock alignment they give, as
+/// `strato collectives` finds them.
+fn collectives_of(job: &Trace) -> (Vec<CollectiveInstance>, ClockAlignment) {
+    let ranks = rank_summaries(job);
+    let mut instances = match_collectives(&ranks);
+    let clock = measure(&ranks, &mut instances);
+    (instances, clock)
 }
 
 /// Moves every time of `trace` (spans, instants, counter samples, flow ends) by its track's
@@ -174,9 +182,7 @@ impl Overlays {
             if job.ranks.len() < 2 {
                 return (Vec::new(), CriticalPathOptions::default());
             }
-            let ranks = rank_summaries(job);
-            let mut instances = match_collectives(&ranks);
-            let clock = measure(&ranks, &mut instances);
+            let (instances, clock) = collectives_of(job);
             let options = CriticalPathOptions::from_matched(job, &instances, &clock);
             (instances, options)
         })

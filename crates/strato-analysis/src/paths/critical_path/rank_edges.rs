@@ -207,16 +207,13 @@ fn thread_handoffs(
         .iter()
         .any(|t| threads[t].iter().any(is_autograd));
     // A recording of a framework's training (its backward on an autograd thread) hands off
-    // as the framework does.
-    let handoffs = if autograd {
-        Handoffs::Autograd
-    } else {
-        handoffs
+    // as the framework does; most ranks of most traces have no autograd thread and no
+    // workers: no thread is sorted for them.
+    let handoffs = match (autograd, handoffs) {
+        (true, _) => Handoffs::Autograd,
+        (false, Handoffs::Autograd) => return,
+        (false, workers) => workers,
     };
-    // Most ranks of most traces have no autograd thread: no thread is sorted for them.
-    if matches!(handoffs, Handoffs::Autograd) && !autograd {
-        return;
-    }
     let tops: Vec<(TrackId, Vec<SpanId>)> = thread_ids
         .iter()
         .map(|&t| (t, top_level(trace, &threads[&t])))

@@ -2206,6 +2206,15 @@ mod tests {
         .unwrap()
     }
 
+    /// `trace` replayed without a change (asserting the `simulated` time it gives back), then
+    /// predicted with `change` (asserting the `matched` ops it selects).
+    fn replayed_then(trace: &Trace, simulated: Ns, change: Scale, matched: usize) -> ReplayReport {
+        assert_eq!(run(trace, &[]).replay[0].simulated_ns, simulated);
+        let report = run_changes(trace, &[change]);
+        assert_eq!(report.changes[0].matched_ops, matched);
+        report
+    }
+
     fn conserves(w: &PredictedWindow) {
         let kinds: Ns = w.path.by_kind.values().sum();
         assert_eq!(kinds + w.path.before_path_ns, w.predicted_ns, "{w:?}");
@@ -2333,10 +2342,7 @@ mod tests {
 
     #[test]
     fn overlapped_communication_leaves_compute_and_keeps_its_own_order() {
-        let report = run(&shared_stream(), &[]);
-        assert_eq!(report.replay[0].simulated_ns, 1350);
-        let report = run_changes(&shared_stream(), &[Scale::overlap_comm()]);
-        assert_eq!(report.changes[0].matched_ops, 2);
+        let report = replayed_then(&shared_stream(), 1350, Scale::overlap_comm(), 2);
         // gemm1 and gemm2 back to back (50..650); the first all-reduce starts at its launch
         // (with the typical 40 ns delay: 20 + 40 = 60, 60..260), the second behind it
         // (260..760, not at its own launch, 80), which ends the step.
@@ -2379,10 +2385,12 @@ mod tests {
 
     #[test]
     fn overlapped_copies_leave_compute_and_keep_their_data() {
-        let report = run(&copies_on_the_compute_stream(), &[]);
-        assert_eq!(report.replay[0].simulated_ns, 1450);
-        let report = run_changes(&copies_on_the_compute_stream(), &[Scale::overlap_copies()]);
-        assert_eq!(report.changes[0].matched_ops, 2);
+        let report = replayed_then(
+            &copies_on_the_compute_stream(),
+            1450,
+            Scale::overlap_copies(),
+            2,
+        );
         // The host-to-device copy starts at its launch (20, with the typical 40 ns delay:
         // 60..260) and gemm2 no longer waits for it: it follows gemm1 (350..650). The
         // device-to-host copy still waits for gemm2, whose result it copies (650..1150), and
