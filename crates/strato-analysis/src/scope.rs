@@ -169,30 +169,35 @@ pub struct Scopes {
 }
 
 /// Tracks the innermost of a set of nested (or overlapping) spans: the active span with the
-/// latest start; for equal starts the earlier end, then the lower stratum.
+/// latest start; for equal starts the earlier end, then the lower stratum, then the later in
+/// the source's numbering ([`Span::same_extent_order`]), then the later in the trace.
 #[derive(Debug, Default)]
 pub struct Innermost {
-    set: BTreeSet<(Ns, Reverse<Ns>, u8, u32)>,
+    set: BTreeSet<(Ns, Reverse<Ns>, u8, u32, u32)>,
 }
 
 impl Innermost {
     pub fn insert(&mut self, span: &Span, level: Level, idx: u32) {
-        self.insert_extent((span.start, span.end), level, idx);
+        self.insert_extent((span.start, span.end), level, span.same_extent_order(), idx);
     }
     pub fn remove(&mut self, span: &Span, level: Level, idx: u32) {
-        self.remove_extent((span.start, span.end), level, idx);
+        self.remove_extent((span.start, span.end), level, span.same_extent_order(), idx);
     }
-    /// [`Innermost::insert`] of a span given by its `(start, end)`.
-    pub fn insert_extent(&mut self, (start, end): (Ns, Ns), level: Level, idx: u32) {
-        self.set.insert((start, Reverse(end), level.code(), idx));
+    /// [`Innermost::insert`] of a span given by its `(start, end)` and
+    /// [`Span::same_extent_order`].
+    pub fn insert_extent(&mut self, (start, end): (Ns, Ns), level: Level, order: u32, idx: u32) {
+        self.set
+            .insert((start, Reverse(end), level.code(), order, idx));
     }
-    /// [`Innermost::remove`] of a span given by its `(start, end)`.
-    pub fn remove_extent(&mut self, (start, end): (Ns, Ns), level: Level, idx: u32) {
-        self.set.remove(&(start, Reverse(end), level.code(), idx));
+    /// [`Innermost::remove`] of a span given by its `(start, end)` and
+    /// [`Span::same_extent_order`].
+    pub fn remove_extent(&mut self, (start, end): (Ns, Ns), level: Level, order: u32, idx: u32) {
+        self.set
+            .remove(&(start, Reverse(end), level.code(), order, idx));
     }
     /// The innermost active span and its level code.
     pub fn get(&self) -> Option<(u32, u8)> {
-        self.set.last().map(|k| (k.3, k.2))
+        self.set.last().map(|k| (k.4, k.2))
     }
     pub fn is_empty(&self) -> bool {
         self.set.is_empty()
@@ -200,26 +205,39 @@ impl Innermost {
 }
 
 /// How a thread ranks as the annotated thread: operation coverage, operation spans, CPU spans,
-/// lower track id.
-type ThreadScore = (Ns, usize, usize, Reverse<u32>);
+/// lower thread id ([`thread_tie`]).
+type ThreadScore = (Ns, usize, usize, Reverse<(i64, u32)>);
+
+/// The last key of [`ThreadScore`]: the lower thread id, then the lower track id. The thread
+/// id first, as the track ids follow the order a file lists its events in.
+fn thread_tie(trace: &Trace, t: TrackId) -> Reverse<(i64, u32)> {
+    let tid = match trace.track(t).kind {
+        TrackKind::Thread { tid, .. } => tid,
+        _ => i64::MAX,
+    };
+    Reverse((tid, t.0))
+}
 
 /// Flattens spans (nested or overlapping, e.g. operations) into disjoint `[start, end)`
 /// segments labelled with the innermost span active there.
 pub fn flatten_innermost(trace: &Trace, ops: &[u32]) -> Vec<(Ns, Ns, u32)> {
     innermost_segments(ops.iter().map(|&i| {
         let s = &trace.spans[i as usize];
-        (s.start, s.end, i)
+        (s.start, s.end, s.same_extent_order(), i)
     }))
 }
 
-/// [`flatten_innermost`] of spans given by their extents and ids (`(start, end, id)`), for
-/// callers that keep the extents without the spans (the streamed hierarchy).
-pub(crate) fn innermost_segments(ops: impl Iterator<Item = (Ns, Ns, u32)>) -> Vec<(Ns, Ns, u32)> {
-    let mut events: Vec<(Ns, bool, u32, Ns, Ns)> = Vec::with_capacity(ops.size_hint().0 * 2);
-    for (start, end, i) in ops {
+/// [`flatten_innermost`] of spans given by their extents, [`Span::same_extent_order`] and ids
+/// (`(start, end, order, id)`), for callers that keep the extents without the spans (the
+/// streamed hierarchy).
+pub(crate) fn innermost_segments(
+    ops: impl Iterator<Item = (Ns, Ns, u32, u32)>,
+) -> Vec<(Ns, Ns, u32)> {
+    let mut events: Vec<(Ns, bool, u32, Ns, Ns, u32)> = Vec::with_capacity(ops.size_hint().0 * 2);
+    for (start, end, order, i) in ops {
         if end > start {
-            events.push((start, true, i, start, end));
-            events.push((end, false, i, start, end));
+            events.push((start, true, i, start, end, order));
+            events.push((end, false, i, start, end, order));
         }
     }
     events.sort_unstable_by_key(|e| (e.0, e.1, e.2));
@@ -229,11 +247,11 @@ pub(crate) fn innermost_segments(ops: impl Iterator<Item = (Ns, Ns, u32)>) -> Ve
     while k < events.len() {
         let t = events[k].0;
         while k < events.len() && events[k].0 == t {
-            let (_, start, i, s, e) = events[k];
+            let (_, start, i, s, e, order) = events[k];
             if start {
-                active.insert_extent((s, e), Level::Operation, i);
+                active.insert_extent((s, e), Level::Operation, order, i);
             } else {
-                active.remove_extent((s, e), Level::Operation, i);
+                active.remove_extent((s, e), Level::Operation, order, i);
             }
             k += 1;
         }
@@ -318,7 +336,7 @@ impl Scopes {
                     .iter()
                     .filter(|&&i| is_cpu_level(trace.spans[i as usize].level))
                     .count();
-                let score = (covered, ops.len(), cpu, Reverse(t.0));
+                let score = (covered, ops.len(), cpu, thread_tie(trace, t));
                 if best.as_ref().is_none_or(|b| score > b.0) {
                     best = Some((score, t, ops));
                 }
@@ -477,7 +495,7 @@ impl ProcessTracks {
             let mut best: Option<(ThreadScore, TrackId)> = None;
             for &t in &threads {
                 let (covered, ops, cpu) = scores[t.0 as usize].unwrap_or_default();
-                let score = (covered, ops, cpu, Reverse(t.0));
+                let score = (covered, ops, cpu, thread_tie(trace, t));
                 if best.as_ref().is_none_or(|b| score > b.0) {
                     best = Some((score, t));
                 }

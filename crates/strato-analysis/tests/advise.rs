@@ -3,6 +3,8 @@
 //! every file (total at stake = union of the findings, within the window; step breakdowns
 //! conserve time), and synthetic traces whose answer is known by construction.
 
+mod common;
+
 use std::path::PathBuf;
 
 use strato_analysis::advise::{self, AdviseConfig, AdviseReport, Finding};
@@ -654,31 +656,7 @@ fn a_rank_whose_clock_is_ahead_changes_no_finding() {
     let Some(trace) = load("kineto/param_dlrm8") else {
         return;
     };
-    let mut ahead = trace.clone();
-    let rank_of = |t: &Trace, track: strato_trace::TrackId| t.track(track).rank;
-    for i in 0..ahead.spans.len() {
-        if rank_of(&trace, trace.spans[i].track) == LATE {
-            ahead.spans[i].start += AHEAD;
-            ahead.spans[i].end += AHEAD;
-        }
-    }
-    for i in 0..ahead.instants.len() {
-        if rank_of(&trace, trace.instants[i].track) == LATE {
-            ahead.instants[i].ts += AHEAD;
-        }
-    }
-    for i in 0..ahead.counters.len() {
-        if rank_of(&trace, trace.counters[i].track) == LATE {
-            ahead.counters[i].ts += AHEAD;
-        }
-    }
-    for f in &mut ahead.flows {
-        for end in [&mut f.from, &mut f.to].into_iter().flatten() {
-            if rank_of(&trace, end.track) == LATE {
-                end.ts += AHEAD;
-            }
-        }
-    }
+    let ahead = common::with_rank_clock_ahead(&trace, LATE, AHEAD);
     let config = AdviseConfig {
         all: true,
         ..AdviseConfig::default()

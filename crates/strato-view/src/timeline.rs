@@ -5,7 +5,7 @@
 //! the trace and never writes it. The server ([`crate::server`]) turns its answers into JSON.
 //!
 //! **Rows.** The spans of a lane are placed on rows, greedily: in order of start (longer first
-//! at equal starts), each span takes the lowest row whose last span has ended. Properly nested
+//! at equal starts, then [`strato_trace::Span::same_extent_order`]), each span takes the lowest row whose last span has ended. Properly nested
 //! spans (a thread's call stack) land on their depth; overlapping device work is spread over
 //! as many rows as it needs. Within one row spans never overlap, so their starts and their
 //! ends are both sorted, and a window's spans are found by two binary searches. A lane has at
@@ -400,7 +400,7 @@ impl Timeline {
 fn lay_out(trace: &Trace, ids: &mut [u32], row_of: &mut [u16]) -> Vec<Row> {
     ids.sort_by_key(|&i| {
         let s = &trace.spans[i as usize];
-        (s.start, std::cmp::Reverse(s.end), i)
+        (s.start, std::cmp::Reverse(s.end), s.same_extent_order(), i)
     });
     let mut last_end: Vec<Ns> = Vec::new();
     let mut members: Vec<Vec<u32>> = Vec::new();

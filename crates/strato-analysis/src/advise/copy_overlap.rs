@@ -87,7 +87,7 @@ pub fn run(analyzed: &Analyzed, facts: &Facts, _config: &Config) -> Vec<Draft> {
                 (length(&subtract(&[(s.start, s.end)], &compute[lo..hi])), i)
             })
             .collect();
-        ranked.sort_by_key(|r| std::cmp::Reverse(r.0));
+        ranked.sort_by_key(|&(exposed, i)| (std::cmp::Reverse(exposed), super::time_key(trace, i)));
         let evidence = ranked
             .iter()
             .filter(|r| r.0 > 0)

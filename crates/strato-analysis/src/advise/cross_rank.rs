@@ -339,6 +339,10 @@ fn exposed(trace: &Trace, waits: &FxHashMap<u32, KernelWait>) -> Vec<ExposedComm
     }
     let mut out: Vec<ExposedCommunication> = grouped.into_values().collect();
     out.sort_by(|a, b| (a.rank, &a.name).cmp(&(b.rank, &b.name)));
+    // In time order, whatever order the file lists the kernels in.
+    for c in &mut out {
+        c.intervals.sort_unstable();
+    }
     out
 }
 

@@ -118,7 +118,12 @@ pub fn run(analyzed: &Analyzed, facts: &Facts, config: &Config) -> Vec<Draft> {
         .iter()
         .map(|&(i, _)| facts.clock.span(trace, &trace.spans[i as usize]))
         .collect();
-    stalls.sort_by_key(|&(i, _)| std::cmp::Reverse(trace.spans[i as usize].duration()));
+    stalls.sort_by_key(|&(i, _)| {
+        (
+            std::cmp::Reverse(trace.spans[i as usize].duration()),
+            super::time_key(trace, i),
+        )
+    });
     let mut evidence: Vec<Evidence> = Vec::new();
     for &(i, kind) in stalls.iter().take(super::MAX_EVIDENCE / 2) {
         let s = &trace.spans[i as usize];

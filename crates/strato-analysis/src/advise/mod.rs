@@ -858,7 +858,7 @@ impl Facts {
         for list in device_work.values_mut() {
             list.sort_by_key(|&i| {
                 let s = &trace.spans[i as usize];
-                (s.start, s.end, i)
+                (s.start, s.end, s.same_extent_order(), i)
             });
         }
         Facts {
@@ -895,6 +895,13 @@ pub fn api_name(name: &str) -> &str {
         }
         _ => name,
     }
+}
+
+/// Where span `i` lies in time, for ties in rankings of spans (longest first, ...): so that
+/// evidence does not depend on the order the file lists its events in. Last, the span's index.
+fn time_key(trace: &Trace, i: u32) -> (Ns, Ns, u32, u32) {
+    let s = &trace.spans[i as usize];
+    (s.start, s.end, s.same_extent_order(), i)
 }
 
 /// Evidence for one span.

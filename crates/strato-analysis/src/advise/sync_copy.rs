@@ -133,7 +133,12 @@ pub fn run(analyzed: &Analyzed, facts: &Facts, config: &Config) -> Vec<Draft> {
             format!("{n} x {what} `{name}` by {launch} ({})", human(*t))
         })
         .collect();
-    flagged.sort_by_key(|&i| std::cmp::Reverse(trace.spans[i as usize].duration()));
+    flagged.sort_by_key(|&i| {
+        (
+            std::cmp::Reverse(trace.spans[i as usize].duration()),
+            super::time_key(trace, i),
+        )
+    });
     let evidence = flagged
         .iter()
         .take(super::MAX_EVIDENCE)

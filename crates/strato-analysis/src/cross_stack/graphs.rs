@@ -166,7 +166,7 @@ fn captured_graphs(capture: &Trace) -> Vec<CapturedGraph> {
         let spans = by_track.get_mut(&t).expect("key");
         spans.sort_by_key(|&i| {
             let s = &capture.spans[i as usize];
-            (s.start, std::cmp::Reverse(s.end), i)
+            (s.start, std::cmp::Reverse(s.end), s.same_extent_order(), i)
         });
         let mut open: Option<Ns> = None;
         let mut current: Vec<Captured> = Vec::new();
@@ -488,7 +488,7 @@ pub fn attribute_graphs(
                 .collect();
             v.sort_by_key(|&i| {
                 let s = &capture.spans[i as usize];
-                (s.start, std::cmp::Reverse(s.end), i)
+                (s.start, std::cmp::Reverse(s.end), s.same_extent_order(), i)
             });
             v
         });
@@ -738,7 +738,7 @@ pub fn attribute_graph_nodes(trace: Trace) -> (Trace, Option<GraphCoverage>) {
                 .collect();
             v.sort_by_key(|&i| {
                 let s = &capture.spans[i as usize];
-                (s.start, std::cmp::Reverse(s.end), i)
+                (s.start, std::cmp::Reverse(s.end), s.same_extent_order(), i)
             });
             v
         });

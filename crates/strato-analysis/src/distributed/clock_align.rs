@@ -91,6 +91,43 @@ impl ClockAlignment {
     }
 }
 
+/// Each rank's window (the first start and the last end of its spans) on its own clock, as a
+/// pass over the spans gathers it, stated as one window on the job's clock
+/// ([`RankWindows::on_job_clock`]): the union of the ranks' windows, each shifted as the
+/// collectives align it. Without the shifts (one rank, or no collective) it is the union of
+/// the ranks' own windows.
+#[derive(Debug, Clone, Default)]
+pub struct RankWindows(Vec<(Ns, Ns)>);
+
+impl RankWindows {
+    /// Widens rank `rank`'s window to `[start, end)`.
+    pub fn add(&mut self, rank: RankId, start: Ns, end: Ns) {
+        let r = rank.0 as usize;
+        if self.0.len() <= r {
+            self.0.resize(r + 1, (Ns::MAX, Ns::MIN));
+        }
+        let w = &mut self.0[r];
+        *w = (w.0.min(start), w.1.max(end));
+    }
+
+    /// The union of the ranks' windows, rank `r`'s shifted by `shifts[r]` (0 beyond them);
+    /// `(Ns::MAX, Ns::MIN)` without spans.
+    pub fn on_job_clock(&self, shifts: &[Ns]) -> (Ns, Ns) {
+        let mut out = (Ns::MAX, Ns::MIN);
+        for (r, &(start, end)) in self.0.iter().enumerate() {
+            if start > end {
+                continue;
+            }
+            let shift = shifts.get(r).copied().unwrap_or(0);
+            out = (
+                out.0.min(start.saturating_add(shift)),
+                out.1.max(end.saturating_add(shift)),
+            );
+        }
+        out
+    }
+}
+
 fn median(sorted: &[i64]) -> i64 {
     let n = sorted.len();
     if n % 2 == 1 {

@@ -51,3 +51,38 @@ pub fn chrome_files() -> Vec<PathBuf> {
 }
 
 pub mod nsys;
+
+/// `trace` with every event of rank `rank` (spans, instants, counters, flow ends) moved `by` ns
+/// later: a rank whose clock runs ahead of its peers' (hosts without a common time base).
+pub fn with_rank_clock_ahead(
+    trace: &strato_trace::Trace,
+    rank: strato_trace::RankId,
+    by: strato_trace::Ns,
+) -> strato_trace::Trace {
+    let mut ahead = trace.clone();
+    let on_rank = |track: strato_trace::TrackId| trace.track(track).rank == rank;
+    for span in &mut ahead.spans {
+        if on_rank(span.track) {
+            span.start += by;
+            span.end += by;
+        }
+    }
+    for instant in &mut ahead.instants {
+        if on_rank(instant.track) {
+            instant.ts += by;
+        }
+    }
+    for sample in &mut ahead.counters {
+        if on_rank(sample.track) {
+            sample.ts += by;
+        }
+    }
+    for f in &mut ahead.flows {
+        for end in [&mut f.from, &mut f.to].into_iter().flatten() {
+            if on_rank(end.track) {
+                end.ts += by;
+            }
+        }
+    }
+    ahead
+}

@@ -329,6 +329,8 @@ pub(super) trait SpanFacts {
     fn extent(&self, i: u32) -> (Ns, Ns);
     /// Its own level.
     fn level(&self, i: u32) -> Level;
+    /// Its [`strato_trace::Span::same_extent_order`].
+    fn order(&self, i: u32) -> u32;
     fn name(&self, i: u32) -> strato_trace::StrId;
 }
 
@@ -339,6 +341,9 @@ impl SpanFacts for Trace {
     }
     fn level(&self, i: u32) -> Level {
         self.spans[i as usize].level
+    }
+    fn order(&self, i: u32) -> u32 {
+        self.spans[i as usize].same_extent_order()
     }
     fn name(&self, i: u32) -> strato_trace::StrId {
         self.spans[i as usize].name
@@ -579,23 +584,23 @@ fn sweep(
             match kind {
                 Kind::AnnotCpu => {
                     if start {
-                        cpu.insert_extent(extent, spans.level(i), i)
+                        cpu.insert_extent(extent, spans.level(i), spans.order(i), i)
                     } else {
-                        cpu.remove_extent(extent, spans.level(i), i)
+                        cpu.remove_extent(extent, spans.level(i), spans.order(i), i)
                     }
                 }
                 Kind::Op => {
                     if start {
-                        ops.insert_extent(extent, Level::Operation, i)
+                        ops.insert_extent(extent, Level::Operation, spans.order(i), i)
                     } else {
-                        ops.remove_extent(extent, Level::Operation, i)
+                        ops.remove_extent(extent, Level::Operation, spans.order(i), i)
                     }
                 }
                 Kind::Phase => {
                     if start {
-                        phases.insert_extent(extent, Level::Phase, i)
+                        phases.insert_extent(extent, Level::Phase, spans.order(i), i)
                     } else {
-                        phases.remove_extent(extent, Level::Phase, i)
+                        phases.remove_extent(extent, Level::Phase, spans.order(i), i)
                     }
                 }
                 Kind::OtherCpu => {

@@ -65,9 +65,12 @@ struct Launch {
     api: bool,
 }
 
-/// The kept spans, read by the sweep by their ids.
+/// The kept spans, read by the sweep by their ids, and the
+/// [`strato_trace::Span::same_extent_order`] of those at the operation and phase levels: only
+/// there does it change an answer (which operation or phase is innermost names a row; CPU
+/// spans are told apart by their level), so only those keep it.
 #[derive(Debug)]
-struct KeptSpans(Vec<Kept>);
+struct KeptSpans(Vec<Kept>, FxHashMap<u32, u32>);
 
 impl SpanFacts for KeptSpans {
     fn extent(&self, i: u32) -> (Ns, Ns) {
@@ -76,6 +79,9 @@ impl SpanFacts for KeptSpans {
     }
     fn level(&self, i: u32) -> Level {
         self.0[i as usize].level
+    }
+    fn order(&self, i: u32) -> u32 {
+        self.1.get(&i).copied().unwrap_or(u32::MAX)
     }
     fn name(&self, i: u32) -> StrId {
         self.0[i as usize].name
@@ -88,6 +94,8 @@ impl SpanFacts for KeptSpans {
 pub struct BreakdownStream {
     options: BreakdownOptions,
     kept: Vec<Kept>,
+    /// [`KeptSpans`]'s orders of the operations and phases.
+    orders: FxHashMap<u32, u32>,
     /// Per track: the ids of its kept spans, in trace order.
     tracks: Vec<Vec<u32>>,
     device_ops: Vec<DeviceOp>,
@@ -100,6 +108,7 @@ impl BreakdownStream {
         BreakdownStream {
             options,
             kept: Vec::new(),
+            orders: FxHashMap::default(),
             tracks: Vec::new(),
             device_ops: Vec::new(),
             launches: FxHashMap::default(),
@@ -123,12 +132,16 @@ impl BreakdownStream {
             if is_os_syscall(batch, span) {
                 bits |= OS_SYSCALL;
             }
+            let effective = effective_level(batch, span);
+            if matches!(effective, Level::Operation | Level::Phase) {
+                self.orders.insert(id, span.same_extent_order());
+            }
             self.kept.push(Kept {
                 start: span.start,
                 end: span.end,
                 name: span.name,
                 level: span.level,
-                effective: effective_level(batch, span),
+                effective,
                 bits,
             });
             let t = span.track.0 as usize;
@@ -164,6 +177,7 @@ impl BreakdownStream {
         let BreakdownStream {
             options,
             kept,
+            orders,
             mut tracks,
             device_ops,
             launches,
@@ -173,7 +187,7 @@ impl BreakdownStream {
         let mut kept = kept;
         kept.shrink_to_fit();
         tracks.iter_mut().for_each(Vec::shrink_to_fit);
-        let spans = KeptSpans(kept);
+        let spans = KeptSpans(kept, orders);
         let is_thread = |t: usize| {
             matches!(
                 trace.tracks.get(t).map(|t| &t.kind),
@@ -193,7 +207,10 @@ impl BreakdownStream {
             innermost_segments(
                 (tracks[t.0 as usize].iter())
                     .filter(|&&i| spans.0[i as usize].effective == Level::Operation)
-                    .map(|&i| (spans.0[i as usize].start, spans.0[i as usize].end, i)),
+                    .map(|&i| {
+                        let s = &spans.0[i as usize];
+                        (s.start, s.end, spans.order(i), i)
+                    }),
             )
         };
         let segments: Vec<Vec<OpSegment>> = (processes.annotated.iter())

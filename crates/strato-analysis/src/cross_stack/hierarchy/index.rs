@@ -62,6 +62,7 @@ impl Hierarchy {
                     s.start,
                     std::cmp::Reverse(s.end),
                     levels[i as usize].code(),
+                    s.same_extent_order(),
                     i,
                 )
             });

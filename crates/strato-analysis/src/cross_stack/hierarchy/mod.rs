@@ -244,15 +244,37 @@ pub fn chains_at(analyzed: &Analyzed, t: Ns, limit: usize) -> Vec<Vec<ChainLink>
             let slot = &mut innermost[s.track.0 as usize];
             let better = slot.is_none_or(|o| {
                 let os = &trace.spans[o as usize];
-                (s.start, std::cmp::Reverse(s.end)) > (os.start, std::cmp::Reverse(os.end))
+                (s.start, std::cmp::Reverse(s.end), s.same_extent_order())
+                    > (os.start, std::cmp::Reverse(os.end), os.same_extent_order())
             });
             if better {
                 *slot = Some(i as u32);
             }
         }
     }
-    let roots = device.into_iter().chain(innermost.into_iter().flatten());
+    // Not the file's order: device ops by time (then track), then each thread's innermost
+    // span by rank, threads before other host tracks, and track.
+    let track_key = |i: u32| {
+        let s = &trace.spans[i as usize];
+        let track = trace.track(s.track);
+        let thread = matches!(track.kind, strato_trace::TrackKind::Thread { .. });
+        (track.rank.0, !thread, track_label(track), s.start)
+    };
+    device.sort_by_cached_key(|&i| {
+        let s = &trace.spans[i as usize];
+        (
+            s.start,
+            std::cmp::Reverse(s.end),
+            track_key(i),
+            s.same_extent_order(),
+            i,
+        )
+    });
+    let mut threads: Vec<u32> = innermost.into_iter().flatten().collect();
+    threads.sort_by_cached_key(|&i| (track_key(i), i));
+    let roots: Vec<u32> = device.into_iter().chain(threads).collect();
     roots
+        .into_iter()
         .take(limit)
         .map(|leaf| h.chain(leaf).into_iter().map(|i| link(trace, i)).collect())
         .collect()
@@ -269,7 +291,11 @@ pub fn chains_of_kernels(analyzed: &Analyzed, needle: &str, limit: usize) -> Vec
                 && trace.str(s.name).contains(needle)
         })
         .collect();
-    found.sort_by_key(|&i| trace.spans[i as usize].start);
+    found.sort_by_cached_key(|&i| {
+        let s = &trace.spans[i as usize];
+        let track = trace.track(s.track);
+        (s.start, s.end, track.rank.0, track_label(track), i)
+    });
     found
         .into_iter()
         .take(limit)
@@ -277,17 +303,21 @@ pub fn chains_of_kernels(analyzed: &Analyzed, needle: &str, limit: usize) -> Vec
         .collect()
 }
 
-fn link(trace: &Trace, i: u32) -> ChainLink {
-    let s = &trace.spans[i as usize];
-    let track = trace.track(s.track);
-    let track_name = match &track.kind {
+/// How a chain link names its track.
+fn track_label(track: &strato_trace::Track) -> String {
+    match &track.kind {
         strato_trace::TrackKind::Thread { pid, tid } => format!("pid {pid} tid {tid}"),
         strato_trace::TrackKind::DeviceQueue { device, queue } => {
             format!("device {device} stream {queue}")
         }
         strato_trace::TrackKind::Counter { name, .. } => format!("counter {name}"),
         strato_trace::TrackKind::Custom { group, name } => format!("{group}/{name}"),
-    };
+    }
+}
+
+fn link(trace: &Trace, i: u32) -> ChainLink {
+    let s = &trace.spans[i as usize];
+    let track_name = track_label(trace.track(s.track));
     ChainLink {
         span: i,
         name: trace.str(s.name).to_owned(),

@@ -25,7 +25,7 @@ use super::index::{nest, own_flags, UNDER_BACKEND, UNDER_OPERATION};
 use super::{Attribution, HierarchyReport, RankAttribution};
 use crate::scope::{
     effective_level, innermost_segments, is_device_work, offer_launch, operation_in, thread_score,
-    ProcessTracks,
+    OpSegment, ProcessTracks,
 };
 use strato_trace::names::{is_graph_capture_track, is_graph_launch_name};
 
@@ -79,7 +79,10 @@ impl Extent {
     }
 
     /// The order a track's spans are swept in ([`nest`]): by start, longer first, then level
-    /// and index, as the whole-trace hierarchy sorts them.
+    /// and index. The whole-trace hierarchy orders spans of the same extent and level by
+    /// [`Span::same_extent_order`] too; what the streams count of the sweep (levels above a
+    /// launch) does not depend on that order, and the operations, where it matters, keep it
+    /// ([`OperationOrders`]).
     pub(crate) fn sweep_key(&self) -> (Ns, std::cmp::Reverse<Ns>, u8, u32) {
         (
             self.start,
@@ -87,6 +90,30 @@ impl Extent {
             self.level.code(),
             self.index,
         )
+    }
+}
+
+/// [`Span::same_extent_order`] of the operation spans (effective level `Operation`) a stream
+/// keeps as [`Extent`]s, by index. Only there does it change what a stream gives (which of
+/// two operations of the same extent is innermost names a segment), and operations are few,
+/// so it is kept beside the extents rather than in each (24 bytes would become 32).
+#[derive(Debug, Default)]
+pub(crate) struct OperationOrders(FxHashMap<u32, u32>);
+
+impl OperationOrders {
+    /// Keeps `span`'s order when its `extent` is an operation.
+    pub(crate) fn keep(&mut self, extent: &Extent, span: &Span) {
+        if extent.level == Level::Operation {
+            self.0.insert(extent.index, span.same_extent_order());
+        }
+    }
+
+    /// The operations among `extents` flattened into segments ([`innermost_segments`]).
+    pub(crate) fn segments<'a>(&self, extents: impl Iterator<Item = &'a Extent>) -> Vec<OpSegment> {
+        innermost_segments(extents.filter(|s| s.level == Level::Operation).map(|s| {
+            let order = self.0.get(&s.index).copied().unwrap_or(u32::MAX);
+            (s.start, s.end, order, s.index)
+        }))
     }
 }
 
@@ -122,6 +149,7 @@ pub struct HierarchyStream {
     /// Spans read so far: the next span's index in the whole trace.
     seen: u64,
     tracks: Vec<TrackSpans>,
+    operation_orders: OperationOrders,
     /// Per CPU thread span with a correlation, in trace order: (index, correlation).
     thread_correlations: Vec<(u32, u64)>,
     /// (rank, correlation) -> its launch.
@@ -144,7 +172,9 @@ impl HierarchyStream {
             }
             let track = batch.track(span.track);
             let spans = &mut self.tracks[t];
-            spans.spans.push(Extent::of(batch, span, index));
+            let extent = Extent::of(batch, span, index);
+            self.operation_orders.keep(&extent, span);
+            spans.spans.push(extent);
             if track.is_device() {
                 spans.correlations.push(span.correlation.get().unwrap_or(0));
                 continue;
@@ -169,7 +199,7 @@ impl HierarchyStream {
     /// The report once the input is read (`trace`: every table but the events).
     pub fn finish(mut self, trace: &Trace) -> HierarchyReport {
         let mut tracks = std::mem::take(&mut self.tracks);
-        let annotated = annotated_threads(trace, &tracks);
+        let annotated = annotated_threads(trace, &tracks, &self.operation_orders);
         let mut counts = Counts {
             ranks: vec![Attribution::default(); trace.ranks.len()],
             first_launch: vec![Ns::MAX; trace.ranks.len()],
@@ -368,7 +398,7 @@ struct Annotated {
     segments: Vec<Vec<(Ns, Ns, u32)>>,
 }
 
-fn annotated_threads(trace: &Trace, tracks: &[TrackSpans]) -> Annotated {
+fn annotated_threads(trace: &Trace, tracks: &[TrackSpans], orders: &OperationOrders) -> Annotated {
     let processes = ProcessTracks::build(trace, tracks.len(), |t| {
         let spans = &tracks[t].spans;
         (!spans.is_empty())
@@ -376,12 +406,11 @@ fn annotated_threads(trace: &Trace, tracks: &[TrackSpans]) -> Annotated {
     });
     let segments = (processes.annotated.iter())
         .map(|thread| {
-            let ops = thread.iter().flat_map(|t| {
-                (tracks[t.0 as usize].spans.iter())
-                    .filter(|s| s.level == Level::Operation)
-                    .map(|s| (s.start, s.end, s.index))
-            });
-            innermost_segments(ops)
+            orders.segments(
+                thread
+                    .iter()
+                    .flat_map(|t| tracks[t.0 as usize].spans.iter()),
+            )
         })
         .collect();
     Annotated {

@@ -184,13 +184,13 @@ pub fn parse_time(text: &str, origin: Ns) -> Result<Ns, String> {
     ))
 }
 
-/// The middle of the trace's longest device kernel.
+/// The middle of the trace's longest device kernel (the earliest of the longest).
 fn longest_kernel_middle(trace: &Trace) -> Option<Ns> {
     trace
         .spans
         .iter()
         .filter(|s| s.level == Level::DeviceKernel)
-        .max_by_key(|s| s.duration())
+        .max_by_key(|s| (s.duration(), std::cmp::Reverse(s.start)))
         .map(|s| s.start + s.duration() / 2)
 }
 

@@ -47,7 +47,7 @@ use crate::scope::{
 const _: () = assert!(std::mem::size_of::<ThreadSpan>() == 32);
 const _: () = assert!(std::mem::size_of::<Correlated>() == 24);
 const _: () = assert!(std::mem::size_of::<DeviceOp>() == 32);
-const _: () = assert!(std::mem::size_of::<Instance>() == 32);
+const _: () = assert!(std::mem::size_of::<Instance>() == 40);
 
 /// [`ThreadSpan::bits`]: its name is a step marker (`ProfilerStep#N`).
 const STEP_NAME: u8 = 1;
@@ -75,18 +75,48 @@ struct ThreadSpan {
     /// Its cost in [`Costs`] when it is a framework op with a known cost, else [`NO_COST`];
     /// once swept, a layer's own cost or the sum of its children's.
     cost: u32,
-    /// Its effective level ([`effective_level`]).
-    level: Level,
-    bits: u8,
+    /// Its effective level ([`effective_level`]) in the top 4 bits, its flags
+    /// ([`STEP_NAME`], [`UNDER_BACKEND`], [`LAUNCHED`]) in the next 3, and in the other 25 the
+    /// id of its [`strato_trace::Span::same_extent_order`] (from 2^25 - 1 up, ids compare
+    /// equal): one word, so that a span takes 32 bytes.
+    word: u32,
 }
 
+/// [`ThreadSpan::word`]'s bits below the level: flags, then the id.
+const ID_BITS: u32 = 25;
+const FLAG_SHIFT: u32 = ID_BITS;
+const LEVEL_SHIFT: u32 = ID_BITS + 3;
+
 impl ThreadSpan {
+    fn word(level: Level, bits: u8, order: u32) -> u32 {
+        let id = (order & 0x0FFF_FFFF).min((1 << ID_BITS) - 1);
+        (u32::from(level.code()) << LEVEL_SHIFT) | (u32::from(bits & 7) << FLAG_SHIFT) | id
+    }
+
+    /// Its effective level.
+    fn level(&self) -> Level {
+        Level::from_code((self.word >> LEVEL_SHIFT) as u8).unwrap_or(Level::Other)
+    }
+
+    fn bits(&self) -> u8 {
+        ((self.word >> FLAG_SHIFT) & 7) as u8
+    }
+
+    fn set_bits(&mut self, bits: u8) {
+        self.word = (self.word & !(7 << FLAG_SHIFT)) | (u32::from(bits & 7) << FLAG_SHIFT);
+    }
+
+    /// Its effective level, then its [`strato_trace::Span::same_extent_order`]'s id.
+    fn nesting(&self) -> u32 {
+        self.word & !(7 << FLAG_SHIFT)
+    }
+
     /// The order of the whole-trace tables: parents before their children.
-    fn key(&self) -> (Ns, std::cmp::Reverse<Ns>, u8, u32) {
+    fn key(&self) -> (Ns, std::cmp::Reverse<Ns>, u32, u32) {
         (
             self.start,
             std::cmp::Reverse(self.end),
-            self.level.code(),
+            self.nesting(),
             self.index,
         )
     }
@@ -138,8 +168,9 @@ struct Allocation {
     track: u32,
 }
 
-/// A layer instance, as the tables read it (32 bytes). Every instance has the one level of
-/// its source's layers, so its key in the whole-trace order is (start, longer first, id).
+/// A layer instance, as the tables read it (40 bytes). Every instance has the one level of
+/// its source's layers, so its key in the whole-trace order is (start, longer first, the
+/// source's numbering, id).
 #[derive(Debug, Clone, Copy)]
 struct Instance {
     start: Ns,
@@ -149,11 +180,18 @@ struct Instance {
     /// Its cost in [`Costs`], or [`NO_COST`].
     cost: u32,
     track: u32,
+    /// Its span's [`ThreadSpan::nesting`].
+    order: u32,
 }
 
 impl Instance {
-    fn key(&self) -> (Ns, std::cmp::Reverse<Ns>, u32) {
-        (self.start, std::cmp::Reverse(self.end), self.index)
+    fn key(&self) -> (Ns, std::cmp::Reverse<Ns>, u32, u32) {
+        (
+            self.start,
+            std::cmp::Reverse(self.end),
+            self.order,
+            self.index,
+        )
     }
 
     fn duration(&self) -> Ns {
@@ -361,8 +399,7 @@ impl LayersStream {
             index,
             name: span.name,
             cost,
-            level,
-            bits,
+            word: ThreadSpan::word(level, bits, span.same_extent_order()),
         };
         let t = span.track.0;
         if self.threads.len() <= t as usize {
@@ -648,7 +685,7 @@ impl LayersStream {
         let mut parent: Vec<u32> = vec![NONE; n];
         nest(
             n,
-            |k| (spans[k].start, spans[k].end, spans[k].level),
+            |k| (spans[k].start, spans[k].end, spans[k].level()),
             stack,
             |k, found| {
                 if let Some(f) = found {
@@ -662,18 +699,20 @@ impl LayersStream {
         for k in 0..n {
             let p = parent_of(k);
             let s = &spans[k];
-            let parent_under = p.is_some_and(|p| spans[p as usize].bits & UNDER_BACKEND != 0);
+            let parent_under = p.is_some_and(|p| spans[p as usize].bits() & UNDER_BACKEND != 0);
             let is_layer = match self.options.source {
-                LayerSource::Op => s.level == Level::Backend && !parent_under,
-                LayerSource::Annotation => s.level == Level::Operation && s.bits & STEP_NAME == 0,
+                LayerSource::Op => s.level() == Level::Backend && !parent_under,
+                LayerSource::Annotation => {
+                    s.level() == Level::Operation && s.bits() & STEP_NAME == 0
+                }
             };
             layer[k] = if is_layer {
                 k as u32
             } else {
                 p.map_or(NONE, |p| layer[p as usize])
             };
-            let mut bits = s.bits;
-            if s.level == Level::Backend || parent_under {
+            let mut bits = s.bits();
+            if s.level() == Level::Backend || parent_under {
                 bits |= UNDER_BACKEND;
             }
             if let Some(at) = launches.used(s.index) {
@@ -682,7 +721,7 @@ impl LayersStream {
                     launches.layer[at as usize] = spans[layer[k] as usize].index;
                 }
             }
-            spans[k].bits = bits;
+            spans[k].set_bits(bits);
         }
         // Bottom-up: launched, then costs (own cost, else the sum of the children's). Held:
         // the sums of the spans not reached yet, not a cost per span.
@@ -690,12 +729,13 @@ impl LayersStream {
         for k in (0..n).rev() {
             let p = parent_of(k);
             let s = spans[k];
-            if s.bits & LAUNCHED != 0 {
+            if s.bits() & LAUNCHED != 0 {
                 if let Some(p) = p {
-                    spans[p as usize].bits |= LAUNCHED;
+                    let parent = &mut spans[p as usize];
+                    parent.set_bits(parent.bits() | LAUNCHED);
                 }
             }
-            let own = if s.level == Level::Backend && s.bits & LAUNCHED != 0 {
+            let own = if s.level() == Level::Backend && s.bits() & LAUNCHED != 0 {
                 self.costs.get(s.cost)
             } else {
                 None
@@ -719,6 +759,7 @@ impl LayersStream {
                     name: s.name,
                     cost: s.cost,
                     track: t,
+                    order: s.nesting(),
                 });
             }
         }
@@ -761,10 +802,10 @@ impl LayersStream {
                 let k = allocations.partition_point(|a| a.ts < i.start);
                 allocations.get(k).is_some_and(|a| a.ts < i.end)
             };
-            let layers: Vec<(Ns, Ns, u32)> = (instances.iter())
+            let layers: Vec<(Ns, Ns, u32, u32)> = (instances.iter())
                 .filter(|i| i.track == track)
                 .filter(open_at_one)
-                .map(|i| (i.start, i.end, i.index))
+                .map(|i| (i.start, i.end, i.order, i.index))
                 .collect();
             let segments = innermost_segments(layers.into_iter());
             for a in allocations {

@@ -24,7 +24,8 @@ use strato_trace::OptionalId;
 use strato_trace::{Level, Ns, Span, StrId, Trace, TrackId, TrackKind};
 
 use super::{Models, OpsGroups};
-use crate::distributed::collectives::{is_collective_kernel, rank_summaries};
+use crate::distributed::clock_align::RankWindows;
+use crate::distributed::collectives::{is_collective_kernel, job_clock_shifts, rank_summaries};
 use crate::models::devices::DeviceSpec;
 use crate::models::op_models::{model, OpCost, OpInputs};
 use crate::scope::{effective_level, is_device_work};
@@ -52,6 +53,8 @@ struct ThreadSpan {
     start: Ns,
     end: Ns,
     correlation: u64,
+    /// Its [`strato_trace::Span::same_extent_order`].
+    order: u32,
     /// Its index in the whole trace.
     index: u32,
     /// Its distinct call in [`Models`] when it is a framework op ([`NOT_READ_YET`] in a held
@@ -119,7 +122,8 @@ pub struct OpsStream {
     held: bool,
     /// Spans read so far: the next span's index in the whole trace.
     seen: u64,
-    window: (Ns, Ns),
+    /// Each rank's window, on its own clock: stated on the job's clock at the end.
+    windows: RankWindows,
     models: Models,
     threads: FxHashMap<u32, Vec<ThreadSpan>>,
     others: Vec<OtherCorrelated>,
@@ -135,7 +139,6 @@ impl OpsStream {
     pub fn new(device_spec: Option<DeviceSpec>) -> OpsStream {
         OpsStream {
             device_spec,
-            window: (Ns::MAX, Ns::MIN),
             ..OpsStream::default()
         }
     }
@@ -154,8 +157,8 @@ impl OpsStream {
         for span in &batch.spans {
             let index = self.seen as u32;
             self.seen += 1;
-            self.window = (self.window.0.min(span.start), self.window.1.max(span.end));
             let track = batch.track(span.track);
+            self.windows.add(track.rank, span.start, span.end);
             match track.kind {
                 TrackKind::DeviceQueue { device, .. } => {
                     let kernel = span.level == Level::DeviceKernel
@@ -207,6 +210,7 @@ impl OpsStream {
                             start: span.start,
                             end: span.end,
                             correlation: span.correlation.get().unwrap_or(0),
+                            order: span.same_extent_order(),
                             index,
                             distinct,
                             flags,
@@ -236,7 +240,7 @@ impl OpsStream {
         let OpsStream {
             device_spec,
             held,
-            window,
+            windows,
             mut models,
             threads,
             others,
@@ -259,7 +263,8 @@ impl OpsStream {
         let read: Option<&mut ReadDistinct> = if held { Some(&mut read) } else { None };
         let (launches, first_of_wanted) =
             launch_owners(threads, &mut models, read, &rank_of, &wanted);
-        let collective_of = collective_rows(trace, collectives, &wanted, &first_of_wanted, &others);
+        let (collective_of, shifts) =
+            collective_rows(trace, collectives, &wanted, &first_of_wanted, &others);
         let mut groups = OpsGroups::new(models);
         for op in device_ops {
             let (rank, device) = devices[(op.device & !HAS_CORRELATION_BIT) as usize];
@@ -286,7 +291,7 @@ impl OpsStream {
                 },
             );
         }
-        groups.report(trace, window, device_spec.as_ref())
+        groups.report(trace, windows.on_job_clock(&shifts), device_spec.as_ref())
     }
 }
 
@@ -345,6 +350,7 @@ fn launch_owners(
                 s.start,
                 std::cmp::Reverse(s.end),
                 s.distinct == NOT_AN_OP,
+                s.order,
                 s.index,
             )
         });
@@ -402,21 +408,25 @@ fn launch_owners(
     (launches, first_of_wanted)
 }
 
+/// Per copied collective kernel, its row key and group size.
+type CollectiveRows = FxHashMap<u32, (super::CollectiveKey, Option<usize>)>;
+
 /// [`rank_summaries`] over the copied collective spans with their launches: per copied kernel,
-/// its row key and group size.
+/// its row key and group size; and each rank's shift onto the job's clock (empty without a
+/// collective kernel: no shift), as `strato collectives` aligns the ranks.
 fn collective_rows(
     trace: &Trace,
     collectives: CollectiveSpans,
     wanted: &FxHashSet<(u32, u64)>,
     first_of_wanted: &FxHashMap<(u32, u64), ThreadSpanAt>,
     others: &[OtherCorrelated],
-) -> FxHashMap<u32, (super::CollectiveKey, Option<usize>)> {
+) -> (CollectiveRows, Vec<Ns>) {
     let CollectiveSpans {
         trace: mut mini,
         cpu_ops,
     } = collectives;
     if !(mini.spans.iter()).any(|s| trace.track(s.track).is_device()) {
-        return FxHashMap::default(); // no collective kernel
+        return (FxHashMap::default(), Vec::new()); // no collective kernel
     }
     mini.strings = trace.strings.clone();
     mini.ranks = trace.ranks.clone();
@@ -464,8 +474,10 @@ fn collective_rows(
             }),
         }
     }
+    let summaries = rank_summaries(&mini);
+    let shifts = job_clock_shifts(&summaries, trace.ranks.len());
     let mut out = FxHashMap::default();
-    for rc in rank_summaries(&mini) {
+    for rc in summaries {
         let world = rc.world_size.and_then(|w| usize::try_from(w).ok());
         for c in rc.calls {
             let n = c
@@ -477,7 +489,7 @@ fn collective_rows(
             out.insert(c.kernel.0, ((c.kind, c.bytes, c.dtype), n));
         }
     }
-    out
+    (out, shifts)
 }
 
 /// A framework op's recorded inputs (from its args) and their model.

@@ -187,7 +187,8 @@ pub fn kernel_stats(trace: &Trace, top: usize) -> KernelStatsReport {
     stream.finish(trace, top)
 }
 
-/// A CPU span in the launch sweep: start, end, is an API call, name id, correlation.
+/// A CPU span in the launch sweep: start, end, is an API call, name id, and the API call's
+/// correlation or the op's [`Span::same_extent_order`].
 type SweepSpan = (Ns, Ns, bool, u32, u64);
 
 /// A device op whose launching operation is looked up at the end: start, duration and launch
@@ -291,7 +292,13 @@ impl KernelStatsStream {
 /// A CPU span's entry in the launch sweep: framework ops and correlated API calls.
 fn sweep_entry(span: &Span) -> Option<SweepSpan> {
     match span.level {
-        Level::Backend => Some((span.start, span.end, false, span.name.0, 0)),
+        Level::Backend => Some((
+            span.start,
+            span.end,
+            false,
+            span.name.0,
+            u64::from(span.same_extent_order()),
+        )),
         Level::AcceleratorApi => span
             .correlation
             .get()
@@ -319,10 +326,11 @@ fn launches<T>(
 ) -> FxHashMap<u64, (Ns, u32)> {
     let mut out = FxHashMap::default();
     for (_, mut list) in per_track {
-        // Parents first: by start, longer first, ops before API calls at equal times.
+        // Parents first: by start, longer first, ops before API calls at equal times, then
+        // ops of the same extent by the source's numbering (`Span::same_extent_order`).
         list.sort_by(|a, b| {
             let (a, b) = (entry(a), entry(b));
-            a.0.cmp(&b.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2))
+            (a.0.cmp(&b.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2))).then(a.4.cmp(&b.4))
         });
         let mut stack: Vec<(Ns, u32)> = Vec::new();
         for (start, end, is_api, name, c) in list.iter().map(&entry) {

@@ -215,7 +215,12 @@ pub fn rank_summaries(trace: &Trace) -> Vec<RankCollectives> {
     for list in cpu_ops.values_mut() {
         list.sort_unstable_by_key(|s| {
             let sp = &trace.spans[s.0 as usize];
-            (sp.start, std::cmp::Reverse(sp.end))
+            (
+                sp.start,
+                std::cmp::Reverse(sp.end),
+                sp.same_extent_order(),
+                s.0,
+            )
         });
     }
     let mut out = Vec::with_capacity(trace.ranks.len());

@@ -204,6 +204,14 @@ fn first_start(inst: &CollectiveInstance) -> Ns {
     inst.members.iter().map(|m| m.start).min().unwrap_or(0)
 }
 
+/// The shift of each of the `ranks` ranks of a trace onto the job's clock: the collectives of
+/// `summaries` matched and measured as `strato collectives` does ([`match_collectives`],
+/// [`measure`]), for an analysis that states a window over several ranks.
+pub fn job_clock_shifts(summaries: &[RankCollectives], ranks: usize) -> Vec<Ns> {
+    let mut instances = match_collectives(summaries);
+    measure(summaries, &mut instances).shifts(ranks)
+}
+
 /// Aligns clocks from the symmetric instances (see [`crate::distributed::clock_align`]), fills
 /// every instance's aligned times, waits, last arrival, transfer and bandwidths, and orders the
 /// instances by their first (aligned) arrival.

@@ -53,7 +53,9 @@ mod stragglers;
 
 pub use calls::{rank_summaries, CollectiveCall, CollectiveSurvey, RankCollectives};
 pub use kinds::{bandwidths, dtype_size, is_collective_kernel, CollectiveKind};
-pub use matching::{match_collectives, measure, CollectiveInstance, MatchBy, Member};
+pub use matching::{
+    job_clock_shifts, match_collectives, measure, CollectiveInstance, MatchBy, Member,
+};
 pub use per_device::split_multi_device_ranks;
 pub use registration::{Collectives, CollectivesResult, CollectivesSettings};
 pub use report::{

@@ -149,7 +149,12 @@ fn top_level(trace: &Trace, spans: &[SpanId]) -> Vec<SpanId> {
     let mut order: Vec<SpanId> = spans.to_vec();
     order.sort_by_key(|id| {
         let s = &trace.spans[id.0 as usize];
-        (s.start, std::cmp::Reverse(s.end), id.0)
+        (
+            s.start,
+            std::cmp::Reverse(s.end),
+            s.same_extent_order(),
+            id.0,
+        )
     });
     let mut tops: Vec<SpanId> = Vec::new();
     let mut open_until = Ns::MIN;
@@ -307,7 +312,12 @@ fn cpu_chain(trace: &Trace, spans: &[SpanId], graph: &mut Graph) {
     let mut order: Vec<SpanId> = spans.to_vec();
     order.sort_by_key(|id| {
         let s = &trace.spans[id.0 as usize];
-        (s.start, std::cmp::Reverse(s.end), id.0)
+        (
+            s.start,
+            std::cmp::Reverse(s.end),
+            s.same_extent_order(),
+            id.0,
+        )
     });
     struct Walk {
         last: Option<u32>,

@@ -1634,7 +1634,12 @@ impl SpanOrder {
             .map(|(track, mut spans)| {
                 spans.sort_by_key(|id| {
                     let s = &trace.spans[id.0 as usize];
-                    (s.start, std::cmp::Reverse(s.end), id.0)
+                    (
+                        s.start,
+                        std::cmp::Reverse(s.end),
+                        s.same_extent_order(),
+                        id.0,
+                    )
                 });
                 (track, spans)
             })

@@ -402,7 +402,7 @@ fn walk_rank_path(
 
 /// The events of `path` from `spans` ([`walk_rank_path`]), on the reference clock
 /// (`clock_shift`: per rank, [`CriticalPathOptions::clock_shift`]), sorted by start (then
-/// longer first); each name held once.
+/// longer first, then [`strato_trace::Span::same_extent_order`]); each name held once.
 fn add_events(trace: &Trace, clock_shift: &[Ns], path: &mut RankCriticalPath, spans: PathSpans) {
     let mut names: FxHashMap<StrId, Arc<str>> = FxHashMap::default();
     path.events.reserve_exact(spans.len());
@@ -423,6 +423,8 @@ fn add_events(trace: &Trace, clock_shift: &[Ns], path: &mut RankCriticalPath, sp
             kind: event_kind(trace, id),
         });
     }
-    path.events
-        .sort_by_key(|e| (e.start_ns, std::cmp::Reverse(e.end_ns), e.span.0));
+    path.events.sort_by_key(|e| {
+        let order = trace.spans[e.span.0 as usize].same_extent_order();
+        (e.start_ns, std::cmp::Reverse(e.end_ns), order, e.span.0)
+    });
 }

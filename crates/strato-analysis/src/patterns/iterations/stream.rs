@@ -31,11 +31,13 @@ use super::steps::{check_with_windows, windows_of_steps};
 use super::IterationOptions;
 use crate::chunked::Chunked;
 use crate::cross_stack::hierarchy::index::nest;
-use crate::cross_stack::hierarchy::stream::{Extent, HAS_CORRELATION, THREAD_STATE};
+use crate::cross_stack::hierarchy::stream::{
+    Extent, OperationOrders, HAS_CORRELATION, THREAD_STATE,
+};
 use crate::device_time::memory::{arg_i64, copy_direction, CopyDirection};
 use crate::scope::{
-    innermost_segments, is_device_work, is_step_name, operation_in, sort_launch_candidates,
-    thread_score, OpSegment, ProcessTracks,
+    is_device_work, is_step_name, operation_in, sort_launch_candidates, thread_score, OpSegment,
+    ProcessTracks,
 };
 
 // The sizes the docs give (docs/analyses/iterations.md, "Cost").
@@ -213,6 +215,7 @@ pub struct IterationsStream {
     /// Spans read so far: the next span's index in the whole trace.
     seen: u64,
     tracks: Vec<TrackSpans>,
+    operation_orders: OperationOrders,
     /// Device ops per (rank index, device, queue), queue -1 apart, in trace order.
     queues: FxHashMap<(u32, i64, i64), Chunked<DevOp>>,
     /// Kernels per (rank index, device, queue) with a device op (syncs included).
@@ -241,6 +244,7 @@ impl IterationsStream {
             check_steps,
             seen: 0,
             tracks: Vec::new(),
+            operation_orders: OperationOrders::default(),
             queues: FxHashMap::default(),
             kernels: FxHashMap::default(),
             h2d: FxHashMap::default(),
@@ -268,6 +272,7 @@ impl IterationsStream {
             let spans = &mut self.tracks[t];
             let at = spans.spans.len() as u32;
             let extent = Extent::of(batch, span, index);
+            self.operation_orders.keep(&extent, span);
             let bits = extent.bits;
             spans.spans.push(extent);
             if let Some(key) = self.keys.number(batch, span) {
@@ -424,7 +429,7 @@ impl IterationsStream {
     ) -> FxHashMap<(u32, i64, i64), KeyedStream> {
         let mut tracks = std::mem::take(&mut self.tracks);
         tracks.resize_with(trace.tracks.len().max(tracks.len()), TrackSpans::default);
-        let scopes = Operations::build(trace, &tracks);
+        let scopes = Operations::build(trace, &tracks, &self.operation_orders);
         self.launches = Launches::choose(std::mem::take(&mut self.candidates).into_vec());
         let is_device = |t: usize| trace.tracks.get(t).is_some_and(|track| track.is_device());
         let mut stack = Vec::new();
@@ -583,19 +588,13 @@ struct Operations {
 }
 
 impl Operations {
-    fn build(trace: &Trace, tracks: &[TrackSpans]) -> Operations {
+    fn build(trace: &Trace, tracks: &[TrackSpans], orders: &OperationOrders) -> Operations {
         let processes = ProcessTracks::build(trace, tracks.len(), |t| {
             let spans = &tracks[t].spans;
             (!spans.is_empty())
                 .then(|| thread_score(spans.iter().map(|s| (s.start, s.end, s.level, s.raw))))
         });
-        let operations_of = |t: usize| {
-            innermost_segments(
-                (tracks[t].spans.iter())
-                    .filter(|s| s.level == Level::Operation)
-                    .map(|s| (s.start, s.end, s.index)),
-            )
-        };
+        let operations_of = |t: usize| orders.segments(tracks[t].spans.iter());
         let segments = (processes.annotated.iter())
             .map(|a| a.map(|t| operations_of(t.0 as usize)).unwrap_or_default())
             .collect();
