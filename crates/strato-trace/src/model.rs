@@ -365,6 +365,32 @@ pub struct TrackIndex {
 }
 
 impl Trace {
+    /// Moves every time of the trace (spans, instants, counter samples, flow ends) by its
+    /// track's shift (`shifts`, indexed by track; tracks beyond it stay), saturating: a rank's
+    /// events put on another clock (the job's, or a clock set ahead on purpose).
+    pub fn shift_tracks(&mut self, shifts: &[Ns]) {
+        if shifts.iter().all(|&s| s == 0) {
+            return;
+        }
+        let of = |track: TrackId| shifts.get(track.0 as usize).copied().unwrap_or(0);
+        for s in &mut self.spans {
+            let shift = of(s.track);
+            s.start = s.start.saturating_add(shift);
+            s.end = s.end.saturating_add(shift);
+        }
+        for i in &mut self.instants {
+            i.ts = i.ts.saturating_add(of(i.track));
+        }
+        for c in &mut self.counters {
+            c.ts = c.ts.saturating_add(of(c.track));
+        }
+        for f in &mut self.flows {
+            for end in [&mut f.from, &mut f.to].into_iter().flatten() {
+                end.ts = end.ts.saturating_add(of(end.track));
+            }
+        }
+    }
+
     /// A copy of the tables without the events (no spans, instants, counters, flows or args):
     /// what an analysis that counted the events as they came still needs to present them
     /// (ranks, processes, tracks, devices, strings, clock). [`Trace::append`] of such copies

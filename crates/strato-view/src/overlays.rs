@@ -53,29 +53,10 @@ fn collectives_of(job: &Trace) -> (Vec<CollectiveInstance>, ClockAlignment) {
     (instances, clock)
 }
 
-/// Moves every time of `trace` (spans, instants, counter samples, flow ends) by its track's
-/// shift (`shifts`, indexed by track, as [`job_clock_shifts`] gives them; nothing when empty).
+/// Moves every time of `trace` by its track's shift (`shifts`, indexed by track, as
+/// [`job_clock_shifts`] gives them; nothing when empty): [`Trace::shift_tracks`].
 pub fn onto_job_clock(trace: &mut Trace, shifts: &[Ns]) {
-    if shifts.is_empty() {
-        return;
-    }
-    let of = |track: strato_trace::TrackId| shifts.get(track.0 as usize).copied().unwrap_or(0);
-    for s in &mut trace.spans {
-        let shift = of(s.track);
-        s.start = s.start.saturating_add(shift);
-        s.end = s.end.saturating_add(shift);
-    }
-    for i in &mut trace.instants {
-        i.ts = i.ts.saturating_add(of(i.track));
-    }
-    for c in &mut trace.counters {
-        c.ts = c.ts.saturating_add(of(c.track));
-    }
-    for f in &mut trace.flows {
-        for end in [&mut f.from, &mut f.to].into_iter().flatten() {
-            end.ts = end.ts.saturating_add(of(end.track));
-        }
-    }
+    trace.shift_tracks(shifts);
 }
 
 /// One `ProfilerStep#N` on one rank: its annotation's start and end.

@@ -60,29 +60,9 @@ pub fn with_rank_clock_ahead(
     by: strato_trace::Ns,
 ) -> strato_trace::Trace {
     let mut ahead = trace.clone();
-    let on_rank = |track: strato_trace::TrackId| trace.track(track).rank == rank;
-    for span in &mut ahead.spans {
-        if on_rank(span.track) {
-            span.start += by;
-            span.end += by;
-        }
-    }
-    for instant in &mut ahead.instants {
-        if on_rank(instant.track) {
-            instant.ts += by;
-        }
-    }
-    for sample in &mut ahead.counters {
-        if on_rank(sample.track) {
-            sample.ts += by;
-        }
-    }
-    for f in &mut ahead.flows {
-        for end in [&mut f.from, &mut f.to].into_iter().flatten() {
-            if on_rank(end.track) {
-                end.ts += by;
-            }
-        }
-    }
+    let shifts: Vec<strato_trace::Ns> = (trace.tracks.iter())
+        .map(|t| if t.rank == rank { by } else { 0 })
+        .collect();
+    ahead.shift_tracks(&shifts);
     ahead
 }
