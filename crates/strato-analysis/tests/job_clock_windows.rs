@@ -6,6 +6,7 @@
 mod common;
 
 use strato_analysis::analyzed::Analyzed;
+use strato_analysis::cross_stack::modules::modules;
 use strato_analysis::cross_stack::ops::ops;
 use strato_io::{import_paths, ImportOptions};
 use strato_trace::RankId;
@@ -14,7 +15,7 @@ use strato_trace::RankId;
 const AHEAD: i64 = 1_000_000_000_000;
 
 #[test]
-fn ops_states_the_dlrm_jobs_window_on_the_jobs_clock() {
+fn ops_and_modules_state_the_dlrm_jobs_window_on_the_jobs_clock() {
     let path = common::data("kineto/param_dlrm8");
     if !path.exists() {
         eprintln!("skipping: {} not present", path.display());
@@ -39,4 +40,16 @@ fn ops_states_the_dlrm_jobs_window_on_the_jobs_clock() {
     // Everything else is per op and the same.
     assert_eq!(shipped.device_ns, skewed.device_ns);
     assert_eq!(shipped.ops.len(), skewed.ops.len());
+    // The module tree's window too (the job holds no module call: the window is all it says).
+    let (a, b) = (
+        modules(&Analyzed::new(&trace)),
+        modules(&Analyzed::new(&ahead)),
+    );
+    let (a, b) = (
+        (a.window_start_ns, a.window_end_ns),
+        (b.window_start_ns, b.window_end_ns),
+    );
+    assert!(a.1 - a.0 < 60_000_000, "{a:?}");
+    assert!((a.0 - b.0).abs() <= 50_000, "modules start: {a:?} vs {b:?}");
+    assert!((a.1 - b.1).abs() <= 50_000, "modules end: {a:?} vs {b:?}");
 }

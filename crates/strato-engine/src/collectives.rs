@@ -10,28 +10,18 @@
 use std::path::PathBuf;
 
 use strato_analysis::distributed::collectives::{
-    collectives_of_summaries, device_links, rank_summaries, straggler_cause, CollectiveCall,
-    CollectiveSurvey, Collectives, CollectivesOptions, CollectivesReport, CollectivesResult,
-    CollectivesSettings, DeviceLink, RankCollectives, StragglerCause,
+    collectives_of_summaries, device_links, rank_summaries, straggler_cause, CollectiveSurvey,
+    Collectives, CollectivesOptions, CollectivesReport, CollectivesResult, CollectivesSettings,
+    DeviceLink, RankCollectives, StragglerCause,
 };
-use strato_trace::{RankId, SpanId, Trace};
+use strato_trace::{RankId, Trace};
 
 use crate::{Engine, EngineError, Result};
 
-/// Span ids of a call moved by `delta` (between a rank file's own trace and the whole one).
-fn move_call(call: &CollectiveCall, delta: i64) -> CollectiveCall {
-    let moved = |s: SpanId| SpanId((i64::from(s.0) + delta) as u32);
-    CollectiveCall {
-        kernel: moved(call.kernel),
-        launch: call.launch.map(moved),
-        cpu_op: call.cpu_op.map(moved),
-        ..call.clone()
-    }
-}
-
 /// The collective calls of a rank file's ranks (`summaries`, with the file's ids) with the
-/// whole job's: ranks after the `first_rank` of the files before it (numbered `job_ranks`, or
-/// by position when the source does not say), span ids after their `first_span`.
+/// whole job's ([`RankCollectives::in_job`]): ranks after the `first_rank` of the files before
+/// it (numbered `job_ranks`, or by position when the source does not say), span ids after their
+/// `first_span`.
 pub(crate) fn moved_summaries<'a>(
     summaries: &'a [RankCollectives],
     job_ranks: &'a [Option<i64>],
@@ -39,15 +29,7 @@ pub(crate) fn moved_summaries<'a>(
     first_span: u32,
 ) -> impl Iterator<Item = RankCollectives> + 'a {
     summaries.iter().map(move |summary| {
-        let local = summary.rank.0;
-        RankCollectives {
-            rank: RankId(first_rank + local),
-            job_rank: job_ranks[local as usize].unwrap_or(i64::from(first_rank + local)),
-            world_size: summary.world_size,
-            calls: (summary.calls.iter())
-                .map(|c| move_call(c, i64::from(first_span)))
-                .collect(),
-        }
+        summary.in_job(first_rank, job_ranks[summary.rank.0 as usize], first_span)
     })
 }
 
@@ -119,7 +101,7 @@ impl Engine {
                         .filter(|(_, r)| rank_file[r.rank.0 as usize].0 == file)
                         .map(|(i, r)| {
                             let (_, first_rank, first_span) = rank_file[r.rank.0 as usize];
-                            let call = move_call(r.call, -i64::from(first_span));
+                            let call = r.call.moved(-i64::from(first_span));
                             let rank = RankId(r.rank.0 - first_rank);
                             (
                                 i,

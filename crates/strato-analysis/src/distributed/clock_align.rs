@@ -110,6 +110,21 @@ impl RankWindows {
         *w = (w.0.min(start), w.1.max(end));
     }
 
+    /// The number of ranks seen (the highest rank with a span, plus one).
+    pub fn ranks(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Widens the windows of ranks `first_rank..` by `other`'s (a rank file's windows, read
+    /// apart, put into the whole job's).
+    pub fn add_all(&mut self, first_rank: u32, other: &RankWindows) {
+        for (r, &(start, end)) in other.0.iter().enumerate() {
+            if start <= end {
+                self.add(RankId(first_rank + r as u32), start, end);
+            }
+        }
+    }
+
     /// The union of the ranks' windows, rank `r`'s shifted by `shifts[r]` (0 beyond them);
     /// `(Ns::MAX, Ns::MIN)` without spans.
     pub fn on_job_clock(&self, shifts: &[Ns]) -> (Ns, Ns) {

@@ -180,30 +180,47 @@ pub(super) fn hash_text(text: &str) -> u64 {
 
 /// Where binding flows looks a flow end up.
 pub(super) trait SpanIndex {
-    /// The innermost span of `track` containing `ts`: of the spans sorted by start, then
-    /// longer first, the last one starting at or before `ts` that has not ended before it,
-    /// among the last 256 starting at or before `ts`. Equal spans are in the order an
-    /// unstable sort of their indexes (in id order) leaves them: both indexes below sort the
-    /// same `u32` lists by the same keys, so they agree with each other and with earlier
-    /// versions.
-    fn find(&self, track: TrackId, ts: Ns) -> Option<SpanId>;
+    /// The innermost span of `track` containing `ts`, for a flow end of flow `id`: of the
+    /// spans sorted by start, then longer first, the last one starting at or before `ts` that
+    /// has not ended before it, among the last 256 starting at or before `ts`.
+    ///
+    /// Spans of the same extent, which times cannot nest, are ordered outer first by
+    /// [`Span::same_extent_order`], then by id, so the order a file lists them in does not
+    /// choose: [`HeldSpans`] by the whole order (level, then the source's numbering);
+    /// [`HandedSpans`], which keeps 16 bytes a span, by its level, then by id (file order). The
+    /// two agree wherever the source numbers its spans in the order it writes them, as Kineto
+    /// does (every same-extent pair of the shared Kineto files). Of zero-length spans at the
+    /// same time (runtime calls a trace in microseconds cannot tell apart), the end binds to
+    /// the one whose launch correlation is the flow's id when there is one: Kineto's `ac2g`
+    /// flow ids are correlations, and its orphan flow ends on host threads sit on such calls.
+    fn find(&self, track: TrackId, ts: Ns, id: u64) -> Option<SpanId>;
 }
 
-/// [`SpanIndex::find`] over one track's sorted list.
+/// [`SpanIndex::find`] over one track's sorted list: `end_id` gives an entry's end and span
+/// id, `carries` whether it is a zero-length span with the flow's id as its correlation.
 pub(super) fn find_in<T>(
     list: &[T],
     ts: Ns,
     start: impl Fn(&T) -> Ns,
     end_id: impl Fn(&T) -> (Ns, u32),
+    carries: impl Fn(&T) -> bool,
 ) -> Option<SpanId> {
     let after = list.partition_point(|x| start(x) <= ts);
-    list[..after]
-        .iter()
-        .rev()
-        .take(256)
-        .map(&end_id)
-        .find(|&(end, _)| end >= ts)
-        .map(|(_, id)| SpanId(id))
+    let at = (list[..after].iter().enumerate().rev().take(256))
+        .find(|(_, x)| end_id(x).0 >= ts)
+        .map(|(at, _)| at)?;
+    let found = &list[at];
+    let (found_start, found_end) = (start(found), end_id(found).0);
+    if found_start == found_end && !carries(found) {
+        // Its zero-length twins at the same time come just before it.
+        let twin = (list[..at].iter().rev())
+            .take_while(|x| start(x) == found_start && end_id(x).0 == found_end)
+            .find(|x| carries(x));
+        if let Some(twin) = twin {
+            return Some(SpanId(end_id(twin).1));
+        }
+    }
+    Some(SpanId(end_id(found).1))
 }
 
 /// The index of a trace's own spans (an import that keeps them): span ids by track.
@@ -221,7 +238,7 @@ impl<'a> HeldSpans<'a> {
         for list in &mut by_track {
             list.sort_unstable_by_key(|&i| {
                 let s = &spans[i as usize];
-                (s.start, std::cmp::Reverse(s.end))
+                (s.start, std::cmp::Reverse(s.end), s.same_extent_order(), i)
             });
         }
         HeldSpans { spans, by_track }
@@ -229,16 +246,22 @@ impl<'a> HeldSpans<'a> {
 }
 
 impl SpanIndex for HeldSpans<'_> {
-    fn find(&self, track: TrackId, ts: Ns) -> Option<SpanId> {
+    fn find(&self, track: TrackId, ts: Ns, id: u64) -> Option<SpanId> {
         let spans = self.spans;
         find_in(
             &self.by_track[track.0 as usize],
             ts,
             |&i| spans[i as usize].start,
             |&i| (spans[i as usize].end, i),
+            |&i| {
+                let s = &spans[i as usize];
+                s.start == s.end && s.correlation.get() == Some(id)
+            },
         )
     }
 }
+
+const _: () = assert!(std::mem::size_of::<HandedSpan>() == 16);
 
 /// The places of the spans a streaming import handed over, by track (16 bytes per span: the
 /// spans themselves are gone).
@@ -246,16 +269,36 @@ impl SpanIndex for HeldSpans<'_> {
 pub(super) struct HandedSpans {
     pub(super) by_track: Vec<Vec<HandedSpan>>,
     pub(super) count: u32,
-    /// The ends of spans longer than `u32::MAX` ns, by span id.
+    /// The ends of spans of [`HandedSpan::LONG`] ns and longer, by span id.
     pub(super) long_ends: FxHashMap<u32, Ns>,
+    /// The launch correlations of zero-length spans, by span id (a few: see
+    /// [`SpanIndex::find`]).
+    pub(super) instant_correlations: FxHashMap<u32, u64>,
 }
 
 #[derive(Clone, Copy)]
 pub(super) struct HandedSpan {
     pub(super) start: Ns,
     pub(super) id: u32,
-    /// The duration, or `u32::MAX` when the end is in `HandedSpans::long_ends`.
-    pub(super) dur: u32,
+    /// The level's code ([`Span::same_extent_order`]'s top [`LEVEL_BITS`]) over the duration
+    /// ([`HandedSpan::LONG`] when the end is in `HandedSpans::long_ends`).
+    pub(super) level_dur: u32,
+}
+
+/// Bits of [`HandedSpan::level_dur`] that hold the level.
+const LEVEL_BITS: u32 = 4;
+
+impl HandedSpan {
+    /// The duration of a span whose end is in `HandedSpans::long_ends` (268 ms and longer).
+    const LONG: u32 = (1 << (32 - LEVEL_BITS)) - 1;
+
+    fn dur(&self) -> u32 {
+        self.level_dur & Self::LONG
+    }
+
+    fn level(&self) -> u32 {
+        self.level_dur >> (32 - LEVEL_BITS)
+    }
 }
 
 impl HandedSpans {
@@ -264,12 +307,16 @@ impl HandedSpans {
             let id = self.count;
             self.count += 1;
             let dur = match u32::try_from(span.end.saturating_sub(span.start)) {
-                Ok(d) if d < u32::MAX => d,
+                Ok(d) if d < HandedSpan::LONG => d,
                 _ => {
                     self.long_ends.insert(id, span.end);
-                    u32::MAX
+                    HandedSpan::LONG
                 }
             };
+            let level = span.same_extent_order() >> (32 - LEVEL_BITS);
+            if let Some(correlation) = span.correlation.get().filter(|_| dur == 0) {
+                self.instant_correlations.insert(id, correlation);
+            }
             let track = span.track.0 as usize;
             if self.by_track.len() <= track {
                 self.by_track.resize_with(track + 1, Vec::new);
@@ -277,20 +324,21 @@ impl HandedSpans {
             self.by_track[track].push(HandedSpan {
                 start: span.start,
                 id,
-                dur,
+                level_dur: level << (32 - LEVEL_BITS) | dur,
             });
         }
     }
 
     pub(super) fn end(&self, s: &HandedSpan) -> Ns {
-        if s.dur == u32::MAX {
+        if s.dur() == HandedSpan::LONG {
             self.long_ends[&s.id]
         } else {
-            s.start + Ns::from(s.dur)
+            s.start + Ns::from(s.dur())
         }
     }
 
-    /// Sorts each track's spans as [`HeldSpans`] does.
+    /// Sorts each track's spans as [`HeldSpans`] does, same-extent spans by level, then id
+    /// (see [`SpanIndex::find`]).
     pub(super) fn sort(&mut self) {
         let mut by_track = std::mem::take(&mut self.by_track);
         for list in &mut by_track {
@@ -299,7 +347,7 @@ impl HandedSpans {
             let mut order: Vec<u32> = (0..list.len() as u32).collect();
             order.sort_unstable_by_key(|&i| {
                 let s = &list[i as usize];
-                (s.start, std::cmp::Reverse(self.end(s)))
+                (s.start, std::cmp::Reverse(self.end(s)), s.level(), s.id)
             });
             permute(list, &mut order);
         }
@@ -331,9 +379,15 @@ pub(super) fn permute<T: Copy>(list: &mut [T], order: &mut [u32]) {
 }
 
 impl SpanIndex for HandedSpans {
-    fn find(&self, track: TrackId, ts: Ns) -> Option<SpanId> {
+    fn find(&self, track: TrackId, ts: Ns, id: u64) -> Option<SpanId> {
         let list = self.by_track.get(track.0 as usize)?;
-        find_in(list, ts, |s| s.start, |s| (self.end(s), s.id))
+        find_in(
+            list,
+            ts,
+            |s| s.start,
+            |s| (self.end(s), s.id),
+            |s| s.dur() == 0 && self.instant_correlations.get(&s.id) == Some(&id),
+        )
     }
 }
 
@@ -342,8 +396,8 @@ impl SpanIndex for HandedSpans {
 pub(super) fn bind_flows(trace: &mut Trace, spans: &impl SpanIndex, ends: &[PendingFlowEnd]) {
     for end in ends {
         let track = TrackId(end.place());
-        let found = spans.find(track, end.ts);
         let flow = &mut trace.flows[end.flow as usize];
+        let found = spans.find(track, end.ts, flow.id);
         let slot = if end.is_start() {
             &mut flow.from
         } else {

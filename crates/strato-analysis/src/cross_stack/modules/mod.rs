@@ -19,7 +19,9 @@
 //! The icicle tree ([`ModuleNode`]) folds calls by their class path from the root (instances
 //! folded); recomputed roots are prefixed `[recompute]`.
 //!
-//! Window: the whole trace. Conservation: `device_ns_in_modules + device_ns_outside_modules =
+//! Window: the whole trace; over several ranks, on the job's clock (each rank's window shifted
+//! as `strato collectives` aligns the ranks' clocks, [`job_clock_shifts`]), so ranks whose
+//! clocks differ do not stretch it. Conservation: `device_ns_in_modules + device_ns_outside_modules =
 //! device_ns`; the tree's roots add up to `device_ns_in_modules` and to the root calls' CPU time;
 //! each node's children sum to at most the node (inclusive times).
 
@@ -28,6 +30,9 @@ use serde::Serialize;
 use strato_trace::{Ns, Trace, TrackKind};
 
 use crate::analyzed::Analyzed;
+use crate::distributed::clock_align::RankWindows;
+use crate::distributed::collectives::{job_clock_shifts, rank_summaries, RankCollectives};
+use crate::registry::RankPart;
 use crate::scope::is_device_work;
 
 mod registration;
@@ -155,14 +160,16 @@ pub struct ModulesReport {
 
 /// A rank file's module calls as the merge of several rank files reads them
 /// ([`ModulesReport::gathered`], [`merged`]): each call's extent, name, parent (its position),
-/// whether it is recomputed and the device time it owns, in trace order; the file's device time
-/// and window (`(Ns::MAX, Ns::MIN)` without spans).
+/// whether it is recomputed and the device time it owns, in trace order; the file's device time,
+/// its ranks' windows and collectives (for the job's clock) and its number of spans.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RankModules {
     calls: Vec<RankCall>,
     total: Ns,
     in_modules: Ns,
-    window: (Ns, Ns),
+    windows: RankWindows,
+    collectives: Vec<RankCollectives>,
+    spans: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -195,23 +202,34 @@ impl RankModules {
                 .collect(),
             total: g.device.total,
             in_modules: g.device.in_modules,
-            window: g.window,
+            windows: g.windows.clone(),
+            collectives: g.collectives.clone(),
+            spans: g.spans,
         }
     }
 }
 
 /// The module tree of a job from its rank files' reports, in input order: their calls one
 /// after the other (each file's after the files before it, as the whole job orders them),
-/// their device time added up, the window the union of theirs; the report then made as the
-/// whole job's. Equal to [`modules`] over the whole job: a call's parent and the device ops
-/// it owns are on its own rank.
-pub(crate) fn merged(parts: impl IntoIterator<Item = RankModules>) -> ModulesReport {
+/// their device time added up, their ranks and collectives numbered as the job numbers them;
+/// the report then made as the whole job's. Equal to [`modules`] over the whole job: a call's
+/// parent and the device ops it owns are on its own rank.
+pub(crate) fn merged(parts: Vec<RankPart<ModulesReport>>) -> ModulesReport {
     let mut names = Trace::default();
-    let mut g = Gathered {
-        window: (Ns::MAX, Ns::MIN),
-        ..Gathered::default()
-    };
-    for part in parts {
+    let mut g = Gathered::default();
+    for RankPart {
+        value,
+        first_rank,
+        job_ranks,
+    } in parts
+    {
+        let part = *value.gathered;
+        for c in &part.collectives {
+            let job_rank = job_ranks.get(c.rank.0 as usize).copied().flatten();
+            g.collectives.push(c.in_job(first_rank, job_rank, g.spans));
+        }
+        g.windows.add_all(first_rank, &part.windows);
+        g.spans = g.spans.saturating_add(part.spans);
         let first = g.calls.len() as u32;
         for (k, call) in part.calls.into_iter().enumerate() {
             let index = first + k as u32;
@@ -236,7 +254,6 @@ pub(crate) fn merged(parts: impl IntoIterator<Item = RankModules>) -> ModulesRep
         }
         g.device.total = g.device.total.saturating_add(part.total);
         g.device.in_modules = g.device.in_modules.saturating_add(part.in_modules);
-        g.window = (g.window.0.min(part.window.0), g.window.1.max(part.window.1));
     }
     report_of(&names, g)
 }
@@ -331,8 +348,12 @@ struct Gathered {
     parent: FxHashMap<u32, u32>,
     /// Calls under the autograd engine (recomputed forward).
     recomputed: rustc_hash::FxHashSet<u32>,
-    /// Span extents of every span: the window.
-    window: (Ns, Ns),
+    /// Each rank's span extents, on its own clock: the window.
+    windows: RankWindows,
+    /// Each rank's collectives, which put the windows on the job's clock.
+    collectives: Vec<RankCollectives>,
+    /// Spans read.
+    spans: u32,
     device: DeviceTime,
 }
 
@@ -393,7 +414,8 @@ pub fn modules(analyzed: &Analyzed) -> ModulesReport {
     let module_around = enclosing(trace, &is_module);
     let backward_around = enclosing(trace, &is_backward);
     let mut g = Gathered {
-        window: (Ns::MAX, Ns::MIN),
+        collectives: rank_summaries(trace),
+        spans: n as u32,
         ..Gathered::default()
     };
     for (i, s) in trace.spans.iter().enumerate() {
@@ -416,7 +438,7 @@ pub fn modules(analyzed: &Analyzed) -> ModulesReport {
     }
     // Device time: exclusive per call, then up the module chain.
     for (i, s) in trace.spans.iter().enumerate() {
-        g.window = (g.window.0.min(s.start), g.window.1.max(s.end));
+        g.windows.add(trace.track(s.track).rank, s.start, s.end);
         if !matches!(trace.track(s.track).kind, TrackKind::DeviceQueue { .. })
             || !is_device_work(s.level)
         {
@@ -441,9 +463,17 @@ fn report_of(trace: &Trace, g: Gathered) -> ModulesReport {
         calls: kept,
         parent: parents,
         recomputed: recomputed_set,
-        mut window,
+        windows,
+        collectives,
+        spans: _,
         device,
     } = g;
+    let shifts = if collectives.is_empty() {
+        Vec::new()
+    } else {
+        job_clock_shifts(&collectives, windows.ranks())
+    };
+    let mut window = windows.on_job_clock(&shifts);
     let DeviceTime {
         exclusive: dev_excl,
         inclusive: dev_incl,

@@ -48,9 +48,10 @@ recomputed under backward";
         Ok(modules(analyzed))
     }
 
-    /// The files' calls in input order, made into one tree as the whole job's ([`merged`]).
+    /// The files' calls in input order, made into one tree as the whole job's, its window on
+    /// the job's clock ([`merged`]).
     fn merge(parts: Vec<RankPart<ModulesReport>>, _: &NoOptions) -> Option<ModulesReport> {
-        Some(merged(parts.into_iter().map(|part| *part.value.gathered)))
+        Some(merged(parts))
     }
 
     /// One file or stored profile streams ([`ModulesStream`]): memory holds a few words per

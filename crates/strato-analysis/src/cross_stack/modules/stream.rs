@@ -7,22 +7,27 @@
 //! engine span or carries a correlation (24 bytes, [`ThreadSpan`]); per CPU span with a
 //! correlation, its id and correlation (16 bytes); per device op, its duration, rank and
 //! correlation (24 bytes); per module call, its extent and name; per (rank, correlation), the
-//! launch chosen so far. At the end each thread is swept twice by the whole-trace enclosing
+//! launch chosen so far and its first thread span; the spans the job's collectives are read
+//! from ([`CollectiveCopies`]: the collective kernels and CPU ops, a few). At the end each thread is swept twice by the whole-trace enclosing
 //! sweep ([`super::enclose`]: module calls, then autograd engine spans), which gives each call
 //! its parent and whether it is recomputed, and each launch the module call it runs under;
 //! then the device ops are given to those calls and the report made as the whole trace's
-//! ([`super::report_of`]). The engine's tests hold the two to the same bytes on every shared
+//! ([`super::report_of`]), its window on the job's clock. The engine's tests hold the two to the same bytes on every shared
 //! file, in batches of every size.
 
 use rustc_hash::FxHashMap;
-use strato_trace::{Level, Ns, Trace, TrackKind};
+use strato_trace::{Level, Ns, Trace, TrackId, TrackKind};
 
 use super::{enclose, module_of, Call, Gathered, ModulesReport, BACKWARD_PREFIX};
+use crate::distributed::clock_align::RankWindows;
+use crate::distributed::collectives::{CollectiveCopies, HostSpan};
 use crate::scope::{is_device_work, offer_launch};
 
 // The sizes the docs give (docs/analyses/modules.md, "Cost").
 const _: () = assert!(std::mem::size_of::<ThreadSpan>() == 24);
 const _: () = assert!(std::mem::size_of::<DeviceOp>() == 24);
+// A launch map entry stays 32 bytes with its key.
+const _: () = assert!(std::mem::size_of::<((u32, u64), Launch)>() == 32);
 
 /// [`ThreadSpan::bits`]: a module call.
 const MODULE: u8 = 1;
@@ -61,17 +66,21 @@ struct Launch {
     api: bool,
     /// The module call the launch is or runs under ([`NO_CALL`]: none).
     owner: u32,
+    /// The first thread span with the (rank, correlation), API call or not: a collective
+    /// kernel's launch as [`crate::distributed::collectives::rank_summaries`] chooses it.
+    first: u32,
 }
 
 const NO_CALL: u32 = u32::MAX;
 
 /// The module tree gathered batch by batch ([`ModulesStream::add`], then
 /// [`ModulesStream::finish`]).
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct ModulesStream {
     /// Spans read so far: the next span's index in the whole trace.
     seen: u64,
-    window: (Ns, Ns),
+    /// Each rank's window, on its own clock.
+    windows: RankWindows,
     /// Per track: its spans if it is a CPU thread, in trace order.
     threads: Vec<Vec<ThreadSpan>>,
     /// Per CPU thread span with a correlation, in trace order: (index, correlation).
@@ -79,20 +88,7 @@ pub struct ModulesStream {
     launches: FxHashMap<(u32, u64), Launch>,
     device_ops: Vec<DeviceOp>,
     calls: Vec<Call>,
-}
-
-impl Default for ModulesStream {
-    fn default() -> Self {
-        ModulesStream {
-            seen: 0,
-            window: (Ns::MAX, Ns::MIN),
-            threads: Vec::new(),
-            thread_correlations: Vec::new(),
-            launches: FxHashMap::default(),
-            device_ops: Vec::new(),
-            calls: Vec::new(),
-        }
-    }
+    collectives: CollectiveCopies,
 }
 
 impl ModulesStream {
@@ -105,8 +101,9 @@ impl ModulesStream {
         for span in &batch.spans {
             let index = self.seen as u32;
             self.seen += 1;
-            self.window = (self.window.0.min(span.start), self.window.1.max(span.end));
             let track = batch.track(span.track);
+            self.windows.add(track.rank, span.start, span.end);
+            self.collectives.offer(batch, span, index);
             match track.kind {
                 TrackKind::DeviceQueue { .. } if is_device_work(span.level) => {
                     let (correlation, bit) = match span.correlation.get() {
@@ -141,14 +138,15 @@ impl ModulesStream {
                 bits |= HAS_CORRELATION;
                 self.thread_correlations.push((index, c));
                 let api = span.level == Level::AcceleratorApi;
+                let key = (track.rank.0, c);
+                let first = self.launches.get(&key).map_or(index, |l| l.first);
                 let launch = Launch {
                     index,
                     api,
                     owner: NO_CALL,
+                    first,
                 };
-                offer_launch(&mut self.launches, (track.rank.0, c), launch, api, |l| {
-                    l.api
-                });
+                offer_launch(&mut self.launches, key, launch, api, |l| l.api);
             }
             let t = span.track.0 as usize;
             if self.threads.len() <= t {
@@ -166,17 +164,22 @@ impl ModulesStream {
     /// The module tree once the input is read (`trace`: every table but the events).
     pub fn finish(self, trace: &Trace) -> ModulesReport {
         let ModulesStream {
-            window,
+            seen,
+            windows,
             threads,
             thread_correlations,
             mut launches,
             device_ops,
             calls,
-            ..
+            collectives,
         } = self;
+        // The collective kernels' launches now, while the threads' spans are in trace order;
+        // their summaries once the per-span vectors are gone.
+        let first = collective_launches(trace, &collectives, &threads, &launches);
         let mut g = Gathered {
             calls,
-            window,
+            windows,
+            spans: seen as u32,
             ..Gathered::default()
         };
         for (t, mut spans) in threads.into_iter().enumerate() {
@@ -236,8 +239,40 @@ impl ModulesStream {
                 .filter(|&o| o != NO_CALL);
             g.device.add(op.duration, owner, &g.parent);
         }
+        drop((device_ops, launches));
+        g.collectives = collectives.summaries(trace, first);
         super::report_of(trace, g)
     }
+}
+
+/// Per collective kernel's (rank, correlation), its first thread span with them
+/// ([`Launch::first`]), for [`CollectiveCopies::summaries`]. `threads`: each track's spans in
+/// trace order.
+fn collective_launches(
+    trace: &Trace,
+    collectives: &CollectiveCopies,
+    threads: &[Vec<ThreadSpan>],
+    launches: &FxHashMap<(u32, u64), Launch>,
+) -> FxHashMap<(u32, u64), HostSpan> {
+    let mut out = FxHashMap::default();
+    if !collectives.has_kernels(trace) {
+        return out;
+    }
+    for key in collectives.wanted(trace) {
+        let Some(first) = launches.get(&key).map(|l| l.first) else {
+            continue;
+        };
+        let found = (threads.iter().enumerate())
+            .filter(|(t, _)| trace.tracks[*t].rank.0 == key.0)
+            .find_map(|(t, spans)| {
+                let at = spans.binary_search_by_key(&first, |s| s.index).ok()?;
+                Some((TrackId(t as u32), spans[at].start, spans[at].end, first))
+            });
+        if let Some(span) = found {
+            out.insert(key, span);
+        }
+    }
+    out
 }
 
 /// Sorts a thread's spans as the enclosing sweep reads them: by start, longer first, spans

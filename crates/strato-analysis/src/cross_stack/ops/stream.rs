@@ -7,7 +7,8 @@
 //! the distinct (op, recorded inputs) of a framework op, its launch correlation) for the
 //! time-containment sweep that finds each launch's ops, and each device op (duration,
 //! correlation, device, name). Kept whole with args: the collective kernels and the collective
-//! CPU ops, which [`rank_summaries`] reads for the collective rows. Each framework op's args are
+//! CPU ops, which [`crate::distributed::collectives::rank_summaries`] reads for the collective
+//! rows ([`CollectiveCopies`]). Each framework op's args are
 //! read as its batch passes and reduced to its distinct (name, inputs) index, modelled once
 //! (in a held trace, only when a launch under the op needs its model: [`OpsStream::held`]).
 //!
@@ -20,12 +21,11 @@
 
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::Value;
-use strato_trace::OptionalId;
 use strato_trace::{Level, Ns, Span, StrId, Trace, TrackId, TrackKind};
 
 use super::{Models, OpsGroups};
 use crate::distributed::clock_align::RankWindows;
-use crate::distributed::collectives::{is_collective_kernel, job_clock_shifts, rank_summaries};
+use crate::distributed::collectives::{job_clock_shifts, CollectiveCopies};
 use crate::models::devices::DeviceSpec;
 use crate::models::op_models::{model, OpCost, OpInputs};
 use crate::scope::{effective_level, is_device_work};
@@ -72,45 +72,12 @@ struct DeviceOp {
     /// Its (rank, device) in [`OpsStream::devices`], with [`HAS_CORRELATION_BIT`].
     device: u32,
     name: StrId,
-    /// Its copy in [`CollectiveSpans::trace`] when it is a collective kernel.
+    /// Its position among [`CollectiveCopies`]' when it is a collective kernel.
     collective: u32,
 }
 
 /// [`DeviceOp::device`]'s bit saying the op has a correlation.
 const HAS_CORRELATION_BIT: u32 = 1 << 31;
-
-/// A correlated span of a track that is neither a thread nor a device queue: only a
-/// collective's launch can be one ([`rank_summaries`] looks for launches on every host track).
-#[derive(Debug, Clone, Copy)]
-struct OtherCorrelated {
-    track: TrackId,
-    start: Ns,
-    end: Ns,
-    correlation: u64,
-    index: u32,
-}
-
-/// The spans [`rank_summaries`] reads, copied with their args: collective kernels and
-/// collective CPU ops (correlations dropped: the launch is added at the end).
-#[derive(Debug, Default)]
-struct CollectiveSpans {
-    trace: Trace,
-    /// Per copied CPU op: its index in the whole trace -> its index in [`CollectiveSpans::trace`].
-    cpu_ops: FxHashMap<u32, u32>,
-}
-
-impl CollectiveSpans {
-    fn copy(&mut self, batch: &Trace, span: &Span, keep_correlation: bool) -> u32 {
-        let args = batch.args_text(span.args).map(|t| self.trace.add_args(&t));
-        let at = self.trace.spans.len() as u32;
-        self.trace.spans.push(Span {
-            correlation: span.correlation.get().filter(|_| keep_correlation).into(),
-            args,
-            ..span.clone()
-        });
-        at
-    }
-}
 
 /// The op table gathered batch by batch ([`OpsStream::add`], then [`OpsStream::finish`]).
 #[derive(Debug, Default)]
@@ -126,12 +93,11 @@ pub struct OpsStream {
     windows: RankWindows,
     models: Models,
     threads: FxHashMap<u32, Vec<ThreadSpan>>,
-    others: Vec<OtherCorrelated>,
     device_ops: Vec<DeviceOp>,
     /// The (rank, device) pairs of the device ops, each once.
     devices: Vec<(u32, i64)>,
     device_index: FxHashMap<(u32, i64), u32>,
-    collectives: CollectiveSpans,
+    collectives: CollectiveCopies,
 }
 
 impl OpsStream {
@@ -159,15 +125,9 @@ impl OpsStream {
             self.seen += 1;
             let track = batch.track(span.track);
             self.windows.add(track.rank, span.start, span.end);
+            let collective = self.collectives.offer(batch, span, index);
             match track.kind {
                 TrackKind::DeviceQueue { device, .. } => {
-                    let kernel = span.level == Level::DeviceKernel
-                        && is_collective_kernel(batch.str(span.name));
-                    let collective = if kernel {
-                        self.collectives.copy(batch, span, true)
-                    } else {
-                        NOT_A_COLLECTIVE
-                    };
                     if is_device_work(span.level) {
                         let key = (track.rank.0, device);
                         let devices = &mut self.devices;
@@ -183,7 +143,7 @@ impl OpsStream {
                             correlation: span.correlation.get().unwrap_or(0),
                             device: at,
                             name: span.name,
-                            collective,
+                            collective: collective.unwrap_or(NOT_A_COLLECTIVE),
                         });
                     }
                     continue;
@@ -216,21 +176,7 @@ impl OpsStream {
                             flags,
                         });
                 }
-                _ => {
-                    if let Some(correlation) = span.correlation.get() {
-                        self.others.push(OtherCorrelated {
-                            track: span.track,
-                            start: span.start,
-                            end: span.end,
-                            correlation,
-                            index,
-                        });
-                    }
-                }
-            }
-            if strato_trace::args_of::is_collective_cpu_op(batch.str(span.name)) {
-                let at = self.collectives.copy(batch, span, false);
-                self.collectives.cpu_ops.insert(index, at);
+                _ => {}
             }
         }
     }
@@ -243,7 +189,6 @@ impl OpsStream {
             windows,
             mut models,
             threads,
-            others,
             device_ops,
             devices,
             collectives,
@@ -251,10 +196,7 @@ impl OpsStream {
         } = self;
         let rank_of = |track: u32| trace.track(TrackId(track)).rank.0;
         // The collective kernels' launches are looked for during the sweep.
-        let wanted: FxHashSet<(u32, u64)> = (collectives.trace.spans.iter())
-            .filter(|s| trace.track(s.track).is_device())
-            .filter_map(|s| Some((trace.track(s.track).rank.0, s.correlation.get()?)))
-            .collect();
+        let wanted = collectives.wanted(trace);
         // In a held trace, a framework op's distinct call is read from its span when needed.
         let mut read = |models: &mut Models, index: u32| {
             let span = &trace.spans[index as usize];
@@ -263,8 +205,7 @@ impl OpsStream {
         let read: Option<&mut ReadDistinct> = if held { Some(&mut read) } else { None };
         let (launches, first_of_wanted) =
             launch_owners(threads, &mut models, read, &rank_of, &wanted);
-        let (collective_of, shifts) =
-            collective_rows(trace, collectives, &wanted, &first_of_wanted, &others);
+        let (collective_of, shifts) = collective_rows(trace, collectives, first_of_wanted);
         let mut groups = OpsGroups::new(models);
         for op in device_ops {
             let (rank, device) = devices[(op.device & !HAS_CORRELATION_BIT) as usize];
@@ -321,9 +262,6 @@ impl Launch {
 /// Reads the distinct call of the framework op at an index of a held trace.
 type ReadDistinct<'a> = dyn FnMut(&mut Models, u32) -> u32 + 'a;
 
-/// A host span: its track, start, end and index in the trace.
-type HostSpan = (TrackId, Ns, Ns, u32);
-
 /// A thread span and its track.
 #[derive(Debug, Clone, Copy)]
 struct ThreadSpanAt {
@@ -333,7 +271,7 @@ struct ThreadSpanAt {
 
 /// Sweeps each thread's spans (see the module docs): each (rank, correlation)'s launch with
 /// its owner, sorted by (rank, correlation), and the first thread span with each `wanted`
-/// correlation (a collective's launch for [`rank_summaries`]).
+/// correlation (a collective's launch for [`CollectiveCopies::summaries`]).
 fn launch_owners(
     threads: FxHashMap<u32, Vec<ThreadSpan>>,
     models: &mut Models,
@@ -411,70 +349,25 @@ fn launch_owners(
 /// Per copied collective kernel, its row key and group size.
 type CollectiveRows = FxHashMap<u32, (super::CollectiveKey, Option<usize>)>;
 
-/// [`rank_summaries`] over the copied collective spans with their launches: per copied kernel,
-/// its row key and group size; and each rank's shift onto the job's clock (empty without a
-/// collective kernel: no shift), as `strato collectives` aligns the ranks.
+/// [`crate::distributed::collectives::rank_summaries`] over the copied collective spans with their launches
+/// ([`CollectiveCopies::summaries`]): per copied kernel, its row key and group size; and each
+/// rank's shift onto the job's clock (empty without a collective kernel: no shift), as `strato
+/// collectives` aligns the ranks.
 fn collective_rows(
     trace: &Trace,
-    collectives: CollectiveSpans,
-    wanted: &FxHashSet<(u32, u64)>,
-    first_of_wanted: &FxHashMap<(u32, u64), ThreadSpanAt>,
-    others: &[OtherCorrelated],
+    collectives: CollectiveCopies,
+    first_of_wanted: FxHashMap<(u32, u64), ThreadSpanAt>,
 ) -> (CollectiveRows, Vec<Ns>) {
-    let CollectiveSpans {
-        trace: mut mini,
-        cpu_ops,
-    } = collectives;
-    if !(mini.spans.iter()).any(|s| trace.track(s.track).is_device()) {
-        return (FxHashMap::default(), Vec::new()); // no collective kernel
-    }
-    mini.strings = trace.strings.clone();
-    mini.ranks = trace.ranks.clone();
-    mini.tracks = trace.tracks.clone();
-    // Each wanted correlation's first host span: a thread's, or another host track's.
-    let mut first: FxHashMap<(u32, u64), HostSpan> = (wanted.iter())
-        .filter_map(|key| {
-            let f = first_of_wanted.get(key)?;
-            Some((
-                *key,
-                (TrackId(f.track), f.span.start, f.span.end, f.span.index),
-            ))
+    let first = (first_of_wanted.into_iter())
+        .map(|(key, f)| {
+            let span = (TrackId(f.track), f.span.start, f.span.end, f.span.index);
+            (key, span)
         })
         .collect();
-    for o in others {
-        let key = (trace.track(o.track).rank.0, o.correlation);
-        if !wanted.contains(&key) {
-            continue;
-        }
-        let this = (o.track, o.start, o.end, o.index);
-        first
-            .entry(key)
-            .and_modify(|f| {
-                if o.index < f.3 {
-                    *f = this;
-                }
-            })
-            .or_insert(this);
+    let summaries = collectives.summaries(trace, first);
+    if summaries.is_empty() {
+        return (FxHashMap::default(), Vec::new()); // no collective kernel
     }
-    let launch_name = mini.intern("(launch)");
-    for ((_, correlation), (track, start, end, index)) in first {
-        match cpu_ops.get(&index) {
-            // The launch is a collective CPU op copied already: it gets its correlation back.
-            Some(&at) => mini.spans[at as usize].correlation = Some(correlation).into(),
-            None => mini.spans.push(Span {
-                track,
-                start,
-                end,
-                name: launch_name,
-                category: launch_name,
-                level: Level::AcceleratorApi,
-                correlation: Some(correlation).into(),
-                external_id: OptionalId::NONE,
-                args: None,
-            }),
-        }
-    }
-    let summaries = rank_summaries(&mini);
     let shifts = job_clock_shifts(&summaries, trace.ranks.len());
     let mut out = FxHashMap::default();
     for rc in summaries {

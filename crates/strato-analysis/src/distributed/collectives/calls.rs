@@ -52,6 +52,38 @@ pub struct RankCollectives {
     pub calls: Vec<CollectiveCall>,
 }
 
+impl CollectiveCall {
+    /// The call with its span ids moved by `delta` (between a rank file's own trace and the
+    /// whole job's).
+    pub fn moved(&self, delta: i64) -> CollectiveCall {
+        let moved = |s: SpanId| SpanId((i64::from(s.0) + delta) as u32);
+        CollectiveCall {
+            kernel: moved(self.kernel),
+            launch: self.launch.map(moved),
+            cpu_op: self.cpu_op.map(moved),
+            ..self.clone()
+        }
+    }
+}
+
+impl RankCollectives {
+    /// A rank file's summary as the whole job numbers it, for an analysis that reads the job's
+    /// rank files one at a time: its rank after the `first_rank` ranks of the files before it,
+    /// numbered `job_rank` in the job (its position when the source does not say), its span
+    /// ids after the `first_span` spans of the files before it.
+    pub fn in_job(&self, first_rank: u32, job_rank: Option<i64>, first_span: u32) -> Self {
+        let rank = first_rank + self.rank.0;
+        RankCollectives {
+            rank: RankId(rank),
+            job_rank: job_rank.unwrap_or(i64::from(rank)),
+            world_size: self.world_size,
+            calls: (self.calls.iter())
+                .map(|c| c.moved(i64::from(first_span)))
+                .collect(),
+        }
+    }
+}
+
 /// The keys of a call's attributes in Kineto args (PyTorch's `record_param_comms` and the
 /// NCCL kernel args of PyTorch >= 2.1).
 #[derive(Default)]
@@ -66,6 +98,23 @@ struct CallArgs {
     /// Single-tensor size of an old-form `nccl:*` annotation (`Input Dims` x `Input type`).
     annotation_bytes: Option<u64>,
 }
+
+/// Every args key [`CallArgs::fill`] reads: what a copy of a collective's span keeps of its
+/// args ([`super::CollectiveCopies`]).
+pub(super) const CALL_ARGS_KEYS: &[&str] = &[
+    "Collective name",
+    "Process Group Name",
+    "Process Group Ranks",
+    "Group size",
+    "Seq",
+    "seq",
+    "Collective seq",
+    "dtype",
+    "In msg nelems",
+    "Out msg nelems",
+    "Input Dims",
+    "Input type",
+];
 
 /// A dtype as the args write it (`Float`, `c10::BFloat16`, `float`) in one spelling.
 fn dtype_name(text: &str) -> Option<String> {

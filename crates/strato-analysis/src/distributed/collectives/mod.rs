@@ -38,12 +38,14 @@
 //! spans for the few worst instances only.
 //!
 //! Layout (each file reads only those listed before it): `kinds.rs` (kinds, bandwidth
-//! definitions, dtype sizes), `calls.rs` (one rank's collective calls), `matching.rs`
+//! definitions, dtype sizes), `calls.rs` (one rank's collective calls), `copies.rs` (what
+//! `calls.rs` reads, gathered batch by batch by the streamed analyses), `matching.rs`
 //! (instances across ranks and their measures), `stragglers.rs` (who was late and why),
 //! `report.rs` (the analysis and its tables); `per_device.rs` splits a process driving several
 //! GPUs into one rank per device.
 
 mod calls;
+mod copies;
 mod kinds;
 mod matching;
 mod per_device;
@@ -52,6 +54,7 @@ mod report;
 mod stragglers;
 
 pub use calls::{rank_summaries, CollectiveCall, CollectiveSurvey, RankCollectives};
+pub use copies::{CollectiveCopies, HostSpan};
 pub use kinds::{bandwidths, dtype_size, is_collective_kernel, CollectiveKind};
 pub use matching::{
     job_clock_shifts, match_collectives, measure, CollectiveInstance, MatchBy, Member,
