@@ -6,6 +6,7 @@ errors, and its console for messages."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -28,10 +29,11 @@ pytestmark = [
 playwright = pytest.importorskip("playwright.sync_api")
 
 
-@pytest.fixture(scope="module")
-def viewer():
+@contextlib.contextmanager
+def serving(path: Path):
+    """`strato view PATH` as a user starts it (the installed package); yields the URL it prints."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("STRATOSCOPE_")}
-    proc = subprocess.Popen([sys.executable, "-m", "stratoscope", "view", str(DLRM), "--port", "0"],
+    proc = subprocess.Popen([sys.executable, "-m", "stratoscope", "view", str(path), "--port", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         url = proc.stdout.readline().strip()
@@ -40,6 +42,12 @@ def viewer():
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.fixture(scope="module")
+def viewer():
+    with serving(DLRM) as url:
+        yield url
 
 
 def api(url: str, path: str) -> dict:
@@ -153,3 +161,38 @@ def test_a_user_zooms_searches_clicks_follows_and_overlays(viewer):
         browser.close()
     assert not failures, failures
     assert not [c for c in console if c.startswith("error")], console
+
+
+def test_a_waiting_ranks_path_shows_its_edge_to_the_late_peer(tmp_path):
+    """A generated 4-rank job (`benches/job_scale.py`: the DLRM ranks with their clocks moved
+    apart) where, in one step, ranks wait at an all-reduce for a late rank: the critical path's
+    edge between the ranks is drawn from the late rank's kernel to the waiting rank's, and the
+    side panel's line for it goes there."""
+    sys.path.insert(0, str(REPO / "benches"))
+    import job_scale
+
+    job_scale.generate(job_scale.load_bases(), 4, 1, str(tmp_path))
+    with serving(tmp_path) as url:
+        # A step whose path waits for a late peer, as the API gives it.
+        step, edge = None, None
+        for s in api(url, "/api/steps")["steps"]:
+            path = api(url, f"/api/critical-path?step={s['number']}")
+            edges = [p for r in path["ranks"] for p in r["late_peers"] if p["from"] and p["to"]]
+            if edges:
+                step, edge = s["number"], edges[0]
+                break
+        assert step is not None, "no step of the generated job waits for a late peer"
+        assert edge["from"]["lane"] != edge["to"]["lane"]
+        with playwright.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": 1400, "height": 900}, bypass_csp=True)
+            page.goto(url)
+            page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+            page.select_option("#step", str(step))
+            page.wait_for_selector("#path-title", timeout=60_000)
+            before = page.evaluate("[stratoView.state.t0, stratoView.state.t1]")
+            page.locator("#details p.peer").first.click()
+            page.wait_for_function(f"stratoView.state.t0 !== {before[0]} || stratoView.state.t1 !== {before[1]}", timeout=30_000)
+            page.wait_for_function("Number(document.getElementById('status').dataset.peerEdges || 0) > 0", timeout=30_000)
+            assert "waited" in page.inner_text("#details")
+            browser.close()

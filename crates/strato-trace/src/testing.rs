@@ -56,7 +56,64 @@ pub fn rank(rank: Option<i64>, source: &str) -> Rank {
     }
 }
 
+/// Two ranks of one step (`step`, 0..1000 ns on each rank's thread), each launching one
+/// all-reduce kernel (correlation 1) and waiting for the stream (`cudaStreamSynchronize`,
+/// correlation 2, and its `Stream Sync` on the device); rank 1 arrives late, after a slow CPU op
+/// (5..600): rank 0's kernel runs 30..900, rank 1's 620..905. The collectives analysis matches
+/// the two kernels (by kind and order), and rank 0's critical path then waits for rank 1.
+/// Returns the trace and the kernels, rank 0's then rank 1's.
+pub fn late_rank_at_an_all_reduce() -> (Trace, [SpanId; 2]) {
+    let mut b = TraceBuilder::new();
+    let mut kernels = [SpanId(0); 2];
+    for (r, slow_end, launch, kernel, sync) in [
+        (0, None, (10, 20), (30, 900), (25, 950)),
+        (1, Some(600), (600, 610), (620, 905), (615, 960)),
+    ] {
+        b.rank(rank(Some(r), &format!("rank{r}")));
+        let cpu = b.thread(1, 1);
+        let gpu = b.queue(0, 7);
+        b.span(cpu, Level::Backend, "step", 0, 1000);
+        if let Some(end) = slow_end {
+            b.span(cpu, Level::Backend, "slow", 5, end);
+        }
+        kernels[r as usize] = b.launched_all_reduce(cpu, gpu, launch, kernel, sync);
+    }
+    (b.build(), kernels)
+}
+
 impl TraceBuilder {
+    /// A rank's all-reduce: launched from `cpu` at `launch` (`cudaLaunchKernel`, correlation
+    /// 1), the NCCL kernel on `gpu` (`kernel`: its extent), which the host waits for at `sync`
+    /// (`cudaStreamSynchronize`, correlation 2, with its `Stream Sync` on the device, the last 5
+    /// ns of the kernel). Returns the kernel.
+    pub fn launched_all_reduce(
+        &mut self,
+        cpu: TrackId,
+        gpu: TrackId,
+        launch: (Ns, Ns),
+        kernel: (Ns, Ns),
+        sync: (Ns, Ns),
+    ) -> SpanId {
+        let api = Level::AcceleratorApi;
+        self.span(cpu, api, "cudaLaunchKernel", launch.0, launch.1)
+            .correlation(1);
+        self.span(cpu, api, "cudaStreamSynchronize", sync.0, sync.1)
+            .correlation(2);
+        let nccl = "ncclKernel_AllReduce_RING_LL_Sum_float";
+        let id = (self.span(gpu, Level::DeviceKernel, nccl, kernel.0, kernel.1))
+            .correlation(1)
+            .id();
+        self.span(
+            gpu,
+            Level::DeviceSync,
+            "Stream Sync",
+            kernel.1 - 5,
+            kernel.1,
+        )
+        .correlation(2);
+        id
+    }
+
     /// An empty trace.
     pub fn new() -> Self {
         Self::default()

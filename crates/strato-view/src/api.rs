@@ -415,7 +415,9 @@ impl Api {
     /// `GET /api/critical-path?step=N|whole`: the critical path of every rank in step `N`
     /// (default: the first step; the whole trace when it has none, or with `step=whole`), as
     /// `strato critical-path` finds it: its length, its time by kind, the late peers it waited
-    /// for, and its events (each with its lane, row and times on the timeline).
+    /// for (each with the edge between ranks: `from` the peer's kernel, `to` this rank's, at
+    /// `arrived_ns` when the last member arrived), and its events (each with its lane, row
+    /// and times on the timeline).
     pub fn critical_path(&self, params: &Params) -> Result<Value, ApiError> {
         let steps = self.overlays.steps(&self.trace);
         let step = match params.get("step").map(String::as_str) {
@@ -461,7 +463,7 @@ impl Api {
                     "length_ns": p.length_ns,
                     "work_ns": p.work_ns,
                     "by_kind": p.by_kind.iter().map(|(k, v)| (k.as_str().to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
-                    "late_peers": serde_json::to_value(&p.late_peers).unwrap_or(Value::Null),
+                    "late_peers": p.late_peers.iter().map(|l| self.late_peer(l)).collect::<Vec<_>>(),
                     "events": events,
                 })
             })
@@ -548,6 +550,22 @@ impl Api {
     }
 
     /// A span in a list: id, name, level, lane, row and times.
+    /// A late peer of a rank's critical path with its edge placed on the timeline.
+    fn late_peer(&self, late: &strato_analysis::paths::critical_path::LatePeer) -> Value {
+        let end = |span: Option<SpanId>| {
+            span.filter(|s| (s.0 as usize) < self.trace.spans.len())
+                .map_or(Value::Null, |s| self.summary(s.0))
+        };
+        json!({
+            "peer": late.peer,
+            "collective": late.collective,
+            "waited_ns": late.waited_ns,
+            "arrived_ns": late.edge.arrived_ns - self.origin,
+            "from": end(late.edge.peer_kernel),
+            "to": end(late.edge.own_kernel),
+        })
+    }
+
     fn summary(&self, index: u32) -> Value {
         let s = &self.trace.spans[index as usize];
         json!({

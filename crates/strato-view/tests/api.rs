@@ -165,6 +165,40 @@ proptest! {
     }
 }
 
+/// Two ranks, one all-reduce whose end each host waits for; rank 1 arrives late (a slow CPU op
+/// before its launch: `late_rank_at_an_all_reduce`), so rank 0's critical path waits for it:
+/// the path's late peer carries the edge between the ranks, from rank 1's kernel to rank 0's,
+/// at the time rank 1 arrived, placed on the timeline.
+#[test]
+fn a_late_peers_edge_runs_from_its_kernel_to_the_waiting_ranks() {
+    let (trace, kernels) = strato_trace::testing::late_rank_at_an_all_reduce();
+    let api = Api::new(trace);
+    let answer = api
+        .critical_path(&params(&[("step", "whole".to_string())]))
+        .expect("critical path");
+    let ranks = answer["ranks"].as_array().expect("ranks");
+    let late = ranks[0]["late_peers"].as_array().expect("late peers");
+    assert_eq!(late.len(), 1, "{answer}");
+    let edge = &late[0];
+    assert_eq!(edge["peer"], 1);
+    assert!(edge["waited_ns"].as_i64().expect("waited") > 500, "{edge}");
+    let (from, to) = (&edge["from"], &edge["to"]);
+    assert_eq!(from["id"].as_u64(), Some(u64::from(kernels[1].0)), "{edge}");
+    assert_eq!(to["id"].as_u64(), Some(u64::from(kernels[0].0)), "{edge}");
+    let lane_rank = |lane: &Value| {
+        let id = lane.as_u64().expect("lane") as usize;
+        api.trace().tracks[id].rank.0
+    };
+    assert_eq!((lane_rank(&from["lane"]), lane_rank(&to["lane"])), (1, 0));
+    // It arrives on rank 0's kernel when rank 1's kernel starts (the clocks aligned).
+    let arrived = edge["arrived_ns"].as_i64().expect("arrived");
+    assert_eq!(arrived, from["start_ns"].as_i64().expect("start"), "{edge}");
+    assert!(to["start_ns"].as_i64().expect("start") < arrived, "{edge}");
+    assert!(arrived < to["end_ns"].as_i64().expect("end"), "{edge}");
+    // Rank 1 waited for nobody.
+    assert!(ranks[1]["late_peers"].as_array().expect("late").is_empty());
+}
+
 #[test]
 fn a_kernels_details_name_its_launch_and_its_flow() {
     let trace = load(&[shared("kineto/hta_alexnet_trace.json.gz")]);

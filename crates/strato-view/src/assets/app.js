@@ -315,8 +315,31 @@ function drawPath(ys) {
       drawn++;
     }
   }
+  // Its edges between ranks: from the late peer's kernel (its arrival) to this rank's kernel
+  // at the time the last member arrived, dashed, with the wait they stand for.
+  // An end may be off screen (ranks far apart): the line goes off the canvas towards it.
+  let peers = 0;
+  ctx.strokeStyle = '#EE7733';
+  ctx.fillStyle = '#EE7733';
+  ctx.setLineDash([4, 3]);
+  for (const rank of S.path.ranks) {
+    for (const p of rank.late_peers || []) {
+      if (!p.from || !p.to) continue;
+      const fromY = laneY(p.from.lane), toY = laneY(p.to.lane);
+      if (fromY === null || toY === null || (!ys.has(p.from.lane) && !ys.has(p.to.lane))) continue;
+      const rowY = (e) => laneY(e.lane) + 2 + e.row * ROW + ROW / 2;
+      const x0 = xOf(p.from.start_ns), y0 = rowY(p.from), x1 = xOf(p.arrived_ns), y1 = rowY(p.to);
+      ctx.beginPath(); ctx.moveTo(x0, y0); ctx.lineTo(x1, y1); ctx.stroke();
+      ctx.beginPath(); ctx.moveTo(x1, y1); ctx.lineTo(x1 - 7, y1 - 4); ctx.lineTo(x1 - 7, y1 + 4); ctx.fill();
+      ctx.font = '11px system-ui, sans-serif';
+      ctx.fillText(`waited ${fmtNs(p.waited_ns)} for rank ${p.peer}`, x1 + 4, y1 + (y0 < y1 ? -ROW / 2 - 2 : ROW));
+      peers++;
+    }
+  }
+  ctx.setLineDash([]);
   ctx.lineWidth = 1;
   statusEl.dataset.pathDrawn = String(drawn);
+  statusEl.dataset.peerEdges = String(peers);
 }
 
 // Collectives: each member kernel's wait for the last rank shaded, the members linked (when
@@ -368,7 +391,15 @@ async function loadPath() {
       const tr = el('tr'); tr.append(el('td', kind), el('td', fmtNs(ns))); table.append(tr);
     }
     detailsEl.append(table);
-    for (const p of r.late_peers || []) detailsEl.append(el('p', `waited ${fmtNs(p.waited_ns)} for rank ${p.peer} in ${p.collective}`));
+    for (const p of r.late_peers || []) {
+      // Click: the edge and the two kernels on screen.
+      const line = el('p', `waited ${fmtNs(p.waited_ns)} for rank ${p.peer} in ${p.collective}`, { class: 'peer' });
+      if (p.from && p.to) {
+        const t0 = Math.min(p.from.start_ns, p.to.start_ns), t1 = Math.max(p.from.end_ns, p.to.end_ns, p.arrived_ns);
+        line.addEventListener('click', () => { scrollToLane(p.to.lane); showRange(t0 - (t1 - t0) / 4, t1 + (t1 - t0) / 4); });
+      }
+      detailsEl.append(line);
+    }
   }
   draw();
 }
@@ -423,6 +454,21 @@ function pan(dt) {
 function showRange(t0, t1) {
   S.t0 = t0; S.t1 = Math.max(t1, t0 + 10);
   clampView(); request(); draw();
+}
+
+// The canvas y of a lane's top, on screen or not; null when its group is folded.
+function laneY(id) {
+  const it = S.layout.find((x) => x.kind !== 'group' && x.lane.id === id);
+  return it ? RULER + it.y - S.scrollY : null;
+}
+
+// Scrolls so that a lane is in the upper third of the timeline (unless already on screen).
+function scrollToLane(id) {
+  const it = S.layout.find((x) => x.kind !== 'group' && x.lane.id === id);
+  if (!it) return;
+  const h = plotHeight();
+  if (it.y >= S.scrollY && it.y + it.h <= S.scrollY + h) return;
+  S.scrollY = Math.max(0, it.y - h / 3);
 }
 
 function laneAt(y) {

@@ -73,7 +73,7 @@ pub use registration::{CriticalPath, CriticalPathResult, CriticalPathSettings};
 pub use search::critical_path;
 pub use shapes::{
     CriticalPathError, CriticalPathReport, GraphStats, LatePeer, PathEvent, PathKind, PathSegment,
-    RankCriticalPath,
+    PeerEdge, RankCriticalPath,
 };
 pub use steps::{
     critical_path_by_step_or_whole, critical_path_steps, rank_steps, step_numbers, RankStepPath,

@@ -12,7 +12,7 @@ use super::options::CriticalPathOptions;
 use super::rank_edges::build_rank;
 use super::shapes::{
     CriticalPathError, CriticalPathReport, GraphStats, LatePeer, PathEvent, PathKind, PathSegment,
-    RankCriticalPath,
+    PeerEdge, RankCriticalPath,
 };
 
 /// Computes the critical path of every rank of `trace`.
@@ -295,6 +295,11 @@ fn late_peers(trace: &Trace, rank: RankId, graph: &Graph, edges: &[u32]) -> Vec<
                 .unwrap_or(i64::from(peer.rank.0)),
             collective: trace.str(trace.spans[member.0 as usize].name).to_owned(),
             waited_ns: waited,
+            edge: PeerEdge {
+                peer_kernel: peer.span(),
+                own_kernel: Some(member),
+                arrived_ns: arrived.ts,
+            },
         });
     }
     found

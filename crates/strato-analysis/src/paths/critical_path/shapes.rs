@@ -133,6 +133,21 @@ pub struct LatePeer {
     pub collective: String,
     /// From this rank's arrival (its kernel's start) to the peer's.
     pub waited_ns: Ns,
+    /// The cross-rank edge itself, for a front end that draws it (the viewer): the late
+    /// peer's kernel (whose start is its arrival), this rank's kernel and the time every
+    /// member had arrived (on the job's clock, as the path's times).
+    #[serde(skip)]
+    pub edge: PeerEdge,
+}
+
+/// The edge of a [`LatePeer`]: from the late peer's kernel to this rank's, at the time the
+/// last member arrived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PeerEdge {
+    /// The peer's member kernel, when the graph names it.
+    pub peer_kernel: Option<SpanId>,
+    pub own_kernel: Option<SpanId>,
+    pub arrived_ns: Ns,
 }
 
 /// Size of the dependency graph.

@@ -2,7 +2,7 @@
 //! expected critical events on its sample trace.
 
 use rustc_hash::FxHashSet;
-use strato_trace::{Level, Ns, RankId, SpanId, Trace, TrackId};
+use strato_trace::{Level, Ns, RankId, SpanId, Trace};
 
 use super::steps::{rank_steps, step_buckets};
 use super::*;
@@ -34,34 +34,6 @@ fn hta_expected() -> Vec<(String, Ns)> {
 }
 
 use strato_trace::testing::{rank, TraceBuilder};
-
-/// A rank's all-reduce: its launch and its stream sync on `cpu` (correlations 1 and 2), the
-/// NCCL kernel and the sync's device side on `gpu`.
-fn launched_all_reduce(
-    b: &mut TraceBuilder,
-    cpu: TrackId,
-    gpu: TrackId,
-    launch: (Ns, Ns),
-    kernel: (Ns, Ns),
-    sync: (Ns, Ns),
-) {
-    let api = Level::AcceleratorApi;
-    b.span(cpu, api, "cudaLaunchKernel", launch.0, launch.1)
-        .correlation(1);
-    b.span(cpu, api, "cudaStreamSynchronize", sync.0, sync.1)
-        .correlation(2);
-    let nccl = "ncclKernel_AllReduce_RING_LL_Sum_float";
-    b.span(gpu, Level::DeviceKernel, nccl, kernel.0, kernel.1)
-        .correlation(1);
-    b.span(
-        gpu,
-        Level::DeviceSync,
-        "Stream Sync",
-        kernel.1 - 5,
-        kernel.1,
-    )
-    .correlation(2);
-}
 
 fn kinds(r: &RankCriticalPath) -> Vec<(PathKind, Ns)> {
     r.by_kind
@@ -253,21 +225,7 @@ fn stream_wait_event_links_streams() {
 /// collective matched, rank 0's path runs through rank 1's slow op.
 #[test]
 fn collective_makes_the_late_rank_critical_for_the_early_one() {
-    let mut b = TraceBuilder::new();
-    for (r, slow_end, launch, kernel, sync) in [
-        (0, None, (10, 20), (30, 900), (25, 950)),
-        (1, Some(600), (600, 610), (620, 905), (615, 960)),
-    ] {
-        b.rank(rank(Some(r), &format!("rank{r}")));
-        let cpu = b.thread(1, 1);
-        let gpu = b.queue(0, 7);
-        b.span(cpu, Level::Backend, "step", 0, 1000);
-        if let Some(end) = slow_end {
-            b.span(cpu, Level::Backend, "slow", 5, end);
-        }
-        launched_all_reduce(&mut b, cpu, gpu, launch, kernel, sync);
-    }
-    let trace = b.build();
+    let (trace, kernels) = strato_trace::testing::late_rank_at_an_all_reduce();
     let alone = critical_path(&trace, &CriticalPathOptions::default()).unwrap();
     assert!(!alone.ranks[0].events.iter().any(|e| e.rank == 1));
     let collectives = match_collectives_by_name_order(&trace);
@@ -297,13 +255,19 @@ fn collective_makes_the_late_rank_critical_for_the_early_one() {
             (PathKind::SyncWait, 50)
         ]
     );
-    // Rank 0's path names the late peer: it arrived at 30, rank 1 at 620.
+    // Rank 0's path names the late peer: it arrived at 30, rank 1 at 620; the edge runs from
+    // rank 1's kernel to rank 0's at 620.
     assert_eq!(
         r0.late_peers,
         [LatePeer {
             peer: 1,
             collective: "ncclKernel_AllReduce_RING_LL_Sum_float".into(),
             waited_ns: 590,
+            edge: PeerEdge {
+                peer_kernel: Some(kernels[1]),
+                own_kernel: Some(kernels[0]),
+                arrived_ns: 620,
+            },
         }]
     );
     assert!(report.ranks[1].late_peers.is_empty());
@@ -466,7 +430,7 @@ fn step_path_crosses_ranks_through_a_collective_and_is_clipped() {
         if let Some(end) = slow_end {
             b.span(cpu, Level::Backend, "slow", 5, end);
         }
-        launched_all_reduce(&mut b, cpu, gpu, launch, kernel, sync);
+        b.launched_all_reduce(cpu, gpu, launch, kernel, sync);
     }
     let trace = b.build();
     let options = CriticalPathOptions {
