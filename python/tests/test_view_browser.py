@@ -167,7 +167,7 @@ def test_a_waiting_ranks_path_shows_its_edge_to_the_late_peer(tmp_path):
     """A generated 4-rank job (`benches/job_scale.py`: the DLRM ranks with their clocks moved
     apart) where, in one step, ranks wait at an all-reduce for a late rank: the critical path's
     edge between the ranks is drawn from the late rank's kernel to the waiting rank's, and the
-    side panel's line for it goes there."""
+    side panel's line for it goes there; the collectives overlay marks advise's straggler."""
     sys.path.insert(0, str(REPO / "benches"))
     import job_scale
 
@@ -195,4 +195,12 @@ def test_a_waiting_ranks_path_shows_its_edge_to_the_late_peer(tmp_path):
             page.wait_for_function(f"stratoView.state.t0 !== {before[0]} || stratoView.state.t1 !== {before[1]}", timeout=30_000)
             page.wait_for_function("Number(document.getElementById('status').dataset.peerEdges || 0) > 0", timeout=30_000)
             assert "waited" in page.inner_text("#details")
+            # The collectives overlay marks the straggler advise finds on its rank's groups.
+            findings = api(url, "/api/findings")["findings"]
+            stragglers = {e["rank"] for f in findings if f["rule"] == "stragglers"
+                          for e in f["evidence"] if e["kind"] == "step"}
+            assert stragglers, "advise finds no straggler in the generated job"
+            page.check("#coll")
+            page.wait_for_function(f"Number(document.getElementById('status').dataset.stragglers || 0) === {len(stragglers)}",
+                                   timeout=60_000)
             browser.close()

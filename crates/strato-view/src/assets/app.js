@@ -13,7 +13,7 @@ const S = {
   collapsed: new Set(), layout: [], contentH: 0,
   data: null, seq: 0, pending: null, answerMs: 0,
   selected: null, details: null, range: null, drag: null, mouseX: null,
-  steps: [], path: null, marks: [], colls: null,
+  steps: [], path: null, marks: [], colls: null, stragglers: null,
 };
 
 const canvas = document.getElementById('canvas');
@@ -47,7 +47,7 @@ function layOut() {
     const g = groupKey(l);
     if (g !== lastGroup) {
       const count = S.lanes.filter((x) => groupKey(x) === g).length;
-      items.push({ kind: 'group', key: g, y, h: GROUP_H, count });
+      items.push({ kind: 'group', key: g, y, h: GROUP_H, count, rank: l.rank ?? l.rank_index });
       y += GROUP_H;
       lastGroup = g;
     }
@@ -167,7 +167,14 @@ function draw() {
       ctx.fillStyle = '#222';
       ctx.font = 'bold 12px system-ui, sans-serif';
       const mark = S.collapsed.has(it.key) ? '\u25b8 ' : '\u25be ';
-      ctx.fillText(mark + it.key + ' (' + it.count + ')', 6, y + 13);
+      const label = mark + it.key + ' (' + it.count + ')';
+      ctx.fillText(label, 6, y + 13);
+      // The job's straggler (advise's finding), on each of its groups.
+      if (S.stragglers && S.stragglers.has(it.rank)) {
+        const x = 6 + ctx.measureText(label).width + 10;
+        ctx.fillStyle = '#EE7733';
+        ctx.fillText('\u2691 straggler: ' + S.stragglers.get(it.rank), x, y + 13);
+      }
       continue;
     }
     const lane = it.lane;
@@ -404,9 +411,29 @@ async function loadPath() {
   draw();
 }
 
+// The stragglers advise finds (its `stragglers` findings: the rank of each one's step
+// evidence), marked on their ranks' group headers.
+function markStragglers(findings) {
+  S.stragglers = new Map();
+  for (const f of findings) {
+    if (f.rule !== 'stragglers') continue;
+    const step = (f.evidence || []).find((e) => e.kind === 'step');
+    if (step) S.stragglers.set(step.rank, f.message.split(';')[0]);
+  }
+  statusEl.dataset.stragglers = String(S.stragglers.size);
+  draw();
+}
+
+// With the collectives overlay: advise's answer, asked once (the server keeps it).
+async function loadStragglers() {
+  if (S.stragglers) return;
+  try { markStragglers((await getJson('api/findings')).findings); } catch (e) { statusEl.textContent = 'error: ' + e.message; }
+}
+
 async function showFindings() {
   let d;
   try { d = await getJson('api/findings'); } catch (e) { statusEl.textContent = 'error: ' + e.message; return; }
+  markStragglers(d.findings);
   S.details = null;
   detailsEl.replaceChildren();
   detailsEl.dataset.event = '';
@@ -695,7 +722,7 @@ document.getElementById('home').addEventListener('click', () => showRange(S.star
 document.getElementById('cp').addEventListener('change', (e) => { if (e.target.checked) loadPath(); else draw(); });
 document.getElementById('step').addEventListener('change', () => { document.getElementById('cp').checked = true; loadPath(); });
 document.getElementById('findings').addEventListener('click', showFindings);
-document.getElementById('coll').addEventListener('change', () => { request(); draw(); });
+document.getElementById('coll').addEventListener('change', (e) => { if (e.target.checked) loadStragglers(); request(); draw(); });
 window.addEventListener('resize', resize);
 // A link to an event (`#event=ID`) followed while the page is open.
 window.addEventListener('hashchange', () => {
@@ -723,7 +750,7 @@ async function main() {
   resize();
   if (hash.has('path')) { document.getElementById('cp').checked = true; if (hash.get('path')) stepSelect.value = hash.get('path'); loadPath(); }
   if (hash.has('findings')) showFindings();
-  if (hash.has('collectives')) { document.getElementById('coll').checked = true; request(); }
+  if (hash.has('collectives')) { document.getElementById('coll').checked = true; loadStragglers(); request(); }
   if (hash.has('event')) select(Number(hash.get('event')), !hash.has('t0'));
   if (hash.has('q')) { searchEl.value = hash.get('q'); search('next'); }
 }
