@@ -1,9 +1,9 @@
 //! The window an analysis states over a job's ranks is on the job's clock (each rank's times
-//! shifted as `strato collectives` aligns the ranks' clocks), whatever path the engine reads
-//! the job by (its rank files one by one, or its profile as one stream): a rank whose clock runs 1000 s ahead of the
-//! others' does not stretch it. Every registered analysis that states one window
-//! (`window_start_ns` and `window_end_ns`, or `window_ns` as `[start, end]`) is held to it, on
-//! the eight DLRM rank files.
+//! shifted as `strato collectives` aligns the ranks' clocks), whatever path the engine reads the
+//! job by (its rank files one by one, or its profile as one stream): a rank whose clock runs 1000 s
+//! ahead of the others' does not stretch it. Every registered analysis that states one window
+//! (`window_start_ns` and `window_end_ns`, or `window_ns` as `[start, end]`) is held to it, on the
+//! eight DLRM rank files.
 #![allow(clippy::unwrap_used)]
 
 mod common;

@@ -457,13 +457,15 @@ impl Api {
                         v
                     })
                     .collect();
+                let late_peers: Vec<Value> =
+                    p.late_peers.iter().map(|l| self.late_peer(l)).collect();
                 json!({
                     "rank": p.rank,
                     "source": p.source,
                     "length_ns": p.length_ns,
                     "work_ns": p.work_ns,
                     "by_kind": p.by_kind.iter().map(|(k, v)| (k.as_str().to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
-                    "late_peers": p.late_peers.iter().map(|l| self.late_peer(l)).collect::<Vec<_>>(),
+                    "late_peers": late_peers,
                     "events": events,
                 })
             })

@@ -21,9 +21,10 @@
 //!
 //! Window: the whole trace; over several ranks, on the job's clock (each rank's window shifted
 //! as `strato collectives` aligns the ranks' clocks, [`job_clock_shifts`]), so ranks whose
-//! clocks differ do not stretch it. Conservation: `device_ns_in_modules + device_ns_outside_modules =
-//! device_ns`; the tree's roots add up to `device_ns_in_modules` and to the root calls' CPU time;
-//! each node's children sum to at most the node (inclusive times).
+//! clocks differ do not stretch it. Conservation: `device_ns_in_modules +
+//! device_ns_outside_modules = device_ns`; the tree's roots add up to `device_ns_in_modules`
+//! and to the root calls' CPU time; each node's children sum to at most the node (inclusive
+//! times).
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;

@@ -1,19 +1,18 @@
-//! [`ModulesStream`]: the module tree gathered batch by batch, so that `strato modules` on one
-//! file or stored profile never holds the trace's spans (issue 28: the whole-trace tree held
-//! every span with every attribute, the scopes and two per-span indexes, 0.37x the file on a
-//! 1.4 GB trace).
+//! [`ModulesStream`]: the module tree gathered batch by batch, so that `strato modules` on one file
+//! or stored profile never holds the trace's spans (issue 28: the whole-trace tree held every span
+//! with every attribute, the scopes and two per-span indexes, 0.37x the file on a 1.4 GB trace).
 //!
 //! Kept per span of a CPU thread: its extent, id and whether it is a module call, an autograd
 //! engine span or carries a correlation (24 bytes, [`ThreadSpan`]); per CPU span with a
 //! correlation, its id and correlation (16 bytes); per device op, its duration, rank and
 //! correlation (24 bytes); per module call, its extent and name; per (rank, correlation), the
-//! launch chosen so far and its first thread span; the spans the job's collectives are read
-//! from ([`CollectiveCopies`]: the collective kernels and CPU ops, a few). At the end each thread is swept twice by the whole-trace enclosing
-//! sweep ([`super::enclose`]: module calls, then autograd engine spans), which gives each call
-//! its parent and whether it is recomputed, and each launch the module call it runs under;
-//! then the device ops are given to those calls and the report made as the whole trace's
-//! ([`super::report_of`]), its window on the job's clock. The engine's tests hold the two to the same bytes on every shared
-//! file, in batches of every size.
+//! launch chosen so far and its first thread span; the spans the job's collectives are read from
+//! ([`CollectiveCopies`]: the collective kernels and CPU ops, a few). At the end each thread is
+//! swept twice by the whole-trace enclosing sweep ([`super::enclose`]: module calls, then autograd
+//! engine spans), which gives each call its parent and whether it is recomputed, and each launch
+//! the module call it runs under; then the device ops are given to those calls and the report made
+//! as the whole trace's ([`super::report_of`]), its window on the job's clock. The engine's tests
+//! hold the two to the same bytes on every shared file, in batches of every size.
 
 use rustc_hash::FxHashMap;
 use strato_trace::{Level, Ns, Trace, TrackId, TrackKind};

@@ -1,15 +1,15 @@
-//! [`CollectiveCopies`]: what [`rank_summaries`] reads, gathered batch by batch, for the
-//! streamed analyses that need a job's collectives without holding its spans (`ops`' collective
-//! rows; the job's clock alignment of `ops` and `modules`).
+//! [`CollectiveCopies`]: what [`rank_summaries`] reads, gathered batch by batch, for the streamed
+//! analyses that need a job's collectives without holding its spans (`ops`' collective rows; the
+//! job's clock alignment of `ops` and `modules`).
 //!
 //! [`rank_summaries`] reads three kinds of span: the collective kernels (with their args), the
-//! collective CPU ops (with their args) and each collective kernel's launch, the first host
-//! span of the kernel's rank with its correlation. The first two are few and copied as they
-//! pass, with the args keys [`rank_summaries`] reads. The launches cannot be picked as they pass (a file may list a kernel after its
-//! launch or before it), and the host spans with a correlation are many (every runtime call), so
-//! the caller, which keeps its threads' spans anyway, names each kernel's first thread span
-//! with its correlation at the end ([`CollectiveCopies::summaries`]). Only the correlated spans
-//! of host tracks that are not threads (rare) are kept here.
+//! collective CPU ops (with their args) and each collective kernel's launch, the first host span of
+//! the kernel's rank with its correlation. The first two are few and copied as they pass, with the
+//! args keys [`rank_summaries`] reads. The launches cannot be picked as they pass (a file may list
+//! a kernel after its launch or before it), and the host spans with a correlation are many (every
+//! runtime call), so the caller, which keeps its threads' spans anyway, names each kernel's first
+//! thread span with its correlation at the end ([`CollectiveCopies::summaries`]). Only the
+//! correlated spans of host tracks that are not threads (rare) are kept here.
 
 use rustc_hash::{FxHashMap, FxHashSet};
 use strato_trace::{Level, Ns, OptionalId, Span, Trace, TrackId, TrackKind};
