@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -161,6 +162,72 @@ def test_a_user_zooms_searches_clicks_follows_and_overlays(viewer):
         browser.close()
     assert not failures, failures
     assert not [c for c in console if c.startswith("error")], console
+
+
+def fragment(href: str) -> dict[str, str]:
+    """The fields of a viewer link's fragment."""
+    return dict(urllib.parse.parse_qsl(href.split("#", 1)[1]))
+
+
+def test_the_reports_links_open_the_viewer_at_their_evidence(viewer):
+    """The report the viewer serves (`/report`): an evidence range of a finding opens the
+    viewer in a tab of its own, zoomed on the range, the range outlined, its rank's lanes on
+    screen and the findings listed; a step's critical path, followed from the report into the
+    same tab, is outlined there."""
+    base, token = viewer.split("/?token=")
+    failures: list[str] = []
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        # As above: Playwright's waits evaluate strings, which the pages' policies forbid.
+        context = browser.new_context(viewport={"width": 1400, "height": 900}, bypass_csp=True)
+        context.on("response", lambda r: failures.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+        report = context.new_page()
+        report.goto(f"{base}/report?token={token}", timeout=180_000)
+        # The evidence range on the highest rank: its lanes are below the first screen.
+        for d in report.locator("section:has(#findings) details").all():
+            d.evaluate("d => d.open = true")
+        links = report.locator("section:has(#findings) details a.view")
+        ranks = [int(fragment(links.nth(i).get_attribute("href"))["rank"]) for i in range(links.count())]
+        assert max(ranks) >= 4, ranks
+        evidence = links.nth(ranks.index(max(ranks)))
+        want = fragment(evidence.get_attribute("href"))
+        a, b = map(int, want["mark"].split(","))
+        with context.expect_page() as opened:
+            evidence.click()
+        view = opened.value
+        view.wait_for_selector("body[data-ready='1']", timeout=60_000)
+        view.wait_for_selector("#findings-list li", timeout=120_000)
+        assert view.evaluate("stratoView.state.marks") == [[a, b]]
+        t0, t1 = view.evaluate("[stratoView.state.t0, stratoView.state.t1]")
+        assert t0 <= a and b <= t1 and t1 - t0 < view.evaluate("stratoView.state.end"), (t0, t1, a, b)
+        # The evidence's rank: its first lane is on screen.
+        on_screen = view.evaluate(
+            """(rank) => {
+                const S = stratoView.state;
+                const lane = S.lanes.find((l) => l.rank === rank) || S.lanes.find((l) => l.rank_index === rank);
+                const it = S.layout.find((x) => x.kind !== 'group' && x.lane.id === lane.id);
+                const h = document.getElementById('canvas').getBoundingClientRect().height;
+                return it.y >= S.scrollY && it.y < S.scrollY + h;
+            }""",
+            int(want["rank"]),
+        )
+        assert on_screen, want
+
+        # A step's critical path, from the report into the same tab.
+        path = report.locator("section:has(#critical-path) details a.view").first
+        report.locator("section:has(#critical-path) details").first.evaluate("d => d.open = true")
+        step = fragment(path.get_attribute("href"))["path"]
+        pages = len(context.pages)
+        path.click()
+        view.wait_for_function(
+            f"(document.getElementById('status').dataset.hash || '').includes('path={step}')", timeout=30_000)
+        view.wait_for_selector("#path-title", timeout=120_000)
+        assert len(context.pages) == pages, "the link opened another tab"
+        assert view.evaluate("document.getElementById('cp').checked")
+        assert view.evaluate("document.getElementById('step').value") == step
+        view.wait_for_function("Number(document.getElementById('status').dataset.pathDrawn || 0) > 0", timeout=30_000)
+        browser.close()
+    assert not failures, failures
 
 
 def test_a_waiting_ranks_path_shows_its_edge_to_the_late_peer(tmp_path):

@@ -57,6 +57,9 @@ pub fn shorten(text: &str, max: usize) -> String {
     }
 }
 
+/// The browser tab the report's links into the viewer open in (one tab, reused).
+pub const VIEW_TARGET: &str = "strato-view";
+
 /// An HTML document under construction.
 #[derive(Debug, Default)]
 pub struct Html {
@@ -123,6 +126,31 @@ impl Html {
 
     /// A table; cells are escaped. Columns in `numeric` are right-aligned.
     pub fn table(&mut self, header: &[&str], numeric: &[usize], rows: &[Vec<String>]) -> &mut Self {
+        self.table_linked(header, numeric, rows, &[])
+    }
+
+    /// A link into the viewer (`crate::ViewerLinks`): `text` opening `href` in the viewer's
+    /// tab.
+    pub fn view_link(&mut self, href: &str, text: &str) -> &mut Self {
+        let _ = write!(
+            self.buf,
+            "<a class=\"view\" href=\"{}\" target=\"{VIEW_TARGET}\">{}</a>",
+            esc(href),
+            esc_capped(text)
+        );
+        self
+    }
+
+    /// [`Html::table`] with a last column `viewer` of links into the viewer: row `i` links to
+    /// `links[i]` (no link past its end or where `None`). With no links at all, exactly
+    /// [`Html::table`]'s markup (no column).
+    pub fn table_linked(
+        &mut self,
+        header: &[&str],
+        numeric: &[usize],
+        rows: &[Vec<String>],
+        links: &[Option<String>],
+    ) -> &mut Self {
         self.buf.push_str("<div class=\"tw\"><table><thead><tr>");
         for (i, h) in header.iter().enumerate() {
             let class = if numeric.contains(&i) {
@@ -132,8 +160,11 @@ impl Html {
             };
             let _ = write!(self.buf, "<th{class}>{}</th>", esc_capped(h));
         }
+        if !links.is_empty() {
+            self.buf.push_str("<th>viewer</th>");
+        }
         self.buf.push_str("</tr></thead><tbody>");
-        for row in rows {
+        for (r, row) in rows.iter().enumerate() {
             self.buf.push_str("<tr>");
             for (i, cell) in row.iter().enumerate() {
                 let class = if numeric.contains(&i) {
@@ -142,6 +173,11 @@ impl Html {
                     ""
                 };
                 let _ = write!(self.buf, "<td{class}>{}</td>", esc_capped(cell));
+            }
+            if let Some(Some(href)) = links.get(r) {
+                self.buf.push_str("<td>");
+                self.view_link(href, "view");
+                self.buf.push_str("</td>");
             }
             self.buf.push_str("</tr>");
         }
@@ -157,12 +193,24 @@ impl Html {
         numeric: &[usize],
         rows: &[Vec<String>],
     ) -> &mut Self {
+        self.details_table_linked(summary, header, numeric, rows, &[])
+    }
+
+    /// [`Html::details_table`] with [`Html::table_linked`]'s links.
+    pub fn details_table_linked(
+        &mut self,
+        summary: &str,
+        header: &[&str],
+        numeric: &[usize],
+        rows: &[Vec<String>],
+        links: &[Option<String>],
+    ) -> &mut Self {
         let _ = write!(
             self.buf,
             "<details><summary>{}</summary>",
             esc_capped(summary)
         );
-        self.table(header, numeric, rows);
+        self.table_linked(header, numeric, rows, links);
         self.buf.push_str("</details>");
         self
     }

@@ -41,7 +41,8 @@ use strato_analysis::distributed::collectives::{
 };
 use strato_analysis::info::TraceInfo;
 use strato_analysis::patterns::iterations::{iterations, IterationOptions, IterationsReport};
-use strato_analysis::registry::Comparison;
+use strato_analysis::registry::{Comparison, InReport};
+use strato_trace::Ns;
 
 /// Kernels shown in the ranking before the rest is folded into one bar.
 pub const KERNEL_TOP: usize = 30;
@@ -122,8 +123,68 @@ pub struct ReportInput {
     /// A comparison with another profile, when one was asked for.
     pub diff: Option<DiffReport>,
     /// The sections of the registered analyses (`strato_engine::registry`), after the fixed
-    /// ones: their main table, filled in by the front end ([`ReportInput::registered`]).
+    /// ones: their main table ([`ReportInput::add_registered`]).
     pub registered: Vec<RegisteredSection>,
+    /// Links into a running `strato view` of the same trace, when the report is served by it;
+    /// `None` (a report written to a file): no link, the page stays self-contained.
+    pub viewer: Option<ViewerLinks>,
+}
+
+/// Where the report's sections link into `strato view` when the viewer serves the report (at
+/// `/report`): each finding's evidence ranges, each step and rank's critical path, each
+/// iteration, each ranked kernel (a search for its name) and the collectives overlay. A link
+/// opens the viewer in one browser tab of its own (`target="strato-view"`), zoomed to what it
+/// names.
+///
+/// Times in a link are nanoseconds since [`ViewerLinks::origin_ns`], as the viewer's page
+/// takes them (its `#t0=&t1=` fragment); the report's own times are on the same clock (the
+/// viewer builds the report from the trace it shows).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ViewerLinks {
+    /// The viewer's page with its query (`/?token=T`): every link is this plus a fragment.
+    pub page: String,
+    /// The viewer's origin (its first event's time).
+    pub origin_ns: Ns,
+}
+
+impl ViewerLinks {
+    /// Margin each side of a range a link zooms to: a tenth of the range, at least this.
+    pub const MIN_MARGIN_NS: Ns = 1_000;
+
+    /// The page with `fragment` (already URL-safe: `findings`, `collectives`).
+    pub fn at(&self, fragment: &str) -> String {
+        format!("{}#{fragment}", self.page)
+    }
+
+    /// The page zoomed to `[start_ns, end_ns]` (the trace's times) with a margin each side
+    /// ([`ViewerLinks::MIN_MARGIN_NS`] at least), the range marked, scrolled to `rank`'s lanes
+    /// when one is given, and `extra` (URL-safe fields, `findings`) after.
+    pub fn range(&self, start_ns: Ns, end_ns: Ns, rank: Option<i64>, extra: &str) -> String {
+        let (a, b) = (
+            start_ns.saturating_sub(self.origin_ns),
+            end_ns.max(start_ns).saturating_sub(self.origin_ns),
+        );
+        let margin = ((b - a) / 10).max(Self::MIN_MARGIN_NS);
+        let mut fragment = format!(
+            "t0={}&t1={}&mark={a},{b}",
+            a.saturating_sub(margin),
+            b.saturating_add(margin)
+        );
+        if let Some(rank) = rank {
+            fragment.push_str(&format!("&rank={rank}"));
+        }
+        if !extra.is_empty() {
+            fragment.push('&');
+            fragment.push_str(extra);
+        }
+        self.at(&fragment)
+    }
+
+    /// The page searching for `name` (its first match selected).
+    pub fn search(&self, name: &str) -> String {
+        let q: String = form_urlencoded::byte_serialize(name.as_bytes()).collect();
+        self.at(&format!("q={q}"))
+    }
 }
 
 /// The section of one registered analysis: its main table as text cells.
@@ -249,7 +310,20 @@ impl ReportInput {
             samples: local.samples,
             diff: None,
             registered: Vec::new(),
+            viewer: None,
         }
+    }
+
+    /// Adds the sections of the registered analyses that show a table in the report
+    /// (`strato_engine::registry::ANALYSES` with [`InReport::Table`]), each run on `analyzed`
+    /// with its default settings; a failure (a panic included) is that section's, not the
+    /// report's.
+    pub fn add_registered(&mut self, analyzed: &Analyzed<'_>) {
+        self.registered = strato_engine::registry::ANALYSES
+            .iter()
+            .filter(|a| a.in_report == InReport::Table)
+            .map(|analysis| registered_section(analysis, analyzed))
+            .collect();
     }
 
     /// Adds the diff with a baseline profile (A), this report's profile being B: the
@@ -273,6 +347,35 @@ impl ReportInput {
             Some(DiffOutput::Runs(report)) => Some(report),
             Some(DiffOutput::ByOp(_)) | None => None,
         };
+    }
+}
+
+/// The report section of a registered analysis: its main table's first rows, or why it failed
+/// (a panic included: one section's failure does not lose the report).
+fn registered_section(
+    analysis: &strato_engine::registry::Registered,
+    analyzed: &Analyzed<'_>,
+) -> RegisteredSection {
+    let run = || -> Result<RegisteredTable, String> {
+        let outcome = analysis
+            .run_analyzed(analyzed, &[])
+            .map_err(|e| e.to_string())?;
+        let spec = analysis.table(None).map_err(|e| e.to_string())?;
+        let (columns, rows) = outcome.text_rows(spec);
+        Ok(RegisteredTable {
+            columns,
+            total_rows: rows.len(),
+            rows: rows.into_iter().take(REGISTERED_ROWS).collect(),
+        })
+    };
+    let table = catch_unwind(AssertUnwindSafe(run))
+        .unwrap_or_else(|_| Err("the analysis panicked (a bug)".to_owned()));
+    RegisteredSection {
+        id: analysis.name.to_owned(),
+        summary: analysis.summary.to_owned(),
+        window: analysis.window.to_owned(),
+        doc: analysis.doc.to_owned(),
+        table,
     }
 }
 

@@ -64,6 +64,8 @@ pub struct Api {
     /// The shift each track's times were moved by onto the job's clock (empty: none moved).
     clock_shifts: Vec<Ns>,
     overlays: Overlays,
+    /// What the report served at `/report` is titled (the inputs' names).
+    title: String,
 }
 
 /// The parameters of a request, by name (the query string decoded).
@@ -104,7 +106,26 @@ impl Api {
             by_correlation,
             clock_shifts: shifts,
             overlays: Overlays::default(),
+            title: "strato view".to_owned(),
         }
+    }
+
+    /// Titles the report served at `/report` (the inputs' names, as `strato report` titles
+    /// it).
+    pub fn titled(mut self, title: String) -> Api {
+        self.title = title;
+        self
+    }
+
+    /// `GET /report`: the HTML report of the trace viewed ([`Overlays::report`]), its sections
+    /// linking to `page` (the viewer's page with its query, `/?token=T`) at their evidence,
+    /// times since the view's origin.
+    pub fn report(&self, page: &str) -> &str {
+        let viewer = strato_report::ViewerLinks {
+            page: page.to_owned(),
+            origin_ns: self.origin,
+        };
+        self.overlays.report(&self.trace, &self.title, viewer)
     }
 
     /// The trace viewed.

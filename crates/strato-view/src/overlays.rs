@@ -1,5 +1,6 @@
 //! The analyses' answers placed on the timeline: the `ProfilerStep` windows, the critical path
-//! of a step (its events, by span), and `advise`'s findings with their evidence.
+//! of a step (its events, by span), `advise`'s findings with their evidence, and the HTML
+//! report, whose sections link back into the timeline.
 //!
 //! Computed on first request and kept (the critical path per step asked): opening a trace to
 //! look at it does not pay for analyses nobody asks for. The analyses are the same code as
@@ -81,6 +82,7 @@ pub struct Overlays {
     matched: OnceLock<(Vec<CollectiveInstance>, CriticalPathOptions)>,
     paths: Mutex<HashMap<Option<u64>, StepPaths>>,
     findings: OnceLock<Result<Value, String>>,
+    report: OnceLock<String>,
 }
 
 impl Overlays {
@@ -137,6 +139,26 @@ impl Overlays {
                 .ok_or_else(|| "advise is not registered".to_string())?;
             let outcome = advise.run_trace(trace, &[]).map_err(|e| e.to_string())?;
             serde_json::from_str(&outcome.json()).map_err(|e| e.to_string())
+        })
+    }
+
+    /// The HTML report of the trace (`strato report`'s page: the same analyses, sections and
+    /// registered tables), its sections linking into the viewer as `viewer` says. Built on
+    /// first request, on the request's thread, and kept; later requests wait for it.
+    pub fn report(&self, trace: &Trace, title: &str, viewer: strato_report::ViewerLinks) -> &str {
+        self.report.get_or_init(|| {
+            let analyzed = strato_analysis::analyzed::Analyzed::new(trace);
+            let options = strato_report::ReportOptions {
+                title: title.to_owned(),
+                generator: format!("strato view {}", env!("CARGO_PKG_VERSION")),
+                // The server holds the trace and its index already; one thread's working
+                // memory, not two.
+                parallel: false,
+            };
+            let mut input = strato_report::ReportInput::from_analyzed(&analyzed, &options, &mut ());
+            input.add_registered(&analyzed);
+            input.viewer = Some(viewer);
+            strato_report::render(&input)
         })
     }
 

@@ -5,7 +5,9 @@
 //!   the page's own requests carry it. A request without it gets 401, with a wrong one 403
 //!   (compared in constant time), whatever its path: nothing is served without it.
 //! - **What is served.** The page's three files, compiled into the binary (`src/assets/`),
-//!   and the API ([`crate::api`]). No path of a request reaches the file system.
+//!   the API ([`crate::api`]) and the HTML report at `/report` (its sections linking back
+//!   into the page, [`strato_report::ViewerLinks`]). No path of a request reaches the file
+//!   system.
 //! - **Failures.** A bad request gets a 4xx with a one-line JSON error; a method other than
 //!   GET gets 405. Answers are computed on a fixed pool of threads from the index in memory,
 //!   so many clients queue rather than grow memory.
@@ -63,7 +65,17 @@ pub struct Answer {
     pub content_type: &'static str,
     pub body: Vec<u8>,
     pub set_cookie: Option<String>,
+    /// The `Content-Security-Policy` it is served with.
+    pub policy: &'static str,
 }
+
+/// The policy of the page and the API: its own files only.
+pub const PAGE_POLICY: &str =
+    "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'";
+
+/// The policy of the report (`/report`): its inline style and SVG, no script, nothing fetched.
+pub const REPORT_POLICY: &str =
+    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'";
 
 impl Answer {
     fn json(status: u16, value: &Value) -> Answer {
@@ -72,6 +84,7 @@ impl Answer {
             content_type: "application/json",
             body: serde_json::to_vec(value).unwrap_or_default(),
             set_cookie: None,
+            policy: PAGE_POLICY,
         }
     }
 
@@ -85,6 +98,7 @@ impl Answer {
             content_type,
             body: text.as_bytes().to_vec(),
             set_cookie: None,
+            policy: PAGE_POLICY,
         }
     }
 }
@@ -157,6 +171,12 @@ impl Handler {
                 ));
                 return page;
             }
+            "/report" => {
+                let page = format!("/?token={}", self.token);
+                let mut report = Answer::asset("text/html; charset=utf-8", self.api.report(&page));
+                report.policy = REPORT_POLICY;
+                return report;
+            }
             "/app.js" => return Answer::asset("text/javascript; charset=utf-8", APP_JS),
             "/app.css" => return Answer::asset("text/css; charset=utf-8", APP_CSS),
             // Browsers ask for it unbidden: nothing, rather than a 404 in the console.
@@ -166,6 +186,7 @@ impl Handler {
                     content_type: "image/x-icon",
                     body: Vec::new(),
                     set_cookie: None,
+                    policy: PAGE_POLICY,
                 }
             }
             "/api/lanes" => Ok(self.api.lanes()),
@@ -297,10 +318,7 @@ fn respond(handler: &Handler, request: tiny_http::Request) {
     header("X-Content-Type-Options", "nosniff");
     header("X-Frame-Options", "DENY");
     header("Referrer-Policy", "no-referrer");
-    header(
-        "Content-Security-Policy",
-        "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'",
-    );
+    header("Content-Security-Policy", answer.policy);
     if let Some(cookie) = &answer.set_cookie {
         header("Set-Cookie", cookie);
     }

@@ -512,3 +512,54 @@ fn a_rank_whose_clock_is_ahead_is_viewed_on_the_jobs_clock() {
     check_window(&viewed, 0, end, 500);
     check_window(&viewed, end / 3, end / 2, 300);
 }
+
+#[test]
+fn the_report_is_served_with_links_back_into_the_page() {
+    let handler =
+        Handler::new(Api::new(load(&dlrm())).titled("param_dlrm8".into())).expect("handler");
+    let token = handler.token().to_string();
+    assert_eq!(handler.answer("GET", "/report", None).status, 401);
+    let answer = handler.answer("GET", &format!("/report?token={token}"), None);
+    assert_eq!(answer.status, 200);
+    assert!(answer.content_type.starts_with("text/html"));
+    // Its inline style and SVG only: no script, nothing fetched.
+    assert_eq!(answer.policy, strato_view::server::REPORT_POLICY);
+    let html = String::from_utf8(answer.body).expect("utf-8");
+    assert!(html.contains("<title>param_dlrm8") || html.contains("param_dlrm8"));
+    assert!(!html.contains("<script"));
+    let page = format!("/?token={token}#");
+    let links: Vec<&str> = html
+        .split("<a class=\"view\" href=\"")
+        .skip(1)
+        .map(|rest| &rest[..rest.find('"').expect("closed")])
+        .collect();
+    assert!(links.iter().all(|l| l.starts_with(&page)), "{links:?}");
+    // Times since the view's origin, as the page takes them: inside the job's extent.
+    let end = handler.api().lanes()["end_ns"].as_i64().expect("end");
+    let mut ranges = 0;
+    for link in &links {
+        let fragment = link[page.len()..].replace("&amp;", "&");
+        let fields: std::collections::HashMap<String, String> =
+            form_urlencoded::parse(fragment.as_bytes())
+                .into_owned()
+                .collect();
+        if let Some(mark) = fields.get("mark") {
+            let (a, b) = mark.split_once(',').expect("a,b");
+            let (a, b): (i64, i64) = (a.parse().unwrap(), b.parse().unwrap());
+            assert!(0 <= a && a <= b && b <= end, "{link}");
+            ranges += 1;
+        }
+    }
+    for section in ["findings", "critical-path", "kernels", "distributed"] {
+        let at = html.find(&format!("id=\"{section}\"")).expect(section);
+        let next = html[at..].find("</section>").expect("closed") + at;
+        assert!(
+            html[at..next].contains("class=\"view\""),
+            "{section} has no link"
+        );
+    }
+    assert!(ranges > 8, "{ranges} ranges");
+    // Asked again: the same page, kept.
+    let again = handler.answer("GET", &format!("/report?token={token}"), None);
+    assert_eq!(String::from_utf8(again.body).unwrap(), html);
+}

@@ -37,7 +37,8 @@ impl strato_report::Progress for crate::term::Steps {
     }
 }
 
-fn default_title(inputs: &[PathBuf]) -> String {
+/// The inputs' file names, joined: what a report is titled unless told (`strato view`'s too).
+pub(crate) fn default_title(inputs: &[PathBuf]) -> String {
     let names: Vec<String> = inputs
         .iter()
         .map(|p| {
@@ -93,11 +94,7 @@ pub fn run(args: ReportArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Resu
                 <= options.memory_budget_bytes,
     };
     let mut input = ReportInput::from_analyzed(&analyzed, &report_options, &mut steps);
-    input.registered = strato_engine::registry::ANALYSES
-        .iter()
-        .filter(|a| a.in_report == strato_analysis::registry::InReport::Table)
-        .map(|analysis| registered_section(analysis, &analyzed))
-        .collect();
+    input.add_registered(&analyzed);
     if let Some((label, side)) = &baseline {
         input.add_baseline(
             (label, side.as_ref()),
@@ -115,36 +112,4 @@ pub fn run(args: ReportArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Resu
         html.len() as f64 / 1024.0
     )?;
     Ok(())
-}
-
-/// The report section of a registered analysis: its main table's first rows, or why it failed
-/// (a panic included: one section's failure does not lose the report).
-fn registered_section(
-    analysis: &strato_engine::registry::Registered,
-    analyzed: &Analyzed<'_>,
-) -> strato_report::RegisteredSection {
-    let run = || -> Result<strato_report::RegisteredTable, String> {
-        let outcome = analysis
-            .run_analyzed(analyzed, &[])
-            .map_err(|e| e.to_string())?;
-        let spec = analysis.table(None).map_err(|e| e.to_string())?;
-        let (columns, rows) = outcome.text_rows(spec);
-        Ok(strato_report::RegisteredTable {
-            columns,
-            total_rows: rows.len(),
-            rows: rows
-                .into_iter()
-                .take(strato_report::REGISTERED_ROWS)
-                .collect(),
-        })
-    };
-    let table = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
-        .unwrap_or_else(|_| Err("the analysis panicked (a bug)".to_owned()));
-    strato_report::RegisteredSection {
-        id: analysis.name.to_owned(),
-        summary: analysis.summary.to_owned(),
-        window: analysis.window.to_owned(),
-        doc: analysis.doc.to_owned(),
-        table,
-    }
 }

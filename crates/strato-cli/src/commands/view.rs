@@ -35,7 +35,8 @@ pub fn run(args: ViewArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Result
         open,
     } = args;
     let trace = ctx.engine.load(&inputs, &ctx.import_options(true)?)?;
-    let handler = strato_view::Handler::new(strato_view::Api::new(trace))?;
+    let title = super::report::default_title(&inputs);
+    let handler = strato_view::Handler::new(strato_view::Api::new(trace).titled(title))?;
     let options = strato_view::ServeOptions {
         bind,
         port,

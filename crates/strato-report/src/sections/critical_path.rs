@@ -5,6 +5,9 @@
 //! and the part of the window the path does not reach. Each bar adds up to its window. Below:
 //! the operations with the most path time over all windows.
 //!
+//! Served by `strato view` ([`crate::ViewerLinks`]), each step and rank links to its path in the
+//! viewer.
+//!
 //! Size at job scale: at most [`MAX_BARS`] bars (the first windows in step and rank order), the
 //! tables at most [`crate::TABLE_ROWS`] rows.
 
@@ -171,7 +174,25 @@ pub(super) fn critical_path(h: &mut Html, input: &ReportInput) -> bool {
             row
         })
         .collect();
-    h.details_table(
+    let links: Vec<Option<String>> = match &input.viewer {
+        // The windows of `rows`, in its order, with their step numbers.
+        Some(viewer) => windows
+            .iter()
+            .flat_map(|s| s.ranks.iter().map(move |r| (s.number, r)))
+            .filter(|(_, r)| r.path.note.is_none())
+            .map(|(number, r)| {
+                let step = if number == 0 {
+                    "whole".to_owned()
+                } else {
+                    number.to_string()
+                };
+                let (start, end) = (r.path.start_ns?, r.path.end_ns?);
+                Some(viewer.range(start, end, Some(r.path.rank), &format!("path={step}")))
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    h.details_table_linked(
         "Composition per step and rank",
         &[
             "step",
@@ -191,6 +212,7 @@ pub(super) fn critical_path(h: &mut Html, input: &ReportInput) -> bool {
         ],
         &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13],
         &cell_rows(table_rows),
+        &links,
     );
     // Top path operations over all windows.
     let mut ops: BTreeMap<(String, &'static str, i64), (Ns, usize)> = BTreeMap::new();

@@ -291,6 +291,15 @@ pub(super) fn distributed(h: &mut Html, input: &ReportInput) -> bool {
             .unwrap_or_default()
     );
     h.elem("p", &lead);
+    if let Some(viewer) = &input.viewer {
+        let href = match report.window {
+            Some((a, b)) => viewer.range(a, b, None, "collectives"),
+            None => viewer.at("collectives"),
+        };
+        h.markup("<p>")
+            .view_link(&href, "Open the collectives in the viewer")
+            .markup(" (members linked across ranks, the wait for the last one shaded).</p>");
+    }
     if let Some(w) = report.worst_rank {
         let r = &report.ranks[w];
         h.elem(

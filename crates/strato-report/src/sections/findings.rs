@@ -3,6 +3,9 @@
 //! gaps and low-utilisation windows to Utilization, launch-bound stretches to Kernels, steps to
 //! Iterations, host stalls to Breakdown) with its evidence ranges in a folded table.
 //!
+//! Served by `strato view` ([`crate::ViewerLinks`]), each finding and each evidence range links
+//! to the viewer, zoomed to it on its rank with the findings listed.
+//!
 //! Size at job scale: a job of many ranks can have hundreds of findings (a rule fires per rank),
 //! so the first [`DETAILED_FINDINGS`] are shown in full and the rest as one row each in a folded
 //! table (at most [`crate::TABLE_ROWS`] rows); `strato advise --json` has every one with its
@@ -103,7 +106,24 @@ pub(super) fn findings(h: &mut Html, input: &ReportInput) -> bool {
             }
             h.fragment(&format!("<a href=\"#{id}\">{}</a>", esc(title)));
         }
-        h.markup(" · rule docs: ").text(&f.docs).markup("</p>");
+        h.markup(" · rule docs: ").text(&f.docs);
+        if let (Some(viewer), Some(first)) = (&input.viewer, f.evidence.first()) {
+            let start = f.evidence.iter().map(|e| e.start_ns).min().unwrap_or(0);
+            let end = f.evidence.iter().map(|e| e.end_ns).max().unwrap_or(0);
+            h.markup(" · ").view_link(
+                &viewer.range(start, end, Some(first.rank), "findings"),
+                "open in the viewer",
+            );
+        }
+        h.markup("</p>");
+        let links: Vec<Option<String>> = match &input.viewer {
+            Some(viewer) => f
+                .evidence
+                .iter()
+                .map(|e| Some(viewer.range(e.start_ns, e.end_ns, Some(e.rank), "findings")))
+                .collect(),
+            None => Vec::new(),
+        };
         let rows: Vec<Vec<String>> = f
             .evidence
             .iter()
@@ -117,11 +137,12 @@ pub(super) fn findings(h: &mut Html, input: &ReportInput) -> bool {
                 ]
             })
             .collect();
-        h.details_table(
+        h.details_table_linked(
             &format!("{} evidence ranges", rows.len()),
             &["kind", "rank", "start (ns)", "duration", "what"],
             &[1, 2, 3],
             &rows,
+            &links,
         );
         h.markup("</div>");
     }

@@ -165,7 +165,24 @@ pub(super) fn iterations(h: &mut Html, input: &ReportInput) -> bool {
             })
         })
         .collect();
-    h.details_table(
+    let links: Vec<Option<String>> = match &input.viewer {
+        Some(viewer) => report
+            .sequences
+            .iter()
+            .flat_map(|l| {
+                l.iterations.iter().map(move |it| {
+                    Some(viewer.range(
+                        it.start_ns,
+                        it.start_ns.saturating_add(it.duration_ns),
+                        Some(l.rank),
+                        "",
+                    ))
+                })
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    h.details_table_linked(
         "Table: iterations",
         &[
             "rank/device/loop",
@@ -179,6 +196,7 @@ pub(super) fn iterations(h: &mut Html, input: &ReportInput) -> bool {
         ],
         &[1, 2, 3, 4, 5, 6, 7],
         &cell_rows(its),
+        &links,
     );
     close(h);
     true

@@ -102,13 +102,23 @@ pub(super) fn kernels(h: &mut Html, input: &ReportInput) -> bool {
                 ]
             })
             .collect();
-        h.details_table(
+        // A kernel's link searches the viewer for its name (the folded tail has none).
+        let links: Vec<Option<String>> = match &input.viewer {
+            Some(viewer) => r
+                .kernels
+                .iter()
+                .map(|k| (!k.name.starts_with("(other ")).then(|| viewer.search(&k.name)))
+                .collect(),
+            None => Vec::new(),
+        };
+        h.details_table_linked(
             "Table: kernels",
             &[
                 "#", "kernel", "count", "total", "mean", "std", "min", "max", "share",
             ],
             &[0, 2, 3, 4, 5, 6, 7, 8],
             &cell_rows(table),
+            &links,
         );
         let ops: Vec<Vec<String>> = r
             .ops

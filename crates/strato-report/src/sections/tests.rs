@@ -461,3 +461,113 @@ fn the_page_draws_with_the_shared_palette() {
         assert!(html.contains(colour), "{what} ({colour}) not drawn");
     }
 }
+
+/// The fragment of a viewer link's `href` as a map (the link's page checked first).
+fn fragment_of(href: &str, page: &str) -> std::collections::HashMap<String, String> {
+    let (at, fragment) = href.split_once('#').expect("a fragment");
+    assert_eq!(at, page, "{href}");
+    form_urlencoded::parse(fragment.as_bytes())
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect()
+}
+
+/// Every viewer link's `href` in `html` (the report escapes `&` in attributes).
+fn view_links(html: &str) -> Vec<String> {
+    html.split("<a class=\"view\" href=\"")
+        .skip(1)
+        .map(|rest| rest[..rest.find('"').expect("closed")].replace("&amp;", "&"))
+        .collect()
+}
+
+#[test]
+fn served_by_the_viewer_the_sections_link_to_their_evidence_and_a_file_has_no_link() {
+    let t = trace_with(3, |b| {
+        // A host stall: advise's host-sync finding, with evidence on rank 0.
+        for i in 0..ITERATIONS {
+            let t = i * STEP_NS;
+            b.cpu(
+                "cudaDeviceSynchronize",
+                Level::AcceleratorApi,
+                (t + 6_000, t + 8_500),
+            );
+        }
+    });
+    let mut report = input(&t);
+    let plain = super::document(&report);
+    assert!(view_links(&plain).is_empty() && !plain.contains("strato-view"));
+
+    let origin = report.info.start_ns.expect("a start");
+    let page = "/?token=abc".to_owned();
+    report.viewer = Some(crate::ViewerLinks {
+        page: page.clone(),
+        origin_ns: origin,
+    });
+    let html = super::document(&report);
+    let links = view_links(&html);
+    let advice = report.advice.as_ref().expect("advice ran");
+    assert!(!advice.findings.is_empty(), "the stalls are a finding");
+    // One link per finding and one per evidence range, each zoomed around its range (times
+    // since the origin), the range marked, on its rank, with the findings listed.
+    let evidence: Vec<_> = advice.findings.iter().flat_map(|f| &f.evidence).collect();
+    let finding_links: Vec<_> = links
+        .iter()
+        .map(|l| fragment_of(l, &page))
+        .filter(|f| f.contains_key("findings"))
+        .collect();
+    assert_eq!(finding_links.len(), advice.findings.len() + evidence.len());
+    for e in &evidence {
+        let mark = format!("{},{}", e.start_ns - origin, e.end_ns - origin);
+        let f = finding_links
+            .iter()
+            .find(|f| f["mark"] == mark)
+            .unwrap_or_else(|| panic!("no link marks {mark}"));
+        let (t0, t1): (i64, i64) = (f["t0"].parse().unwrap(), f["t1"].parse().unwrap());
+        assert!(t0 < e.start_ns - origin && t1 > e.end_ns - origin, "{f:?}");
+        assert_eq!(f["rank"], e.rank.to_string());
+    }
+    // Each step's critical path, with its step number.
+    let paths: Vec<_> = links
+        .iter()
+        .map(|l| fragment_of(l, &page))
+        .filter(|f| f.contains_key("path"))
+        .collect();
+    let windows = report.critical_path.as_ref().unwrap().as_ref().unwrap();
+    let numbers: Vec<String> = windows
+        .iter()
+        .flat_map(|s| s.ranks.iter().map(move |_| s.number))
+        .map(|n| {
+            if n == 0 {
+                "whole".into()
+            } else {
+                n.to_string()
+            }
+        })
+        .collect();
+    assert_eq!(
+        paths.iter().map(|f| f["path"].clone()).collect::<Vec<_>>(),
+        numbers
+    );
+    // Each iteration, and each ranked kernel by name.
+    let iterations: usize = report
+        .iterations
+        .as_ref()
+        .unwrap()
+        .sequences
+        .iter()
+        .map(|l| l.iterations.len())
+        .sum();
+    assert!(iterations > 0);
+    let ranges = links
+        .iter()
+        .map(|l| fragment_of(l, &page))
+        .filter(|f| {
+            f.contains_key("mark") && !f.contains_key("findings") && !f.contains_key("path")
+        })
+        .count();
+    assert_eq!(ranges, iterations);
+    for kernel in ["gemm", "relu", "softmax"] {
+        assert!(links.contains(&format!("{page}#q={kernel}")), "{kernel}");
+    }
+    // Beyond the links, the page is the file's.
+    assert!(html.len() > plain.len());
+}

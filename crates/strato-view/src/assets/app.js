@@ -724,11 +724,41 @@ document.getElementById('step').addEventListener('change', () => { document.getE
 document.getElementById('findings').addEventListener('click', showFindings);
 document.getElementById('coll').addEventListener('change', (e) => { if (e.target.checked) loadStragglers(); request(); draw(); });
 window.addEventListener('resize', resize);
-// A link to an event (`#event=ID`) followed while the page is open.
-window.addEventListener('hashchange', () => {
+// A link followed while the page is open (the report's links reuse this tab): the same
+// fields as when the page opens.
+window.addEventListener('hashchange', () => applyHash(false));
+
+// Scrolls to the first lane of job rank `rank` (the trace's rank index when no lane gives the
+// job rank).
+function scrollToRank(rank) {
+  const lane = S.lanes.find((l) => l.rank === rank) || S.lanes.find((l) => l.rank_index === rank);
+  if (lane) scrollToLane(lane.id);
+}
+
+// What the URL's fragment asks for: `t0`/`t1` the range shown, `mark=a,b` a range outlined,
+// `rank` its lanes scrolled to, `path[=step]` the critical path, `findings` the findings list,
+// `collectives` the collectives overlay, `event` an event selected, `q` a search. The report's
+// links into the viewer are made of these.
+function applyHash(opening) {
+  // What was asked (the view rewrites its fragment as it moves).
+  statusEl.dataset.hash = location.hash;
   const hash = new URLSearchParams(location.hash.slice(1));
-  if (hash.has('event') && Number(hash.get('event')) !== S.selected) select(Number(hash.get('event')), true);
-});
+  const ranged = hash.has('t0') && hash.has('t1');
+  if (ranged) { S.t0 = Number(hash.get('t0')); S.t1 = Number(hash.get('t1')); }
+  if (hash.has('mark')) {
+    const [a, b] = hash.get('mark').split(',').map(Number);
+    if (Number.isFinite(a) && Number.isFinite(b)) S.marks = [[a, b]];
+  }
+  if (hash.has('rank')) scrollToRank(Number(hash.get('rank')));
+  if (ranged && !opening) { clampView(); request(); }
+  const stepSelect = document.getElementById('step');
+  if (hash.has('path')) { document.getElementById('cp').checked = true; if (hash.get('path')) stepSelect.value = hash.get('path'); loadPath(); }
+  if (hash.has('findings')) showFindings();
+  if (hash.has('collectives')) { document.getElementById('coll').checked = true; loadStragglers(); request(); }
+  if (hash.has('event') && Number(hash.get('event')) !== S.selected) select(Number(hash.get('event')), !ranged);
+  if (hash.has('q')) { searchEl.value = hash.get('q'); search('next'); }
+  draw();
+}
 
 async function main() {
   const meta = await getJson('api/lanes');
@@ -740,19 +770,13 @@ async function main() {
   S.events = meta.events;
   S.start = meta.start_ns; S.end = Math.max(meta.end_ns, 1);
   S.t0 = S.start; S.t1 = S.end;
-  const hash = new URLSearchParams(location.hash.slice(1));
-  if (hash.has('t0') && hash.has('t1')) { S.t0 = Number(hash.get('t0')); S.t1 = Number(hash.get('t1')); }
   S.steps = (await getJson('api/steps')).steps;
   const stepSelect = document.getElementById('step');
   for (const st of S.steps) stepSelect.append(el('option', st.name, { value: String(st.number) }));
   stepSelect.append(el('option', 'whole trace', { value: 'whole' }));
   layOut();
+  applyHash(true);
   resize();
-  if (hash.has('path')) { document.getElementById('cp').checked = true; if (hash.get('path')) stepSelect.value = hash.get('path'); loadPath(); }
-  if (hash.has('findings')) showFindings();
-  if (hash.has('collectives')) { document.getElementById('coll').checked = true; loadStragglers(); request(); }
-  if (hash.has('event')) select(Number(hash.get('event')), !hash.has('t0'));
-  if (hash.has('q')) { searchEl.value = hash.get('q'); search('next'); }
 }
 
 // For browser tests and the console: where an event is drawn (page coordinates), if it is.
