@@ -271,3 +271,46 @@ def test_a_waiting_ranks_path_shows_its_edge_to_the_late_peer(tmp_path):
             page.wait_for_function(f"Number(document.getElementById('status').dataset.stragglers || 0) === {len(stragglers)}",
                                    timeout=60_000)
             browser.close()
+
+
+def test_a_baseline_is_shown_under_the_run_with_the_diff():
+    """`strato view RUN --baseline OTHER` on two ranks of the DLRM job as two runs: the baseline's
+    lanes are drawn under the run's, the diff button lists `strato diff`'s operations and one
+    of them is searched for from there; the report served then has the diff section."""
+    files = sorted(DLRM.iterdir())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STRATOSCOPE_")}
+    proc = subprocess.Popen([sys.executable, "-m", "stratoscope", "view", str(files[0]), "--baseline", str(files[1])],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        url = proc.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:"), (url, proc.stderr.read() if proc.poll() else "")
+        lanes = api(url, "/api/lanes")
+        assert lanes["baseline"]["aligned_step"] is not None, lanes["baseline"]
+        with playwright.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": 1400, "height": 900}, bypass_csp=True)
+            failures: list[str] = []
+            page.on("response", lambda r: failures.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+            page.goto(url)
+            page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+            groups = page.evaluate("stratoView.state.layout.filter((x) => x.kind === 'group').map((x) => x.key)")
+            baseline = [g for g in groups if g.startswith("baseline")]
+            assert baseline and not groups[0].startswith("baseline"), groups
+            assert groups.index(baseline[0]) == len(groups) - len(baseline), groups
+            page.click("#diff")
+            page.wait_for_selector("#diff-operations a", timeout=60_000)
+            assert int(page.evaluate("document.getElementById('details').dataset.diff")) > 0
+            assert "against the baseline" in page.inner_text("#diff-title")
+            name = page.locator("#diff-operations a").first
+            text = name.inner_text()
+            name.click()
+            page.wait_for_selector("#event-name", timeout=30_000)
+            assert text.lower() in page.inner_text("#event-name").lower()
+            base, token = url.split("/?token=")
+            page.goto(f"{base}/report?token={token}", timeout=180_000)
+            assert page.locator("section:has(#diff)").count() == 1
+            browser.close()
+        assert not failures, failures
+    finally:
+        proc.kill()
+        proc.wait()

@@ -17,6 +17,9 @@ use strato_trace::{Level, Ns, SpanId, Trace};
 
 use crate::overlays::{steps_json, Overlays};
 use crate::timeline::{CounterView, InstantView, Timeline, Window, MAX_PX};
+use strato_analysis::analyzed::Analyzed;
+use strato_analysis::compare::registration::{Diff, DiffOutput, DiffSettings, DiffSides};
+use strato_analysis::registry::Comparison;
 
 /// A request the API refuses: the HTTP status and one line saying why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -66,6 +69,69 @@ pub struct Api {
     overlays: Overlays,
     /// What the report served at `/report` is titled (the inputs' names).
     title: String,
+    /// The run alone, when a baseline is shown beside it (`trace` then holds both): what the
+    /// overlays, the report and the diff analyse. The analyses are of the run, not of the two
+    /// runs taken as one job.
+    run: Option<Trace>,
+    baseline: Option<Baseline>,
+}
+
+/// A second run shown under the first (`strato view PATH --baseline OTHER`): its ranks come
+/// after the run's in the trace, its times moved so that its steps line up with the run's
+/// ([`align_baseline`]).
+#[derive(Debug)]
+struct Baseline {
+    /// What the baseline is called (its inputs' names).
+    label: String,
+    /// The trace's first rank index that is the baseline's.
+    first_rank: u32,
+    /// How far the baseline's times were moved to line up with the run's.
+    shift_ns: Ns,
+    /// The step both runs start together at (`None`: their first steps, numbered apart, or
+    /// their first events when either has no step).
+    aligned_step: Option<u64>,
+    /// How the step was chosen, in words.
+    aligned_on: String,
+    /// The baseline's side of `strato diff` (computed before the baseline joined the trace).
+    side: Result<DiffSides, String>,
+    diff: std::sync::OnceLock<Result<Value, String>>,
+}
+
+/// Operations and kernels `/api/diff` lists (largest change first), of each.
+pub const DIFF_ROWS: usize = 200;
+
+/// How far to move `baseline`'s times so that its steps start with `run`'s: the first
+/// `ProfilerStep#N` number both have on their first rank with steps starts at the same time
+/// (`Some(N)`); else their first steps, whatever their numbers; else their first events.
+/// Returns the shift, the step and how it was chosen.
+pub fn align_baseline(run: &Trace, baseline: &Trace) -> (Ns, Option<u64>, String) {
+    let first_steps = |t: &Trace| {
+        strato_analysis::paths::critical_path::rank_steps(t)
+            .into_iter()
+            .find(|steps| !steps.is_empty())
+            .unwrap_or_default()
+    };
+    let (a, b) = (first_steps(run), first_steps(baseline));
+    if let Some((n, (start, _))) = a.iter().find(|(n, _)| b.contains_key(n)) {
+        return (
+            start - b[n].0,
+            Some(*n),
+            format!("ProfilerStep#{n} starts together in both runs"),
+        );
+    }
+    if let (Some((na, (sa, _))), Some((nb, (sb, _)))) = (a.iter().next(), b.iter().next()) {
+        return (
+            sa - sb,
+            None,
+            format!("no step number in common: the run's ProfilerStep#{na} starts with the baseline's ProfilerStep#{nb}"),
+        );
+    }
+    let first = |t: &Trace| t.spans.iter().map(|s| s.start).min().unwrap_or(0);
+    (
+        first(run) - first(baseline),
+        None,
+        "a run without steps: the first events start together".to_owned(),
+    )
 }
 
 /// The parameters of a request, by name (the query string decoded).
@@ -75,10 +141,55 @@ impl Api {
     /// Indexes `trace` for viewing, every rank on the job's one clock
     /// ([`crate::overlays::job_clock_shifts`]: the ranks of a job recorded on different hosts
     /// line up at their collectives, as every cross-rank analysis aligns them).
-    pub fn new(mut trace: Trace) -> Api {
-        let shifts = crate::overlays::job_clock_shifts(&trace);
+    pub fn new(trace: Trace) -> Api {
+        Api::build(trace, None)
+    }
+
+    /// [`Api::new`] with a second run, `baseline` (called `label`), shown under it: each run on
+    /// its own job clock, the baseline's times moved so that its steps start with the run's
+    /// ([`align_baseline`]), its lanes stacked under the run's lanes of the same rank
+    /// ([`Timeline::stack_baseline`]). The overlays, the report and `/api/diff` analyse the run
+    /// alone, which is kept for them beside the two runs' trace (the run's events are held
+    /// twice).
+    pub fn with_baseline(trace: Trace, baseline: Trace, label: String) -> Api {
+        Api::build(trace, Some((baseline, label)))
+    }
+
+    fn build(mut trace: Trace, baseline: Option<(Trace, String)>) -> Api {
+        let mut shifts = crate::overlays::job_clock_shifts(&trace);
         crate::overlays::onto_job_clock(&mut trace, &shifts);
+        let mut run = None;
+        let mut paired = None;
+        if let Some((mut other, label)) = baseline {
+            let own = crate::overlays::job_clock_shifts(&other);
+            crate::overlays::onto_job_clock(&mut other, &own);
+            let side = Diff::side(&Analyzed::new(&other), &DiffSettings::default())
+                .map_err(|e| e.to_string());
+            let (shift_ns, aligned_step, aligned_on) = align_baseline(&trace, &other);
+            other.shift_tracks(&vec![shift_ns; other.tracks.len()]);
+            // Each track's move from its recorded times: the run's, then the baseline's own
+            // clock shift and the alignment.
+            shifts.resize(trace.tracks.len(), 0);
+            shifts.extend(
+                (0..other.tracks.len()).map(|t| own.get(t).copied().unwrap_or(0) + shift_ns),
+            );
+            let first_rank = trace.ranks.len() as u32;
+            run = Some(trace.clone());
+            trace.append(other);
+            paired = Some(Baseline {
+                label,
+                first_rank,
+                shift_ns,
+                aligned_step,
+                aligned_on,
+                side,
+                diff: std::sync::OnceLock::new(),
+            });
+        }
         let mut timeline = Timeline::new(&trace);
+        if let Some(b) = &paired {
+            timeline.stack_baseline(&trace, b.first_rank);
+        }
         timeline.set_clock_shifts(&shifts);
         let origin = timeline.extent().0;
         let mut flows_of = Vec::new();
@@ -107,7 +218,59 @@ impl Api {
             clock_shifts: shifts,
             overlays: Overlays::default(),
             title: "strato view".to_owned(),
+            run,
+            baseline: paired,
         }
+    }
+
+    /// The trace the overlays analyse: the run alone (without its baseline).
+    fn analysed(&self) -> &Trace {
+        self.run.as_ref().unwrap_or(&self.trace)
+    }
+
+    /// True when rank index `rank` of the trace is the baseline's.
+    fn is_baseline(&self, rank: u32) -> bool {
+        self.baseline.as_ref().is_some_and(|b| rank >= b.first_rank)
+    }
+
+    /// `GET /api/diff`: `strato diff BASELINE RUN`'s numbers (the baseline is A, the run B:
+    /// a delta is the run's time minus the baseline's), with at most [`DIFF_ROWS`] operations
+    /// and kernels, largest change first (`operations_total`, `kernels_total` count them all).
+    /// 404 without a baseline.
+    pub fn diff(&self) -> Result<Value, ApiError> {
+        let b = self.baseline.as_ref().ok_or_else(|| {
+            ApiError::not_found("no baseline: strato view PATH --baseline OTHER shows one")
+        })?;
+        b.diff
+            .get_or_init(|| {
+                let settings = DiffSettings::default();
+                let before = b.side.as_ref().map_err(Clone::clone)?;
+                let after = Diff::side(&Analyzed::new(self.analysed()), &settings)
+                    .map_err(|e| e.to_string())?;
+                let report = match Diff::compare(&b.label, before, &self.title, &after, &settings) {
+                    Ok(DiffOutput::Runs(report)) => report,
+                    Ok(DiffOutput::ByOp(_)) => return Err("not a diff of runs".to_owned()),
+                    Err(e) => return Err(e.to_string()),
+                };
+                let mut value = serde_json::to_value(&report).map_err(|e| e.to_string())?;
+                for (list, total) in [
+                    ("operations", "operations_total"),
+                    ("kernels", "kernels_total"),
+                ] {
+                    if let Some(items) = value.get_mut(list).and_then(Value::as_array_mut) {
+                        let n = items.len();
+                        items.truncate(DIFF_ROWS);
+                        value[total] = json!(n);
+                    }
+                }
+                value.as_object_mut().map(|o| o.remove("strata"));
+                Ok(value)
+            })
+            .clone()
+            .map_err(|e| ApiError {
+                status: 422,
+                message: format!("diff: {e}"),
+            })
     }
 
     /// Titles the report served at `/report` (the inputs' names, as `strato report` titles
@@ -125,7 +288,12 @@ impl Api {
             page: page.to_owned(),
             origin_ns: self.origin,
         };
-        self.overlays.report(&self.trace, &self.title, viewer)
+        let baseline = self
+            .baseline
+            .as_ref()
+            .map(|b| (b.label.as_str(), b.side.as_ref().ok()));
+        self.overlays
+            .report(self.analysed(), &self.title, viewer, baseline)
     }
 
     /// The trace viewed.
@@ -147,14 +315,37 @@ impl Api {
             .ranks
             .iter()
             .enumerate()
-            .map(|(i, r)| json!({"index": i, "rank": r.rank, "source": r.source}))
+            .map(|(i, r)| {
+                let mut rank = json!({"index": i, "rank": r.rank, "source": r.source});
+                if self.is_baseline(i as u32) {
+                    rank["baseline"] = json!(true);
+                }
+                rank
+            })
             .collect();
+        let mut lanes = serde_json::to_value(self.timeline.lanes()).unwrap_or(json!([]));
+        for lane in lanes.as_array_mut().into_iter().flatten() {
+            let rank = lane["rank_index"].as_u64().unwrap_or(0) as u32;
+            if self.is_baseline(rank) {
+                lane["baseline"] = json!(true);
+            }
+        }
+        let baseline = self.baseline.as_ref().map(|b| {
+            json!({
+                "label": b.label,
+                "first_rank_index": b.first_rank,
+                "shift_ns": b.shift_ns,
+                "aligned_step": b.aligned_step,
+                "aligned_on": b.aligned_on,
+            })
+        });
         json!({
+            "baseline": baseline,
             "origin_ns": start.to_string(),
             "start_ns": 0,
             "end_ns": end - start,
             "ranks": ranks,
-            "lanes": self.timeline.lanes(),
+            "lanes": lanes,
             "levels": Level::ALL.iter().map(|l| l.as_str()).collect::<Vec<_>>(),
             // Each level's colour, as the report draws it (`strato_analysis::palette`).
             "level_colours": Level::ALL.iter().map(|&l| palette::level(l)).collect::<Vec<_>>(),
@@ -430,7 +621,7 @@ impl Api {
 
     /// `GET /api/steps`: the `ProfilerStep#N` annotations of every rank.
     pub fn steps(&self) -> Value {
-        steps_json(self.overlays.steps(&self.trace), self.origin)
+        steps_json(self.overlays.steps(self.analysed()), self.origin)
     }
 
     /// `GET /api/critical-path?step=N|whole`: the critical path of every rank in step `N`
@@ -440,7 +631,7 @@ impl Api {
     /// `arrived_ns` when the last member arrived), and its events (each with its lane, row
     /// and times on the timeline).
     pub fn critical_path(&self, params: &Params) -> Result<Value, ApiError> {
-        let steps = self.overlays.steps(&self.trace);
+        let steps = self.overlays.steps(self.analysed());
         let step = match params.get("step").map(String::as_str) {
             None => steps.keys().next().copied(),
             Some("whole") => None,
@@ -456,7 +647,7 @@ impl Api {
                 Some(n)
             }
         };
-        let paths = self.overlays.critical_path(&self.trace, step);
+        let paths = self.overlays.critical_path(self.analysed(), step);
         let paths = match paths.as_ref() {
             Ok(paths) => paths,
             Err(e) => {
@@ -499,7 +690,7 @@ impl Api {
     pub fn findings(&self) -> Result<Value, ApiError> {
         let report = self
             .overlays
-            .findings(&self.trace)
+            .findings(self.analysed())
             .as_ref()
             .map_err(|e| ApiError {
                 status: 422,
@@ -531,7 +722,7 @@ impl Api {
     pub fn collectives(&self, params: &Params) -> Result<Value, ApiError> {
         let (t0, t1) = self.window_of(params)?;
         let (a, b) = (t0 + self.origin, t1 + self.origin);
-        let instances = self.overlays.collectives(&self.trace);
+        let instances = self.overlays.collectives(self.analysed());
         let mut shown = Vec::new();
         let mut more = 0usize;
         for inst in instances {

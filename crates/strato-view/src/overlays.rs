@@ -143,9 +143,20 @@ impl Overlays {
     }
 
     /// The HTML report of the trace (`strato report`'s page: the same analyses, sections and
-    /// registered tables), its sections linking into the viewer as `viewer` says. Built on
+    /// registered tables; with `baseline`, its label and side of the diff, the diff section as
+    /// `strato report --baseline` adds it), its sections linking into the viewer as `viewer`
+    /// says. Built on
     /// first request, on the request's thread, and kept; later requests wait for it.
-    pub fn report(&self, trace: &Trace, title: &str, viewer: strato_report::ViewerLinks) -> &str {
+    pub fn report(
+        &self,
+        trace: &Trace,
+        title: &str,
+        viewer: strato_report::ViewerLinks,
+        baseline: Option<(
+            &str,
+            Option<&strato_analysis::compare::registration::DiffSides>,
+        )>,
+    ) -> &str {
         self.report.get_or_init(|| {
             let analyzed = strato_analysis::analyzed::Analyzed::new(trace);
             let options = strato_report::ReportOptions {
@@ -157,6 +168,9 @@ impl Overlays {
             };
             let mut input = strato_report::ReportInput::from_analyzed(&analyzed, &options, &mut ());
             input.add_registered(&analyzed);
+            if let Some(baseline) = baseline {
+                input.add_baseline(baseline, (title, &analyzed), &mut ());
+            }
             input.viewer = Some(viewer);
             strato_report::render(&input)
         })

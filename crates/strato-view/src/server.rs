@@ -197,6 +197,7 @@ impl Handler {
             "/api/critical-path" => self.api.critical_path(&params),
             "/api/findings" => self.api.findings(),
             "/api/collectives" => self.api.collectives(&params),
+            "/api/diff" => self.api.diff(),
             _ => match path.strip_prefix("/api/event/") {
                 Some(id) => self.api.event(id),
                 None => Err(ApiError {

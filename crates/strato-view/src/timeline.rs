@@ -305,6 +305,22 @@ impl Timeline {
         }
     }
 
+    /// Puts a baseline's lanes (the trace's ranks from index `first_baseline_rank` on, as
+    /// [`crate::Api::with_baseline`] joins them) under the run's lanes of the same rank: rank
+    /// by rank, the run's then the baseline's, each in [`Timeline::new`]'s order.
+    pub fn stack_baseline(&mut self, trace: &Trace, first_baseline_rank: u32) {
+        self.lanes.sort_by_key(|lane| {
+            let (rank, class, a, sort, b, t) = display_key(trace, lane.id as usize);
+            let side = u32::from(rank >= first_baseline_rank);
+            let in_side = if side == 1 {
+                rank - first_baseline_rank
+            } else {
+                rank
+            };
+            (in_side, side, class, a, sort, b, t)
+        });
+    }
+
     /// Records each lane's move onto the job's clock (`shifts` indexed by track, as
     /// [`crate::overlays::job_clock_shifts`] gives them; nothing when empty).
     pub fn set_clock_shifts(&mut self, shifts: &[Ns]) {

@@ -563,3 +563,129 @@ fn the_report_is_served_with_links_back_into_the_page() {
     let again = handler.answer("GET", &format!("/report?token={token}"), None);
     assert_eq!(String::from_utf8(again.body).unwrap(), html);
 }
+
+#[test]
+fn a_baseline_is_stacked_under_the_run_with_its_steps_lined_up_and_diffed() {
+    use strato_analysis::analyzed::Analyzed;
+    use strato_analysis::compare::registration::{Diff, DiffOutput, DiffSettings};
+    use strato_analysis::paths::critical_path::rank_steps;
+    use strato_analysis::registry::Comparison;
+    let files = dlrm();
+    // The run: DLRM rank 0. The baseline: rank 1, its clock 5 s later than rank 0's.
+    let run = load(&files[..1]);
+    let mut base = load(&files[1..2]);
+    base.shift_tracks(&vec![5_000_000_000; base.tracks.len()]);
+    let alone = Api::new(run.clone());
+    let api = Api::with_baseline(run.clone(), base.clone(), "worker1".into());
+    let lanes = api.lanes();
+
+    // The first step both have starts at the same time in the view.
+    let b = &lanes["baseline"];
+    let step = b["aligned_step"].as_u64().expect("a step in common");
+    let steps = rank_steps(api.trace());
+    assert_eq!(steps.len(), 2);
+    assert_eq!(steps[0][&step].0, steps[1][&step].0);
+    assert_eq!(
+        b["shift_ns"].as_i64().unwrap(),
+        rank_steps(&run)[0][&step].0 - rank_steps(&base)[0][&step].0
+    );
+
+    // Every lane of both, the run's first, the baseline's marked, under the same rank.
+    let all = lanes["lanes"].as_array().unwrap();
+    assert_eq!(all.len(), run.tracks.len() + base.tracks.len());
+    let marked: Vec<bool> = all
+        .iter()
+        .map(|l| l["baseline"].as_bool().unwrap_or(false))
+        .collect();
+    assert_eq!(marked.iter().filter(|&&m| m).count(), base.tracks.len());
+    assert!(
+        marked.windows(2).all(|w| w[0] <= w[1]),
+        "baseline lanes under the run's"
+    );
+    // Its events are on the timeline: the whole view at 1,000 px shows every span once.
+    let end = lanes["end_ns"].as_i64().unwrap();
+    let answer = api
+        .range(&params(&[
+            ("t0", "0".into()),
+            ("t1", (end + 1).to_string()),
+        ]))
+        .expect("range");
+    let shown: u64 = answer["lanes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|l| l["rows"].as_array().unwrap())
+        .map(|r| {
+            r["events"].as_array().unwrap().len() as u64
+                + r["buckets"]
+                    .as_array()
+                    .map_or(0, |b| b.iter().map(|x| x[1].as_u64().unwrap()).sum())
+        })
+        .sum();
+    assert_eq!(shown as usize, run.spans.len() + base.spans.len());
+
+    // The overlays are the run's alone.
+    let rules = |a: &Api| -> Vec<(String, i64)> {
+        a.findings().expect("findings")["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                (
+                    f["rule"].as_str().unwrap().to_owned(),
+                    f["time_ns"].as_i64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(rules(&api), rules(&alone));
+    let path = |a: &Api| {
+        let p = a
+            .critical_path(&params(&[("step", step.to_string())]))
+            .expect("path");
+        p["ranks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["length_ns"].as_i64().unwrap())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(path(&api), path(&alone));
+    assert_eq!(path(&api).len(), 1);
+
+    // The diff is `strato diff BASELINE RUN`'s.
+    let settings = DiffSettings::default();
+    let a = Diff::side(&Analyzed::new(&base), &settings).unwrap();
+    let b = Diff::side(&Analyzed::new(&run), &settings).unwrap();
+    let DiffOutput::Runs(want) =
+        Diff::compare("worker1", &a, "strato view", &b, &settings).unwrap()
+    else {
+        panic!("a diff of runs")
+    };
+    let got = api.diff().expect("diff");
+    assert_eq!(got["window"], serde_json::to_value(&want.window).unwrap());
+    assert_eq!(
+        got["operations_total"].as_u64(),
+        Some(want.operations.len() as u64)
+    );
+    let first = &got["operations"][0];
+    assert_eq!(first["operation"], want.operations[0].operation.as_str());
+    assert_eq!(
+        first["delta_ns"].as_i64(),
+        Some(want.operations[0].delta.delta_ns)
+    );
+    // Without a baseline there is none.
+    assert_eq!(alone.diff().unwrap_err().status, 404);
+
+    // Two ranks a side: rank by rank, the run's lanes then the baseline's.
+    let api = Api::with_baseline(load(&files[..2]), load(&files[2..4]), "workers 2-3".into());
+    let lanes = api.lanes();
+    let mut order: Vec<u64> = lanes["lanes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["rank_index"].as_u64().unwrap())
+        .collect();
+    order.dedup();
+    assert_eq!(order, [0, 2, 1, 3]);
+}

@@ -1,6 +1,7 @@
-//! `strato view`: opens the inputs (any kind the engine opens), indexes them
-//! (`strato_view::Api`) and serves the interactive timeline on a local web server until
-//! interrupted. Prints the URL (with its per-run token) on stdout, one line, once it listens.
+//! `strato view`: opens the inputs (any kind the engine opens) and, with `--baseline`, a second
+//! run, indexes them (`strato_view::Api`) and serves the interactive timeline on a local web
+//! server until interrupted. Prints the URL (with its per-run token) on stdout, one line, once
+//! it listens.
 
 use std::io::Write;
 use std::net::IpAddr;
@@ -24,6 +25,10 @@ pub struct ViewArgs {
     /// Open the URL in the browser (`xdg-open`).
     #[arg(long)]
     open: bool,
+    /// Another run to show under this one (any input kind): its steps lined up with this
+    /// run's, its lanes under the same rank's, and `strato diff`'s numbers per operation.
+    #[arg(long, value_name = "PATH")]
+    baseline: Option<PathBuf>,
 }
 
 /// Runs `strato view`: never returns unless the server cannot start.
@@ -33,10 +38,20 @@ pub fn run(args: ViewArgs, ctx: &crate::ctx::Ctx, out: &mut dyn Write) -> Result
         port,
         bind,
         open,
+        baseline,
     } = args;
-    let trace = ctx.engine.load(&inputs, &ctx.import_options(true)?)?;
+    let options = ctx.import_options(true)?;
+    let trace = ctx.engine.load(&inputs, &options)?;
     let title = super::report::default_title(&inputs);
-    let handler = strato_view::Handler::new(strato_view::Api::new(trace).titled(title))?;
+    let api = match &baseline {
+        Some(path) => {
+            let other = ctx.engine.load(std::slice::from_ref(path), &options)?;
+            let label = super::report::default_title(std::slice::from_ref(path));
+            strato_view::Api::with_baseline(trace, other, label)
+        }
+        None => strato_view::Api::new(trace),
+    };
+    let handler = strato_view::Handler::new(api.titled(title))?;
     let options = strato_view::ServeOptions {
         bind,
         port,

@@ -416,28 +416,47 @@ fn escape(text: &str) -> String {
 
 #[test]
 fn view_refuses_what_it_cannot_open_or_bind_with_one_line() {
-    let out = strato_command()
-        .args(["view", "/nonexistent/trace.json"])
-        .output()
-        .expect("run");
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
-    assert!(err.contains("/nonexistent/trace.json"), "{err}");
+    // `strato view ARGS...` exits 2 with one line that holds `says`.
+    let refused = |args: &[&std::ffi::OsStr], says: &str| {
+        let out = strato_command().args(args).output().expect("run");
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains(says), "{err}");
+    };
+    let os = |s: &'static str| std::ffi::OsStr::new(s);
+    refused(
+        &[os("view"), os("/nonexistent/trace.json")],
+        "/nonexistent/trace.json",
+    );
     if shared_data().is_none() {
         return;
     }
+    let alexnet = data("kineto/hta_alexnet_trace.json.gz");
     // An address of no interface here.
-    let out = strato_command()
-        .arg("view")
-        .arg(data("kineto/hta_alexnet_trace.json.gz"))
-        .args(["--bind", "203.0.113.7", "--port", "0"])
-        .output()
-        .expect("run");
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
-    assert!(err.contains("cannot listen on 203.0.113.7"), "{err}");
+    refused(
+        &[
+            os("view"),
+            alexnet.as_os_str(),
+            os("--bind"),
+            os("203.0.113.7"),
+            os("--port"),
+            os("0"),
+        ],
+        "cannot listen on 203.0.113.7",
+    );
+    // A baseline that cannot be opened.
+    refused(
+        &[
+            os("view"),
+            alexnet.as_os_str(),
+            os("--baseline"),
+            os("/nonexistent/before.json"),
+            os("--port"),
+            os("0"),
+        ],
+        "/nonexistent/before.json",
+    );
 }
 
 #[test]

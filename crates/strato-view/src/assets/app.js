@@ -32,7 +32,8 @@ function fmtNs(ns) {
 
 function groupKey(l) {
   const rank = l.rank === null || l.rank === undefined ? 'source ' + l.rank_index : 'rank ' + l.rank;
-  return rank + ' \u00b7 ' + l.group;
+  // A baseline's lanes (`--baseline`) sit under the run's of the same rank.
+  return (l.baseline ? 'baseline \u00b7 ' : '') + rank + ' \u00b7 ' + l.group;
 }
 
 function laneHeight(l) {
@@ -47,7 +48,7 @@ function layOut() {
     const g = groupKey(l);
     if (g !== lastGroup) {
       const count = S.lanes.filter((x) => groupKey(x) === g).length;
-      items.push({ kind: 'group', key: g, y, h: GROUP_H, count, rank: l.rank ?? l.rank_index });
+      items.push({ kind: 'group', key: g, y, h: GROUP_H, count, rank: l.baseline ? null : (l.rank ?? l.rank_index) });
       y += GROUP_H;
       lastGroup = g;
     }
@@ -458,6 +459,39 @@ async function showFindings() {
   detailsEl.append(ol);
 }
 
+// `strato diff`'s numbers, the baseline (A) against this run (B), in the side panel: the
+// window and device time, then the operations and kernels that changed most; an operation's
+// or a kernel's name searches for it.
+async function showDiff() {
+  let d;
+  try { d = await getJson('api/diff'); } catch (e) { statusEl.textContent = 'error: ' + e.message; return; }
+  S.details = null;
+  detailsEl.replaceChildren();
+  detailsEl.dataset.event = '';
+  detailsEl.append(el('h2', `${d.b.label} against the baseline ${d.a.label}`, { id: 'diff-title' }));
+  const change = (x) => `${fmtNs(x.a_ns)} \u2192 ${fmtNs(x.b_ns)} (${x.delta_ns >= 0 ? '+' : ''}${fmtNs(x.delta_ns)}${x.delta_pct === null ? '' : ', ' + (x.delta_pct >= 0 ? '+' : '') + x.delta_pct.toFixed(1) + ' %'})`;
+  detailsEl.append(el('p', 'window: ' + change(d.window)), el('p', 'device time: ' + change(d.device_time)));
+  let rows = 0;
+  for (const [title, list, key, total] of [['operations', d.operations, 'operation', d.operations_total], ['kernels', d.kernels, 'name', d.kernels_total]]) {
+    const shown = list.slice(0, 40);
+    detailsEl.append(el('h3', `${title}: the ${shown.length} of ${total} that changed most`));
+    const table = el('table', null, { class: 'diff', id: 'diff-' + title });
+    table.append(el('tr')); table.lastChild.append(el('th', 'name'), el('th', 'baseline'), el('th', 'this run'), el('th', 'change'));
+    for (const o of shown) {
+      const tr = el('tr');
+      const name = el('a', o[key] ?? o.operation, { title: 'search for it' });
+      name.addEventListener('click', () => { searchEl.value = name.textContent; search('next'); });
+      const td = el('td'); td.append(name);
+      tr.append(td, el('td', fmtNs(o.a_ns)), el('td', fmtNs(o.b_ns)),
+        el('td', `${o.delta_ns >= 0 ? '+' : ''}${fmtNs(o.delta_ns)} (${o.change})`));
+      table.append(tr);
+      rows += 1;
+    }
+    detailsEl.append(table);
+  }
+  detailsEl.dataset.diff = String(rows);
+}
+
 function clampView() {
   const full = Math.max(1, S.end - S.start);
   let span = Math.min(Math.max(S.t1 - S.t0, 10), full * 1.2);
@@ -722,6 +756,7 @@ document.getElementById('home').addEventListener('click', () => showRange(S.star
 document.getElementById('cp').addEventListener('change', (e) => { if (e.target.checked) loadPath(); else draw(); });
 document.getElementById('step').addEventListener('change', () => { document.getElementById('cp').checked = true; loadPath(); });
 document.getElementById('findings').addEventListener('click', showFindings);
+document.getElementById('diff').addEventListener('click', showDiff);
 document.getElementById('coll').addEventListener('change', (e) => { if (e.target.checked) loadStragglers(); request(); draw(); });
 window.addEventListener('resize', resize);
 // A link followed while the page is open (the report's links reuse this tab): the same
@@ -754,6 +789,7 @@ function applyHash(opening) {
   const stepSelect = document.getElementById('step');
   if (hash.has('path')) { document.getElementById('cp').checked = true; if (hash.get('path')) stepSelect.value = hash.get('path'); loadPath(); }
   if (hash.has('findings')) showFindings();
+  if (hash.has('diff')) showDiff();
   if (hash.has('collectives')) { document.getElementById('coll').checked = true; loadStragglers(); request(); }
   if (hash.has('event') && Number(hash.get('event')) !== S.selected) select(Number(hash.get('event')), !ranged);
   if (hash.has('q')) { searchEl.value = hash.get('q'); search('next'); }
@@ -769,6 +805,12 @@ async function main() {
   S.ranks = meta.ranks;
   S.events = meta.events;
   S.start = meta.start_ns; S.end = Math.max(meta.end_ns, 1);
+  S.baseline = meta.baseline;
+  if (meta.baseline) {
+    const button = document.getElementById('diff');
+    button.hidden = false;
+    button.title = `strato diff: ${meta.baseline.label} (the baseline, lanes marked "baseline") against this run; ${meta.baseline.aligned_on}`;
+  }
   S.t0 = S.start; S.t1 = S.end;
   S.steps = (await getJson('api/steps')).steps;
   const stepSelect = document.getElementById('step');
