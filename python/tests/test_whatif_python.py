@@ -76,3 +76,22 @@ def test_a_recorded_rl_loops_operations_are_what_if_changes(tmp_path, profile_di
     assert change["matched_ops"] >= 200, change  # an inference per environment step
     (w,) = doc["whatif"]["steps"]
     assert 0 < w["gain_ns"] < w["baseline_ns"], w
+
+
+
+def test_a_recordings_chrome_export_is_read_as_the_recording(tmp_path, profile_dir):
+    """The RL loop's recording (numpy and gymnasium calls inside its operations) exported to
+    Chrome JSON, to share it or open it in Perfetto UI, and read back is the recording again
+    (the export says so in `otherData`): its operations are the program's work, so `cpu:inference`
+    selects them and gives the recording's gain. Read as a Kineto trace, as before, they were
+    annotations over the native calls: nothing matched and the gain was 0."""
+    strato("record", "-o", str(profile_dir), "--", sys.executable,
+           str(ENV_POOL.parent / "rl_cartpole.py"), "--steps", "100")
+    exported = tmp_path / "rl.json"
+    strato("export", str(profile_dir), "--chrome", str(exported))
+    runs = [json.loads(strato("whatif", str(p), "--scale", "cpu:inference=0.5", "--json").stdout)
+            for p in (profile_dir, exported)]
+    matched = [d["whatif"]["changes"][0]["matched_ops"] for d in runs]
+    assert matched[0] == matched[1] >= 100, matched
+    gains = [[w["gain_ns"] for w in d["whatif"]["steps"]] for d in runs]
+    assert gains[0] == gains[1] and gains[0][0] > 0, gains

@@ -519,8 +519,15 @@ fn chrome_export_of_a_recording_reads_back_with_its_levels() {
         b.span(track, level, name, start * 1_000, end * 1_000)
             .category(category);
     }
-    let trace = b.build();
+    let mut trace = b.build();
+    trace.ranks[0].format = strato_trace::SourceFormat::Strato;
     let back = reimport(&chrome_text(&trace)).expect("re-import");
+    // Read as the recording it was: the analyses read its operations as the program's work.
+    assert_eq!(back.ranks[0].format, strato_trace::SourceFormat::Strato);
+    let mut kineto = trace.clone();
+    kineto.ranks[0].format = strato_trace::SourceFormat::Kineto;
+    let again = reimport(&chrome_text(&kineto)).expect("re-import");
+    assert_eq!(again.ranks[0].format, strato_trace::SourceFormat::Kineto);
     let levels = |t: &Trace| {
         let mut list: Vec<_> = t
             .spans

@@ -83,6 +83,31 @@ pub const MAX_STRING_BYTES: usize = 64 << 10;
 /// `{"strato_truncated_args_bytes": N}` and counted.
 pub const MAX_ARGS_BYTES: usize = 1 << 20;
 
+/// The ranks stratoscope's Chrome export lists in `otherData` (`{"exporter": "stratoscope
+/// ...", "ranks": [{"rank", "format", ...}]}`): each one's number and source format; none when
+/// another tool wrote the object.
+fn exported_ranks(text: &str) -> Vec<(Option<i64>, String)> {
+    let Ok(other) = serde_json::from_str::<serde_json::Value>(text) else {
+        return Vec::new();
+    };
+    let ours = other
+        .get("exporter")
+        .and_then(|e| e.as_str())
+        .is_some_and(|e| e.starts_with("stratoscope"));
+    if !ours {
+        return Vec::new();
+    }
+    let ranks = other.get("ranks").and_then(|r| r.as_array());
+    ranks
+        .into_iter()
+        .flatten()
+        .filter_map(|r| {
+            let format = r.get("format")?.as_str()?.to_owned();
+            Some((r.get("rank").and_then(|n| n.as_i64()), format))
+        })
+        .collect()
+}
+
 /// Imports a Chrome-trace JSON document (object with `traceEvents`, or a bare array).
 pub fn import(path: &Path, input: Input, options: &ImportOptions) -> Result<Trace> {
     import_into(path, input, options, None)
@@ -242,6 +267,9 @@ struct Builder<'p, 's> {
     /// Ranks of a TraceFuse-merged file by job rank (see [`Builder::fused_rank`]); empty for
     /// a single-rank file.
     fused_ranks: FxHashMap<i64, RankId>,
+    /// What stratoscope's Chrome export says of each rank it wrote (`otherData.ranks`: its
+    /// number and source format), when the file is one.
+    exported_ranks: Vec<(Option<i64>, String)>,
 }
 
 impl<'p, 's> Builder<'p, 's> {
@@ -283,6 +311,7 @@ impl<'p, 's> Builder<'p, 's> {
             fatal: None,
             parse: ParseCounts::default(),
             fused_ranks: FxHashMap::default(),
+            exported_ranks: Vec::new(),
         }
     }
 
@@ -325,6 +354,7 @@ impl<'p, 's> Builder<'p, 's> {
                     }
                 }
             }
+            "otherData" => self.exported_ranks = exported_ranks(&text),
             "host_name" | "hostname" => {
                 let host = LooseStr::from_raw(&text);
                 self.parse.replaced_surrogates += u64::from(host.replaced);
@@ -336,6 +366,30 @@ impl<'p, 's> Builder<'p, 's> {
         }
         self.metadata.push((key.to_owned(), text));
         Ok(())
+    }
+
+    /// A rank stratoscope's Chrome export wrote from a recording of its own recorder (format
+    /// `strato`) is read as that recording again: the analyses read a recording's operations
+    /// as the program's own work (the critical path, `whatif`), not as annotations. The
+    /// export's ranks are matched to the file's by rank number, or one to one when each has a
+    /// single rank. Other formats keep what the file reads as (their events' levels come back
+    /// through `args.level` either way).
+    fn restore_recordings(&mut self) {
+        let exported = std::mem::take(&mut self.exported_ranks);
+        let ranks = &mut self.trace.ranks;
+        for (number, format) in &exported {
+            if format != SourceFormat::Strato.as_str() {
+                continue;
+            }
+            let rank = match (exported.len(), ranks.len(), number) {
+                (1, 1, _) => ranks.first_mut(),
+                (_, _, Some(n)) => ranks.iter_mut().find(|r| r.rank == Some(*n)),
+                _ => None,
+            };
+            if let Some(rank) = rank {
+                rank.format = SourceFormat::Strato;
+            }
+        }
     }
 
     /// The import notes of this file's rank.
@@ -350,6 +404,7 @@ impl<'p, 's> Builder<'p, 's> {
         if self.kineto {
             self.trace.ranks[rank.0 as usize].format = SourceFormat::Kineto;
         }
+        self.restore_recordings();
         if !self.metadata.is_empty() {
             // Each value is the text of one JSON value the parser read: kept as written.
             match JsonObject::from_raw_entries(std::mem::take(&mut self.metadata)) {

@@ -411,3 +411,39 @@ fn keep_args_off_keeps_correlations_but_no_blobs() {
     assert!(trace.args.is_empty());
     assert_eq!(trace.spans[0].correlation, Some(5));
 }
+
+#[test]
+fn stratoscopes_export_of_a_recording_reads_back_as_the_recording() {
+    let doc = |other: &str| {
+        format!(
+            r#"{{"schemaVersion":1,"otherData":{other},"traceEvents":[
+            {{"ph":"X","cat":"operation","name":"step","pid":1,"tid":1,"ts":1,"dur":9,"args":{{"level":"Operation"}}}}
+            ]}}"#
+        )
+    };
+    let format = |other: &str| import_text(&doc(other)).unwrap().ranks[0].format.clone();
+    let ours = r#"{"exporter":"stratoscope 0.1.0","ranks":[{"rank":null,"world_size":null,"source":"rec","format":"strato"}]}"#;
+    assert_eq!(format(ours), SourceFormat::Strato);
+    // Another format, another tool's object, a malformed one: what the file reads as.
+    assert_eq!(
+        format(&ours.replace("\"strato\"", "\"nsys\"")),
+        SourceFormat::Kineto
+    );
+    assert_eq!(
+        format(&ours.replace("stratoscope 0.1.0", "someone else")),
+        SourceFormat::Kineto
+    );
+    assert_eq!(
+        format(r#"{"exporter":"stratoscope","ranks":7}"#),
+        SourceFormat::Kineto
+    );
+    assert_eq!(format("[1,2]"), SourceFormat::Kineto);
+    // Two ranks exported, matched by number.
+    let two = r#"{"exporter":"stratoscope 0.1.0","ranks":[{"rank":0,"format":"kineto"},{"rank":1,"format":"strato"}]}"#;
+    let trace = import_text(&doc(two).replace(
+        r#""schemaVersion":1,"#,
+        r#""schemaVersion":1,"distributedInfo":{"rank":1,"world_size":2},"#,
+    ))
+    .unwrap();
+    assert_eq!(trace.ranks[0].format, SourceFormat::Strato);
+}
