@@ -44,6 +44,9 @@ then `learn` (4 units):
   base      env-half      both workers 4 units instead of 8           --scale cpu:env_step=0.5
   base      learn-double  learn 8 units instead of 4                  --scale cpu:learn=2
 
+and the first pair again with `--rollout-op` (`python-rollout`): the main thread hands the work
+over and waits inside an operation of its own, `rollout`.
+
 A and B run in one program, alternating (`strato-opencl-demo pair A/B STEPS`): step by step,
 or by blocks of 6 steps when B's steps overlap the next (`no-finish`). Alternating is what
 makes the check fair on a shared VM: its speed moves by 20 % over seconds (`base` measures
@@ -89,7 +92,9 @@ ROOT = os.path.dirname(HERE)
 
 # (the program, A, B, the change that predicts B from A's trace, how steps are read: [] each
 # step's graph alone, ["--across-steps"] from one simulation of the whole trace, for measured
-# and predicted alike). Programs: "opencl" the demo on PoCL, "python" examples/env_pool.py.
+# and predicted alike). Programs: "opencl" the demo on PoCL, "python" examples/env_pool.py,
+# "python-rollout" the same with the hand-off and the wait inside the main thread's `rollout`
+# operation (`--rollout-op`).
 PAIRS = [
     ("opencl", "base", "kernel-half", ["--scale", "kernel:matmul=0.5"], []),
     ("opencl", "base", "host-half", ["--scale", "cpu:prepare=0.5"], []),
@@ -105,6 +110,7 @@ PAIRS = [
     ("python", "base", "act-half", ["--scale", "cpu:act=0.5"], []),
     ("python", "base", "env-half", ["--scale", "cpu:env_step=0.5"], []),
     ("python", "base", "learn-double", ["--scale", "cpu:learn=2"], []),
+    ("python-rollout", "slow-env", "base", ["--scale", "thread:env-1=0.5"], []),
 ]
 
 ENV_POOL = os.path.join(ROOT, "examples", "env_pool.py")
@@ -124,6 +130,8 @@ def record(program, demo, layer, variant, steps, out):
         # Recorded by the stratoscope package (STRATOSCOPE_OUT starts it): the operations and
         # the threads that run them.
         cmd = [sys.executable, ENV_POOL, "pair", variant, str(steps)]
+        if program == "python-rollout":
+            cmd.append("--rollout-op")
     done = subprocess.run(cmd, env=env, check=True, stdout=subprocess.PIPE, text=True)
     # The program's last line: which variant ran each step (and each step's wall time).
     return json.loads(done.stdout.strip().splitlines()[-1])["step_variant"]
@@ -167,7 +175,7 @@ def main():
     for what, path in needed:
         if not os.path.exists(path):
             sys.exit(f"whatif_pairs: {what} not found at {path} (build it first)")
-    if any(p[0] == "python" for p in pairs):
+    if any(p[0].startswith("python") for p in pairs):
         try:
             import stratoscope  # noqa: F401  (records the Python pairs)
         except ImportError:

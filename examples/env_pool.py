@@ -7,7 +7,7 @@ each) and waits for both, then runs `learn`. The work is SHA-256 over a 1 MiB bu
 per MiB: it is real CPU work that releases the GIL, so the two workers run side by side on two
 cores as native simulators do; each worker is pinned to its own core.
 
-    python3 examples/env_pool.py pair VARIANT[/VARIANT] STEPS
+    python3 examples/env_pool.py pair VARIANT[/VARIANT] STEPS [--rollout-op]
 
 Variants (units of work: act, env-0, env-1, learn):
 
@@ -16,6 +16,10 @@ Variants (units of work: act, env-0, env-1, learn):
     act-half      2, 8, 8, 4     the policy's inference twice as fast
     env-half      4, 4, 4, 4     both environments twice as fast
     learn-double  4, 8, 8, 8     learning twice as slow
+
+With `--rollout-op` the main thread hands the work over and waits for it inside an operation
+of its own, `rollout` (as `with operation("rollout"): pool.map(...)` would), instead of between
+`act` and `learn`.
 
 With two variants `A/B` their steps alternate (A, B, A, ...) in one program, so both meet the
 same machine. The last line printed is JSON: `{"step_variant": [...], "step_ms": [...]}`, the
@@ -76,7 +80,8 @@ def worker(k: int, inbox: queue.Queue, outbox: queue.Queue) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 3 or argv[0] != "pair":
+    rollout_op = argv[3:] == ["--rollout-op"]
+    if len(argv) != 3 + rollout_op or argv[0] != "pair":
         print(__doc__, file=sys.stderr)
         return 2
     names = argv[1].split("/")
@@ -101,10 +106,11 @@ def main(argv: list[str]) -> int:
         with operation(f"ProfilerStep#{n}"):
             with operation("act"):
                 work(act)
-            inboxes[0].put(env0)
-            inboxes[1].put(env1)
-            for _ in workers:
-                outbox.get()
+            with operation("rollout") if rollout_op else contextlib.nullcontext():
+                inboxes[0].put(env0)
+                inboxes[1].put(env1)
+                for _ in workers:
+                    outbox.get()
             with operation("learn"):
                 work(learn)
         step_ms.append((time.perf_counter() - began) * 1e3)

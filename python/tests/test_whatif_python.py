@@ -20,10 +20,10 @@ from conftest import strato
 ENV_POOL = pathlib.Path(__file__).resolve().parents[2] / "examples" / "env_pool.py"
 
 
-def _record(tmp_path, variants: str, steps: int):
+def _record(tmp_path, variants: str, steps: int, *more: str):
     out = tmp_path / "rec"
     env = dict(os.environ, STRATOSCOPE_OUT=str(out))
-    done = subprocess.run([sys.executable, str(ENV_POOL), "pair", variants, str(steps)],
+    done = subprocess.run([sys.executable, str(ENV_POOL), "pair", variants, str(steps), *more],
                           env=env, check=True, capture_output=True, text=True)
     ran = json.loads(done.stdout.strip().splitlines()[-1])["step_variant"]
     return out, ran
@@ -60,6 +60,25 @@ def test_a_recorded_python_programs_path_runs_through_its_slow_worker(tmp_path):
     for w in fast["whatif"]["steps"]:
         if ran[w["number"] - 1] == "slow-env":
             assert w["gain_ns"] < 1e6, w
+
+
+def test_a_main_thread_waiting_inside_its_op_hands_off_to_the_slow_worker(tmp_path):
+    """The same program with the hand-off and the wait inside an operation of the main
+    thread's own (`rollout`): the step's path still runs through the slow worker, and evening
+    it is still a gain (before, `rollout`'s time was the main thread's own work: the path
+    stayed on the main thread and no worker change bought anything)."""
+    profile, ran = _record(tmp_path, "slow-env/base", 4, "--rollout-op")
+    doc = json.loads(strato("critical-path", str(profile), "--step", "all", "--json").stdout)
+    for step in doc["steps"]:
+        if ran[step["number"] - 1] == "slow-env":
+            (rank,) = step["ranks"]
+            names = [e["name"] for e in rank["events"]]
+            assert "rollout" in names and "env_step" in names, names
+    doc = json.loads(strato("whatif", str(profile), "--scale", "thread:env-1=0.5",
+                            "--json").stdout)
+    for w in doc["whatif"]["steps"]:
+        if ran[w["number"] - 1] == "slow-env":
+            assert w["gain_ns"] > 2e6, w
 
 
 def test_a_recorded_rl_loops_operations_are_what_if_changes(tmp_path, profile_dir):

@@ -160,6 +160,13 @@ impl Edge {
     pub(super) fn set_waited(&mut self) {
         self.flags |= WAITED;
     }
+
+    /// Makes an op's own time a wait for another thread ([`super::rank_edges`]'s hand-offs
+    /// inside an op): [`Edge::waited`], and no longer weighed in the search (work counts,
+    /// waiting does not).
+    pub(super) fn set_waiting(&mut self) {
+        self.flags = (self.flags | WAITED) & !WEIGHTED;
+    }
 }
 
 const _: () = assert!(std::mem::size_of::<Node>() == 16 && std::mem::size_of::<Edge>() == 16);

@@ -189,9 +189,15 @@ enum Handoffs {
 /// ops that starts in a gap between two top-level ops `a`, `b` of the main thread gets `a`'s
 /// end -> the run's first start (the hand-off) and, when the run ends before `b` starts, the
 /// run's last end -> `b`'s start (the return); both are synchronisation edges (0 weight). The
-/// main thread's untraced gap into `b` is then marked [`super::graph::Edge::waited`]. A run
-/// that starts while the main thread is inside a traced op gets no edge (the op's time is
-/// the main thread's own).
+/// main thread's untraced gap into `b` is then marked [`super::graph::Edge::waited`].
+///
+/// A run that starts while the main thread is inside an op: at the operation level
+/// ([`Handoffs::Workers`]), when the main thread is in the op's own time (between its children,
+/// or in a leaf op: `with operation("rollout"): pool.map(...)`), the same two edges go from the
+/// start of that stretch of own time to the run and from the run to the stretch's end, and the
+/// stretch becomes waiting ([`super::graph::Edge::set_waiting`]: latency, no weight) when the
+/// run ends within it: the main thread waited inside its op. The rank's other threads and a
+/// framework's (autograd) keep the op's time as the main thread's own.
 fn thread_handoffs(
     trace: &Trace,
     handoffs: Handoffs,
@@ -244,12 +250,22 @@ fn thread_handoffs(
     let mut returns: rustc_hash::FxHashSet<u32> = rustc_hash::FxHashSet::default();
     // Operation level: the first starts of the workers' runs (their gaps into them wait).
     let mut handed: rustc_hash::FxHashSet<u32> = rustc_hash::FxHashSet::default();
+    // Operation level: the main thread's own time inside its ops (edges of its chain owned by
+    // an operation or a Python call), by start.
+    let own_time: Vec<usize> = match handoffs {
+        Handoffs::Workers { .. } => own_time_edges(trace, graph, chains_from, *main),
+        Handoffs::Autograd => Vec::new(),
+    };
+    // Runs that start inside the main thread's own time: (that edge, first op, last end, last
+    // op), one per edge and worker.
+    let mut inside: Vec<(usize, SpanId, Ns, SpanId)> = Vec::new();
     for (t, worker_tops) in &tops {
         if t == main || !is_worker(worker_tops) {
             continue;
         }
         // Runs of the worker's top-level ops, by the main thread's gap they start in.
         let mut runs: Vec<(usize, Ns, SpanId, Ns, SpanId)> = Vec::new();
+        let inside_from = inside.len();
         for &op in worker_tops {
             let start = span(op).start;
             let after = main_tops.partition_point(|&m| span(m).start <= start);
@@ -257,6 +273,16 @@ fn thread_handoffs(
                 .checked_sub(1)
                 .is_none_or(|a| span(main_tops[a]).end <= start);
             if !in_gap {
+                if let Some(e) = covering_edge(graph, &own_time, start) {
+                    match inside[inside_from..].last_mut() {
+                        Some(run) if run.0 == e => {
+                            if span(op).end > run.2 {
+                                (run.2, run.3) = (span(op).end, op);
+                            }
+                        }
+                        _ => inside.push((e, op, span(op).end, op)),
+                    }
+                }
                 continue;
             }
             match runs.last_mut() {
@@ -287,6 +313,21 @@ fn thread_handoffs(
             }
         }
     }
+    let mut waiting: Vec<usize> = Vec::new();
+    for (e, first, last_end, last) in inside {
+        let (from, to) = (graph.edges[e].from, graph.edges[e].to);
+        let first_start = graph.span_nodes[&first].0;
+        graph.edge(from, first_start, PathKind::SyncWait, false, true);
+        handed.insert(first_start);
+        if last_end <= graph.nodes[to as usize].ts {
+            let last_end_node = graph.span_nodes[&last].1;
+            graph.edge(last_end_node, to, PathKind::SyncWait, false, true);
+            waiting.push(e);
+        }
+    }
+    for e in waiting {
+        graph.edges[e].set_waiting();
+    }
     if returns.is_empty() && handed.is_empty() {
         return;
     }
@@ -305,6 +346,33 @@ fn thread_handoffs(
             e.set_waited();
         }
     }
+}
+
+/// The edges of `thread`'s chain (from `chains_from` on) that are the thread's own time inside
+/// an operation or a Python call (the op's start to its first child, a child's end to the
+/// next, the last child's end to the op's end; a leaf op's start to its end), sorted by their
+/// start: they do not overlap.
+fn own_time_edges(trace: &Trace, graph: &Graph, chains_from: usize, thread: TrackId) -> Vec<usize> {
+    let mut own: Vec<usize> = (chains_from..graph.edges.len())
+        .filter(|&i| {
+            let e = &graph.edges[i];
+            !e.dependency()
+                && e.owner().is_some_and(|o| {
+                    let s = &trace.spans[o.0 as usize];
+                    s.track == thread && matches!(s.level, Level::Operation | Level::Python)
+                })
+        })
+        .collect();
+    own.sort_by_key(|&i| graph.nodes[graph.edges[i].from as usize].ts);
+    own
+}
+
+/// The edge of `own` (sorted by start, [`own_time_edges`]) whose time holds `t` (from its
+/// start, inclusive, to its end, exclusive).
+fn covering_edge(graph: &Graph, own: &[usize], t: Ns) -> Option<usize> {
+    let at = own.partition_point(|&i| graph.nodes[graph.edges[i].from as usize].ts <= t);
+    let &e = own.get(at.checked_sub(1)?)?;
+    (t < graph.nodes[graph.edges[e].to as usize].ts).then_some(e)
 }
 
 /// The call-order chain of one thread (see the module docs).

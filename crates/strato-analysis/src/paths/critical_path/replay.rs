@@ -2755,6 +2755,14 @@ mod tests {
     /// worker threads (`env-0` 110..410, `env-1` 115..715: the slow one) and waits in an
     /// untraced gap; `learn` (720..820) runs when both are back.
     fn worker_pool(with_backend_op: bool) -> Trace {
+        worker_pool_and(with_backend_op, |_, _| {})
+    }
+
+    /// [`worker_pool`] with what `more` adds (given the builder and the main thread).
+    fn worker_pool_and(
+        with_backend_op: bool,
+        more: impl FnOnce(&mut TraceBuilder, strato_trace::TrackId),
+    ) -> Trace {
         let mut b = TraceBuilder::new();
         let main = b.thread(1, 1);
         let env0 = b.thread(1, 2);
@@ -2771,6 +2779,7 @@ mod tests {
             // levels, as in a Kineto trace (operations are annotations there).
             b.span(main, Level::Backend, "aten::add", 900, 910);
         }
+        more(&mut b, main);
         b.build()
     }
 
@@ -2811,6 +2820,43 @@ mod tests {
         let recorded = run(&trace, &["thread:env-1=0.5"]);
         assert_eq!(recorded.predicted[0].gain_ns, 300);
         assert_eq!(run(&trace, &["cpu:act=0.5"]).changes[0].matched_ops, 1);
+    }
+
+    /// [`worker_pool`] with the main thread's hand-off and wait inside an operation of its own
+    /// (`with operation("rollout"): pool.map(env_step, envs)`): `rollout` 100..720 holds no
+    /// child, or (`with_child`) a `prepare` at 100..105 before the hand-off.
+    fn worker_pool_inside_an_op(with_child: bool) -> Trace {
+        worker_pool_and(false, |b, main| {
+            b.span(main, Level::Operation, "rollout", 100, 720);
+            if with_child {
+                b.span(main, Level::Operation, "prepare", 100, 105);
+            }
+        })
+    }
+
+    #[test]
+    fn a_main_thread_that_waits_inside_its_op_hands_off_to_its_workers() {
+        for with_child in [false, true] {
+            let trace = worker_pool_inside_an_op(with_child);
+            let report = run(&trace, &[]);
+            let w = &report.replay[0];
+            assert_eq!((w.measured_ns, w.simulated_ns), (820, 820));
+            // The path runs from the main thread's op into the slow worker and back: the op's
+            // own time while the workers ran was waiting, not the main thread's work.
+            let names = first_step_path(&trace);
+            let expected: &[&str] = if with_child {
+                &["act", "rollout", "prepare", "env_step", "learn"]
+            } else {
+                &["act", "rollout", "env_step", "learn"]
+            };
+            assert_eq!(names, expected, "with a child: {with_child}");
+            // The slow worker as fast as the other: the step gains its 300 ns, as when the
+            // main thread waited between its ops.
+            let even = run(&trace, &["thread:env-1=0.5"]);
+            let p = &even.predicted[0];
+            conserves(p);
+            assert_eq!(p.gain_ns, 300, "with a child: {with_child}");
+        }
     }
 
     /// Two ranks meet at one collective; rank 1 launches it 300 ns later than rank 0.
