@@ -31,10 +31,11 @@ playwright = pytest.importorskip("playwright.sync_api")
 
 
 @contextlib.contextmanager
-def serving(path: Path):
-    """`strato view PATH` as a user starts it (the installed package); yields the URL it prints."""
+def serving(path: Path, *more: str):
+    """`strato view PATH [MORE...]` as a user starts it (the installed package); yields the URL
+    it prints."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("STRATOSCOPE_")}
-    proc = subprocess.Popen([sys.executable, "-m", "stratoscope", "view", str(path), "--port", "0"],
+    proc = subprocess.Popen([sys.executable, "-m", "stratoscope", "view", str(path), *more, "--port", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         url = proc.stdout.readline().strip()
@@ -43,6 +44,21 @@ def serving(path: Path):
     finally:
         proc.kill()
         proc.wait()
+
+
+@contextlib.contextmanager
+def page_at(url: str):
+    """The page at `url` in Chromium, drawn; yields it and the list its failed requests go to."""
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        # The page forbids eval (its CSP); Playwright's waits evaluate strings.
+        page = browser.new_page(viewport={"width": 1400, "height": 900}, bypass_csp=True)
+        failures: list[str] = []
+        page.on("response", lambda r: failures.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+        page.goto(url)
+        page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+        yield page, failures
+        browser.close()
 
 
 @pytest.fixture(scope="module")
@@ -278,21 +294,10 @@ def test_a_baseline_is_shown_under_the_run_with_the_diff():
     lanes are drawn under the run's, the diff button lists `strato diff`'s operations and one
     of them is searched for from there; the report served then has the diff section."""
     files = sorted(DLRM.iterdir())
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STRATOSCOPE_")}
-    proc = subprocess.Popen([sys.executable, "-m", "stratoscope", "view", str(files[0]), "--baseline", str(files[1])],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        url = proc.stdout.readline().strip()
-        assert url.startswith("http://127.0.0.1:"), (url, proc.stderr.read() if proc.poll() else "")
+    with serving(files[0], "--baseline", str(files[1])) as url:
         lanes = api(url, "/api/lanes")
         assert lanes["baseline"]["aligned_step"] is not None, lanes["baseline"]
-        with playwright.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-            page = browser.new_page(viewport={"width": 1400, "height": 900}, bypass_csp=True)
-            failures: list[str] = []
-            page.on("response", lambda r: failures.append(f"{r.status} {r.url}") if r.status >= 400 else None)
-            page.goto(url)
-            page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+        with page_at(url) as (page, failures):
             groups = page.evaluate("stratoView.state.layout.filter((x) => x.kind === 'group').map((x) => x.key)")
             baseline = [g for g in groups if g.startswith("baseline")]
             assert baseline and not groups[0].startswith("baseline"), groups
@@ -309,8 +314,33 @@ def test_a_baseline_is_shown_under_the_run_with_the_diff():
             base, token = url.split("/?token=")
             page.goto(f"{base}/report?token={token}", timeout=180_000)
             assert page.locator("section:has(#diff)").count() == 1
-            browser.close()
         assert not failures, failures
-    finally:
-        proc.kill()
-        proc.wait()
+
+
+def test_a_graph_launch_lists_its_replayed_kernels_under_their_capture():
+    """vLLM decode replayed as one HIP graph, viewed with its capture trace (`--graph-capture`):
+    the graph launch's details list the kernels it replayed; one of them leads, through its
+    `graph_node` flow, to its captured launch on the graph-capture lane, with the ops that
+    captured it."""
+    traces = DLRM.parent / "tracelens"
+    with serving(traces / "vllm_decode_full_graph_execution.json.gz",
+                 "--graph-capture", str(traces / "vllm_decode_full_graph_capture_rank_0.pt.trace.json.gz")) as url:
+        with page_at(url) as (page, failures):
+            page.fill("#search", "GraphLaunch")
+            page.press("#search", "Enter")
+            page.wait_for_selector("#replayed li a", timeout=30_000)
+            # The 421 kernels of the graph (docs/analyses/graphs.md), not the trace's 13 copies
+            # launched by calls of their own.
+            assert "(421)" in page.inner_text("#details"), page.inner_text("#details")
+            assert page.locator("#replayed li a").count() == 421
+            launch = page.evaluate("document.getElementById('details').dataset.event")
+            page.locator("#replayed li a").first.click()
+            page.wait_for_function(f"document.getElementById('details').dataset.event !== '{launch}'", timeout=30_000)
+            kernel = page.evaluate("document.getElementById('details').dataset.event")
+            node = page.locator("#flows li", has_text="graph_node")
+            assert node.count() == 1, page.inner_text("#flows")
+            node.locator("a").first.click()
+            page.wait_for_function(f"document.getElementById('details').dataset.event !== '{kernel}'", timeout=30_000)
+            lane = page.evaluate("stratoView.state.laneById.get(stratoView.state.details.lane).name")
+            assert lane.startswith("graph capture"), lane
+        assert not failures, failures

@@ -51,6 +51,9 @@ pub const AGGREGATE_NAMES: usize = 50;
 /// How many collectives one window's answer lists.
 pub const COLLECTIVES_LIMIT: usize = 2_000;
 
+/// How many device ops a graph launch's details list (`replayed`).
+pub const REPLAYED_LIMIT: usize = 1_024;
+
 /// How many spans sharing a correlation id an event's details list.
 pub const CORRELATED_LIMIT: usize = 64;
 
@@ -516,6 +519,10 @@ impl Api {
             }
         }
         let mut out = self.summary(index);
+        if let Some((replayed, total)) = self.replayed_by(index) {
+            out["replayed"] = Value::Array(replayed);
+            out["replayed_total"] = json!(total);
+        }
         out["category"] = json!(self.trace.str(span.category));
         out["duration_ns"] = json!(span.duration());
         out["correlation"] = json!(span.correlation);
@@ -778,6 +785,67 @@ impl Api {
             "from": end(late.edge.peer_kernel),
             "to": end(late.edge.own_kernel),
         })
+    }
+
+    /// For a graph launch (a CPU call named `...GraphLaunch`): the device ops it replayed, at
+    /// most [`REPLAYED_LIMIT`] in start order, and how many in all. A replayed op attributed to
+    /// its capture (`--graph-capture`, or a trace's own graph node links) is the end of a
+    /// `graph_node` flow from its captured launch, which sits inside the launch call on a
+    /// graph-capture track of the same rank; one left unattributed keeps the launch's
+    /// correlation. `None` for any other span.
+    fn replayed_by(&self, index: u32) -> Option<(Vec<Value>, usize)> {
+        let trace = &self.trace;
+        let launch = &trace.spans[index as usize];
+        let track = trace.track(launch.track);
+        if !matches!(track.kind, strato_trace::TrackKind::Thread { .. })
+            || !strato_trace::names::is_graph_launch_name(trace.str(launch.name))
+        {
+            return None;
+        }
+        let on_device = |s: u32| {
+            let span = &trace.spans[s as usize];
+            let t = trace.track(span.track);
+            t.rank == track.rank && matches!(t.kind, strato_trace::TrackKind::DeviceQueue { .. })
+        };
+        let mut ops: Vec<u32> = Vec::new();
+        if let Some(c) = launch.correlation.get() {
+            let lo = self.by_correlation.partition_point(|&(k, _)| k < c);
+            ops.extend(
+                self.by_correlation[lo..]
+                    .iter()
+                    .take_while(|&&(k, _)| k == c)
+                    .map(|&(_, s)| s)
+                    .filter(|&s| on_device(s)),
+            );
+        }
+        let node_flow = trace.strings.lookup(strato_trace::names::GRAPH_NODE_FLOW);
+        for flow in trace.flows.iter().filter(|f| Some(f.category) == node_flow) {
+            let (Some(from), Some(to)) = (&flow.from, &flow.to) else {
+                continue;
+            };
+            let (Some(captured), Some(op)) = (from.span, to.span) else {
+                continue;
+            };
+            let copy = &trace.spans[captured.0 as usize];
+            let copy_track = trace.track(copy.track);
+            if copy_track.rank == track.rank
+                && strato_trace::names::is_graph_capture_track(copy_track)
+                && copy.start >= launch.start
+                && copy.end <= launch.end
+                && on_device(op.0)
+            {
+                ops.push(op.0);
+            }
+        }
+        ops.sort_by_key(|&s| (trace.spans[s as usize].start, s));
+        ops.dedup();
+        let total = ops.len();
+        let shown = ops
+            .into_iter()
+            .take(REPLAYED_LIMIT)
+            .map(|s| self.summary(s))
+            .collect();
+        Some((shown, total))
     }
 
     fn summary(&self, index: u32) -> Value {

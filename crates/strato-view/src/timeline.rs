@@ -634,6 +634,11 @@ fn display_key(trace: &Trace, t: usize) -> (u32, u8, i64, i64, i64, usize) {
     let track = &trace.tracks[t];
     let sort = track.sort_index.unwrap_or(i64::MAX);
     let (class, a, b) = match &track.kind {
+        // The copies of a graph's captured ops: after the process's own threads, under the
+        // thread whose launch replays them.
+        TrackKind::Thread { pid, .. } if strato_trace::names::is_graph_capture_track(track) => {
+            return (track.rank.0, 0, *pid, i64::MAX, i64::MAX, t)
+        }
         TrackKind::Thread { pid, tid } => (0, *pid, *tid),
         TrackKind::DeviceQueue { device, queue } => (1, *device, *queue),
         TrackKind::Counter { pid, device, .. } => {

@@ -689,3 +689,77 @@ fn a_baseline_is_stacked_under_the_run_with_its_steps_lined_up_and_diffed() {
     order.dedup();
     assert_eq!(order, [0, 2, 1, 3]);
 }
+
+#[test]
+fn a_graph_launch_lists_what_it_replayed_and_the_capture_sits_under_its_thread() {
+    use strato_analysis::cross_stack::graphs::attribute_graphs;
+    let dir = shared("kineto/tracelens");
+    let replay = load(&[dir.join("vllm_decode_full_graph_execution.json.gz")]);
+    let capture = load(&[dir.join("vllm_decode_full_graph_capture_rank_0.pt.trace.json.gz")]);
+    let (trace, coverage) = attribute_graphs(replay.clone(), &capture, "capture").expect("graphs");
+    // One launch replayed 421 device ops (docs/analyses/graphs.md); the trace's 13 others
+    // (device-to-device copies) were launched by their own calls.
+    assert_eq!(
+        (coverage.graph_kernels, coverage.graph_kernels_mapped),
+        (421, 421)
+    );
+    let launch_of = |api: &Api| -> Value {
+        let found = api
+            .search(&params(&[
+                ("q", "GraphLaunch".into()),
+                ("from", "0".into()),
+                ("dir", "next".into()),
+            ]))
+            .expect("search");
+        let id = found["found"]["id"].as_u64().expect("a graph launch");
+        api.event(&id.to_string()).expect("event")
+    };
+    for (api, attributed) in [(Api::new(trace), true), (Api::new(replay), false)] {
+        // Every op the launch replayed, attributed to its capture or not.
+        let launch = launch_of(&api);
+        assert_eq!(
+            launch["replayed_total"].as_u64(),
+            Some(coverage.graph_kernels as u64),
+            "attributed: {attributed}"
+        );
+        let replayed = launch["replayed"].as_array().unwrap();
+        assert_eq!(
+            replayed.len(),
+            coverage.graph_kernels.min(strato_view::api::REPLAYED_LIMIT)
+        );
+        assert!(replayed
+            .windows(2)
+            .all(|w| w[0]["start_ns"].as_i64() <= w[1]["start_ns"].as_i64()));
+        let lanes = api.lanes();
+        let all = lanes["lanes"].as_array().unwrap();
+        for op in replayed {
+            let lane = all.iter().find(|l| l["id"] == op["lane"]).unwrap();
+            assert_eq!(lane["kind"], "device");
+        }
+        if attributed {
+            // A mapped op's details lead to its captured launch on the graph-capture lane,
+            // which comes after the process's own threads.
+            let op = api
+                .event(&replayed[0]["id"].to_string())
+                .expect("replayed op");
+            let from = op["flows"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|f| f["category"] == "graph_node")
+                .expect("a graph_node flow")["from"]["lane"]
+                .clone();
+            let at = |id: &Value| all.iter().position(|l| &l["id"] == id).unwrap();
+            let capture_lane = &all[at(&from)];
+            assert!(capture_lane["name"]
+                .as_str()
+                .unwrap()
+                .starts_with("graph capture"));
+            let own_thread = all
+                .iter()
+                .position(|l| l["kind"] == "thread" && l["group"] == capture_lane["group"])
+                .unwrap();
+            assert!(own_thread < at(&from), "the capture lane under the thread");
+        }
+    }
+}

@@ -632,6 +632,19 @@ function renderDetails(d) {
     }
     detailsEl.append(ul);
   }
+  if (d.replayed) {
+    // A graph launch: the device ops it replayed (each attributed to its captured launch on
+    // the graph-capture lane, when the capture is known).
+    detailsEl.append(el('h3', `Replayed by this graph launch (${d.replayed_total})`));
+    const ul = el('ul', null, { id: 'replayed' });
+    for (const c of d.replayed) {
+      const li = el('li');
+      li.append(link(c), ' \u00b7 ' + c.level + ' \u00b7 ' + fmtNs(c.end_ns - c.start_ns));
+      ul.append(li);
+    }
+    if (d.replayed_total > d.replayed.length) ul.append(el('li', `${d.replayed_total - d.replayed.length} more`));
+    detailsEl.append(ul);
+  }
   if (d.correlated.length) {
     detailsEl.append(el('h3', 'Same correlation (launch and device work)'));
     const ul = el('ul', null, { id: 'correlated' });
