@@ -231,11 +231,6 @@ impl Api {
         self.run.as_ref().unwrap_or(&self.trace)
     }
 
-    /// True when rank index `rank` of the trace is the baseline's.
-    fn is_baseline(&self, rank: u32) -> bool {
-        self.baseline.as_ref().is_some_and(|b| rank >= b.first_rank)
-    }
-
     /// `GET /api/diff`: `strato diff BASELINE RUN`'s numbers (the baseline is A, the run B:
     /// a delta is the run's time minus the baseline's), with at most [`DIFF_ROWS`] operations
     /// and kernels, largest change first (`operations_total`, `kernels_total` count them all).
@@ -313,24 +308,24 @@ impl Api {
     /// their colours.
     pub fn lanes(&self) -> Value {
         let (start, end) = self.timeline.extent();
-        let ranks: Vec<Value> = self
+        let mut ranks: Vec<Value> = self
             .trace
             .ranks
             .iter()
             .enumerate()
-            .map(|(i, r)| {
-                let mut rank = json!({"index": i, "rank": r.rank, "source": r.source});
-                if self.is_baseline(i as u32) {
-                    rank["baseline"] = json!(true);
-                }
-                rank
-            })
+            .map(|(i, r)| json!({"index": i, "rank": r.rank, "source": r.source}))
             .collect();
         let mut lanes = serde_json::to_value(self.timeline.lanes()).unwrap_or(json!([]));
-        for lane in lanes.as_array_mut().into_iter().flatten() {
-            let rank = lane["rank_index"].as_u64().unwrap_or(0) as u32;
-            if self.is_baseline(rank) {
-                lane["baseline"] = json!(true);
+        // A baseline's ranks and lanes say so.
+        if let Some(b) = &self.baseline {
+            let ranks = ranks.iter_mut().skip(b.first_rank as usize);
+            let lanes = lanes.as_array_mut().into_iter().flatten().filter(|lane| {
+                lane["rank_index"]
+                    .as_u64()
+                    .is_some_and(|r| r >= u64::from(b.first_rank))
+            });
+            for item in ranks.chain(lanes) {
+                item["baseline"] = json!(true);
             }
         }
         let baseline = self.baseline.as_ref().map(|b| {
