@@ -763,3 +763,46 @@ fn a_graph_launch_lists_what_it_replayed_and_the_capture_sits_under_its_thread()
         }
     }
 }
+
+#[test]
+fn a_baseline_without_a_common_step_lines_up_its_first_step_or_its_first_event() {
+    use strato_trace::testing::TraceBuilder;
+    use strato_view::api::align_baseline;
+    // Steps numbered from `first`, 1,000 ns apart from `at`; no step at all when `first` is
+    // None (the first event then starts at `at`).
+    let run_of = |first: Option<u64>, at: i64| {
+        let mut b = TraceBuilder::new();
+        let cpu = b.thread(1, 1);
+        for k in 0..3 {
+            let t = at + 1_000 * k;
+            if let Some(n) = first {
+                b.span(
+                    cpu,
+                    Level::Operation,
+                    &format!("ProfilerStep#{}", n + k as u64),
+                    t,
+                    t + 900,
+                );
+            }
+            b.span(cpu, Level::Backend, "aten::mm", t + 10, t + 500);
+        }
+        b.build()
+    };
+    // A step number in common: that step starts together.
+    let (shift, step, _) = align_baseline(&run_of(Some(5), 0), &run_of(Some(6), 7_000));
+    assert_eq!((shift, step), (-6_000, Some(6)));
+    // None in common: the first steps start together.
+    let (shift, step, how) = align_baseline(&run_of(Some(1), 0), &run_of(Some(100), 7_000));
+    assert_eq!((shift, step), (-7_000, None));
+    assert!(
+        how.contains("ProfilerStep#1") && how.contains("ProfilerStep#100"),
+        "{how}"
+    );
+    // A run without steps: the first events start together.
+    let (shift, step, _) = align_baseline(&run_of(None, 0), &run_of(Some(3), 7_000));
+    assert_eq!((shift, step), (0 + 10 - 7_000, None));
+    // Viewed: the baseline's first step starts where the run's does.
+    let api = Api::with_baseline(run_of(Some(1), 0), run_of(Some(100), 7_000), "b".into());
+    let steps = strato_analysis::paths::critical_path::rank_steps(api.trace());
+    assert_eq!(steps[0][&1].0, steps[1][&100].0);
+}
