@@ -800,7 +800,8 @@ fn a_baseline_without_a_common_step_lines_up_its_first_step_or_its_first_event()
     );
     // A run without steps: the first events start together.
     let (shift, step, _) = align_baseline(&run_of(None, 0), &run_of(Some(3), 7_000));
-    assert_eq!((shift, step), (0 + 10 - 7_000, None));
+    // The run's first event (aten::mm) at 10, the baseline's (its first step) at 7,000.
+    assert_eq!((shift, step), (10 - 7_000, None));
     // Viewed: the baseline's first step starts where the run's does.
     let api = Api::with_baseline(run_of(Some(1), 0), run_of(Some(100), 7_000), "b".into());
     let steps = strato_analysis::paths::critical_path::rank_steps(api.trace());
