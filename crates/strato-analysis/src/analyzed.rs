@@ -7,6 +7,10 @@
 //! takes `&Analyzed` instead of its steps. Analyses that only read the trace take
 //! [`Analyzed::trace`].
 //!
+//! The cross-rank analyses (collectives, critical path, what-if, advice) all see the same job
+//! ([`Analyzed::job`]: a process driving several devices split into one rank per device); an
+//! [`Analyzed`] makes it once for all of them.
+//!
 //! Rules: the indexes are a pure function of the trace, so an analysis gives the same result
 //! whether they were built for it or for an earlier one. An `Analyzed` borrows its trace and
 //! never changes it; corrections (e.g. the recorded-overhead correction) are applied before.
@@ -16,6 +20,7 @@ use std::sync::OnceLock;
 use strato_trace::Trace;
 
 use crate::cross_stack::hierarchy::index::Hierarchy;
+use crate::distributed::collectives::split_multi_device_ranks;
 use crate::scope::Scopes;
 
 /// A trace and its lazily built shared indexes.
@@ -24,6 +29,8 @@ pub struct Analyzed<'t> {
     trace: &'t Trace,
     scopes: OnceLock<Scopes>,
     hierarchy: OnceLock<Hierarchy>,
+    /// The trace split by device when it has a process to split ([`Analyzed::job`]).
+    job: OnceLock<Option<Trace>>,
 }
 
 impl<'t> Analyzed<'t> {
@@ -33,6 +40,7 @@ impl<'t> Analyzed<'t> {
             trace,
             scopes: OnceLock::new(),
             hierarchy: OnceLock::new(),
+            job: OnceLock::new(),
         }
     }
 
@@ -50,6 +58,18 @@ impl<'t> Analyzed<'t> {
     pub fn hierarchy(&self) -> &Hierarchy {
         self.hierarchy
             .get_or_init(|| Hierarchy::build(self.trace, self.scopes()))
+    }
+
+    /// The job the cross-rank analyses read: the trace with each process that drives several
+    /// devices split into one rank per device, as NCCL numbers them
+    /// ([`split_multi_device_ranks`]), or the trace itself when no process has a device to
+    /// split off (then `std::ptr::eq(analyzed.job(), analyzed.trace())`). Made on first use
+    /// and kept: every cross-rank analysis run on this context matches the same ranks.
+    pub fn job(&self) -> &Trace {
+        self.job
+            .get_or_init(|| split_multi_device_ranks(self.trace))
+            .as_ref()
+            .unwrap_or(self.trace)
     }
 }
 

@@ -26,22 +26,30 @@ pub mod svg;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use strato_analysis::advise::{advise_matched, AdviseReport, AdviseSettings};
 use strato_analysis::analyzed::Analyzed;
 use strato_analysis::compare::diff::DiffReport;
 use strato_analysis::compare::registration::{Diff, DiffOutput, DiffSettings, DiffSides};
-use strato_analysis::cross_stack::breakdown::BreakdownReport;
-use strato_analysis::cross_stack::layers::{layers, LayersOptions, LayersReport};
-use strato_analysis::cross_stack::modules::{modules, ModulesReport};
+use strato_analysis::cross_stack::breakdown::{Breakdown, BreakdownReport};
+use strato_analysis::cross_stack::layers::{Layers, LayersResult};
+use strato_analysis::cross_stack::modules::{Modules, ModulesReport};
+use strato_analysis::cross_stack::samples::{cpu_samples, CpuSamples};
 use strato_analysis::device_time::busy::{busy_series, BusySeries, DEFAULT_BUCKET_NS};
-use strato_analysis::device_time::kernel_stats::{fold_top, KernelStatsReport};
-use strato_analysis::device_time::memory::{memory, MemoryOptions, MemoryReport};
-use strato_analysis::device_time::util::{util, UtilReport, DEFAULT_PERIODS_S};
-use strato_analysis::distributed::collectives::{
-    collectives, CollectivesOptions, CollectivesReport,
+use strato_analysis::device_time::kernel_stats::{
+    fold_top, KernelStatsReport, Kernels, KernelsOptions,
 };
-use strato_analysis::info::TraceInfo;
-use strato_analysis::patterns::iterations::{iterations, IterationOptions, IterationsReport};
-use strato_analysis::registry::{Comparison, InReport};
+use strato_analysis::device_time::memory::{Memory, MemoryReport, MemorySettings};
+use strato_analysis::device_time::util::{Util, UtilResult};
+use strato_analysis::distributed::collectives::{Collectives, CollectivesResult};
+use strato_analysis::info::InfoReport;
+use strato_analysis::paths::critical_path::replay::{
+    paths_gains_and_replay, BaselineReplay, Scale,
+};
+use strato_analysis::paths::critical_path::{
+    CriticalPathError, CriticalPathOptions, StepCriticalPath,
+};
+use strato_analysis::patterns::iterations::{Iterations, IterationsResult};
+use strato_analysis::registry::{Analysis, Comparison, InReport, NoOptions};
 use strato_trace::Ns;
 
 /// Kernels shown in the ranking before the rest is folded into one bar.
@@ -56,6 +64,13 @@ pub const SIZE_BOUND_BYTES: usize = 2 * 1024 * 1024;
 /// Why a report part has no result.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PartError {
+    /// The analysis does not run on this profile (its own error, as `strato NAME` gives it).
+    #[error("The {analysis} analysis did not run on this profile: {message}")]
+    Refused {
+        /// The analysis's registered name.
+        analysis: &'static str,
+        message: String,
+    },
     /// The analysis panicked on this profile (a bug): the section says so instead of the whole
     /// report being lost.
     #[error("The {analysis} analysis failed on this profile (a bug; please report it): {message}")]
@@ -83,6 +98,18 @@ pub fn guarded<T>(analysis: &'static str, f: impl FnOnce() -> T) -> Part<T> {
     })
 }
 
+/// The registered analysis `A` over `analyzed` as its registration runs it ([`Analysis::run`]:
+/// the result `strato NAME --json` and Python's method give with the same options), guarded: a
+/// panic or the analysis's own error becomes that section's [`PartError`].
+pub fn registered<A: Analysis>(analyzed: &Analyzed, options: &A::Options) -> Part<A::Output> {
+    guarded(A::NAME, || A::run(analyzed, options)).and_then(|result| {
+        result.map_err(|e| PartError::Refused {
+            analysis: A::NAME,
+            message: e.to_string(),
+        })
+    })
+}
+
 /// Everything a report shows: the results of the analyses, each optional with the reason it
 /// was not computed.
 #[derive(Debug, Clone)]
@@ -91,35 +118,32 @@ pub struct ReportInput {
     pub title: String,
     /// What produced it (`strato 0.1.0`), shown in the footer.
     pub generator: String,
-    pub info: TraceInfo,
+    /// The overview (`strato info`).
+    pub info: InfoReport,
     pub breakdown: Part<BreakdownReport>,
-    pub util: Part<UtilReport>,
+    pub util: Part<UtilResult>,
     /// Device busy fraction over time (`strato_analysis::device_time::busy`).
     pub busy: Vec<BusySeries>,
     /// Kernel statistics, folded after [`KERNEL_TOP`].
     pub kernels: Part<KernelStatsReport>,
-    pub layers: Part<LayersReport>,
+    /// The layer tables (`strato layers`, by framework op).
+    pub layers: Part<LayersResult>,
     /// The nn.Module tree (`strato_analysis::cross_stack::modules`).
     pub modules: Part<ModulesReport>,
-    pub iterations: Part<IterationsReport>,
+    pub iterations: Part<IterationsResult>,
     pub memory: Part<MemoryReport>,
     /// Collectives matched across ranks, stragglers and their cause (the Distributed section).
-    pub collectives: Part<CollectivesReport>,
+    pub collectives: Part<CollectivesResult>,
     /// The critical path per step window and rank (the whole trace without steps), with the
     /// collectives above as cross-rank edges; the analysis's own error (a cycle) inside.
-    pub critical_path: Part<
-        Result<
-            Vec<strato_analysis::paths::critical_path::StepCriticalPath>,
-            strato_analysis::paths::critical_path::CriticalPathError,
-        >,
-    >,
+    pub critical_path: Part<Result<Vec<StepCriticalPath>, CriticalPathError>>,
     /// The advice rules' findings (`strato advise` with the default rules), shown first.
-    pub advice: Part<strato_analysis::advise::AdviseReport>,
+    pub advice: Part<AdviseReport>,
     /// The critical path's graph of each window replayed without a change (`strato whatif`'s
     /// `replay`), from the critical path's pass; `None` when it was not run.
-    pub replay: Part<strato_analysis::paths::critical_path::replay::BaselineReplay>,
+    pub replay: Part<BaselineReplay>,
     /// CPU samples per operation (`strato_analysis::cross_stack::samples`), the flame graphs.
-    pub samples: Part<strato_analysis::cross_stack::samples::CpuSamples>,
+    pub samples: Part<CpuSamples>,
     /// A comparison with another profile, when one was asked for.
     pub diff: Option<DiffReport>,
     /// The sections of the registered analyses (`strato_engine::registry`), after the fixed
@@ -387,53 +411,48 @@ pub fn baseline_side(baseline: &Analyzed) -> Option<DiffSides> {
 }
 
 /// The analyses of one rank at a time (and the overview), in page order: one side of
-/// [`ReportInput::from_analyzed`], announcing its steps as it goes.
+/// [`ReportInput::from_analyzed`], announcing its steps as it goes. Each section's result is
+/// its registered analysis's ([`registered`]) at the options the report shows it with; the
+/// busy series and the CPU samples are plots of the report's own (no command of their own).
 struct LocalParts {
-    info: TraceInfo,
+    info: InfoReport,
     breakdown: Part<BreakdownReport>,
-    util: Part<UtilReport>,
+    util: Part<UtilResult>,
     busy: Vec<BusySeries>,
-    layers: Part<LayersReport>,
+    layers: Part<LayersResult>,
     modules: Part<ModulesReport>,
-    iterations: Part<IterationsReport>,
+    iterations: Part<IterationsResult>,
     memory: Part<MemoryReport>,
-    samples: Part<strato_analysis::cross_stack::samples::CpuSamples>,
+    samples: Part<CpuSamples>,
 }
 
 impl LocalParts {
     fn run(analyzed: &Analyzed, progress: &mut dyn Progress) -> LocalParts {
         let trace = analyzed.trace();
         progress.step("overview");
-        let info = strato_analysis::info::info(trace);
+        // `strato info`'s (its registered run is this, and never fails).
+        let info = InfoReport::of(trace, strato_analysis::info::info(trace));
         progress.step("breakdown");
-        let breakdown = guarded("breakdown", || {
-            strato_analysis::cross_stack::breakdown::breakdown(analyzed, &Default::default())
-        });
+        let breakdown = registered::<Breakdown>(analyzed, &Default::default());
         progress.step("utilization");
-        let util = guarded("utilization", || util(trace, &DEFAULT_PERIODS_S));
+        let util = registered::<Util>(analyzed, &Default::default());
         let busy = guarded("busy", || busy_series(trace, DEFAULT_BUCKET_NS)).unwrap_or_default();
         progress.step("layers and roofline");
-        let layers = guarded("layers", || layers(analyzed, &LayersOptions::default()));
+        let layers = registered::<Layers>(analyzed, &Default::default());
         progress.step("module tree");
-        let modules = guarded("module tree", || modules(analyzed));
+        let modules = registered::<Modules>(analyzed, &NoOptions::default());
         progress.step("iterations");
-        let iterations = guarded("iterations", || {
-            iterations(trace, &IterationOptions::default())
-        });
+        let iterations = registered::<Iterations>(analyzed, &Default::default());
         progress.step("memory");
-        let memory = guarded("memory", || {
-            memory(
-                trace,
-                &MemoryOptions {
-                    max_points: svg::line::MAX_POINTS,
-                    ..MemoryOptions::default()
-                },
-            )
-        });
+        let memory = registered::<Memory>(
+            analyzed,
+            &MemorySettings {
+                max_points: svg::line::MAX_POINTS,
+                ..MemorySettings::default()
+            },
+        );
         progress.step("cpu samples");
-        let samples = guarded("cpu samples", || {
-            strato_analysis::cross_stack::samples::cpu_samples(trace, &Default::default())
-        });
+        let samples = guarded("cpu samples", || cpu_samples(trace, &Default::default()));
         LocalParts {
             info,
             breakdown,
@@ -452,17 +471,18 @@ impl LocalParts {
 /// path and the advice use the collectives' matching and clock alignment): the other side of
 /// [`ReportInput::from_analyzed`]. On another thread it announces nothing (`progress` is
 /// `None`): its [`CrossParts::STEPS`] are announced when it is done.
+///
+/// Kernels and collectives are their registered analyses' results. The critical path of each
+/// step window, its replay and the findings' estimated gains come from one pass over the step
+/// graphs ([`paths_gains_and_replay`]), and the findings are `strato advise`'s with the same
+/// collectives ([`advise_matched`]): the three sections are what `critical-path --step all`,
+/// `whatif` and `advise` give, without building each step's graph three times.
 struct CrossParts {
     kernels: Part<KernelStatsReport>,
-    collectives: Part<CollectivesReport>,
-    critical_path: Part<
-        Result<
-            Vec<strato_analysis::paths::critical_path::StepCriticalPath>,
-            strato_analysis::paths::critical_path::CriticalPathError,
-        >,
-    >,
-    advice: Part<strato_analysis::advise::AdviseReport>,
-    replay: Part<strato_analysis::paths::critical_path::replay::BaselineReplay>,
+    collectives: Part<CollectivesResult>,
+    critical_path: Part<Result<Vec<StepCriticalPath>, CriticalPathError>>,
+    advice: Part<AdviseReport>,
+    replay: Part<BaselineReplay>,
 }
 
 impl CrossParts {
@@ -474,10 +494,8 @@ impl CrossParts {
                 p.step(step);
             }
         };
-        let trace = analyzed.trace();
         announce(Self::STEPS[0]);
-        let kernels = guarded("kernel statistics", || {
-            let mut k = strato_analysis::device_time::kernel_stats::kernel_stats(trace, 0);
+        let kernels = registered::<Kernels>(analyzed, &KernelsOptions { top: 0 }).map(|mut k| {
             for r in &mut k.ranks {
                 r.kernels = fold_top(std::mem::take(&mut r.kernels), KERNEL_TOP, "kernels");
                 r.ops = fold_top(std::mem::take(&mut r.ops), KERNEL_TOP, "operations");
@@ -486,56 +504,38 @@ impl CrossParts {
         });
         // A process driving several GPUs is seen as one rank per device by the cross-rank
         // analyses (collectives, their advice, the critical path), as NCCL numbers them.
-        let split = guarded("collectives", || {
-            strato_analysis::distributed::collectives::split_multi_device_ranks(trace)
-        })
-        .ok()
-        .flatten();
-        let cross_rank_trace = split.as_ref().unwrap_or(trace);
+        let job = guarded("collectives", || analyzed.job());
         announce(Self::STEPS[1]);
-        let collectives = guarded("collectives", || {
-            collectives(cross_rank_trace, &CollectivesOptions::default())
-        });
+        let collectives = registered::<Collectives>(analyzed, &Default::default());
         announce(Self::STEPS[2]);
-        use strato_analysis::paths::critical_path::{
-            replay::paths_gains_and_replay, CriticalPathOptions,
-        };
         // The collectives' matching and clock alignment: one view of the job.
-        let options = match &collectives {
-            Ok(report) => CriticalPathOptions::from_collectives(cross_rank_trace, report),
-            Err(_) => CriticalPathOptions::default(),
+        let (job, options) = match (&job, &collectives) {
+            (Ok(job), Ok(matched)) => {
+                (*job, CriticalPathOptions::from_collectives(job, &matched.0))
+            }
+            (Ok(job), Err(_)) => (*job, CriticalPathOptions::default()),
+            (Err(_), _) => (analyzed.trace(), CriticalPathOptions::default()),
         };
         // The critical path's step graphs serve the replay and the findings' estimated gains
         // too: one pass over them (the advice asks for the gains once, when a finding's fix is
         // modelled; else the pass runs after the advice, without gains).
-        let one_pass = |sets: &[Vec<strato_analysis::paths::critical_path::replay::Scale>]| {
-            guarded("critical path", || {
-                paths_gains_and_replay(cross_rank_trace, &options, sets, true)
+        let one_pass = |sets: &[Vec<Scale>]| {
+            guarded("critical-path", || {
+                paths_gains_and_replay(job, &options, sets, true)
             })
         };
         let mut critical_path = None;
         let mut replay = None;
-        let advice = guarded("advice", || {
-            let cross_rank = match &collectives {
-                Ok(report) => strato_analysis::advise::CrossRankEvidence::from_collectives(
-                    cross_rank_trace,
-                    report,
-                ),
-                Err(_) => strato_analysis::advise::CrossRankEvidence::from_trace(trace),
-            };
-            // The job's clock is the collectives' alignment when they ran on this trace's own
-            // ranks (not on the ranks of a process split by device: those share its clock).
-            let clock = match (&collectives, &split) {
-                (Ok(report), None) => {
-                    strato_analysis::advise::JobClock::of_collectives(trace, report)
-                }
-                _ => Default::default(),
-            };
-            strato_analysis::advise::advise_with_gains(
+        let advice = guarded(strato_analysis::advise::Advise::NAME, || {
+            let config = AdviseSettings::default().config().unwrap_or_default();
+            // The collectives `strato advise` matches: the job's, when it has two ranks or more.
+            let matched = (collectives.as_ref().ok())
+                .filter(|_| job.ranks.len() >= 2)
+                .map(|c| &c.0);
+            advise_matched(
                 analyzed,
-                &Default::default(),
-                Some(&cross_rank as &dyn strato_analysis::advise::MultiRankEvidence),
-                clock,
+                &config,
+                matched,
                 &mut |sets| match one_pass(sets) {
                     Ok((paths, gains, replayed)) => {
                         critical_path = Some(Ok(paths));

@@ -353,51 +353,64 @@ pub fn advise(
     config: &AdviseConfig,
     multi_rank: Option<&dyn MultiRankEvidence>,
 ) -> AdviseReport {
-    let trace = analyzed.trace();
     advise_with_gains(
         analyzed,
         config,
         multi_rank,
         JobClock::default(),
         &mut |sets| {
-            let job = crate::paths::critical_path::registration::job_of(trace);
-            let options = crate::paths::critical_path::CriticalPathOptions::matched(&job);
-            crate::paths::critical_path::replay::estimated_gains(&job, &options, sets)
+            let job = analyzed.job();
+            let options = crate::paths::critical_path::CriticalPathOptions::matched(job);
+            crate::paths::critical_path::replay::estimated_gains(job, &options, sets)
                 .map_err(|e| e.to_string())
         },
     )
 }
 
-/// [`advise`] with the trace's own cross-rank evidence ([`CrossRankEvidence`]), as `strato
-/// advise` runs it. With two or more ranks, the job's collectives are matched and its clocks
-/// aligned once, for the evidence and for the estimated gains' replay both (the replay's
-/// graph links the same instances, with the same clock shifts, as
-/// [`crate::paths::critical_path::CriticalPathOptions::matched`] would find again).
+/// [`advise`] with the job's own cross-rank evidence ([`CrossRankEvidence`]), as `strato
+/// advise` runs it. The job is [`Analyzed::job`] (a process driving several devices split by
+/// device, as every cross-rank analysis sees it); with two or more ranks, its collectives are
+/// matched and its clocks aligned once ([`advise_matched`]).
 pub fn advise_trace(analyzed: &Analyzed, config: &AdviseConfig) -> AdviseReport {
-    let trace = analyzed.trace();
-    let matched = (trace.ranks.len() >= 2)
-        .then(|| crate::distributed::collectives::collectives(trace, &Default::default()));
-    let evidence = match &matched {
-        Some(report) => CrossRankEvidence::from_collectives(trace, report),
-        None => CrossRankEvidence::from_trace(trace),
-    };
-    let clock = matched
-        .as_ref()
-        .map(|report| JobClock::of_collectives(trace, report))
-        .unwrap_or_default();
-    advise_with_gains(analyzed, config, Some(&evidence), clock, &mut |sets| {
+    let job = analyzed.job();
+    let matched = (job.ranks.len() >= 2)
+        .then(|| crate::distributed::collectives::collectives(job, &Default::default()));
+    advise_matched(analyzed, config, matched.as_ref(), &mut |sets| {
         use crate::paths::critical_path::CriticalPathOptions;
-        let job = crate::paths::critical_path::registration::job_of(trace);
-        // A job split by device has spans of its own: its collectives are matched on it.
-        let options = match (&job, &matched) {
-            (std::borrow::Cow::Borrowed(_), Some(report)) => {
-                CriticalPathOptions::from_collectives(trace, report)
-            }
-            _ => CriticalPathOptions::matched(&job),
+        // The replay's graph links the instances the evidence came from, with the same clock
+        // shifts ([`CriticalPathOptions::matched`] would find them again).
+        let options = match &matched {
+            Some(report) => CriticalPathOptions::from_collectives(job, report),
+            None => CriticalPathOptions::matched(job),
         };
-        crate::paths::critical_path::replay::estimated_gains(&job, &options, sets)
+        crate::paths::critical_path::replay::estimated_gains(job, &options, sets)
             .map_err(|e| e.to_string())
     })
+}
+
+/// [`advise_with_gains`] with the cross-rank evidence of `matched`: the collectives of
+/// [`Analyzed::job`] at their default options, when the job has two or more ranks (`None`: a
+/// job of one rank, whose evidence is its exposed communication alone). The clock is their
+/// alignment when the job's ranks are the trace's own (a job split by device shares one
+/// clock). `strato advise` ([`advise_trace`]) and the report (which shows the same
+/// collectives in its Distributed section, and replays the same step graphs for its critical
+/// path) run the rules this way.
+pub fn advise_matched(
+    analyzed: &Analyzed,
+    config: &AdviseConfig,
+    matched: Option<&crate::distributed::collectives::CollectivesReport>,
+    gains: &mut GainsOf<'_>,
+) -> AdviseReport {
+    let (trace, job) = (analyzed.trace(), analyzed.job());
+    let evidence = match matched {
+        Some(report) => CrossRankEvidence::from_collectives(job, report),
+        None => CrossRankEvidence::from_trace(job),
+    };
+    let clock = match matched {
+        Some(report) if std::ptr::eq(job, trace) => JobClock::of_collectives(trace, report),
+        _ => JobClock::default(),
+    };
+    advise_with_gains(analyzed, config, Some(&evidence), clock, gains)
 }
 
 /// What each set of changes would save over the trace's windows

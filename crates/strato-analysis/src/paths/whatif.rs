@@ -10,7 +10,6 @@ use serde::{Deserialize, Serialize};
 use strato_trace::projection::ArgsScope;
 use strato_trace::Ns;
 
-use super::critical_path::registration::job_of;
 use super::critical_path::replay::{
     replay, AppliedChange, PredictedWindow, ReplayReport, ReplayWindows, ReplayedWindow, Scale,
     WindowPath, MAX_CHANGES,
@@ -376,11 +375,11 @@ what the end waited on (path.by_kind.<kind>, path.bottleneck)",
         settings: &WhatIfSettings,
     ) -> Result<WhatIfResult, AnalysisError> {
         let changes = settings.changes().map_err(AnalysisError)?;
-        let job = job_of(analyzed.trace());
-        let windows = settings.windows(&step_numbers(&job))?;
-        let options = CriticalPathOptions::matched(&job);
+        let job = analyzed.job();
+        let windows = settings.windows(&step_numbers(job))?;
+        let options = CriticalPathOptions::matched(job);
         let report =
-            replay(&job, &options, windows, &changes).map_err(|e| AnalysisError(e.to_string()))?;
+            replay(job, &options, windows, &changes).map_err(|e| AnalysisError(e.to_string()))?;
         Ok(WhatIfResult::of_report(report))
     }
 

@@ -15,7 +15,7 @@ use crate::svg::bars::{self, Axis, Bar, Chart, Segment};
 use crate::svg::{color, fmt_bytes, fmt_ns, Svg, WIDTH};
 use crate::{ReportInput, TABLE_ROWS};
 use strato_analysis::distributed::collectives::{
-    CollectivesReport, StragglerCause, StragglerVerdict,
+    CollectivesReport, CollectivesResult, StragglerCause, StragglerVerdict,
 };
 use strato_trace::Ns;
 
@@ -259,7 +259,7 @@ pub(super) fn distributed(h: &mut Html, input: &ReportInput) -> bool {
          waiting for the last peer and transfer (wait + transfer = kernel time); who arrives \
          late, by how much and why; bus bandwidth by message size (NCCL's busbw).",
     );
-    let Some(report) = analysis_or_close(h, &input.collectives) else {
+    let Some(CollectivesResult(report)) = analysis_or_close(h, &input.collectives) else {
         return false;
     };
     if report.instances.is_empty() {

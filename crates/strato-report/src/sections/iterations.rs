@@ -5,6 +5,7 @@ use crate::html::Html;
 use crate::svg::timeline::{self, Item, Timeline};
 use crate::svg::{color, fmt_bytes, fmt_ns};
 use crate::ReportInput;
+use strato_analysis::patterns::iterations::IterationsResult;
 
 use super::{analysis_or_close, cell_rows, close, close_empty, open, pct};
 
@@ -17,7 +18,7 @@ pub(super) fn iterations(h: &mut Html, input: &ReportInput) -> bool {
          of kernels on each device's main stream, DeepProf), on the trace's time axis: gaps \
          between them are time the device waited for the host.",
     );
-    let Some(report) = analysis_or_close(h, &input.iterations) else {
+    let Some(IterationsResult { report, .. }) = analysis_or_close(h, &input.iterations) else {
         return false;
     };
     if report.sequences.is_empty() {
@@ -41,8 +42,8 @@ pub(super) fn iterations(h: &mut Html, input: &ReportInput) -> bool {
         }
         return close_empty(h, &why);
     }
-    let origin = input.info.start_ns.unwrap_or(0);
-    let end = input.info.end_ns.unwrap_or(origin + 1);
+    let origin = input.info.info.start_ns.unwrap_or(0);
+    let end = input.info.info.end_ns.unwrap_or(origin + 1);
     let rows: Vec<timeline::Row> = report
         .sequences
         .iter()

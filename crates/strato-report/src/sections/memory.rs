@@ -18,7 +18,7 @@ pub(super) fn memory(h: &mut Html, input: &ReportInput) -> bool {
     let Some(report) = analysis_or_close(h, &input.memory) else {
         return false;
     };
-    let origin = input.info.start_ns.unwrap_or(0);
+    let origin = input.info.info.start_ns.unwrap_or(0);
     let with_series: Vec<_> = report
         .devices
         .iter()

@@ -212,7 +212,7 @@ pub fn document(input: &ReportInput) -> String {
 }
 
 fn sources_line(input: &ReportInput) -> String {
-    let s = &input.info.sources;
+    let s = &input.info.info.sources;
     match s.len() {
         0 => "no sources".into(),
         1 => format!("{} ({})", s[0].source, s[0].format),

@@ -3,11 +3,12 @@
 use crate::html::Html;
 use crate::svg::fmt_ns;
 use crate::ReportInput;
+use strato_analysis::device_time::util::UtilResult;
 
 use super::{base_name, card, cell_rows, close, name, open};
 
 pub(super) fn overview(h: &mut Html, input: &ReportInput) {
-    let info = &input.info;
+    let info = &input.info.info;
     open(h, "overview", "Overview", "");
     h.markup("<div class=\"cards\">");
     card(h, &fmt_ns(info.duration_ns as f64), "traced time");
@@ -23,7 +24,7 @@ pub(super) fn overview(h: &mut Html, input: &ReportInput) {
     }
     let device_ops: usize = info.devices.iter().map(|d| d.device_ops).sum();
     card(h, &device_ops.to_string(), "device ops");
-    if let Ok(u) = &input.util {
+    if let Ok(UtilResult(u)) = &input.util {
         if let Some(d) = u.devices.iter().max_by_key(|d| d.busy_ns) {
             card(
                 h,

@@ -4,7 +4,7 @@ use crate::html::Html;
 use crate::svg::fmt_si;
 use crate::svg::scatter::{self, Point, Roof};
 use crate::ReportInput;
-use strato_analysis::cross_stack::layers::Roofline as RooflineFigures;
+use strato_analysis::cross_stack::layers::{LayersResult, Roofline as RooflineFigures};
 
 use super::{analysis_or_close, cell_rows, close, close_empty, name, open};
 
@@ -17,8 +17,13 @@ pub(super) fn roofline(h: &mut Html, input: &ReportInput) -> bool {
          kernels (Nsight Compute metrics) and layers (FLOPs from the op's arguments), against \
          the device's memory and compute roofs (XSP).",
     );
-    let Some(report) = analysis_or_close(h, &input.layers) else {
-        return false;
+    let report = match analysis_or_close(h, &input.layers) {
+        Some(LayersResult::Layers(report)) => report,
+        // The report asks for the layers by framework op, never the module tree.
+        Some(LayersResult::Modules(_)) => {
+            return close_empty(h, "The layers were not computed by framework op.")
+        }
+        None => return false,
     };
     let known = |r: &RooflineFigures| r.arithmetic_intensity.zip(r.attained_flops_per_s);
     let total_kernel: f64 = report

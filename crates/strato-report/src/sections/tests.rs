@@ -237,7 +237,7 @@ fn roofline_says_why_without_costs() {
 fn iterations_find_the_loop_and_its_diagnosis() {
     let t = trace(3);
     let input = input(&t);
-    let report = input.iterations.as_ref().expect("iterations");
+    let report = &input.iterations.as_ref().expect("iterations").report;
     let main = &report.sequences[0];
     assert_eq!(main.pattern_len, 3);
     assert_eq!(main.iterations.len() as i64, ITERATIONS);
@@ -496,7 +496,7 @@ fn served_by_the_viewer_the_sections_link_to_their_evidence_and_a_file_has_no_li
     let plain = super::document(&report);
     assert!(view_links(&plain).is_empty() && !plain.contains("strato-view"));
 
-    let origin = report.info.start_ns.expect("a start");
+    let origin = report.info.info.start_ns.expect("a start");
     let page = "/?token=abc".to_owned();
     report.viewer = Some(crate::ViewerLinks {
         page: page.clone(),
@@ -552,6 +552,7 @@ fn served_by_the_viewer_the_sections_link_to_their_evidence_and_a_file_has_no_li
         .iterations
         .as_ref()
         .unwrap()
+        .report
         .sequences
         .iter()
         .map(|l| l.iterations.len())

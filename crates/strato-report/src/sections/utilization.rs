@@ -6,11 +6,13 @@ use crate::svg::bars::{self, Axis, Bar, Chart, Segment};
 use crate::svg::line::{self, LineChart, Series, YAxis};
 use crate::svg::{color, fmt_ns};
 use crate::ReportInput;
+use strato_analysis::device_time::util::UtilResult;
 
 use super::{analysis_or_close, base_name, cell_rows, close, close_empty, open};
 
 fn rank_label(input: &ReportInput, rank: u32) -> String {
     input
+        .info
         .info
         .sources
         .get(rank as usize)
@@ -30,7 +32,7 @@ pub(super) fn utilization(h: &mut Html, input: &ReportInput) -> bool {
          running) beside the true busy time (the union of device work over the window). A high \
          sampled figure with a low true one means the GPU is mostly waiting (RL-Scope F.11).",
     );
-    let Some(report) = analysis_or_close(h, &input.util) else {
+    let Some(UtilResult(report)) = analysis_or_close(h, &input.util) else {
         return false;
     };
     if report.devices.is_empty() {
@@ -108,7 +110,7 @@ pub(super) fn utilization(h: &mut Html, input: &ReportInput) -> bool {
         defs: String::new(),
     }));
     if !input.busy.is_empty() {
-        let origin = input.info.start_ns.unwrap_or(0);
+        let origin = input.info.info.start_ns.unwrap_or(0);
         let bucket = input.busy[0].bucket_ns;
         let series: Vec<Series> = input
             .busy

@@ -12,8 +12,8 @@ use strato_trace::projection::ArgsScope;
 use strato_trace::{Level, Ns};
 
 use super::{
-    collectives, split_multi_device_ranks, CollectiveInstance, CollectivesOptions,
-    CollectivesReport, ExactSizeGroup, SizeGroup, StragglerCause, StragglerVerdict,
+    collectives, CollectiveInstance, CollectivesOptions, CollectivesReport, ExactSizeGroup,
+    SizeGroup, StragglerCause, StragglerVerdict,
 };
 use crate::analyzed::Analyzed;
 use crate::distributed::clock_align::RankClock;
@@ -118,11 +118,9 @@ transfer, bandwidths",
         analyzed: &Analyzed<'_>,
         settings: &CollectivesSettings,
     ) -> Result<CollectivesResult, AnalysisError> {
-        let trace = analyzed.trace();
         // A process driving several GPUs: one rank per device, as NCCL numbers them.
-        let split = split_multi_device_ranks(trace);
         Ok(CollectivesResult(collectives(
-            split.as_ref().unwrap_or(trace),
+            analyzed.job(),
             &settings.options(),
         )))
     }

@@ -226,12 +226,12 @@ to the window";
         analyzed: &Analyzed<'_>,
         settings: &CriticalPathSettings,
     ) -> Result<CriticalPathResult, AnalysisError> {
-        let job = job_of(analyzed.trace());
+        let job = analyzed.job();
         if settings.step.is_empty() {
-            let (report, collectives) = whole_report(&job, false)?;
+            let (report, collectives) = whole_report(job, false)?;
             Ok(CriticalPathResult::Whole(report_json(report, collectives)))
         } else {
-            per_step(&job, &settings.step)
+            per_step(job, &settings.step)
         }
     }
 
