@@ -80,21 +80,21 @@ pub struct Api {
 }
 
 /// A second run shown under the first (`strato view PATH --baseline OTHER`): its ranks come
-/// after the run's in the trace, its times moved so that its steps line up with the run's
-/// ([`align_baseline`]).
+/// after the run's in the trace, its times moved step by step so that each of its steps starts
+/// with the run's step of the same number ([`align_baseline`]).
 #[derive(Debug)]
 struct Baseline {
     /// What the baseline is called (its inputs' names).
     label: String,
     /// The trace's first rank index that is the baseline's.
     first_rank: u32,
-    /// How far the baseline's times were moved to line up with the run's.
-    shift_ns: Ns,
-    /// The step both runs start together at (`None`: their first steps, numbered apart, or
-    /// their first events when either has no step).
-    aligned_step: Option<u64>,
-    /// How the step was chosen, in words.
-    aligned_on: String,
+    /// The trace's first span index that is the baseline's.
+    first_span: usize,
+    /// How its times were moved to line up with the run's.
+    alignment: Alignment,
+    /// Each of its spans' stretch of the alignment (indexed from [`Baseline::first_span`]), whose
+    /// shift moved it; its move onto its own job clock is its track's.
+    span_stretches: Vec<u32>,
     /// The baseline's side of `strato diff` (computed before the baseline joined the trace).
     side: Result<DiffSides, String>,
     diff: std::sync::OnceLock<Result<Value, String>>,
@@ -103,11 +103,83 @@ struct Baseline {
 /// Operations and kernels `/api/diff` lists (largest change first), of each.
 pub const DIFF_ROWS: usize = 200;
 
-/// How far to move `baseline`'s times so that its steps start with `run`'s: the first
-/// `ProfilerStep#N` number both have on their first rank with steps starts at the same time
-/// (`Some(N)`); else their first steps, whatever their numbers; else their first events.
-/// Returns the shift, the step and how it was chosen.
-pub fn align_baseline(run: &Trace, baseline: &Trace) -> (Ns, Option<u64>, String) {
+/// How a baseline's times move to line up with the run's ([`align_baseline`]): stretch by
+/// stretch, each stretch one of its steps (to the next step's start) moved so that it starts
+/// with the run's step it is paired with. A step's events move together, so its durations and
+/// gaps are the recorded ones; a baseline step longer than the run's then runs into its next
+/// step's stretch, on rows of their own in the same lanes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Alignment {
+    /// `(from, shift)`, sorted by `from`, a time on the baseline's clock: what starts at or after
+    /// `from` (and before the next stretch) moves by `shift`; the first stretch also moves what
+    /// starts before it.
+    pub stretches: Vec<(Ns, Ns)>,
+    /// The first step number both runs have (`None`: their steps were paired in order, or
+    /// their first events lined up).
+    pub first_step: Option<u64>,
+    /// How many steps start together (0: the first events do).
+    pub steps: usize,
+    /// How the steps were paired, in words.
+    pub aligned_on: String,
+}
+
+impl Alignment {
+    /// How far an event of the baseline that starts at `t` (its clock) moves.
+    pub fn shift_at(&self, t: Ns) -> Ns {
+        self.stretches[self.stretch_at(t)].1
+    }
+
+    /// The stretch an event of the baseline that starts at `t` (its clock) moves with.
+    pub fn stretch_at(&self, t: Ns) -> usize {
+        let i = self.stretches.partition_point(|&(from, _)| from <= t);
+        i.saturating_sub(1)
+    }
+
+    /// The first stretch's move (the whole baseline's, when it is one stretch).
+    pub fn first_shift(&self) -> Ns {
+        self.stretches[0].1
+    }
+
+    /// The smallest and largest move.
+    pub fn shift_range(&self) -> (Ns, Ns) {
+        let shifts = self.stretches.iter().map(|&(_, s)| s);
+        (shifts.clone().min().unwrap_or(0), shifts.max().unwrap_or(0))
+    }
+
+    /// Moves every event of `baseline` by [`Alignment::shift_at`] its start (a flow's end by
+    /// its own time); returns each span's stretch, in span order (4 bytes a span).
+    pub fn apply(&self, baseline: &mut Trace) -> Vec<u32> {
+        let mut moved = Vec::with_capacity(baseline.spans.len());
+        for s in &mut baseline.spans {
+            let stretch = self.stretch_at(s.start);
+            let shift = self.stretches[stretch].1;
+            s.start = s.start.saturating_add(shift);
+            s.end = s.end.saturating_add(shift);
+            moved.push(stretch as u32);
+        }
+        for i in &mut baseline.instants {
+            i.ts = i.ts.saturating_add(self.shift_at(i.ts));
+        }
+        for c in &mut baseline.counters {
+            c.ts = c.ts.saturating_add(self.shift_at(c.ts));
+        }
+        for f in &mut baseline.flows {
+            for end in [&mut f.from, &mut f.to].into_iter().flatten() {
+                end.ts = end.ts.saturating_add(self.shift_at(end.ts));
+            }
+        }
+        moved
+    }
+}
+
+/// How to move `baseline`'s times so that its steps start with `run`'s ([`Alignment`]), read
+/// from each run's first rank with `ProfilerStep#N` annotations (both on their job clocks):
+/// - each step number both have: the baseline's step starts with the run's;
+/// - none in common: their steps paired in order of start (first with first, ...);
+/// - either without steps: the first events start together (one stretch).
+///
+/// A baseline step the run does not have moves with the step before it.
+pub fn align_baseline(run: &Trace, baseline: &Trace) -> Alignment {
     let first_steps = |t: &Trace| {
         strato_analysis::paths::critical_path::rank_steps(t)
             .into_iter()
@@ -115,26 +187,59 @@ pub fn align_baseline(run: &Trace, baseline: &Trace) -> (Ns, Option<u64>, String
             .unwrap_or_default()
     };
     let (a, b) = (first_steps(run), first_steps(baseline));
-    if let Some((n, (start, _))) = a.iter().find(|(n, _)| b.contains_key(n)) {
-        return (
-            start - b[n].0,
-            Some(*n),
-            format!("ProfilerStep#{n} starts together in both runs"),
-        );
+    // (the baseline step's start, the run step's start), by the baseline's start.
+    let stretches_of = |mut pairs: Vec<(Ns, Ns)>| {
+        pairs.sort_unstable();
+        pairs
+            .into_iter()
+            .map(|(from, to)| (from, to - from))
+            .collect::<Vec<_>>()
+    };
+    let common: Vec<u64> = b.keys().filter(|n| a.contains_key(n)).copied().collect();
+    if let (Some(&first), Some(&last)) = (common.first(), common.last()) {
+        let pairs = common.iter().map(|n| (b[n].0, a[n].0)).collect();
+        let aligned_on = if common.len() == 1 {
+            format!("ProfilerStep#{first} starts together in both runs")
+        } else {
+            format!(
+                "each of the {} step numbers both runs have (ProfilerStep#{first} to \
+                 #{last}) starts together",
+                common.len()
+            )
+        };
+        return Alignment {
+            stretches: stretches_of(pairs),
+            first_step: Some(first),
+            steps: common.len(),
+            aligned_on,
+        };
     }
-    if let (Some((na, (sa, _))), Some((nb, (sb, _)))) = (a.iter().next(), b.iter().next()) {
-        return (
-            sa - sb,
-            None,
-            format!("no step number in common: the run's ProfilerStep#{na} starts with the baseline's ProfilerStep#{nb}"),
-        );
+    let by_start = |steps: &std::collections::BTreeMap<u64, (Ns, Ns)>| {
+        let mut v: Vec<(Ns, u64)> = steps.iter().map(|(n, (s, _))| (*s, *n)).collect();
+        v.sort_unstable();
+        v
+    };
+    let (sa, sb) = (by_start(&a), by_start(&b));
+    if let (Some(&(_, na)), Some(&(_, nb))) = (sa.first(), sb.first()) {
+        let pairs: Vec<(Ns, Ns)> = sb.iter().zip(&sa).map(|(b, a)| (b.0, a.0)).collect();
+        let steps = pairs.len();
+        return Alignment {
+            stretches: stretches_of(pairs),
+            first_step: None,
+            steps,
+            aligned_on: format!(
+                "no step number in common: the steps are paired in order ({steps}), the run's \
+                 ProfilerStep#{na} with the baseline's ProfilerStep#{nb}"
+            ),
+        };
     }
     let first = |t: &Trace| t.spans.iter().map(|s| s.start).min().unwrap_or(0);
-    (
-        first(run) - first(baseline),
-        None,
-        "a run without steps: the first events start together".to_owned(),
-    )
+    Alignment {
+        stretches: vec![(Ns::MIN, first(run) - first(baseline))],
+        first_step: None,
+        steps: 0,
+        aligned_on: "a run without steps: the first events start together".to_owned(),
+    }
 }
 
 /// The parameters of a request, by name (the query string decoded).
@@ -168,23 +273,21 @@ impl Api {
             crate::overlays::onto_job_clock(&mut other, &own);
             let side = Diff::side(&Analyzed::new(&other), &DiffSettings::default())
                 .map_err(|e| e.to_string());
-            let (shift_ns, aligned_step, aligned_on) = align_baseline(&trace, &other);
-            other.shift_tracks(&vec![shift_ns; other.tracks.len()]);
-            // Each track's move from its recorded times: the run's, then the baseline's own
-            // clock shift and the alignment.
+            let alignment = align_baseline(&trace, &other);
+            let span_stretches = alignment.apply(&mut other);
+            // Each track's move onto its job's clock: the run's, then the baseline's (its
+            // events then move by their step's alignment too).
             shifts.resize(trace.tracks.len(), 0);
-            shifts.extend(
-                (0..other.tracks.len()).map(|t| own.get(t).copied().unwrap_or(0) + shift_ns),
-            );
-            let first_rank = trace.ranks.len() as u32;
+            shifts.extend((0..other.tracks.len()).map(|t| own.get(t).copied().unwrap_or(0)));
+            let (first_rank, first_span) = (trace.ranks.len() as u32, trace.spans.len());
             run = Some(trace.clone());
             trace.append(other);
             paired = Some(Baseline {
                 label,
                 first_rank,
-                shift_ns,
-                aligned_step,
-                aligned_on,
+                first_span,
+                alignment,
+                span_stretches,
                 side,
                 diff: std::sync::OnceLock::new(),
             });
@@ -329,12 +432,15 @@ impl Api {
             }
         }
         let baseline = self.baseline.as_ref().map(|b| {
+            let (least, most) = b.alignment.shift_range();
             json!({
                 "label": b.label,
                 "first_rank_index": b.first_rank,
-                "shift_ns": b.shift_ns,
-                "aligned_step": b.aligned_step,
-                "aligned_on": b.aligned_on,
+                "shift_ns": b.alignment.first_shift(),
+                "shift_range_ns": [least, most],
+                "aligned_step": b.alignment.first_step,
+                "steps_aligned": b.alignment.steps,
+                "aligned_on": b.alignment.aligned_on,
             })
         });
         json!({
@@ -523,14 +629,25 @@ impl Api {
         out["correlation"] = json!(span.correlation);
         out["external_id"] = json!(span.external_id);
         out["args"] = args;
-        // Its rank's move onto the job's clock: the recorded start is `start - shift`.
+        // Its rank's move onto the job's clock, and a baseline's step lined up with the run's:
+        // the recorded start is `start - shift`.
+        let aligned = self.baseline.as_ref().and_then(|b| {
+            (index as usize)
+                .checked_sub(b.first_span)
+                .and_then(|i| b.span_stretches.get(i))
+                .map(|&k| b.alignment.stretches[k as usize].1)
+        });
         let shift = self
             .clock_shifts
             .get(span.track.0 as usize)
             .copied()
-            .unwrap_or(0);
+            .unwrap_or(0)
+            + aligned.unwrap_or(0);
         if shift != 0 {
             out["clock_shift_ns"] = json!(shift);
+        }
+        if let Some(aligned) = aligned {
+            out["aligned_shift_ns"] = json!(aligned);
         }
         out["chain"] = Value::Array(chain);
         out["flows"] = Value::Array(flows);

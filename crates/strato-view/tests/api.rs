@@ -589,6 +589,7 @@ fn a_baseline_is_stacked_under_the_run_with_its_steps_lined_up_and_diffed() {
         b["shift_ns"].as_i64().unwrap(),
         rank_steps(&run)[0][&step].0 - rank_steps(&base)[0][&step].0
     );
+    assert_eq!(b["steps_aligned"].as_u64(), Some(1));
 
     // Every lane of both, the run's first, the baseline's marked, under the same rank.
     let all = lanes["lanes"].as_array().unwrap();
@@ -788,22 +789,154 @@ fn a_baseline_without_a_common_step_lines_up_its_first_step_or_its_first_event()
         }
         b.build()
     };
-    // A step number in common: that step starts together.
-    let (shift, step, _) = align_baseline(&run_of(Some(5), 0), &run_of(Some(6), 7_000));
-    assert_eq!((shift, step), (-6_000, Some(6)));
-    // None in common: the first steps start together.
-    let (shift, step, how) = align_baseline(&run_of(Some(1), 0), &run_of(Some(100), 7_000));
-    assert_eq!((shift, step), (-7_000, None));
+    let of = |a: strato_view::api::Alignment| (a.first_shift(), a.first_step, a.steps);
+    // Step numbers in common (6 and 7): each starts together.
+    let a = align_baseline(&run_of(Some(5), 0), &run_of(Some(6), 7_000));
+    assert_eq!(of(a), (-6_000, Some(6), 2));
+    // None in common: the steps paired in order.
+    let a = align_baseline(&run_of(Some(1), 0), &run_of(Some(100), 7_000));
+    let how = a.aligned_on.clone();
+    assert_eq!(of(a), (-7_000, None, 3));
     assert!(
         how.contains("ProfilerStep#1") && how.contains("ProfilerStep#100"),
         "{how}"
     );
     // A run without steps: the first events start together.
-    let (shift, step, _) = align_baseline(&run_of(None, 0), &run_of(Some(3), 7_000));
+    let a = align_baseline(&run_of(None, 0), &run_of(Some(3), 7_000));
     // The run's first event (aten::mm) at 10, the baseline's (its first step) at 7,000.
-    assert_eq!((shift, step), (10 - 7_000, None));
+    assert_eq!(of(a), (10 - 7_000, None, 0));
     // Viewed: the baseline's first step starts where the run's does.
     let api = Api::with_baseline(run_of(Some(1), 0), run_of(Some(100), 7_000), "b".into());
     let steps = strato_analysis::paths::critical_path::rank_steps(api.trace());
     assert_eq!(steps[0][&1].0, steps[1][&100].0);
+}
+
+#[test]
+fn each_step_of_a_slower_baseline_starts_with_the_run_s_and_keeps_its_durations() {
+    use strato_analysis::paths::critical_path::rank_steps;
+    use strato_trace::testing::TraceBuilder;
+    // Three steps numbered 1-3, `every` ns apart from `at`, each `long` ns, with a launch 10 ns in
+    // and the kernel it launches (same correlation) 50 ns in.
+    let run_of = |at: i64, every: i64, long: i64| {
+        let mut b = TraceBuilder::new();
+        let cpu = b.thread(1, 1);
+        let gpu = b.queue(0, 7);
+        for k in 0..3 {
+            let t = at + every * k;
+            b.span(
+                cpu,
+                Level::Operation,
+                &format!("ProfilerStep#{}", k + 1),
+                t,
+                t + long,
+            );
+            b.span(
+                cpu,
+                Level::AcceleratorApi,
+                "cudaLaunchKernel",
+                t + 10,
+                t + long / 2,
+            )
+            .correlation(100 + k as u64);
+            b.span(gpu, Level::DeviceKernel, "gemm", t + 50, t + long - 5)
+                .correlation(100 + k as u64);
+        }
+        b.build()
+    };
+    // The run: steps of 900 ns every 1,000 ns. The baseline: 1,400 ns every 1,500, 7 us later.
+    let (run, base) = (run_of(0, 1_000, 900), run_of(7_000, 1_500, 1_400));
+    let a = strato_view::api::align_baseline(&run, &base);
+    assert_eq!(a.steps, 3);
+    assert_eq!(a.shift_range(), (-8_000, -7_000));
+    let api = Api::with_baseline(run.clone(), base.clone(), "slower".into());
+    // Every step starts together.
+    let steps = rank_steps(api.trace());
+    for n in 1..=3 {
+        assert_eq!(steps[0][&n].0, steps[1][&n].0, "step {n}");
+    }
+    // Each baseline event keeps its duration and its place in its step; its details say how
+    // far it moved (from its recorded start).
+    let first = run.spans.len();
+    for (i, recorded) in base.spans.iter().enumerate() {
+        let shown = &api.trace().spans[first + i];
+        assert_eq!(shown.duration(), recorded.duration());
+        let step = (recorded.start - 7_000) / 1_500;
+        assert_eq!(shown.start, recorded.start - 7_000 - 500 * step, "span {i}");
+        let details = api.event(&(first + i).to_string()).expect("details");
+        assert_eq!(
+            details["clock_shift_ns"].as_i64(),
+            Some(shown.start - recorded.start)
+        );
+        assert_eq!(
+            details["aligned_shift_ns"].as_i64(),
+            Some(shown.start - recorded.start)
+        );
+    }
+    // The run's events did not move and say nothing of an alignment.
+    let details = api.event("0").expect("details");
+    assert!(details.get("aligned_shift_ns").is_none());
+    let lanes = api.lanes();
+    assert_eq!(lanes["baseline"]["steps_aligned"], 3);
+    assert_eq!(
+        lanes["baseline"]["shift_range_ns"],
+        serde_json::json!([-8_000, -7_000])
+    );
+    // The whole view shows every span once.
+    let end = lanes["end_ns"].as_i64().unwrap();
+    let answer = api
+        .range(&params(&[
+            ("t0", "0".into()),
+            ("t1", (end + 1).to_string()),
+        ]))
+        .expect("range");
+    let shown: u64 = answer["lanes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|l| l["rows"].as_array().unwrap())
+        .map(|r| {
+            r["events"].as_array().unwrap().len() as u64
+                + r["buckets"]
+                    .as_array()
+                    .map_or(0, |b| b.iter().map(|x| x[1].as_u64().unwrap()).sum())
+        })
+        .sum();
+    assert_eq!(shown as usize, run.spans.len() + base.spans.len());
+}
+
+#[test]
+fn two_ranks_of_a_real_job_line_up_step_by_step() {
+    use strato_analysis::paths::critical_path::rank_steps;
+    // HTA's sampled job: rank 0 as the run, rank 1 as the baseline (steps 551 and 552).
+    let (test, base) = (
+        load(&[shared("kineto/hta_trace_filter/sampled_rank-0.json.gz")]),
+        load(&[shared("kineto/hta_trace_filter/sampled_rank-1.json.gz")]),
+    );
+    let api = Api::with_baseline(test.clone(), base.clone(), "rank 1".into());
+    let steps = rank_steps(api.trace());
+    let common: Vec<u64> = (steps[0].keys())
+        .filter(|n| steps[1].contains_key(n))
+        .copied()
+        .collect();
+    assert_eq!(common, [551, 552]);
+    let lanes = api.lanes();
+    assert_eq!(lanes["baseline"]["steps_aligned"], 2);
+    // The runs' first steps last differently: one shift could not line up both.
+    let range = &lanes["baseline"]["shift_range_ns"];
+    assert_ne!(range[0], range[1], "{range}");
+    for n in &common {
+        assert_eq!(steps[0][n].0, steps[1][n].0, "ProfilerStep#{n}");
+    }
+    // Each baseline span keeps its duration; its details give its move from its recording.
+    let first = test.spans.len();
+    for (i, recorded) in base.spans.iter().enumerate().step_by(97) {
+        let shown = &api.trace().spans[first + i];
+        assert_eq!(shown.duration(), recorded.duration(), "span {i}");
+        let details = api.event(&(first + i).to_string()).expect("details");
+        assert_eq!(
+            details["clock_shift_ns"].as_i64().unwrap_or(0),
+            shown.start - recorded.start,
+            "span {i}"
+        );
+    }
 }

@@ -597,8 +597,11 @@ function renderDetails(d) {
     ['level', d.level], ['category', d.category], ['lane', laneName(d.lane)],
     ['start', fmtNs(d.start_ns)], ['duration', fmtNs(d.duration_ns)],
     ['correlation', d.correlation], ['external id', d.external_id], ['id', d.id],
-    // Its rank moved onto the job's one clock (the recorded start is start - shift).
-    ['clock shift', d.clock_shift_ns ? fmtNs(d.clock_shift_ns) + ' (its rank, onto the job\'s clock)' : null],
+    // Its rank moved onto the job's one clock, and a baseline's step lined up with the run's
+    // (the recorded start is start - shift).
+    ['clock shift', d.clock_shift_ns ? fmtNs(d.clock_shift_ns) + (d.aligned_shift_ns !== undefined
+      ? ' (its rank onto its job\'s clock, and ' + fmtNs(d.aligned_shift_ns) + ' lining its step up with the run\'s)'
+      : ' (its rank, onto the job\'s clock)') : null],
   ];
   for (const [k, v] of rows) {
     if (v === null || v === undefined) continue;
