@@ -604,26 +604,7 @@ fn a_baseline_is_stacked_under_the_run_with_its_steps_lined_up_and_diffed() {
         "baseline lanes under the run's"
     );
     // Its events are on the timeline: the whole view at 1,000 px shows every span once.
-    let end = lanes["end_ns"].as_i64().unwrap();
-    let answer = api
-        .range(&params(&[
-            ("t0", "0".into()),
-            ("t1", (end + 1).to_string()),
-        ]))
-        .expect("range");
-    let shown: u64 = answer["lanes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|l| l["rows"].as_array().unwrap())
-        .map(|r| {
-            r["events"].as_array().unwrap().len() as u64
-                + r["buckets"]
-                    .as_array()
-                    .map_or(0, |b| b.iter().map(|x| x[1].as_u64().unwrap()).sum())
-        })
-        .sum();
-    assert_eq!(shown as usize, run.spans.len() + base.spans.len());
+    assert_eq!(spans_shown(&api), run.spans.len() + base.spans.len());
 
     // The overlays are the run's alone.
     let rules = |a: &Api| -> Vec<(String, i64)> {
@@ -882,26 +863,7 @@ fn each_step_of_a_slower_baseline_starts_with_the_run_s_and_keeps_its_durations(
         serde_json::json!([-8_000, -7_000])
     );
     // The whole view shows every span once.
-    let end = lanes["end_ns"].as_i64().unwrap();
-    let answer = api
-        .range(&params(&[
-            ("t0", "0".into()),
-            ("t1", (end + 1).to_string()),
-        ]))
-        .expect("range");
-    let shown: u64 = answer["lanes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|l| l["rows"].as_array().unwrap())
-        .map(|r| {
-            r["events"].as_array().unwrap().len() as u64
-                + r["buckets"]
-                    .as_array()
-                    .map_or(0, |b| b.iter().map(|x| x[1].as_u64().unwrap()).sum())
-        })
-        .sum();
-    assert_eq!(shown as usize, run.spans.len() + base.spans.len());
+    assert_eq!(spans_shown(&api), run.spans.len() + base.spans.len());
 }
 
 #[test]
@@ -939,4 +901,28 @@ fn two_ranks_of_a_real_job_line_up_step_by_step() {
             "span {i}"
         );
     }
+}
+
+/// The spans the whole view shows, exact or counted in buckets (each once).
+fn spans_shown(api: &Api) -> usize {
+    let end = api.lanes()["end_ns"].as_i64().expect("end");
+    let answer = api
+        .range(&params(&[
+            ("t0", "0".into()),
+            ("t1", (end + 1).to_string()),
+        ]))
+        .expect("range");
+    let shown: u64 = answer["lanes"]
+        .as_array()
+        .expect("lanes")
+        .iter()
+        .flat_map(|l| l["rows"].as_array().expect("rows"))
+        .map(|r| {
+            r["events"].as_array().expect("events").len() as u64
+                + r["buckets"]
+                    .as_array()
+                    .map_or(0, |b| b.iter().filter_map(|x| x[1].as_u64()).sum())
+        })
+        .sum();
+    shown as usize
 }
