@@ -668,6 +668,19 @@ pub fn gain_model(rule: &str, evidence: &[Evidence]) -> Result<(String, Vec<Scal
     }
 }
 
+/// What a finding's what-if selecting nothing means for its rule (`""`: nothing to add).
+fn nothing_selected_because(rule: &str) -> &'static str {
+    match rule {
+        // `--overlap-comm` takes collectives off the compute they wait for on the device.
+        multi_rank::EXPOSED_ID => {
+            ": no collective waits for compute on the device (a stream it shares with compute, \
+             a wait event), so what holds them back is their launch or their peers; launching \
+             them earlier, as smaller buckets would, is not a what-if transform yet"
+        }
+        _ => "",
+    }
+}
+
 /// Fills in each finding's [`Finding::estimated_gain_ns`]: one what-if replay per finding whose
 /// fix a transform models, all in one call of `gains` (each window's graph built once). A
 /// replay that fails leaves the gains unknown and says why.
@@ -692,8 +705,9 @@ fn estimate_gains(findings: &mut [Finding], gains: &mut GainsOf<'_>) {
                 match gain {
                     None => {
                         finding.gain_note = format!(
-                            "not estimated: {} selects nothing in this trace's graph",
-                            finding.gain_note
+                            "not estimated: {} selects nothing in this trace's graph{}",
+                            finding.gain_note,
+                            nothing_selected_because(finding.rule)
                         );
                     }
                     // No fix saves more than the time at stake: per-step replays that add up
