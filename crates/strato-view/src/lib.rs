@@ -11,6 +11,7 @@
 //! The crate reads a trace it is given; opening inputs is the engine's (`strato-engine`),
 //! and the command line is the CLI's.
 
+mod align;
 pub mod api;
 pub mod overlays;
 pub mod server;
