@@ -2,6 +2,7 @@
 //! levels. The default mapping is documented in `docs/levels.md`; users override it with a JSON
 //! list of [`LevelRule`]s (`strato --level-map FILE`).
 
+use crate::message::escape_controls;
 use serde::{Deserialize, Serialize};
 
 /// The strata of an ML workload's stack, from high to low. The order of the variants is the
@@ -162,8 +163,8 @@ impl LevelMap {
     /// JSON list of `{"format", "category", "level"}` objects (every field required, the
     /// category not empty), at most [`MAX_LEVEL_RULES`] of them.
     pub fn from_json(text: &str) -> Result<Self, LevelMapError> {
-        let rules: Vec<LevelRule> =
-            serde_json::from_str(text).map_err(|e| LevelMapError::Json(e.to_string()))?;
+        let rules: Vec<LevelRule> = serde_json::from_str(text)
+            .map_err(|e| LevelMapError::Json(escape_controls(&e.to_string()).into_owned()))?;
         if rules.len() > MAX_LEVEL_RULES {
             return Err(LevelMapError::TooManyRules {
                 count: rules.len(),
@@ -351,6 +352,12 @@ mod tests {
             LevelMap::from_json(r#"[{"format":"*","category":"","level":"Library"}]"#),
             Err(LevelMapError::EmptyCategory)
         );
+        // A level the file spells with an escaped newline: named escaped, on one line.
+        let e = LevelMap::from_json(r#"[{"format":"*","category":"c","level":"Lib\nrary"}]"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown variant `Lib\\nrary`"), "{e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
         let rule = r#"{"format":"*","category":"c","level":"Os"}"#;
         let list = |n: usize| format!("[{}]", vec![rule; n].join(","));
         assert!(LevelMap::from_json(&list(MAX_LEVEL_RULES)).is_ok());

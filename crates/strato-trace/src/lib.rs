@@ -18,6 +18,7 @@ mod args;
 pub mod args_of;
 mod budget;
 mod level;
+pub mod message;
 pub mod metadata;
 mod model;
 pub mod names;

@@ -38,6 +38,7 @@ pub mod step_breakdown;
 pub mod sync_copy;
 
 use serde::{Deserialize, Serialize};
+use strato_trace::message::escape_controls;
 use strato_trace::{Level, Ns, Span, Trace, TrackKind};
 
 use crate::analyzed::Analyzed;
@@ -304,7 +305,7 @@ impl AdviseConfig {
                 .map(|r| text[..r.start.min(text.len())].lines().count().max(1));
             RulesError::Toml {
                 at: line.map(|l| format!(" at line {l}")).unwrap_or_default(),
-                message: e.message().trim().replace('\n', " "),
+                message: escape_controls(&e.message().trim().replace('\n', " ")).into_owned(),
             }
         })?;
         config.validate().map_err(RulesError::Invalid)?;

@@ -16,6 +16,7 @@
 use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
+use strato_trace::message::escape_controls;
 use strato_trace::Device;
 
 /// Numeric precision of a computation.
@@ -111,7 +112,8 @@ pub struct DeviceSpec {
 /// Why a `--device-spec` file was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceSpecError {
-    #[error("not a device spec JSON object: {0}")]
+    /// The parser's message, its quotes of the file escaped onto one line.
+    #[error("not a device spec JSON object: {}", escape_controls(&.0.to_string()))]
     Json(#[from] serde_json::Error),
     #[error(
         "{field} must be a number in [{min}, {max}] {unit} (a physically plausible peak), got {value:?}"
@@ -780,6 +782,13 @@ mod tests {
             e.contains("unknown field `bf16_tflops`") && e.contains("`bf16_tensor_tflops`"),
             "{e}"
         );
+        // A field name spelt with an escaped newline (quoted by serde_json as decoded): still
+        // one line, the newline escaped again.
+        let e = DeviceSpec::from_json(r#"{"name":"x","memory_b\ndwidth_gbs":10}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown field `memory_b\\ndwidth_gbs`"), "{e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
         // Peaks that would make "% of peak" infinite or 0.0 %: refused, naming the field.
         for (json, field) in [
             (r#""fp32_tflops":5e-324"#, "fp32_tflops"),
